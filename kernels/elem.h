@@ -1,0 +1,125 @@
+/* elem.h: per-element math shared by the CPU kernels and the CUDA kernels.
+ *
+ * Every function here is `GS_HD static inline`: __host__ __device__ under
+ * nvcc, plain static inline under gcc. The CPU kernels loop over these and
+ * the .cu kernels call them per thread, so the CPU test suite checks the
+ * arithmetic the GPU runs (only the looping differs).
+ *
+ * Conversions are bit-exact round-to-nearest-even, and match F16C's
+ * vcvtps2ph (imm 0) including NaN payloads (kept, quiet bit set), so the
+ * SIMD paths and this reference give the same bits. */
+#ifndef GS_ELEM_H
+#define GS_ELEM_H
+
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#define GS_HD __host__ __device__
+#else
+#define GS_HD
+#endif
+
+GS_HD static inline uint32_t gs_f32_bits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+GS_HD static inline float gs_bits_f32(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+/* fp32 -> IEEE binary16, round to nearest even. */
+GS_HD static inline uint16_t gs_f32_to_f16(float f) {
+  uint32_t x = gs_f32_bits(f);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) {               /* inf or NaN */
+    if (ax == 0x7f800000u) return (uint16_t)(sign | 0x7c00u);
+    return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+  }
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: inf */
+  if (ax < 0x38800000u) {                /* below 2^-14: subnormal or zero in fp16 */
+    if (ax < 0x33000000u) return sign;   /* <= 2^-25: rounds to 0 (ties to even) */
+    uint32_t e = ax >> 23;               /* 102..112 */
+    uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - e;           /* 14..24 */
+    uint32_t r = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1u);
+    uint32_t half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (r & 1u))) r++;
+    return (uint16_t)(sign | r);
+  }
+  /* normal: rebias exponent 127 -> 15, round the 13 dropped bits */
+  uint32_t r = (ax - 0x38000000u) >> 13;
+  uint32_t rem = ax & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r++;
+  return (uint16_t)(sign | r);
+}
+
+/* IEEE binary16 -> fp32 (exact). */
+GS_HD static inline float gs_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t e = (h >> 10) & 0x1fu;
+  uint32_t m = h & 0x3ffu;
+  uint32_t x;
+  if (e == 0x1fu) {
+    x = sign | 0x7f800000u | (m << 13);
+  } else if (e != 0) {
+    x = sign | ((e + 112u) << 23) | (m << 13);
+  } else if (m == 0) {
+    x = sign;
+  } else {                               /* subnormal: normalize */
+    uint32_t ex = 113u;
+    while (!(m & 0x400u)) { m <<= 1; ex--; }
+    x = sign | (ex << 23) | ((m & 0x3ffu) << 13);
+  }
+  return gs_bits_f32(x);
+}
+
+/* fp32 -> bfloat16, round to nearest even; NaN stays NaN (quiet). */
+GS_HD static inline uint16_t gs_f32_to_bf16(float f) {
+  uint32_t x = gs_f32_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+GS_HD static inline float gs_bf16_to_f32(uint16_t h) { return gs_bits_f32((uint32_t)h << 16); }
+
+GS_HD static inline int gs_f32_isfinite(float f) {
+  return (gs_f32_bits(f) & 0x7f800000u) != 0x7f800000u;
+}
+GS_HD static inline int gs_f16_isfinite(uint16_t h) { return (h & 0x7c00u) != 0x7c00u; }
+GS_HD static inline int gs_bf16_isfinite(uint16_t h) { return (h & 0x7f80u) != 0x7f80u; }
+
+GS_HD static inline float gs_relu1(float x) { return x > 0.0f ? x : 0.0f; }
+GS_HD static inline float gs_relu_grad1(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+
+/* One element of torch.optim.SGD (dampening 0, no Nesterov):
+ *   d = g + wd*p; buf = first ? d : m*buf + d; p -= lr*buf.
+ * Written as separate roundings in PyTorch's order, so a compiler may not
+ * fuse them differently on the two devices (see -ffp-contract in meson). */
+GS_HD static inline void gs_sgd1(float *p, float g, float *buf, float lr, float m, float wd,
+                                 int first) {
+  float d = g;
+  if (wd != 0.0f) d = d + wd * *p;
+  if (m != 0.0f) {
+    d = first ? d : m * *buf + d;
+    *buf = d;
+  }
+  *p = *p - lr * d;
+}
+
+#endif

@@ -1,0 +1,173 @@
+/* kernels.h: the device-neutral compute contract of gradsync.
+ *
+ * Everything above this header computes through a table of functions
+ * (gs_kernels), one per device: gs_kernels_cpu() (OpenBLAS + plain C with
+ * run-time SIMD dispatch) and gs_kernels_cuda() (cuBLAS + .cu kernels).
+ * The caller never branches on the device: model, optimizer, server and
+ * ring all take a gs_kernels* and pointers that live on its device.
+ *
+ * Conventions
+ *  - Matrices are row-major; gemm computes C = alpha*op(A)*op(B) + beta*C
+ *    with op(A) m x k, op(B) k x n, C m x n, lda/ldb/ldc in elements.
+ *  - Tensors are NCHW; a conv weight is [out, in, kh, kw] as PyTorch's.
+ *  - Ops are void and asynchronous on devices that queue work; a failure is
+ *    sticky and reported by sync(), which also waits for queued work.
+ *    On the CPU every op completes before it returns.
+ *  - Pointers passed to ops are device pointers from alloc(); host pointers
+ *    appear only in to_device / to_host and where a signature says _host.
+ *  - Per-element math (ReLU, SGD, conversions, finite tests) lives in
+ *    kernels/elem.h as inline functions shared by both devices, so the CPU
+ *    tests exercise the code the GPU runs.
+ *
+ * Floating-point contract: fp32 everywhere except the _lp ops, which read
+ * fp16 / bf16 storage and accumulate in fp32. Conversions round to nearest
+ * even and give the same bits on every code path (F16C, AVX2, plain C). */
+#ifndef GS_KERNELS_H
+#define GS_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/util.h"
+
+typedef enum gs_dtype { GS_F32 = 0, GS_F16 = 1, GS_BF16 = 2 } gs_dtype;
+size_t gs_dtype_size(gs_dtype t);
+const char *gs_dtype_name(gs_dtype t);
+/* "fp32" / "fp16" / "bf16" (also "f32", "float16", "bfloat16"); -1 if unknown. */
+int gs_dtype_parse(const char *s);
+
+typedef enum gs_device { GS_DEV_CPU = 0, GS_DEV_CUDA = 1 } gs_device;
+
+/* One 2-D convolution (no dilation, groups = 1), per image of a batch. */
+typedef struct gs_conv_desc {
+  int n;          /* batch */
+  int c, h, w;    /* input channels and size */
+  int oc;         /* output channels */
+  int kh, kw;     /* kernel */
+  int stride, pad;
+  int oh, ow;     /* output size, filled by gs_conv_init */
+} gs_conv_desc;
+/* Compute oh/ow; GS_EINVAL if the shape is impossible. */
+int gs_conv_init(gs_conv_desc *d, gs_err *e);
+/* Scratch floats conv2d_forward / conv2d_backward need (im2col columns). */
+size_t gs_conv_workspace(const gs_conv_desc *d);
+
+/* Dynamic loss scaling, torch.cuda.amp.GradScaler's rule: scale starts at
+ * init; a step with any inf/NaN gradient is skipped and scale *= backoff;
+ * after `interval` consecutive clean steps scale *= growth. A fixed scale
+ * (dynamic = false) never changes but overflowing steps are still skipped. */
+typedef struct gs_scaler {
+  float scale;
+  float growth, backoff;  /* 2.0, 0.5 */
+  int interval;           /* 2000 */
+  int clean;              /* consecutive clean steps so far */
+  bool dynamic;
+} gs_scaler;
+void gs_scaler_init(gs_scaler *s, float init_scale, bool dynamic);
+/* Apply one step's verdict; returns true when the step must be skipped. */
+bool gs_scaler_update(gs_scaler *s, bool found_nonfinite);
+
+/* torch.optim.SGD hyper-parameters (dampening 0, no Nesterov). */
+typedef struct gs_sgd {
+  float lr, momentum, weight_decay;
+} gs_sgd;
+
+typedef struct gs_kernels gs_kernels;
+struct gs_kernels {
+  const char *name;  /* "cpu" / "cuda" */
+  gs_device device;
+  void *impl;
+
+  /* ---- memory ---- */
+  void *(*alloc)(gs_kernels *k, size_t bytes);       /* zeroed; NULL + sticky error on failure */
+  void (*release)(gs_kernels *k, void *p);
+  void *(*alloc_host)(gs_kernels *k, size_t bytes);  /* pinned where it matters */
+  void (*release_host)(gs_kernels *k, void *p);
+  void (*to_device)(gs_kernels *k, void *dst, const void *src_host, size_t bytes);
+  void (*to_host)(gs_kernels *k, void *dst_host, const void *src, size_t bytes);
+  void (*copy)(gs_kernels *k, void *dst, const void *src, size_t bytes);
+  void (*zero)(gs_kernels *k, void *p, size_t bytes);
+  /* Wait for queued work; return the first error since the last sync. */
+  int (*sync)(gs_kernels *k, gs_err *e);
+  /* BLAS threads on the CPU (no-op on devices). */
+  void (*set_threads)(gs_kernels *k, int threads);
+  void (*destroy)(gs_kernels *k);
+
+  /* ---- dense algebra ---- */
+  void (*gemm)(gs_kernels *k, bool ta, bool tb, int m, int n, int kk, float alpha,
+               const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+  /* A and B in dtype t (fp16/bf16), C fp32, fp32 accumulation. */
+  void (*gemm_lp)(gs_kernels *k, gs_dtype t, bool ta, bool tb, int m, int n, int kk, float alpha,
+                  const void *a, int lda, const void *b, int ldb, float beta, float *c, int ldc);
+
+  /* ---- layers ---- */
+  /* y[r, :] += bias for each of rows rows of cols columns */
+  void (*bias_add)(gs_kernels *k, int rows, int cols, const float *bias, float *y);
+  /* db[c] = sum_r dy[r, c] (overwrites db) */
+  void (*bias_grad)(gs_kernels *k, int rows, int cols, const float *dy, float *db);
+  /* per-channel bias of NCHW tensors: y[i, c, :] += bias[c] */
+  void (*bias_add_nchw)(gs_kernels *k, int n, int c, int plane, const float *bias, float *y);
+  /* db[c] = sum over i and the plane of dy[i, c, :] (overwrites db) */
+  void (*bias_grad_nchw)(gs_kernels *k, int n, int c, int plane, const float *dy, float *db);
+  /* y = max(x, 0); in place allowed */
+  void (*relu)(gs_kernels *k, size_t n, const float *x, float *y);
+  /* dx = y > 0 ? dy : 0, from the forward output y; in place allowed */
+  void (*relu_grad)(gs_kernels *k, size_t n, const float *y, const float *dy, float *dx);
+  /* Softmax cross-entropy, mean over the batch. probs gets the softmax;
+   * *loss_host the mean loss, *correct_host the argmax hits (either may be
+   * NULL). Labels outside [0, classes) make the op fail (sticky). */
+  void (*xent_forward)(gs_kernels *k, int batch, int classes, const float *logits,
+                       const int32_t *labels, float *probs, float *loss_host, int *correct_host);
+  /* dlogits = (probs - onehot(labels)) * scale / batch; scale is the loss
+   * scale of mixed precision (1 otherwise). */
+  void (*xent_backward)(gs_kernels *k, int batch, int classes, const float *probs,
+                        const int32_t *labels, float scale, float *dlogits);
+  /* col[(c*kh + i)*kw + j][oy*ow + ox] for one image */
+  void (*im2col)(gs_kernels *k, const gs_conv_desc *d, const float *img, float *col);
+  /* img += col scattered back (img must be zeroed by the caller) */
+  void (*col2im)(gs_kernels *k, const gs_conv_desc *d, const float *col, float *img);
+  /* 2x2 max pool, stride 2, over planes = n*c planes of h x w (h, w even).
+   * argmax (int32, one per output) records the winner for backward. */
+  void (*maxpool_forward)(gs_kernels *k, int planes, int h, int w, const float *x, float *y,
+                          int32_t *argmax);
+  /* dx = 0 then dx[argmax] += dy */
+  void (*maxpool_backward)(gs_kernels *k, int planes, int h, int w, const float *dy,
+                           const int32_t *argmax, float *dx);
+
+  /* ---- optimizer and reductions (what the backends need) ---- */
+  /* torch.optim.SGD on n elements: g += wd*p; buf = first ? g : m*buf + g;
+   * p -= lr*buf. buf may be NULL when momentum is 0. */
+  void (*sgd)(gs_kernels *k, size_t n, float *p, const float *g, float *buf, gs_sgd h, bool first);
+  /* dst += src */
+  void (*add)(gs_kernels *k, size_t n, float *dst, const float *src);
+  /* y += a*x */
+  void (*axpy)(gs_kernels *k, size_t n, float a, const float *x, float *y);
+  /* x *= a */
+  void (*scale)(gs_kernels *k, size_t n, float a, float *x);
+  /* dst (fp32) += src in dtype t: the fp32 accumulation of low-precision traffic */
+  void (*add_lp)(gs_kernels *k, gs_dtype t, size_t n, float *dst, const void *src);
+  /* Conversion between any two dtypes (same dtype: copy). */
+  void (*convert)(gs_kernels *k, gs_dtype to, void *dst, gs_dtype from, const void *src, size_t n);
+  /* Number of inf/NaN elements of x in dtype t (synchronous). */
+  size_t (*nonfinite)(gs_kernels *k, gs_dtype t, size_t n, const void *x);
+};
+
+/* The CPU table (always built). threads <= 0: leave BLAS as it is. */
+gs_kernels *gs_kernels_cpu(int threads, gs_err *e);
+/* The CUDA table for device `device`, or GS_EDEVICE with the CUDA error
+ * string and what to check (driver, CUDA_VISIBLE_DEVICES) when there is no
+ * usable GPU or the build has no CUDA. */
+gs_kernels *gs_kernels_cuda(int device, gs_err *e);
+/* Number of usable CUDA devices (0 without CUDA or a driver). */
+int gs_cuda_device_count(void);
+
+/* Composite layers written once over the table, so both devices share them. */
+/* y[n, oc, oh, ow] = conv(x, w) + b; ws has gs_conv_workspace(d) floats */
+void gs_conv2d_forward(gs_kernels *k, const gs_conv_desc *d, const float *x, const float *w,
+                       const float *b, float *y, float *ws);
+/* dw, db overwritten; dx (may be NULL) overwritten */
+void gs_conv2d_backward(gs_kernels *k, const gs_conv_desc *d, const float *x, const float *w,
+                        const float *dy, float *dx, float *dw, float *db, float *ws);
+
+#endif

@@ -1,0 +1,83 @@
+/* util.c: the error record, clocks and checked allocation of util.h. */
+#include "kernels/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+volatile int gs_interrupted;
+
+int gs_fail_at(gs_err *e, const char *file, int line, int code, const char *fmt, ...) {
+  if (!e || e->code != 0) return code;
+  e->code = code;
+  e->file = file;
+  e->line = line;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+void gs_err_prefix(gs_err *e, const char *fmt, ...) {
+  if (!e) return;
+  char pre[256], old[sizeof e->msg];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(pre, sizeof pre, fmt, ap);
+  va_end(ap);
+  memcpy(old, e->msg, sizeof old);
+  size_t pl = strlen(pre), ol = strnlen(old, sizeof old - 1);
+  if (pl > sizeof e->msg - 1) pl = sizeof e->msg - 1;
+  if (ol > sizeof e->msg - 1 - pl) ol = sizeof e->msg - 1 - pl;
+  memcpy(e->msg, pre, pl);
+  memcpy(e->msg + pl, old, ol);
+  e->msg[pl + ol] = '\0';
+}
+
+void gs_err_clear(gs_err *e) {
+  if (e) memset(e, 0, sizeof *e);
+}
+
+const char *gs_strerror(int code) {
+  switch (code) {
+  case GS_OK: return "ok";
+  case GS_EINVAL: return "invalid argument";
+  case GS_EIO: return "I/O error";
+  case GS_ETIMEOUT: return "timed out";
+  case GS_EPROTO: return "protocol error";
+  case GS_ENOMEM: return "out of memory";
+  case GS_EPEER: return "peer failed";
+  case GS_EDEVICE: return "device error";
+  case GS_EINTR: return "interrupted";
+  case GS_EMISMATCH: return "ranks disagree";
+  default: return "unknown error";
+  }
+}
+
+double gs_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double gs_wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void *gs_alloc(size_t bytes, gs_err *e) {
+  size_t n = (bytes + 63) & ~(size_t)63;
+  if (n == 0) n = 64;
+  void *p = aligned_alloc(64, n);
+  if (!p) {
+    GS_FAIL(e, GS_ENOMEM, "out of memory allocating %zu bytes", bytes);
+    return NULL;
+  }
+  memset(p, 0, n);
+  return p;
+}
+
+void gs_free(void *p) { free(p); }

@@ -1,0 +1,66 @@
+/* util.h: the few things every part of gradsync needs: an error record,
+ * a monotonic clock, checked allocation.
+ *
+ * It lives at the bottom, beside kernels.h, because kernels is the one part
+ * that knows nothing above it; everything else may include this.
+ *
+ * Errors: a function that can fail returns 0 on success or a negative
+ * GS_E* code, and fills the caller's gs_err with a sentence that names the
+ * rank, the peer and the phase where they are known. No exit() below bench/.
+ * GS_FAIL() is the one way to fill it; it records file:line so a report can
+ * point at the source (as nccl-tests' CHECK macros do). */
+#ifndef GS_UTIL_H
+#define GS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+
+enum {
+  GS_OK = 0,
+  GS_EINVAL = -1,    /* bad argument, flag or configuration */
+  GS_EIO = -2,       /* file or transport failure */
+  GS_ETIMEOUT = -3,  /* a wait ran out (peer dead or stalled) */
+  GS_EPROTO = -4,    /* malformed or unexpected message */
+  GS_ENOMEM = -5,
+  GS_EPEER = -6,     /* a peer reported an error or went away */
+  GS_EDEVICE = -7,   /* CUDA / NCCL / no usable device */
+  GS_EINTR = -8,     /* interrupted (SIGINT / SIGTERM) */
+  GS_EMISMATCH = -9, /* ranks disagree (config, sizes) */
+};
+
+typedef struct gs_err {
+  int code;
+  char msg[1024];
+  const char *file;
+  int line;
+} gs_err;
+
+/* Fill e (may be NULL) and return code. The first error wins: a later
+ * GS_FAIL on the same record keeps the original message, because the
+ * first failure is the cause and the rest are consequences. */
+int gs_fail_at(gs_err *e, const char *file, int line, int code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+#define GS_FAIL(e, code, ...) gs_fail_at((e), __FILE__, __LINE__, (code), __VA_ARGS__)
+/* Prepend context ("rank 2, step 14: ") to an error already set. */
+void gs_err_prefix(gs_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gs_err_clear(gs_err *e);
+const char *gs_strerror(int code);
+
+/* Propagate a failing call's code unchanged (its gs_err is already set). */
+#define GS_TRY(expr) do { int gs_rc_ = (expr); if (gs_rc_ < 0) return gs_rc_; } while (0)
+
+/* Monotonic seconds since an arbitrary origin, and wall-clock seconds since
+ * the epoch (for traces that merge processes on one host). */
+double gs_now(void);
+double gs_wall(void);
+
+/* Allocation that reports instead of crashing. Large buffers are 64-byte
+ * aligned and zeroed (vector loads, and first touch paid once). */
+void *gs_alloc(size_t bytes, gs_err *e);
+void gs_free(void *p);
+
+/* Set by a SIGINT / SIGTERM handler; every wait loop polls it. */
+extern volatile int gs_interrupted;
+
+#endif

@@ -1,0 +1,274 @@
+/* wire.c: framing, zero-copy sends and checked receives (see wire.h). */
+#include "proto/wire.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SLICE_MS 100
+
+const char *gs_wire_kind(const Gradsync__Envelope *env) {
+  if (!env) return "nothing";
+  switch (env->body_case) {
+  case GRADSYNC__ENVELOPE__BODY_REG: return "register";
+  case GRADSYNC__ENVELOPE__BODY_WELCOME: return "welcome";
+  case GRADSYNC__ENVELOPE__BODY_INIT: return "init";
+  case GRADSYNC__ENVELOPE__BODY_HELLO: return "hello";
+  case GRADSYNC__ENVELOPE__BODY_PUSH: return "push";
+  case GRADSYNC__ENVELOPE__BODY_PARAMS: return "params";
+  case GRADSYNC__ENVELOPE__BODY_CHUNK: return "chunk";
+  case GRADSYNC__ENVELOPE__BODY_STATS: return "stats";
+  case GRADSYNC__ENVELOPE__BODY_ERROR: return "error";
+  case GRADSYNC__ENVELOPE__BODY_SHUTDOWN: return "shutdown";
+  default: return "empty";
+  }
+}
+
+void gs_wire_env(Gradsync__Envelope *env, uint64_t job, uint32_t rank) {
+  gradsync__envelope__init(env);
+  env->version = GS_PROTO_VERSION;
+  env->job = job;
+  env->rank = rank;
+}
+
+gs_dtype gs_wire_dtype(Gradsync__DType t) {
+  switch (t) {
+  case GRADSYNC__DTYPE__F16: return GS_F16;
+  case GRADSYNC__DTYPE__BF16: return GS_BF16;
+  default: return GS_F32;
+  }
+}
+
+Gradsync__DType gs_wire_pbdtype(gs_dtype t) {
+  switch (t) {
+  case GS_F16: return GRADSYNC__DTYPE__F16;
+  case GS_BF16: return GRADSYNC__DTYPE__BF16;
+  default: return GRADSYNC__DTYPE__F32;
+  }
+}
+
+int gs_wire_wait(void *sock, int timeout_ms, gs_err *e) {
+  double deadline = gs_now() + (timeout_ms > 0 ? timeout_ms : 0) / 1000.0;
+  for (;;) {
+    if (gs_interrupted) return GS_FAIL(e, GS_EINTR, "interrupted");
+    double left = deadline - gs_now();
+    int slice = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
+    if (slice > SLICE_MS) slice = SLICE_MS;
+    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    int rc = zmq_poll(&it, 1, slice);
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      return GS_FAIL(e, GS_EIO, "zmq_poll: %s", zmq_strerror(errno));
+    }
+    if (rc > 0) return 1;
+    if (left <= 0) return 0;
+  }
+}
+
+static int wait_out(void *sock, int timeout_ms, gs_err *e) {
+  double deadline = gs_now() + (timeout_ms > 0 ? timeout_ms : 0) / 1000.0;
+  for (;;) {
+    if (gs_interrupted) return GS_FAIL(e, GS_EINTR, "interrupted");
+    double left = deadline - gs_now();
+    int slice = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
+    if (slice > SLICE_MS) slice = SLICE_MS;
+    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLOUT};
+    int rc = zmq_poll(&it, 1, slice);
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      return GS_FAIL(e, GS_EIO, "zmq_poll: %s", zmq_strerror(errno));
+    }
+    if (rc > 0) return 1;
+    if (left <= 0) return 0;
+  }
+}
+
+int gs_wire_send(void *sock, const void *id, size_t idlen, const Gradsync__Envelope *env,
+                 const void *data, size_t len, zmq_free_fn *release, void *hint,
+                 int timeout_ms, uint64_t *bytes, gs_err *e) {
+  uint8_t stackbuf[512];
+  size_t hlen = gradsync__envelope__get_packed_size(env);
+  uint8_t *hbuf = hlen <= sizeof stackbuf ? stackbuf : malloc(hlen);
+  int rc = GS_OK;
+  bool payload_owned = release != NULL; /* we must call release if we never hand it over */
+  if (!hbuf) {
+    rc = GS_FAIL(e, GS_ENOMEM, "out of memory packing a %s header", gs_wire_kind(env));
+    goto out;
+  }
+  gradsync__envelope__pack(env, hbuf);
+
+  int w = wait_out(sock, timeout_ms, e);
+  if (w < 0) { rc = w; goto out; }
+  if (w == 0) {
+    rc = GS_FAIL(e, GS_ETIMEOUT, "could not send a %s message within %d ms (peer not reading)",
+                 gs_wire_kind(env), timeout_ms);
+    goto out;
+  }
+  bool more = data != NULL;
+  if (id) {
+    if (zmq_send(sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+      rc = GS_FAIL(e, errno == EHOSTUNREACH ? GS_EPEER : GS_EIO, "sending a %s message: %s",
+                   gs_wire_kind(env), zmq_strerror(errno));
+      goto out;
+    }
+  }
+  if (zmq_send(sock, hbuf, hlen, more ? ZMQ_SNDMORE : 0) < 0) {
+    rc = GS_FAIL(e, GS_EIO, "sending a %s header: %s", gs_wire_kind(env), zmq_strerror(errno));
+    goto out;
+  }
+  if (more) {
+    zmq_msg_t m;
+    if (release && len > 0) {
+      zmq_msg_init_data(&m, (void *)data, len, release, hint);
+      payload_owned = false; /* zmq_msg_close / the send now calls release */
+    } else {
+      zmq_msg_init_size(&m, len);
+      if (len) memcpy(zmq_msg_data(&m), data, len);
+    }
+    if (zmq_msg_send(&m, sock, 0) < 0) {
+      int err = errno;
+      zmq_msg_close(&m);
+      rc = GS_FAIL(e, GS_EIO, "sending a %s payload of %zu bytes: %s", gs_wire_kind(env), len,
+                   zmq_strerror(err));
+      goto out;
+    }
+  }
+  if (bytes) *bytes += hlen + (more ? len : 0);
+out:
+  if (payload_owned) release((void *)data, hint);
+  if (hbuf != stackbuf) free(hbuf);
+  return rc;
+}
+
+void gs_wire_msg_close(gs_wire_msg *m) {
+  if (m->has_id) zmq_msg_close(&m->id);
+  if (m->has_payload) zmq_msg_close(&m->payload);
+  if (m->env) gradsync__envelope__free_unpacked(m->env, NULL);
+  m->has_id = m->has_payload = false;
+  m->env = NULL;
+}
+
+static bool more_frames(void *sock) {
+  int more = 0;
+  size_t sz = sizeof more;
+  zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz);
+  return more != 0;
+}
+
+static void drain(void *sock) {
+  while (more_frames(sock)) {
+    zmq_msg_t x;
+    zmq_msg_init(&x);
+    if (zmq_msg_recv(&x, sock, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&x);
+      return;
+    }
+    zmq_msg_close(&x);
+  }
+}
+
+int gs_wire_recv(void *sock, bool router, int timeout_ms, uint64_t job, size_t max_payload,
+                 gs_wire_msg *m, gs_err *e) {
+  memset(m, 0, sizeof *m);
+  int w = gs_wire_wait(sock, timeout_ms, e);
+  if (w < 0) return w;
+  if (w == 0) return GS_FAIL(e, GS_ETIMEOUT, "nothing received in %d ms", timeout_ms);
+
+  if (router) {
+    zmq_msg_init(&m->id);
+    m->has_id = true;
+    if (zmq_msg_recv(&m->id, sock, ZMQ_DONTWAIT) < 0)
+      return GS_FAIL(e, GS_EIO, "receiving an identity frame: %s", zmq_strerror(errno));
+    if (!more_frames(sock)) return GS_FAIL(e, GS_EPROTO, "a message with no header frame");
+  }
+  zmq_msg_t h;
+  zmq_msg_init(&h);
+  if (zmq_msg_recv(&h, sock, ZMQ_DONTWAIT) < 0) {
+    zmq_msg_close(&h);
+    return GS_FAIL(e, GS_EIO, "receiving a header frame: %s", zmq_strerror(errno));
+  }
+  size_t hlen = zmq_msg_size(&h);
+  m->bytes += hlen;
+  int rc = GS_OK;
+  if (hlen == 0 || hlen > GS_HEADER_MAX) {
+    rc = GS_FAIL(e, GS_EPROTO, "a header frame of %zu bytes (expected 1..%u)", hlen,
+                 GS_HEADER_MAX);
+  } else {
+    m->env = gradsync__envelope__unpack(NULL, hlen, zmq_msg_data(&h));
+    if (!m->env) rc = GS_FAIL(e, GS_EPROTO, "a header of %zu bytes that is not a gradsync "
+                              "Envelope (corrupt or foreign message)", hlen);
+  }
+  zmq_msg_close(&h);
+  if (rc == GS_OK && more_frames(sock)) {
+    zmq_msg_init(&m->payload);
+    m->has_payload = true;
+    if (zmq_msg_recv(&m->payload, sock, ZMQ_DONTWAIT) < 0)
+      return GS_FAIL(e, GS_EIO, "receiving a payload frame: %s", zmq_strerror(errno));
+    m->bytes += zmq_msg_size(&m->payload);
+    if (more_frames(sock))
+      rc = GS_FAIL(e, GS_EPROTO, "a %s message with more than one payload frame",
+                   gs_wire_kind(m->env));
+    else if (zmq_msg_size(&m->payload) > max_payload)
+      rc = GS_FAIL(e, GS_EPROTO, "a %s payload of %zu bytes exceeds the %zu expected at most",
+                   gs_wire_kind(m->env), zmq_msg_size(&m->payload), max_payload);
+  }
+  drain(sock);
+  if (rc < 0) return rc;
+  if (m->env->version != GS_PROTO_VERSION)
+    return GS_FAIL(e, GS_EPROTO, "a %s message from rank %u speaks protocol version %u; this "
+                   "build speaks %u (run the same gradsync build on every rank)",
+                   gs_wire_kind(m->env), m->env->rank, m->env->version, GS_PROTO_VERSION);
+  if (job != 0 && m->env->job != job)
+    return GS_FAIL(e, GS_EPROTO, "a %s message claiming rank %u carries job token %016llx, "
+                   "not this job's (a stray or unauthenticated sender)", gs_wire_kind(m->env),
+                   m->env->rank, (unsigned long long)m->env->job);
+  if (m->env->body_case == GRADSYNC__ENVELOPE__BODY__NOT_SET)
+    return GS_FAIL(e, GS_EPROTO, "an empty message from rank %u", m->env->rank);
+  return GS_OK;
+}
+
+int gs_wire_expect_payload(const gs_wire_msg *m, uint64_t count, gs_dtype t, gs_err *e) {
+  uint64_t want = count * gs_dtype_size(t);
+  size_t got = m->has_payload ? zmq_msg_size((zmq_msg_t *)&m->payload) : 0;
+  if (!m->has_payload && want > 0)
+    return GS_FAIL(e, GS_EPROTO, "a %s message from rank %u has no payload; expected %llu "
+                   "bytes", gs_wire_kind(m->env), m->env ? m->env->rank : 0u,
+                   (unsigned long long)want);
+  if (got != want)
+    return GS_FAIL(e, GS_EPROTO, "a %s payload from rank %u holds %zu bytes; its header "
+                   "promises %llu (%llu x %s): truncated or corrupt", gs_wire_kind(m->env),
+                   m->env ? m->env->rank : 0u, got, (unsigned long long)want,
+                   (unsigned long long)count, gs_dtype_name(t));
+  return GS_OK;
+}
+
+int gs_wire_bind_any(void *sock, const char *host, char *endpoint, size_t cap, gs_err *e) {
+  char addr[300];
+  snprintf(addr, sizeof addr, "tcp://%s:*", host && *host ? host : "127.0.0.1");
+  if (zmq_bind(sock, addr) < 0)
+    return GS_FAIL(e, GS_EIO, "cannot bind %s: %s (check the address belongs to this host)",
+                   addr, zmq_strerror(errno));
+  size_t sz = cap;
+  if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, endpoint, &sz) < 0)
+    return GS_FAIL(e, GS_EIO, "ZMQ_LAST_ENDPOINT: %s", zmq_strerror(errno));
+  /* A wildcard bind is reachable at this host's name, not at 0.0.0.0. */
+  const char *wild = "tcp://0.0.0.0:";
+  if (strncmp(endpoint, wild, strlen(wild)) == 0) {
+    char hostname[256] = "127.0.0.1", port[32];
+    gethostname(hostname, sizeof hostname - 1);
+    snprintf(port, sizeof port, "%s", endpoint + strlen(wild));
+    snprintf(endpoint, cap, "tcp://%s:%s", hostname, port);
+  }
+  return GS_OK;
+}
+
+void gs_wire_tune(void *sock) {
+  int zero = 0, linger = 2000, buf = 4 << 20;
+  zmq_setsockopt(sock, ZMQ_SNDHWM, &zero, sizeof zero);
+  zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof zero);
+  zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(sock, ZMQ_SNDBUF, &buf, sizeof buf);
+  zmq_setsockopt(sock, ZMQ_RCVBUF, &buf, sizeof buf);
+}

@@ -1,0 +1,147 @@
+/* sync.h: the one interface both synchronization backends implement.
+ *
+ * The training loop owns ONE flat parameter buffer and ONE flat gradient
+ * buffer (on the kernels' device). Gradients are grouped in buckets:
+ * contiguous ranges of the flat buffer, planned from the last layer
+ * backwards as DDP does (first bucket ~1 MiB, then ~25 MiB, a parameter is
+ * never split). One step, seen from the loop:
+ *
+ *     begin_step(step)
+ *     forward; backward, and each time backward has written every gradient
+ *     of bucket b:  bucket_ready(b)          (buckets become ready 0,1,2..)
+ *     end_step(&stats)   -> returns when this rank's parameters hold the
+ *                           step's update (or the step was skipped)
+ *
+ * What a backend does between those calls is its own business:
+ *   ps    pushes gradients to the server (rank 0's thread or a dedicated
+ *         process), which sums them in rank order, averages, runs SGD and
+ *         sends each bucket's new parameters back;
+ *   ring  all-reduces each bucket (sum, then / world) and runs the same SGD
+ *         locally on every rank;
+ *   nccl  the ring on GPUs;
+ *   local world 1 without communication (the single-process reference).
+ * With overlap a backend may start a bucket inside bucket_ready (a progress
+ * thread), without it bucket_ready only records readiness and the work
+ * happens in end_step. The parameters of bucket b may change as soon as
+ * bucket_ready(b) returns: backward never reads them again in that step.
+ *
+ * Contracts every backend keeps (see DESIGN.md):
+ *  - equivalence: the update equals one single-process step on the
+ *    concatenated batch with the mean loss (up to summation order);
+ *  - after end_step all ranks hold bitwise-identical parameters;
+ *  - determinism: same inputs, same bits, whatever the timing or overlap;
+ *  - mixed precision: gradients leave in cfg.wire; if any reduced gradient
+ *    is inf/NaN the step is skipped on EVERY rank and the scaler backs off;
+ *  - every wait has cfg.timeout_ms, and an error names the rank, the peer,
+ *    the phase, the step and the bucket.
+ *
+ * Starting a job is not a backend's concern: the launcher (bench/) calls
+ * prepare() on every rank, bootstrap() on rank 0, exchanges the endpoints and
+ * the blob through its rendezvous, then calls open() with them filled in. */
+#ifndef GS_SYNC_H
+#define GS_SYNC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+#define GS_ENDPOINT_MAX 256
+#define GS_BOOTSTRAP_MAX 512
+
+/* A view into the flat gradient (and parameter) buffer, in elements. */
+typedef struct gs_bucket {
+  size_t offset, count;
+} gs_bucket;
+
+/* Timeline hook: a span [t0, t1] (gs_now() seconds) on a track of this rank
+ * (0: the training thread, 1: a backend's progress / server thread).
+ * bucket < 0 when the span is not about one bucket. Must be thread-safe. */
+typedef void (*gs_span_fn)(void *ctx, const char *name, int bucket, double t0, double t1,
+                           int track);
+
+/* What one step cost this rank, filled by end_step. Times are seconds. */
+typedef struct gs_sync_stats {
+  double wait_s;     /* exposed communication: the loop blocked in the backend */
+  double reduce_s;   /* summing / averaging gradients done by this rank */
+  double update_s;   /* optimizer done by this rank */
+  uint64_t bytes_sent, bytes_recv; /* on the wire, headers included */
+  bool skipped;      /* the step was skipped (inf/NaN); parameters unchanged */
+  float scale;       /* loss scale to use for the NEXT step */
+  /* A dedicated ps server's share of the step (has_server on rank 0 only). */
+  bool has_server;
+  double server_reduce_s, server_update_s;
+  uint64_t server_bytes_sent, server_bytes_recv;
+} gs_sync_stats;
+
+typedef struct gs_sync_config {
+  int rank, world;
+  int timeout_ms;           /* every wait; the error names who is missing */
+  uint64_t job;             /* token every message of this job carries */
+  const char *host;         /* address to bind for peers (e.g. "127.0.0.1") */
+
+  /* filled by the launcher after the rendezvous (open() only) */
+  const char *const *endpoints;  /* world entries, what prepare() returned */
+  const void *bootstrap;         /* what rank 0's bootstrap() produced */
+  size_t bootstrap_len;
+
+  /* the model's buffers, on k's device */
+  gs_kernels *k;
+  float *params, *grads;
+  size_t n;
+  const gs_bucket *buckets;
+  int nbuckets;
+
+  gs_sgd sgd;
+  gs_dtype wire;            /* gradient dtype on the wire: F32, F16, BF16 */
+  gs_scaler scaler;         /* initial state (scale 1, not dynamic, for fp32) */
+  bool overlap;             /* hand buckets over as backward fills them */
+  bool dedicated;           /* ps: the server runs as a separate process */
+  int device;               /* GPU ordinal for the CUDA paths */
+  int local_rank, local_world;  /* ranks on this host (NCCL GPU checks) */
+
+  gs_span_fn span;          /* may be NULL */
+  void *span_ctx;
+} gs_sync_config;
+
+typedef struct gs_sync gs_sync;
+typedef struct gs_sync_ops {
+  int (*begin_step)(gs_sync *s, int64_t step, gs_err *e);
+  int (*bucket_ready)(gs_sync *s, int bucket, gs_err *e);
+  int (*end_step)(gs_sync *s, gs_sync_stats *st, gs_err *e);
+  /* ok: orderly goodbye to peers; !ok: abort (peers get an error, not a
+   * hang). Frees s either way. */
+  int (*close)(gs_sync *s, bool ok, gs_err *e);
+} gs_sync_ops;
+
+struct gs_sync {
+  const gs_sync_ops *ops;
+  const char *name;
+};
+
+/* A backend, as the launcher sees it. */
+typedef struct gs_backend {
+  const char *name;  /* "ps", "ring", "nccl", "local" */
+  /* Every rank, before the rendezvous: bind what peers connect to and write
+   * its address to endpoint (may stay ""). *state is handed to open(). */
+  int (*prepare)(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
+                 gs_err *e);
+  /* Rank 0 only, after prepare: the blob every rank receives (NCCL unique
+   * id, the ps server's address). May be NULL. */
+  int (*bootstrap)(void *state, const gs_sync_config *c, void *blob, size_t *len, gs_err *e);
+  /* Every rank, after the rendezvous filled endpoints and bootstrap. */
+  int (*open)(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e);
+  /* Release a prepared state that will not be opened (an error before open). */
+  void (*discard)(void *state);
+} gs_backend;
+
+/* Bucket plan over parameters given in model order (sizes in elements),
+ * DDP's way: walk from the last parameter backwards, close a bucket when it
+ * reaches cap bytes (first_cap for the first bucket); never split one
+ * parameter. elem_bytes is the gradient dtype's size. Buckets come out in
+ * readiness order (bucket 0 holds the last parameters). *out is malloc'ed. */
+int gs_plan_buckets(const size_t *param_sizes, int nparams, size_t elem_bytes,
+                    size_t first_cap, size_t cap, gs_bucket **out, int *nbuckets, gs_err *e);
+
+#endif

@@ -1,0 +1,115 @@
+/* worker.h: the training side of gradsync: model, data, sampler, optimizer
+ * state, loss scaling and per-step measurements, driven by a gs_sync.
+ *
+ * A trainer owns one flat parameter buffer and one flat gradient buffer on
+ * its kernels' device, in PyTorch's parameter order (fc1.weight, fc1.bias,
+ * ...). The bench creates a trainer, asks it for the pieces a backend needs
+ * (gs_trainer_sync_config), opens a backend with them, and calls
+ * gs_trainer_run, which loops:
+ *
+ *     next batch of this rank's shard (DistributedSampler semantics)
+ *     begin_step; forward; loss * scale; backward, bucket_ready(b) as soon
+ *     as every gradient of bucket b is written; end_step
+ *     record a gs_step_row, call the step callback (CSV, progress)
+ *
+ * The trainer knows nothing of ZeroMQ, NCCL or processes. World 1 without
+ * any backend uses gs_sync_local(), the single-process reference. */
+#ifndef GS_WORKER_H
+#define GS_WORKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+#include "worker/sync.h"
+
+typedef struct gs_train_opts {
+  const char *model;       /* "mlp:784-2048-2048-10", "lenet", "resnet50", "vgg16", "bert-base" */
+  const char *data;        /* "synthetic", "idx:IMAGES,LABELS", "cifar10:FILE[,FILE...]" */
+  int batch;               /* per rank */
+  int64_t steps;           /* optimizer steps to run (epochs roll over as needed) */
+  float lr, momentum, weight_decay;
+  uint64_t seed;
+  bool shuffle;            /* DistributedSampler(shuffle=...) */
+  bool drop_last;
+  gs_dtype precision;      /* compute and gradient-wire dtype */
+  float loss_scale;        /* initial (dynamic) or fixed scale; 1 for fp32 */
+  bool dynamic_scale;
+  double compute_ms;       /* profiles: emulated compute per step (real GEMM work) */
+  int rank, world;
+  double bucket_mb, first_bucket_mb;   /* DDP: 25, 1 */
+  const char *load_params; /* directory of .npy files, or NULL */
+  int64_t synthetic_samples; /* size of the synthetic dataset */
+} gs_train_opts;
+
+/* Defaults as documented in bench --help. */
+void gs_train_opts_default(gs_train_opts *o);
+
+/* One rank's record of one step. Times are seconds; t_start/t_end are
+ * gs_wall() so ranks of one host line up on a timeline. */
+typedef struct gs_step_row {
+  int64_t step;
+  int32_t rank, epoch;
+  double t_start, t_end;
+  double step_s;           /* batch start to parameters updated */
+  double data_s;           /* fetching the batch */
+  double forward_s, backward_s;
+  double wait_s, reduce_s, update_s;   /* from the backend (gs_sync_stats) */
+  uint64_t bytes_sent, bytes_recv;
+  float loss;              /* this rank's mean loss on its batch */
+  float scale;             /* loss scale used in this step */
+  int32_t skipped;         /* step skipped for inf/NaN */
+  int32_t correct, samples;  /* argmax hits in this rank's batch */
+  uint64_t rss_bytes;      /* peak resident set so far */
+  /* a dedicated ps server's share (rank 0 only) */
+  int32_t has_server;
+  double server_reduce_s, server_update_s;
+  uint64_t server_bytes_sent, server_bytes_recv;
+} gs_step_row;
+
+/* One timeline span (Chrome trace "X" event). */
+typedef struct gs_span {
+  double t0, t1;           /* gs_wall() seconds */
+  int32_t track;           /* 0 training thread, 1 backend thread */
+  int32_t bucket;          /* -1 when not about one bucket */
+  char name[24];
+} gs_span;
+
+typedef struct gs_trainer gs_trainer;
+
+int gs_trainer_create(const gs_train_opts *o, gs_kernels *k, gs_trainer **out, gs_err *e);
+void gs_trainer_destroy(gs_trainer *t);
+
+/* Fill what a backend needs: params, grads, n, buckets, sgd, wire dtype,
+ * scaler, k, and the span hook. The caller adds rank/world/endpoints. */
+void gs_trainer_sync_config(gs_trainer *t, gs_sync_config *c);
+
+/* Called after every step (from the training thread); non-zero stops the
+ * run with that code. */
+typedef int (*gs_step_cb)(void *ctx, const gs_step_row *row);
+int gs_trainer_run(gs_trainer *t, gs_sync *s, gs_step_cb cb, void *ctx, gs_err *e);
+
+/* Everything recorded so far (valid until destroy). */
+const gs_step_row *gs_trainer_rows(const gs_trainer *t, size_t *n);
+const gs_span *gs_trainer_spans(const gs_trainer *t, size_t *n);
+
+/* Parameters, one NumPy .npy per tensor named as PyTorch's state_dict keys
+ * ("fc1.weight.npy"), written to a temporary directory then renamed. */
+int gs_trainer_save(gs_trainer *t, const char *dir, gs_err *e);
+
+/* Accuracy and mean loss of the current parameters over the first n
+ * samples of the dataset (n <= 0: all), no gradient. */
+int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss, gs_err *e);
+
+/* Model facts for reports and the rendezvous' configuration check. */
+size_t gs_trainer_nparams(const gs_trainer *t);
+int gs_trainer_ntensors(const gs_trainer *t);
+const char *gs_trainer_tensor_name(const gs_trainer *t, int i);
+int gs_trainer_nbuckets(const gs_trainer *t);
+
+/* The single-process backend: no communication, SGD (and the scaler's
+ * verdict) applied in end_step. Valid for world 1 only. */
+int gs_sync_local(const gs_sync_config *c, gs_sync **out, gs_err *e);
+
+#endif
