@@ -98,6 +98,10 @@ typedef struct gs_sync_config {
   gs_scaler scaler;         /* initial state (scale 1, not dynamic, for fp32) */
   bool overlap;             /* hand buckets over as backward fills them */
   bool dedicated;           /* ps: the server runs as a separate process */
+  /* Collective benchmark mode: no optimizer, no averaging. end_step leaves
+   * the element-wise SUM over ranks of grads in params (ps: the server sums
+   * and every worker pulls; ring: all-reduce, then copy). */
+  bool sum_only;
   int device;               /* GPU ordinal for the CUDA paths */
   int local_rank, local_world;  /* ranks on this host (NCCL GPU checks) */
 
