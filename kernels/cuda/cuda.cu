@@ -69,7 +69,11 @@ bool cu_launched(gs_kernels *k, const char *op) {
   return false;
 }
 
+/* Also clears CUDA's per-thread last error: NCCL and our own polls may
+ * leave a harmless one (cudaErrorNotReady) that the launch check after the
+ * next kernel would otherwise report. Sticky device errors survive this. */
 void cu_enter(gs_kernels *k) {
+  (void)cudaGetLastError();
   int cur = -1;
   int dev = cu_of(k)->dev;
   if (cudaGetDevice(&cur) != cudaSuccess || cur != dev) {
