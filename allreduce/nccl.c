@@ -369,8 +369,12 @@ static int nccl_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   return GS_OK;
 }
 
+/* After an abort the comm stream may still hold an NCCL kernel that has
+ * not seen the abort flag yet, and cudaFree / stream syncs would wait for
+ * it: then the device buffers, events and the fork are left to process exit
+ * (an error path) rather than risk a hang. */
 static void free_sync(nccl_sync *s) {
-  if (s->k) {
+  if (s->k && !s->dead) {
     (void)cudaSetDevice(s->cfg.device);
     if (s->ev) {
       for (int b = 0; b < s->cfg.nbuckets; b++) {
@@ -595,7 +599,7 @@ static int nccl_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
   }
   if (rc == GS_OK) rc = init_comm(s, e);
   if (rc != GS_OK) {
-    abort_comm(s);
+    if (s->comm) abort_comm(s);
     free_sync(s);
     return rc;
   }

@@ -1,7 +1,8 @@
-/* nccl_backend.h: the "nccl" backend of sync.h: ring all-reduce on GPUs through
- * NCCL, as DistributedDataParallel does. Declared in every build: where
- * NCCL (or CUDA) was not found, the backend's prepare() and open() fail
- * with GS_EDEVICE saying so, so the launcher needs no #ifdef.
+/* nccl_backend.h: the "nccl" backend of sync.h: ring all-reduce on GPUs
+ * through NCCL, as DistributedDataParallel does. (Not "nccl.h": that name
+ * would shadow NCCL's own header.) Declared in every build: where NCCL or
+ * CUDA was not found, prepare() and open() fail with GS_EDEVICE saying so,
+ * so the launcher needs no #ifdef.
  *
  * The launcher's part (bench/): prepare() on every rank; bootstrap() on
  * rank 0 writes NCCL's unique id (128 bytes) into the blob; the rendezvous

@@ -124,7 +124,8 @@ static void test_xent(void) {
     CHECK(cpu->sync(cpu, &e) == GS_OK, "cpu xent: %s", e.msg);
     double *rl = xmalloc((size_t)batch * 8);
     int *hit = xmalloc((size_t)batch * 4), *bad = xmalloc((size_t)batch * 4);
-    for (int i = 0; i < batch; i++) gs_op_xent_row(i, classes, z, lab, p2, &rl[i], &hit[i], &bad[i]);
+    for (int i = 0; i < batch; i++)
+      gs_op_xent_row(i, classes, z, lab, p2, &rl[i], &hit[i], &bad[i]);
     gs_xent_result r;
     gs_op_xent_total(batch, lab, rl, hit, bad, &r);
     CHECK(same_bits("xent probs", p2, p1, n, 4), "batch %d classes %d", batch, classes);
