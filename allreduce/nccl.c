@@ -370,11 +370,26 @@ static int nccl_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
 }
 
 /* After an abort the comm stream may still hold an NCCL kernel that has
- * not seen the abort flag yet, and cudaFree / stream syncs would wait for
- * it: then the device buffers, events and the fork are left to process exit
- * (an error path) rather than risk a hang. */
+ * not seen the abort flag yet, and cudaFree or a stream sync would wait for
+ * it. So wait for the stream to drain, but only as long as any other wait
+ * (at most 10 s); if it does not, the device buffers, events and the fork
+ * are left to process exit (an error path) rather than risk a hang. */
+static bool drained(nccl_sync *s) {
+  if (!s->comm_stream) return true;
+  double t0 = gs_now(), limit = s->cfg.timeout_ms / 1000.0;
+  if (limit > 10.0) limit = 10.0;
+  int spins = 0;
+  for (;;) {
+    cudaError_t q = cudaStreamQuery(s->comm_stream);
+    (void)cudaGetLastError();
+    if (q != cudaErrorNotReady) return true;  /* idle, or failed: nothing left to wait for */
+    if (gs_now() - t0 > limit) return false;
+    pause_poll(&spins);
+  }
+}
+
 static void free_sync(nccl_sync *s) {
-  if (s->k && !s->dead) {
+  if (s->k && (!s->dead || drained(s))) {
     (void)cudaSetDevice(s->cfg.device);
     if (s->ev) {
       for (int b = 0; b < s->cfg.nbuckets; b++) {
@@ -499,10 +514,10 @@ static int check_config(const gs_sync_config *c, gs_err *e) {
 
 /* Create the communicator without blocking, then poll it under the timeout:
  * a rank that never joins is a timeout error, not a hang. */
-static int init_comm(nccl_sync *s, gs_err *e) {
+static int init_comm(nccl_sync *s, const void *blob, gs_err *e) {
   const gs_sync_config *c = &s->cfg;
   ncclUniqueId id;
-  memcpy(&id, c->bootstrap, sizeof id);
+  memcpy(&id, blob, sizeof id);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = NULL;
@@ -547,7 +562,7 @@ static int nccl_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
   s->base.ops = &nccl_ops;
   s->base.name = "nccl";
   s->cfg = *c;
-  s->cfg.endpoints = NULL;   /* the launcher's, not needed after open */
+  s->cfg.endpoints = NULL;   /* the launcher's, not kept past open */
   s->cfg.bootstrap = NULL;
   s->k = c->k;
   s->scaler = c->scaler;
@@ -597,7 +612,7 @@ static int nccl_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
     if (c->k->sync(c->k, &ke) != GS_OK)
       rc = GS_FAIL(e, ke.code, "rank %d: allocating the NCCL buffers: %s", c->rank, ke.msg);
   }
-  if (rc == GS_OK) rc = init_comm(s, e);
+  if (rc == GS_OK) rc = init_comm(s, c->bootstrap, e);
   if (rc != GS_OK) {
     if (s->comm) abort_comm(s);
     free_sync(s);
