@@ -224,12 +224,25 @@ static void cu_to_host(gs_kernels *k, void *dst_host, const void *src, size_t by
   c->last_op = "to_host";
 }
 
+/* The CPU table's copy is memmove; cudaMemcpy of overlapping ranges is
+ * undefined, so an overlap (rare) goes through a temporary buffer. */
 static void cu_copy(gs_kernels *k, void *dst, const void *src, size_t bytes) {
   if (!bytes || dst == src) return;
+  cu_impl *c = cu_of(k);
   cu_enter(k);
-  cu_check(k, "copy", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
-                                      cu_of(k)->stream));
-  cu_of(k)->last_op = "copy";
+  uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+  if (d < s + bytes && s < d + bytes) {
+    void *tmp = NULL;
+    if (cu_check(k, "copy", cudaMalloc(&tmp, bytes)) &&
+        cu_check(k, "copy", cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice,
+                                            c->stream)))
+      cu_check(k, "copy", cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyDeviceToDevice,
+                                          c->stream));
+    if (tmp) cudaFree(tmp);  /* waits for the copies */
+  } else {
+    cu_check(k, "copy", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+  }
+  c->last_op = "copy";
 }
 
 static void cu_zero(gs_kernels *k, void *p, size_t bytes) {

@@ -78,6 +78,15 @@ static void test_memory(void) {
   memset(h, 0, n);
   gpu->to_host(gpu, h, d2, n);
   CHECK(!memcmp(h, pin, n), "to_device / copy / to_host round trip");
+  /* overlapping copy: memmove semantics, as the CPU table */
+  gpu->copy(gpu, d2 + 10, d2, 5000);
+  memmove(pin + 10, pin, 5000);
+  gpu->to_host(gpu, h, d2, n);
+  CHECK(!memcmp(h, pin, n), "overlapping copy forward");
+  gpu->copy(gpu, d2, d2 + 7, 3000);
+  memmove(pin, pin + 7, 3000);
+  gpu->to_host(gpu, h, d2, n);
+  CHECK(!memcmp(h, pin, n), "overlapping copy backward");
   gpu->zero(gpu, d2 + 100, 1000);
   gpu->to_host(gpu, h, d2, n);
   CHECK(h[99] == pin[99] && h[100] == 0 && h[1099] == 0 && h[1100] == pin[1100], "zero range");
