@@ -48,6 +48,10 @@ typedef struct gs_cpu_vec {
   size_t (*nonfinite_f32)(size_t n, const float *x);
   size_t (*nonfinite_f16)(size_t n, const uint16_t *x);
   size_t (*nonfinite_bf16)(size_t n, const uint16_t *x);
+  /* rows x cols blocks with row strides (im2col / col2im at stride 1):
+   * dst[r*dld + c] = src[r*sld + c], and += */
+  void (*copy2d)(size_t rows, size_t cols, float *dst, size_t dld, const float *src, size_t sld);
+  void (*add2d)(size_t rows, size_t cols, float *dst, size_t dld, const float *src, size_t sld);
 } gs_cpu_vec;
 
 extern const gs_cpu_vec gs_cpu_vec_scalar;

@@ -4,6 +4,8 @@
  * functions the CUDA kernels call. The SIMD paths must give the same bits as
  * these loops, and the tests compare them bit for bit. This path is also the
  * one a CPU without AVX2 runs. */
+#include <string.h>
+
 #include "kernels/cpu/cpu.h"
 #include "kernels/elem.h"
 
@@ -88,6 +90,16 @@ static size_t s_nonfinite_bf16(size_t n, const uint16_t *x) {
   return bad;
 }
 
+static void s_copy2d(size_t rows, size_t cols, float *dst, size_t dld, const float *src,
+                     size_t sld) {
+  for (size_t r = 0; r < rows; r++) memcpy(dst + r * dld, src + r * sld, cols * sizeof(float));
+}
+
+static void s_add2d(size_t rows, size_t cols, float *dst, size_t dld, const float *src,
+                    size_t sld) {
+  for (size_t r = 0; r < rows; r++) s_add(cols, dst + r * dld, src + r * sld);
+}
+
 const gs_cpu_vec gs_cpu_vec_scalar = {
   .name = "scalar",
   .add = s_add,
@@ -107,4 +119,6 @@ const gs_cpu_vec gs_cpu_vec_scalar = {
   .nonfinite_f32 = s_nonfinite_f32,
   .nonfinite_f16 = s_nonfinite_f16,
   .nonfinite_bf16 = s_nonfinite_bf16,
+  .copy2d = s_copy2d,
+  .add2d = s_add2d,
 };

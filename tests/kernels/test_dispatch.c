@@ -98,7 +98,8 @@ static void compare_paths(gs_cpu_isa isa) {
   size_t bad[20] = {0};
   const char *ops[20] = {"add", "axpy", "scale", "add_scalar", "sum", "relu", "relu_grad",
                          "sgd", "sgd momentum", "add_f16", "add_bf16", "f32_to_f16",
-                         "f32_to_bf16", "f16_to_f32", "bf16_to_f32", "nonfinite"};
+                         "f32_to_bf16", "f16_to_f32", "bf16_to_f32", "nonfinite", "copy2d",
+                         "add2d"};
   tk_seed(500 + isa);
   for (int round = 0; round < 400; round++) {
     size_t n = round == 399 ? 100003 : (size_t)tk_int(301), off = (size_t)tk_int(16);
@@ -153,12 +154,24 @@ static void compare_paths(gs_cpu_isa isa) {
     bad[13] += memcmp(a1, a2, n * 4) != 0;
     TWICE(s->bf16_to_f32(n, a1, h + off), v->bf16_to_f32(n, a2, h + off));
     bad[14] += memcmp(a1, a2, n * 4) != 0;
+    {  /* 2-D blocks: rows of up to 40 with strides */
+      size_t cols = (size_t)tk_int(41), rows = cols ? n / (cols + 3) : 0;
+      if (rows > 0) {
+        memcpy(a1, yo, n * 4); memcpy(a2, yo, n * 4);
+        TWICE(s->copy2d(rows, cols, a1, cols + 3, xo, cols + 1),
+              v->copy2d(rows, cols, a2, cols + 3, xo, cols + 1));
+        bad[16] += memcmp(a1, a2, n * 4) != 0;
+        TWICE(s->add2d(rows, cols, a1, cols + 3, xo, cols + 2),
+              v->add2d(rows, cols, a2, cols + 3, xo, cols + 2));
+        bad[17] += diff_f(a1, a2, n);
+      }
+    }
     bad[15] += s->nonfinite_f32(n, xo) != v->nonfinite_f32(n, xo);
     bad[15] += s->nonfinite_f16(n, h + off) != v->nonfinite_f16(n, h + off);
     bad[15] += s->nonfinite_bf16(n, h + off) != v->nonfinite_bf16(n, h + off);
 #undef TWICE
   }
-  for (int i = 0; i < 16; i++)
+  for (int i = 0; i < 18; i++)
     CHECK(bad[i] == 0, "%s %s differs from the scalar path (%zu)", name, ops[i], bad[i]);
   free(x); free(y); free(g); free(a1); free(a2); free(b1); free(b2);
   free(h); free(h1); free(h2);
