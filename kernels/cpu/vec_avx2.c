@@ -186,6 +186,12 @@ AVX2 static void v_f32_to_bf16(size_t n, uint16_t *dst, const float *src) {
     __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
     _mm256_storeu_si256((__m256i *)(dst + i), h);
   }
+  if (i + 8 <= n) {
+    __m256i a = bf16_round8(_mm256_loadu_si256((const __m256i *)(src + i)));
+    __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, a), 0xd8);
+    _mm_storeu_si128((__m128i *)(dst + i), _mm256_castsi256_si128(h));
+    i += 8;
+  }
   for (; i < n; i++) dst[i] = gs_f32_to_bf16(src[i]);
 }
 

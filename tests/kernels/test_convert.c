@@ -13,13 +13,15 @@
  *   payloads, -0) with their expected bits written out;
  * - fp16 <-> bf16 directly; sub-ranges at odd offsets and lengths (tails);
  * - nonfinite() counts. */
-#include <immintrin.h>
-
 #include "kernels/elem.h"
 #include "tk.h"
 
 static gs_kernels *paths[GS_ISA_COUNT];
 static int have_f16c;
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HAVE_X86 1
 
 __attribute__((target("avx,f16c"))) static void f16c_to_f32(size_t n, const uint16_t *h,
                                                              float *f) {
@@ -48,6 +50,11 @@ __attribute__((target("avx,f16c"))) static void f16c_from_f32(size_t n, const fl
     memcpy(h + i, th, (n - i) * 2);
   }
 }
+#else
+#define HAVE_X86 0
+static void f16c_to_f32(size_t n, const uint16_t *h, float *f) { (void)n, (void)h, (void)f; }
+static void f16c_from_f32(size_t n, const float *f, uint16_t *h) { (void)n, (void)f, (void)h; }
+#endif
 
 /* Converts src (n fp32) to t on every path and compares with the
  * reference; returns the number of mismatches (and prints the first). */
@@ -382,8 +389,10 @@ static void test_nonfinite(void) {
 }
 
 int main(void) {
+#if HAVE_X86
   __builtin_cpu_init();
   have_f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+#endif
   if (!have_f16c) printf("note: no F16C on this CPU; the hardware oracle is skipped\n");
   for (int isa = 0; isa < GS_ISA_COUNT; isa++) paths[isa] = tk_open((gs_cpu_isa)isa);
   test_edges();
