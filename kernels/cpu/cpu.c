@@ -5,9 +5,10 @@
  * "fp32 accumulation" means on a CPU without fast fp16 math). The streaming
  * ops (vector sums, SGD, ReLU, bias, conversions, finite checks) go through
  * a gs_cpu_vec table chosen once here: AVX-512, AVX2 + F16C, or plain C,
- * from __builtin_cpu_supports or GS_CPU_ISA (see cpu.h). The remaining
- * layers (softmax cross-entropy, im2col, max-pool) are plain C loops: they
- * touch little memory next to the GEMMs around them.
+ * from __builtin_cpu_supports or GS_CPU_ISA (see cpu.h); im2col / col2im
+ * move one 2-D block per kernel offset through it too. Softmax
+ * cross-entropy and max-pool are plain C loops: they touch little memory
+ * next to the GEMMs around them.
  *
  * Every op completes before it returns. Errors (bad labels, bad GEMM
  * arguments, failed allocations) are sticky and reported by sync(). */
