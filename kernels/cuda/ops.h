@@ -85,15 +85,15 @@ GS_HD static inline void gs_op_xent_row(int i, int classes, const float *logits,
   for (int j = 1; j < classes; j++)
     if (z[j] > mx) { mx = z[j]; arg = j; }
   double sum = 0.0;
-  for (int j = 0; j < classes; j++) sum += exp((double)(z[j] - mx));
-  for (int j = 0; j < classes; j++) p[j] = (float)(exp((double)(z[j] - mx)) / sum);
+  for (int j = 0; j < classes; j++) sum += exp((double)z[j] - (double)mx);
+  for (int j = 0; j < classes; j++) p[j] = (float)(exp((double)z[j] - (double)mx) / sum);
   if (y < 0 || y >= classes) {
     *loss = 0.0;
     *hit = 0;
     *bad = 1;
     return;
   }
-  *loss = log(sum) - (double)(z[y] - mx);
+  *loss = log(sum) - ((double)z[y] - (double)mx);
   *hit = arg == y;
   *bad = 0;
 }
@@ -153,7 +153,7 @@ GS_HD static inline void gs_op_im2col(size_t idx, const gs_conv_desc *d, const f
 }
 
 /* img[c, y, x] += every col entry that im2col took from it, gathered in
- * (i, j) order, which is the order the CPU's scatter adds them in. One
+ * (j, i) order, which is the order the CPU's scatter adds them in. One
  * element per index of c*h*w. */
 GS_HD static inline void gs_op_col2im(size_t idx, const gs_conv_desc *d, const float *col,
                                       float *img) {
@@ -162,16 +162,16 @@ GS_HD static inline void gs_op_col2im(size_t idx, const gs_conv_desc *d, const f
   int y = (int)((idx / (size_t)d->w) % (size_t)d->h);
   int c = (int)(idx / ((size_t)d->w * d->h));
   float v = img[idx];
-  for (int i = 0; i < d->kh; i++) {
-    int ty = y + d->pad - i;
-    if (ty < 0 || ty % d->stride) continue;
-    int oy = ty / d->stride;
-    if (oy >= d->oh) continue;
-    for (int j = 0; j < d->kw; j++) {
-      int tx = x + d->pad - j;
-      if (tx < 0 || tx % d->stride) continue;
-      int ox = tx / d->stride;
-      if (ox >= d->ow) continue;
+  for (int j = 0; j < d->kw; j++) {
+    int tx = x + d->pad - j;
+    if (tx < 0 || tx % d->stride) continue;
+    int ox = tx / d->stride;
+    if (ox >= d->ow) continue;
+    for (int i = 0; i < d->kh; i++) {
+      int ty = y + d->pad - i;
+      if (ty < 0 || ty % d->stride) continue;
+      int oy = ty / d->stride;
+      if (oy >= d->oh) continue;
       v += col[((size_t)(c * d->kh + i) * d->kw + j) * plane + (size_t)oy * d->ow + ox];
     }
   }
