@@ -222,10 +222,12 @@ static int parse(int argc, char **argv, cli *c) {
         c->o.loss_scale = 65536.0f;
         c->o.dynamic_scale = true;
       } else {
-        rc = parse_f64(prog, flag, optarg, 1e-30, 3e38, &d);
+        char *end;
+        d = strtod(optarg, &end);
+        if (end == optarg || *end || !(d >= 1e-30 && d <= 3e38))
+          return bad(prog, flag, optarg, "use 'dynamic' or a positive number (e.g. 128)");
         c->o.loss_scale = (float)d;
         c->o.dynamic_scale = false;
-        if (rc) fprintf(stderr, "(%s takes 'dynamic' or a positive number)\n", flag);
       }
       break;
     case OPT_BUCKET:

@@ -340,7 +340,8 @@ int gs_data_open(const char *spec, const gs_data_want *want, gs_dataset **out, g
   if (!strncmp(spec, "idx:", 4)) return open_idx(spec + 4, want, out, e);
   if (!strncmp(spec, "cifar10:", 8)) return open_cifar(spec + 8, want, out, e);
   return GS_FAIL(e, GS_EINVAL,
-                 "unknown data '%s': use synthetic, idx:IMAGES,LABELS or cifar10:FILE[,FILE...]",
+                 "--data %s: unknown data; use synthetic, idx:IMAGES,LABELS or "
+                 "cifar10:FILE[,FILE...]",
                  spec);
 }
 
