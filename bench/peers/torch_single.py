@@ -11,7 +11,12 @@ as bench's copy of a batch from memory).
 Thread settings matter more than anything else here: Debian's OpenBLAS uses
 every core unless OPENBLAS_NUM_THREADS says otherwise, whatever
 torch.set_num_threads says, so --threads sets both (the environment variable
-before torch is imported).
+before torch is imported). And with more than one thread, torch's OpenMP
+workers spin (OMP_WAIT_POLICY=active, libgomp's default) while OpenBLAS's own
+pthreads run the GEMMs on the same cores: on a 2-core machine that halves
+PyTorch's throughput (measured: ~2,100 instead of ~4,300 samples/s). This
+script sets OMP_WAIT_POLICY=passive unless the caller set it, so gradsync is
+compared with PyTorch at its best; the policy is printed.
 
     OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/peers/torch_single.py --threads 1
 """
@@ -45,6 +50,7 @@ def main():
 
     os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     import torch
     import torch.nn as nn
 
@@ -75,7 +81,8 @@ def main():
         opt.step()
     dt = time.perf_counter() - t0
     n = (args.steps - args.warmup) * args.batch
-    print(f"torch {torch.__version__} threads {args.threads} model {args.model} "
+    print(f"torch {torch.__version__} threads {args.threads} "
+          f"(OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}) model {args.model} "
           f"batch {args.batch}: {n / dt:.0f} samples/s "
           f"({args.steps - args.warmup} steps after {args.warmup} warm-up, loss {loss.item():.4f})")
 

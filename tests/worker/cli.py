@@ -140,6 +140,12 @@ r = run(["--model", "resnet50", "--compute-ms", "5", "--steps", "2", "--batch", 
          "1", "--quiet"])
 check(r.returncode == 0 and "throughput" in r.stdout, f"resnet50 profile: {r.stderr}")
 
+# ---- --device cuda without a GPU is a clear error, not a crash
+if not os.path.exists("/dev/nvidia0"):
+    r = run(SMALL + ["--device", "cuda", "--steps", "1"])
+    check(r.returncode == 1 and "cuda" in r.stderr.lower() and "Traceback" not in r.stderr,
+          f"--device cuda without a GPU: exit {r.returncode}, {r.stderr}")
+
 # ---- SIGINT: prompt, non-zero, says so
 p = subprocess.Popen([bench] + SMALL + ["--steps", "100000000", "--quiet"],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
