@@ -34,7 +34,9 @@ typedef struct gs_train_opts {
   bool shuffle;            /* DistributedSampler(shuffle=...) */
   bool drop_last;
   gs_dtype precision;      /* compute and gradient-wire dtype */
-  float loss_scale;        /* initial (dynamic) or fixed scale; 1 for fp32 */
+  float loss_scale;        /* initial (dynamic) or fixed scale; 1 for fp32.
+                              <= 0: the precision's default: fp16 65536
+                              dynamic (GradScaler), bf16 and fp32 1 fixed */
   bool dynamic_scale;
   double compute_ms;       /* profiles: emulated compute per step (real GEMM work) */
   int rank, world;
@@ -107,6 +109,15 @@ size_t gs_trainer_nparams(const gs_trainer *t);
 int gs_trainer_ntensors(const gs_trainer *t);
 const char *gs_trainer_tensor_name(const gs_trainer *t, int i);
 int gs_trainer_nbuckets(const gs_trainer *t);
+
+/* Additions (worker helper): */
+/* The current parameters (nparams floats) into host memory. */
+int gs_trainer_copy_params(const gs_trainer *t, float *host, gs_err *e);
+/* One line for logs: model, parameters, tensors, buckets, data. */
+const char *gs_trainer_describe(const gs_trainer *t);
+/* Samples in this rank's shard per epoch (DistributedSampler's num_samples;
+ * 0 for profiles, which read no data). */
+int64_t gs_trainer_shard_size(const gs_trainer *t);
 
 /* The single-process backend: no communication, SGD (and the scaler's
  * verdict) applied in end_step. Valid for world 1 only. */

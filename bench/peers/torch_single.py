@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""torch_single.py: the PyTorch peer of `bench` for single-process throughput.
+
+Trains the same MLP as `bench --model mlp:784-2048-2048-10` (nn.Linear + ReLU,
+softmax cross-entropy, torch.optim.SGD with momentum) on random inputs, batch
+B, in one process, and prints samples/s measured the same way bench does:
+wall time of the steps after the warm-up ones (forward, backward, step,
+zero_grad; the data is a fresh random batch drawn from a preallocated pool,
+as bench's copy of a batch from memory).
+
+Thread settings matter more than anything else here: Debian's OpenBLAS uses
+every core unless OPENBLAS_NUM_THREADS says otherwise, whatever
+torch.set_num_threads says, so --threads sets both (the environment variable
+before torch is imported). And with more than one thread, torch's OpenMP
+workers spin (OMP_WAIT_POLICY=active, libgomp's default) while OpenBLAS's own
+pthreads run the GEMMs on the same cores: on a 2-core machine that halves
+PyTorch's throughput (measured: ~2,100 instead of ~4,300 samples/s). This
+script sets OMP_WAIT_POLICY=passive unless the caller set it, so gradsync is
+compared with PyTorch at its best; the policy is printed.
+
+    OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/peers/torch_single.py --threads 1
+"""
+import argparse
+import os
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="mlp:784-2048-2048-10")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    args = ap.parse_args()
+    if not args.model.startswith("mlp:"):
+        ap.error("--model: only mlp:IN-H...-OUT is supported by this peer")
+    try:
+        sizes = [int(s) for s in args.model[4:].split("-")]
+    except ValueError:
+        ap.error("--model: sizes must be integers, e.g. mlp:784-2048-2048-10")
+    if len(sizes) < 2 or min(sizes) <= 0:
+        ap.error("--model: need at least two positive sizes")
+    if args.steps <= args.warmup:
+        ap.error("--steps must exceed --warmup")
+
+    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    import torch
+    import torch.nn as nn
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    model = nn.Sequential(*layers)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+                          weight_decay=args.weight_decay)
+    loss_fn = nn.CrossEntropyLoss()
+    pool = 8
+    xs = torch.rand(pool, args.batch, sizes[0])
+    ys = torch.randint(0, sizes[-1], (pool, args.batch))
+
+    t0 = None
+    for step in range(args.steps):
+        if step == args.warmup:
+            t0 = time.perf_counter()
+        x, y = xs[step % pool], ys[step % pool]
+        out = model(x)
+        loss = loss_fn(out, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    dt = time.perf_counter() - t0
+    n = (args.steps - args.warmup) * args.batch
+    print(f"torch {torch.__version__} threads {args.threads} "
+          f"(OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}) model {args.model} "
+          f"batch {args.batch}: {n / dt:.0f} samples/s "
+          f"({args.steps - args.warmup} steps after {args.warmup} warm-up, loss {loss.item():.4f})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

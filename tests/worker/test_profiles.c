@@ -1,0 +1,202 @@
+/* test_profiles.c: the gradient-shape profiles of worker/profile.c.
+ *  - parameter counts of the real networks (torchvision resnet50 and vgg16,
+ *    Hugging Face bert-base-uncased with its pooler), tensor counts, names
+ *    and shapes at both ends and in the middle;
+ *  - a training step hands buckets over progressively: the first bucket is
+ *    ready long before the last one (most of backward lies between them);
+ *  - pseudo-gradients are deterministic, and differ between ranks and steps;
+ *  - the local backend steps the parameters, in fp32 and fp16. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "recorder.h"
+#include "worker/model.h"
+#include "worker/worker.h"
+
+static gs_kernels *K;
+
+static const gs_tensor *find(const gs_model *m, const char *name) {
+  for (int i = 0; i < m->ntensors; i++)
+    if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+  return NULL;
+}
+
+static void shape_is(const gs_model *m, const char *name, int nd, int64_t a, int64_t b, int64_t c,
+                     int64_t d) {
+  const gs_tensor *t = find(m, name);
+  CHECKF(t != NULL, "no tensor %s", name);
+  if (!t) return;
+  int64_t want[4] = {a, b, c, d};
+  bool ok = t->ndim == nd;
+  for (int i = 0; ok && i < nd; i++) ok = t->shape[i] == want[i];
+  CHECKF(ok, "%s has the wrong shape", name);
+}
+
+static void counts(void) {
+  static const struct {
+    const char *name;
+    size_t params;
+    int tensors;
+    const char *first, *last;
+  } want[] = {
+      {"resnet50", 25557032, 161, "conv1.weight", "fc.bias"},
+      {"vgg16", 138357544, 32, "features.0.weight", "classifier.6.bias"},
+      {"bert-base", 109482240, 199, "embeddings.word_embeddings.weight", "pooler.dense.bias"},
+  };
+  for (size_t i = 0; i < 3; i++) {
+    gs_err e = {0};
+    gs_model *m = NULL;
+    CHECK_OK(gs_model_create(want[i].name, K, 8, GS_F32, 0, 0, &m, &e), &e);
+    if (!m) continue;
+    CHECKF(m->nparams == want[i].params, "%s: %zu parameters, expected %zu", want[i].name,
+           m->nparams, want[i].params);
+    CHECKF(m->ntensors == want[i].tensors, "%s: %d tensors, expected %d", want[i].name,
+           m->ntensors, want[i].tensors);
+    CHECK(!strcmp(m->tensors[0].name, want[i].first));
+    CHECK(!strcmp(m->tensors[m->ntensors - 1].name, want[i].last));
+    CHECK(m->in_size == 0);
+    size_t sum = 0;
+    for (int j = 0; j < m->ntensors; j++) {
+      CHECK(m->tensors[j].offset == sum);
+      sum += m->tensors[j].count;
+    }
+    if (!strcmp(want[i].name, "resnet50")) {
+      shape_is(m, "layer1.0.downsample.0.weight", 4, 256, 64, 1, 1);
+      shape_is(m, "layer3.5.conv2.weight", 4, 256, 256, 3, 3);
+      shape_is(m, "layer4.2.conv3.weight", 4, 2048, 512, 1, 1);
+      shape_is(m, "layer4.2.bn3.bias", 1, 2048, 0, 0, 0);
+      shape_is(m, "fc.weight", 2, 1000, 2048, 0, 0);
+      CHECK(find(m, "layer2.1.downsample.0.weight") == NULL);
+    } else if (!strcmp(want[i].name, "vgg16")) {
+      shape_is(m, "features.28.weight", 4, 512, 512, 3, 3);
+      shape_is(m, "classifier.0.weight", 2, 4096, 25088, 0, 0);
+    } else {
+      shape_is(m, "embeddings.position_embeddings.weight", 2, 512, 768, 0, 0);
+      shape_is(m, "encoder.layer.11.attention.self.value.weight", 2, 768, 768, 0, 0);
+      shape_is(m, "encoder.layer.11.intermediate.dense.weight", 2, 3072, 768, 0, 0);
+      shape_is(m, "encoder.layer.11.output.dense.weight", 2, 768, 3072, 0, 0);
+      shape_is(m, "encoder.layer.0.output.LayerNorm.bias", 1, 768, 0, 0, 0);
+    }
+    gs_model_destroy(m);
+  }
+  gs_err e = {0};
+  gs_model *m = NULL;
+  CHECK(gs_model_create("resnet50", K, 8, GS_F32, -1, 0, &m, &e) == GS_EINVAL);
+}
+
+static gs_trainer *make(int rank, int world, gs_dtype p, double compute_ms, int steps) {
+  gs_train_opts o;
+  gs_train_opts_default(&o);
+  o.model = "resnet50";
+  o.batch = 32;
+  o.steps = steps;
+  o.compute_ms = compute_ms;
+  o.rank = rank;
+  o.world = world;
+  o.precision = p;
+  gs_err e = {0};
+  gs_trainer *t = NULL;
+  CHECK_OK(gs_trainer_create(&o, K, &t, &e), &e);
+  return t;
+}
+
+/* the last step's gradients of a resnet50 run without emulated compute */
+static float *grads_after(int rank, int steps) {
+  gs_trainer *t = make(rank, 2, GS_F32, 0, steps);
+  if (!t) return NULL;
+  gs_err e = {0};
+  recorder *r = recorder_open(t);
+  CHECK_OK(gs_trainer_run(t, &r->base, NULL, NULL, &e), &e);
+  float *g = malloc(r->c.n * sizeof(float));
+  memcpy(g, r->c.grads, r->c.n * sizeof(float));
+  r->base.ops->close(&r->base, true, &e);
+  gs_trainer_destroy(t);
+  return g;
+}
+
+static void progressive(void) {
+  gs_trainer *t = make(0, 2, GS_F32, 40, 2);
+  if (!t) return;
+  gs_err e = {0};
+  recorder *r = recorder_open(t);
+  CHECK_OK(gs_trainer_run(t, &r->base, NULL, NULL, &e), &e);
+  size_t n;
+  const gs_step_row *rows = gs_trainer_rows(t, &n);
+  CHECK(n == 2 && !r->bad_order && !r->changed && gs_trainer_nbuckets(t) >= 3);
+  if (n == 2) {
+    double spread = r->t_last - r->t_first, bwd = rows[1].backward_s;
+    printf("resnet50, 40 ms emulated: forward %.1f ms, backward %.1f ms, %d buckets, first to "
+           "last ready %.1f ms\n", 1e3 * rows[1].forward_s, 1e3 * bwd, gs_trainer_nbuckets(t),
+           1e3 * spread);
+    CHECKF(spread > 0.5 * bwd, "buckets ready within %.3f s of a %.3f s backward", spread, bwd);
+    CHECK(rows[1].loss == 0.0f && rows[1].correct == 0 && rows[1].samples == 32);
+  }
+  /* pseudo-gradients: deterministic, per rank */
+  size_t np = gs_trainer_nparams(t);
+  float *g1 = malloc(np * sizeof(float));
+  memcpy(g1, r->c.grads, np * sizeof(float));
+  r->base.ops->close(&r->base, true, &e);
+  gs_trainer_destroy(t);  /* ~300 MB each: keep few alive at once */
+
+  float *same = grads_after(0, 2), *other = grads_after(1, 2), *shorter = grads_after(0, 1);
+  if (same && other && shorter) {
+    CHECK(!memcmp(g1, same, np * sizeof(float)));       /* deterministic */
+    CHECK(memcmp(g1, other, np * sizeof(float)) != 0);  /* per rank */
+    CHECK(memcmp(g1, shorter, np * sizeof(float)) != 0);  /* per step */
+    double mx = 0;
+    for (size_t i = 0; i < np; i++) mx = fmax(mx, fabs(g1[i]));
+    CHECK(mx > 1e-4 && mx <= 1e-3);
+  }
+  free(g1);
+  free(same);
+  free(other);
+  free(shorter);
+}
+
+/* the local backend steps a profile's parameters, in fp32 and fp16 */
+static void local_steps(void) {
+  for (int p = GS_F32; p <= GS_F16; p++) {
+    gs_trainer *t = make(0, 1, (gs_dtype)p, 5, 3);
+    if (!t) continue;
+    size_t np = gs_trainer_nparams(t);
+    float *before = malloc(np * sizeof(float)), *after = malloc(np * sizeof(float));
+    gs_err e = {0};
+    CHECK_OK(gs_trainer_copy_params(t, before, &e), &e);
+    gs_sync_config c = {.rank = 0, .world = 1};
+    gs_trainer_sync_config(t, &c);
+    CHECK(c.wire == (gs_dtype)p && c.n == np);
+    gs_sync *s = NULL;
+    CHECK_OK(gs_sync_local(&c, &s, &e), &e);
+    if (s) {
+      CHECK_OK(gs_trainer_run(t, s, NULL, NULL, &e), &e);
+      s->ops->close(s, true, &e);
+    }
+    CHECK_OK(gs_trainer_copy_params(t, after, &e), &e);
+    size_t moved = 0;
+    bool finite = true;
+    for (size_t i = 0; i < np; i++) {
+      moved += before[i] != after[i];
+      finite &= isfinite(after[i]) != 0;
+    }
+    size_t n;
+    const gs_step_row *rows = gs_trainer_rows(t, &n);
+    CHECKF(finite && moved > np / 2 && n == 3 && !rows[2].skipped,
+           "%s: %zu of %zu parameters moved", gs_dtype_name((gs_dtype)p), moved, np);
+    free(before);
+    free(after);
+    gs_trainer_destroy(t);
+  }
+}
+
+int main(void) {
+  gs_err e = {0};
+  K = gs_kernels_cpu(1, &e);
+  if (!K) return 1;
+  counts();
+  progressive();
+  local_steps();
+  K->destroy(K);
+  return check_report("test_profiles");
+}

@@ -1,0 +1,661 @@
+/* trainer.c: the training loop of worker.h.
+ *
+ * One step, as gs_trainer_run does it:
+ *
+ *   data      next `batch` indices of this rank's shard (sampler.c; a new
+ *             epoch's order when the shard is used up, and a smaller last
+ *             batch when the shard is not a multiple of the batch, as
+ *             PyTorch's DataLoader(drop_last=False)), bytes -> floats, to
+ *             the device
+ *   begin_step(step)
+ *   forward   model->forward: logits, mean loss, argmax hits
+ *   backward  model->backward with the loss scale; every tensor it finishes
+ *             calls grad_ready(), which counts down the tensor's bucket and
+ *             hands over (bucket_ready) every bucket that is complete, in
+ *             bucket order
+ *   end_step  the backend reduces, runs the optimizer (or skips the step on
+ *             inf/NaN) and reports its share of the time
+ *   record    a gs_step_row, spans, the step callback
+ *
+ * Spans from the backend's threads arrive through trainer_span() under a
+ * mutex; times are converted from gs_now() to gs_wall() with an offset
+ * taken once, so ranks on one host share a timeline. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "worker/data.h"
+#include "worker/model.h"
+#include "worker/npy.h"
+#include "worker/sampler.h"
+#include "worker/worker.h"
+
+#define MiB (1024.0 * 1024.0)
+
+struct gs_trainer {
+  gs_train_opts o;
+  char *model_spec, *data_spec;
+  gs_kernels *k;
+  gs_model *m;
+  gs_dataset *d;          /* NULL for profiles */
+  gs_sampler sampler;
+  float *params, *grads;  /* device */
+  gs_bucket *buckets;
+  int nbuckets;
+  int *tensor_bucket;     /* bucket of each tensor */
+  size_t *bucket_left;    /* tensors still to come this step, per bucket */
+  int next_ready;         /* first bucket not yet handed over */
+  gs_scaler scaler;
+  float scale;            /* loss scale of the next step */
+  int64_t step, epoch, pos;
+  int64_t *shard;         /* this epoch's indices */
+  float *xhost;
+  int32_t *yhost;
+  gs_sync *sync;          /* during run */
+  double wall_offset;     /* gs_wall() - gs_now() */
+  gs_step_row *rows;
+  size_t nrows, caprows;
+  pthread_mutex_t span_lock;
+  gs_span *spans;
+  size_t nspans, capspans;
+  char desc[600];
+};
+
+void gs_train_opts_default(gs_train_opts *o) {
+  *o = (gs_train_opts){
+      .model = "mlp:784-2048-2048-10",
+      .data = "synthetic",
+      .batch = 64,
+      .steps = 100,
+      .lr = 0.01f,
+      .momentum = 0.9f,
+      .weight_decay = 0.0f,
+      .seed = 0,
+      .shuffle = true,
+      .drop_last = false,
+      .precision = GS_F32,
+      .loss_scale = 0.0f,
+      .dynamic_scale = false,
+      .compute_ms = 50.0,
+      .rank = 0,
+      .world = 1,
+      .bucket_mb = 25.0,
+      .first_bucket_mb = 1.0,
+      .load_params = NULL,
+      .synthetic_samples = 10000,
+  };
+}
+
+/* ---- spans ---- */
+
+static void add_span(gs_trainer *t, const char *name, int bucket, double t0, double t1,
+                     int track) {
+  pthread_mutex_lock(&t->span_lock);
+  if (t->nspans == t->capspans) {
+    size_t cap = t->capspans ? 2 * t->capspans : 1024;
+    gs_span *s = realloc(t->spans, cap * sizeof *s);
+    if (!s) {  /* a lost span is not worth failing a run over */
+      pthread_mutex_unlock(&t->span_lock);
+      return;
+    }
+    t->spans = s;
+    t->capspans = cap;
+  }
+  gs_span *s = &t->spans[t->nspans++];
+  s->t0 = t0 + t->wall_offset;
+  s->t1 = t1 + t->wall_offset;
+  s->track = track;
+  s->bucket = bucket;
+  snprintf(s->name, sizeof s->name, "%s", name);
+  pthread_mutex_unlock(&t->span_lock);
+}
+
+static void trainer_span(void *ctx, const char *name, int bucket, double t0, double t1,
+                         int track) {
+  add_span(ctx, name, bucket, t0, t1, track);
+}
+
+/* ---- creation ---- */
+
+static int load_params(gs_trainer *t, const char *dir, float *host, gs_err *e) {
+  for (int i = 0; i < t->m->ntensors; i++) {
+    const gs_tensor *ts = &t->m->tensors[i];
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s.npy", dir, ts->name) >= (int)sizeof path)
+      return GS_FAIL(e, GS_EINVAL, "--load-params %s: path too long", dir);
+    int rc = gs_npy_read(path, host + ts->offset, ts->ndim, ts->shape, e);
+    if (rc) {
+      gs_err_prefix(e, "--load-params: ");
+      return rc;
+    }
+  }
+  return GS_OK;
+}
+
+static int check_opts(const gs_train_opts *o, gs_err *e) {
+  if (o->batch <= 0) return GS_FAIL(e, GS_EINVAL, "--batch %d: must be positive", o->batch);
+  if (o->steps < 0) return GS_FAIL(e, GS_EINVAL, "--steps %lld: must be >= 0", (long long)o->steps);
+  if (o->world <= 0 || o->rank < 0 || o->rank >= o->world)
+    return GS_FAIL(e, GS_EINVAL, "rank %d is outside world %d", o->rank, o->world);
+  if (!isfinite(o->lr) || o->lr < 0) return GS_FAIL(e, GS_EINVAL, "--lr %g: must be >= 0", o->lr);
+  if (!isfinite(o->momentum) || o->momentum < 0)
+    return GS_FAIL(e, GS_EINVAL, "--momentum %g: must be >= 0", o->momentum);
+  if (!isfinite(o->weight_decay) || o->weight_decay < 0)
+    return GS_FAIL(e, GS_EINVAL, "--weight-decay %g: must be >= 0", o->weight_decay);
+  if (o->precision != GS_F32 && o->precision != GS_F16 && o->precision != GS_BF16)
+    return GS_FAIL(e, GS_EINVAL, "--precision: unknown dtype %d", (int)o->precision);
+  if (!(o->bucket_mb >= 0) || !(o->first_bucket_mb >= 0) || o->bucket_mb > 1e6 ||
+      o->first_bucket_mb > 1e6)
+    return GS_FAIL(e, GS_EINVAL, "--bucket-mb %g / --first-bucket-mb %g: must be between 0 and 1e6",
+                   o->bucket_mb, o->first_bucket_mb);
+  if (!isfinite(o->loss_scale))
+    return GS_FAIL(e, GS_EINVAL, "--loss-scale %g: must be finite", o->loss_scale);
+  return GS_OK;
+}
+
+int gs_trainer_create(const gs_train_opts *o, gs_kernels *k, gs_trainer **out, gs_err *e) {
+  *out = NULL;
+  GS_TRY(check_opts(o, e));
+  gs_trainer *t = calloc(1, sizeof *t);
+  if (!t) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  pthread_mutex_init(&t->span_lock, NULL);
+  t->o = *o;
+  t->k = k;
+  t->model_spec = strdup(o->model ? o->model : "");
+  t->data_spec = strdup(o->data ? o->data : "synthetic");
+  t->o.model = t->model_spec;
+  t->o.data = t->data_spec;
+  t->o.load_params = NULL;  /* only used here, not kept */
+  t->wall_offset = gs_wall() - gs_now();
+  float *host = NULL;
+  size_t *sizes = NULL;
+  int rc = (!t->model_spec || !t->data_spec) ? GS_FAIL(e, GS_ENOMEM, "out of memory") : GS_OK;
+
+  if (rc == 0)
+    rc = gs_model_create(t->model_spec, k, o->batch, o->precision, o->compute_ms, o->seed, &t->m, e);
+  if (rc == 0) {
+    t->m->rank = o->rank;
+    if (t->m->in_size > 0) {
+      gs_data_want want = {.c = t->m->in_c, .h = t->m->in_h, .w = t->m->in_w,
+                           .flat = t->m->flat, .classes = t->m->classes,
+                           .synthetic_n = o->synthetic_samples, .seed = o->seed};
+      rc = gs_data_open(t->data_spec, &want, &t->d, e);
+      if (rc == 0)
+        rc = gs_sampler_init(&t->sampler, t->d->n, o->rank, o->world, o->shuffle, o->drop_last,
+                             o->seed, e);
+      if (rc == 0) {
+        t->shard = gs_alloc((size_t)t->sampler.num_samples * sizeof *t->shard, e);
+        t->xhost = gs_alloc((size_t)o->batch * t->m->in_size * sizeof(float), e);
+        t->yhost = gs_alloc((size_t)o->batch * sizeof(int32_t), e);
+        if (!t->shard || !t->xhost || !t->yhost) rc = GS_ENOMEM;
+      }
+    } else if (strcmp(t->data_spec, "synthetic") != 0) {
+      rc = GS_FAIL(e, GS_EINVAL, "--data %s: the %s profile reads no data (its compute is "
+                   "emulated); leave --data at synthetic", t->data_spec, t->model_spec);
+    }
+  }
+  /* parameters: PyTorch's init from the seed, or a checkpoint */
+  if (rc == 0) {
+    size_t bytes = t->m->nparams * sizeof(float);
+    host = malloc(bytes);
+    t->params = k->alloc(k, bytes);
+    t->grads = k->alloc(k, bytes);
+    if (!host || !t->params || !t->grads) {
+      k->sync(k, e);
+      rc = GS_FAIL(e, GS_ENOMEM, "out of memory for %zu parameters", t->m->nparams);
+    }
+  }
+  if (rc == 0) {
+    if (o->load_params) rc = load_params(t, o->load_params, host, e);
+    else gs_model_init_params(t->m, o->seed, host);
+  }
+  if (rc == 0) {
+    k->to_device(k, t->params, host, t->m->nparams * sizeof(float));
+    rc = k->sync(k, e);
+  }
+  /* buckets over the gradient buffer, in the wire dtype's bytes */
+  if (rc == 0) {
+    sizes = malloc((size_t)t->m->ntensors * sizeof *sizes);
+    t->tensor_bucket = malloc((size_t)t->m->ntensors * sizeof *t->tensor_bucket);
+    if (!sizes || !t->tensor_bucket) rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
+  }
+  if (rc == 0) {
+    for (int i = 0; i < t->m->ntensors; i++) sizes[i] = t->m->tensors[i].count;
+    rc = gs_plan_buckets(sizes, t->m->ntensors, gs_dtype_size(o->precision),
+                         (size_t)(o->first_bucket_mb * MiB), (size_t)(o->bucket_mb * MiB),
+                         &t->buckets, &t->nbuckets, e);
+  }
+  if (rc == 0) {
+    t->bucket_left = calloc((size_t)t->nbuckets, sizeof *t->bucket_left);
+    if (!t->bucket_left) rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
+    for (int i = 0; rc == 0 && i < t->m->ntensors; i++) {
+      size_t off = t->m->tensors[i].offset;
+      t->tensor_bucket[i] = -1;
+      for (int b = 0; b < t->nbuckets; b++)
+        if (off >= t->buckets[b].offset && off < t->buckets[b].offset + t->buckets[b].count)
+          t->tensor_bucket[i] = b;
+      if (t->tensor_bucket[i] < 0) {
+        /* an empty tensor at a bucket's end: give it the bucket that ends there */
+        for (int b = 0; b < t->nbuckets; b++)
+          if (off == t->buckets[b].offset + t->buckets[b].count) t->tensor_bucket[i] = b;
+      }
+      if (t->tensor_bucket[i] < 0) t->tensor_bucket[i] = t->nbuckets - 1;
+    }
+  }
+  /* loss scaling: GradScaler for fp16 unless told otherwise */
+  if (rc == 0) {
+    float s = o->loss_scale;
+    bool dyn = o->dynamic_scale;
+    if (s <= 0) {
+      dyn = o->precision == GS_F16;
+      s = dyn ? 65536.0f : 1.0f;
+    }
+    gs_scaler_init(&t->scaler, s, dyn);
+    t->scale = s;
+  }
+  if (rc == 0) {
+    int n = snprintf(t->desc, sizeof t->desc, "%s: %zu parameters in %d tensors, %d bucket%s",
+                     t->m->desc, t->m->nparams, t->m->ntensors, t->nbuckets,
+                     t->nbuckets == 1 ? "" : "s");
+    if (t->d && n > 0 && (size_t)n < sizeof t->desc)
+      snprintf(t->desc + n, sizeof t->desc - (size_t)n, "; %s", t->d->desc);
+  }
+  free(host);
+  free(sizes);
+  if (rc) {
+    gs_trainer_destroy(t);
+    return rc;
+  }
+  *out = t;
+  return GS_OK;
+}
+
+void gs_trainer_destroy(gs_trainer *t) {
+  if (!t) return;
+  if (t->k) {
+    t->k->release(t->k, t->params);
+    t->k->release(t->k, t->grads);
+  }
+  gs_model_destroy(t->m);
+  gs_data_free(t->d);
+  gs_sampler_free(&t->sampler);
+  gs_free(t->shard);
+  gs_free(t->xhost);
+  gs_free(t->yhost);
+  free(t->buckets);
+  free(t->tensor_bucket);
+  free(t->bucket_left);
+  free(t->rows);
+  free(t->spans);
+  free(t->model_spec);
+  free(t->data_spec);
+  pthread_mutex_destroy(&t->span_lock);
+  free(t);
+}
+
+void gs_trainer_sync_config(gs_trainer *t, gs_sync_config *c) {
+  c->k = t->k;
+  c->params = t->params;
+  c->grads = t->grads;
+  c->n = t->m->nparams;
+  c->buckets = t->buckets;
+  c->nbuckets = t->nbuckets;
+  c->sgd = (gs_sgd){t->o.lr, t->o.momentum, t->o.weight_decay};
+  c->wire = t->o.precision;
+  c->scaler = t->scaler;
+  c->span = trainer_span;
+  c->span_ctx = t;
+}
+
+/* ---- the loop ---- */
+
+/* backward's notice: tensor i's gradient is final */
+static int grad_ready(void *ctx, int tensor, gs_err *e) {
+  gs_trainer *t = ctx;
+  int b = t->tensor_bucket[tensor];
+  if (t->bucket_left[b] == 0)
+    return GS_FAIL(e, GS_EINVAL, "backward reported tensor %s twice", t->m->tensors[tensor].name);
+  t->bucket_left[b]--;
+  while (t->next_ready < t->nbuckets && t->bucket_left[t->next_ready] == 0) {
+    double now = gs_now();
+    add_span(t, "ready", t->next_ready, now, now, 0);
+    int rc = t->sync->ops->bucket_ready(t->sync, t->next_ready, e);
+    if (rc) {
+      gs_err_prefix(e, "bucket %d: ", t->next_ready);
+      return rc;
+    }
+    t->next_ready++;
+  }
+  return GS_OK;
+}
+
+static uint64_t peak_rss(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return (uint64_t)ru.ru_maxrss * 1024u;  /* Linux reports KiB */
+}
+
+static int append_row(gs_trainer *t, const gs_step_row *r, gs_err *e) {
+  if (t->nrows == t->caprows) {
+    size_t cap = t->caprows ? 2 * t->caprows : 256;
+    gs_step_row *p = realloc(t->rows, cap * sizeof *p);
+    if (!p) return GS_FAIL(e, GS_ENOMEM, "out of memory recording step rows");
+    t->rows = p;
+    t->caprows = cap;
+  }
+  t->rows[t->nrows++] = *r;
+  return GS_OK;
+}
+
+/* The next batch of this rank's shard into the model's input. */
+static int next_batch(gs_trainer *t, int *count, gs_err *e) {
+  if (!t->d) {
+    *count = t->o.batch;
+    return GS_OK;
+  }
+  if (t->epoch == 0 && t->pos == 0 && t->sampler.epoch < 0) gs_sampler_epoch(&t->sampler, 0, t->shard);
+  if (t->pos >= t->sampler.num_samples) {
+    t->epoch++;
+    t->pos = 0;
+    gs_sampler_epoch(&t->sampler, t->epoch, t->shard);
+  }
+  int64_t left = t->sampler.num_samples - t->pos;
+  int n = left < t->o.batch ? (int)left : t->o.batch;
+  gs_data_batch(t->d, t->shard + t->pos, n, t->xhost, t->yhost);
+  t->pos += n;
+  gs_kernels *k = t->k;
+  k->to_device(k, t->m->input, t->xhost, (size_t)n * t->m->in_size * sizeof(float));
+  k->to_device(k, t->m->labels, t->yhost, (size_t)n * sizeof(int32_t));
+  *count = n;
+  return k->sync(k, e);
+}
+
+static int one_step(gs_trainer *t, gs_sync *s, gs_step_row *row, gs_err *e) {
+  gs_kernels *k = t->k;
+  double t0 = gs_now();
+  *row = (gs_step_row){.step = t->step, .rank = t->o.rank, .scale = t->scale};
+  row->t_start = t0 + t->wall_offset;
+  int n = 0;
+  GS_TRY(next_batch(t, &n, e));
+  row->epoch = (int32_t)t->epoch;
+  double t1 = gs_now();
+  add_span(t, "data", -1, t0, t1, 0);
+  t->m->step = t->step;
+  int rc = s->ops->begin_step(s, t->step, e);
+  if (rc) {
+    gs_err_prefix(e, "begin_step: ");
+    return rc;
+  }
+  float loss = 0.0f;
+  int correct = 0;
+  double t2 = gs_now();
+  GS_TRY(t->m->ops->forward(t->m, t->params, n, &loss, &correct, e));
+  double t3 = gs_now();
+  add_span(t, "forward", -1, t2, t3, 0);
+  for (int b = 0; b < t->nbuckets; b++) t->bucket_left[b] = 0;
+  for (int i = 0; i < t->m->ntensors; i++) t->bucket_left[t->tensor_bucket[i]]++;
+  t->next_ready = 0;
+  GS_TRY(t->m->ops->backward(t->m, t->params, t->grads, n, t->scale, grad_ready, t, e));
+  if (t->next_ready != t->nbuckets)
+    return GS_FAIL(e, GS_EINVAL, "backward finished with %d of %d buckets ready", t->next_ready,
+                   t->nbuckets);
+  double t4 = gs_now();
+  add_span(t, "backward", -1, t3, t4, 0);
+  gs_sync_stats st = {0};
+  rc = s->ops->end_step(s, &st, e);
+  if (rc) {
+    gs_err_prefix(e, "end_step: ");
+    return rc;
+  }
+  GS_TRY(k->sync(k, e));
+  double t5 = gs_now();
+  row->t_end = t5 + t->wall_offset;
+  row->step_s = t5 - t0;
+  row->data_s = t1 - t0;
+  row->forward_s = t3 - t2;
+  row->backward_s = t4 - t3;
+  row->wait_s = st.wait_s;
+  row->reduce_s = st.reduce_s;
+  row->update_s = st.update_s;
+  row->bytes_sent = st.bytes_sent;
+  row->bytes_recv = st.bytes_recv;
+  row->loss = loss;
+  row->skipped = st.skipped;
+  row->correct = correct;
+  row->samples = n;
+  row->rss_bytes = peak_rss();
+  row->has_server = st.has_server;
+  row->server_reduce_s = st.server_reduce_s;
+  row->server_update_s = st.server_update_s;
+  row->server_bytes_sent = st.server_bytes_sent;
+  row->server_bytes_recv = st.server_bytes_recv;
+  if (st.scale > 0) t->scale = st.scale;
+  return GS_OK;
+}
+
+int gs_trainer_run(gs_trainer *t, gs_sync *s, gs_step_cb cb, void *ctx, gs_err *e) {
+  if (!s) return GS_FAIL(e, GS_EINVAL, "gs_trainer_run: no backend");
+  t->sync = s;
+  int rc = GS_OK;
+  for (int64_t i = 0; i < t->o.steps; i++) {
+    if (gs_interrupted) {
+      rc = GS_FAIL(e, GS_EINTR, "rank %d: interrupted at step %lld", t->o.rank,
+                   (long long)t->step);
+      break;
+    }
+    gs_step_row row;
+    rc = one_step(t, s, &row, e);
+    if (rc) {
+      gs_err_prefix(e, "rank %d, step %lld: ", t->o.rank, (long long)t->step);
+      break;
+    }
+    t->step++;
+    rc = append_row(t, &row, e);
+    if (rc) break;
+    if (cb && (rc = cb(ctx, &row)) != 0) {
+      GS_FAIL(e, rc, "rank %d: stopped by the step callback after step %lld (code %d)",
+              t->o.rank, (long long)row.step, rc);
+      break;
+    }
+  }
+  t->sync = NULL;
+  return rc;
+}
+
+const gs_step_row *gs_trainer_rows(const gs_trainer *t, size_t *n) {
+  *n = t->nrows;
+  return t->rows;
+}
+
+const gs_span *gs_trainer_spans(const gs_trainer *t, size_t *n) {
+  *n = t->nspans;
+  return t->spans;
+}
+
+/* ---- evaluation ---- */
+
+int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss, gs_err *e) {
+  *accuracy = 0.0;
+  *loss = 0.0;
+  if (!t->d) return GS_OK;  /* profiles: dummy 0, see profile.c */
+  if (n <= 0 || n > t->d->n) n = t->d->n;
+  int64_t *idx = malloc((size_t)t->o.batch * sizeof *idx);
+  if (!idx) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  gs_kernels *k = t->k;
+  double sum = 0.0;
+  int64_t hits = 0;
+  int rc = GS_OK;
+  for (int64_t s = 0; s < n && rc == 0; s += t->o.batch) {
+    int cnt = (int)(n - s < t->o.batch ? n - s : t->o.batch);
+    for (int i = 0; i < cnt; i++) idx[i] = s + i;
+    gs_data_batch(t->d, idx, cnt, t->xhost, t->yhost);
+    k->to_device(k, t->m->input, t->xhost, (size_t)cnt * t->m->in_size * sizeof(float));
+    k->to_device(k, t->m->labels, t->yhost, (size_t)cnt * sizeof(int32_t));
+    float l = 0.0f;
+    int c = 0;
+    rc = t->m->ops->forward(t->m, t->params, cnt, &l, &c, e);
+    sum += (double)l * cnt;
+    hits += c;
+  }
+  free(idx);
+  if (rc) {
+    gs_err_prefix(e, "evaluate: ");
+    return rc;
+  }
+  *accuracy = (double)hits / (double)n;
+  *loss = sum / (double)n;
+  return GS_OK;
+}
+
+/* ---- checkpoints ---- */
+
+static int fsync_dir(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return -1;
+  int rc = fsync(fd);
+  close(fd);
+  return rc;
+}
+
+static bool has_suffix(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* Remove a directory holding only .npy files (ours); anything else stays
+ * and is reported. */
+static int remove_npy_dir(const char *dir, gs_err *e) {
+  DIR *d = opendir(dir);
+  if (!d) return GS_FAIL(e, GS_EIO, "cannot open %s: %s", dir, strerror(errno));
+  struct dirent *de;
+  int rc = GS_OK;
+  while ((de = readdir(d))) {
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+    char path[PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    if (!has_suffix(de->d_name, ".npy") || unlink(path) != 0)
+      rc = GS_FAIL(e, GS_EIO, "cannot remove %s", path);
+  }
+  closedir(d);
+  if (rc == 0 && rmdir(dir) != 0) rc = GS_FAIL(e, GS_EIO, "cannot remove %s: %s", dir, strerror(errno));
+  return rc;
+}
+
+/* An existing checkpoint directory may be replaced only if it holds
+ * nothing but .npy files: never delete what we did not write. */
+static int check_replaceable(const char *dir, gs_err *e) {
+  DIR *d = opendir(dir);
+  if (!d) return GS_FAIL(e, GS_EIO, "--save-params %s exists and cannot be read: %s", dir, strerror(errno));
+  struct dirent *de;
+  int rc = GS_OK;
+  while ((de = readdir(d))) {
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+    if (!has_suffix(de->d_name, ".npy")) {
+      rc = GS_FAIL(e, GS_EIO,
+                   "--save-params %s: the directory exists and holds %s, which is not a "
+                   "checkpoint tensor; choose another directory or remove it",
+                   dir, de->d_name);
+      break;
+    }
+  }
+  closedir(d);
+  return rc;
+}
+
+int gs_trainer_save(gs_trainer *t, const char *dir_in, gs_err *e) {
+  char dir[PATH_MAX - 64];
+  if (!dir_in || !*dir_in) return GS_FAIL(e, GS_EINVAL, "--save-params: empty directory name");
+  if (snprintf(dir, sizeof dir, "%s", dir_in) >= (int)sizeof dir)
+    return GS_FAIL(e, GS_EINVAL, "--save-params: path too long");
+  size_t len = strlen(dir);
+  while (len > 1 && dir[len - 1] == '/') dir[--len] = '\0';
+  struct stat st;
+  bool exists = lstat(dir, &st) == 0;
+  if (exists && !S_ISDIR(st.st_mode))
+    return GS_FAIL(e, GS_EIO, "--save-params %s exists and is not a directory", dir);
+  if (exists) GS_TRY(check_replaceable(dir, e));
+
+  size_t bytes = t->m->nparams * sizeof(float);
+  float *host = malloc(bytes ? bytes : 1);
+  if (!host) return GS_FAIL(e, GS_ENOMEM, "out of memory saving parameters");
+  int rc = gs_trainer_copy_params(t, host, e);
+  char tmp[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", dir);
+  if (rc == 0 && !mkdtemp(tmp))
+    rc = GS_FAIL(e, GS_EIO, "--save-params: cannot create %s: %s", tmp, strerror(errno));
+  bool made = rc == 0;
+  for (int i = 0; rc == 0 && i < t->m->ntensors; i++) {
+    const gs_tensor *ts = &t->m->tensors[i];
+    char path[PATH_MAX + 80];
+    snprintf(path, sizeof path, "%s/%s.npy", tmp, ts->name);
+    rc = gs_npy_write(path, host + ts->offset, ts->ndim, ts->shape, e);
+  }
+  free(host);
+  if (rc == 0 && fsync_dir(tmp) != 0)
+    rc = GS_FAIL(e, GS_EIO, "--save-params: cannot sync %s: %s", tmp, strerror(errno));
+  if (rc == 0) {
+    if (!exists) {
+      if (rename(tmp, dir) != 0)
+        rc = GS_FAIL(e, GS_EIO, "--save-params: cannot rename %s to %s: %s", tmp, dir,
+                     strerror(errno));
+      else made = false;
+    } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) == 0) {
+      /* tmp now holds the previous checkpoint */
+      rc = remove_npy_dir(tmp, e);
+      made = false;
+    } else {
+      /* no atomic exchange on this filesystem: move the old one aside */
+      char old[PATH_MAX];
+      snprintf(old, sizeof old, "%s.old-XXXXXX", dir);
+      if (!mkdtemp(old) || rmdir(old) != 0 || rename(dir, old) != 0) {
+        rc = GS_FAIL(e, GS_EIO, "--save-params: cannot move the old %s aside: %s", dir,
+                     strerror(errno));
+      } else if (rename(tmp, dir) != 0) {
+        rc = GS_FAIL(e, GS_EIO, "--save-params: cannot rename %s to %s: %s (the previous "
+                     "checkpoint is in %s)", tmp, dir, strerror(errno), old);
+      } else {
+        made = false;
+        rc = remove_npy_dir(old, e);
+      }
+    }
+  }
+  if (made) {
+    gs_err ignore = {0};
+    remove_npy_dir(tmp, &ignore);
+  }
+  if (rc == 0) {
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", dir);
+    char *slash = strrchr(parent, '/');
+    if (slash == parent) parent[1] = '\0';
+    else if (slash) *slash = '\0';
+    else snprintf(parent, sizeof parent, ".");
+    fsync_dir(parent);
+  }
+  return rc;
+}
+
+/* ---- facts ---- */
+
+int gs_trainer_copy_params(const gs_trainer *t, float *host, gs_err *e) {
+  t->k->to_host(t->k, host, t->params, t->m->nparams * sizeof(float));
+  return t->k->sync(t->k, e);
+}
+
+size_t gs_trainer_nparams(const gs_trainer *t) { return t->m->nparams; }
+int gs_trainer_ntensors(const gs_trainer *t) { return t->m->ntensors; }
+const char *gs_trainer_tensor_name(const gs_trainer *t, int i) {
+  return i >= 0 && i < t->m->ntensors ? t->m->tensors[i].name : NULL;
+}
+int gs_trainer_nbuckets(const gs_trainer *t) { return t->nbuckets; }
+const char *gs_trainer_describe(const gs_trainer *t) { return t->desc; }
+int64_t gs_trainer_shard_size(const gs_trainer *t) { return t->d ? t->sampler.num_samples : 0; }
