@@ -97,6 +97,7 @@ struct gs_ps_server {
   bool in_round, stepped, mom_started;
   uint64_t step, last_step;
   double round_t0;
+  int round_rank;             /* whose push started the round */
   int *next;                  /* [nb] next rank to add */
   uint8_t *got;               /* [world * nb] */
   zmq_msg_t *held;            /* [world * nb] early pushes */
@@ -642,9 +643,9 @@ static int on_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
                   "step %llu is already done", r, (unsigned long long)p->step,
                   (unsigned long long)s->last_step);
   } else if (p->step != s->step) {
-    return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed gradients for step %llu while the "
-                "server reduces step %llu (ranks out of step)", r, (unsigned long long)p->step,
-                (unsigned long long)s->step);
+    return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed gradients for step %llu while rank "
+                "%d pushed step %llu (ranks out of step)", r, (unsigned long long)p->step,
+                s->round_rank, (unsigned long long)s->step);
   }
   if (p->bucket >= (uint32_t)s->nb)
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed bucket %u of step %llu; the job has "
@@ -670,6 +671,7 @@ static int on_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
   if (!s->in_round) {
     s->in_round = true;
     s->step = p->step;
+    s->round_rank = r;
     s->round_t0 = gs_now();
   }
   s->got[i] = 1;
@@ -778,7 +780,47 @@ int gs_ps_server_create(const gs_ps_server_opts *o, gs_ps_server **out,
   return GS_OK;
 }
 
+/* The job failed before every rank joined: answer the ranks that say
+ * hello later with the same error, so that every rank's open() fails with
+ * the cause instead of a timeout. Bounded by the hello deadline. */
+static void tell_latecomers(gs_ps_server *s, const gs_err *e) {
+  double deadline = (s->contact_t0 > 0 ? s->contact_t0 : gs_now()) + s->timeout_ms / 1000.0;
+  int told = s->nknown;
+  while (told < s->world && gs_now() < deadline) {
+    gs_wire_msg m;
+    gs_err me = {0};
+    int rc = gs_wire_recv(s->sock, true, SLICE_MS, s->o.job, s->o.max_elems * sizeof(float), &m,
+                          &me);
+    if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_HELLO &&
+        m.env->rank < (uint32_t)s->world && !s->peers[m.env->rank].known) {
+      peer *p = &s->peers[m.env->rank];
+      set_id(p->id, &p->idlen, &m.id);
+      p->known = true;
+      told++;
+      Gradsync__Envelope env;
+      Gradsync__Error er = GRADSYNC__ERROR__INIT;
+      gs_wire_env(&env, s->o.job, GS_SERVER_RANK);
+      er.phase = (char *)"ps server";
+      er.message = (char *)e->msg;
+      env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
+      env.error = &er;
+      gs_err ignore = {0};
+      gs_wire_send(s->sock, p->id, p->idlen, &env, NULL, 0, NULL, NULL, 100, NULL, &ignore);
+    }
+    gs_wire_msg_close(&m);
+    if (rc == GS_EINTR) return;
+  }
+}
+
+static int serve(gs_ps_server *s, gs_err *e);
+
 int gs_ps_server_run(gs_ps_server *s, gs_err *e) {
+  int rc = serve(s, e);
+  if (rc < 0 && s->have_init && !s->running && s->peers) tell_latecomers(s, e);
+  return rc;
+}
+
+static int serve(gs_ps_server *s, gs_err *e) {
   for (;;) {
     double deadline = 0;
     if (!s->running && (s->have_init || s->npend > 0)) deadline = s->contact_t0;

@@ -29,6 +29,8 @@ void job_defaults(job_opts *o) {
   o->seed = 42;
   o->inf_rank = o->inf_step = -1;
   o->kill_rank = o->kill_step = -1;
+  o->odd_rank = -1;
+  o->abort_rank = o->abort_step = -1;
   o->grad_scale = 1.0f;
 }
 
@@ -135,7 +137,8 @@ static void rank_init(rank_ctx *rc, const job_opts *o, job_result *res, int rank
     rc->buckets = malloc((size_t)o->nbuckets * sizeof *rc->buckets);
     memcpy(rc->buckets, o->buckets, (size_t)o->nbuckets * sizeof *rc->buckets);
   } else {
-    rc->buckets = plan_buckets(o->n, o->bucket_elems, &rc->nbuckets);
+    rc->buckets = plan_buckets(o->n, rank == o->odd_rank ? o->odd_bucket_elems : o->bucket_elems,
+                               &rc->nbuckets);
   }
   gs_sync_config *c = &rc->cfg;
   c->rank = rank;
@@ -193,8 +196,16 @@ static int rank_run(rank_ctx *rc) {
     make_grads(o, rc->rank, step, scale, g);
     for (int b = 0; b < rc->nbuckets && code == 0; b++) {
       if (rc->rank == o->kill_rank && step == o->kill_step && b == o->kill_bucket) {
+        /* let the pushes ZeroMQ already queued leave first */
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
         res->kill_t = gs_now();
         raise(SIGKILL);
+      }
+      if (rc->rank == o->abort_rank && step == o->abort_step) {
+        code = GS_FAIL(&e, GS_EINVAL, "the test makes rank %d give up", rc->rank);
+        res->kill_t = gs_now();
+        break;
       }
       const gs_bucket *bk = &rc->buckets[b];
       memcpy(rc->grads + bk->offset, g + bk->offset, bk->count * sizeof(float));
@@ -246,6 +257,7 @@ int run_threads(const job_opts *o, job_result *res) {
   size_t len = 0;
   CHECK(gs_ps_backend.bootstrap(rc[0].state, &rc[0].cfg, blob, &len, &e) == 0, "bootstrap: %s",
         e.msg);
+  if (o->on_blob) o->on_blob(blob, o->on_blob_ctx);
   pthread_t th[MAXW];
   for (int r = 0; r < o->world; r++) {
     memcpy(rc[r].blob, blob, len);

@@ -54,7 +54,14 @@ typedef struct job_opts {
   int jitter_us;         /* up to this long between bucket_ready calls */
   int inf_rank, inf_step;   /* that rank's gradient holds +inf in that step (-1: none) */
   int kill_rank, kill_step, kill_bucket; /* processes: SIGKILL before that bucket_ready */
-  float grad_scale;      /* gradients are uniform in +-grad_scale (times the loss scale) */
+  int abort_rank, abort_step; /* that rank gives up (close(ok=false)) in that step */
+  int odd_rank;             /* this rank plans buckets of odd_bucket_elems (-1: none) */
+  size_t odd_bucket_elems;
+  float grad_scale;
+  /* run_threads: called with the server's address after bootstrap, before
+   * any rank opens (to aim raw sockets at the live server) */
+  void (*on_blob)(const char *endpoint, void *ctx);
+  void *on_blob_ctx;      /* gradients are uniform in +-grad_scale (times the loss scale) */
 } job_opts;
 
 typedef struct job_result {
