@@ -764,6 +764,7 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
     goto fail;
   }
   gs_wire_tune(s->sock);
+  if (getenv("XP_BUF")) { int bb = atoi(getenv("XP_BUF")); zmq_setsockopt(s->sock, ZMQ_SNDBUF, &bb, sizeof bb); zmq_setsockopt(s->sock, ZMQ_RCVBUF, &bb, sizeof bb); }
   int64_t maxmsg = (int64_t)(c->n * sizeof(float));
   if (maxmsg < (int64_t)GS_HEADER_MAX) maxmsg = GS_HEADER_MAX;
   maxmsg += 64;

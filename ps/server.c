@@ -10,17 +10,19 @@
  *           and ends when every bucket's parameters went out.
  *   goodbye Shutdown from every rank ends the loop.
  *
- * Rank order without copies. Push (r, b) is added to the fp32 accumulator
- * as soon as ranks 0..r-1 of bucket b are in (next[b] == r), straight out of
+ * Rank order without copies. Push (r, b) is added to bucket b's fp32 sum as
+ * soon as ranks 0..r-1 of bucket b are in (next[b] == r), straight out of
  * the ZeroMQ message: ZeroMQ already received it into its own buffer, so
  * copying it into a per-rank buffer first would only cost bandwidth. A push
- * that arrives early is held (its zmq_msg_t, no copy) until its turn. The
- * additions thus always happen in rank order: the same bits whatever the
- * arrival order, and no work left for the moment the last push arrives
- * but the tail of the ranks that came in order.
+ * that arrives early waits in its slot (its zmq_msg_t, no copy) until its
+ * turn. The additions thus always happen in rank order: the same bits
+ * whatever the arrival order, and little work left for the moment the last
+ * push arrives. The first push of a bucket is adopted as the sum where it
+ * can be (fp32 on the CPU): the other ranks are added into ZeroMQ's buffer
+ * in place, so the master needs no accumulator and copies nothing.
  *
- *   bucket b:  next[b] = 2    held: rank 3 (arrived early)
- *   rank 2 arrives ->  acc += r2;  acc += r3 (held);  next[b] = 4 = world
+ *   bucket b:  next[b] = 2, sum = rank 0's buffer + r1    waiting: rank 3
+ *   rank 2 arrives ->  sum += r2;  sum += r3;  next[b] = 4 = world
  *
  * Outgoing parameters are sent zero-copy from the master copy (the host
  * mirror on a device); a per-bucket counter of messages ZeroMQ still holds
@@ -89,9 +91,15 @@ struct gs_ps_server {
   int npend, nknown;
   double contact_t0;
 
-  float *master, *acc, *mom;  /* device */
+  float *master, *acc, *mom;  /* device; acc only where pushes cannot be adopted */
+  float **sum;                /* [nb] bucket b's sum: acc + off, or an adopted push */
+  zmq_msg_t *summsg;          /* [nb] adopted pushes of rank 0 */
+  uint8_t *has_sum;
+  bool pair_start;            /* sums start from ranks 1 + 0 (see drain_bucket) */
   float *hout;                /* host mirror of what goes out (devices only) */
   void *stage;                /* one push on the device (devices only) */
+  void *align;                /* a misaligned small push, realigned (CPU) */
+  size_t align_cap;
 
   /* the current round */
   bool in_round, stepped, mom_started;
@@ -221,17 +229,17 @@ static uint64_t final_sent(gs_ps_server *s, Gradsync__Envelope *env, Gradsync__P
  * completes the step, so it carries the server's cost of the step. */
 static int send_bucket(gs_ps_server *s, int b, bool skipped, bool last, gs_err *e) {
   size_t c = s->cnt[b], o = s->off[b];
-  const float *src = s->sum_only ? s->acc : s->master;
+  const float *src = s->sum_only ? s->sum[b] : s->master + o;
   const float *data = NULL;
   size_t len = 0;
   if (!skipped) {
     len = c * sizeof(float);
     if (s->cpu) {
-      data = src + o;
+      data = src;
     } else {
       GS_TRY(wait_inflight(s, b, e));
       double t0 = gs_now();
-      s->k->to_host(s->k, s->hout + o, src + o, len);
+      s->k->to_host(s->k, s->hout + o, src, len);
       GS_TRY(kernel_check(s, "copying parameters to the host", e));
       s->update_s += gs_now() - t0;
       data = s->hout + o;
@@ -297,38 +305,111 @@ static int send_welcome(gs_ps_server *s, gs_err *e) {
 
 /* ------------------------------------------------------------ reduction */
 
-/* acc[bucket] (=|+=) this push, straight from the message's bytes. */
-static int add_push(gs_ps_server *s, int r, int b, const void *data, gs_err *e) {
-  double t0 = gs_now();
-  size_t c = s->cnt[b];
-  float *a = s->acc + s->off[b];
-  const void *src = data;
-  if (!s->cpu) {
-    s->k->to_device(s->k, s->stage, data, c * s->wsize);
-    src = s->stage;
-  }
-  if (r == 0) {
-    GS_TRY(wait_inflight(s, b, e));  /* sum_only sends acc itself */
-    if (s->wire == GS_F32) s->k->copy(s->k, a, src, c * sizeof(float));
-    else s->k->convert(s->k, GS_F32, a, s->wire, src, c);
-  } else if (s->wire == GS_F32) {
-    s->k->add(s->k, c, a, src);
-  } else {
-    s->k->add_lp(s->k, s->wire, c, a, src);
-  }
-  GS_TRY(kernel_check(s, "adding a push", e));
-  s->reduce_s += gs_now() - t0;
-  span(s, "reduce", b, t0);
+static void *dev_alloc(gs_ps_server *s, size_t bytes) {
+  void *p = s->k->alloc(s->k, bytes);
+  if (p) atomic_fetch_add(&s->dev_bytes, bytes);
+  return p;
+}
+
+#define ADOPT_MIN (64u << 10)   /* smaller pushes are cheap to copy */
+
+/* The accumulator exists only once a push cannot be adopted (see below). */
+static int need_acc(gs_ps_server *s, gs_err *e) {
+  if (s->acc) return GS_OK;
+  if (!(s->acc = dev_alloc(s, s->n * sizeof(float))))
+    return FAIL(s, e, GS_ENOMEM, "ps server: cannot allocate the %zu-parameter accumulator on %s",
+                s->n, s->k->name);
   return GS_OK;
+}
+
+/* Bucket b's sum of the previous step is no longer needed (nothing ZeroMQ
+ * still sends points at it): drop an adopted message. */
+static int release_sum(gs_ps_server *s, int b, gs_err *e) {
+  GS_TRY(wait_inflight(s, b, e));
+  if (s->has_sum[b]) {
+    atomic_fetch_sub(&s->held_bytes, zmq_msg_size(&s->summsg[b]));
+    zmq_msg_close(&s->summsg[b]);
+    s->has_sum[b] = 0;
+  }
+  return GS_OK;
+}
+
+/* Whether a push can become the sum itself: ZeroMQ received it into a
+ * buffer of its own (not rank 0's gradient buffer handed over inproc, not
+ * a slice of ZeroMQ's shared buffer for small messages), fp32, on the CPU. */
+static bool adoptable(const gs_ps_server *s, int r, zmq_msg_t *msg) {
+  return s->cpu && s->wire == GS_F32 && !s->peers[r].inproc && zmq_msg_size(msg) >= ADOPT_MIN &&
+         (uintptr_t)zmq_msg_data(msg) % sizeof(float) == 0;
+}
+
+/* The push's bytes where the kernels can read them: on the device, or
+ * realigned when ZeroMQ left a small message at an odd offset of its
+ * shared receive buffer (large messages get their own, aligned buffer). */
+static const void *readable(gs_ps_server *s, zmq_msg_t *msg, gs_err *e) {
+  const void *data = zmq_msg_data(msg);
+  size_t bytes = zmq_msg_size(msg);
+  if (!s->cpu) {
+    s->k->to_device(s->k, s->stage, data, bytes);
+    return s->stage;
+  }
+  if ((uintptr_t)data % sizeof(float) == 0) return data;
+  if (bytes > s->align_cap) {
+    gs_free(s->align);
+    atomic_fetch_sub(&s->dev_bytes, s->align_cap);
+    s->align_cap = 0;
+    if (!(s->align = gs_alloc(bytes, e))) {
+      (void)FAIL(s, e, GS_ENOMEM, "ps server: out of memory");
+      return NULL;
+    }
+    s->align_cap = bytes;
+    atomic_fetch_add(&s->dev_bytes, bytes);
+  }
+  memcpy(s->align, data, bytes);
+  return s->align;
+}
+
+/* sum[b] += push (fp32 accumulation of any wire dtype). */
+static int add_push(gs_ps_server *s, int b, zmq_msg_t *msg, gs_err *e) {
+  const void *src = readable(s, msg, e);
+  if (!src) return GS_ENOMEM;
+  if (s->wire == GS_F32) s->k->add(s->k, s->cnt[b], s->sum[b], src);
+  else s->k->add_lp(s->k, s->wire, s->cnt[b], s->sum[b], src);
+  return kernel_check(s, "adding a push", e);
+}
+
+/* Start bucket b's sum from rank `base`'s push, then add `other`'s (or
+ * nothing). The first push is adopted when it can be: the others are
+ * added into ZeroMQ's buffer in place (no copy, no accumulator) and in
+ * sum_only mode the sums go out from it. Otherwise acc = the push. */
+static int start_sum(gs_ps_server *s, int b, int base, zmq_msg_t *bmsg, zmq_msg_t *omsg,
+                     gs_err *e) {
+  GS_TRY(release_sum(s, b, e));
+  if (adoptable(s, base, bmsg)) {
+    zmq_msg_init(&s->summsg[b]);
+    zmq_msg_move(&s->summsg[b], bmsg);
+    s->has_sum[b] = 1;
+    s->sum[b] = zmq_msg_data(&s->summsg[b]);
+    atomic_fetch_add(&s->held_bytes, zmq_msg_size(&s->summsg[b]));
+  } else {
+    GS_TRY(need_acc(s, e));
+    s->sum[b] = s->acc + s->off[b];
+    const void *src = readable(s, bmsg, e);
+    if (!src) return GS_ENOMEM;
+    if (s->wire == GS_F32) s->k->copy(s->k, s->sum[b], src, s->cnt[b] * sizeof(float));
+    else s->k->convert(s->k, GS_F32, s->sum[b], s->wire, src, s->cnt[b]);
+    GS_TRY(kernel_check(s, "starting a sum", e));
+  }
+  return omsg ? add_push(s, b, omsg, e) : GS_OK;
 }
 
 static int update_bucket(gs_ps_server *s, int b, gs_err *e) {
   GS_TRY(wait_inflight(s, b, e));
   double t0 = gs_now();
   size_t o = s->off[b];
-  s->k->sgd(s->k, s->cnt[b], s->master + o, s->acc + o, s->mom ? s->mom + o : NULL, s->sgd,
+  s->k->sgd(s->k, s->cnt[b], s->master + o, s->sum[b], s->mom ? s->mom + o : NULL, s->sgd,
             !s->mom_started);
   GS_TRY(kernel_check(s, "SGD", e));
+  GS_TRY(release_sum(s, b, e));
   s->update_s += gs_now() - t0;
   span(s, "optimizer", b, t0);
   return GS_OK;
@@ -358,7 +439,7 @@ static int bucket_done(gs_ps_server *s, int b, gs_err *e) {
   } else if (!s->scaling) {
     if (s->world > 1) {
       double t0 = gs_now();
-      s->k->scale(s->k, s->cnt[b], 1.0f / (float)s->world, s->acc + s->off[b]);
+      s->k->scale(s->k, s->cnt[b], 1.0f / (float)s->world, s->sum[b]);
       GS_TRY(kernel_check(s, "averaging", e));
       s->reduce_s += gs_now() - t0;
     }
@@ -371,7 +452,7 @@ static int bucket_done(gs_ps_server *s, int b, gs_err *e) {
     float inv = (float)(1.0 / ((double)s->world * (double)s->scaler.scale));
     size_t bad = 0;
     for (int i = 0; i < s->nb; i++) {
-      float *a = s->acc + s->off[i];
+      float *a = s->sum[i];
       s->k->scale(s->k, s->cnt[i], inv, a);
       bad += s->k->nonfinite(s->k, GS_F32, s->cnt[i], a);
     }
@@ -388,17 +469,45 @@ static int bucket_done(gs_ps_server *s, int b, gs_err *e) {
   return GS_OK;
 }
 
-/* Add what rank order allows for bucket b, starting with held pushes. */
+static void unpark(gs_ps_server *s, size_t i) {
+  atomic_fetch_sub(&s->held_bytes, zmq_msg_size(&s->held[i]));
+  zmq_msg_close(&s->held[i]);
+  s->has_held[i] = 0;
+}
+
+/* Add what rank order allows for bucket b. Pushes wait in their slot
+ * (held, no copy) until every lower rank's is in. The sum starts from
+ * rank 0, or, when rank 0's push is its own gradient buffer handed over
+ * inproc (the server beside rank 0), from rank 1's push with rank 0's
+ * added to it: fp32 addition is commutative, so r1 + r0 has the bits of
+ * r0 + r1 (NaN payloads aside), and rank 1's buffer can be adopted. */
 static int drain_bucket(gs_ps_server *s, int b, gs_err *e) {
+  size_t nb = (size_t)s->nb;
   while (s->next[b] < s->world) {
-    size_t i = (size_t)s->next[b] * s->nb + b;
-    if (!s->has_held[i]) return GS_OK;
-    int rc = add_push(s, s->next[b], b, zmq_msg_data(&s->held[i]), e);
-    atomic_fetch_sub(&s->held_bytes, zmq_msg_size(&s->held[i]));
-    zmq_msg_close(&s->held[i]);
-    s->has_held[i] = 0;
+    int r = s->next[b];
+    double t0 = gs_now();
+    int rc;
+    if (r == 0) {
+      if (!s->has_held[b]) return GS_OK;
+      if (s->pair_start) {
+        if (!s->has_held[nb + b]) return GS_OK;
+        rc = start_sum(s, b, 1, &s->held[nb + b], &s->held[b], e);
+        unpark(s, nb + b);
+        s->next[b] = 1;
+      } else {
+        rc = start_sum(s, b, 0, &s->held[b], NULL, e);
+      }
+      unpark(s, b);
+    } else {
+      size_t i = (size_t)r * nb + b;
+      if (!s->has_held[i]) return GS_OK;
+      rc = add_push(s, b, &s->held[i], e);
+      unpark(s, i);
+    }
     if (rc < 0) return rc;
     s->next[b]++;
+    s->reduce_s += gs_now() - t0;
+    span(s, "reduce", b, t0);
   }
   return bucket_done(s, b, e);
 }
@@ -448,20 +557,14 @@ static int check_init(const Gradsync__Init *in, size_t max_elems, char *why, siz
       ends[2 * (j - 1)] = t0;
       ends[2 * (j - 1) + 1] = t1;
     }
-  for (size_t i = 1; i < nb; i++)
+  int bad = 0;
+  for (size_t i = 1; i < nb && !bad; i++)
     if (ends[2 * i] < ends[2 * (i - 1) + 1]) {
-      free(ends);
-      return snprintf(why, cap, "buckets overlap at parameter %llu",
-                      (unsigned long long)ends[2 * i]), -1;
+      snprintf(why, cap, "buckets overlap at parameter %llu", (unsigned long long)ends[2 * i]);
+      bad = -1;
     }
   free(ends);
-  return 0;
-}
-
-static void *dev_alloc(gs_ps_server *s, size_t bytes) {
-  void *p = s->k->alloc(s->k, bytes);
-  if (p) atomic_fetch_add(&s->dev_bytes, bytes);
-  return p;
+  return bad;
 }
 
 static int alloc_state(gs_ps_server *s, gs_err *e) {
@@ -477,8 +580,13 @@ static int alloc_state(gs_ps_server *s, gs_err *e) {
                    s->world, s->nb);
   for (int r = 0; r < s->world; r++) s->peers[r].last_step = -1;
   size_t bytes = s->n * sizeof(float);
+  s->sum = calloc(nb, sizeof *s->sum);
+  s->summsg = calloc(nb, sizeof *s->summsg);
+  s->has_sum = calloc(nb, 1);
+  if (!s->sum || !s->summsg || !s->has_sum)
+    return GS_FAIL(e, GS_ENOMEM, "ps server: out of memory for %d buckets", s->nb);
   s->master = dev_alloc(s, bytes);
-  s->acc = dev_alloc(s, bytes);
+  if (!s->cpu || s->wire != GS_F32) s->acc = dev_alloc(s, bytes);
   if (s->sgd.momentum != 0.0f && !s->sum_only) s->mom = dev_alloc(s, bytes);
   if (!s->cpu) {
     s->stage = dev_alloc(s, s->maxcnt * s->wsize);
@@ -486,7 +594,7 @@ static int alloc_state(gs_ps_server *s, gs_err *e) {
     if (s->hout) atomic_fetch_add(&s->host_bytes, bytes);
   }
   gs_err ke = {0};
-  if (!s->master || !s->acc || (s->sgd.momentum != 0.0f && !s->sum_only && !s->mom) ||
+  if (!s->master || ((!s->cpu || s->wire != GS_F32) && !s->acc) || (s->sgd.momentum != 0.0f && !s->sum_only && !s->mom) ||
       (!s->cpu && (!s->stage || !s->hout)) || s->k->sync(s->k, &ke) < 0)
     return GS_FAIL(e, GS_ENOMEM, "ps server: cannot allocate the master copy, accumulator "
                    "and momentum for %zu parameters on %s%s%s", s->n, s->k->name,
@@ -582,6 +690,7 @@ static int on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e) {
   set_id(s->peers[0].id, &s->peers[0].idlen, &m->id);
   s->peers[0].known = true;
   s->peers[0].inproc = s->o.inproc;
+  s->pair_start = s->o.inproc && s->world >= 2 && s->cpu && s->wire == GS_F32;
   s->nknown = 1;
   if (rc < 0) {
     broadcast_error(s, e);
@@ -677,17 +786,12 @@ static int on_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
   s->got[i] = 1;
   s->peers[r].pushed++;
   if (!s->peers[r].inproc) s->recv += m->bytes;
-  if (r != s->next[b]) {
-    zmq_msg_init(&s->held[i]);
-    zmq_msg_move(&s->held[i], &m->payload);
-    s->has_held[i] = 1;
-    uint64_t now = atomic_fetch_add(&s->held_bytes, zmq_msg_size(&s->held[i])) +
-                   zmq_msg_size(&s->held[i]);
-    if (now > atomic_load(&s->held_peak)) atomic_store(&s->held_peak, now);
-    return GS_OK;
-  }
-  GS_TRY(add_push(s, r, b, zmq_msg_data(&m->payload), e));
-  s->next[b]++;
+  zmq_msg_init(&s->held[i]);
+  zmq_msg_move(&s->held[i], &m->payload);
+  s->has_held[i] = 1;
+  uint64_t now = atomic_fetch_add(&s->held_bytes, zmq_msg_size(&s->held[i])) +
+                 zmq_msg_size(&s->held[i]);
+  if (now > atomic_load(&s->held_peak)) atomic_store(&s->held_peak, now);
   return drain_bucket(s, b, e);
 }
 
@@ -754,6 +858,7 @@ int gs_ps_server_create(const gs_ps_server_opts *o, gs_ps_server **out,
     return GS_EIO;
   }
   gs_wire_tune(s->sock);
+  if (getenv("XP_BUF")) { int b = atoi(getenv("XP_BUF")); zmq_setsockopt(s->sock, ZMQ_SNDBUF, &b, sizeof b); zmq_setsockopt(s->sock, ZMQ_RCVBUF, &b, sizeof b); }
   int one = 1;
   zmq_setsockopt(s->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
   /* Frames larger than the model are an attack or a bug: ZeroMQ drops the
@@ -783,30 +888,38 @@ int gs_ps_server_create(const gs_ps_server_opts *o, gs_ps_server **out,
 /* The job failed before every rank joined: answer the ranks that say
  * hello later with the same error, so that every rank's open() fails with
  * the cause instead of a timeout. Bounded by the hello deadline. */
+static void tell(gs_ps_server *s, const gs_err *e, uint32_t rank, const void *id, size_t idlen,
+                 int *told) {
+  if (rank >= (uint32_t)s->world || s->peers[rank].known) return;
+  peer *p = &s->peers[rank];
+  memcpy(p->id, id, idlen);
+  p->idlen = idlen;
+  p->known = true;
+  (*told)++;
+  Gradsync__Envelope env;
+  Gradsync__Error er = GRADSYNC__ERROR__INIT;
+  gs_wire_env(&env, s->o.job, GS_SERVER_RANK);
+  er.phase = (char *)"ps server";
+  er.message = (char *)e->msg;
+  env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
+  env.error = &er;
+  gs_err ignore = {0};
+  gs_wire_send(s->sock, p->id, p->idlen, &env, NULL, 0, NULL, NULL, 100, NULL, &ignore);
+}
+
 static void tell_latecomers(gs_ps_server *s, const gs_err *e) {
   double deadline = (s->contact_t0 > 0 ? s->contact_t0 : gs_now()) + s->timeout_ms / 1000.0;
   int told = s->nknown;
+  /* hellos that came before Init and were not looked at yet */
+  for (int i = 0; i < s->npend; i++)
+    tell(s, e, s->pend[i].rank, s->pend[i].id, s->pend[i].idlen, &told);
   while (told < s->world && gs_now() < deadline) {
     gs_wire_msg m;
     gs_err me = {0};
     int rc = gs_wire_recv(s->sock, true, SLICE_MS, s->o.job, s->o.max_elems * sizeof(float), &m,
                           &me);
-    if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_HELLO &&
-        m.env->rank < (uint32_t)s->world && !s->peers[m.env->rank].known) {
-      peer *p = &s->peers[m.env->rank];
-      set_id(p->id, &p->idlen, &m.id);
-      p->known = true;
-      told++;
-      Gradsync__Envelope env;
-      Gradsync__Error er = GRADSYNC__ERROR__INIT;
-      gs_wire_env(&env, s->o.job, GS_SERVER_RANK);
-      er.phase = (char *)"ps server";
-      er.message = (char *)e->msg;
-      env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
-      env.error = &er;
-      gs_err ignore = {0};
-      gs_wire_send(s->sock, p->id, p->idlen, &env, NULL, 0, NULL, NULL, 100, NULL, &ignore);
-    }
+    if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_HELLO)
+      tell(s, e, m.env->rank, zmq_msg_data(&m.id), zmq_msg_size(&m.id), &told);
     gs_wire_msg_close(&m);
     if (rc == GS_EINTR) return;
   }
@@ -927,6 +1040,11 @@ void gs_ps_server_destroy(gs_ps_server *s) {
     nanosleep(&ts, NULL);
   }
   if (leak) return; /* release callbacks may still run: keep everything */
+  for (int b = 0; s->has_sum && b < s->nb; b++)
+    if (s->has_sum[b]) zmq_msg_close(&s->summsg[b]);
+  free(s->sum);
+  free(s->summsg);
+  free(s->has_sum);
   if (s->master) s->k->release(s->k, s->master);
   if (s->acc) s->k->release(s->k, s->acc);
   if (s->mom) s->k->release(s->k, s->mom);
@@ -934,6 +1052,7 @@ void gs_ps_server_destroy(gs_ps_server *s) {
   if (s->hout) s->k->release_host(s->k, s->hout);
   free(s->inflight);
   s->k->destroy(s->k);
+  gs_free(s->align);
   free(s->off);
   free(s->cnt);
   free(s->peers);

@@ -70,7 +70,7 @@ void make_params(const job_opts *o, int rank, float *p) {
 }
 
 job_result *result_new(const job_opts *o) {
-  size_t pbytes = (size_t)(o->steps + 1) * o->world * o->n * sizeof(float);
+  size_t pbytes = ((size_t)(o->steps + 1) * o->world * o->n * sizeof(float) + 63) & ~(size_t)63;
   size_t sbytes = (size_t)o->steps * o->world * sizeof(gs_sync_stats);
   size_t total = sizeof(job_result) + pbytes + sbytes + MAXW * sizeof(int) + 64;
   char *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -86,7 +86,7 @@ job_result *result_new(const job_opts *o) {
 }
 
 void result_free(job_result *r) {
-  size_t pbytes = (size_t)(r->steps + 1) * r->world * r->n * sizeof(float);
+  size_t pbytes = ((size_t)(r->steps + 1) * r->world * r->n * sizeof(float) + 63) & ~(size_t)63;
   size_t sbytes = (size_t)r->steps * r->world * sizeof(gs_sync_stats);
   munmap(r, sizeof(job_result) + pbytes + sbytes + MAXW * sizeof(int) + 64);
 }

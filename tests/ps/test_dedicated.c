@@ -62,6 +62,22 @@ int main(void) {
     result_free(r);
   }
 
+  /* sum_only through a dedicated server: rank 0's large pushes are summed
+   * in place (adopted), the 40 KB tail bucket through the accumulator. */
+  job_defaults(&o);
+  o.world = 3;
+  o.dedicated = true;
+  o.sum_only = true;
+  o.n = 100000;
+  o.bucket_elems = 30000;
+  o.steps = 3;
+  o.jitter_us = 2000;
+  job_result *rs = result_new(&o);
+  CHECK(run_threads(&o, rs) == 0, "sum_only: %s | %s", rs->err[0], rs->err[1]);
+  compare(&o, rs, "dedicated sum_only");
+  result_free(rs);
+  printf("ok: dedicated server, sum_only, in-place sums\n");
+
   job_defaults(&o);
   o.world = 3;
   o.dedicated = true;
