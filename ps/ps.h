@@ -1,0 +1,80 @@
+/* ps.h: the parameter-server backend of sync.h (DataParallel's master).
+ *
+ * Rank 0 hosts a server that receives every rank's gradients, sums them in
+ * rank order, averages, runs SGD (the kernels' sgd, the same as a single
+ * process) and sends each bucket's new parameters back. Workers are ZeroMQ
+ * DEALERs, the server a ROUTER; one Envelope header + one raw payload frame
+ * per message (proto/wire.h), payloads sent zero-copy.
+ *
+ *           rank 0 process                          rank r process
+ *   +------------------------------+          +--------------------+
+ *   | trainer -> DEALER --inproc-+ |   push   |  trainer -> DEALER |
+ *   |                            v | <------- |                    |
+ *   |          server thread: ROUTER  -------> |  params            |
+ *   |   sum in rank order, /world, SGD  (tcp) +--------------------+
+ *   +------------------------------+
+ *
+ * Where the server runs:
+ *  - default: a thread inside rank 0 (cfg.dedicated false), reducing on
+ *    rank 0's device with its own kernels table, as DataParallel's GPU 0
+ *    computes and reduces. Rank 0's worker reaches it over inproc://, so
+ *    rank 0's gradients never cross the wire: the master receives and sends
+ *    (N-1)*S per step, a worker S.
+ *  - cfg.dedicated: a separate process forked by rank 0's prepare() (before
+ *    this backend creates any ZeroMQ context), reducing on the CPU as
+ *    BytePS' summation servers do; it dies with rank 0 (PR_SET_PDEATHSIG;
+ *    call prepare() from the thread that will call close()). Rank 0 is then
+ *    a plain worker over TCP, and its end_step reports the server's share of
+ *    the step in gs_sync_stats.server_* (has_server).
+ *
+ * The launcher's sequence (sync.h): prepare() on every rank (the endpoint
+ * stays ""), bootstrap() on rank 0 starts the server and returns its TCP
+ * address ("tcp://host:port", NUL included) as the blob, open() on every
+ * rank connects. open() is a barrier: rank 0 sends Init (world, sizes,
+ * buckets, SGD, wire dtype, loss scale, its initial parameters), every
+ * other rank Hello (its sizes); once all are in and agree, the server
+ * answers every rank with Welcome + rank 0's parameters, which every rank
+ * copies (all ranks start bitwise identical, as DDP broadcasts rank 0's
+ * state). A rank whose sizes differ makes open() fail on every rank with
+ * both sizes named.
+ *
+ * One step: workers push each bucket (after backward, or as soon as it is
+ * ready with cfg.overlap) in cfg.wire; the server adds pushes of a bucket
+ * in rank order as they become contiguous (same bits whatever the arrival
+ * order), then
+ *   fp32, no loss scaling:  per bucket: x 1/world, sgd, send parameters;
+ *   loss scaling (fp16/bf16 wire, or a scale != 1 or dynamic): once every
+ *     bucket is in: x 1/(world*scale), inf/NaN check of the whole step,
+ *     gs_scaler_update; skip (Params.skipped, no payload) or sgd + send;
+ *     every Params carries the next scale;
+ *   cfg.sum_only:  no averaging, no optimizer: the fp32 sum is sent back.
+ * Momentum follows torch.optim.SGD: the buffer starts at the first step
+ * that is not skipped.
+ *
+ * Faults: every wait has cfg.timeout_ms. A rank missing from a step makes
+ * the server fail the job with "rank 2 sent no gradients for step 14
+ * bucket 3 in 60.0 s" (every missing rank named) and send Error to the
+ * others; workers wait a quarter longer than the server so that its named
+ * error reaches them first, then fail on their own ("no parameters from
+ * the ps server ..."). Malformed or foreign messages from an unknown sender
+ * are dropped with a warning on stderr; from a registered rank they fail
+ * the job naming that rank. */
+#ifndef GS_PS_H
+#define GS_PS_H
+
+#include <stdint.h>
+
+#include "worker/sync.h"
+
+/* The "ps" backend for the launcher. */
+extern const gs_backend gs_ps_backend;
+
+/* Bytes the ps backend holds on this rank beyond the model's buffers: the
+ * worker's staging buffers, plus on rank 0 with the in-process server the
+ * server's master copy, momentum, accumulator, host mirrors and the peak of
+ * pushes buffered while waiting for lower ranks (DataParallel's extra
+ * memory on GPU 0). device: on the kernels' device (the same as host on the
+ * CPU); host: host memory that is not the device's. s must be a ps sync. */
+void gs_ps_memory(const gs_sync *s, uint64_t *device_bytes, uint64_t *host_bytes);
+
+#endif

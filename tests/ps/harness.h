@@ -1,0 +1,105 @@
+/* harness.h: drive ps jobs without the launcher, for the ps tests.
+ *
+ * A job is `world` ranks, each with its own gs_sync, its own CPU kernels
+ * table and its own parameter / gradient buffers, run either as threads of
+ * the test process or as fork()ed processes. The harness plays the
+ * launcher's part: prepare() on every rank, bootstrap() on rank 0, the blob
+ * handed to every rank, open(). Gradients are a deterministic function of
+ * (seed, rank, step, index), so reference() can recompute the exact update
+ * with the same kernel calls the server makes (sum in rank order, average
+ * or unscale, finite check, SGD) and the tests compare bits.
+ *
+ * Results live in a MAP_SHARED mapping so processes can report them:
+ * parameters of every rank after open() and after every step, the step
+ * stats, each rank's return code, error text and the gs_now() time it
+ * failed (CLOCK_MONOTONIC is shared by processes of one host). */
+#ifndef GS_TEST_PS_HARNESS_H
+#define GS_TEST_PS_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/kernels.h"
+#include "worker/sync.h"
+
+#define CHECK(cond, ...)                                                        \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                             \
+      fprintf(stderr, "\n");                                                    \
+      exit(1);                                                                  \
+    }                                                                           \
+  } while (0)
+
+#define MAXW 8
+
+typedef struct job_opts {
+  int world;
+  size_t n;
+  gs_bucket *buckets;  /* NULL: plan_buckets(n, bucket_elems) */
+  int nbuckets;
+  size_t bucket_elems; /* used when buckets is NULL */
+  int steps;
+  gs_sgd sgd;
+  gs_dtype wire;
+  gs_scaler scaler;
+  bool overlap, dedicated, sum_only;
+  int timeout_ms;
+  uint64_t job, seed;
+  uint64_t jitter_seed;  /* varies arrival order between runs */
+  int jitter_us;         /* up to this long between bucket_ready calls */
+  int inf_rank, inf_step;   /* that rank's gradient holds +inf in that step (-1: none) */
+  int kill_rank, kill_step, kill_bucket; /* processes: SIGKILL before that bucket_ready */
+  int abort_rank, abort_step; /* that rank gives up (close(ok=false)) in that step */
+  int odd_rank;             /* this rank plans buckets of odd_bucket_elems (-1: none) */
+  size_t odd_bucket_elems;
+  float grad_scale;
+  /* run_threads: called with the server's address after bootstrap, before
+   * any rank opens (to aim raw sockets at the live server) */
+  void (*on_blob)(const char *endpoint, void *ctx);
+  void *on_blob_ctx;      /* gradients are uniform in +-grad_scale (times the loss scale) */
+} job_opts;
+
+typedef struct job_result {
+  int world, steps;
+  size_t n;
+  float *params;          /* [(steps + 1) * world * n]: after open, after each step */
+  gs_sync_stats *stats;   /* [steps * world] */
+  int *steps_done;        /* [world] */
+  int rc[MAXW];
+  double fail_t[MAXW], kill_t;
+  char err[MAXW][1024];
+  uint64_t mem_dev[MAXW], mem_host[MAXW];
+} job_result;
+
+void job_defaults(job_opts *o);
+/* Buckets of `elems` elements from the end of the buffer backwards (as
+ * backward fills them); the first bucket holds the tail. malloc'ed. */
+gs_bucket *plan_buckets(size_t n, size_t elems, int *nbuckets);
+
+job_result *result_new(const job_opts *o);
+void result_free(job_result *r);
+float *result_params(job_result *r, int step_plus_1, int rank);
+
+/* Run the job; 0 when every rank succeeded. */
+int run_threads(const job_opts *o, job_result *r);
+int run_procs(const job_opts *o, job_result *r);
+
+/* Gradient of rank r at step s (fp32, already multiplied by the loss
+ * scale the trainer would use: the scaler's state is tracked by the
+ * caller) and the initial parameters of a rank. */
+void make_grads(const job_opts *o, int rank, int step, float scale, float *g);
+void make_params(const job_opts *o, int rank, float *p);
+
+/* Reference: parameters after every step ([(steps + 1) * n]), whether each
+ * step was skipped, the scale each step used. */
+void reference(const job_opts *o, float *ref, bool *skipped, float *scales);
+
+/* Bitwise comparison; prints the first difference. */
+bool same_bits(const float *a, const float *b, size_t n, const char *what);
+
+#endif

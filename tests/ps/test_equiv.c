@@ -1,0 +1,146 @@
+/* test_equiv.c: the ps backend computes exactly the reference update.
+ *
+ * For world 1..4 (threads, the server inside rank 0) and several bucket
+ * plans, every rank's parameters after every step must equal, bit for
+ * bit, the reference of harness.c (sum in rank order, / world, SGD with
+ * momentum, the same kernel calls); so all ranks are identical, overlap on
+ * and off agree, and runs with different arrival orders (jitter) agree.
+ * Also: open() hands every rank rank 0's parameters, the traffic per step
+ * matches the cost model (rank 0 moves (N-1)*S each way, a worker S), and
+ * sum_only returns the exact sum. */
+#include <string.h>
+
+#include "harness.h"
+
+/* Run o and compare every rank after every step with the reference. */
+static job_result *check_job(const job_opts *o, const char *what) {
+  job_result *r = result_new(o);
+  int rc = run_threads(o, r);
+  for (int i = 0; i < o->world; i++)
+    CHECK(r->rc[i] == 0, "%s: rank %d failed: %s", what, i, r->err[i]);
+  CHECK(rc == 0, "%s", what);
+  float *ref = malloc((size_t)(o->steps + 1) * o->n * sizeof(float));
+  bool skipped[64];
+  float scales[64];
+  reference(o, ref, skipped, scales);
+  for (int s = 0; s <= o->steps; s++)
+    for (int i = 0; i < o->world; i++) {
+      char label[160];
+      snprintf(label, sizeof label, "%s: rank %d after step %d", what, i, s - 1);
+      CHECK(same_bits(result_params(r, s, i), ref + (size_t)s * o->n, o->n, label),
+            "%s differs from the reference", label);
+    }
+  /* the update did something */
+  CHECK(o->steps == 0 || memcmp(ref, ref + (size_t)o->steps * o->n, o->n * sizeof(float)) != 0,
+        "%s: the parameters never changed", what);
+  free(ref);
+  return r;
+}
+
+int main(void) {
+  job_opts o;
+  for (int world = 1; world <= 4; world++) {
+    for (int overlap = 0; overlap <= 1; overlap++) {
+      job_defaults(&o);
+      o.world = world;
+      o.n = 1000;
+      o.bucket_elems = 300;  /* 4 buckets: 300, 300, 300, 100 */
+      o.overlap = overlap;
+      o.jitter_us = 300;
+      o.jitter_seed = (uint64_t)(world * 10 + overlap);
+      char what[64];
+      snprintf(what, sizeof what, "world %d overlap %d", world, overlap);
+      job_result *r = check_job(&o, what);
+      /* open() gave every rank rank 0's parameters */
+      float *p0 = malloc(o.n * sizeof(float));
+      make_params(&o, 0, p0);
+      for (int i = 0; i < world; i++)
+        CHECK(same_bits(result_params(r, 0, i), p0, o.n, "after open"), "rank %d", i);
+      free(p0);
+      result_free(r);
+    }
+  }
+  printf("ok: world 1..4, overlap off/on, bitwise equal to the reference\n");
+
+  /* Two runs with different arrival orders: same bits (both equal the
+   * reference, and each other). */
+  job_defaults(&o);
+  o.world = 4;
+  o.overlap = true;
+  o.jitter_us = 2000;
+  o.jitter_seed = 1;
+  job_result *a = check_job(&o, "run A");
+  o.jitter_seed = 2;
+  job_result *b = check_job(&o, "run B");
+  CHECK(same_bits(result_params(a, o.steps, 3), result_params(b, o.steps, 3), o.n, "A vs B"),
+        "two runs differ");
+  result_free(a);
+  result_free(b);
+  printf("ok: two runs with different arrival orders are identical\n");
+
+  /* Bucket plans: one bucket larger than the whole buffer would be (all in
+   * one), a prime-sized bucket, single-element buckets, no momentum. */
+  job_defaults(&o);
+  o.world = 3;
+  o.bucket_elems = 5000;
+  result_free(check_job(&o, "one bucket"));
+  o.bucket_elems = 97;
+  o.n = 1009;
+  result_free(check_job(&o, "97-element buckets over 1009"));
+  o.n = 7;
+  o.bucket_elems = 1;
+  o.sgd.momentum = 0.0f;
+  result_free(check_job(&o, "single-element buckets, no momentum"));
+  /* buckets given out of memory order and not covering a gap */
+  gs_bucket odd[3] = {{600, 400}, {0, 250}, {250, 350}};
+  job_defaults(&o);
+  o.world = 2;
+  o.buckets = odd;
+  o.nbuckets = 3;
+  result_free(check_job(&o, "buckets in a custom order"));
+  printf("ok: bucket plans that do not divide the buffer, one bucket, tiny buckets\n");
+
+  /* Traffic per step: the cost model, headers included (within 5%). */
+  job_defaults(&o);
+  o.world = 3;
+  o.n = 200000;
+  o.bucket_elems = 50000;
+  o.steps = 2;
+  job_result *r = check_job(&o, "traffic");
+  double S = (double)o.n * sizeof(float);
+  for (int s = 0; s < o.steps; s++)
+    for (int i = 0; i < o.world; i++) {
+      gs_sync_stats *st = &r->stats[(size_t)s * o.world + i];
+      double want = i == 0 ? (o.world - 1) * S : S;
+      CHECK(st->bytes_sent >= want && st->bytes_sent < want * 1.05,
+            "rank %d step %d sent %llu bytes; the cost model says %.0f", i, s,
+            (unsigned long long)st->bytes_sent, want);
+      CHECK(st->bytes_recv >= want && st->bytes_recv < want * 1.05,
+            "rank %d step %d received %llu bytes; the cost model says %.0f", i, s,
+            (unsigned long long)st->bytes_recv, want);
+      CHECK(!st->skipped && st->scale == 1.0f && !st->has_server, "rank %d flags", i);
+      CHECK(st->wait_s >= 0 && st->reduce_s >= 0 && st->update_s >= 0, "times");
+      if (i != 0) CHECK(st->reduce_s == 0 && st->update_s == 0, "a worker reduced");
+    }
+  CHECK(r->stats[0].reduce_s > 0 && r->stats[0].update_s > 0,
+        "rank 0 reports no server work: reduce %g update %g", r->stats[0].reduce_s,
+        r->stats[0].update_s);
+  /* rank 0 holds the server's buffers: master, accumulator, momentum */
+  CHECK(r->mem_dev[0] >= 3 * S, "rank 0 reports %llu bytes of server memory",
+        (unsigned long long)r->mem_dev[0]);
+  CHECK(r->mem_dev[1] == 0, "a worker in fp32 on the CPU needs no staging");
+  printf("ok: traffic per step: rank 0 %llu / %llu bytes, worker %llu / %llu (S = %.0f)\n",
+         (unsigned long long)r->stats[0].bytes_sent, (unsigned long long)r->stats[0].bytes_recv,
+         (unsigned long long)r->stats[1].bytes_sent, (unsigned long long)r->stats[1].bytes_recv,
+         S);
+  result_free(r);
+
+  /* sum_only: the exact rank-order sum comes back, no averaging. */
+  job_defaults(&o);
+  o.world = 4;
+  o.sum_only = true;
+  o.steps = 3;
+  result_free(check_job(&o, "sum_only"));
+  printf("ok: sum_only returns the rank-order sum\n");
+  return 0;
+}
