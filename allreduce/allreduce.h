@@ -62,13 +62,16 @@ typedef struct gs_ring_opts {
   gs_dtype wire;             /* dtype of chunks on the wire (F32, F16, BF16) */
   size_t max_count;          /* largest collective, elements (sizes staging) */
   /* Tuning; 0 picks the default, which the environment can override
-   * (GS_RING_CHUNK, GS_RING_SMALL, GS_RING_IO_THREADS, GS_RING_SOCKBUF,
+   * (GS_RING_CHUNK, GS_RING_SMALL, GS_RING_INFLIGHT, GS_RING_IO_THREADS,
+   * GS_RING_SOCKBUF,
    * in bytes / a count). Every rank must use the same chunk and small sizes:
    * the handshake checks it. */
   size_t chunk_bytes;        /* payload bytes per chunk (default 256 KiB) */
   size_t small_bytes;        /* at most this many bytes: all-gather of whole
                                 vectors, then a local sum (half the hops);
                                 GS_RING_NO_SMALL: never; default 16 KiB */
+  int inflight;              /* chunks in flight per link (default: all of a
+                                segment) */
   int io_threads;            /* ZeroMQ I/O threads (default 1) */
   int sockbuf;               /* kernel SO_SNDBUF / SO_RCVBUF (default 4 MiB) */
   /* What the handshake also compares (the sync layer's bucket plan). */

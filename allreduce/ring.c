@@ -84,6 +84,7 @@
 #define DEFAULT_CHUNK ((size_t)256 << 10)
 #define DEFAULT_SMALL ((size_t)16 << 10)
 #define DEFAULT_SOCKBUF (4 << 20)
+#define DEFAULT_INFLIGHT 0
 #define SLICE_MS 50
 #define GONE_GRACE_S 0.25      /* after the left neighbour disconnects */
 #define HDR_MAX 4096           /* a chunk header is ~50 bytes; an Error ~1 KiB */
@@ -119,6 +120,9 @@ struct gs_ring {
   atomic_uint *flags;        /* per chunk sent zero-copy: ZeroMQ still holds it */
   size_t nflags;
   zmq_msg_t *held;           /* small path: the N vectors */
+  zmq_msg_t *hold;           /* all-gather: a received chunk until it is forwarded */
+  size_t nhold;
+  int inflight;              /* chunks in flight per link (0: a whole segment) */
   hello_cfg *cfgs;           /* handshake: every rank's configuration */
   atomic_int stop;
 
@@ -538,6 +542,10 @@ static void ring_free(gs_ring *r) {
     for (int i = 0; i < r->o.world; i++) zmq_msg_close(&r->held[i]);
     free(r->held);
   }
+  if (r->hold) {
+    for (size_t i = 0; i < r->nhold; i++) zmq_msg_close(&r->hold[i]);
+    free(r->hold);
+  }
   if (r->mon) {
     zmq_socket_monitor(r->pull, NULL, 0);
     zmq_close(r->mon);
@@ -579,8 +587,9 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   r->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : env_size("GS_RING_CHUNK", DEFAULT_CHUNK);
   r->small_bytes = o->small_bytes ? o->small_bytes : env_size("GS_RING_SMALL", DEFAULT_SMALL);
   r->io_threads = o->io_threads > 0 ? o->io_threads : (int)env_size("GS_RING_IO_THREADS", 1);
-  r->sockbuf = o->sockbuf > 0 ? o->sockbuf : (int)env_size("GS_RING_SOCKBUF", DEFAULT_SOCKBUF);
+  r->sockbuf = o->sockbuf != 0 ? o->sockbuf : (int)env_size("GS_RING_SOCKBUF", DEFAULT_SOCKBUF);
   r->spin_us = (int)env_size("GS_RING_SPIN_US", 0);
+  r->inflight = o->inflight > 0 ? o->inflight : (int)env_size("GS_RING_INFLIGHT", DEFAULT_INFLIGHT);
   size_t ws = gs_dtype_size(o->wire);
   if (r->chunk_bytes < ws) r->chunk_bytes = ws;
   if (r->chunk_bytes > ((size_t)1 << 30)) r->chunk_bytes = (size_t)1 << 30;
@@ -604,6 +613,10 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   size_t C = chunks_per_segment(r, o->max_count);
   r->nflags = (size_t)o->world * C;
   r->flags = calloc(r->nflags, sizeof *r->flags);
+  r->nhold = C;
+  r->hold = calloc(C, sizeof *r->hold);
+  if (r->hold)
+    for (size_t i = 0; i < C; i++) zmq_msg_init(&r->hold[i]);
   size_t small_elems = r->small_bytes == GS_RING_NO_SMALL ? 0 : r->small_bytes / ws;
   if (small_elems > o->max_count) small_elems = o->max_count;
   size_t chunk_cap = r->chunk_bytes;
@@ -612,7 +625,7 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   r->rbuf = k->alloc(k, r->rbuf_bytes);
   r->scratch = k->alloc(k, small_elems * sizeof(float) + 64);
   if (o->wire != GS_F32) r->stage = k->alloc(k, o->max_count * ws + 64);
-  if (!r->flags || !r->rbuf || !r->scratch || (o->wire != GS_F32 && !r->stage)) {
+  if (!r->flags || !r->hold || !r->rbuf || !r->scratch || (o->wire != GS_F32 && !r->stage)) {
     k->sync(k, e);
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the ring's buffers (%zu elements)",
                  o->rank, o->max_count);
@@ -633,8 +646,10 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   int zero = 0;
   zmq_setsockopt(r->pull, ZMQ_RCVHWM, &zero, sizeof zero);
   zmq_setsockopt(r->pull, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(r->pull, ZMQ_RCVBUF, &r->sockbuf, sizeof r->sockbuf);
-  zmq_setsockopt(r->pull, ZMQ_SNDBUF, &r->sockbuf, sizeof r->sockbuf);
+  if (r->sockbuf > 0) {
+    zmq_setsockopt(r->pull, ZMQ_RCVBUF, &r->sockbuf, sizeof r->sockbuf);
+    zmq_setsockopt(r->pull, ZMQ_SNDBUF, &r->sockbuf, sizeof r->sockbuf);
+  }
   rc = gs_wire_bind_any(r->pull, r->host, r->endpoint, sizeof r->endpoint, e);
   if (rc < 0) {
     gs_err_prefix(e, "rank %d: ring: ", o->rank);
@@ -744,8 +759,10 @@ int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
   int zero = 0, linger = r->o.timeout_ms;
   zmq_setsockopt(r->push, ZMQ_SNDHWM, &zero, sizeof zero);
   zmq_setsockopt(r->push, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(r->push, ZMQ_SNDBUF, &r->sockbuf, sizeof r->sockbuf);
-  zmq_setsockopt(r->push, ZMQ_RCVBUF, &r->sockbuf, sizeof r->sockbuf);
+  if (r->sockbuf > 0) {
+    zmq_setsockopt(r->push, ZMQ_SNDBUF, &r->sockbuf, sizeof r->sockbuf);
+    zmq_setsockopt(r->push, ZMQ_RCVBUF, &r->sockbuf, sizeof r->sockbuf);
+  }
   zmq_setsockopt(r->push, ZMQ_SNDTIMEO, &r->o.timeout_ms, sizeof r->o.timeout_ms);
   if (zmq_connect(r->push, ep) < 0)
     return fail(r, e, GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank %d (right) at "
@@ -894,6 +911,26 @@ static int small_path(gs_ring *r, const float *src, float *dst, size_t n, gs_rin
   return GS_OK;
 }
 
+/* The k-th message of a collective's stream, as this rank sends it
+ * (send) or receives it (!send). */
+typedef struct ring_geom {
+  int N, me;
+  size_t n, C, per;
+} ring_geom;
+
+static void geom(const ring_geom *g, size_t k, bool send, want *w) {
+  w->phase = k < g->per ? PH_RS : PH_AG;
+  w->ring_step = (int)((k % g->per) / g->C);
+  w->chunk = (int)(k % g->C);
+  int s = w->ring_step;
+  w->segment = w->phase == PH_RS ? mod(g->me - s - !send, g->N) : mod(g->me + send - s, g->N);
+  size_t so, sl, co, cl;
+  seg_range(g->n, g->N, w->segment, &so, &sl);
+  chunk_range(sl, g->C, (size_t)w->chunk, &co, &cl);
+  w->offset = so + co;
+  w->count = cl;
+}
+
 static int ring_path(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stats *st,
                      gs_err *e) {
   gs_kernels *k = r->o.k;
@@ -904,106 +941,81 @@ static int ring_path(gs_ring *r, const float *src, float *dst, size_t n, gs_ring
   const size_t C = chunks_per_segment(r, n);
   const size_t per = (size_t)(N - 1) * C; /* messages per phase */
   const size_t M = 2 * per;
+  const size_t W = r->inflight > 0 && (size_t)r->inflight < C ? (size_t)r->inflight : C;
+  const ring_geom g = {N, me, n, C, per};
   uint8_t *stage = r->stage;
   const double t0 = gs_now();
   double t_rs = t0, red = 0;
   int rc = GS_OK;
 
-  /* The k-th message of the stream, seen from the sender (send) or the
-   * receiver (!send) on this rank. */
-#define GEOM(kk, send, wv)                                                              \
-  do {                                                                                  \
-    size_t k_ = (kk);                                                                   \
-    (wv).phase = k_ < per ? PH_RS : PH_AG;                                              \
-    (wv).ring_step = (int)((k_ % per) / C);                                             \
-    (wv).chunk = (int)(k_ % C);                                                         \
-    int s_ = (wv).ring_step;                                                            \
-    (wv).segment = (wv).phase == PH_RS ? mod(me - s_ - !(send), N)                      \
-                                       : mod(me + !!(send) - s_, N);                    \
-    size_t so_, sl_, co_, cl_;                                                          \
-    seg_range(n, N, (wv).segment, &so_, &sl_);                                          \
-    chunk_range(sl_, C, (size_t)(wv).chunk, &co_, &cl_);                                \
-    (wv).offset = so_ + co_;                                                            \
-    (wv).count = cl_;                                                                   \
-  } while (0)
-
-  /* Reduce-scatter step 0: our own segment, straight from src. */
-  for (size_t c = 0; c < C && c < M; c++) {
-    want ws0;
-    GEOM(c, 1, ws0);
-    const void *data = src + ws0.offset;
-    if (lp) {
-      double a = gs_now();
-      k->convert(k, w, stage + ws0.offset * ws, GS_F32, src + ws0.offset, ws0.count);
-      red += gs_now() - a;
-      data = stage + ws0.offset * ws;
-    }
-    rc = send_chunk(r, &ws0, data, &r->flags[c], NULL, &st->bytes_sent, e);
-    if (rc < 0) return rc;
-  }
-
-  for (size_t kk = 0; kk < M; kk++) {
-    want wr;
-    GEOM(kk, 0, wr);
-    zmq_msg_t msg;
-    rc = recv_chunk(r, &wr, &msg, &st->bytes_recv, e);
-    if (rc < 0) {
-      zmq_msg_close(&msg);
-      return rc;
-    }
-    float *d = dst + wr.offset;
-    const bool has_next = kk + C < M;
-    want wn;
-    if (has_next) GEOM(kk + C, 1, wn);
-    if (wr.phase == PH_RS) {
-      double a = gs_now();
-      const void *p = payload_data(r, &msg);
-      if (src != dst) k->copy(k, d, src + wr.offset, wr.count * sizeof(float));
-      k->add_lp(k, w, wr.count, d, p);
-      const void *out = d;
-      if (lp) {
-        k->convert(k, w, stage + wr.offset * ws, GS_F32, d, wr.count);
-        /* the owner keeps exactly what it sends on */
-        if (wr.ring_step == N - 2) k->convert(k, GS_F32, d, w, stage + wr.offset * ws, wr.count);
-        out = stage + wr.offset * ws;
+  /* Message k leaves once message k - W has been received and handled,
+   * so W chunks are in flight on every link; k >= C also needs message
+   * k - C (the same chunk one ring step earlier), which W <= C ensures. */
+  for (size_t kk = 0; kk < M + W; kk++) {
+    if (kk >= W) { /* receive and handle message kk - W */
+      size_t kr = kk - W;
+      want wr;
+      geom(&g, kr, false, &wr);
+      zmq_msg_t msg;
+      rc = recv_chunk(r, &wr, &msg, &st->bytes_recv, e);
+      if (rc < 0) {
+        zmq_msg_close(&msg);
+        return rc;
       }
-      red += gs_now() - a;
-      zmq_msg_close(&msg);
-      if (has_next) {
-        /* message kk+C: RS step s+1 (or AG step 0) of the region just summed */
-        size_t slot = wn.phase == PH_RS ? (size_t)wn.ring_step * C + (size_t)wn.chunk
-                                        : (size_t)(N - 1) * C + (size_t)wn.chunk;
-        rc = send_chunk(r, &wn, out, &r->flags[slot], NULL, &st->bytes_sent, e);
-        if (rc < 0) return rc;
-      }
-      if (kk + 1 == per) t_rs = gs_now();
-    } else {
-      if (has_next) { /* forward what we got before copying it */
-        zmq_msg_t fwd;
-        zmq_msg_init(&fwd);
-        zmq_msg_copy(&fwd, &msg);
-        rc = send_chunk(r, &wn, NULL, NULL, &fwd, &st->bytes_sent, e);
-        zmq_msg_close(&fwd);
-        if (rc < 0) {
-          zmq_msg_close(&msg);
-          return rc;
+      float *d = dst + wr.offset;
+      if (wr.phase == PH_RS) {
+        double a = gs_now();
+        const void *p = payload_data(r, &msg);
+        if (src != dst) k->copy(k, d, src + wr.offset, wr.count * sizeof(float));
+        k->add_lp(k, w, wr.count, d, p);
+        if (lp) {
+          /* what the next hop gets; the owner keeps exactly that */
+          k->convert(k, w, stage + wr.offset * ws, GS_F32, d, wr.count);
+          if (wr.ring_step == N - 2)
+            k->convert(k, GS_F32, d, w, stage + wr.offset * ws, wr.count);
         }
-      }
-      /* reduce-scatter step s sent this very region; ZeroMQ must be done */
-      if (!lp) {
-        rc = wait_released(r, &r->flags[(size_t)wr.ring_step * C + (size_t)wr.chunk], e);
-        if (rc < 0) {
-          zmq_msg_close(&msg);
-          return rc;
+        red += gs_now() - a;
+        zmq_msg_close(&msg);
+        if (kr + 1 == per) t_rs = gs_now();
+      } else {
+        /* reduce-scatter step s sent this very region; ZeroMQ must be done */
+        if (!lp) {
+          rc = wait_released(r, &r->flags[(size_t)wr.ring_step * C + (size_t)wr.chunk], e);
+          if (rc < 0) {
+            zmq_msg_close(&msg);
+            return rc;
+          }
         }
+        k->convert(k, GS_F32, d, w, payload_data(r, &msg), wr.count);
+        if (wr.ring_step < N - 2) zmq_msg_move(&r->hold[wr.chunk], &msg); /* to forward */
+        zmq_msg_close(&msg);
       }
-      k->convert(k, GS_F32, d, w, payload_data(r, &msg), wr.count);
-      zmq_msg_close(&msg);
+    }
+    if (kk < M) { /* send message kk */
+      want wn;
+      geom(&g, kk, true, &wn);
+      const void *data = NULL;
+      atomic_uint *flag = NULL;
+      zmq_msg_t *fwd = NULL;
+      if (wn.phase == PH_AG && wn.ring_step > 0) {
+        fwd = &r->hold[wn.chunk]; /* forward what came in one step earlier */
+      } else {
+        size_t slot = wn.phase == PH_RS ? kk : per + (size_t)wn.chunk;
+        flag = &r->flags[slot];
+        if (kk < C && lp) { /* our own segment, rounded to the wire dtype */
+          double a = gs_now();
+          k->convert(k, w, stage + wn.offset * ws, GS_F32, src + wn.offset, wn.count);
+          red += gs_now() - a;
+        }
+        data = lp ? (const void *)(stage + wn.offset * ws)
+                  : (const void *)((kk < C ? src : dst) + wn.offset);
+      }
+      rc = send_chunk(r, &wn, fwd ? NULL : data, flag, fwd, &st->bytes_sent, e);
+      if (rc < 0) return rc;
     }
   }
-#undef GEOM
   /* Hand the buffers back only when ZeroMQ holds none of them. */
-  for (size_t i = 0; i < (size_t)N * C; i++) {
+  for (size_t i = 0; i < per + C; i++) {
     rc = wait_released(r, &r->flags[i], e);
     if (rc < 0) return rc;
   }
