@@ -22,6 +22,7 @@ const char *gs_wire_kind(const Gradsync__Envelope *env) {
   case GRADSYNC__ENVELOPE__BODY_STATS: return "stats";
   case GRADSYNC__ENVELOPE__BODY_ERROR: return "error";
   case GRADSYNC__ENVELOPE__BODY_SHUTDOWN: return "shutdown";
+  case GRADSYNC__ENVELOPE__BODY_RING_HELLO: return "ring hello";
   default: return "empty";
   }
 }

@@ -1,0 +1,168 @@
+/* allreduce.h: the contract of the allreduce part: ring all-reduce of flat
+ * float32 buffers, as DistributedDataParallel does it.
+ *
+ * Two backends of worker/sync.h live here:
+ *   ring  our own ring over ZeroMQ (allreduce/ring.c for the collective,
+ *         allreduce/ring_sync.c for buckets, overlap and the optimizer);
+ *   nccl  the ring on GPUs (allreduce/nccl.c, built where NCCL is found).
+ * Both are handed to the launcher as a gs_backend; the training loop never
+ * sees anything below sync.h.
+ *
+ * Below the backends, the bare ZeroMQ ring is usable on its own (the tests
+ * and the collective benchmark drive it directly):
+ *
+ *     gs_ring_prepare   every rank: bind the socket the LEFT neighbour
+ *                       connects to, return its endpoint
+ *     (exchange endpoints: the launcher's rendezvous, or a test's pipes)
+ *     gs_ring_connect   connect to the RIGHT neighbour (endpoints[rank+1])
+ *                       and compare configurations with every rank
+ *     gs_ring_allreduce dst = sum over ranks of src (src == dst allowed),
+ *                       as often as needed, any count <= max_count
+ *     gs_ring_close
+ *
+ * Buffers handed to gs_ring_allreduce must be host-addressable (they are
+ * sent zero-copy); the math goes through the gs_kernels table.
+ *
+ * Determinism: element i is always summed in the same order (segment j
+ * starts at rank j and travels right), whatever the timing; after the
+ * all-gather every rank holds the same bits. */
+#ifndef GS_ALLREDUCE_H
+#define GS_ALLREDUCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+#include "worker/sync.h"
+
+/* ---- the backends of sync.h ---- */
+
+/* "ring": ZeroMQ ring on host memory. prepare() binds tcp://cfg->host:*,
+ * open() connects to endpoints[(rank+1) % world]. No bootstrap blob. */
+extern const gs_backend gs_ring_backend;
+
+#ifdef GS_HAVE_NCCL
+/* "nccl": NCCL on GPUs (allreduce/nccl.c). */
+extern const gs_backend gs_nccl_backend;
+#endif
+
+/* ---- the bare ZeroMQ ring ---- */
+
+typedef struct gs_ring gs_ring;
+
+#define GS_RING_NO_SMALL SIZE_MAX
+
+typedef struct gs_ring_opts {
+  int rank, world;
+  int timeout_ms;            /* every receive; <= 0: 30 s */
+  uint64_t job;              /* token every message carries */
+  const char *host;          /* address to bind ("127.0.0.1" when NULL) */
+  gs_kernels *k;             /* the math (adds, conversions, copies) */
+  gs_dtype wire;             /* dtype of chunks on the wire (F32, F16, BF16) */
+  size_t max_count;          /* largest collective, elements (sizes staging) */
+  /* Tuning; 0 picks the default, which the environment can override
+   * (GS_RING_CHUNK, GS_RING_SMALL, GS_RING_INFLIGHT, GS_RING_IO_THREADS,
+   * GS_RING_SOCKBUF,
+   * in bytes / a count). Every rank must use the same chunk and small sizes:
+   * the handshake checks it. */
+  size_t chunk_bytes;        /* payload bytes per chunk (default 256 KiB) */
+  size_t small_bytes;        /* at most this many bytes: all-gather of whole
+                                vectors, then a local sum (half the hops);
+                                GS_RING_NO_SMALL: never; default 16 KiB */
+  int inflight;              /* chunks in flight per link (default: all of a
+                                segment) */
+  int io_threads;            /* ZeroMQ I/O threads (default 1) */
+  int sockbuf;               /* kernel SO_SNDBUF / SO_RCVBUF (default 4 MiB) */
+  /* What the handshake also compares (the sync layer's bucket plan). */
+  uint32_t nbuckets;
+  uint64_t plan_hash;
+  bool sum_only;
+  /* Timeline ("reduce-scatter", "all-gather" on track 1); may be NULL. */
+  gs_span_fn span;
+  void *span_ctx;
+} gs_ring_opts;
+
+/* What one collective cost this rank. */
+typedef struct gs_ring_stats {
+  uint64_t bytes_sent, bytes_recv;  /* headers included */
+  double reduce_s;                  /* summing (and rounding to the wire dtype) */
+} gs_ring_stats;
+
+/* Bind the socket the left neighbour will connect to and write its address
+ * to endpoint (world 1: nothing to bind, endpoint ""). */
+int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPOINT_MAX],
+                    gs_err *e);
+
+/* Connect to endpoints[(rank+1) % world] and run the handshake: every rank's
+ * configuration (world, max_count, wire dtype, chunk sizes, bucket plan)
+ * travels once around the ring, so a mismatch is the same clear error on
+ * every rank (GS_EMISMATCH) instead of a hang or a silent corruption. */
+int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e);
+
+/* dst[i] = sum over ranks of src[i], i < count. step and bucket label the
+ * chunks (they are checked on receipt and named in errors). Every rank
+ * calls it with the same count, step and bucket. st may be NULL; its
+ * counters are ADDED to. On failure the right neighbour is told (so the
+ * error travels around the ring) and the ring is unusable; ZeroMQ may still
+ * hold parts of src/dst until gs_ring_close, so keep them alive until then. */
+int gs_ring_allreduce(gs_ring *r, const float *src, float *dst, size_t count, int64_t step,
+                      int bucket, gs_ring_stats *st, gs_err *e);
+
+/* Make a gs_ring_allreduce running in another thread fail soon (within
+ * ~50 ms) with GS_EINTR. */
+void gs_ring_interrupt(gs_ring *r);
+
+/* ok: orderly close. !ok: abort; the right neighbour gets an error message
+ * naming `why` (may be NULL) so it does not wait for its timeout. Waits for
+ * nothing ZeroMQ still holds of the caller's buffers: on return it holds
+ * none. r may be NULL. */
+void gs_ring_close(gs_ring *r, bool ok, const char *why);
+
+/* The chunk size and small-message threshold the ring uses (after the
+ * defaults and the environment), for reports. */
+size_t gs_ring_chunk_bytes(const gs_ring *r);
+size_t gs_ring_small_bytes(const gs_ring *r);
+
+/* ---- the collective benchmark, nccl-tests style ---- */
+
+/* One collective over a backend: dst = sum over ranks of src. */
+typedef int (*gs_coll_fn)(void *ctx, const float *src, float *dst, size_t count, int64_t iter,
+                          gs_err *e);
+
+typedef struct gs_perf_opts {
+  int rank, world;
+  size_t min_bytes, max_bytes;  /* -b, -e */
+  double factor;                /* -f (>1); sizes min, min*f, ... <= max */
+  int iters, warmup;            /* -n, -w */
+  bool check;                   /* -c: exact check of every iteration */
+  gs_dtype wire;                /* for the tolerance column (exact in all) */
+} gs_perf_opts;
+
+typedef struct gs_perf_row {
+  size_t bytes, count;          /* float32 elements */
+  double time_us;               /* mean per iteration, max over ranks */
+  double algbw, busbw;          /* GB/s, 1e9 bytes per second */
+  uint64_t wrong;               /* elements that differed, over every
+                                   iteration and rank (-1 unchecked) */
+} gs_perf_row;
+
+/* Allocate src/dst for max_bytes, and for each size: warmup, then iters
+ * timed collectives, each checked against the exact expected sum (the
+ * inputs are small integers, so every summation order is exact; the check
+ * is outside the timed region). The time of a size is the mean over
+ * iterations of this rank's time, then the max over ranks (exchanged with
+ * fn itself). rows gets one row per size (at most *nrows; *nrows set to
+ * the number written). */
+int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_row *rows,
+                      int *nrows, gs_err *e);
+
+/* Number of sizes gs_allreduce_perf will run for o. */
+int gs_perf_sizes(const gs_perf_opts *o);
+
+/* Print the nccl-tests table (header with the busbw formula, one line per
+ * row) to f (a FILE*). */
+void gs_perf_print(void *f, const gs_perf_opts *o, const char *title, const gs_perf_row *rows,
+                   int nrows);
+
+#endif

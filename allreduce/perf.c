@@ -1,0 +1,164 @@
+/* perf.c: the collective benchmark's core, nccl-tests style (allreduce.h).
+ *
+ * For each size: `warmup` untimed collectives, then `iters` timed ones. Each
+ * iteration poisons dst (NaN bits), times the collective alone, then checks
+ * every element against the exact expected sum: rank r contributes
+ * ((i + 7r) mod 11) - 5 to element i, small integers whose sum is exact in
+ * fp32, fp16 and bf16 in any order, and different on every rank (for
+ * r < 11), so a lost or doubled contribution shows. The expected value
+ * depends only on i mod 11. A size's time is the mean over iterations on
+ * each rank, then the max over ranks, exchanged through the collective
+ * itself: each rank writes its time (10 ns units) and wrong count as base-64
+ * digits into its own slots of a zeroed vector, values that every wire
+ * dtype carries exactly.
+ *
+ *   algbw = bytes / time         busbw = algbw * 2 (N - 1) / N
+ * (nccl-tests' definitions: busbw is what each link carried, comparable
+ * across world sizes.) */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allreduce/allreduce.h"
+
+#define DIGITS 6 /* base-64 digits per exchanged number: 2^36 */
+
+static void put(float *v, uint64_t x) {
+  for (int d = 0; d < DIGITS; d++, x >>= 6) v[d] = (float)(x & 63u);
+}
+static uint64_t get(const float *v) {
+  uint64_t x = 0;
+  for (int d = DIGITS - 1; d >= 0; d--) x = (x << 6) | (uint64_t)v[d];
+  return x;
+}
+
+static float contribution(int rank, size_t i) {
+  return (float)((int)((i + 7u * (size_t)rank) % 11u) - 5);
+}
+
+int gs_perf_sizes(const gs_perf_opts *o) {
+  if (!o || o->min_bytes == 0 || o->max_bytes < o->min_bytes) return 0;
+  int n = 0;
+  size_t prev = 0;
+  for (double b = (double)o->min_bytes; b <= (double)o->max_bytes + 0.5;
+       b = o->factor > 1.0 ? b * o->factor : b + (double)o->min_bytes) {
+    size_t sz = (size_t)b / sizeof(float) * sizeof(float);
+    if (sz == 0 || sz == prev) continue;
+    prev = sz;
+    n++;
+  }
+  return n;
+}
+
+int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_row *rows,
+                      int *nrows, gs_err *e) {
+  int cap = *nrows;
+  *nrows = 0;
+  if (!fn || !o || o->world < 1 || o->iters < 1 || o->warmup < 0)
+    return GS_FAIL(e, GS_EINVAL, "allreduce perf: bad options (iters >= 1, warmup >= 0)");
+  int nsizes = gs_perf_sizes(o);
+  if (nsizes == 0)
+    return GS_FAIL(e, GS_EINVAL, "allreduce perf: no sizes between %zu and %zu bytes (min >= "
+                   "4 bytes, max >= min)", o->min_bytes, o->max_bytes);
+  size_t maxn = o->max_bytes / sizeof(float);
+  float *src = gs_alloc(maxn * sizeof(float), e);
+  float *dst = gs_alloc(maxn * sizeof(float), e);
+  size_t xn = 2 * DIGITS * (size_t)o->world;
+  float *xchg = gs_alloc(xn * sizeof(float), e);
+  float *xsum = gs_alloc(xn * sizeof(float), e);
+  int rc = GS_OK;
+  if (!src || !dst || !xchg || !xsum) {
+    rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for %zu-byte benchmark buffers",
+                 o->rank, o->max_bytes);
+    goto out;
+  }
+  for (size_t i = 0; i < maxn; i++) src[i] = contribution(o->rank, i);
+  float expect[11];
+  for (size_t j = 0; j < 11; j++) {
+    float s = 0;
+    for (int r = 0; r < o->world; r++) s += contribution(r, j);
+    expect[j] = s;
+  }
+
+  int64_t iter = 0;
+  size_t prev = 0;
+  for (double b = (double)o->min_bytes; b <= (double)o->max_bytes + 0.5 && *nrows < cap;
+       b = o->factor > 1.0 ? b * o->factor : b + (double)o->min_bytes) {
+    size_t bytes = (size_t)b / sizeof(float) * sizeof(float);
+    if (bytes == 0 || bytes == prev) continue;
+    prev = bytes;
+    size_t n = bytes / sizeof(float);
+    double total = 0;
+    uint64_t wrong = 0;
+    for (int it = -o->warmup; it < o->iters; it++) {
+      if (o->check) memset(dst, 0xff, bytes);
+      double t0 = gs_now();
+      rc = fn(ctx, src, dst, n, iter++, e);
+      double dt = gs_now() - t0;
+      if (rc < 0) {
+        gs_err_prefix(e, "%zu-byte all-reduce, iteration %d: ", bytes, it);
+        goto out;
+      }
+      if (it >= 0) total += dt;
+      if (o->check && it >= 0)
+        for (size_t i = 0; i < n; i++) wrong += dst[i] != expect[i % 11];
+    }
+    /* max over ranks of the mean time, sum of the wrong counts */
+    memset(xchg, 0, xn * sizeof(float));
+    const uint64_t lim = ((uint64_t)1 << (6 * DIGITS)) - 1;
+    uint64_t t10ns = (uint64_t)llround(total / o->iters * 1e8);
+    put(xchg + 2 * DIGITS * (size_t)o->rank, t10ns < lim ? t10ns : lim);
+    put(xchg + 2 * DIGITS * (size_t)o->rank + DIGITS, wrong < lim ? wrong : lim);
+    rc = fn(ctx, xchg, xsum, xn, iter++, e);
+    if (rc < 0) {
+      gs_err_prefix(e, "exchanging the timings of the %zu-byte all-reduce: ", bytes);
+      goto out;
+    }
+    double tmax = 0;
+    uint64_t wsum = 0;
+    for (int r = 0; r < o->world; r++) {
+      double t = (double)get(xsum + 2 * DIGITS * (size_t)r) * 1e-8;
+      if (t > tmax) tmax = t;
+      wsum += get(xsum + 2 * DIGITS * (size_t)r + DIGITS);
+    }
+    gs_perf_row *row = &rows[(*nrows)++];
+    row->bytes = bytes;
+    row->count = n;
+    row->time_us = tmax * 1e6;
+    row->algbw = tmax > 0 ? (double)bytes / tmax / 1e9 : 0;
+    row->busbw = row->algbw * (o->world > 1 ? 2.0 * (o->world - 1) / o->world : 0.0);
+    row->wrong = o->check ? wsum : UINT64_MAX;
+  }
+out:
+  gs_free(src);
+  gs_free(dst);
+  gs_free(xchg);
+  gs_free(xsum);
+  return rc;
+}
+
+void gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const gs_perf_row *rows,
+                   int nrows) {
+  FILE *f = fp;
+  fprintf(f, "# %s: all-reduce (sum) of float32, %d ranks, %d iterations after %d warm-up\n",
+          title ? title : "allreduce", o->world, o->iters, o->warmup);
+  fprintf(f, "# algbw = size / time; busbw = algbw x 2(n-1)/n = algbw x %.3f "
+          "(GB/s = 1e9 bytes/s)\n", o->world > 1 ? 2.0 * (o->world - 1) / o->world : 0.0);
+  fprintf(f, "# #wrong: elements differing from the exact sum over every iteration and rank "
+          "(integer inputs: tolerance 0)\n");
+  fprintf(f, "#%11s %12s %6s %6s %11s %8s %8s %8s\n", "size", "count", "type", "redop",
+          "time", "algbw", "busbw", "#wrong");
+  fprintf(f, "#%11s %12s %6s %6s %11s %8s %8s %8s\n", "(B)", "(elements)", "", "", "(us)",
+          "(GB/s)", "(GB/s)", "");
+  for (int i = 0; i < nrows; i++) {
+    const gs_perf_row *r = &rows[i];
+    char wrong[24];
+    if (r->wrong == UINT64_MAX) snprintf(wrong, sizeof wrong, "N/A");
+    else snprintf(wrong, sizeof wrong, "%" PRIu64, r->wrong);
+    fprintf(f, "%12zu %12zu %6s %6s %11.2f %8.3f %8.3f %8s\n", r->bytes, r->count, "float",
+            "sum", r->time_us, r->algbw, r->busbw, wrong);
+  }
+  fflush(f);
+}

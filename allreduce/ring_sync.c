@@ -1,0 +1,446 @@
+/* ring_sync.c: the "ring" backend of worker/sync.h: DistributedDataParallel
+ * on the CPU, over the ZeroMQ ring of ring.c.
+ *
+ * One progress thread per rank owns the ring. The training thread hands it
+ * buckets as backward fills them (bucket_ready, with overlap) or all at once
+ * in end_step (without); the thread all-reduces them strictly in order
+ * 0, 1, 2 ... (the same order on every rank, so the chunks of bucket b
+ * never meet those of bucket b+1). end_step waits for the last bucket, then
+ * the training thread finishes the step the same way on every rank:
+ *
+ *   mixed precision / loss scaling: if any reduced gradient is inf/NaN the
+ *     step is skipped (every rank holds the same reduced bits, so every rank
+ *     decides alike) and gs_scaler_update backs the scale off;
+ *   grads *= 1 / (world * scale)      (the mean of the ranks' gradients)
+ *   k->sgd(params, grads, momentum)   (one momentum buffer per rank)
+ *
+ * so every rank's parameters stay bitwise identical. With sum_only (the
+ * collective benchmark) the element-wise sum lands in params and nothing
+ * else happens.
+ *
+ * Overlap on or off runs exactly the same operations in the same order,
+ * so it gives the same bits; only the time the training thread waits
+ * (wait_s) differs. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "allreduce/allreduce.h"
+
+typedef struct prepared {
+  gs_ring *ring;
+  gs_kernels *rk;  /* the ring's own CPU table: its thread's sticky errors stay its own */
+} prepared;
+
+typedef struct rsync {
+  gs_sync base;
+  gs_sync_config c;        /* copy; pointers below are ours */
+  gs_bucket *buckets;
+  gs_ring *ring;
+  gs_kernels *rk;
+  float *mom;              /* momentum buffer (cfg k's device), NULL without momentum */
+  bool first;              /* the optimizer has not stepped yet */
+  gs_scaler scaler;
+  bool check_finite;
+
+  /* training thread */
+  int64_t step;
+  bool in_step;
+  int next_ready;
+  double wait_s;
+
+  /* shared with the progress thread, under mu */
+  pthread_t thr;
+  bool thr_live;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int submitted, done;     /* buckets handed over / all-reduced this step */
+  bool quit;
+  int err_code;
+  gs_err err;
+  gs_ring_stats acc;       /* this step */
+} rsync;
+
+static uint64_t plan_hash(const gs_bucket *b, int nb) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < nb; i++) {
+    uint64_t v[2] = {b[i].offset, b[i].count};
+    const uint8_t *p = (const uint8_t *)v;
+    for (size_t j = 0; j < sizeof v; j++) h = (h ^ p[j]) * 1099511628211ull;
+  }
+  return h;
+}
+
+static int cmp_bucket(const void *a, const void *b) {
+  const gs_bucket *x = a, *y = b;
+  return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Buckets must lie in [0, n) and not overlap (an element reduced twice
+ * would be summed twice). */
+static int check_config(const gs_sync_config *c, gs_err *e) {
+  if (!c) return GS_FAIL(e, GS_EINVAL, "ring: no configuration");
+  if (c->world < 1 || c->rank < 0 || c->rank >= c->world)
+    return GS_FAIL(e, GS_EINVAL, "ring: rank %d of world %d is impossible", c->rank, c->world);
+  if (!c->k) return GS_FAIL(e, GS_EINVAL, "rank %d: ring: no kernels table", c->rank);
+  if (c->k->device != GS_DEV_CPU)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: the ZeroMQ ring reduces host memory and the model "
+                   "lives on '%s'; on GPUs use the nccl backend", c->rank, c->k->name);
+  if (c->nbuckets < 0 || (c->nbuckets > 0 && !c->buckets))
+    return GS_FAIL(e, GS_EINVAL, "rank %d: ring: %d buckets but no bucket array", c->rank,
+                   c->nbuckets);
+  if (c->n > 0 && (!c->grads || !c->params))
+    return GS_FAIL(e, GS_EINVAL, "rank %d: ring: no parameter or gradient buffer", c->rank);
+  if (c->wire != GS_F32 && c->wire != GS_F16 && c->wire != GS_BF16)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: ring: unknown wire dtype %d", c->rank, (int)c->wire);
+  for (int i = 0; i < c->nbuckets; i++) {
+    const gs_bucket *b = &c->buckets[i];
+    if (b->offset > c->n || b->count > c->n - b->offset)
+      return GS_FAIL(e, GS_EINVAL, "rank %d: bucket %d [%zu, %zu) lies outside the %zu "
+                     "gradients", c->rank, i, b->offset, b->offset + b->count, c->n);
+  }
+  if (c->nbuckets > 1) {
+    gs_bucket *s = malloc((size_t)c->nbuckets * sizeof *s);
+    if (!s) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", c->rank);
+    memcpy(s, c->buckets, (size_t)c->nbuckets * sizeof *s);
+    qsort(s, (size_t)c->nbuckets, sizeof *s, cmp_bucket);
+    int bad = -1;
+    for (int i = 1; i < c->nbuckets && bad < 0; i++)
+      if (s[i - 1].offset + s[i - 1].count > s[i].offset) bad = i;
+    int rc = GS_OK;
+    if (bad >= 0)
+      rc = GS_FAIL(e, GS_EINVAL, "rank %d: buckets [%zu, %zu) and [%zu, %zu) overlap", c->rank,
+                   s[bad - 1].offset, s[bad - 1].offset + s[bad - 1].count, s[bad].offset,
+                   s[bad].offset + s[bad].count);
+    free(s);
+    if (rc < 0) return rc;
+  }
+  return GS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* the progress thread */
+
+static void *progress(void *arg) {
+  rsync *s = arg;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->quit && (s->err_code < 0 || s->done >= s->submitted))
+      pthread_cond_wait(&s->cv, &s->mu);
+    if (s->quit) break;
+    int b = s->done;
+    int64_t step = s->step;
+    pthread_mutex_unlock(&s->mu);
+
+    const gs_bucket bk = s->buckets[b];
+    float *src = s->c.grads + bk.offset;
+    float *dst = s->c.sum_only ? s->c.params + bk.offset : src;
+    gs_ring_stats st = {0};
+    gs_err e = {0};
+    int rc = gs_ring_allreduce(s->ring, src, dst, bk.count, step, b, &st, &e);
+
+    pthread_mutex_lock(&s->mu);
+    s->acc.bytes_sent += st.bytes_sent;
+    s->acc.bytes_recv += st.bytes_recv;
+    s->acc.reduce_s += st.reduce_s;
+    if (rc < 0) {
+      s->err_code = rc;
+      s->err = e;
+    } else {
+      s->done++;
+    }
+    pthread_cond_broadcast(&s->cv);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static int thread_error(rsync *s, gs_err *e) {
+  /* under mu */
+  if (e && e->code == 0) *e = s->err;
+  return s->err_code;
+}
+
+/* ------------------------------------------------------------------ */
+/* gs_sync_ops */
+
+static void span(rsync *s, const char *name, int bucket, double t0, double t1) {
+  if (s->c.span) s->c.span(s->c.span_ctx, name, bucket, t0, t1, 0);
+}
+
+static int rs_begin_step(gs_sync *base, int64_t step, gs_err *e) {
+  rsync *s = (rsync *)base;
+  if (s->in_step)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: begin_step(%" PRId64 ") while step %" PRId64
+                   " is not finished (call end_step first)", s->c.rank, step, s->step);
+  pthread_mutex_lock(&s->mu);
+  int rc = s->err_code;
+  if (rc < 0) rc = thread_error(s, e);
+  s->submitted = s->done = 0;
+  s->step = step;
+  memset(&s->acc, 0, sizeof s->acc);
+  pthread_mutex_unlock(&s->mu);
+  if (rc < 0) return rc;
+  s->in_step = true;
+  s->next_ready = 0;
+  s->wait_s = 0;
+  return GS_OK;
+}
+
+static int rs_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
+  rsync *s = (rsync *)base;
+  if (!s->in_step)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: bucket_ready(%d) outside a step (call begin_step "
+                   "first)", s->c.rank, bucket);
+  if (bucket != s->next_ready)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: bucket %d ready in step %" PRId64 " where bucket %d "
+                   "was due (buckets become ready in order 0, 1, 2 ..., each once; %d in all)",
+                   s->c.rank, bucket, s->step, s->next_ready, s->c.nbuckets);
+  s->next_ready++;
+  if (!s->c.overlap) return GS_OK;
+  double t0 = gs_now();
+  pthread_mutex_lock(&s->mu);
+  int rc = s->err_code < 0 ? thread_error(s, e) : GS_OK;
+  s->submitted = bucket + 1;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  s->wait_s += gs_now() - t0;
+  return rc;
+}
+
+static int rs_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
+  rsync *s = (rsync *)base;
+  gs_sync_stats local;
+  if (!st) st = &local;
+  memset(st, 0, sizeof *st);
+  st->scale = s->scaler.scale;
+  if (!s->in_step)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: end_step outside a step", s->c.rank);
+  if (s->next_ready != s->c.nbuckets)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: end_step of step %" PRId64 " after %d of %d "
+                   "buckets were ready (backward must hand every bucket over)", s->c.rank,
+                   s->step, s->next_ready, s->c.nbuckets);
+  s->in_step = false;
+  gs_kernels *k = s->c.k;
+
+  /* wait for the progress thread to finish the last bucket */
+  double t0 = gs_now();
+  pthread_mutex_lock(&s->mu);
+  s->submitted = s->c.nbuckets;
+  pthread_cond_broadcast(&s->cv);
+  bool interrupted = false;
+  while (s->done < s->c.nbuckets && s->err_code == 0) {
+    /* the ring's receives time out on their own; this wakes up to notice ^C */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    if (gs_interrupted && !interrupted) {
+      interrupted = true;
+      gs_ring_interrupt(s->ring);
+    }
+  }
+  int rc = s->err_code < 0 ? thread_error(s, e) : GS_OK;
+  gs_ring_stats acc = s->acc;
+  pthread_mutex_unlock(&s->mu);
+  double t1 = gs_now();
+  s->wait_s += t1 - t0;
+  span(s, "wait", -1, t0, t1);
+  st->wait_s = s->wait_s;
+  st->bytes_sent = acc.bytes_sent;
+  st->bytes_recv = acc.bytes_recv;
+  st->reduce_s = acc.reduce_s;
+  if (rc < 0) return rc;
+  if (s->c.sum_only) return GS_OK;
+
+  /* The same verdict on every rank: they all hold the same reduced bits. */
+  float used = s->scaler.scale;
+  bool skip = false;
+  if (s->check_finite) {
+    double a = gs_now();
+    size_t bad = 0;
+    for (int b = 0; b < s->c.nbuckets; b++)
+      bad += k->nonfinite(k, GS_F32, s->buckets[b].count, s->c.grads + s->buckets[b].offset);
+    st->reduce_s += gs_now() - a;
+    skip = gs_scaler_update(&s->scaler, bad > 0);
+  }
+  st->skipped = skip;
+  st->scale = s->scaler.scale;
+  if (!skip) {
+    double a = gs_now();
+    float inv = 1.0f / ((float)s->c.world * used);
+    if (inv != 1.0f)
+      for (int b = 0; b < s->c.nbuckets; b++)
+        k->scale(k, s->buckets[b].count, inv, s->c.grads + s->buckets[b].offset);
+    double m = gs_now();
+    st->reduce_s += m - a;
+    for (int b = 0; b < s->c.nbuckets; b++) {
+      const gs_bucket *bk = &s->buckets[b];
+      k->sgd(k, bk->count, s->c.params + bk->offset, s->c.grads + bk->offset,
+             s->mom ? s->mom + bk->offset : NULL, s->c.sgd, s->first);
+    }
+    s->first = false;
+    rc = k->sync(k, e);
+    double z = gs_now();
+    st->update_s = z - m;
+    span(s, "optimizer", -1, m, z);
+    if (rc < 0) {
+      gs_err_prefix(e, "rank %d: optimizer: ", s->c.rank);
+      return rc;
+    }
+  }
+  return GS_OK;
+}
+
+static int rs_close(gs_sync *base, bool ok, gs_err *e) {
+  rsync *s = (rsync *)base;
+  if (!s) return GS_OK;
+  if (s->in_step) ok = false; /* a collective may be under way: do not wait for it */
+  if (s->thr_live) {
+    pthread_mutex_lock(&s->mu);
+    s->quit = true;
+    if (s->err_code < 0) ok = false;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (!ok) gs_ring_interrupt(s->ring);
+    pthread_join(s->thr, NULL);
+  }
+  gs_ring_close(s->ring, ok, ok ? NULL : "its job stopped");
+  if (s->mom) s->c.k->release(s->c.k, s->mom);
+  if (s->rk) s->rk->destroy(s->rk);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->cv);
+  free(s->buckets);
+  free(s);
+  return GS_OK;
+}
+
+static const gs_sync_ops ring_ops = {
+  .begin_step = rs_begin_step,
+  .bucket_ready = rs_bucket_ready,
+  .end_step = rs_end_step,
+  .close = rs_close,
+};
+
+/* ------------------------------------------------------------------ */
+/* gs_backend */
+
+static int rb_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
+                      gs_err *e) {
+  *state = NULL;
+  if (endpoint) endpoint[0] = '\0';
+  GS_TRY(check_config(c, e));
+  prepared *p = calloc(1, sizeof *p);
+  if (!p) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", c->rank);
+  p->rk = gs_kernels_cpu(0, e);
+  if (!p->rk) {
+    free(p);
+    return GS_FAIL(e, GS_ENOMEM, "rank %d: cannot create the ring's kernels", c->rank);
+  }
+  size_t max_count = 0;
+  for (int i = 0; i < c->nbuckets; i++)
+    if (c->buckets[i].count > max_count) max_count = c->buckets[i].count;
+  gs_ring_opts o = {
+    .rank = c->rank,
+    .world = c->world,
+    .timeout_ms = c->timeout_ms,
+    .job = c->job,
+    .host = c->host,
+    .k = p->rk,
+    .wire = c->wire,
+    .max_count = max_count,
+    .nbuckets = (uint32_t)c->nbuckets,
+    .plan_hash = plan_hash(c->buckets, c->nbuckets),
+    .sum_only = c->sum_only,
+    .span = c->span,
+    .span_ctx = c->span_ctx,
+  };
+  int rc = gs_ring_prepare(&o, &p->ring, endpoint, e);
+  if (rc < 0) {
+    p->rk->destroy(p->rk);
+    free(p);
+    return rc;
+  }
+  *state = p;
+  return GS_OK;
+}
+
+static void rb_discard(void *state) {
+  prepared *p = state;
+  if (!p) return;
+  gs_ring_close(p->ring, false, "it could not join the job");
+  if (p->rk) p->rk->destroy(p->rk);
+  free(p);
+}
+
+static int rb_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
+  prepared *p = state;
+  *out = NULL;
+  if (!p) return GS_FAIL(e, GS_EINVAL, "ring: open without prepare");
+  int rc = check_config(c, e);
+  if (rc == GS_OK) rc = gs_ring_connect(p->ring, c->endpoints, e);
+  rsync *s = NULL;
+  if (rc == GS_OK) {
+    s = calloc(1, sizeof *s);
+    if (!s) rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", c->rank);
+  }
+  if (rc == GS_OK) {
+    s->base.ops = &ring_ops;
+    s->base.name = "ring";
+    s->c = *c;
+    s->c.endpoints = NULL;
+    s->c.bootstrap = NULL;
+    s->ring = p->ring;
+    s->rk = p->rk;
+    p->ring = NULL;
+    p->rk = NULL;
+    s->first = true;
+    s->scaler = c->scaler;
+    if (s->scaler.scale == 0.0f) gs_scaler_init(&s->scaler, 1.0f, false);
+    s->check_finite = c->wire != GS_F32 || s->scaler.dynamic || s->scaler.scale != 1.0f;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->buckets = malloc((size_t)(c->nbuckets > 0 ? c->nbuckets : 1) * sizeof *s->buckets);
+    if (!s->buckets) rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", c->rank);
+    else if (c->nbuckets > 0)
+      memcpy(s->buckets, c->buckets, (size_t)c->nbuckets * sizeof *s->buckets);
+    s->c.buckets = s->buckets;
+    if (rc == GS_OK && !c->sum_only && c->sgd.momentum != 0.0f && c->n > 0) {
+      s->mom = c->k->alloc(c->k, c->n * sizeof(float));
+      if (!s->mom) {
+        c->k->sync(c->k, e);
+        rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the momentum buffer", c->rank);
+      }
+    }
+    if (rc == GS_OK) {
+      if (pthread_create(&s->thr, NULL, progress, s) != 0)
+        rc = GS_FAIL(e, GS_ENOMEM, "rank %d: cannot start the ring's progress thread", c->rank);
+      else
+        s->thr_live = true;
+    }
+    if (rc < 0) {
+      gs_err ignore = {0};
+      rs_close(&s->base, false, &ignore);
+      s = NULL;
+    }
+  }
+  rb_discard(p); /* what was not handed over */
+  if (rc < 0) return rc;
+  *out = &s->base;
+  return GS_OK;
+}
+
+const gs_backend gs_ring_backend = {
+  .name = "ring",
+  .prepare = rb_prepare,
+  .bootstrap = NULL,
+  .open = rb_open,
+  .discard = rb_discard,
+};

@@ -1,0 +1,130 @@
+/* harness.c: forked ranks, shared-memory endpoint exchange, deadlines
+ * (harness.h). */
+#include "harness.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/util.h"
+
+int th_failed;
+
+static void nap(void) {
+  struct timespec ts = {0, 200000};
+  nanosleep(&ts, NULL);
+}
+
+int th_exchange(th_shared *sh, int round, int rank, const char *ep, const char *eps[]) {
+  if (round < 0 || round >= TH_ROUNDS) return -1;
+  snprintf(sh->ep[round][rank], GS_ENDPOINT_MAX, "%s", ep);
+  atomic_fetch_add(&sh->posted[round], 1);
+  double deadline = gs_now() + 20;
+  while (atomic_load(&sh->posted[round]) < sh->world) {
+    if (gs_now() > deadline) {
+      fprintf(stderr, "rank %d: endpoint exchange %d timed out\n", rank, round);
+      return -1;
+    }
+    nap();
+  }
+  for (int i = 0; i < sh->world; i++) eps[i] = sh->ep[round][i];
+  return 0;
+}
+
+int th_barrier(th_shared *sh, int round) {
+  if (round < 0 || round >= TH_ROUNDS) return -1;
+  atomic_fetch_add(&sh->barrier[round], 1);
+  double deadline = gs_now() + 60;
+  while (atomic_load(&sh->barrier[round]) < sh->world) {
+    if (gs_now() > deadline) return -1;
+    nap();
+  }
+  return 0;
+}
+
+th_shared *th_run(int world, th_body body, void *arg, double deadline_s,
+                  void (*on_start)(th_shared *sh, const pid_t *pids, void *arg)) {
+  if (world < 1 || world > TH_MAX_WORLD) return NULL;
+  th_shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                       -1, 0);
+  if (sh == MAP_FAILED) return NULL;
+  memset(sh, 0, sizeof *sh);
+  sh->world = world;
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pids[TH_MAX_WORLD];
+  for (int r = 0; r < world; r++) {
+    pid_t p = fork();
+    if (p < 0) {
+      for (int i = 0; i < r; i++) kill(pids[i], SIGKILL);
+      for (int i = 0; i < r; i++) waitpid(pids[i], NULL, 0);
+      munmap(sh, sizeof *sh);
+      return NULL;
+    }
+    if (p == 0) {
+      int rc = body(sh, r, world, arg);
+      fflush(stdout);
+      fflush(stderr);
+      exit(rc == 0 ? 0 : 1); /* not _exit: LeakSanitizer checks each rank */
+    }
+    pids[r] = p;
+  }
+  if (on_start) on_start(sh, pids, arg);
+  double deadline = gs_now() + deadline_s;
+  int left = world;
+  bool done[TH_MAX_WORLD] = {0};
+  while (left > 0) {
+    int st;
+    pid_t p = waitpid(-1, &st, WNOHANG);
+    if (p > 0) {
+      for (int r = 0; r < world; r++) {
+        if (pids[r] != p || done[r]) continue;
+        done[r] = true;
+        left--;
+        sh->exit_at[r] = gs_now();
+        sh->status[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      continue;
+    }
+    if (gs_now() > deadline) {
+      for (int r = 0; r < world; r++) {
+        if (done[r]) continue;
+        fprintf(stderr, "harness: rank %d still running after %.0f s: killed (a hang)\n", r,
+                deadline_s);
+        kill(pids[r], SIGKILL);
+        kill(pids[r], SIGCONT);
+        waitpid(pids[r], NULL, 0);
+        done[r] = true;
+        left--;
+        sh->exit_at[r] = gs_now();
+        sh->status[r] = -1;
+      }
+      break;
+    }
+    /* the parent stays out of the way of the ranks it measures */
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return sh;
+}
+
+void th_free(th_shared *sh) {
+  if (sh) munmap(sh, sizeof *sh);
+}
+
+int th_failures(const th_shared *sh) {
+  int n = 0;
+  for (int r = 0; r < sh->world; r++) n += sh->status[r] != 0;
+  return n;
+}
+
+uint64_t th_hash(const void *p, size_t n) {
+  const uint8_t *b = p;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}

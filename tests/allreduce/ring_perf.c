@@ -1,0 +1,156 @@
+/* ring_perf.c: the ZeroMQ ring's collective benchmark on one host, as
+ * nccl-tests' all_reduce_perf: N forked ranks on loopback TCP, sizes from
+ * -b to -e by factor -f, -n timed iterations after -w warm-up ones, every
+ * iteration checked against the exact sum (gs_allreduce_perf).
+ *
+ *   ring_perf -N 2 -b 8 -e 256M -f 2 -n 20 -w 5 [--wire fp16] [--chunk 256K]
+ *             [--small 16K|never] [--io-threads 1] [--sockbuf 4M] [--host A]
+ *
+ * Built, not a test: bench --collective allreduce is the user's command;
+ * this is the ring alone, for tuning and for bench/peers comparisons. */
+#include <getopt.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allreduce/allreduce.h"
+#include "harness.h"
+
+typedef struct args {
+  gs_perf_opts p;
+  size_t chunk, small;
+  int io_threads, sockbuf, timeout_ms;
+  const char *host;
+  gs_dtype wire;
+} args;
+
+static size_t parse_size(const char *s) {
+  if (!strcmp(s, "never")) return GS_RING_NO_SMALL;
+  char *end;
+  double v = strtod(s, &end);
+  switch (*end) {
+  case 'k': case 'K': v *= 1024; break;
+  case 'm': case 'M': v *= 1024 * 1024; break;
+  case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+  default: break;
+  }
+  return (size_t)v;
+}
+
+typedef struct ctx {
+  gs_ring *r;
+} ctx;
+
+static int coll(void *c, const float *src, float *dst, size_t count, int64_t iter, gs_err *e) {
+  return gs_ring_allreduce(((ctx *)c)->r, src, dst, count, iter, 0, NULL, e);
+}
+
+static int body(th_shared *sh, int rank, int world, void *arg) {
+  const args *a = arg;
+  if (getenv("PIN")) {
+    cpu_set_t cs;
+    CPU_ZERO(&cs);
+    CPU_SET(rank % 2, &cs);
+    sched_setaffinity(0, sizeof cs, &cs);
+  }
+  gs_kernels *k = gs_kernels_cpu(0, NULL);
+  gs_err e = {0};
+  gs_ring_opts o = {
+    .rank = rank, .world = world, .timeout_ms = a->timeout_ms, .job = 0xbe7c4,
+    .host = a->host, .k = k, .wire = a->wire, .max_count = a->p.max_bytes / sizeof(float),
+    .chunk_bytes = a->chunk, .small_bytes = a->small, .io_threads = a->io_threads,
+    .sockbuf = a->sockbuf,
+  };
+  ctx c = {0};
+  char ep[GS_ENDPOINT_MAX];
+  const char *eps[TH_MAX_WORLD];
+  int rc = gs_ring_prepare(&o, &c.r, ep, &e);
+  if (rc == 0 && th_exchange(sh, 0, rank, ep, eps) < 0)
+    rc = GS_FAIL(&e, GS_ETIMEOUT, "endpoint exchange timed out");
+  if (rc == 0) rc = gs_ring_connect(c.r, eps, &e);
+  gs_perf_opts p = a->p;
+  p.rank = rank;
+  p.world = world;
+  int cap = gs_perf_sizes(&p), n = cap;
+  gs_perf_row *rows = calloc((size_t)(cap > 0 ? cap : 1), sizeof *rows);
+  if (rc == 0) rc = gs_allreduce_perf(coll, &c, &p, rows, &n, &e);
+  if (rc < 0) {
+    fprintf(stderr, "ring_perf: rank %d: %s\n", rank, e.msg);
+  } else if (rank == 0) {
+    char title[160];
+    snprintf(title, sizeof title, "gradsync ring over ZeroMQ/TCP (%s wire, chunk %zu B, "
+             "small <= %zu B)", gs_dtype_name(a->wire), gs_ring_chunk_bytes(c.r),
+             gs_ring_small_bytes(c.r) == GS_RING_NO_SMALL ? 0 : gs_ring_small_bytes(c.r));
+    gs_perf_print(stdout, &p, title, rows, n);
+  }
+  bool wrong = false;
+  for (int i = 0; i < n && p.check; i++) wrong |= rows[i].wrong != 0;
+  gs_ring_close(c.r, rc == 0, NULL);
+  free(rows);
+  k->destroy(k);
+  return rc < 0 || wrong;
+}
+
+int main(int argc, char **argv) {
+  args a = {
+    .p = {.min_bytes = 8, .max_bytes = 256u << 20, .factor = 2, .iters = 20, .warmup = 5,
+          .check = true},
+    .timeout_ms = 30000, .host = "127.0.0.1", .wire = GS_F32,
+  };
+  int world = 2;
+  static const struct option lo[] = {
+    {"wire", 1, 0, 'W'}, {"chunk", 1, 0, 'C'}, {"small", 1, 0, 'S'}, {"io-threads", 1, 0, 'I'},
+    {"sockbuf", 1, 0, 'B'}, {"host", 1, 0, 'H'}, {"timeout", 1, 0, 'T'}, {"help", 0, 0, 'h'},
+    {0, 0, 0, 0}};
+  int ch;
+  while ((ch = getopt_long(argc, argv, "N:b:e:f:n:w:c:h", lo, NULL)) != -1) {
+    switch (ch) {
+    case 'N': world = atoi(optarg); break;
+    case 'b': a.p.min_bytes = parse_size(optarg); break;
+    case 'e': a.p.max_bytes = parse_size(optarg); break;
+    case 'f': a.p.factor = atof(optarg); break;
+    case 'n': a.p.iters = atoi(optarg); break;
+    case 'w': a.p.warmup = atoi(optarg); break;
+    case 'c': a.p.check = atoi(optarg) != 0; break;
+    case 'W': {
+      int t = gs_dtype_parse(optarg);
+      if (t < 0) {
+        fprintf(stderr, "ring_perf: --wire %s: use fp32, fp16 or bf16\n", optarg);
+        return 2;
+      }
+      a.wire = (gs_dtype)t;
+      break;
+    }
+    case 'C': a.chunk = parse_size(optarg); break;
+    case 'S': a.small = parse_size(optarg); break;
+    case 'I': a.io_threads = atoi(optarg); break;
+    case 'B': a.sockbuf = (int)parse_size(optarg); break;
+    case 'H': a.host = optarg; break;
+    case 'T': a.timeout_ms = (int)(atof(optarg) * 1000); break;
+    default:
+      fprintf(stderr, "usage: ring_perf [-N ranks] [-b min] [-e max] [-f factor] [-n iters] "
+              "[-w warmup] [-c 0|1] [--wire fp32|fp16|bf16] [--chunk B] [--small B|never] "
+              "[--io-threads N] [--sockbuf B] [--host ADDR] [--timeout S]\n");
+      return ch == 'h' ? 0 : 2;
+    }
+  }
+  if (world < 1 || world > TH_MAX_WORLD) {
+    fprintf(stderr, "ring_perf: -N %d: between 1 and %d ranks\n", world, TH_MAX_WORLD);
+    return 2;
+  }
+  if (gs_perf_sizes(&a.p) == 0) {
+    fprintf(stderr, "ring_perf: no sizes between -b %zu and -e %zu\n", a.p.min_bytes,
+            a.p.max_bytes);
+    return 2;
+  }
+  th_shared *sh = th_run(world, body, &a, 3600, NULL);
+  if (!sh) {
+    fprintf(stderr, "ring_perf: cannot fork %d ranks\n", world);
+    return 1;
+  }
+  int bad = th_failures(sh);
+  th_free(sh);
+  if (bad) fprintf(stderr, "ring_perf: %d ranks failed\n", bad);
+  return bad ? 1 : 0;
+}
