@@ -30,11 +30,11 @@ static const gs_backend local_backend = {
 
 const gs_backend *gs_bench_backend(const char *name, gs_err *e) {
   if (!strcmp(name, "local")) return &local_backend;
-  if (!strcmp(name, "ps")) return &gs_backend_ps;
-  if (!strcmp(name, "ring")) return &gs_backend_ring;
+  if (!strcmp(name, "ps")) return &gs_ps_backend;
+  if (!strcmp(name, "ring")) return &gs_ring_backend;
   if (!strcmp(name, "nccl")) {
 #ifdef GS_HAVE_NCCL
-    return &gs_backend_nccl;
+    return &gs_nccl_backend;
 #else
     GS_FAIL(e, GS_EDEVICE, "--mode ring --device cuda needs NCCL, and this gradsync was built "
             "without it (reconfigure with the CUDA toolkit's NCCL found)");
