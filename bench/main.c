@@ -1,5 +1,42 @@
-/* main.c: the bench executable. For now it trains in one process; the
- * multi-process launcher (--mode ps|ring) takes over this file. */
-#include "bench/single.h"
+/* main.c: bench's entry: parse the flags, then be a rank (the environment
+ * says so), run the collective benchmark, or launch the sweep. */
+#include <stdio.h>
+#include <string.h>
 
-int main(int argc, char **argv) { return gs_bench_single_main(argc, argv); }
+#include "bench/internal.h"
+#include "bench/report.h"
+
+int gs_bench_main(int argc, char **argv) {
+  gs_opts o;
+  gs_err e = {0};
+  bool help = false;
+  if (gs_opts_parse(argc, argv, &o, &help, &e) < 0) {
+    fprintf(stderr, "bench: %s\n(bench --help lists every flag)\n", e.msg);
+    return 2;
+  }
+  if (help) {
+    gs_opts_usage(stdout);
+    return 0;
+  }
+  gs_rank_env env;
+  if (gs_rank_env_read(&env, &e) < 0) {
+    fprintf(stderr, "bench: %s\n", e.msg);
+    return 2;
+  }
+  if (env.present) {
+    /* one rank of a job: our launcher's child, torchrun, Slurm or mpirun */
+    o.train.model = o.models[0];
+    o.train.batch = o.batches[0];
+    o.train.bucket_mb = o.bucket_mbs[0];
+    if (!env.launched && !o.out) {
+      static char out[300];
+      snprintf(out, sizeof out, "results/%s-port%d", env.source, env.master_port);
+      o.out = out;
+    }
+    if (o.collective) return gs_collective_rank(&o, o.modes[0], &env);
+    return gs_rank_main(&o, o.modes[0], &env);
+  }
+  return gs_sweep_main(&o, argc, argv);
+}
+
+int main(int argc, char **argv) { return gs_bench_main(argc, argv); }

@@ -1,0 +1,89 @@
+/* bench.h: the gradsync command line, `bench`.
+ *
+ * One executable plays three roles:
+ *   launcher   (no rank in the environment) expands the sweep (--mode,
+ *              --world, --model, --batch, --bucket-mb lists), spawns the
+ *              ranks of each run on this machine, watches them, and writes
+ *              the reports from what rank 0 of each run gathered;
+ *   rank       (RANK/WORLD_SIZE from our launcher, torchrun, Slurm or Open
+ *              MPI) trains as one rank: rendezvous, backend, trainer, and
+ *              for rank 0 the gathering of every rank's measurements;
+ *   collective (--collective allreduce) the nccl-tests style benchmark of
+ *              the backends alone.
+ * This header is the contract between the CLI parser and those roles. */
+#ifndef GS_BENCH_H
+#define GS_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kernels/kernels.h"
+#include "worker/worker.h"
+
+#define GS_LIST_MAX 16
+
+/* local: one process, no backend (the single-process reference). */
+typedef enum gs_mode { GS_MODE_PS = 0, GS_MODE_RING = 1, GS_MODE_LOCAL = 2 } gs_mode;
+const char *gs_mode_name(gs_mode m);
+
+typedef struct gs_opts {
+  /* sweep axes: every combination is one run */
+  gs_mode modes[3];
+  int nmodes;
+  int worlds[GS_LIST_MAX];
+  int nworlds;
+  const char *models[GS_LIST_MAX];
+  int nmodels;
+  int batches[GS_LIST_MAX];
+  int nbatches;
+  double bucket_mbs[GS_LIST_MAX];
+  int nbucket_mbs;
+  bool strong;               /* --strong: the global batch stays batch x worlds[0] */
+
+  /* training (one run's values live in train, filled per combination) */
+  gs_train_opts train;
+  int warmup;                /* steps left out of the summaries */
+  char precision_name[8];
+  bool loss_scale_set;
+
+  /* backends */
+  int overlap;               /* -1: the mode's default (ps off, ring on) */
+  bool dedicated;            /* --ps-dedicated */
+  double timeout_s;
+  const char *device;        /* cpu | cuda | auto */
+  const char *host;          /* address ranks bind for their peers */
+  int threads;               /* BLAS threads per rank; 0: cores / local ranks */
+
+  /* output */
+  const char *out;           /* results directory */
+  const char *save_params;
+  bool quiet;
+  bool json;                 /* collective: also write the table as JSON */
+  bool verify;               /* hash parameters every step (steps.csv) */
+  bool eval;                 /* accuracy after training */
+
+  /* collective benchmark (nccl-tests flags) */
+  const char *collective;    /* "allreduce" or NULL */
+  size_t min_bytes, max_bytes;
+  double factor;
+  int iters, warmup_iters;
+  bool check;
+
+  /* what was given on the command line (join mode re-checks these) */
+  bool world_given, mode_given;
+} gs_opts;
+
+/* Parse argv into o (defaults first). GS_EINVAL with a message naming the
+ * flag on a usage error; *help set when --help was asked. */
+int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e);
+void gs_opts_usage(FILE *f);
+
+/* The settings every rank of a job must share, as "key=value" lines, for
+ * the rendezvous' configuration check. */
+size_t gs_opts_settings(const gs_opts *o, gs_mode mode, int world, char *buf, size_t cap);
+
+int gs_bench_main(int argc, char **argv);
+
+#endif

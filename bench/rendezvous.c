@@ -1,0 +1,540 @@
+/* rendezvous.c: how the ranks of one job find each other, agree on what
+ * they run, and hand their measurements to rank 0.
+ *
+ *   rank 0 (ROUTER at MASTER_ADDR:MASTER_PORT)        rank r (DEALER)
+ *      <------------------ Register{rank, world, endpoint, settings}
+ *      collect world-1 registrations (timeout), then check: no duplicate
+ *      rank, same world, same settings as rank 0 (else Error naming the
+ *      first setting that differs, sent to every rank)
+ *      ------------------> Welcome{endpoints, hosts, blob} + job token
+ *      ... training: the backends talk among themselves ...
+ *      <------------------ Stats{rows, spans} (raw frame)
+ *      ------------------> Shutdown (ack: rank r may exit)
+ *
+ * The DEALER connects before rank 0 may be listening (ZeroMQ reconnects on
+ * its own), so ranks can start in any order within the timeout. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "bench/internal.h"
+#include "proto/wire.h"
+
+struct gs_rdv {
+  void *ctx, *sock;
+  bool router;
+  /* rank 0: the routing identity of each rank, for the acks */
+  zmq_msg_t *ids;
+  int nids;
+  uint64_t job;
+};
+
+static void rdv_free(gs_rdv *r) {
+  if (!r) return;
+  if (r->ids) {
+    for (int i = 0; i < r->nids; i++) zmq_msg_close(&r->ids[i]);
+    free(r->ids);
+  }
+  if (r->sock) zmq_close(r->sock);
+  if (r->ctx) zmq_ctx_term(r->ctx);
+  free(r);
+}
+
+void gs_rdv_close(gs_rdv *r) { rdv_free(r); }
+
+void gs_rdv_job_free(gs_rdv_job *j) {
+  free(j->endpoints);
+  free(j->hosts);
+  j->endpoints = NULL;
+  j->hosts = NULL;
+}
+
+void gs_rank_result_free(gs_rank_result *r) {
+  free(r->rows);
+  free(r->spans);
+  r->rows = NULL;
+  r->spans = NULL;
+}
+
+static int new_socket(gs_rdv **out, int type, gs_err *e) {
+  gs_rdv *r = calloc(1, sizeof *r);
+  if (!r) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  r->ctx = zmq_ctx_new();
+  r->sock = r->ctx ? zmq_socket(r->ctx, type) : NULL;
+  if (!r->sock) {
+    rdv_free(r);
+    return GS_FAIL(e, GS_EIO, "rendezvous: cannot create a ZeroMQ socket: %s",
+                   zmq_strerror(zmq_errno()));
+  }
+  int linger = 2000, mandatory = 1;
+  zmq_setsockopt(r->sock, ZMQ_LINGER, &linger, sizeof linger);
+  if (type == ZMQ_ROUTER) zmq_setsockopt(r->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
+  r->router = type == ZMQ_ROUTER;
+  *out = r;
+  return GS_OK;
+}
+
+int gs_rdv_listen(const char *endpoint, char *bound, size_t cap, gs_rdv **out, gs_err *e) {
+  gs_rdv *r;
+  GS_TRY(new_socket(&r, ZMQ_ROUTER, e));
+  if (zmq_bind(r->sock, endpoint) < 0) {
+    int err = zmq_errno();
+    rdv_free(r);
+    return GS_FAIL(e, GS_EIO, "rank 0: cannot listen for the rendezvous at %s: %s (is "
+                   "MASTER_PORT free, and MASTER_ADDR an address of this host?)", endpoint,
+                   zmq_strerror(err));
+  }
+  size_t sz = cap;
+  zmq_getsockopt(r->sock, ZMQ_LAST_ENDPOINT, bound, &sz);
+  *out = r;
+  return GS_OK;
+}
+
+/* The settings are "key=value\n" lines in the same order on every rank;
+ * name the first key whose value differs. */
+static void first_difference(const char *a, const char *b, char *out, size_t cap) {
+  while (*a || *b) {
+    const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+    size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+    if (la != lb || memcmp(a, b, la)) {
+      const char *eq = memchr(a, '=', la);
+      int klen = eq ? (int)(eq - a) : (int)la;
+      int vlen = eq ? (int)(la - (size_t)klen - 1) : 0;
+      const char *eqb = memchr(b, '=', lb);
+      int vblen = eqb ? (int)(lb - (size_t)(eqb - b) - 1) : 0;
+      snprintf(out, cap, "%.*s: rank 0 has '%.*s', this rank '%.*s'", klen, a, vlen,
+               eq ? eq + 1 : "", vblen, eqb ? eqb + 1 : "");
+      return;
+    }
+    a += la + (ea ? 1 : 0);
+    b += lb + (eb ? 1 : 0);
+  }
+  snprintf(out, cap, "(no difference found)");
+}
+
+static void send_error_to(gs_rdv *r, zmq_msg_t *id, const char *phase, const char *msg) {
+  Gradsync__Envelope env;
+  Gradsync__Error er = GRADSYNC__ERROR__INIT;
+  gs_wire_env(&env, 0, 0);
+  er.phase = (char *)phase;
+  er.message = (char *)msg;
+  env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
+  env.error = &er;
+  gs_wire_send(r->sock, zmq_msg_data(id), zmq_msg_size(id), &env, NULL, 0, NULL, NULL, 1000,
+               NULL, NULL);
+}
+
+typedef struct reg {
+  zmq_msg_t id;
+  bool used;
+  char endpoint[GS_ENDPOINT_MAX];
+  char host[GS_HOST_MAX];
+  char *settings;
+  int world;
+} reg;
+
+static char *join_settings(Gradsync__Register *rg) {
+  size_t n = 1;
+  for (size_t i = 0; i < rg->n_settings; i++)
+    n += strlen(rg->settings[i]->key) + strlen(rg->settings[i]->value) + 2;
+  char *s = malloc(n), *p = s;
+  if (!s) return NULL;
+  for (size_t i = 0; i < rg->n_settings; i++)
+    p += sprintf(p, "%s=%s\n", rg->settings[i]->key, rg->settings[i]->value);
+  *p = 0;
+  return s;
+}
+
+static int fill_job(gs_rdv_job *job, int world) {
+  job->world = world;
+  job->endpoints = calloc((size_t)world, sizeof *job->endpoints);
+  job->hosts = calloc((size_t)world, sizeof *job->hosts);
+  return job->endpoints && job->hosts ? 0 : -1;
+}
+
+static int count_local(const gs_rdv_job *job, const char *host) {
+  int n = 0;
+  for (int i = 0; i < job->world; i++) n += strcmp(job->hosts[i], host) == 0;
+  return n;
+}
+
+int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, const void *blob, size_t bloblen,
+                int timeout_ms, gs_rdv_job *job, gs_err *e) {
+  int world = me->world, rc = GS_OK;
+  if (r->ids) { /* a previous round (the collective benchmark re-opens per size) */
+    for (int i = 0; i < r->nids; i++) zmq_msg_close(&r->ids[i]);
+    free(r->ids);
+    r->ids = NULL;
+    r->nids = 0;
+  }
+  reg *regs = calloc((size_t)world, sizeof *regs);
+  if (!regs || fill_job(job, world)) {
+    free(regs);
+    return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  }
+  snprintf(job->endpoints[0], GS_ENDPOINT_MAX, "%s", me->endpoint);
+  snprintf(job->hosts[0], GS_HOST_MAX, "%s", me->host);
+  int have = 1;
+  double deadline = gs_now() + timeout_ms / 1000.0;
+  char why[768] = "";
+
+  while (have < world && rc == GS_OK) {
+    int left = (int)((deadline - gs_now()) * 1000.0);
+    if (left <= 0) {
+      char missing[256] = "";
+      size_t off = 0;
+      for (int i = 1; i < world && off < sizeof missing - 8; i++)
+        if (!regs[i].used) off += (size_t)snprintf(missing + off, sizeof missing - off, "%s%d",
+                                                   off ? ", " : "", i);
+      snprintf(why, sizeof why, "rendezvous: %d of %d ranks registered in %.0f s; missing "
+               "rank(s) %s (did they start, with the same MASTER_ADDR/MASTER_PORT?)", have,
+               world, timeout_ms / 1000.0, missing);
+      rc = GS_FAIL(e, GS_ETIMEOUT, "%s", why);
+      break;
+    }
+    gs_wire_msg m;
+    gs_err me2 = {0};
+    int got = gs_wire_recv(r->sock, true, left, 0, 0, &m, &me2);
+    if (got == GS_ETIMEOUT) { gs_wire_msg_close(&m); continue; }
+    if (got == GS_EINTR) { gs_wire_msg_close(&m); rc = GS_FAIL(e, GS_EINTR, "rendezvous interrupted"); break; }
+    if (got < 0 || m.env->body_case != GRADSYNC__ENVELOPE__BODY_REG) {
+      fprintf(stderr, "rank 0: rendezvous: ignored a stray message: %s\n",
+              got < 0 ? me2.msg : gs_wire_kind(m.env));
+      gs_wire_msg_close(&m);
+      continue;
+    }
+    Gradsync__Register *rg = m.env->reg;
+    unsigned rk = m.env->rank;
+    char msg[768] = "";
+    if (rk == 0 || rk >= (unsigned)world)
+      snprintf(msg, sizeof msg, "rank %u registered, but this job's ranks are 0..%d "
+               "(WORLD_SIZE=%d on rank 0)", rk, world - 1, world);
+    else if (regs[rk].used)
+      snprintf(msg, sizeof msg, "rank %u registered twice (two processes with RANK=%u)", rk, rk);
+    else if ((int)rg->world != world)
+      snprintf(msg, sizeof msg, "rank %u was started with world size %u, rank 0 with %d", rk,
+               rg->world, world);
+    if (*msg) {
+      send_error_to(r, &m.id, "rendezvous", msg);
+      gs_wire_msg_close(&m);
+      snprintf(why, sizeof why, "%s", msg);
+      rc = GS_FAIL(e, GS_EMISMATCH, "rendezvous: %s", msg);
+      break;
+    }
+    reg *x = &regs[rk];
+    x->used = true;
+    zmq_msg_init(&x->id);
+    zmq_msg_copy(&x->id, &m.id);
+    snprintf(x->endpoint, sizeof x->endpoint, "%s", rg->endpoint ? rg->endpoint : "");
+    snprintf(x->host, sizeof x->host, "%s", rg->host ? rg->host : "");
+    x->settings = join_settings(rg);
+    x->world = (int)rg->world;
+    gs_wire_msg_close(&m);
+    have++;
+    if (x->settings && strcmp(x->settings, me->settings)) {
+      char diff[512];
+      first_difference(me->settings, x->settings, diff, sizeof diff);
+      snprintf(why, sizeof why, "configuration mismatch: rank %u differs from rank 0 in %s; "
+               "start every rank with the same flags", rk, diff);
+      rc = GS_FAIL(e, GS_EMISMATCH, "rendezvous: %s", why);
+    }
+  }
+
+  if (rc == GS_OK) {
+    getrandom(&job->job, sizeof job->job, 0);
+    if (job->job == 0) job->job = 1;
+    for (int i = 1; i < world; i++) {
+      snprintf(job->endpoints[i], GS_ENDPOINT_MAX, "%s", regs[i].endpoint);
+      snprintf(job->hosts[i], GS_HOST_MAX, "%s", regs[i].host);
+    }
+    memcpy(job->blob, blob, bloblen);
+    job->bloblen = bloblen;
+    job->local_world = count_local(job, me->host);
+    Gradsync__Envelope env;
+    Gradsync__Welcome w = GRADSYNC__WELCOME__INIT;
+    char **eps = calloc((size_t)world, sizeof *eps), **hosts = calloc((size_t)world, sizeof *hosts);
+    for (int i = 0; eps && hosts && i < world; i++) {
+      eps[i] = job->endpoints[i];
+      hosts[i] = job->hosts[i];
+    }
+    w.world = (uint32_t)world;
+    w.n_endpoints = (size_t)world;
+    w.endpoints = eps;
+    w.n_hosts = (size_t)world;
+    w.hosts = hosts;
+    w.bootstrap.data = (uint8_t *)blob;
+    w.bootstrap.len = bloblen;
+    gs_wire_env(&env, job->job, 0);
+    env.body_case = GRADSYNC__ENVELOPE__BODY_WELCOME;
+    env.welcome = &w;
+    for (int i = 1; i < world && rc == GS_OK; i++) {
+      rc = gs_wire_send(r->sock, zmq_msg_data(&regs[i].id), zmq_msg_size(&regs[i].id), &env,
+                        NULL, 0, NULL, NULL, timeout_ms, NULL, e);
+      if (rc < 0) gs_err_prefix(e, "rank 0: rendezvous: welcoming rank %d: ", i);
+    }
+    free(eps);
+    free(hosts);
+  } else {
+    for (int i = 1; i < world; i++)
+      if (regs[i].used) send_error_to(r, &regs[i].id, "rendezvous", why);
+  }
+
+  /* keep the identities: the gather acknowledges each rank */
+  r->ids = calloc((size_t)world, sizeof *r->ids);
+  r->nids = r->ids ? world : 0;
+  for (int i = 0; i < world; i++) {
+    if (r->ids) {
+      zmq_msg_init(&r->ids[i]);
+      if (regs[i].used) zmq_msg_copy(&r->ids[i], &regs[i].id);
+    }
+    if (regs[i].used) zmq_msg_close(&regs[i].id);
+    free(regs[i].settings);
+  }
+  free(regs);
+  r->job = job->job;
+  return rc;
+}
+
+static Gradsync__Setting **split_settings(const char *s, size_t *n, char **store) {
+  char *copy = strdup(s);
+  size_t cnt = 0;
+  for (const char *p = s; *p; p++) cnt += *p == '\n';
+  Gradsync__Setting **out = calloc(cnt + 1, sizeof *out);
+  Gradsync__Setting *items = calloc(cnt + 1, sizeof *items);
+  if (!copy || !out || !items) {
+    free(copy);
+    free(out);
+    free(items);
+    return NULL;
+  }
+  size_t i = 0;
+  for (char *line = strtok(copy, "\n"); line && i < cnt + 1; line = strtok(NULL, "\n")) {
+    gradsync__setting__init(&items[i]);
+    char *eq = strchr(line, '=');
+    if (eq) *eq = 0;
+    items[i].key = line;
+    items[i].value = eq ? eq + 1 : "";
+    out[i] = &items[i];
+    i++;
+  }
+  *n = i;
+  *store = copy;
+  return out;
+}
+
+int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv **out,
+                gs_rdv_job *job, gs_err *e) {
+  gs_rdv *r;
+  GS_TRY(new_socket(&r, ZMQ_DEALER, e));
+  if (zmq_connect(r->sock, master) < 0) {
+    int err = zmq_errno();
+    rdv_free(r);
+    return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank 0 at %s: %s (check "
+                   "MASTER_ADDR / MASTER_PORT)", me->rank, master, zmq_strerror(err));
+  }
+  Gradsync__Envelope env;
+  Gradsync__Register rg = GRADSYNC__REGISTER__INIT;
+  char *store = NULL;
+  rg.world = (uint32_t)me->world;
+  rg.local_rank = (uint32_t)me->local_rank;
+  rg.host = (char *)me->host;
+  rg.endpoint = (char *)me->endpoint;
+  rg.pid = (int32_t)getpid();
+  rg.settings = split_settings(me->settings, &rg.n_settings, &store);
+  gs_wire_env(&env, 0, (uint32_t)me->rank);
+  env.body_case = GRADSYNC__ENVELOPE__BODY_REG;
+  env.reg = &rg;
+  int rc = rg.settings ? gs_wire_send(r->sock, NULL, 0, &env, NULL, 0, NULL, NULL, timeout_ms,
+                                      NULL, e)
+                       : GS_FAIL(e, GS_ENOMEM, "out of memory");
+  if (rg.settings) free(rg.settings[0]);
+  free(rg.settings);
+  free(store);
+  if (rc < 0) {
+    rdv_free(r);
+    return rc;
+  }
+
+  gs_wire_msg m;
+  rc = gs_wire_recv(r->sock, false, timeout_ms, 0, 0, &m, e);
+  if (rc == GS_ETIMEOUT) {
+    gs_err_clear(e);
+    rc = GS_FAIL(e, GS_ETIMEOUT, "rank %d: no welcome from rank 0 at %s in %.0f s (is rank 0 "
+                 "running, and have all %d ranks started?)", me->rank, master,
+                 timeout_ms / 1000.0, me->world);
+  } else if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
+    rc = GS_FAIL(e, GS_EMISMATCH, "rank %d: rank 0 refused this job: %s", me->rank,
+                 m.env->error->message);
+  } else if (rc == GS_OK && m.env->body_case != GRADSYNC__ENVELOPE__BODY_WELCOME) {
+    rc = GS_FAIL(e, GS_EPROTO, "rank %d: expected a welcome from rank 0, got a %s message",
+                 me->rank, gs_wire_kind(m.env));
+  } else if (rc == GS_OK) {
+    Gradsync__Welcome *w = m.env->welcome;
+    if ((int)w->world != me->world || w->n_endpoints != w->world || w->n_hosts != w->world ||
+        w->bootstrap.len > GS_BOOTSTRAP_MAX) {
+      rc = GS_FAIL(e, GS_EPROTO, "rank %d: a malformed welcome from rank 0", me->rank);
+    } else if (fill_job(job, me->world)) {
+      rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
+    } else {
+      for (int i = 0; i < me->world; i++) {
+        snprintf(job->endpoints[i], GS_ENDPOINT_MAX, "%s", w->endpoints[i]);
+        snprintf(job->hosts[i], GS_HOST_MAX, "%s", w->hosts[i]);
+      }
+      memcpy(job->blob, w->bootstrap.data, w->bootstrap.len);
+      job->bloblen = w->bootstrap.len;
+      job->job = m.env->job;
+      job->local_world = count_local(job, me->host);
+      r->job = job->job;
+    }
+  } else {
+    gs_err_prefix(e, "rank %d: rendezvous with rank 0 at %s: ", me->rank, master);
+  }
+  gs_wire_msg_close(&m);
+  if (rc < 0) {
+    gs_rdv_job_free(job);
+    rdv_free(r);
+    return rc;
+  }
+  *out = r;
+  return GS_OK;
+}
+
+int gs_rdv_send_stats(gs_rdv *r, int rank, const gs_rank_result *mine, int timeout_ms,
+                      gs_err *e) {
+  size_t rb = mine->nrows * sizeof(gs_step_row), sb = mine->nspans * sizeof(gs_span);
+  uint8_t *buf = malloc(rb + sb + 1);
+  if (!buf) return GS_FAIL(e, GS_ENOMEM, "out of memory packing the measurements");
+  if (rb) memcpy(buf, mine->rows, rb);
+  if (sb) memcpy(buf + rb, mine->spans, sb);
+  Gradsync__Envelope env;
+  Gradsync__Stats st = GRADSYNC__STATS__INIT;
+  st.steps = mine->nrows;
+  st.spans = mine->nspans;
+  st.row_bytes = sizeof(gs_step_row);
+  st.span_bytes = sizeof(gs_span);
+  st.host = (char *)mine->host;
+  st.peak_rss_bytes = mine->peak_rss;
+  gs_wire_env(&env, r->job, (uint32_t)rank);
+  env.body_case = GRADSYNC__ENVELOPE__BODY_STATS;
+  env.stats = &st;
+  int rc = gs_wire_send(r->sock, NULL, 0, &env, buf, rb + sb, NULL, NULL, timeout_ms, NULL, e);
+  free(buf);
+  if (rc < 0) return rc;
+  gs_wire_msg m;
+  rc = gs_wire_recv(r->sock, false, timeout_ms, r->job, 0, &m, e);
+  if (rc == GS_ETIMEOUT) {
+    gs_err_clear(e);
+    rc = GS_FAIL(e, GS_ETIMEOUT, "rank %d: rank 0 did not acknowledge the measurements in "
+                 "%.0f s (rank 0 died or stalled)", rank, timeout_ms / 1000.0);
+  } else if (rc == GS_OK && m.env->body_case != GRADSYNC__ENVELOPE__BODY_SHUTDOWN) {
+    rc = GS_FAIL(e, GS_EPROTO, "rank %d: expected rank 0's acknowledgement, got %s", rank,
+                 gs_wire_kind(m.env));
+  }
+  gs_wire_msg_close(&m);
+  return rc;
+}
+
+void gs_rdv_report_error(gs_rdv *r, int rank, const char *phase, const char *msg) {
+  if (!r || r->router) return;
+  Gradsync__Envelope env;
+  Gradsync__Error er = GRADSYNC__ERROR__INIT;
+  gs_wire_env(&env, r->job, (uint32_t)rank);
+  er.phase = (char *)phase;
+  er.message = (char *)msg;
+  env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
+  env.error = &er;
+  gs_wire_send(r->sock, NULL, 0, &env, NULL, 0, NULL, NULL, 500, NULL, NULL);
+}
+
+int gs_rdv_gather(gs_rdv *r, int world, int timeout_ms, gs_rank_result *out, gs_err *e) {
+  int have = 1, rc = GS_OK;
+  double deadline = gs_now() + timeout_ms / 1000.0;
+  while (have < world) {
+    int left = (int)((deadline - gs_now()) * 1000.0);
+    gs_wire_msg m;
+    gs_err me = {0};
+    int got = left > 0 ? gs_wire_recv(r->sock, true, left, r->job, (size_t)1 << 31, &m, &me)
+                       : GS_ETIMEOUT;
+    if (got == GS_ETIMEOUT || left <= 0) {
+      if (left > 0) gs_wire_msg_close(&m);
+      char missing[256] = "";
+      size_t off = 0;
+      for (int i = 1; i < world && off < sizeof missing - 8; i++)
+        if (!out[i].rows && !out[i].failed)
+          off += (size_t)snprintf(missing + off, sizeof missing - off, "%s%d", off ? ", " : "", i);
+      rc = GS_FAIL(e, GS_ETIMEOUT, "rank 0: no measurements from rank(s) %s in %.0f s after "
+                   "training ended", missing, timeout_ms / 1000.0);
+      break;
+    }
+    if (got == GS_EINTR) {
+      gs_wire_msg_close(&m);
+      rc = GS_FAIL(e, GS_EINTR, "interrupted while gathering measurements");
+      break;
+    }
+    if (got < 0) {
+      fprintf(stderr, "rank 0: gather: ignored a bad message: %s\n", me.msg);
+      gs_wire_msg_close(&m);
+      continue;
+    }
+    unsigned rk = m.env->rank;
+    if (rk == 0 || rk >= (unsigned)world || out[rk].rows || out[rk].failed) {
+      gs_wire_msg_close(&m);
+      continue;
+    }
+    gs_rank_result *x = &out[rk];
+    x->rank = (int)rk;
+    if (m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
+      x->failed = 1;
+      snprintf(x->error, sizeof x->error, "%s: %s", m.env->error->phase, m.env->error->message);
+      have++;
+      gs_wire_msg_close(&m);
+      continue;
+    }
+    if (m.env->body_case != GRADSYNC__ENVELOPE__BODY_STATS) {
+      gs_wire_msg_close(&m);
+      continue;
+    }
+    Gradsync__Stats *st = m.env->stats;
+    size_t want = st->steps * sizeof(gs_step_row) + st->spans * sizeof(gs_span);
+    size_t got_b = m.has_payload ? zmq_msg_size(&m.payload) : 0;
+    if (st->row_bytes != sizeof(gs_step_row) || st->span_bytes != sizeof(gs_span) ||
+        got_b != want) {
+      x->failed = 1;
+      snprintf(x->error, sizeof x->error, "measurements of an incompatible layout (%u-byte "
+               "rows, %zu bytes): run the same gradsync build on every rank", st->row_bytes,
+               got_b);
+      have++;
+      gs_wire_msg_close(&m);
+      continue;
+    }
+    x->nrows = st->steps;
+    x->nspans = st->spans;
+    x->rows = malloc(x->nrows * sizeof(gs_step_row) + 1);
+    x->spans = malloc(x->nspans * sizeof(gs_span) + 1);
+    if (!x->rows || !x->spans) {
+      gs_wire_msg_close(&m);
+      rc = GS_FAIL(e, GS_ENOMEM, "out of memory gathering measurements");
+      break;
+    }
+    const uint8_t *p = m.has_payload ? zmq_msg_data(&m.payload) : NULL;
+    if (x->nrows) memcpy(x->rows, p, x->nrows * sizeof(gs_step_row));
+    if (x->nspans) memcpy(x->spans, p + x->nrows * sizeof(gs_step_row), x->nspans * sizeof(gs_span));
+    snprintf(x->host, sizeof x->host, "%s", st->host ? st->host : "");
+    x->peak_rss = st->peak_rss_bytes;
+    have++;
+    /* acknowledge: the rank may exit now */
+    Gradsync__Envelope env;
+    Gradsync__Shutdown sd = GRADSYNC__SHUTDOWN__INIT;
+    sd.reason = "measurements received";
+    gs_wire_env(&env, r->job, 0);
+    env.body_case = GRADSYNC__ENVELOPE__BODY_SHUTDOWN;
+    env.shutdown = &sd;
+    gs_wire_send(r->sock, zmq_msg_data(&m.id), zmq_msg_size(&m.id), &env, NULL, 0, NULL, NULL,
+                 1000, NULL, NULL);
+    gs_wire_msg_close(&m);
+  }
+  return rc;
+}

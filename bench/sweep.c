@@ -1,0 +1,128 @@
+/* sweep.c: the launcher. Every combination of --model x --batch x
+ * --bucket-mb x --mode x --world is one run: its ranks are spawned on this
+ * machine (launch.c), rank 0 of the run writes runs/<id>/run.json, and
+ * after the last run (or an interrupt, with what completed) the reports
+ * are written once, atomically. steps.csv fills as the runs go. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/report.h"
+#include "bench/results.h"
+
+static json_t *load_run(const char *dir, const gs_run_info *info, gs_err *e) {
+  char id[512], path[4600];
+  gs_run_id(info, id, sizeof id);
+  snprintf(path, sizeof path, "%s/runs/%s/run.json", dir, id);
+  json_error_t je;
+  json_t *j = json_load_file(path, 0, &je);
+  if (!j) GS_FAIL(e, GS_EIO, "cannot read %s: %s", path, je.text);
+  return j;
+}
+
+int gs_sweep_main(gs_opts *o, int argc, char **argv) {
+  gs_err e = {0};
+  static char outbuf[512];
+  if (!o->out) {
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(outbuf, sizeof outbuf, "results/%Y%m%d-%H%M%S", &tm);
+    o->out = outbuf;
+  }
+  if (gs_mkdirs(o->out, &e) < 0) {
+    fprintf(stderr, "bench: %s\n", e.msg);
+    return 1;
+  }
+  if (!o->collective) gs_csv_header_once(o->out);
+  gs_bench_signals();
+
+  json_t *runs = json_array();
+  int status = 0;
+  int base_world = o->worlds[0];
+  for (int im = 0; im < o->nmodels && !status; im++)
+    for (int ib = 0; ib < o->nbatches && !status; ib++)
+      for (int ik = 0; ik < o->nbucket_mbs && !status; ik++)
+        for (int id = 0; id < o->nmodes && !status; id++)
+          for (int iw = 0; iw < o->nworlds && !status; iw++) {
+            if (gs_interrupted) { status = 130; break; }
+            gs_mode mode = o->modes[id];
+            int world = o->worlds[iw];
+            if (mode == GS_MODE_LOCAL && world != 1) continue;
+            int batch = o->batches[ib];
+            if (o->strong) {
+              long global = (long)batch * base_world;
+              if (global % world) {
+                fprintf(stderr, "bench: --strong: global batch %ld does not split over %d "
+                        "ranks; skipping world %d\n", global, world, world);
+                continue;
+              }
+              batch = (int)(global / world);
+            }
+            o->train.model = o->models[im];
+            o->train.batch = batch;
+            o->train.bucket_mb = o->bucket_mbs[ik];
+            char sworld[16], sbatch[16], sbucket[32];
+            snprintf(sworld, sizeof sworld, "%d", world);
+            snprintf(sbatch, sizeof sbatch, "%d", batch);
+            snprintf(sbucket, sizeof sbucket, "%.17g", o->bucket_mbs[ik]);
+            if (!o->quiet)
+              fprintf(stderr, "bench: %s %s world %d, batch %d per rank, buckets %s MiB\n",
+                      o->collective ? "collective" : "run", gs_mode_name(mode), world, batch,
+                      sbucket);
+            gs_run_info info = {.opts = o, .mode = mode, .world = world,
+                                .dedicated = o->dedicated && mode == GS_MODE_PS,
+                                .wire = o->train.precision};
+            int rc;
+            char why[2048] = "";
+            if (mode == GS_MODE_LOCAL) {
+              gs_rank_env env = {.present = true, .launched = true, .source = "gradsync",
+                                 .rank = 0, .world = 1, .local_rank = 0, .local_world = 1,
+                                 .port_fd = -1, .run_dir = o->out};
+              snprintf(env.master_addr, sizeof env.master_addr, "127.0.0.1");
+              rc = gs_rank_main(o, mode, &env);
+              if (rc) snprintf(why, sizeof why, "the single process failed");
+            } else {
+              gs_launch l = {.argc = argc, .argv = argv, .run_dir = o->out, .world = world,
+                             .timeout_s = o->timeout_s};
+              const char *extra[] = {"--mode", gs_mode_name(mode), "--world", sworld,
+                                     "--model", o->models[im], "--batch", sbatch,
+                                     "--bucket-mb", sbucket};
+              memcpy(l.extra, extra, sizeof extra);
+              l.nextra = (int)(sizeof extra / sizeof extra[0]);
+              rc = gs_launch_run(&l, why, sizeof why);
+            }
+            if (rc) {
+              fprintf(stderr, "bench: %s world %d failed: %s\n", gs_mode_name(mode), world, why);
+              status = gs_interrupted ? 130 : 1;
+              break;
+            }
+            if (o->collective) continue;
+            json_t *run = load_run(o->out, &info, &e);
+            if (!run) {
+              fprintf(stderr, "bench: %s\n", e.msg);
+              status = 1;
+              break;
+            }
+            if (!o->quiet) gs_results_print_json(stdout, run);
+            json_array_append_new(runs, run);
+          }
+
+  if (!o->collective && json_array_size(runs) > 0) {
+    if (json_array_size(runs) > 1) gs_report_print_comparison(stdout, runs);
+    gs_err_clear(&e);
+    if (gs_report_write(o->out, o, runs, status != 0, &e) < 0) {
+      fprintf(stderr, "bench: %s\n", e.msg);
+      if (!status) status = 1;
+    } else if (!o->quiet) {
+      printf("\nresults: %s/report.json, steps.csv, trace.json, *.svg\n", o->out);
+    }
+  }
+  if (status && !o->collective)
+    fprintf(stderr, "bench: what was measured is in %s/steps.csv\n", o->out);
+  json_decref(runs);
+  return status;
+}
