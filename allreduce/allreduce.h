@@ -42,10 +42,20 @@
  * open() connects to endpoints[(rank+1) % world]. No bootstrap blob. */
 extern const gs_backend gs_ring_backend;
 
-#ifdef GS_HAVE_NCCL
-/* "nccl": NCCL on GPUs (allreduce/nccl.c). */
+/* "nccl": the ring on GPUs through NCCL (allreduce/nccl.c), as DDP does.
+ * Declared in every build: where NCCL or CUDA was not found (nonccl.c),
+ * prepare() and open() fail with GS_EDEVICE saying so. bootstrap() on rank
+ * 0 writes NCCL's unique id (128 bytes) into the blob. The config must
+ * carry device (this rank's GPU), local_rank / local_world, and k, params,
+ * grads and buckets on that GPU (a CUDA table). */
 extern const gs_backend gs_nccl_backend;
-#endif
+
+/* NCCL runs one rank per GPU: with local_world ranks on this host and
+ * ngpus GPUs visible, fail with a message that says what to do instead
+ * (--mode=ps shares a GPU) before NCCL reports a duplicate GPU or hangs.
+ * Pure function (no CUDA call), so CPU tests cover the messages. */
+int gs_nccl_check_gpus(int rank, int local_rank, int local_world, int device, int ngpus,
+                       gs_err *e);
 
 /* ---- the bare ZeroMQ ring ---- */
 

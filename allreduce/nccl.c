@@ -48,7 +48,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "allreduce/nccl_backend.h"
+#include "allreduce/allreduce.h"
 #include "kernels/cuda/cuda_impl.h"
 
 _Static_assert(sizeof(ncclUniqueId) <= GS_BOOTSTRAP_MAX, "NCCL unique id fits the blob");
@@ -622,7 +622,7 @@ static int nccl_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
   return GS_OK;
 }
 
-const gs_backend gs_backend_nccl = {
+const gs_backend gs_nccl_backend = {
     .name = "nccl",
     .prepare = nccl_prepare,
     .bootstrap = nccl_bootstrap,

@@ -3,7 +3,7 @@
  * late, or hangs with older versions). Built in every configuration. */
 #include <stdlib.h>
 
-#include "allreduce/nccl_backend.h"
+#include "allreduce/allreduce.h"
 
 int gs_nccl_check_gpus(int rank, int local_rank, int local_world, int device, int ngpus,
                        gs_err *e) {

@@ -1,7 +1,7 @@
 /* nonccl.c: the "nccl" backend in a build without NCCL or CUDA: every
  * entry fails with a message saying why, so `--mode ring --device cuda` is
  * a clear error rather than a link failure. */
-#include "allreduce/nccl_backend.h"
+#include "allreduce/allreduce.h"
 
 static int no_nccl(gs_err *e) {
   return GS_FAIL(e, GS_EDEVICE,
@@ -25,7 +25,7 @@ static int nonccl_open(void *state, const gs_sync_config *c, gs_sync **out, gs_e
 
 static void nonccl_discard(void *state) {}
 
-const gs_backend gs_backend_nccl = {
+const gs_backend gs_nccl_backend = {
     .name = "nccl",
     .prepare = nonccl_prepare,
     .bootstrap = NULL,

@@ -75,6 +75,7 @@ static int one_size(const gs_opts *o, gs_mode mode, const gs_rank_env *env, gs_k
   gs_rdv_job job = {0};
   uint8_t blob[GS_BOOTSTRAP_MAX];
   size_t bloblen = 0;
+  if (rank == 0) cfg.job = gs_rdv_new_token();
   if (rank == 0 && be->bootstrap && (rc = be->bootstrap(state, &cfg, blob, &bloblen, e)) < 0)
     goto discard;
   if (world == 1) {
@@ -84,11 +85,11 @@ static int one_size(const gs_opts *o, gs_mode mode, const gs_rank_env *env, gs_k
     snprintf(job.endpoints[0], GS_ENDPOINT_MAX, "%s", endpoint);
     memcpy(job.blob, blob, bloblen);
     job.bloblen = bloblen;
-    job.job = 1;
+    job.job = cfg.job;
   } else if (rank == 0) {
-    if ((rc = gs_rdv_host(*rdv, &me, blob, bloblen, cfg.timeout_ms, &job, e)) < 0) goto discard;
+    if ((rc = gs_rdv_host(*rdv, &me, cfg.job, blob, bloblen, cfg.timeout_ms, &job, e)) < 0) goto discard;
   } else {
-    char master[GS_ENDPOINT_MAX];
+    char master[GS_HOST_MAX + 32];
     snprintf(master, sizeof master, "tcp://%s:%d", env->master_addr, env->master_port);
     if (*rdv) { gs_rdv_close(*rdv); *rdv = NULL; }
     if ((rc = gs_rdv_join(master, &me, cfg.timeout_ms, rdv, &job, e)) < 0) goto discard;

@@ -38,9 +38,13 @@ void gs_rdv_job_free(gs_rdv_job *j);
 /* Rank 0: bind (endpoint "tcp://addr:port", port may be *); the address
  * actually bound is written to bound. */
 int gs_rdv_listen(const char *endpoint, char *bound, size_t cap, gs_rdv **out, gs_err *e);
-/* Rank 0: collect world-1 registrations, check them against me, welcome. */
-int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, const void *blob, size_t bloblen,
-                int timeout_ms, gs_rdv_job *job, gs_err *e);
+/* A fresh random job token (rank 0 makes it before its backend's
+ * bootstrap, so a server it starts already knows it). */
+uint64_t gs_rdv_new_token(void);
+/* Rank 0: collect world-1 registrations, check them against me, welcome
+ * everyone with the endpoints, the blob and the job token. */
+int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob,
+                size_t bloblen, int timeout_ms, gs_rdv_job *job, gs_err *e);
 /* Other ranks: register with rank 0 at master and wait for the welcome. */
 int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv **out,
                 gs_rdv_job *job, gs_err *e);

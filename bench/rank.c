@@ -182,7 +182,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
 
   /* Rank 0 listens first: our launcher waits for the port before it
    * starts anyone else. */
-  char rdv_ep[GS_ENDPOINT_MAX] = "", master[GS_ENDPOINT_MAX];
+  char rdv_ep[GS_ENDPOINT_MAX] = "", master[GS_HOST_MAX + 32];
   if (rank == 0 && world > 1) {
     phase = "rendezvous";
     char bind[GS_ENDPOINT_MAX];
@@ -244,16 +244,17 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     job.hosts = calloc(1, sizeof *job.hosts);
     if (!job.endpoints || !job.hosts) { rc = GS_FAIL(&e, GS_ENOMEM, "out of memory"); goto fail; }
     snprintf(job.endpoints[0], GS_ENDPOINT_MAX, "%s", endpoint);
-    job.job = 1;
+    job.job = cfg.job = gs_rdv_new_token();
     if (be->bootstrap && (rc = be->bootstrap(bstate, &cfg, job.blob, &job.bloblen, &e)) < 0)
       goto fail;
     job.local_world = 1;
   } else if (rank == 0) {
     uint8_t blob[GS_BOOTSTRAP_MAX];
     size_t bloblen = 0;
+    cfg.job = gs_rdv_new_token();
     if (be->bootstrap && (rc = be->bootstrap(bstate, &cfg, blob, &bloblen, &e)) < 0) goto fail;
     if (!env->launched && out_dir) gs_csv_header_once(out_dir);
-    if ((rc = gs_rdv_host(rdv, &me, blob, bloblen, cfg.timeout_ms, &job, &e)) < 0) goto fail;
+    if ((rc = gs_rdv_host(rdv, &me, cfg.job, blob, bloblen, cfg.timeout_ms, &job, &e)) < 0) goto fail;
   } else {
     snprintf(master, sizeof master, "tcp://%s:%d", env->master_addr, env->master_port);
     if ((rc = gs_rdv_join(master, &me, cfg.timeout_ms, &rdv, &job, &e)) < 0) goto fail;

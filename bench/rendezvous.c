@@ -161,8 +161,14 @@ static int count_local(const gs_rdv_job *job, const char *host) {
   return n;
 }
 
-int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, const void *blob, size_t bloblen,
-                int timeout_ms, gs_rdv_job *job, gs_err *e) {
+uint64_t gs_rdv_new_token(void) {
+  uint64_t t = 0;
+  if (getrandom(&t, sizeof t, 0) != sizeof t) t = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(gs_wall() * 1e9);
+  return t ? t : 1;
+}
+
+int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob,
+                size_t bloblen, int timeout_ms, gs_rdv_job *job, gs_err *e) {
   int world = me->world, rc = GS_OK;
   if (r->ids) { /* a previous round (the collective benchmark re-opens per size) */
     for (int i = 0; i < r->nids; i++) zmq_msg_close(&r->ids[i]);
@@ -244,8 +250,7 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, const void *blob, size_t bloblen
   }
 
   if (rc == GS_OK) {
-    getrandom(&job->job, sizeof job->job, 0);
-    if (job->job == 0) job->job = 1;
+    job->job = token;
     for (int i = 1; i < world; i++) {
       snprintf(job->endpoints[i], GS_ENDPOINT_MAX, "%s", regs[i].endpoint);
       snprintf(job->hosts[i], GS_HOST_MAX, "%s", regs[i].host);

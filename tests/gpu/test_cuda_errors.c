@@ -3,7 +3,7 @@
  * the NCCL backend's one-GPU-per-rank rule says what to do instead.
  * Runs in every build and on every machine: on a GPU machine it checks the
  * out-of-range device instead of the missing driver. */
-#include "allreduce/nccl_backend.h"
+#include "allreduce/allreduce.h"
 #include "kernels/kernels.h"
 #include "tests/gpu/check.h"
 
@@ -53,7 +53,7 @@ static void test_gpu_rule(void) {
 /* The backend itself: on a machine without a GPU prepare() fails before
  * anything else, with the CUDA error (or the no-NCCL build's message). */
 static void test_backend(void) {
-  CHECK(!strcmp(gs_backend_nccl.name, "nccl"), "name %s", gs_backend_nccl.name);
+  CHECK(!strcmp(gs_nccl_backend.name, "nccl"), "name %s", gs_nccl_backend.name);
   if (gs_cuda_device_count() > 0) return;  /* a GPU host: tests/gpu/test_nccl.c covers it */
   gs_sync_config c;
   memset(&c, 0, sizeof c);
@@ -65,7 +65,7 @@ static void test_backend(void) {
   void *state = (void *)&c;
   char endpoint[GS_ENDPOINT_MAX] = "junk";
   gs_err e = {0};
-  int rc = gs_backend_nccl.prepare(&c, &state, endpoint, &e);
+  int rc = gs_nccl_backend.prepare(&c, &state, endpoint, &e);
   CHECK(rc == GS_EDEVICE && state == NULL, "prepare without a GPU: rc %d", rc);
 #ifdef GS_HAVE_NCCL
   CHECK(strstr(e.msg, "no usable GPU") && strstr(e.msg, "nvidia-smi"), "message: %s", e.msg);

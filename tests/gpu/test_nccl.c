@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "allreduce/nccl_backend.h"
+#include "allreduce/allreduce.h"
 #include "kernels/kernels.h"
 #include "tests/gpu/check.h"
 
@@ -86,9 +86,9 @@ static int run_rank(int cs, int rank, int world, int blob_out, int blob_in) {
   char endpoint[GS_ENDPOINT_MAX];
   unsigned char blob[GS_BOOTSTRAP_MAX];
   size_t blen = 0;
-  if (gs_backend_nccl.prepare(&c, &state, endpoint, &e) != GS_OK) goto fail;
+  if (gs_nccl_backend.prepare(&c, &state, endpoint, &e) != GS_OK) goto fail;
   if (rank == 0) {
-    if (gs_backend_nccl.bootstrap(state, &c, blob, &blen, &e) != GS_OK) goto fail;
+    if (gs_nccl_backend.bootstrap(state, &c, blob, &blen, &e) != GS_OK) goto fail;
     if (write(blob_out, &blen, sizeof blen) != (ssize_t)sizeof blen ||
         write(blob_out, blob, blen) != (ssize_t)blen) {
       fprintf(stderr, "rank 0: cannot hand the unique id to the parent\n");
@@ -102,7 +102,7 @@ static int run_rank(int cs, int rank, int world, int blob_out, int blob_in) {
   c.bootstrap = blob;
   c.bootstrap_len = blen;
   gs_sync *s = NULL;
-  if (gs_backend_nccl.open(state, &c, &s, &e) != GS_OK) goto fail;
+  if (gs_nccl_backend.open(state, &c, &s, &e) != GS_OK) goto fail;
 
   int steps = (cs == CASE_SGD || cs == CASE_SGD_OVERLAP) ? 2 : 1;
   gs_sync_stats st;
@@ -233,8 +233,8 @@ static int missing_rank(void) {
   char endpoint[GS_ENDPOINT_MAX];
   unsigned char blob[GS_BOOTSTRAP_MAX];
   size_t blen = 0;
-  if (gs_backend_nccl.prepare(&c, &state, endpoint, &e) != GS_OK ||
-      gs_backend_nccl.bootstrap(state, &c, blob, &blen, &e) != GS_OK) {
+  if (gs_nccl_backend.prepare(&c, &state, endpoint, &e) != GS_OK ||
+      gs_nccl_backend.bootstrap(state, &c, blob, &blen, &e) != GS_OK) {
     fprintf(stderr, "missing rank setup: %s\n", e.msg);
     return 1;
   }
@@ -242,7 +242,7 @@ static int missing_rank(void) {
   c.bootstrap_len = blen;
   gs_sync *s = NULL;
   double t0 = gs_now();
-  int rc = gs_backend_nccl.open(state, &c, &s, &e);
+  int rc = gs_nccl_backend.open(state, &c, &s, &e);
   double dt = gs_now() - t0;
   CHECK(rc == GS_ETIMEOUT && s == NULL, "open with a missing rank: %s (%s)", gs_strerror(rc),
         e.msg);

@@ -18,7 +18,7 @@
  * the CPU table) and must match bit for bit on every rank. */
 #include <pthread.h>
 
-#include "allreduce/nccl_backend.h"
+#include "allreduce/allreduce.h"
 #include "kernels/elem.h"
 #include "kernels/kernels.h"
 #include "mock.h"
@@ -116,11 +116,11 @@ static void *rank_main(void *arg) {
   void *state = NULL;
   char endpoint[GS_ENDPOINT_MAX];
   gs_sync *s = NULL;
-  r->rc = gs_backend_nccl.prepare(&c, &state, endpoint, &r->e);
+  r->rc = gs_nccl_backend.prepare(&c, &state, endpoint, &r->e);
   if (r->rc) goto out;
   c.bootstrap = r->blob;
   c.bootstrap_len = r->blob_len;
-  r->rc = gs_backend_nccl.open(state, &c, &s, &r->e);
+  r->rc = gs_nccl_backend.open(state, &c, &s, &r->e);
   if (r->rc) goto out;
   for (int step = 0; step < STEPS; step++) {
     for (size_t i = 0; i < N; i++) g[i] = grad_of(r->rank, step, i);
@@ -144,7 +144,7 @@ static void get_blob(unsigned char *blob, size_t *len) {
   gs_sync_config c;
   memset(&c, 0, sizeof c);
   gs_err e = {0};
-  if (gs_backend_nccl.bootstrap(NULL, &c, blob, len, &e)) {
+  if (gs_nccl_backend.bootstrap(NULL, &c, blob, len, &e)) {
     fprintf(stderr, "bootstrap: %s\n", e.msg);
     exit(1);
   }
@@ -287,11 +287,11 @@ static void *err_main(void *arg) {
   char endpoint[GS_ENDPOINT_MAX];
   gs_sync *s = NULL;
   double t0 = gs_now();
-  r->rc_open = gs_backend_nccl.prepare(&c, &state, endpoint, &r->e);
+  r->rc_open = gs_nccl_backend.prepare(&c, &state, endpoint, &r->e);
   if (!r->rc_open) {
     c.bootstrap = r->blob;
     c.bootstrap_len = r->blob_len;
-    r->rc_open = gs_backend_nccl.open(state, &c, &s, &r->e);
+    r->rc_open = gs_nccl_backend.open(state, &c, &s, &r->e);
   }
   r->dt = gs_now() - t0;
   if (r->rc_open) goto out;
@@ -391,13 +391,13 @@ static void test_config_errors(void) {
   mock_device_count = 2;
   config(&c, &sc, 0, k, p, p);
   c.local_world = 3;
-  int rc = gs_backend_nccl.prepare(&c, &state, endpoint, &e);
+  int rc = gs_nccl_backend.prepare(&c, &state, endpoint, &e);
   CHECK(rc == GS_EDEVICE && strstr(e.msg, "3 local ranks but 2 GPUs visible"), "%s", e.msg);
 
   mock_reset();
   mock_device_count_error = cudaErrorInsufficientDriver;
   gs_err_clear(&e);
-  rc = gs_backend_nccl.prepare(&c, &state, endpoint, &e);
+  rc = gs_nccl_backend.prepare(&c, &state, endpoint, &e);
   CHECK(rc == GS_EDEVICE && strstr(e.msg, "cudaErrorInsufficientDriver") &&
             strstr(e.msg, "nvidia-smi"),
         "%s", e.msg);
@@ -419,8 +419,8 @@ static void test_config_errors(void) {
     if (i == 2) { c.buckets = bad; c.nbuckets = 1; }
     if (i == 3) c.device = 1;
     gs_err_clear(&e);
-    CHECK(gs_backend_nccl.prepare(&c, &state, endpoint, &e) == GS_OK, "prepare: %s", e.msg);
-    rc = gs_backend_nccl.open(state, &c, &s, &e);
+    CHECK(gs_nccl_backend.prepare(&c, &state, endpoint, &e) == GS_OK, "prepare: %s", e.msg);
+    rc = gs_nccl_backend.open(state, &c, &s, &e);
     CHECK(rc == cases[i].code && s == NULL && strstr(e.msg, cases[i].needle),
           "bad config (%s): %s", cases[i].what, e.msg);
   }
