@@ -154,13 +154,15 @@ reap:;
       done[r] = true;
       left--;
       bool ok = WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0;
+      /* the first rank to fail with a usage error (2) makes the run one */
+      if (!ok && rc == 0 && WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 2) rc = 2;
       if (!ok && !killed) {
         char line[256];
         describe(r, status[r], line, sizeof line);
         size_t used = strlen(why);
         if (used + 8 < cap) snprintf(why + used, cap - used, "%s%s", used ? "; " : "", line);
         if (!kill_at) kill_at = gs_now() + l->timeout_s + 2.0;
-        rc = 1;
+        if (rc == 0) rc = 1;
       }
     }
     if (gs_interrupted && !forwarded) {

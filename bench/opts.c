@@ -19,7 +19,7 @@ enum {
   O_WARMUP, O_DATA, O_LR, O_MOMENTUM, O_WD, O_SEED, O_NO_SHUFFLE, O_DROP_LAST, O_PRECISION,
   O_LOSS_SCALE, O_COMPUTE_MS, O_OVERLAP, O_NO_OVERLAP, O_DEDICATED, O_TIMEOUT, O_DEVICE,
   O_HOST, O_THREADS, O_OUT, O_SAVE, O_LOAD, O_QUIET, O_JSON, O_VERIFY, O_EVAL, O_COLLECTIVE,
-  O_SAMPLES, O_HELP,
+  O_SAMPLES, O_LOG_EVERY, O_HELP,
 };
 
 typedef struct flag {
@@ -46,7 +46,7 @@ static const flag FLAGS[] = {
   {"warmup", 1, O_WARMUP, 0, "N", "5", "first steps left out of the summaries"},
   {"data", 1, O_DATA, 0, "SPEC", "synthetic",
    "synthetic | idx:IMAGES,LABELS (MNIST family) | cifar10:FILE[,FILE...]"},
-  {"samples", 1, O_SAMPLES, 0, "N", "60000", "size of the synthetic dataset"},
+  {"synthetic-samples", 1, O_SAMPLES, 0, "N", "60000", "size of the synthetic dataset"},
   {"lr", 1, O_LR, 0, "X", "0.01", "SGD learning rate"},
   {"momentum", 1, O_MOMENTUM, 0, "X", "0.9", "SGD momentum"},
   {"weight-decay", 1, O_WD, 0, "X", "0", "SGD weight decay"},
@@ -73,6 +73,8 @@ static const flag FLAGS[] = {
   {"save-params", 1, O_SAVE, 0, "DIR", NULL, "save the final parameters (.npy per tensor)"},
   {"load-params", 1, O_LOAD, 0, "DIR", NULL, "start from these parameters (.npy per tensor)"},
   {"quiet", 0, O_QUIET, 'q', NULL, NULL, "no progress output"},
+  {"log-every", 1, O_LOG_EVERY, 0, "N", "a tenth of the steps",
+   "progress line every N steps when stdout is not a terminal"},
   {"json", 0, O_JSON, 0, NULL, NULL, "collective: also write the table as JSON"},
   {"verify", 0, O_VERIFY, 0, NULL, NULL,
    "hash the parameters on every rank after every step (steps.csv param_hash)"},
@@ -389,6 +391,10 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
       o->train.load_params = a;
       break;
     case O_QUIET: case 'q': o->quiet = true; break;
+    case O_LOG_EVERY:
+      if (parse_long(a, 1, 1L << 40, &l)) return bad(e, c, a, "a whole number >= 1");
+      o->log_every = l;
+      break;
     case O_JSON: o->json = true; break;
     case O_VERIFY: o->verify = true; break;
     case O_EVAL: o->eval = true; break;
@@ -443,13 +449,18 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
     o->nmodes = 1;
     o->worlds[0] = 1;
   }
-  for (int i = 0; i < o->nmodes; i++)
-    if (o->modes[i] == GS_MODE_LOCAL)
-      for (int j = 0; j < o->nworlds; j++)
-        if (o->worlds[j] != 1)
-          return GS_FAIL(e, GS_EINVAL, "--mode local is one process: it takes --world 1 "
-                         "(got %d)", o->worlds[j]);
-
+  /* local is one process: it runs at world 1 (alone, without --world, it
+   * means world 1; in a list it joins only the world-1 runs) */
+  if (o->nmodes == 1 && o->modes[0] == GS_MODE_LOCAL) {
+    if (!o->world_given) {
+      o->worlds[0] = 1;
+      o->nworlds = 1;
+    }
+    for (int j = 0; j < o->nworlds; j++)
+      if (o->worlds[j] != 1)
+        return GS_FAIL(e, GS_EINVAL, "--mode local is one process: it takes --world 1 (got %d)",
+                       o->worlds[j]);
+  }
   if (o->train.precision == GS_F32) {
     o->train.loss_scale = 1.0f;
     o->train.dynamic_scale = false;

@@ -84,22 +84,24 @@ static int on_step(void *vctx, const gs_step_row *row) {
   }
   if (c->rank == 0 && !c->o->quiet) {
     double now = gs_now();
-    bool last = row->step + 1 == c->steps;
-    if (c->tty || now - c->last_print >= 5.0 || last || row->step == 0) {
-      double elapsed = now - c->t0;
-      double rate = row->step_s > 0 ? (double)row->samples * c->world / row->step_s : 0;
-      double eta = row->step + 1 > 0 ? elapsed / (double)(row->step + 1) *
-                                           (double)(c->steps - row->step - 1) : 0;
-      if (c->tty)
-        fprintf(stderr, "\r  %-4s world %-3d step %6lld/%-6lld %10.0f samples/s  loss %-8.4f "
-                "ETA %4.0fs ", gs_mode_name(c->mode), c->world, (long long)row->step + 1,
-                (long long)c->steps, rate, row->loss, eta);
-      else
-        fprintf(stderr, "  %s world %d step %lld/%lld %.0f samples/s loss %.4f ETA %.0fs\n",
-                gs_mode_name(c->mode), c->world, (long long)row->step + 1, (long long)c->steps,
-                rate, row->loss, eta);
-      if (c->tty && last) fputc('\n', stderr);
+    int64_t done = row->step + 1;
+    bool last = done == c->steps;
+    double elapsed = now - c->t0;
+    double rate = row->step_s > 0 ? (double)row->samples * c->world / row->step_s : 0;
+    double eta = elapsed / (double)done * (double)(c->steps - done);
+    int64_t every = c->o->log_every > 0 ? c->o->log_every : (c->steps >= 10 ? c->steps / 10 : 1);
+    if (c->tty && (now - c->last_print >= 0.1 || last)) {
+      printf("\rstep %6lld/%lld  %s w%d  loss %.4f  ETA %.0fs  %.0f samples/s   ",
+             (long long)done, (long long)c->steps, gs_mode_name(c->mode), c->world, row->loss,
+             eta, rate);
+      if (last) putchar('\n');
+      fflush(stdout);
       c->last_print = now;
+    } else if (!c->tty && (done % every == 0 || last)) {
+      printf("step %6lld/%lld  %s w%d  loss %.4f  ETA %.0fs  %.0f samples/s\n",
+             (long long)done, (long long)c->steps, gs_mode_name(c->mode), c->world, row->loss,
+             eta, rate);
+      fflush(stdout);
     }
   }
   return gs_interrupted ? GS_EINTR : 0;
@@ -281,7 +283,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   }
   if (o->verify && k->device != GS_DEV_CPU) sc.host_params = malloc(cfg.n * sizeof(float) + 1);
   sc.t0 = gs_now();
-  sc.tty = isatty(2) && !getenv("GS_TEST");
+  sc.tty = isatty(1) && !getenv("GS_TEST");
   sc.steps = o->train.steps;
 
   phase = "training";
@@ -354,5 +356,7 @@ done:
   if (t) gs_trainer_destroy(t);
   if (k) k->destroy(k);
   if (rc == GS_OK) return 0;
-  return rc == GS_EINTR ? 130 : 1;
+  /* a wrong value that only the model or the data could judge (a model
+   * that does not fit the data, say) is still a usage error */
+  return rc == GS_EINTR ? 130 : rc == GS_EINVAL && !strcmp(phase, "setup") ? 2 : 1;
 }

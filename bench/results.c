@@ -290,6 +290,7 @@ json_t *gs_results_run_json(const gs_run_info *info, const gs_rank_result *ranks
                                                  "worker_bytes_recv", worker_in));
   json_object_set_new(j, "step_time_s", series);
   json_object_set_new(j, "accuracy", info->accuracy >= 0 ? json_real(info->accuracy) : json_null());
+  json_object_set_new(j, "eval_loss", info->accuracy >= 0 ? json_real(info->eval_loss) : json_null());
   free(step_time);
   free(sorted);
   free(rs);
@@ -373,7 +374,7 @@ void gs_results_print_json(FILE *f, json_t *run) {
           json_is_true(json_object_get(run, "ps_dedicated")) ? ", dedicated server" : "");
   char sb[32];
   human_bytes(num(run, "gradient_bytes"), sb, sizeof sb);
-  fprintf(f, "  throughput %.1f samples/s   step median %.2f ms  p95 %.2f ms   imbalance %.2f"
+  fprintf(f, "  throughput %.0f samples/s   step median %.2f ms  p95 %.2f ms   imbalance %.2f"
           "   master traffic share %.1f%%   S = %s in %d bucket(s)\n",
           num(run, "throughput_samples_per_s"), num(run, "step_time_s_median") * 1e3,
           num(run, "step_time_s_p95") * 1e3, num(run, "imbalance"),
@@ -406,6 +407,10 @@ void gs_results_print_json(FILE *f, json_t *run) {
             1e3 * num(srv, "reduce_s"), 1e3 * num(srv, "update_s"), 1e3 * num(srv, "busy_s"), "",
             "", s1, s2);
   }
+  json_t *acc = json_object_get(run, "accuracy");
+  if (json_is_number(acc))
+    fprintf(f, "  eval accuracy %.2f%% loss %.4f (on up to 10000 training samples)\n",
+            100 * json_number_value(acc), num(run, "eval_loss"));
   json_t *cm = json_object_get(run, "cost_model");
   char m1[32], m2[32];
   human_bytes(num(cm, "master_bytes_sent"), m1, sizeof m1);

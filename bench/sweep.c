@@ -84,7 +84,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
                                  .port_fd = -1, .run_dir = o->out};
               snprintf(env.master_addr, sizeof env.master_addr, "127.0.0.1");
               rc = gs_rank_main(o, mode, &env);
-              if (rc) snprintf(why, sizeof why, "the single process failed");
+              if (rc == 130) gs_interrupted = 1;
             } else {
               gs_launch l = {.argc = argc, .argv = argv, .run_dir = o->out, .world = world,
                              .timeout_s = o->timeout_s};
@@ -96,8 +96,9 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
               rc = gs_launch_run(&l, why, sizeof why);
             }
             if (rc) {
-              fprintf(stderr, "bench: %s world %d failed: %s\n", gs_mode_name(mode), world, why);
-              status = gs_interrupted ? 130 : 1;
+              if (mode != GS_MODE_LOCAL)
+                fprintf(stderr, "bench: %s world %d failed: %s\n", gs_mode_name(mode), world, why);
+              status = gs_interrupted ? 130 : rc == 2 ? 2 : 1;
               break;
             }
             if (o->collective) continue;
