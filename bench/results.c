@@ -412,6 +412,8 @@ void gs_results_print_json(FILE *f, json_t *run) {
     fprintf(f, "  eval accuracy %.2f%% loss %.4f (on up to 10000 training samples)\n",
             100 * json_number_value(acc), num(run, "eval_loss"));
   json_t *cm = json_object_get(run, "cost_model");
+  if (num(cm, "S_bytes") <= 0 || !strcmp(json_string_value(json_object_get(run, "mode")), "local"))
+    return;
   char m1[32], m2[32];
   human_bytes(num(cm, "master_bytes_sent"), m1, sizeof m1);
   human_bytes(num(cm, "worker_bytes_sent"), m2, sizeof m2);
