@@ -107,7 +107,8 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
   }
   fcntl(fds[0], F_SETFD, FD_CLOEXEC);
   fflush(NULL);
-  pids[0] = spawn(l, 0, 0, fds[1]);
+  /* world 1 has no rendezvous: nothing to wait for */
+  pids[0] = spawn(l, 0, 0, world > 1 ? fds[1] : -1);
   close(fds[1]);
   if (pids[0] < 0) {
     snprintf(why, cap, "fork: %s", strerror(errno));
@@ -115,7 +116,7 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
     rc = 1;
     goto out;
   }
-  int port = read_port(fds[0], pids[0], l->timeout_s, &status[0]);
+  int port = world > 1 ? read_port(fds[0], pids[0], l->timeout_s, &status[0]) : 1;
   close(fds[0]);
   if (port <= 0) {
     if (port == -2) {

@@ -1,0 +1,78 @@
+"""common.py: helpers shared by the bench end-to-end tests.
+
+Every test runs the real `bench` binary (given as argv[1]) on small models
+so a run takes a second or two, and asserts on what it wrote: saved .npy
+parameters, steps.csv, report.json, the SVGs and the trace. `check` records
+a failure with its message and `finish` exits non-zero if any was recorded,
+so one run reports every broken property at once."""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+BENCH = os.path.abspath(sys.argv[1])
+failures = []
+
+SMALL = ["--model", "mlp:784-32-10", "--synthetic-samples", "2048", "--threads", "1",
+         "--timeout", "20", "--quiet"]
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+def run(args, timeout=180, env=None):
+    e = dict(os.environ)
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+              "MASTER_PORT", "GS_LAUNCHED", "GS_PORT_FD", "GS_RUN_DIR", "SLURM_PROCID",
+              "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"):
+        e.pop(k, None)
+    if env:
+        e.update(env)
+    return subprocess.run([BENCH] + args, capture_output=True, text=True, timeout=timeout, env=e)
+
+
+def tmpdir():
+    return tempfile.mkdtemp(prefix="gs_bench_")
+
+
+def load_params(d):
+    return {f[:-4]: np.load(os.path.join(d, f)) for f in sorted(os.listdir(d)) if f.endswith(".npy")}
+
+
+def max_rel(a, b):
+    """max over tensors of max|a-b| / max|b| (the relative error of a vs b)"""
+    worst = 0.0
+    for k in b:
+        scale = float(np.max(np.abs(b[k]))) or 1.0
+        worst = max(worst, float(np.max(np.abs(a[k].astype(np.float64) - b[k]))) / scale)
+    return worst
+
+
+def same_bits(a, b):
+    return a.keys() == b.keys() and all(np.array_equal(a[k].view(np.uint32), b[k].view(np.uint32)) for k in a)
+
+
+def steps_csv(d):
+    with open(os.path.join(d, "steps.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def report(d):
+    with open(os.path.join(d, "report.json")) as f:
+        return json.load(f)
+
+
+def finish(name):
+    if failures:
+        print(f"{name}: {len(failures)} failure(s)")
+        sys.exit(1)
+    print(f"{name}: all checks passed")
+    sys.exit(0)

@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""reports.py: the files a sweep leaves, as a script or a browser reads them.
+
+  report.json: schema_version, config, environment, one run per mode x world
+  with the documented keys as numbers; scaling_efficiency against world 1;
+  per-rank busy = compute + reduce + update, and busy + wait + idle = step;
+  steps.csv: one row per rank per step; the SVGs parse as XML with an <svg>
+  root; trace.json loads as Chrome trace events with one process per rank
+  and spans that fit in the run; --help documents every flag; bad flags and
+  values are exit-2 usage errors naming the flag.
+
+    reports.py BENCH"""
+import json
+import os
+import xml.etree.ElementTree as ET
+
+from common import SMALL, check, finish, report, run, steps_csv, tmpdir
+
+d = tmpdir()
+STEPS = 8
+r = run(SMALL + ["--mode", "ps,ring", "--world", "1,2", "--batch", "8", "--steps", str(STEPS),
+                 "--warmup", "2", "--out", d])
+check(r.returncode == 0, f"sweep: {r.stderr}")
+check("ps vs ring" in r.stdout, "no side-by-side comparison printed")
+
+rep = report(d)
+check(rep.get("schema_version") == 1, "schema_version")
+for k in ("config", "environment", "runs"):
+    check(k in rep, f"report.json lacks {k}")
+env = rep.get("environment", {})
+for k in ("cpu", "cores", "hostname", "git_revision", "libraries"):
+    check(k in env, f"environment lacks {k}")
+runs = rep.get("runs", [])
+check(sorted((x["mode"], x["world"]) for x in runs) == [("ps", 1), ("ps", 2), ("ring", 1), ("ring", 2)],
+      f"runs: {[(x['mode'], x['world']) for x in runs]}")
+NUM = ("throughput_samples_per_s", "step_time_s_median", "step_time_s_p95", "imbalance",
+       "master_traffic_share")
+ROW = ("rank", "bytes_sent", "bytes_recv", "compute_s", "comm_wait_s", "reduce_s", "update_s",
+       "busy_s", "peak_rss_bytes")
+for x in runs:
+    for k in NUM:
+        check(isinstance(x.get(k), (int, float)) and not isinstance(x.get(k), bool),
+              f"{x['mode']} w{x['world']}: {k} is not a number: {x.get(k)!r}")
+    se = x.get("scaling_efficiency")
+    check(isinstance(se, float) and se > 0, f"{x['mode']} w{x['world']}: scaling_efficiency {se!r}")
+    if x["world"] == 1:
+        check(abs(se - 1) < 1e-9, f"{x['mode']} w1: scaling efficiency {se} != 1")
+    check(len(x["per_rank"]) == x["world"], "per_rank rows")
+    for row in x["per_rank"]:
+        for k in ROW:
+            check(isinstance(row.get(k), (int, float)), f"per_rank {k} not a number")
+        busy = row["compute_s"] + row["reduce_s"] + row["update_s"]
+        check(abs(busy - row["busy_s"]) <= 1e-9 + 1e-6 * busy, "busy != compute + reduce + update")
+        total = row["busy_s"] + row["comm_wait_s"] + row["idle_s"]
+        check(total >= row["step_s"] * 0.999, f"busy + wait + idle {total} < step {row['step_s']}")
+    check(x["step_time_s_p95"] >= x["step_time_s_median"] > 0, "p95 < median")
+    check(x["measured_steps"] == STEPS - 2, f"measured steps {x['measured_steps']}")
+    mean = sum(x["step_time_s"][2:]) / (STEPS - 2)
+    check(abs(x["throughput_samples_per_s"] - x["global_batch"] / mean) <= 1e-6 * x["throughput_samples_per_s"],
+          "throughput != global batch / mean step time")
+
+rows = steps_csv(d)
+check(len(rows) == STEPS * (1 + 2) * 2, f"steps.csv has {len(rows)} rows")
+
+for name in ("scaling.svg", "breakdown.svg", "bytes.svg"):
+    try:
+        root = ET.parse(os.path.join(d, name)).getroot()
+        check(root.tag.endswith("svg"), f"{name}: root is {root.tag}")
+        check(len(list(root.iter())) > 20, f"{name}: nearly empty")
+    except (ET.ParseError, OSError) as e:
+        check(False, f"{name}: {e}")
+
+with open(os.path.join(d, "trace.json")) as f:
+    tr = json.load(f)
+ev = tr["traceEvents"]
+procs = {e["pid"] for e in ev if e.get("ph") == "M" and e["name"] == "process_name"}
+check(len(procs) == 1 + 2 + 1 + 2, f"trace: {len(procs)} processes, expected one per rank per run")
+spans = [e for e in ev if e.get("ph") == "X"]
+check(len(spans) > 0 and all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans), "trace: bad spans")
+names = {e["name"] for e in spans}
+for need in ("forward", "backward"):
+    check(need in names, f"trace: no {need} spans ({sorted(names)})")
+
+# --help and usage errors
+h = run(["--help"])
+check(h.returncode == 0, "--help exit")
+flags = [w.split()[0] for w in h.stdout.split("--")[1:]]
+for f in ("mode", "world", "model", "batch", "bucket-mb", "strong", "steps", "precision",
+          "loss-scale", "overlap", "ps-dedicated", "timeout", "device", "out", "collective",
+          "quiet", "json"):
+    check(f"--{f}" in h.stdout, f"--help lacks --{f}")
+for args, name in ((["--mode", "dp"], "--mode"), (["--world", "0"], "--world"),
+                   (["--world", "2,x"], "--world"), (["--bucket-mb", "0"], "--bucket-mb"),
+                   (["--timeout", "-1"], "--timeout"), (["--collective", "bcast"], "--collective"),
+                   (["-b", "1Q"], "-b"), (["-f", "1"], "-f"), (["-n", "0"], "-n"),
+                   (["-c", "2"], "-c"), (["--mode", "local", "--world", "2"], "--mode local"),
+                   (["--save-params", "x", "--world", "1,2"], "--save-params"),
+                   (["--out"], "--out"), (["--quiet=1"], "--quiet")):
+    r = run(args)
+    check(r.returncode == 2 and name in r.stderr, f"{args}: exit {r.returncode}, {r.stderr.strip()}")
+
+finish("reports")
