@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "worker/worker.h"
@@ -277,14 +278,26 @@ static int parse(int argc, char **argv, cli *c) {
 
 typedef struct progress {
   const cli *c;
+  double cpu_warm;     /* process CPU seconds when the warm-up steps ended */
   double last_t;       /* t_end of the last printed step */
   int64_t last_samples, samples;
   int64_t correct, seen;  /* since the last line */
   int64_t skipped;
 } progress;
 
+/* CPU seconds of the whole process (every thread), user + system */
+static double cpu_seconds(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+         (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
 static int on_step(void *ctx, const gs_step_row *r) {
   progress *p = ctx;
+  if (r->step + 1 == p->c->warmup || p->c->warmup == 0) {
+    if (p->cpu_warm == 0) p->cpu_warm = cpu_seconds();
+  }
   p->samples += r->samples;
   p->correct += r->correct;
   p->seen += r->samples;
@@ -380,11 +393,12 @@ int gs_bench_single_main(int argc, char **argv) {
     double dt = n ? rows[n - 1].t_end - t0 : 0;
     double total = n ? rows[n - 1].t_end - rows[0].t_start : 0;
     if (n) {
-      printf("bench: %zu steps in %.2f s, final loss %.4f, %lld skipped, peak RSS %.1f MiB; "
-             "throughput %.0f samples/s (steps %lld-%zu, after %lld warm-up)\n",
+      double cpu = cpu_seconds() - p.cpu_warm;
+      printf("bench: %zu steps in %.2f s, final loss %.4f, %lld skipped, peak RSS %.1f MiB, "
+             "%.0f%% CPU; throughput %.0f samples/s (steps %lld-%zu, after %lld warm-up)\n",
              n, total, rows[n - 1].loss, (long long)p.skipped,
-             (double)rows[n - 1].rss_bytes / (1024.0 * 1024.0), dt > 0 ? (double)samples / dt : 0.0,
-             (long long)w + 1, n, (long long)w);
+             (double)rows[n - 1].rss_bytes / (1024.0 * 1024.0), dt > 0 ? 100 * cpu / dt : 0.0,
+             dt > 0 ? (double)samples / dt : 0.0, (long long)w + 1, n, (long long)w);
       if (!c.quiet && cnt > 0)
         printf("bench: per step: data %.2f ms, forward %.2f ms, backward %.2f ms, "
                "unscale/reduce %.2f ms, optimizer %.2f ms\n",
