@@ -1,5 +1,6 @@
 /* dtype.c: names and sizes of the element types, and GradScaler's rule.
  * Both are tiny, device-independent, and used by every part. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
@@ -32,9 +33,10 @@ void gs_scaler_init(gs_scaler *s, float init_scale, bool dynamic) {
   s->dynamic = dynamic;
 }
 
-/* torch.cuda.amp.GradScaler.update(): on overflow scale *= backoff and the
- * clean-step counter restarts; after `interval` clean steps in a row
- * scale *= growth and the counter restarts. */
+/* torch.cuda.amp.GradScaler.update() (_amp_update_scale_): on overflow
+ * scale *= backoff and the clean-step counter restarts; after `interval`
+ * clean steps in a row scale *= growth, unless that would be infinite, and
+ * the counter restarts. */
 bool gs_scaler_update(gs_scaler *s, bool found_nonfinite) {
   if (found_nonfinite) {
     if (s->dynamic) s->scale *= s->backoff;
@@ -42,7 +44,8 @@ bool gs_scaler_update(gs_scaler *s, bool found_nonfinite) {
     return true;
   }
   if (s->dynamic && ++s->clean >= s->interval) {
-    s->scale *= s->growth;
+    float grown = s->scale * s->growth;
+    if (isfinite(grown)) s->scale = grown;
     s->clean = 0;
   }
   return false;

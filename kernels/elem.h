@@ -74,8 +74,8 @@ GS_HD static inline float gs_f16_to_f32(uint16_t h) {
   uint32_t e = (h >> 10) & 0x1fu;
   uint32_t m = h & 0x3ffu;
   uint32_t x;
-  if (e == 0x1fu) {
-    x = sign | 0x7f800000u | (m << 13);
+  if (e == 0x1fu) {                      /* inf, or NaN made quiet as F16C's vcvtph2ps does */
+    x = sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u);
   } else if (e != 0) {
     x = sign | ((e + 112u) << 23) | (m << 13);
   } else if (m == 0) {
@@ -104,22 +104,36 @@ GS_HD static inline int gs_f32_isfinite(float f) {
 GS_HD static inline int gs_f16_isfinite(uint16_t h) { return (h & 0x7c00u) != 0x7c00u; }
 GS_HD static inline int gs_bf16_isfinite(uint16_t h) { return (h & 0x7f80u) != 0x7f80u; }
 
-GS_HD static inline float gs_relu1(float x) { return x > 0.0f ? x : 0.0f; }
-GS_HD static inline float gs_relu_grad1(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+/* ReLU as PyTorch's (clamp_min / threshold_backward): NaN passes through
+ * forward and backward, so an overflow upstream still reaches the loss and
+ * the loss scaler sees it; -0 stays -0. */
+GS_HD static inline float gs_relu1(float x) { return x < 0.0f ? 0.0f : x; }
+GS_HD static inline float gs_relu_grad1(float y, float dy) { return y <= 0.0f ? 0.0f : dy; }
+
+/* Separately rounded multiply and add. nvcc fuses a*b+c into an FMA unless
+ * told otherwise (--fmad=true is its default); __fmul_rn / __fadd_rn are
+ * never fused. The host kernels are built with -ffp-contract=off. */
+#ifdef __CUDA_ARCH__
+#define GS_MUL(a, b) __fmul_rn((a), (b))
+#define GS_ADD(a, b) __fadd_rn((a), (b))
+#else
+#define GS_MUL(a, b) ((a) * (b))
+#define GS_ADD(a, b) ((a) + (b))
+#endif
 
 /* One element of torch.optim.SGD (dampening 0, no Nesterov):
  *   d = g + wd*p; buf = first ? d : m*buf + d; p -= lr*buf.
- * Written as separate roundings in PyTorch's order, so a compiler may not
- * fuse them differently on the two devices (see -ffp-contract in meson). */
+ * Written as separate roundings in PyTorch's order (no FMA on any path), so
+ * every device and every SIMD path gives the same bits. */
 GS_HD static inline void gs_sgd1(float *p, float g, float *buf, float lr, float m, float wd,
                                  int first) {
   float d = g;
-  if (wd != 0.0f) d = d + wd * *p;
+  if (wd != 0.0f) d = GS_ADD(d, GS_MUL(wd, *p));
   if (m != 0.0f) {
-    d = first ? d : m * *buf + d;
+    d = first ? d : GS_ADD(GS_MUL(m, *buf), d);
     *buf = d;
   }
-  *p = *p - lr * d;
+  *p = GS_ADD(*p, GS_MUL(-lr, d));
 }
 
 #endif

@@ -127,8 +127,10 @@ struct gs_kernels {
   void (*im2col)(gs_kernels *k, const gs_conv_desc *d, const float *img, float *col);
   /* img += col scattered back (img must be zeroed by the caller) */
   void (*col2im)(gs_kernels *k, const gs_conv_desc *d, const float *col, float *img);
-  /* 2x2 max pool, stride 2, over planes = n*c planes of h x w (h, w even).
-   * argmax (int32, one per output) records the winner for backward. */
+  /* 2x2 max pool, stride 2, over planes = n*c planes of h x w; an odd last
+   * row or column is dropped (PyTorch's floor mode). argmax (int32, one per
+   * output, the index within its plane) records the winner for backward:
+   * the first maximum in row-major order, or a NaN (PyTorch's rule). */
   void (*maxpool_forward)(gs_kernels *k, int planes, int h, int w, const float *x, float *y,
                           int32_t *argmax);
   /* dx = 0 then dx[argmax] += dy */
@@ -153,7 +155,10 @@ struct gs_kernels {
   size_t (*nonfinite)(gs_kernels *k, gs_dtype t, size_t n, const void *x);
 };
 
-/* The CPU table (always built). threads <= 0: leave BLAS as it is. */
+/* The CPU table (always built). threads <= 0: leave BLAS as it is.
+ * The streaming ops run the best SIMD path the CPU has (AVX-512, AVX2 +
+ * F16C, or plain C; all give the same bits); GS_CPU_ISA=scalar|avx2|avx512
+ * forces one, and naming an unknown path or one the CPU lacks is GS_EINVAL. */
 gs_kernels *gs_kernels_cpu(int threads, gs_err *e);
 /* The CUDA table for device `device`, or GS_EDEVICE with the CUDA error
  * string and what to check (driver, CUDA_VISIBLE_DEVICES) when there is no

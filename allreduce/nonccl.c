@@ -1,0 +1,34 @@
+/* nonccl.c: the "nccl" backend in a build without NCCL or CUDA: every
+ * entry fails with a message saying why, so `--mode ring --device cuda` is
+ * a clear error rather than a link failure. */
+#include "allreduce/nccl_backend.h"
+
+static int no_nccl(gs_err *e) {
+  return GS_FAIL(e, GS_EDEVICE,
+                 "ring with --device cuda needs NCCL, and this gradsync was built without it "
+                 "(NCCL or the CUDA toolkit was not found at configure time); install them and "
+                 "reconfigure (meson setup -Dcuda=enabled -Dnccl=enabled), or use --mode=ps "
+                 "or --device cpu");
+}
+
+static int nonccl_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
+                          gs_err *e) {
+  *state = NULL;
+  endpoint[0] = '\0';
+  return no_nccl(e);
+}
+
+static int nonccl_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
+  *out = NULL;
+  return no_nccl(e);
+}
+
+static void nonccl_discard(void *state) {}
+
+const gs_backend gs_backend_nccl = {
+    .name = "nccl",
+    .prepare = nonccl_prepare,
+    .bootstrap = NULL,
+    .open = nonccl_open,
+    .discard = nonccl_discard,
+};

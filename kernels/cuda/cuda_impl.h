@@ -1,0 +1,58 @@
+/* cuda_impl.h: what the other parts of gradsync may know about the CUDA
+ * kernels table beyond kernels.h: its stream, a second table on its own
+ * stream, and how much GPU memory it holds. Internal: include it only from
+ * code built where the toolkit is (#ifdef GS_HAVE_CUDA), e.g. allreduce/
+ * nccl.c and ps' GPU paths. C and C++.
+ *
+ * Streams. A CUDA table queues every op on ONE non-blocking stream (its
+ * "compute" stream); ops on one table run in the order they were called.
+ * Work that should overlap with it (NCCL's all-reduce, device-to-host
+ * copies of ready buckets) goes to a second table made by gs_cuda_fork():
+ * same GPU, its own stream, the same ops. Ordering between the two is
+ * explicit: gs_cuda_stream_wait(a, b) makes a's stream wait for what b has
+ * queued so far (an event, no host blocking). Memory from either table's
+ * alloc() is usable by both.
+ *
+ * Host memory. alloc_host() is cudaMallocHost (pinned, page-locked): copies
+ * from and to it run at full PCIe speed. to_device() and to_host() return
+ * only when the host buffer may be reused / read (they wait for the stream),
+ * so callers treat host buffers as on the CPU table; sync() is still what
+ * reports a failed op. For a copy that overlaps, queue it on a fork with
+ * cudaMemcpyAsync(..., gs_cuda_stream(fork)) and wait on its stream.
+ *
+ * Threads. A table is used by one thread at a time (a ps server thread
+ * takes its own fork or its own gs_kernels_cuda()). Every op selects the
+ * table's GPU first, so any thread may call it. */
+#ifndef GS_CUDA_IMPL_H
+#define GS_CUDA_IMPL_H
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "kernels/kernels.h"
+
+/* The stream every op of k is queued on (k must be a CUDA table). */
+cudaStream_t gs_cuda_stream(gs_kernels *k);
+/* The GPU ordinal of k. */
+int gs_cuda_device(gs_kernels *k);
+/* A new table on k's GPU with its own non-blocking stream (and its own
+ * cuBLAS handle, made on its first GEMM). Destroy it before k. NULL and
+ * GS_EDEVICE on failure. */
+gs_kernels *gs_cuda_fork(gs_kernels *k, gs_err *e);
+/* waiter's stream waits for everything queued on producer's stream so far. */
+int gs_cuda_stream_wait(gs_kernels *waiter, gs_kernels *producer, gs_err *e);
+/* Device bytes held through alloc() by k and every fork of it (or of its
+ * parent), now and at the peak: the rank's GPU memory for the reports. */
+void gs_cuda_mem(gs_kernels *k, size_t *now, size_t *peak);
+/* Fill e with GS_EDEVICE: "<what>: <cudaErrorName> (<string>)". Returns
+ * GS_EDEVICE, or GS_OK when rc is cudaSuccess. Clears CUDA's last error. */
+int gs_cuda_fail(cudaError_t rc, gs_err *e, const char *what);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

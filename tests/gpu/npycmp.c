@@ -1,0 +1,206 @@
+/* npycmp.c: compare two directories of saved parameters (one float32 .npy
+ * per tensor, as `bench --save-params` writes them), so tests/gpu/run.sh
+ * needs nothing but this tree on a GPU machine (no NumPy there).
+ *
+ *   npycmp [--exact | --rtol R] GOT_DIR REF_DIR
+ *
+ * Both directories must hold the same tensor names with the same shapes.
+ * Per tensor it prints max|got - ref|, max|ref| and their ratio; a tensor
+ * passes when the ratio is <= R (default 1e-3: "close, not bitwise"), or,
+ * with --exact, when every byte is equal. Exit 0 when all pass, 1 on a
+ * mismatch, 2 on a bad file or usage. Reads .npy format 1.0 / 2.0 / 3.0,
+ * little-endian '<f4', C order. */
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct npy {
+  size_t n;
+  char shape[128];
+  float *data;
+} npy;
+
+static int load(const char *path, npy *out) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "npycmp: cannot open %s\n", path);
+    return -1;
+  }
+  unsigned char head[12];
+  int rc = -1, reported = 0;
+  char *hdr = NULL;
+  if (fread(head, 1, 10, f) != 10 || memcmp(head, "\x93NUMPY", 6)) {
+    fprintf(stderr, "npycmp: %s is not a .npy file\n", path);
+    reported = 1;
+    goto out;
+  }
+  size_t hlen;
+  if (head[6] == 1) {
+    hlen = (size_t)head[8] | (size_t)head[9] << 8;
+  } else {
+    if (fread(head + 10, 1, 2, f) != 2) goto out;
+    hlen = (size_t)head[8] | (size_t)head[9] << 8 | (size_t)head[10] << 16 |
+           (size_t)head[11] << 24;
+  }
+  if (hlen > 1 << 20) goto out;
+  hdr = calloc(1, hlen + 1);
+  if (!hdr || fread(hdr, 1, hlen, f) != hlen) goto out;
+  if (!strstr(hdr, "'descr': '<f4'") || !strstr(hdr, "'fortran_order': False")) {
+    fprintf(stderr, "npycmp: %s: only little-endian float32 in C order is compared (%s)\n",
+            path, hdr);
+    reported = 1;
+    goto out;
+  }
+  const char *sh = strstr(hdr, "'shape': (");
+  if (!sh) goto out;
+  sh += strlen("'shape': (");
+  const char *end = strchr(sh, ')');
+  if (!end || (size_t)(end - sh) >= sizeof out->shape) goto out;
+  memcpy(out->shape, sh, (size_t)(end - sh));
+  out->shape[end - sh] = '\0';
+  size_t n = 1;
+  for (const char *p = sh; p < end;) {
+    char *q;
+    unsigned long long d = strtoull(p, &q, 10);
+    if (q == p) { p++; continue; }
+    n *= (size_t)d;
+    p = q;
+  }
+  out->n = n;
+  out->data = malloc(n ? n * 4 : 4);
+  if (!out->data || fread(out->data, 4, n, f) != n) {
+    fprintf(stderr, "npycmp: %s: truncated data (%zu floats expected)\n", path, n);
+    reported = 1;
+    goto out;
+  }
+  rc = 0;
+out:
+  if (rc && !reported) fprintf(stderr, "npycmp: %s: bad .npy header\n", path);
+  free(hdr);
+  fclose(f);
+  return rc;
+}
+
+static int is_npy(const char *name) {
+  size_t l = strlen(name);
+  return l > 4 && !strcmp(name + l - 4, ".npy");
+}
+
+static int cmp_names(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted .npy names of dir; NULL on error. */
+static char **list(const char *dir, size_t *count) {
+  DIR *d = opendir(dir);
+  if (!d) {
+    fprintf(stderr, "npycmp: cannot open directory %s\n", dir);
+    return NULL;
+  }
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *ent;
+  while ((ent = readdir(d))) {
+    if (!is_npy(ent->d_name)) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 32;
+      char **r = realloc(names, cap * sizeof *r);
+      if (!r) break;
+      names = r;
+    }
+    names[n++] = strdup(ent->d_name);
+  }
+  closedir(d);
+  if (names) qsort(names, n, sizeof *names, cmp_names);
+  *count = n;
+  return names ? names : calloc(1, sizeof *names);
+}
+
+static char **g_names, **r_names;
+static size_t g_count, r_count;
+
+/* Every exit goes through here, so leak checkers (ASan builds) stay quiet. */
+static int finish(int code) {
+  for (size_t i = 0; g_names && i < g_count; i++) free(g_names[i]);
+  for (size_t i = 0; r_names && i < r_count; i++) free(r_names[i]);
+  free(g_names);
+  free(r_names);
+  return code;
+}
+
+int main(int argc, char **argv) {
+  int exact = 0, ai = 1;
+  double rtol = 1e-3;
+  for (; ai < argc && argv[ai][0] == '-'; ai++) {
+    if (!strcmp(argv[ai], "--exact")) exact = 1;
+    else if (!strcmp(argv[ai], "--rtol") && ai + 1 < argc) rtol = atof(argv[++ai]);
+    else break;
+  }
+  if (argc - ai != 2) {
+    fprintf(stderr, "usage: npycmp [--exact | --rtol R] GOT_DIR REF_DIR\n");
+    return 2;
+  }
+  const char *ga = argv[ai], *ra = argv[ai + 1];
+  g_names = list(ga, &g_count);
+  r_names = list(ra, &r_count);
+  char **g = g_names, **r = r_names;
+  size_t ng = g_count, nr = r_count;
+  if (!g || !r) return finish(2);
+  if (ng == 0 || ng != nr) {
+    fprintf(stderr, "npycmp: %s has %zu tensors, %s has %zu\n", ga, ng, ra, nr);
+    return finish(ng == 0 || nr == 0 ? 2 : 1);
+  }
+  int bad = 0;
+  double worst = 0;
+  for (size_t i = 0; i < ng; i++) {
+    if (strcmp(g[i], r[i])) {
+      fprintf(stderr, "npycmp: tensor sets differ: %s vs %s\n", g[i], r[i]);
+      return finish(1);
+    }
+    char pg[4096], pr[4096];
+    snprintf(pg, sizeof pg, "%s/%s", ga, g[i]);
+    snprintf(pr, sizeof pr, "%s/%s", ra, r[i]);
+    npy a = {0}, b = {0};
+    if (load(pg, &a) || load(pr, &b)) {
+      free(a.data);
+      free(b.data);
+      return finish(2);
+    }
+    if (strcmp(a.shape, b.shape)) {
+      printf("  %-28s shape (%s) vs (%s)  MISMATCH\n", g[i], a.shape, b.shape);
+      bad = 1;
+      free(a.data);
+      free(b.data);
+      continue;
+    }
+    double maxd = 0, maxr = 0;
+    int nan_mismatch = 0;
+    for (size_t j = 0; j < a.n; j++) {
+      double x = a.data[j], y = b.data[j];
+      if (isnan(x) || isnan(y)) {
+        nan_mismatch += isnan(x) != isnan(y);
+        continue;
+      }
+      maxd = fmax(maxd, fabs(x - y));
+      maxr = fmax(maxr, fabs(y));
+    }
+    double ratio = maxd / fmax(maxr, 1e-30);
+    int ok = exact ? !memcmp(a.data, b.data, a.n * 4) : !nan_mismatch && ratio <= rtol;
+    if (ratio > worst) worst = ratio;
+    printf("  %-28s (%s) max|diff| %.3e max|ref| %.3e ratio %.2e  %s\n", g[i], a.shape, maxd,
+           maxr, ratio, ok ? "ok" : "MISMATCH");
+    bad |= !ok;
+    free(a.data);
+    free(b.data);
+  }
+  if (exact)
+    printf("npycmp %s vs %s: %zu tensors, %s (bitwise)\n", ga, ra, ng,
+           bad ? "MISMATCH" : "identical");
+  else
+    printf("npycmp %s vs %s: %zu tensors, worst ratio %.2e, %s (max|diff| <= %g * max|ref| "
+           "per tensor)\n", ga, ra, ng, worst, bad ? "MISMATCH" : "match", rtol);
+  return finish(bad);
+}

@@ -1,0 +1,69 @@
+"""test_npycmp.py: tests/gpu/npycmp, the comparator of tests/gpu/run.sh,
+accepts what it should and rejects what it should (numpy writes the files).
+Usage: test_npycmp.py PATH_TO_NPYCMP"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+npycmp = sys.argv[1]
+failures = 0
+
+
+def run(*args):
+    p = subprocess.run([npycmp, *args], capture_output=True, text=True, timeout=30)
+    return p.returncode, p.stdout + p.stderr
+
+
+def expect(code, args, what):
+    global failures
+    rc, out = run(*args)
+    if rc != code:
+        failures += 1
+        print(f"FAIL {what}: exit {rc}, expected {code}\n{out}")
+    else:
+        print(f"ok   {what}: exit {rc}")
+
+
+def save(d, tensors):
+    os.makedirs(d, exist_ok=True)
+    for name, a in tensors.items():
+        np.save(os.path.join(d, name + ".npy"), np.asarray(a, dtype=np.float32))
+
+
+with tempfile.TemporaryDirectory() as t:
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((120, 400)).astype(np.float32)
+    b = rng.standard_normal(120).astype(np.float32)
+    ref = os.path.join(t, "ref")
+    save(ref, {"fc1.weight": w, "fc1.bias": b})
+    save(os.path.join(t, "same"), {"fc1.weight": w, "fc1.bias": b})
+    save(os.path.join(t, "close"), {"fc1.weight": w * (1 + 1e-6), "fc1.bias": b})
+    far = w.copy()
+    far[3, 7] += 0.5
+    save(os.path.join(t, "far"), {"fc1.weight": far, "fc1.bias": b})
+    save(os.path.join(t, "missing"), {"fc1.weight": w})
+    save(os.path.join(t, "shape"), {"fc1.weight": w.reshape(400, 120), "fc1.bias": b})
+    nan = b.copy()
+    nan[0] = np.nan
+    save(os.path.join(t, "nan"), {"fc1.weight": w, "fc1.bias": nan})
+    np.save(os.path.join(t, "f64.npy"), w.astype(np.float64))
+    os.makedirs(os.path.join(t, "f64"))
+    os.rename(os.path.join(t, "f64.npy"), os.path.join(t, "f64", "fc1.weight.npy"))
+    np.save(os.path.join(t, "f64", "fc1.bias.npy"), b)
+
+    expect(0, [os.path.join(t, "same"), ref], "identical, tolerance")
+    expect(0, ["--exact", os.path.join(t, "same"), ref], "identical, bitwise")
+    expect(0, [os.path.join(t, "close"), ref], "close within 1e-3")
+    expect(1, ["--exact", os.path.join(t, "close"), ref], "close is not bitwise")
+    expect(1, [os.path.join(t, "far"), ref], "one element off by 0.5")
+    expect(0, ["--rtol", "0.2", os.path.join(t, "far"), ref], "off by 0.5 within rtol 0.2")
+    expect(1, [os.path.join(t, "missing"), ref], "a tensor missing")
+    expect(1, [os.path.join(t, "shape"), ref], "a shape differs")
+    expect(1, [os.path.join(t, "nan"), ref], "a NaN where the reference has a number")
+    expect(2, [os.path.join(t, "f64"), ref], "float64 is refused")
+    expect(2, [os.path.join(t, "nowhere"), ref], "no such directory")
+
+sys.exit(1 if failures else 0)
