@@ -278,7 +278,8 @@ static int parse(int argc, char **argv, cli *c) {
 
 typedef struct progress {
   const cli *c;
-  double cpu_warm;     /* process CPU seconds when the warm-up steps ended */
+  double cpu_start;    /* process CPU seconds when training started */
+  double cpu_warm;     /* ... and when the warm-up steps ended */
   double last_t;       /* t_end of the last printed step */
   int64_t last_samples, samples;
   int64_t correct, seen;  /* since the last line */
@@ -295,9 +296,7 @@ static double cpu_seconds(void) {
 
 static int on_step(void *ctx, const gs_step_row *r) {
   progress *p = ctx;
-  if (r->step + 1 == p->c->warmup || p->c->warmup == 0) {
-    if (p->cpu_warm == 0) p->cpu_warm = cpu_seconds();
-  }
+  if (r->step + 1 == p->c->warmup) p->cpu_warm = cpu_seconds();
   p->samples += r->samples;
   p->correct += r->correct;
   p->seen += r->samples;
@@ -371,7 +370,7 @@ int gs_bench_single_main(int argc, char **argv) {
   gs_trainer_sync_config(t, &sc);
   gs_sync *s = NULL;
   rc = gs_sync_local(&sc, &s, &e);
-  progress p = {.c = &c};
+  progress p = {.c = &c, .cpu_start = cpu_seconds()};
   if (rc == 0) rc = gs_trainer_run(t, s, on_step, &p, &e);
   if (s) s->ops->close(s, rc == 0, rc == 0 ? &e : NULL);
   if (rc == 0) {
@@ -393,7 +392,7 @@ int gs_bench_single_main(int argc, char **argv) {
     double dt = n ? rows[n - 1].t_end - t0 : 0;
     double total = n ? rows[n - 1].t_end - rows[0].t_start : 0;
     if (n) {
-      double cpu = cpu_seconds() - p.cpu_warm;
+      double cpu = cpu_seconds() - (w > 0 ? p.cpu_warm : p.cpu_start);
       printf("bench: %zu steps in %.2f s, final loss %.4f, %lld skipped, peak RSS %.1f MiB, "
              "%.0f%% CPU; throughput %.0f samples/s (steps %lld-%zu, after %lld warm-up)\n",
              n, total, rows[n - 1].loss, (long long)p.skipped,
