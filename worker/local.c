@@ -77,7 +77,8 @@ static int local_end(gs_sync *s, gs_sync_stats *st, gs_err *e) {
   GS_TRY(k->sync(k, e));
   double t1 = gs_now();
   st->reduce_s = t1 - t0;
-  if (c->span) c->span(c->span_ctx, skip ? "unscale+skip" : "unscale", -1, t0, t1, 0);
+  if (c->span && l->scaling)
+    c->span(c->span_ctx, skip ? "unscale+skip" : "unscale", -1, t0, t1, 0);
   if (!skip) {
     k->sgd(k, c->n, c->params, c->grads, l->momentum, c->sgd, l->first);
     l->first = false;

@@ -343,9 +343,9 @@ int gs_model_create_seq(const gs_layer_def *defs, int ndefs, int c, int h, int w
       cw = L->cd.ow;
       break;
     }
-    case GS_L_POOL:
-      if (ch % 2 || cw % 2) {
-        rc = GS_FAIL(e, GS_EINVAL, "layer %d: 2x2 max-pool of an odd %dx%d plane", i + 1, ch, cw);
+    case GS_L_POOL:  /* an odd last row / column is dropped, as PyTorch's floor mode */
+      if (ch < 2 || cw < 2) {
+        rc = GS_FAIL(e, GS_EINVAL, "layer %d: 2x2 max-pool of a %dx%d plane", i + 1, ch, cw);
         break;
       }
       ch /= 2;

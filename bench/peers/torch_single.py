@@ -72,18 +72,18 @@ def main():
     t0 = None
     for step in range(args.steps):
         if step == args.warmup:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
         x, y = xs[step % pool], ys[step % pool]
         out = model(x)
         loss = loss_fn(out, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     n = (args.steps - args.warmup) * args.batch
     print(f"torch {torch.__version__} threads {args.threads} "
           f"(OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}) model {args.model} "
-          f"batch {args.batch}: {n / dt:.0f} samples/s "
+          f"batch {args.batch}: {100 * cpu / dt:.0f}% CPU; {n / dt:.0f} samples/s "
           f"({args.steps - args.warmup} steps after {args.warmup} warm-up, loss {loss.item():.4f})")
 
 
