@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fakedev.h"
 #include "ps/ps.h"
 
 void job_defaults(job_opts *o) {
@@ -127,8 +128,8 @@ static void rank_init(rank_ctx *rc, const job_opts *o, job_result *res, int rank
   rc->res = res;
   rc->rank = rank;
   gs_err e = {0};
-  rc->k = gs_kernels_cpu(0, &e);
-  CHECK(rc->k, "cpu kernels: %s", e.msg);
+  rc->k = o->fake_device ? fakedev_create(&e) : gs_kernels_cpu(0, &e);
+  CHECK(rc->k, "kernels: %s", e.msg);
   rc->params = rc->k->alloc(rc->k, o->n * sizeof(float));
   rc->grads = rc->k->alloc(rc->k, o->n * sizeof(float));
   make_params(o, rank, rc->params);

@@ -54,6 +54,7 @@ typedef struct job_opts {
   int jitter_us;         /* up to this long between bucket_ready calls */
   int inf_rank, inf_step;   /* that rank's gradient holds +inf in that step (-1: none) */
   int kill_rank, kill_step, kill_bucket; /* processes: SIGKILL before that bucket_ready */
+  bool fake_device;        /* ranks compute on fakedev (a checking fake GPU) */
   int abort_rank, abort_step; /* that rank gives up (close(ok=false)) in that step */
   int odd_rank;             /* this rank plans buckets of odd_bucket_elems (-1: none) */
   size_t odd_bucket_elems;
