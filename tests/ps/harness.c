@@ -16,6 +16,8 @@
 #include "fakedev.h"
 #include "ps/ps.h"
 
+int rank_ids[MAXW] = {0, 1, 2, 3, 4, 5, 6, 7};
+
 void job_defaults(job_opts *o) {
   memset(o, 0, sizeof *o);
   o->world = 2;
@@ -159,6 +161,8 @@ static void rank_init(rank_ctx *rc, const job_opts *o, job_result *res, int rank
   c->overlap = o->overlap;
   c->dedicated = o->dedicated;
   c->sum_only = o->sum_only;
+  c->span = o->span;
+  c->span_ctx = &rank_ids[rank];
 }
 
 static void rank_free(rank_ctx *rc) {
