@@ -507,9 +507,17 @@ static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
     free(st);
     return GS_FAIL(e, GS_EIO, "ps rank %d: zmq_ctx_new: %s", c->rank, zmq_strerror(err));
   }
+  /* rank 0's context carries the in-process server's connections */
+  if (c->rank == 0 && !c->dedicated)
+    zmq_ctx_set(st->zctx, ZMQ_IO_THREADS, gs_ps_io_threads(c->world - 1));
   *state = st;
   return GS_OK;
 }
+
+static gs_kernels *server_kernels(const gs_sync_config *c, gs_err *e) {
+  return c->k->device == GS_DEV_CPU ? gs_kernels_cpu(0, e) : gs_kernels_cuda(c->device, e);
+}
+gs_kernels *(*gs_ps_server_kernels)(const gs_sync_config *c, gs_err *e) = server_kernels;
 
 static void *server_main(void *arg) {
   ps_state *st = arg;
@@ -528,8 +536,7 @@ static int ps_bootstrap(void *state, const gs_sync_config *c, void *blob, size_t
     GS_TRY(gs_ps_spawn_endpoint(st->child, st->child_fd, c->timeout_ms > 0 ? c->timeout_ms : 60000,
                                 st->tcp_ep, e));
   } else {
-    gs_kernels *k = c->k->device == GS_DEV_CPU ? gs_kernels_cpu(0, e)
-                                               : gs_kernels_cuda(c->device, e);
+    gs_kernels *k = gs_ps_server_kernels(c, e);
     if (!k) {
       gs_err_prefix(e, "ps: the server's kernels: ");
       return e ? e->code : GS_EDEVICE;
@@ -693,8 +700,9 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
   s->cpu = c->k->device == GS_DEV_CPU;
   s->step = -1;
   s->scale = c->scaler.scale;
-  int timeout = c->timeout_ms > 0 ? c->timeout_ms : 60000;
-  s->wait_ms = timeout + timeout / 4;
+  int64_t timeout = c->timeout_ms > 0 ? c->timeout_ms : 60000;
+  timeout += timeout / 4;
+  s->wait_ms = timeout > INT32_MAX ? INT32_MAX : (int)timeout;
   s->c.endpoints = NULL;
   s->c.bootstrap = NULL;
   s->c.host = NULL;
@@ -764,7 +772,6 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
     goto fail;
   }
   gs_wire_tune(s->sock);
-  if (getenv("XP_BUF")) { int bb = atoi(getenv("XP_BUF")); zmq_setsockopt(s->sock, ZMQ_SNDBUF, &bb, sizeof bb); zmq_setsockopt(s->sock, ZMQ_RCVBUF, &bb, sizeof bb); }
   int64_t maxmsg = (int64_t)(c->n * sizeof(float));
   if (maxmsg < (int64_t)GS_HEADER_MAX) maxmsg = GS_HEADER_MAX;
   maxmsg += 64;

@@ -38,6 +38,10 @@
  * state). A rank whose sizes differ makes open() fail on every rank with
  * both sizes named.
  *
+ * open() takes the prepared state over, also when it fails (do not call
+ * discard() after open()). bootstrap() writes at most GS_BOOTSTRAP_MAX
+ * bytes to blob and sets *len.
+ *
  * One step: workers push each bucket (after backward, or as soon as it is
  * ready with cfg.overlap) in cfg.wire; the server adds pushes of a bucket
  * in rank order as they become contiguous (same bits whatever the arrival

@@ -13,7 +13,7 @@
  *   psbench [-w 1,2,4] [-s 4,16,64] [-n 10] [-W 3] [-b BUCKET_MIB] [-i] [-c]
  *     -w  worker counts          -s  sizes in MiB
  *     -n  timed iterations       -W  warm-up iterations
- *     -b  bucket size in MiB (0: one bucket of S; default 4)
+ *     -b  bucket size in MiB (0: one bucket of S; default 1)
  *     -i  in-process server (rank 0's thread) instead of a dedicated one
  *     -c  CSV instead of the table
  *
@@ -158,7 +158,7 @@ static int parse_list(const char *s, int *out, int max) {
 int main(int argc, char **argv) {
   int ws[16] = {1, 2, 4}, nw = 3, ss[16] = {4, 16, 64}, nsz = 3;
   int iters = 10, warm = 3, csv = 0, inproc = 0;
-  double bucket_mib = 4;
+  double bucket_mib = 1;
   int opt;
   while ((opt = getopt(argc, argv, "w:s:n:W:b:ich")) != -1) {
     switch (opt) {

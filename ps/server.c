@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "proto/wire.h"
 
@@ -93,7 +94,7 @@ struct gs_ps_server {
 
   float *master, *acc, *mom;  /* device; acc only where pushes cannot be adopted */
   float **sum;                /* [nb] bucket b's sum: acc + off, or an adopted push */
-  zmq_msg_t *summsg;          /* [nb] adopted pushes of rank 0 */
+  zmq_msg_t *summsg;          /* [nb] adopted first pushes */
   uint8_t *has_sum;
   bool pair_start;            /* sums start from ranks 1 + 0 (see drain_bucket) */
   float *hout;                /* host mirror of what goes out (devices only) */
@@ -108,7 +109,7 @@ struct gs_ps_server {
   int round_rank;             /* whose push started the round */
   int *next;                  /* [nb] next rank to add */
   uint8_t *got;               /* [world * nb] */
-  zmq_msg_t *held;            /* [world * nb] early pushes */
+  zmq_msg_t *held;            /* [world * nb] pushes waiting for their turn */
   uint8_t *has_held;
   int complete;
   atomic_int *inflight;       /* [nb] outgoing messages ZeroMQ still holds */
@@ -858,7 +859,6 @@ int gs_ps_server_create(const gs_ps_server_opts *o, gs_ps_server **out,
     return GS_EIO;
   }
   gs_wire_tune(s->sock);
-  if (getenv("XP_BUF")) { int b = atoi(getenv("XP_BUF")); zmq_setsockopt(s->sock, ZMQ_SNDBUF, &b, sizeof b); zmq_setsockopt(s->sock, ZMQ_RCVBUF, &b, sizeof b); }
   int one = 1;
   zmq_setsockopt(s->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
   /* Frames larger than the model are an attack or a bug: ZeroMQ drops the
@@ -1000,6 +1000,13 @@ static int serve(gs_ps_server *s, gs_err *e) {
     if (rc < 0) return rc;
     if (rc == 1) return GS_OK;
   }
+}
+
+int gs_ps_io_threads(int world) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int n = world < 4 ? world : 4;
+  if (cores > 0 && n > cores) n = (int)cores;
+  return n < 1 ? 1 : n;
 }
 
 void gs_ps_server_stop(gs_ps_server *s) { atomic_store(&s->stop, 1); }

@@ -14,14 +14,12 @@
  * rank said goodbye) or "F <message>" when the server fails. */
 #include <errno.h>
 #include <fcntl.h>
-#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,15 +63,10 @@ static void __attribute__((noreturn)) child_main(const gs_sync_config *c, int wf
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(1);
   close_inherited(wfd);
-  if (getenv("XP_MALLOPT")) {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    if (atoi(getenv("XP_MALLOPT")) > 1) mallopt(M_ARENA_MAX, 1);
-  }
   gs_err e = {0};
   gs_kernels *k = gs_kernels_cpu(0, &e);
   void *ctx = k ? zmq_ctx_new() : NULL;
-  if (ctx && getenv("XP_IOT")) zmq_ctx_set(ctx, ZMQ_IO_THREADS, atoi(getenv("XP_IOT")));
+  if (ctx) zmq_ctx_set(ctx, ZMQ_IO_THREADS, gs_ps_io_threads(c->world));
   if (!ctx) {
     if (k) GS_FAIL(&e, GS_EIO, "zmq_ctx_new: %s", zmq_strerror(errno));
     put_line(wfd, 'F', e.msg);
@@ -93,7 +86,6 @@ static void __attribute__((noreturn)) child_main(const gs_sync_config *c, int wf
   int rc = gs_ps_server_run(srv, &e);
   if (rc < 0) fprintf(stderr, "gradsync ps server (dedicated, pid %d): %s\n", (int)getpid(),
                       e.msg);
-  if (getenv("XP_FAULTS")) { struct rusage ru; getrusage(RUSAGE_SELF, &ru); fprintf(stderr, "server minflt %ld majflt %ld utime %.3f stime %.3f\n", ru.ru_minflt, ru.ru_majflt, ru.ru_utime.tv_sec + ru.ru_utime.tv_usec/1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec/1e6); }
   gs_ps_server_destroy(srv);  /* flushes the Error messages to the workers */
   zmq_ctx_term(ctx);
   put_line(wfd, rc < 0 ? 'F' : 'D', rc < 0 ? e.msg : "");

@@ -13,7 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fakedev.h"
 #include "ps/ps.h"
+
+int rank_ids[MAXW] = {0, 1, 2, 3, 4, 5, 6, 7};
 
 void job_defaults(job_opts *o) {
   memset(o, 0, sizeof *o);
@@ -127,8 +130,8 @@ static void rank_init(rank_ctx *rc, const job_opts *o, job_result *res, int rank
   rc->res = res;
   rc->rank = rank;
   gs_err e = {0};
-  rc->k = gs_kernels_cpu(0, &e);
-  CHECK(rc->k, "cpu kernels: %s", e.msg);
+  rc->k = o->fake_device ? fakedev_create(&e) : gs_kernels_cpu(0, &e);
+  CHECK(rc->k, "kernels: %s", e.msg);
   rc->params = rc->k->alloc(rc->k, o->n * sizeof(float));
   rc->grads = rc->k->alloc(rc->k, o->n * sizeof(float));
   make_params(o, rank, rc->params);
@@ -158,6 +161,8 @@ static void rank_init(rank_ctx *rc, const job_opts *o, job_result *res, int rank
   c->overlap = o->overlap;
   c->dedicated = o->dedicated;
   c->sum_only = o->sum_only;
+  c->span = o->span;
+  c->span_ctx = &rank_ids[rank];
 }
 
 static void rank_free(rank_ctx *rc) {

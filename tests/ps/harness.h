@@ -54,10 +54,12 @@ typedef struct job_opts {
   int jitter_us;         /* up to this long between bucket_ready calls */
   int inf_rank, inf_step;   /* that rank's gradient holds +inf in that step (-1: none) */
   int kill_rank, kill_step, kill_bucket; /* processes: SIGKILL before that bucket_ready */
+  bool fake_device;        /* ranks compute on fakedev (a checking fake GPU) */
   int abort_rank, abort_step; /* that rank gives up (close(ok=false)) in that step */
   int odd_rank;             /* this rank plans buckets of odd_bucket_elems (-1: none) */
   size_t odd_bucket_elems;
   float grad_scale;
+  gs_span_fn span;         /* given to every rank's config, ctx = &rank_ids[rank] */
   /* run_threads: called with the server's address after bootstrap, before
    * any rank opens (to aim raw sockets at the live server) */
   void (*on_blob)(const char *endpoint, void *ctx);
@@ -75,6 +77,8 @@ typedef struct job_result {
   char err[MAXW][1024];
   uint64_t mem_dev[MAXW], mem_host[MAXW];
 } job_result;
+
+extern int rank_ids[MAXW];  /* rank_ids[r] == r: span contexts */
 
 void job_defaults(job_opts *o);
 /* Buckets of `elems` elements from the end of the buffer backwards (as

@@ -8,9 +8,26 @@
  * Also: open() hands every rank rank 0's parameters, the traffic per step
  * matches the cost model (rank 0 moves (N-1)*S each way, a worker S), and
  * sum_only returns the exact sum. */
+#include <pthread.h>
 #include <string.h>
 
 #include "harness.h"
+
+/* spans seen: [rank][track][name] */
+static const char *const span_names[] = {"push", "pull", "wait", "reduce", "optimizer"};
+static int spans[MAXW][2][5];
+static int bad_spans;
+static pthread_mutex_t span_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void on_span(void *ctx, const char *name, int bucket, double t0, double t1, int track) {
+  int rank = *(int *)ctx;
+  pthread_mutex_lock(&span_mu);
+  int i = 0;
+  while (i < 5 && strcmp(name, span_names[i])) i++;
+  if (i == 5 || track < 0 || track > 1 || t1 < t0 || bucket < -1) bad_spans++;
+  else spans[rank][track][i]++;
+  pthread_mutex_unlock(&span_mu);
+}
 
 /* Run o and compare every rank after every step with the reference. */
 static job_result *check_job(const job_opts *o, const char *what) {
@@ -134,6 +151,26 @@ int main(void) {
          (unsigned long long)r->stats[1].bytes_sent, (unsigned long long)r->stats[1].bytes_recv,
          S);
   result_free(r);
+
+  /* Timeline spans: every rank pushes, pulls and waits on its training
+   * track; rank 0's server thread reduces and updates on track 1. */
+  job_defaults(&o);
+  o.world = 3;
+  o.steps = 2;
+  o.span = on_span;
+  result_free(check_job(&o, "spans"));
+  CHECK(bad_spans == 0, "%d malformed spans", bad_spans);
+  int nb = 4;  /* 1000 elements in buckets of 300 */
+  for (int i = 0; i < o.world; i++) {
+    CHECK(spans[i][0][0] == nb * o.steps && spans[i][0][1] == nb * o.steps &&
+              spans[i][0][2] == o.steps, "rank %d: push %d pull %d wait %d", i, spans[i][0][0],
+          spans[i][0][1], spans[i][0][2]);
+    CHECK(spans[i][0][3] == 0 && spans[i][0][4] == 0, "rank %d reduced on its training track", i);
+    if (i > 0) CHECK(spans[i][1][3] == 0 && spans[i][1][4] == 0, "rank %d has server spans", i);
+  }
+  CHECK(spans[0][1][3] >= nb * o.steps && spans[0][1][4] == nb * o.steps,
+        "server spans: reduce %d optimizer %d", spans[0][1][3], spans[0][1][4]);
+  printf("ok: spans: push / pull / wait per rank, reduce / optimizer on rank 0's server track\n");
 
   /* sum_only: the exact rank-order sum comes back, no averaging. */
   job_defaults(&o);
