@@ -52,6 +52,12 @@ int gs_perf_sizes(const gs_perf_opts *o) {
   return n;
 }
 
+size_t gs_perf_max_count(const gs_perf_opts *o) {
+  size_t x = 2 * DIGITS * (size_t)(o->world > 0 ? o->world : 1);
+  size_t m = o->max_bytes / sizeof(float);
+  return m > x ? m : x;
+}
+
 int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_row *rows,
                       int *nrows, gs_err *e) {
   int cap = *nrows;

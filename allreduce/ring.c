@@ -71,6 +71,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,10 +83,10 @@
 
 #include "proto/wire.h"
 
-#define DEFAULT_CHUNK ((size_t)256 << 10)
-#define DEFAULT_SMALL ((size_t)16 << 10)
+#define DEFAULT_CHUNK ((size_t)512 << 10)
+#define DEFAULT_SMALL ((size_t)64 << 10)
 #define DEFAULT_SOCKBUF (4 << 20)
-#define DEFAULT_INFLIGHT 0
+#define DEFAULT_INFLIGHT 2
 #define SLICE_MS 50
 #define GONE_GRACE_S 0.25      /* after the left neighbour disconnects */
 #define HDR_MAX 4096           /* a chunk header is ~50 bytes; an Error ~1 KiB */
@@ -109,6 +111,7 @@ struct gs_ring {
   int sockbuf, io_threads, spin_us;
   void *ctx, *pull, *push, *mon;
   bool connected, broken, told_right;
+  int errors_sent;
   double left_gone_at;       /* > 0: the left neighbour closed its connection */
   uint32_t peer_fd[32];      /* open connections on the PULL socket */
   int npeers;
@@ -201,21 +204,11 @@ static void where(const gs_ring *r, int phase, int ring_step, char *buf, size_t 
            ring_step + 1, r->o.world - 1, r->cur_bucket, r->cur_step);
 }
 
+static void send_error(gs_ring *r, const char *phase, const char *msg);
+
 /* Best effort: tell the right neighbour why we stop, once. */
 static void tell_right(gs_ring *r, const char *phase, const char *msg) {
-  if (r->told_right || !r->push) return;
-  r->told_right = true;
-  Gradsync__Envelope env;
-  Gradsync__Error err = GRADSYNC__ERROR__INIT;
-  gs_wire_env(&env, r->o.job, (uint32_t)r->o.rank);
-  err.phase = (char *)phase;
-  err.message = (char *)msg;
-  env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
-  env.error = &err;
-  size_t len = gradsync__envelope__get_packed_size(&env);
-  if (len > sizeof r->hbuf) return;
-  gradsync__envelope__pack(&env, r->hbuf);
-  zmq_send(r->push, r->hbuf, len, ZMQ_DONTWAIT);
+  if (!r->told_right) send_error(r, phase, msg);
 }
 
 static int fail(gs_ring *r, gs_err *e, int code) {
@@ -292,6 +285,79 @@ static int wait_in(gs_ring *r, double deadline, gs_err *e) {
   }
 }
 
+/* Pass an error on to the right neighbour (best effort, never blocks). The
+ * first one also stops fail() from sending another. */
+static void send_error(gs_ring *r, const char *phase, const char *msg) {
+  if (!r->push || r->errors_sent > 4 * r->o.world) return;
+  r->errors_sent++;
+  r->told_right = true;
+  Gradsync__Envelope env;
+  Gradsync__Error err = GRADSYNC__ERROR__INIT;
+  gs_wire_env(&env, r->o.job, (uint32_t)r->o.rank);
+  err.phase = (char *)phase;
+  err.message = (char *)msg;
+  env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
+  env.error = &err;
+  size_t len = gradsync__envelope__get_packed_size(&env);
+  if (len > sizeof r->hbuf) return;
+  gradsync__envelope__pack(&env, r->hbuf);
+  zmq_send(r->push, r->hbuf, len, ZMQ_DONTWAIT);
+}
+
+/* How long a rank that gave up listens for news from further up the ring. */
+static double grace_s(const gs_ring *r) {
+  double g = r->o.timeout_ms / 4000.0;
+  return g < 0.5 ? g : 0.5;
+}
+
+/* This rank stops because of its left neighbour: a timeout or a closed
+ * connection (mine: this rank's sentence) or an Error the neighbour sent
+ * (upstream: its text). When one rank stalls, every rank behind it waits
+ * and times out at about the same moment, so the first news to reach a rank
+ * may be a neighbour's own timeout rather than the cause. So: tell the
+ * right neighbour what we know, then listen a moment (grace_s) for Errors
+ * from the left, passing each one on; each later one started one hop
+ * further up the ring, and the last is the cause. */
+static int settle(gs_ring *r, int code, const char *mine, const char *upstream,
+                  const char *ctxmsg, gs_err *e) {
+  char cause[900] = "";
+  if (upstream) snprintf(cause, sizeof cause, "%s", upstream);
+  send_error(r, "ring", upstream ? cause : mine);
+  double end = gs_now() + grace_s(r);
+  gs_err ignore = {0};
+  while (wait_in(r, end, &ignore) == 1) {
+    zmq_msg_t h;
+    zmq_msg_init(&h);
+    if (zmq_msg_recv(&h, r->pull, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&h);
+      continue;
+    }
+    size_t hlen = zmq_msg_size(&h);
+    bool more = zmq_msg_more(&h);
+    r->arena_used = 0;
+    Gradsync__Envelope *env = hlen > 0 && hlen <= HDR_MAX
+                                  ? gradsync__envelope__unpack(&r->alloc, hlen, zmq_msg_data(&h))
+                                  : NULL;
+    zmq_msg_close(&h);
+    while (more) {
+      zmq_msg_t x;
+      zmq_msg_init(&x);
+      more = zmq_msg_recv(&x, r->pull, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&x);
+      zmq_msg_close(&x);
+    }
+    if (env && env->version == GS_PROTO_VERSION && env->job == r->o.job &&
+        env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR && env->error &&
+        env->error->message) {
+      snprintf(cause, sizeof cause, "%s", env->error->message);
+      send_error(r, "ring", cause);
+    }
+  }
+  if (cause[0])
+    return GS_FAIL(e, GS_EPEER, "rank %d: rank %d (left) stopped in %s: %s", r->o.rank, r->left,
+                   ctxmsg, cause);
+  return GS_FAIL(e, code, "%s", mine);
+}
+
 typedef struct want {
   int phase, ring_step, segment, chunk;
   size_t offset, count;
@@ -308,8 +374,10 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
   zmq_msg_t h;
   zmq_msg_init(&h);
   double t0 = gs_now();
-  double deadline = t0 + r->o.timeout_ms / 1000.0;
-  int spun = 0;
+  /* the grace to learn the cause comes out of the timeout */
+  double waited = r->o.timeout_ms / 1000.0 - grace_s(r);
+  double deadline = t0 + waited;
+  bool spun = r->spin_us <= 0;
   for (;;) {
     if (zmq_msg_recv(&h, r->pull, ZMQ_DONTWAIT) >= 0) break;
     if (errno != EAGAIN && errno != EINTR) {
@@ -318,14 +386,17 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
       return GS_FAIL(e, GS_EIO, "rank %d: receiving from rank %d (left) in %s: %s", r->o.rank,
                      r->left, ctxmsg, zmq_strerror(err));
     }
-    if (r->spin_us > 0 && spun == 0) {
-      /* Latency: a few microseconds of polling save a wake-up. */
+    if (!spun) {
+      /* Latency: polling a little, yielding the core to the ZeroMQ thread
+       * that brings the message, saves a wake-up of this one. */
+      spun = true;
       double until = gs_now() + r->spin_us * 1e-6;
-      while (gs_now() < until) {
-        zmq_pollitem_t it = {.socket = r->pull, .events = ZMQ_POLLIN};
-        if (zmq_poll(&it, 1, 0) > 0) break;
+      bool got = false;
+      while (!got && gs_now() < until) {
+        sched_yield();
+        got = zmq_msg_recv(&h, r->pull, ZMQ_DONTWAIT) >= 0;
       }
-      spun = 1;
+      if (got) break;
       continue;
     }
     int w = wait_in(r, deadline, e);
@@ -335,13 +406,17 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
     }
     if (w == 0) {
       zmq_msg_close(&h);
-      if (r->left_gone_at > 0)
-        return GS_FAIL(e, GS_EPEER, "rank %d: rank %d (left) closed its connection (it exited, "
-                       "aborted or was killed) while rank %d waited for a %s in %s",
-                       r->o.rank, r->left, r->o.rank, what, ctxmsg);
-      return GS_FAIL(e, GS_ETIMEOUT, "rank %d: no %s from rank %d (left) in %s, within %.1f s "
-                     "(rank %d died, stalled, or runs something else)", r->o.rank, what,
-                     r->left, ctxmsg, r->o.timeout_ms / 1000.0, r->left);
+      char mine[600];
+      if (r->left_gone_at > 0) {
+        snprintf(mine, sizeof mine, "rank %d: rank %d (left) closed its connection (it exited, "
+                 "aborted or was killed) while rank %d waited for a %s in %s", r->o.rank,
+                 r->left, r->o.rank, what, ctxmsg);
+        return settle(r, GS_EPEER, mine, NULL, ctxmsg, e);
+      }
+      snprintf(mine, sizeof mine, "rank %d: no %s from rank %d (left) in %s, for %.1f s (rank "
+               "%d died, stalled, or runs something else)", r->o.rank, what, r->left, ctxmsg,
+               gs_now() - t0, r->left);
+      return settle(r, GS_ETIMEOUT, mine, NULL, ctxmsg, e);
     }
   }
   size_t hlen = zmq_msg_size(&h);
@@ -381,12 +456,9 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
                    "%016" PRIx64 ", not this job's (a stray or unauthenticated sender)",
                    r->o.rank, env->rank, (uint64_t)env->job);
   if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
-    const char *m = env->error && env->error->message ? env->error->message : "";
-    int rc = GS_FAIL(e, GS_EPEER, "rank %d: rank %u (left) stopped in %s: %s", r->o.rank,
-                     env->rank, ctxmsg, m);
-    /* pass the original cause on, so the whole ring learns it */
-    tell_right(r, env->error && env->error->phase ? env->error->phase : "ring", m);
-    return rc;
+    char m[900];
+    snprintf(m, sizeof m, "%s", env->error && env->error->message ? env->error->message : "");
+    return settle(r, GS_EPEER, NULL, m, ctxmsg, e);
   }
   if (env->rank != (uint32_t)r->left)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a %s message from rank %u arrived on the socket of "
@@ -565,6 +637,20 @@ static void ring_free(gs_ring *r) {
   free(r);
 }
 
+/* ZeroMQ mallocs a buffer for every chunk it receives, and glibc serves
+ * blocks of 128 KiB and more with a fresh mmap (or trims the heap after
+ * they are freed), so every received chunk would fault its pages in again:
+ * about a third of the receive cost on loopback. Keeping them in the heap
+ * is process-wide, so it can be turned off (GS_RING_MALLOPT=0). */
+static void keep_heap(void) {
+  static atomic_flag done = ATOMIC_FLAG_INIT;
+  if (atomic_flag_test_and_set(&done)) return;
+  const char *s = getenv("GS_RING_MALLOPT");
+  if (s && !strcmp(s, "0")) return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  /* glibc's largest */
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
+
 int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPOINT_MAX],
                     gs_err *e) {
   *out = NULL;
@@ -608,6 +694,7 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   }
   for (int i = 0; i < o->world; i++) zmq_msg_init(&r->held[i]);
   if (o->world == 1) goto out; /* nothing to talk to */
+  keep_heap();
 
   /* flags for every chunk sent zero-copy in one collective of max_count */
   size_t C = chunks_per_segment(r, o->max_count);
@@ -617,7 +704,7 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   r->hold = calloc(C, sizeof *r->hold);
   if (r->hold)
     for (size_t i = 0; i < C; i++) zmq_msg_init(&r->hold[i]);
-  size_t small_elems = r->small_bytes == GS_RING_NO_SMALL ? 0 : r->small_bytes / ws;
+  size_t small_elems = r->small_bytes == GS_RING_NO_SMALL ? 0 : r->small_bytes / sizeof(float);
   if (small_elems > o->max_count) small_elems = o->max_count;
   size_t chunk_cap = r->chunk_bytes;
   if (chunk_cap > o->max_count * ws) chunk_cap = o->max_count * ws;
@@ -1048,8 +1135,9 @@ int gs_ring_allreduce(gs_ring *r, const float *src, float *dst, size_t count, in
   r->cur_step = step;
   r->cur_bucket = bucket;
   r->cur_total = count;
-  bool small = r->small_bytes != GS_RING_NO_SMALL &&
-               count * gs_dtype_size(r->o.wire) <= r->small_bytes;
+  /* by float32 size, so fp16 and fp32 pick the same algorithm (and half
+   * the bytes) */
+  bool small = r->small_bytes != GS_RING_NO_SMALL && count * sizeof(float) <= r->small_bytes;
   int rc = small ? small_path(r, src, dst, count, st, e) : ring_path(r, src, dst, count, st, e);
   if (rc == GS_OK) rc = k->sync(k, e);
   if (rc < 0) return fail(r, e, rc);
