@@ -73,7 +73,8 @@ typedef struct gs_ring_opts {
                                 GS_RING_NO_SMALL: never; default 64 KiB */
   int inflight;              /* chunks in flight per link (default 2) */
   int io_threads;            /* ZeroMQ I/O threads (default 1) */
-  int sockbuf;               /* kernel SO_SNDBUF / SO_RCVBUF (default 4 MiB) */
+  int sockbuf;               /* kernel SO_SNDBUF / SO_RCVBUF (default, or < 0:
+                                the kernel's autotuning) */
   /* What the handshake also compares (the sync layer's bucket plan). */
   uint32_t nbuckets;
   uint64_t plan_hash;

@@ -109,7 +109,7 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
       }
       if (it >= 0) total += dt;
       if (o->check && it >= 0)
-        for (size_t i = 0; i < n; i++) wrong += dst[i] != expect[i % 11];
+        for (size_t i = 0, j = 0; i < n; i++, j = j == 10 ? 0 : j + 1) wrong += dst[i] != expect[j];
     }
     /* max over ranks of the mean time, sum of the wrong counts */
     memset(xchg, 0, xn * sizeof(float));

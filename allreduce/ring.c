@@ -85,7 +85,7 @@
 
 #define DEFAULT_CHUNK ((size_t)512 << 10)
 #define DEFAULT_SMALL ((size_t)64 << 10)
-#define DEFAULT_SOCKBUF (4 << 20)
+#define DEFAULT_SOCKBUF 0 /* the kernel's autotuning: less system time than 4 MiB */
 #define DEFAULT_INFLIGHT 2
 #define SLICE_MS 50
 #define GONE_GRACE_S 0.25      /* after the left neighbour disconnects */
@@ -285,6 +285,24 @@ static int wait_in(gs_ring *r, double deadline, gs_err *e) {
   }
 }
 
+typedef struct want {
+  int phase, ring_step, segment, chunk;
+  size_t offset, count;
+} want;
+
+/* Where a message belongs, put in words only when an error needs it. */
+typedef struct where_ctx {
+  const want *w;
+  const char *text;
+  char buf[160];
+} where_ctx;
+
+static const char *wtext(const gs_ring *r, where_ctx *c) {
+  if (c->text) return c->text;
+  if (!c->buf[0]) where(r, c->w->phase, c->w->ring_step, c->buf, sizeof c->buf);
+  return c->buf;
+}
+
 /* Pass an error on to the right neighbour (best effort, never blocks). The
  * first one also stops fail() from sending another. */
 static void send_error(gs_ring *r, const char *phase, const char *msg) {
@@ -319,7 +337,7 @@ static double grace_s(const gs_ring *r) {
  * from the left, passing each one on; each later one started one hop
  * further up the ring, and the last is the cause. */
 static int settle(gs_ring *r, int code, const char *mine, const char *upstream,
-                  const char *ctxmsg, gs_err *e) {
+                  where_ctx *wc, gs_err *e) {
   char cause[900] = "";
   if (upstream) snprintf(cause, sizeof cause, "%s", upstream);
   send_error(r, "ring", upstream ? cause : mine);
@@ -354,20 +372,16 @@ static int settle(gs_ring *r, int code, const char *mine, const char *upstream,
   }
   if (cause[0])
     return GS_FAIL(e, GS_EPEER, "rank %d: rank %d (left) stopped in %s: %s", r->o.rank, r->left,
-                   ctxmsg, cause);
+                   wtext(r, wc), cause);
   return GS_FAIL(e, code, "%s", mine);
 }
 
-typedef struct want {
-  int phase, ring_step, segment, chunk;
-  size_t offset, count;
-} want;
 
 /* Receive one message from the left neighbour. what names it in errors
  * ("chunk", "handshake"). On success *env points into the arena (valid until
  * the next receive) and payload holds the raw frame (initialised in every
  * case; the caller closes it). */
-static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__Envelope **envp,
+static int recv_env(gs_ring *r, const char *what, where_ctx *wc, Gradsync__Envelope **envp,
                     zmq_msg_t *payload, uint64_t *bytes, gs_err *e) {
   zmq_msg_init(payload);
   *envp = NULL;
@@ -384,7 +398,7 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
       int err = errno;
       zmq_msg_close(&h);
       return GS_FAIL(e, GS_EIO, "rank %d: receiving from rank %d (left) in %s: %s", r->o.rank,
-                     r->left, ctxmsg, zmq_strerror(err));
+                     r->left, wtext(r, wc), zmq_strerror(err));
     }
     if (!spun) {
       /* Latency: polling a little, yielding the core to the ZeroMQ thread
@@ -410,13 +424,13 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
       if (r->left_gone_at > 0) {
         snprintf(mine, sizeof mine, "rank %d: rank %d (left) closed its connection (it exited, "
                  "aborted or was killed) while rank %d waited for a %s in %s", r->o.rank,
-                 r->left, r->o.rank, what, ctxmsg);
-        return settle(r, GS_EPEER, mine, NULL, ctxmsg, e);
+                 r->left, r->o.rank, what, wtext(r, wc));
+        return settle(r, GS_EPEER, mine, NULL, wc, e);
       }
       snprintf(mine, sizeof mine, "rank %d: no %s from rank %d (left) in %s, for %.1f s (rank "
-               "%d died, stalled, or runs something else)", r->o.rank, what, r->left, ctxmsg,
+               "%d died, stalled, or runs something else)", r->o.rank, what, r->left, wtext(r, wc),
                gs_now() - t0, r->left);
-      return settle(r, GS_ETIMEOUT, mine, NULL, ctxmsg, e);
+      return settle(r, GS_ETIMEOUT, mine, NULL, wc, e);
     }
   }
   size_t hlen = zmq_msg_size(&h);
@@ -432,7 +446,7 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
     nframes++;
     if (zmq_msg_recv(payload, r->pull, ZMQ_DONTWAIT) < 0)
       return GS_FAIL(e, GS_EIO, "rank %d: receiving a payload from rank %d (left) in %s: %s",
-                     r->o.rank, r->left, ctxmsg, zmq_strerror(errno));
+                     r->o.rank, r->left, wtext(r, wc), zmq_strerror(errno));
     *bytes += zmq_msg_size(payload);
     more = zmq_msg_more(payload);
     while (more) {
@@ -446,7 +460,7 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
   if (!env)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a header of %zu bytes that is not a gradsync "
                    "Envelope arrived on the ring socket in %s (expected rank %d, left): a "
-                   "foreign or corrupt sender", r->o.rank, hlen, ctxmsg, r->left);
+                   "foreign or corrupt sender", r->o.rank, hlen, wtext(r, wc), r->left);
   if (env->version != GS_PROTO_VERSION)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a message claiming rank %u speaks protocol version "
                    "%u, this build %u (run the same gradsync build on every rank)", r->o.rank,
@@ -458,16 +472,16 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
   if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
     char m[900];
     snprintf(m, sizeof m, "%s", env->error && env->error->message ? env->error->message : "");
-    return settle(r, GS_EPEER, NULL, m, ctxmsg, e);
+    return settle(r, GS_EPEER, NULL, m, wc, e);
   }
   if (env->rank != (uint32_t)r->left)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a %s message from rank %u arrived on the socket of "
                    "rank %d (left) in %s: the endpoints are miswired or a rank runs with "
                    "another world size", r->o.rank, gs_wire_kind(env), env->rank, r->left,
-                   ctxmsg);
+                   wtext(r, wc));
   if (nframes > 2)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a %s message from rank %d (left) with %d frames "
-                   "(at most 2) in %s", r->o.rank, gs_wire_kind(env), r->left, nframes, ctxmsg);
+                   "(at most 2) in %s", r->o.rank, gs_wire_kind(env), r->left, nframes, wtext(r, wc));
   *envp = env;
   return GS_OK;
 }
@@ -475,20 +489,19 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
 /* Receive the chunk w describes; payload holds its bytes. */
 static int recv_chunk(gs_ring *r, const want *w, zmq_msg_t *payload, uint64_t *bytes,
                       gs_err *e) {
-  char ctxmsg[160];
-  where(r, w->phase, w->ring_step, ctxmsg, sizeof ctxmsg);
+  where_ctx wc = {.w = w};
   Gradsync__Envelope *env;
-  int rc = recv_env(r, "chunk", ctxmsg, &env, payload, bytes, e);
+  int rc = recv_env(r, "chunk", &wc, &env, payload, bytes, e);
   if (rc < 0) return rc;
   if (env->body_case != GRADSYNC__ENVELOPE__BODY_CHUNK || !env->chunk)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a %s message from rank %d (left) where a chunk was "
-                   "expected, in %s", r->o.rank, gs_wire_kind(env), r->left, ctxmsg);
+                   "expected, in %s", r->o.rank, gs_wire_kind(env), r->left, wtext(r, &wc));
   const Gradsync__Chunk *c = env->chunk;
   gs_dtype dt = gs_wire_dtype(c->dtype);
   if (c->total != r->cur_total)
     return GS_FAIL(e, GS_EMISMATCH, "rank %d: rank %d (left) all-reduces %" PRIu64 " elements "
                    "and rank %d %zu, in %s: every rank must pass the same count", r->o.rank,
-                   r->left, (uint64_t)c->total, r->o.rank, r->cur_total, ctxmsg);
+                   r->left, (uint64_t)c->total, r->o.rank, r->cur_total, wtext(r, &wc));
   if (c->step != (uint64_t)r->cur_step || c->bucket != (uint32_t)r->cur_bucket ||
       c->phase != (uint32_t)w->phase || c->ring_step != (uint32_t)w->ring_step ||
       c->segment != (uint32_t)w->segment || c->chunk != (uint32_t)w->chunk ||
@@ -498,7 +511,7 @@ static int recv_chunk(gs_ring *r, const want *w, zmq_msg_t *payload, uint64_t *b
                    "step %" PRIu64 " bucket %u %s step %u segment %u chunk %u offset %" PRIu64
                    " count %" PRIu64 " %s, expected step %" PRId64 " bucket %d segment %d "
                    "chunk %d offset %zu count %zu %s (ranks out of step, or configured "
-                   "differently)", r->o.rank, r->left, ctxmsg, (uint64_t)c->step, c->bucket,
+                   "differently)", r->o.rank, r->left, wtext(r, &wc), (uint64_t)c->step, c->bucket,
                    c->phase <= PH_SMALL ? phase_name[c->phase] : "unknown-phase", c->ring_step + 1,
                    c->segment, c->chunk, (uint64_t)c->offset, (uint64_t)c->count,
                    gs_dtype_name(dt), r->cur_step, r->cur_bucket, w->segment, w->chunk,
@@ -507,7 +520,7 @@ static int recv_chunk(gs_ring *r, const want *w, zmq_msg_t *payload, uint64_t *b
   if (zmq_msg_size(payload) != want_bytes)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a chunk from rank %d (left) in %s holds %zu bytes; "
                    "its header promises %zu (%zu x %s): truncated or corrupt", r->o.rank,
-                   r->left, ctxmsg, zmq_msg_size(payload), want_bytes, w->count,
+                   r->left, wtext(r, &wc), zmq_msg_size(payload), want_bytes, w->count,
                    gs_dtype_name(r->o.wire));
   return GS_OK;
 }
@@ -527,7 +540,7 @@ static const void *payload_data(gs_ring *r, zmq_msg_t *m) {
 /* sending */
 
 static int send_raw(gs_ring *r, const Gradsync__Envelope *env, const void *data, size_t bytes,
-                    atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, const char *ctxmsg,
+                    atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, where_ctx *wc,
                     gs_err *e) {
   size_t hlen = gradsync__envelope__get_packed_size(env);
   if (hlen > sizeof r->hbuf)
@@ -558,10 +571,10 @@ static int send_raw(gs_ring *r, const Gradsync__Envelope *env, const void *data,
 fail:
   if (errno == EAGAIN)
     return GS_FAIL(e, GS_ETIMEOUT, "rank %d: could not queue a %s for rank %d (right) in %s "
-                   "within %.1f s", r->o.rank, gs_wire_kind(env), r->right, ctxmsg,
+                   "within %.1f s", r->o.rank, gs_wire_kind(env), r->right, wtext(r, wc),
                    r->o.timeout_ms / 1000.0);
   return GS_FAIL(e, GS_EIO, "rank %d: sending to rank %d (right) in %s: %s", r->o.rank, r->right,
-                 ctxmsg, zmq_strerror(errno));
+                 wtext(r, wc), zmq_strerror(errno));
 }
 
 static int send_chunk(gs_ring *r, const want *w, const void *data, atomic_uint *flag,
@@ -581,9 +594,8 @@ static int send_chunk(gs_ring *r, const want *w, const void *data, atomic_uint *
   ch.total = r->cur_total;
   env.body_case = GRADSYNC__ENVELOPE__BODY_CHUNK;
   env.chunk = &ch;
-  char ctxmsg[160] = "";
-  where(r, w->phase, w->ring_step, ctxmsg, sizeof ctxmsg);
-  return send_raw(r, &env, data, w->count * gs_dtype_size(r->o.wire), flag, fwd, sent, ctxmsg, e);
+  where_ctx wc = {.w = w};
+  return send_raw(r, &env, data, w->count * gs_dtype_size(r->o.wire), flag, fwd, sent, &wc, e);
 }
 
 /* Wait until ZeroMQ no longer holds the chunk behind flag. */
@@ -880,11 +892,12 @@ int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
     env.ring_hello = &h;
     char ctxmsg[96];
     snprintf(ctxmsg, sizeof ctxmsg, "the handshake (round %d/%d)", i + 1, N - 1);
-    int rc = send_raw(r, &env, NULL, 0, NULL, NULL, &bytes, ctxmsg, e);
+    where_ctx wc = {.text = ctxmsg};
+    int rc = send_raw(r, &env, NULL, 0, NULL, NULL, &bytes, &wc, e);
     if (rc < 0) return fail(r, e, rc);
     Gradsync__Envelope *got;
     zmq_msg_t payload;
-    rc = recv_env(r, "handshake", ctxmsg, &got, &payload, &bytes, e);
+    rc = recv_env(r, "handshake", &wc, &got, &payload, &bytes, e);
     bool has_payload = zmq_msg_size(&payload) > 0;
     zmq_msg_close(&payload);
     if (rc < 0) return fail(r, e, rc);
