@@ -62,8 +62,8 @@ typedef struct gs_ring_opts {
   gs_dtype wire;             /* dtype of chunks on the wire (F32, F16, BF16) */
   size_t max_count;          /* largest collective, elements (sizes staging) */
   /* Tuning; 0 picks the default, which the environment can override
-   * (GS_RING_CHUNK, GS_RING_SMALL, GS_RING_INFLIGHT, GS_RING_IO_THREADS,
-   * GS_RING_SOCKBUF,
+   * (GS_RING_CHUNK, GS_RING_SMALL, GS_RING_INFLIGHT, GS_RING_SPIN_US,
+   * GS_RING_IO_THREADS, GS_RING_SOCKBUF,
    * in bytes / a count). Every rank must use the same chunk and small sizes:
    * the handshake checks it. */
   size_t chunk_bytes;        /* payload bytes per chunk (default 512 KiB) */
@@ -72,6 +72,8 @@ typedef struct gs_ring_opts {
                                 hops, (N-1)/2 x the bytes per rank);
                                 GS_RING_NO_SMALL: never; default 64 KiB */
   int inflight;              /* chunks in flight per link (default 2) */
+  int spin_us;               /* poll before sleeping on a receive, in
+                                collectives up to 4 MiB (default 100) */
   int io_threads;            /* ZeroMQ I/O threads (default 1) */
   int sockbuf;               /* kernel SO_SNDBUF / SO_RCVBUF (default, or < 0:
                                 the kernel's autotuning) */

@@ -36,11 +36,15 @@
  * it has just received, so it forwards the received ZeroMQ message itself.
  *
  * Chunks make it a pipeline (Gloo's ring_chunked, with more in flight).
- * The stream on each link is RS0.c0 RS0.c1 .. RS0.c(C-1) RS1.c0 .. AG(N-2).c(C-1)
- * and message k + C may leave as soon as message k has been received and
- * added: that is the only dependency. So C chunks are in flight on every
- * link while the previous one is being reduced, and the ZeroMQ I/O thread
- * moves bytes while this thread adds.
+ * The stream on each link is RS0.c0 RS0.c1 .. RS0.c(C-1) RS1.c0 .. AG(N-2).c(C-1);
+ * message k depends only on message k - C (the same chunk one ring step
+ * earlier) having been received and added. Message k leaves once message
+ * k - W has been handled (W = inflight <= C), so W chunks are in flight on
+ * every link: the ZeroMQ I/O thread moves one while this thread adds the
+ * previous one, and what leaves was written a moment ago (still in cache;
+ * a whole segment in flight measured slower). On loopback TCP the kernel's
+ * two copies per byte are most of the cost; 512 KiB chunks, 2 in flight
+ * and the kernel's own socket buffer sizing measured best on 2 cores.
  *
  * Zero copies of our own: chunks leave from the caller's buffer (or the
  * wire-dtype staging buffer) by zmq_msg_init_data; a release callback
@@ -87,6 +91,12 @@
 #define DEFAULT_SMALL ((size_t)64 << 10)
 #define DEFAULT_SOCKBUF 0 /* the kernel's autotuning: less system time than 4 MiB */
 #define DEFAULT_INFLIGHT 2
+/* Before sleeping on a receive, poll this long (yielding the core), but only
+ * in collectives of at most SPIN_MAX_BYTES: there a wake-up (~20 us on a VM)
+ * is a large share of a hop (1 MiB, 2 ranks: 1.9 -> 2.4 GB/s measured);
+ * above it spinning only burns a core the other threads need. */
+#define DEFAULT_SPIN_US 100
+#define SPIN_MAX_BYTES ((size_t)4 << 20)
 #define SLICE_MS 50
 #define GONE_GRACE_S 0.25      /* after the left neighbour disconnects */
 #define HDR_MAX 4096           /* a chunk header is ~50 bytes; an Error ~1 KiB */
@@ -109,6 +119,7 @@ struct gs_ring {
   int left, right;
   size_t chunk_bytes, small_bytes;
   int sockbuf, io_threads, spin_us;
+  bool spin_now;             /* this collective is small enough to spin for */
   void *ctx, *pull, *push, *mon;
   bool connected, broken, told_right;
   int errors_sent;
@@ -391,7 +402,7 @@ static int recv_env(gs_ring *r, const char *what, where_ctx *wc, Gradsync__Envel
   /* the grace to learn the cause comes out of the timeout */
   double waited = r->o.timeout_ms / 1000.0 - grace_s(r);
   double deadline = t0 + waited;
-  bool spun = r->spin_us <= 0;
+  bool spun = !r->spin_now || r->spin_us <= 0;
   for (;;) {
     if (zmq_msg_recv(&h, r->pull, ZMQ_DONTWAIT) >= 0) break;
     if (errno != EAGAIN && errno != EINTR) {
@@ -686,7 +697,7 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   r->small_bytes = o->small_bytes ? o->small_bytes : env_size("GS_RING_SMALL", DEFAULT_SMALL);
   r->io_threads = o->io_threads > 0 ? o->io_threads : (int)env_size("GS_RING_IO_THREADS", 1);
   r->sockbuf = o->sockbuf != 0 ? o->sockbuf : (int)env_size("GS_RING_SOCKBUF", DEFAULT_SOCKBUF);
-  r->spin_us = (int)env_size("GS_RING_SPIN_US", 0);
+  r->spin_us = o->spin_us > 0 ? o->spin_us : (int)env_size("GS_RING_SPIN_US", DEFAULT_SPIN_US);
   r->inflight = o->inflight > 0 ? o->inflight : (int)env_size("GS_RING_INFLIGHT", DEFAULT_INFLIGHT);
   size_t ws = gs_dtype_size(o->wire);
   if (r->chunk_bytes < ws) r->chunk_bytes = ws;
@@ -1148,6 +1159,7 @@ int gs_ring_allreduce(gs_ring *r, const float *src, float *dst, size_t count, in
   r->cur_step = step;
   r->cur_bucket = bucket;
   r->cur_total = count;
+  r->spin_now = count * sizeof(float) <= SPIN_MAX_BYTES;
   /* by float32 size, so fp16 and fp32 pick the same algorithm (and half
    * the bytes) */
   bool small = r->small_bytes != GS_RING_NO_SMALL && count * sizeof(float) <= r->small_bytes;

@@ -36,7 +36,7 @@ mkdir -p "$out"
 mpi=$out/mpi_allreduce
 mpicc -O2 -o "$mpi" bench/peers/mpi_allreduce.c
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-cores=$(nproc)
+cores=$(getconf _NPROCESSORS_ONLN)  # not nproc: it obeys OMP_NUM_THREADS
 mpirun_base=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1)
 {
   echo "date: $(date -Is)"
