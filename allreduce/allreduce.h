@@ -72,18 +72,21 @@ typedef struct gs_ring_opts {
   gs_dtype wire;             /* dtype of chunks on the wire (F32, F16, BF16) */
   size_t max_count;          /* largest collective, elements (sizes staging) */
   /* Tuning; 0 picks the default, which the environment can override
-   * (GS_RING_CHUNK, GS_RING_SMALL, GS_RING_INFLIGHT, GS_RING_IO_THREADS,
-   * GS_RING_SOCKBUF,
+   * (GS_RING_CHUNK, GS_RING_SMALL, GS_RING_INFLIGHT, GS_RING_SPIN_US,
+   * GS_RING_IO_THREADS, GS_RING_SOCKBUF,
    * in bytes / a count). Every rank must use the same chunk and small sizes:
    * the handshake checks it. */
-  size_t chunk_bytes;        /* payload bytes per chunk (default 256 KiB) */
-  size_t small_bytes;        /* at most this many bytes: all-gather of whole
-                                vectors, then a local sum (half the hops);
-                                GS_RING_NO_SMALL: never; default 16 KiB */
-  int inflight;              /* chunks in flight per link (default: all of a
-                                segment) */
+  size_t chunk_bytes;        /* payload bytes per chunk (default 512 KiB) */
+  size_t small_bytes;        /* at most this many float32 bytes: all-gather
+                                of whole vectors, then a local sum (half the
+                                hops, (N-1)/2 x the bytes per rank);
+                                GS_RING_NO_SMALL: never; default 64 KiB */
+  int inflight;              /* chunks in flight per link (default 2) */
+  int spin_us;               /* poll before sleeping on a receive, in
+                                collectives up to 4 MiB (default 100) */
   int io_threads;            /* ZeroMQ I/O threads (default 1) */
-  int sockbuf;               /* kernel SO_SNDBUF / SO_RCVBUF (default 4 MiB) */
+  int sockbuf;               /* kernel SO_SNDBUF / SO_RCVBUF (default, or < 0:
+                                the kernel's autotuning) */
   /* What the handshake also compares (the sync layer's bucket plan). */
   uint32_t nbuckets;
   uint64_t plan_hash;
@@ -167,8 +170,10 @@ typedef struct gs_perf_row {
 int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_row *rows,
                       int *nrows, gs_err *e);
 
-/* Number of sizes gs_allreduce_perf will run for o. */
+/* Number of sizes gs_allreduce_perf will run for o, and the largest count
+ * it hands fn (the timing exchange included). */
 int gs_perf_sizes(const gs_perf_opts *o);
+size_t gs_perf_max_count(const gs_perf_opts *o);
 
 /* Print the nccl-tests table (header with the busbw formula, one line per
  * row) to f (a FILE*). */

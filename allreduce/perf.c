@@ -52,6 +52,12 @@ int gs_perf_sizes(const gs_perf_opts *o) {
   return n;
 }
 
+size_t gs_perf_max_count(const gs_perf_opts *o) {
+  size_t x = 2 * DIGITS * (size_t)(o->world > 0 ? o->world : 1);
+  size_t m = o->max_bytes / sizeof(float);
+  return m > x ? m : x;
+}
+
 int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_row *rows,
                       int *nrows, gs_err *e) {
   int cap = *nrows;
@@ -103,7 +109,7 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
       }
       if (it >= 0) total += dt;
       if (o->check && it >= 0)
-        for (size_t i = 0; i < n; i++) wrong += dst[i] != expect[i % 11];
+        for (size_t i = 0, j = 0; i < n; i++, j = j == 10 ? 0 : j + 1) wrong += dst[i] != expect[j];
     }
     /* max over ranks of the mean time, sum of the wrong counts */
     memset(xchg, 0, xn * sizeof(float));

@@ -36,11 +36,15 @@
  * it has just received, so it forwards the received ZeroMQ message itself.
  *
  * Chunks make it a pipeline (Gloo's ring_chunked, with more in flight).
- * The stream on each link is RS0.c0 RS0.c1 .. RS0.c(C-1) RS1.c0 .. AG(N-2).c(C-1)
- * and message k + C may leave as soon as message k has been received and
- * added: that is the only dependency. So C chunks are in flight on every
- * link while the previous one is being reduced, and the ZeroMQ I/O thread
- * moves bytes while this thread adds.
+ * The stream on each link is RS0.c0 RS0.c1 .. RS0.c(C-1) RS1.c0 .. AG(N-2).c(C-1);
+ * message k depends only on message k - C (the same chunk one ring step
+ * earlier) having been received and added. Message k leaves once message
+ * k - W has been handled (W = inflight <= C), so W chunks are in flight on
+ * every link: the ZeroMQ I/O thread moves one while this thread adds the
+ * previous one, and what leaves was written a moment ago (still in cache;
+ * a whole segment in flight measured slower). On loopback TCP the kernel's
+ * two copies per byte are most of the cost; 512 KiB chunks, 2 in flight
+ * and the kernel's own socket buffer sizing measured best on 2 cores.
  *
  * Zero copies of our own: chunks leave from the caller's buffer (or the
  * wire-dtype staging buffer) by zmq_msg_init_data; a release callback
@@ -71,6 +75,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,10 +87,16 @@
 
 #include "proto/wire.h"
 
-#define DEFAULT_CHUNK ((size_t)256 << 10)
-#define DEFAULT_SMALL ((size_t)16 << 10)
-#define DEFAULT_SOCKBUF (4 << 20)
-#define DEFAULT_INFLIGHT 0
+#define DEFAULT_CHUNK ((size_t)512 << 10)
+#define DEFAULT_SMALL ((size_t)64 << 10)
+#define DEFAULT_SOCKBUF 0 /* the kernel's autotuning: less system time than 4 MiB */
+#define DEFAULT_INFLIGHT 2
+/* Before sleeping on a receive, poll this long (yielding the core), but only
+ * in collectives of at most SPIN_MAX_BYTES: there a wake-up (~20 us on a VM)
+ * is a large share of a hop (1 MiB, 2 ranks: 1.9 -> 2.4 GB/s measured);
+ * above it spinning only burns a core the other threads need. */
+#define DEFAULT_SPIN_US 100
+#define SPIN_MAX_BYTES ((size_t)4 << 20)
 #define SLICE_MS 50
 #define GONE_GRACE_S 0.25      /* after the left neighbour disconnects */
 #define HDR_MAX 4096           /* a chunk header is ~50 bytes; an Error ~1 KiB */
@@ -107,8 +119,10 @@ struct gs_ring {
   int left, right;
   size_t chunk_bytes, small_bytes;
   int sockbuf, io_threads, spin_us;
+  bool spin_now;             /* this collective is small enough to spin for */
   void *ctx, *pull, *push, *mon;
   bool connected, broken, told_right;
+  int errors_sent;
   double left_gone_at;       /* > 0: the left neighbour closed its connection */
   uint32_t peer_fd[32];      /* open connections on the PULL socket */
   int npeers;
@@ -201,21 +215,11 @@ static void where(const gs_ring *r, int phase, int ring_step, char *buf, size_t 
            ring_step + 1, r->o.world - 1, r->cur_bucket, r->cur_step);
 }
 
+static void send_error(gs_ring *r, const char *phase, const char *msg);
+
 /* Best effort: tell the right neighbour why we stop, once. */
 static void tell_right(gs_ring *r, const char *phase, const char *msg) {
-  if (r->told_right || !r->push) return;
-  r->told_right = true;
-  Gradsync__Envelope env;
-  Gradsync__Error err = GRADSYNC__ERROR__INIT;
-  gs_wire_env(&env, r->o.job, (uint32_t)r->o.rank);
-  err.phase = (char *)phase;
-  err.message = (char *)msg;
-  env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
-  env.error = &err;
-  size_t len = gradsync__envelope__get_packed_size(&env);
-  if (len > sizeof r->hbuf) return;
-  gradsync__envelope__pack(&env, r->hbuf);
-  zmq_send(r->push, r->hbuf, len, ZMQ_DONTWAIT);
+  if (!r->told_right) send_error(r, phase, msg);
 }
 
 static int fail(gs_ring *r, gs_err *e, int code) {
@@ -297,35 +301,127 @@ typedef struct want {
   size_t offset, count;
 } want;
 
+/* Where a message belongs, put in words only when an error needs it. */
+typedef struct where_ctx {
+  const want *w;
+  const char *text;
+  char buf[160];
+} where_ctx;
+
+static const char *wtext(const gs_ring *r, where_ctx *c) {
+  if (c->text) return c->text;
+  if (!c->buf[0]) where(r, c->w->phase, c->w->ring_step, c->buf, sizeof c->buf);
+  return c->buf;
+}
+
+/* Pass an error on to the right neighbour (best effort, never blocks). The
+ * first one also stops fail() from sending another. */
+static void send_error(gs_ring *r, const char *phase, const char *msg) {
+  if (!r->push || r->errors_sent > 4 * r->o.world) return;
+  r->errors_sent++;
+  r->told_right = true;
+  Gradsync__Envelope env;
+  Gradsync__Error err = GRADSYNC__ERROR__INIT;
+  gs_wire_env(&env, r->o.job, (uint32_t)r->o.rank);
+  err.phase = (char *)phase;
+  err.message = (char *)msg;
+  env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
+  env.error = &err;
+  size_t len = gradsync__envelope__get_packed_size(&env);
+  if (len > sizeof r->hbuf) return;
+  gradsync__envelope__pack(&env, r->hbuf);
+  zmq_send(r->push, r->hbuf, len, ZMQ_DONTWAIT);
+}
+
+/* How long a rank that gave up listens for news from further up the ring. */
+static double grace_s(const gs_ring *r) {
+  double g = r->o.timeout_ms / 4000.0;
+  return g < 0.5 ? g : 0.5;
+}
+
+/* This rank stops because of its left neighbour: a timeout or a closed
+ * connection (mine: this rank's sentence) or an Error the neighbour sent
+ * (upstream: its text). When one rank stalls, every rank behind it waits
+ * and times out at about the same moment, so the first news to reach a rank
+ * may be a neighbour's own timeout rather than the cause. So: tell the
+ * right neighbour what we know, then listen a moment (grace_s) for Errors
+ * from the left, passing each one on; each later one started one hop
+ * further up the ring, and the last is the cause. */
+static int settle(gs_ring *r, int code, const char *mine, const char *upstream,
+                  where_ctx *wc, gs_err *e) {
+  char cause[900] = "";
+  if (upstream) snprintf(cause, sizeof cause, "%s", upstream);
+  send_error(r, "ring", upstream ? cause : mine);
+  double end = gs_now() + grace_s(r);
+  gs_err ignore = {0};
+  while (wait_in(r, end, &ignore) == 1) {
+    zmq_msg_t h;
+    zmq_msg_init(&h);
+    if (zmq_msg_recv(&h, r->pull, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&h);
+      continue;
+    }
+    size_t hlen = zmq_msg_size(&h);
+    bool more = zmq_msg_more(&h);
+    r->arena_used = 0;
+    Gradsync__Envelope *env = hlen > 0 && hlen <= HDR_MAX
+                                  ? gradsync__envelope__unpack(&r->alloc, hlen, zmq_msg_data(&h))
+                                  : NULL;
+    zmq_msg_close(&h);
+    while (more) {
+      zmq_msg_t x;
+      zmq_msg_init(&x);
+      more = zmq_msg_recv(&x, r->pull, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&x);
+      zmq_msg_close(&x);
+    }
+    if (env && env->version == GS_PROTO_VERSION && env->job == r->o.job &&
+        env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR && env->error &&
+        env->error->message) {
+      snprintf(cause, sizeof cause, "%s", env->error->message);
+      send_error(r, "ring", cause);
+    }
+  }
+  if (cause[0])
+    return GS_FAIL(e, GS_EPEER, "rank %d: rank %d (left) stopped in %s: %s", r->o.rank, r->left,
+                   wtext(r, wc), cause);
+  return GS_FAIL(e, code, "%s", mine);
+}
+
+
 /* Receive one message from the left neighbour. what names it in errors
  * ("chunk", "handshake"). On success *env points into the arena (valid until
  * the next receive) and payload holds the raw frame (initialised in every
  * case; the caller closes it). */
-static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__Envelope **envp,
+static int recv_env(gs_ring *r, const char *what, where_ctx *wc, Gradsync__Envelope **envp,
                     zmq_msg_t *payload, uint64_t *bytes, gs_err *e) {
   zmq_msg_init(payload);
   *envp = NULL;
   zmq_msg_t h;
   zmq_msg_init(&h);
   double t0 = gs_now();
-  double deadline = t0 + r->o.timeout_ms / 1000.0;
-  int spun = 0;
+  /* the grace to learn the cause comes out of the timeout */
+  double waited = r->o.timeout_ms / 1000.0 - grace_s(r);
+  double deadline = t0 + waited;
+  bool spun = !r->spin_now || r->spin_us <= 0;
   for (;;) {
     if (zmq_msg_recv(&h, r->pull, ZMQ_DONTWAIT) >= 0) break;
     if (errno != EAGAIN && errno != EINTR) {
       int err = errno;
       zmq_msg_close(&h);
       return GS_FAIL(e, GS_EIO, "rank %d: receiving from rank %d (left) in %s: %s", r->o.rank,
-                     r->left, ctxmsg, zmq_strerror(err));
+                     r->left, wtext(r, wc), zmq_strerror(err));
     }
-    if (r->spin_us > 0 && spun == 0) {
-      /* Latency: a few microseconds of polling save a wake-up. */
+    if (!spun) {
+      /* Latency: polling a little, yielding the core to the ZeroMQ thread
+       * that brings the message, saves a wake-up of this one. */
+      spun = true;
       double until = gs_now() + r->spin_us * 1e-6;
-      while (gs_now() < until) {
-        zmq_pollitem_t it = {.socket = r->pull, .events = ZMQ_POLLIN};
-        if (zmq_poll(&it, 1, 0) > 0) break;
+      bool got = false;
+      while (!got && gs_now() < until) {
+        sched_yield();
+        got = zmq_msg_recv(&h, r->pull, ZMQ_DONTWAIT) >= 0;
       }
-      spun = 1;
+      if (got) break;
       continue;
     }
     int w = wait_in(r, deadline, e);
@@ -335,13 +431,17 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
     }
     if (w == 0) {
       zmq_msg_close(&h);
-      if (r->left_gone_at > 0)
-        return GS_FAIL(e, GS_EPEER, "rank %d: rank %d (left) closed its connection (it exited, "
-                       "aborted or was killed) while rank %d waited for a %s in %s",
-                       r->o.rank, r->left, r->o.rank, what, ctxmsg);
-      return GS_FAIL(e, GS_ETIMEOUT, "rank %d: no %s from rank %d (left) in %s, within %.1f s "
-                     "(rank %d died, stalled, or runs something else)", r->o.rank, what,
-                     r->left, ctxmsg, r->o.timeout_ms / 1000.0, r->left);
+      char mine[600];
+      if (r->left_gone_at > 0) {
+        snprintf(mine, sizeof mine, "rank %d: rank %d (left) closed its connection (it exited, "
+                 "aborted or was killed) while rank %d waited for a %s in %s", r->o.rank,
+                 r->left, r->o.rank, what, wtext(r, wc));
+        return settle(r, GS_EPEER, mine, NULL, wc, e);
+      }
+      snprintf(mine, sizeof mine, "rank %d: no %s from rank %d (left) in %s, for %.1f s (rank "
+               "%d died, stalled, or runs something else)", r->o.rank, what, r->left, wtext(r, wc),
+               gs_now() - t0, r->left);
+      return settle(r, GS_ETIMEOUT, mine, NULL, wc, e);
     }
   }
   size_t hlen = zmq_msg_size(&h);
@@ -357,7 +457,7 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
     nframes++;
     if (zmq_msg_recv(payload, r->pull, ZMQ_DONTWAIT) < 0)
       return GS_FAIL(e, GS_EIO, "rank %d: receiving a payload from rank %d (left) in %s: %s",
-                     r->o.rank, r->left, ctxmsg, zmq_strerror(errno));
+                     r->o.rank, r->left, wtext(r, wc), zmq_strerror(errno));
     *bytes += zmq_msg_size(payload);
     more = zmq_msg_more(payload);
     while (more) {
@@ -371,7 +471,7 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
   if (!env)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a header of %zu bytes that is not a gradsync "
                    "Envelope arrived on the ring socket in %s (expected rank %d, left): a "
-                   "foreign or corrupt sender", r->o.rank, hlen, ctxmsg, r->left);
+                   "foreign or corrupt sender", r->o.rank, hlen, wtext(r, wc), r->left);
   if (env->version != GS_PROTO_VERSION)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a message claiming rank %u speaks protocol version "
                    "%u, this build %u (run the same gradsync build on every rank)", r->o.rank,
@@ -381,21 +481,18 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
                    "%016" PRIx64 ", not this job's (a stray or unauthenticated sender)",
                    r->o.rank, env->rank, (uint64_t)env->job);
   if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
-    const char *m = env->error && env->error->message ? env->error->message : "";
-    int rc = GS_FAIL(e, GS_EPEER, "rank %d: rank %u (left) stopped in %s: %s", r->o.rank,
-                     env->rank, ctxmsg, m);
-    /* pass the original cause on, so the whole ring learns it */
-    tell_right(r, env->error && env->error->phase ? env->error->phase : "ring", m);
-    return rc;
+    char m[900];
+    snprintf(m, sizeof m, "%s", env->error && env->error->message ? env->error->message : "");
+    return settle(r, GS_EPEER, NULL, m, wc, e);
   }
   if (env->rank != (uint32_t)r->left)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a %s message from rank %u arrived on the socket of "
                    "rank %d (left) in %s: the endpoints are miswired or a rank runs with "
                    "another world size", r->o.rank, gs_wire_kind(env), env->rank, r->left,
-                   ctxmsg);
+                   wtext(r, wc));
   if (nframes > 2)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a %s message from rank %d (left) with %d frames "
-                   "(at most 2) in %s", r->o.rank, gs_wire_kind(env), r->left, nframes, ctxmsg);
+                   "(at most 2) in %s", r->o.rank, gs_wire_kind(env), r->left, nframes, wtext(r, wc));
   *envp = env;
   return GS_OK;
 }
@@ -403,20 +500,19 @@ static int recv_env(gs_ring *r, const char *what, const char *ctxmsg, Gradsync__
 /* Receive the chunk w describes; payload holds its bytes. */
 static int recv_chunk(gs_ring *r, const want *w, zmq_msg_t *payload, uint64_t *bytes,
                       gs_err *e) {
-  char ctxmsg[160];
-  where(r, w->phase, w->ring_step, ctxmsg, sizeof ctxmsg);
+  where_ctx wc = {.w = w};
   Gradsync__Envelope *env;
-  int rc = recv_env(r, "chunk", ctxmsg, &env, payload, bytes, e);
+  int rc = recv_env(r, "chunk", &wc, &env, payload, bytes, e);
   if (rc < 0) return rc;
   if (env->body_case != GRADSYNC__ENVELOPE__BODY_CHUNK || !env->chunk)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a %s message from rank %d (left) where a chunk was "
-                   "expected, in %s", r->o.rank, gs_wire_kind(env), r->left, ctxmsg);
+                   "expected, in %s", r->o.rank, gs_wire_kind(env), r->left, wtext(r, &wc));
   const Gradsync__Chunk *c = env->chunk;
   gs_dtype dt = gs_wire_dtype(c->dtype);
   if (c->total != r->cur_total)
     return GS_FAIL(e, GS_EMISMATCH, "rank %d: rank %d (left) all-reduces %" PRIu64 " elements "
                    "and rank %d %zu, in %s: every rank must pass the same count", r->o.rank,
-                   r->left, (uint64_t)c->total, r->o.rank, r->cur_total, ctxmsg);
+                   r->left, (uint64_t)c->total, r->o.rank, r->cur_total, wtext(r, &wc));
   if (c->step != (uint64_t)r->cur_step || c->bucket != (uint32_t)r->cur_bucket ||
       c->phase != (uint32_t)w->phase || c->ring_step != (uint32_t)w->ring_step ||
       c->segment != (uint32_t)w->segment || c->chunk != (uint32_t)w->chunk ||
@@ -426,7 +522,7 @@ static int recv_chunk(gs_ring *r, const want *w, zmq_msg_t *payload, uint64_t *b
                    "step %" PRIu64 " bucket %u %s step %u segment %u chunk %u offset %" PRIu64
                    " count %" PRIu64 " %s, expected step %" PRId64 " bucket %d segment %d "
                    "chunk %d offset %zu count %zu %s (ranks out of step, or configured "
-                   "differently)", r->o.rank, r->left, ctxmsg, (uint64_t)c->step, c->bucket,
+                   "differently)", r->o.rank, r->left, wtext(r, &wc), (uint64_t)c->step, c->bucket,
                    c->phase <= PH_SMALL ? phase_name[c->phase] : "unknown-phase", c->ring_step + 1,
                    c->segment, c->chunk, (uint64_t)c->offset, (uint64_t)c->count,
                    gs_dtype_name(dt), r->cur_step, r->cur_bucket, w->segment, w->chunk,
@@ -435,7 +531,7 @@ static int recv_chunk(gs_ring *r, const want *w, zmq_msg_t *payload, uint64_t *b
   if (zmq_msg_size(payload) != want_bytes)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a chunk from rank %d (left) in %s holds %zu bytes; "
                    "its header promises %zu (%zu x %s): truncated or corrupt", r->o.rank,
-                   r->left, ctxmsg, zmq_msg_size(payload), want_bytes, w->count,
+                   r->left, wtext(r, &wc), zmq_msg_size(payload), want_bytes, w->count,
                    gs_dtype_name(r->o.wire));
   return GS_OK;
 }
@@ -455,7 +551,7 @@ static const void *payload_data(gs_ring *r, zmq_msg_t *m) {
 /* sending */
 
 static int send_raw(gs_ring *r, const Gradsync__Envelope *env, const void *data, size_t bytes,
-                    atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, const char *ctxmsg,
+                    atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, where_ctx *wc,
                     gs_err *e) {
   size_t hlen = gradsync__envelope__get_packed_size(env);
   if (hlen > sizeof r->hbuf)
@@ -486,10 +582,10 @@ static int send_raw(gs_ring *r, const Gradsync__Envelope *env, const void *data,
 fail:
   if (errno == EAGAIN)
     return GS_FAIL(e, GS_ETIMEOUT, "rank %d: could not queue a %s for rank %d (right) in %s "
-                   "within %.1f s", r->o.rank, gs_wire_kind(env), r->right, ctxmsg,
+                   "within %.1f s", r->o.rank, gs_wire_kind(env), r->right, wtext(r, wc),
                    r->o.timeout_ms / 1000.0);
   return GS_FAIL(e, GS_EIO, "rank %d: sending to rank %d (right) in %s: %s", r->o.rank, r->right,
-                 ctxmsg, zmq_strerror(errno));
+                 wtext(r, wc), zmq_strerror(errno));
 }
 
 static int send_chunk(gs_ring *r, const want *w, const void *data, atomic_uint *flag,
@@ -509,9 +605,8 @@ static int send_chunk(gs_ring *r, const want *w, const void *data, atomic_uint *
   ch.total = r->cur_total;
   env.body_case = GRADSYNC__ENVELOPE__BODY_CHUNK;
   env.chunk = &ch;
-  char ctxmsg[160] = "";
-  where(r, w->phase, w->ring_step, ctxmsg, sizeof ctxmsg);
-  return send_raw(r, &env, data, w->count * gs_dtype_size(r->o.wire), flag, fwd, sent, ctxmsg, e);
+  where_ctx wc = {.w = w};
+  return send_raw(r, &env, data, w->count * gs_dtype_size(r->o.wire), flag, fwd, sent, &wc, e);
 }
 
 /* Wait until ZeroMQ no longer holds the chunk behind flag. */
@@ -565,6 +660,20 @@ static void ring_free(gs_ring *r) {
   free(r);
 }
 
+/* ZeroMQ mallocs a buffer for every chunk it receives, and glibc serves
+ * blocks of 128 KiB and more with a fresh mmap (or trims the heap after
+ * they are freed), so every received chunk would fault its pages in again:
+ * about a third of the receive cost on loopback. Keeping them in the heap
+ * is process-wide, so it can be turned off (GS_RING_MALLOPT=0). */
+static void keep_heap(void) {
+  static atomic_flag done = ATOMIC_FLAG_INIT;
+  if (atomic_flag_test_and_set(&done)) return;
+  const char *s = getenv("GS_RING_MALLOPT");
+  if (s && !strcmp(s, "0")) return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  /* glibc's largest */
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
+
 int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPOINT_MAX],
                     gs_err *e) {
   *out = NULL;
@@ -588,7 +697,7 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   r->small_bytes = o->small_bytes ? o->small_bytes : env_size("GS_RING_SMALL", DEFAULT_SMALL);
   r->io_threads = o->io_threads > 0 ? o->io_threads : (int)env_size("GS_RING_IO_THREADS", 1);
   r->sockbuf = o->sockbuf != 0 ? o->sockbuf : (int)env_size("GS_RING_SOCKBUF", DEFAULT_SOCKBUF);
-  r->spin_us = (int)env_size("GS_RING_SPIN_US", 0);
+  r->spin_us = o->spin_us > 0 ? o->spin_us : (int)env_size("GS_RING_SPIN_US", DEFAULT_SPIN_US);
   r->inflight = o->inflight > 0 ? o->inflight : (int)env_size("GS_RING_INFLIGHT", DEFAULT_INFLIGHT);
   size_t ws = gs_dtype_size(o->wire);
   if (r->chunk_bytes < ws) r->chunk_bytes = ws;
@@ -608,6 +717,7 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   }
   for (int i = 0; i < o->world; i++) zmq_msg_init(&r->held[i]);
   if (o->world == 1) goto out; /* nothing to talk to */
+  keep_heap();
 
   /* flags for every chunk sent zero-copy in one collective of max_count */
   size_t C = chunks_per_segment(r, o->max_count);
@@ -617,7 +727,7 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   r->hold = calloc(C, sizeof *r->hold);
   if (r->hold)
     for (size_t i = 0; i < C; i++) zmq_msg_init(&r->hold[i]);
-  size_t small_elems = r->small_bytes == GS_RING_NO_SMALL ? 0 : r->small_bytes / ws;
+  size_t small_elems = r->small_bytes == GS_RING_NO_SMALL ? 0 : r->small_bytes / sizeof(float);
   if (small_elems > o->max_count) small_elems = o->max_count;
   size_t chunk_cap = r->chunk_bytes;
   if (chunk_cap > o->max_count * ws) chunk_cap = o->max_count * ws;
@@ -793,11 +903,12 @@ int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
     env.ring_hello = &h;
     char ctxmsg[96];
     snprintf(ctxmsg, sizeof ctxmsg, "the handshake (round %d/%d)", i + 1, N - 1);
-    int rc = send_raw(r, &env, NULL, 0, NULL, NULL, &bytes, ctxmsg, e);
+    where_ctx wc = {.text = ctxmsg};
+    int rc = send_raw(r, &env, NULL, 0, NULL, NULL, &bytes, &wc, e);
     if (rc < 0) return fail(r, e, rc);
     Gradsync__Envelope *got;
     zmq_msg_t payload;
-    rc = recv_env(r, "handshake", ctxmsg, &got, &payload, &bytes, e);
+    rc = recv_env(r, "handshake", &wc, &got, &payload, &bytes, e);
     bool has_payload = zmq_msg_size(&payload) > 0;
     zmq_msg_close(&payload);
     if (rc < 0) return fail(r, e, rc);
@@ -1048,8 +1159,10 @@ int gs_ring_allreduce(gs_ring *r, const float *src, float *dst, size_t count, in
   r->cur_step = step;
   r->cur_bucket = bucket;
   r->cur_total = count;
-  bool small = r->small_bytes != GS_RING_NO_SMALL &&
-               count * gs_dtype_size(r->o.wire) <= r->small_bytes;
+  r->spin_now = count * sizeof(float) <= SPIN_MAX_BYTES;
+  /* by float32 size, so fp16 and fp32 pick the same algorithm (and half
+   * the bytes) */
+  bool small = r->small_bytes != GS_RING_NO_SMALL && count * sizeof(float) <= r->small_bytes;
   int rc = small ? small_path(r, src, dst, count, st, e) : ring_path(r, src, dst, count, st, e);
   if (rc == GS_OK) rc = k->sync(k, e);
   if (rc < 0) return fail(r, e, rc);

@@ -359,6 +359,10 @@ static int rb_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
     .nbuckets = (uint32_t)c->nbuckets,
     .plan_hash = plan_hash(c->buckets, c->nbuckets),
     .sum_only = c->sum_only,
+    /* Training moves the textbook 2(N-1)/N x S bytes per step whatever the
+     * bucket sizes; the collective benchmark may take the small-message
+     * path, as NCCL picks its algorithm by size. */
+    .small_bytes = c->sum_only ? 0 : GS_RING_NO_SMALL,
     .span = c->span,
     .span_ctx = c->span_ctx,
   };

@@ -44,6 +44,8 @@ def sizes(a):
 
 
 def run(rank, world, port, a):
+    if os.environ.get("GS_PIN") == "1":  # as mpirun --bind-to core
+        os.sched_setaffinity(0, {rank % os.cpu_count()})
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)

@@ -3,8 +3,12 @@
  * -b to -e by factor -f, -n timed iterations after -w warm-up ones, every
  * iteration checked against the exact sum (gs_allreduce_perf).
  *
- *   ring_perf -N 2 -b 8 -e 256M -f 2 -n 20 -w 5 [--wire fp16] [--chunk 256K]
- *             [--small 16K|never] [--io-threads 1] [--sockbuf 4M] [--host A]
+ *   ring_perf -N 2 -b 8 -e 256M -f 2 -n 20 -w 5 [--wire fp16] [--chunk 1M]
+ *             [--small 16K|never] [--inflight 2] [--io-threads 1] [--sockbuf 4M]
+ *             [--host A] [--bind core|none]
+ *
+ * --bind core (the default while there are no more ranks than cores, as
+ * mpirun's) pins rank r and its ZeroMQ thread to core r.
  *
  * Built, not a test: bench --collective allreduce is the user's command;
  * this is the ring alone, for tuning and for bench/peers comparisons. */
@@ -13,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "allreduce/allreduce.h"
 #include "harness.h"
@@ -20,9 +25,10 @@
 typedef struct args {
   gs_perf_opts p;
   size_t chunk, small;
-  int io_threads, sockbuf, timeout_ms;
+  int io_threads, sockbuf, timeout_ms, inflight;
   const char *host;
   gs_dtype wire;
+  int bind, ncpu;
 } args;
 
 static size_t parse_size(const char *s) {
@@ -48,20 +54,24 @@ static int coll(void *c, const float *src, float *dst, size_t count, int64_t ite
 
 static int body(th_shared *sh, int rank, int world, void *arg) {
   const args *a = arg;
-  if (getenv("PIN")) {
+  if (a->bind) { /* as mpirun --bind-to core; threads made later inherit it */
     cpu_set_t cs;
     CPU_ZERO(&cs);
-    CPU_SET(rank % 2, &cs);
-    sched_setaffinity(0, sizeof cs, &cs);
+    CPU_SET(rank % a->ncpu, &cs);
+    if (sched_setaffinity(0, sizeof cs, &cs) < 0) perror("ring_perf: sched_setaffinity");
   }
   gs_kernels *k = gs_kernels_cpu(0, NULL);
   gs_err e = {0};
   gs_ring_opts o = {
     .rank = rank, .world = world, .timeout_ms = a->timeout_ms, .job = 0xbe7c4,
-    .host = a->host, .k = k, .wire = a->wire, .max_count = a->p.max_bytes / sizeof(float),
+    .host = a->host, .k = k, .wire = a->wire,
     .chunk_bytes = a->chunk, .small_bytes = a->small, .io_threads = a->io_threads,
-    .sockbuf = a->sockbuf,
+    .sockbuf = a->sockbuf, .inflight = a->inflight,
   };
+  gs_perf_opts p = a->p;
+  p.rank = rank;
+  p.world = world;
+  o.max_count = gs_perf_max_count(&p);
   ctx c = {0};
   char ep[GS_ENDPOINT_MAX];
   const char *eps[TH_MAX_WORLD];
@@ -69,9 +79,6 @@ static int body(th_shared *sh, int rank, int world, void *arg) {
   if (rc == 0 && th_exchange(sh, 0, rank, ep, eps) < 0)
     rc = GS_FAIL(&e, GS_ETIMEOUT, "endpoint exchange timed out");
   if (rc == 0) rc = gs_ring_connect(c.r, eps, &e);
-  gs_perf_opts p = a->p;
-  p.rank = rank;
-  p.world = world;
   int cap = gs_perf_sizes(&p), n = cap;
   gs_perf_row *rows = calloc((size_t)(cap > 0 ? cap : 1), sizeof *rows);
   if (rc == 0) rc = gs_allreduce_perf(coll, &c, &p, rows, &n, &e);
@@ -96,12 +103,13 @@ int main(int argc, char **argv) {
   args a = {
     .p = {.min_bytes = 8, .max_bytes = 256u << 20, .factor = 2, .iters = 20, .warmup = 5,
           .check = true},
-    .timeout_ms = 30000, .host = "127.0.0.1", .wire = GS_F32,
+    .timeout_ms = 30000, .host = "127.0.0.1", .wire = GS_F32, .bind = -1,
   };
   int world = 2;
   static const struct option lo[] = {
     {"wire", 1, 0, 'W'}, {"chunk", 1, 0, 'C'}, {"small", 1, 0, 'S'}, {"io-threads", 1, 0, 'I'},
-    {"sockbuf", 1, 0, 'B'}, {"host", 1, 0, 'H'}, {"timeout", 1, 0, 'T'}, {"help", 0, 0, 'h'},
+    {"sockbuf", 1, 0, 'B'}, {"host", 1, 0, 'H'}, {"timeout", 1, 0, 'T'}, {"bind", 1, 0, 'P'},
+    {"inflight", 1, 0, 'F'}, {"help", 0, 0, 'h'},
     {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "N:b:e:f:n:w:c:h", lo, NULL)) != -1) {
@@ -128,13 +136,25 @@ int main(int argc, char **argv) {
     case 'B': a.sockbuf = (int)parse_size(optarg); break;
     case 'H': a.host = optarg; break;
     case 'T': a.timeout_ms = (int)(atof(optarg) * 1000); break;
+    case 'P':
+      if (strcmp(optarg, "core") && strcmp(optarg, "none")) {
+        fprintf(stderr, "ring_perf: --bind %s: use core or none\n", optarg);
+        return 2;
+      }
+      a.bind = !strcmp(optarg, "core");
+      break;
+    case 'F': a.inflight = atoi(optarg); break;
     default:
       fprintf(stderr, "usage: ring_perf [-N ranks] [-b min] [-e max] [-f factor] [-n iters] "
               "[-w warmup] [-c 0|1] [--wire fp32|fp16|bf16] [--chunk B] [--small B|never] "
-              "[--io-threads N] [--sockbuf B] [--host ADDR] [--timeout S]\n");
+              "[--inflight N] [--io-threads N] [--sockbuf B] [--host ADDR] [--timeout S] "
+              "[--bind core|none]\n");
       return ch == 'h' ? 0 : 2;
     }
   }
+  a.ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (a.ncpu < 1) a.ncpu = 1;
+  if (a.bind < 0) a.bind = world <= a.ncpu; /* mpirun's default: cores while they last */
   if (world < 1 || world > TH_MAX_WORLD) {
     fprintf(stderr, "ring_perf: -N %d: between 1 and %d ranks\n", world, TH_MAX_WORLD);
     return 2;

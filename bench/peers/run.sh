@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# bench/peers/run.sh: gradsync's ring next to Gloo (PyTorch) and Open MPI
+# (TCP and shared memory), all-reduce of float32 over the same sizes, in one
+# sitting. Benchmarks, not tests. Every tool checks every iteration against
+# the exact sum and prints the nccl-tests table; compare.py puts them side
+# by side.
+#
+#   bench/peers/run.sh [-b 8] [-e 256M] [-f 2] [-n 20] [-w 5] [-N "2 4"]
+#                      [-r rounds] [-o results/peers] [--build build]
+#
+# Rounds interleave the tools (ring, gloo, mpi-tcp, mpi-shm, ring, ...) so a
+# noisy neighbour hurts them alike; compare.py reports the best and the
+# median per size over the rounds. Binding: one rank per core when there
+# are no more ranks than cores (Open MPI's default), none otherwise, for
+# every tool.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+b=8 e=256M f=2 n=20 w=5 worlds="2 4" rounds=1 out=results/peers build=build
+while [ $# -gt 0 ]; do
+  case $1 in
+    -b) b=$2; shift 2 ;;
+    -e) e=$2; shift 2 ;;
+    -f) f=$2; shift 2 ;;
+    -n) n=$2; shift 2 ;;
+    -w) w=$2; shift 2 ;;
+    -N) worlds=$2; shift 2 ;;
+    -r) rounds=$2; shift 2 ;;
+    -o) out=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    *) echo "usage: $0 [-b B] [-e B] [-f F] [-n N] [-w N] [-N \"2 4\"] [-r R] [-o DIR] [--build DIR]" >&2; exit 2 ;;
+  esac
+done
+ring=$build/tests/allreduce/ring_perf
+[ -x "$ring" ] || { echo "no $ring: build gradsync first (meson setup $build && ninja -C $build)" >&2; exit 1; }
+mkdir -p "$out"
+mpi=$out/mpi_allreduce
+mpicc -O2 -o "$mpi" bench/peers/mpi_allreduce.c
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+cores=$(getconf _NPROCESSORS_ONLN)  # not nproc: it obeys OMP_NUM_THREADS
+mpirun_base=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1)
+{
+  echo "date: $(date -Is)"
+  echo "host: $(uname -srm), $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "gradsync: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "torch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
+  echo "open mpi: $(mpirun --version | head -1)"
+  echo "args: -b $b -e $e -f $f -n $n -w $w, ranks $worlds, $rounds rounds"
+} > "$out/info.txt"
+cat "$out/info.txt"
+for r in $(seq 1 "$rounds"); do
+  for N in $worlds; do
+    bind=(--bind-to core); pin=1 ringbind=core
+    if [ "$N" -gt "$cores" ]; then bind=(--bind-to none); pin=0 ringbind=none; fi
+    echo "round $r, $N ranks: ring" >&2
+    "$ring" --bind $ringbind -N "$N" -b "$b" -e "$e" -f "$f" -n "$n" -w "$w" > "$out/ring-$N-$r.txt"
+    echo "round $r, $N ranks: gloo" >&2
+    GS_PIN=$pin /usr/bin/python3 bench/peers/gloo_allreduce.py -N "$N" -b "$b" -e "$e" -f "$f" \
+      -n "$n" -w "$w" > "$out/gloo-$N-$r.txt"
+    echo "round $r, $N ranks: open mpi tcp" >&2
+    "${mpirun_base[@]}" "${bind[@]}" -np "$N" --mca btl tcp,self --mca btl_tcp_if_include lo \
+      "$mpi" -b "$b" -e "$e" -f "$f" -n "$n" -w "$w" -t "Open MPI MPI_Allreduce, btl tcp" \
+      > "$out/mpi-tcp-$N-$r.txt"
+    echo "round $r, $N ranks: open mpi shared memory" >&2
+    "${mpirun_base[@]}" "${bind[@]}" -np "$N" --mca btl vader,self \
+      "$mpi" -b "$b" -e "$e" -f "$f" -n "$n" -w "$w" -t "Open MPI MPI_Allreduce, btl vader" \
+      > "$out/mpi-shm-$N-$r.txt"
+  done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/info.txt"
+/usr/bin/python3 bench/peers/compare.py "$out" | tee "$out/compare.txt"
