@@ -112,6 +112,9 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
  * travels once around the ring, so a mismatch is the same clear error on
  * every rank (GS_EMISMATCH) instead of a hang or a silent corruption. */
 int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e);
+/* The job token, when it was not known at prepare (ranks > 0 learn it from
+ * the rendezvous); call before gs_ring_connect. */
+void gs_ring_set_job(gs_ring *r, uint64_t job);
 
 /* dst[i] = sum over ranks of src[i], i < count. step and bucket label the
  * chunks (they are checked on receipt and named in errors). Every rank

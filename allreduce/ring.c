@@ -849,6 +849,10 @@ static int compare_cfgs(gs_ring *r, gs_err *e) {
   return GS_OK;
 }
 
+void gs_ring_set_job(gs_ring *r, uint64_t job) {
+  if (r && !r->connected) r->o.job = job;
+}
+
 int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
   if (!r) return GS_FAIL(e, GS_EINVAL, "ring: connect on no ring");
   if (r->broken) return GS_FAIL(e, GS_EPEER, "rank %d: the ring failed earlier", r->o.rank);

@@ -389,7 +389,10 @@ static int rb_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
   *out = NULL;
   if (!p) return GS_FAIL(e, GS_EINVAL, "ring: open without prepare");
   int rc = check_config(c, e);
-  if (rc == GS_OK) rc = gs_ring_connect(p->ring, c->endpoints, e);
+  if (rc == GS_OK) {
+    gs_ring_set_job(p->ring, c->job); /* ranks > 0 learn it only now */
+    rc = gs_ring_connect(p->ring, c->endpoints, e);
+  }
   rsync *s = NULL;
   if (rc == GS_OK) {
     s = calloc(1, sizeof *s);

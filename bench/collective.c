@@ -63,6 +63,7 @@ static int one_size(const gs_opts *o, gs_mode mode, const gs_rank_env *env, gs_k
   if (!be) return e->code;
   void *state = NULL;
   char endpoint[GS_ENDPOINT_MAX] = "";
+  if (rank == 0) cfg.job = gs_rdv_new_token();
   GS_TRY(be->prepare(&cfg, &state, endpoint, e));
   char settings[512];
   snprintf(settings, sizeof settings, "collective=allreduce\nmode=%s\nworld=%d\ncount=%zu\n"
@@ -75,7 +76,6 @@ static int one_size(const gs_opts *o, gs_mode mode, const gs_rank_env *env, gs_k
   gs_rdv_job job = {0};
   uint8_t blob[GS_BOOTSTRAP_MAX];
   size_t bloblen = 0;
-  if (rank == 0) cfg.job = gs_rdv_new_token();
   if (rank == 0 && be->bootstrap && (rc = be->bootstrap(state, &cfg, blob, &bloblen, e)) < 0)
     goto discard;
   if (world == 1) {

@@ -72,7 +72,7 @@ static const flag FLAGS[] = {
   {"out", 1, O_OUT, 0, "DIR", "results/<timestamp>", "where reports are written"},
   {"save-params", 1, O_SAVE, 0, "DIR", NULL, "save the final parameters (.npy per tensor)"},
   {"load-params", 1, O_LOAD, 0, "DIR", NULL, "start from these parameters (.npy per tensor)"},
-  {"quiet", 0, O_QUIET, 'q', NULL, NULL, "no progress output"},
+  {"quiet", 0, O_QUIET, 'q', NULL, NULL, "no progress lines (the tables still print)"},
   {"log-every", 1, O_LOG_EVERY, 0, "N", "a tenth of the steps",
    "progress line every N steps when stdout is not a terminal"},
   {"json", 0, O_JSON, 0, NULL, NULL, "collective: also write the table as JSON"},
@@ -310,7 +310,7 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
       break;
     case O_STRONG: o->strong = true; break;
     case O_STEPS:
-      if (parse_long(a, 1, 100000000, &l)) return bad(e, c, a, "a whole number >= 1");
+      if (parse_long(a, 0, 100000000, &l)) return bad(e, c, a, "a whole number >= 0");
       o->train.steps = l;
       break;
     case O_WARMUP:

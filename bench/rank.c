@@ -231,6 +231,9 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   phase = "backend";
   if (!(be = bench_pick_backend(mode, k, &e))) { rc = e.code; goto fail; }
   char endpoint[GS_ENDPOINT_MAX] = "";
+  /* rank 0 makes the job token before anything of its backend starts (a
+   * dedicated ps server is forked in prepare and must know it) */
+  if (rank == 0) cfg.job = gs_rdv_new_token();
   if ((rc = be->prepare(&cfg, &bstate, endpoint, &e)) < 0) goto fail;
 
   char settings[4096];
@@ -246,14 +249,13 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     job.hosts = calloc(1, sizeof *job.hosts);
     if (!job.endpoints || !job.hosts) { rc = GS_FAIL(&e, GS_ENOMEM, "out of memory"); goto fail; }
     snprintf(job.endpoints[0], GS_ENDPOINT_MAX, "%s", endpoint);
-    job.job = cfg.job = gs_rdv_new_token();
+    job.job = cfg.job;
     if (be->bootstrap && (rc = be->bootstrap(bstate, &cfg, job.blob, &job.bloblen, &e)) < 0)
       goto fail;
     job.local_world = 1;
   } else if (rank == 0) {
     uint8_t blob[GS_BOOTSTRAP_MAX];
     size_t bloblen = 0;
-    cfg.job = gs_rdv_new_token();
     if (be->bootstrap && (rc = be->bootstrap(bstate, &cfg, blob, &bloblen, &e)) < 0) goto fail;
     if (!env->launched && out_dir) gs_csv_header_once(out_dir);
     if ((rc = gs_rdv_host(rdv, &me, cfg.job, blob, bloblen, cfg.timeout_ms, &job, &e)) < 0) goto fail;
@@ -336,11 +338,18 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   goto done;
 
 fail:
-  if (gs_interrupted && rc != GS_OK) rc = GS_EINTR;
+  if (gs_interrupted && rc != GS_OK) {
+    rc = GS_EINTR;
+    fprintf(stderr, "bench: rank %d: interrupted during %s; steps.csv keeps every completed "
+            "step\n", rank, phase);
+    if (rdv && rank != 0) gs_rdv_report_error(rdv, rank, phase, "interrupted");
+    goto cleanup;
+  }
   fprintf(stderr, "bench: rank %d: %s: %s", rank, phase, e.msg[0] ? e.msg : gs_strerror(rc));
   if (e.file && getenv("GS_DEBUG")) fprintf(stderr, " [%s:%d]", e.file, e.line);
   fputc('\n', stderr);
   if (rdv && rank != 0) gs_rdv_report_error(rdv, rank, phase, e.msg);
+cleanup:
   if (sync) sync->ops->close(sync, false, NULL);
   if (bstate && be && be->discard) be->discard(bstate);
 done:

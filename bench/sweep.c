@@ -108,17 +108,18 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
               status = 1;
               break;
             }
-            if (!o->quiet) gs_results_print_json(stdout, run);
+            gs_results_print_json(stdout, run);
             json_array_append_new(runs, run);
           }
 
   if (!o->collective && json_array_size(runs) > 0) {
     if (json_array_size(runs) > 1) gs_report_print_comparison(stdout, runs);
+    fflush(stdout);
     gs_err_clear(&e);
     if (gs_report_write(o->out, o, runs, status != 0, &e) < 0) {
       fprintf(stderr, "bench: %s\n", e.msg);
       if (!status) status = 1;
-    } else if (!o->quiet) {
+    } else {
       printf("\nresults: %s/report.json, steps.csv, trace.json, *.svg\n", o->out);
     }
   }

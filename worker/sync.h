@@ -78,7 +78,9 @@ typedef struct gs_sync_stats {
 typedef struct gs_sync_config {
   int rank, world;
   int timeout_ms;           /* every wait; the error names who is missing */
-  uint64_t job;             /* token every message of this job carries */
+  uint64_t job;             /* token every message of this job carries; rank 0
+                               knows it from prepare() on, the others only at
+                               open() (it comes with the rendezvous) */
   const char *host;         /* address to bind for peers (e.g. "127.0.0.1") */
 
   /* filled by the launcher after the rendezvous (open() only) */

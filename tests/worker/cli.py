@@ -37,8 +37,9 @@ def run(args, timeout=120):
     return subprocess.run([bench] + args, capture_output=True, text=True, timeout=timeout)
 
 
-SMALL = ["--model", "mlp:784-16-10", "--synthetic-samples", "300", "--batch", "32",
-         "--threads", "1"]
+# one process (--mode local): the single-process reference trainer
+SMALL = ["--mode", "local", "--model", "mlp:784-16-10", "--synthetic-samples", "300",
+         "--batch", "32", "--threads", "1"]
 
 # ---- help and usage errors
 r = run(["--help"])
@@ -79,11 +80,11 @@ with tempfile.TemporaryDirectory(prefix="gs_cli_") as tmp:
         f.write(bytes(10 * 28 * 28))
     with open(lab, "wb") as f:
         f.write(bytes([0, 0, 8, 1]) + (10).to_bytes(4, "big") + bytes(range(10)))
-    r = run(["--model", "mlp:100-10", "--data", f"idx:{img},{lab}", "--steps", "1"])
+    r = run(["--mode", "local", "--model", "mlp:100-10", "--data", f"idx:{img},{lab}", "--steps", "1"])
     check(r.returncode == 2 and "mlp:784-" in r.stderr and img in r.stderr,
           f"input size mismatch: {r.returncode} {r.stderr}")
-    r = run(["--model", "mlp:784-10", "--data", f"idx:{img},{lab}", "--steps", "3", "--threads",
-             "1", "--batch", "4"])
+    r = run(["--mode", "local", "--model", "mlp:784-10", "--data", f"idx:{img},{lab}", "--steps",
+             "3", "--threads", "1", "--batch", "4"])
     check(r.returncode == 0, f"small IDX run: {r.stderr}")
 
     # ---- numpy writes, bench reads and writes back, numpy reads
@@ -136,8 +137,8 @@ ev = re.search(r"eval accuracy (\d+\.\d+)% loss (\d+\.\d+)", r.stdout)
 check(ev is not None, f"--eval line: {r.stdout}")
 
 # ---- profiles run and report a dummy loss
-r = run(["--model", "resnet50", "--compute-ms", "5", "--steps", "2", "--batch", "8", "--threads",
-         "1", "--quiet"])
+r = run(["--mode", "local", "--model", "resnet50", "--compute-ms", "5", "--steps", "2", "--batch",
+         "8", "--threads", "1", "--quiet"])
 check(r.returncode == 0 and "throughput" in r.stdout, f"resnet50 profile: {r.stderr}")
 
 # ---- --device cuda without a GPU is a clear error, not a crash
