@@ -101,7 +101,7 @@ static json_t *baseline(json_t *runs, json_t *run, bool strong) {
   return NULL;
 }
 
-json_t *gs_report_json(const gs_opts *o, json_t *runs, bool interrupted) {
+void gs_report_scaling(const gs_opts *o, json_t *runs) {
   size_t i;
   json_t *r;
   json_array_foreach(runs, i, r) {
@@ -112,6 +112,10 @@ json_t *gs_report_json(const gs_opts *o, json_t *runs, bool interrupted) {
                                            (num(r, "world") * t1))
                                : json_null());
   }
+}
+
+json_t *gs_report_json(const gs_opts *o, json_t *runs, bool interrupted) {
+  gs_report_scaling(o, runs);
   return json_pack("{s:i, s:s, s:b, s:o, s:o, s:O, s:s}", "schema_version", GS_REPORT_SCHEMA,
                    "generator", "gradsync bench", "interrupted", interrupted, "config",
                    configuration(o), "environment", environment(), "runs", runs, "metrics",

@@ -15,6 +15,9 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv);
 /* report.json from the runs' JSON objects (array), the environment and
  * the configuration; adds scaling_efficiency to each run. */
 json_t *gs_report_json(const gs_opts *o, json_t *runs, bool interrupted);
+/* Add scaling_efficiency (throughput(N) / (N x throughput(1)) of the same
+ * mode and configuration, null without a world-1 run) to every run. */
+void gs_report_scaling(const gs_opts *o, json_t *runs);
 /* The side-by-side comparison of the runs (ps vs ring per world). */
 void gs_report_print_comparison(FILE *f, json_t *runs);
 /* Write report.json, the SVG charts and trace.json into dir. */

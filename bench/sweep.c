@@ -113,6 +113,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
           }
 
   if (!o->collective && json_array_size(runs) > 0) {
+    gs_report_scaling(o, runs);
     if (json_array_size(runs) > 1) gs_report_print_comparison(stdout, runs);
     fflush(stdout);
     gs_err_clear(&e);
