@@ -74,12 +74,16 @@ typedef struct gs_opts {
 
   /* what was given on the command line (join mode re-checks these) */
   bool world_given, mode_given;
+  /* the copies the comma lists were split in (freed by gs_opts_free) */
+  char *owned[GS_LIST_MAX];
+  int nowned;
 } gs_opts;
 
 /* Parse argv into o (defaults first). GS_EINVAL with a message naming the
  * flag on a usage error; *help set when --help was asked. */
 int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e);
 void gs_opts_usage(FILE *f);
+void gs_opts_free(gs_opts *o);
 
 /* The settings every rank of a job must share, as "key=value" lines, for
  * the rendezvous' configuration check. */

@@ -6,18 +6,29 @@
 #include "bench/internal.h"
 #include "bench/report.h"
 
+static int run(gs_opts *o, int argc, char **argv);
+
 int gs_bench_main(int argc, char **argv) {
   gs_opts o;
   gs_err e = {0};
   bool help = false;
+  int rc;
   if (gs_opts_parse(argc, argv, &o, &help, &e) < 0) {
     fprintf(stderr, "bench: %s\n(bench --help lists every flag)\n", e.msg);
-    return 2;
-  }
-  if (help) {
+    rc = 2;
+  } else if (help) {
     gs_opts_usage(stdout);
-    return 0;
+    rc = 0;
+  } else {
+    rc = run(&o, argc, argv);
   }
+  gs_opts_free(&o);
+  return rc;
+}
+
+static int run(gs_opts *op, int argc, char **argv) {
+  gs_opts o = *op;
+  gs_err e = {0};
   gs_rank_env env;
   if (gs_rank_env_read(&env, &e) < 0) {
     fprintf(stderr, "bench: %s\n", e.msg);

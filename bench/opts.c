@@ -115,6 +115,11 @@ void gs_opts_usage(FILE *f) {
           "that one rank instead of spawning ranks.\n");
 }
 
+void gs_opts_free(gs_opts *o) {
+  for (int i = 0; i < o->nowned; i++) free(o->owned[i]);
+  o->nowned = 0;
+}
+
 const char *gs_mode_name(gs_mode m) {
   switch (m) {
   case GS_MODE_PS: return "ps";
@@ -188,9 +193,11 @@ static int split(char *s, char **items, int max) {
   return n;
 }
 
-static int parse_list(int id, const char *arg, int max, char **items, gs_err *e) {
+static int parse_list(gs_opts *o, int id, const char *arg, int max, char **items, gs_err *e) {
+  if (o->nowned == GS_LIST_MAX) return bad(e, id, arg, "too many list flags");
   char *copy = strdup(arg);
   if (!copy) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  o->owned[o->nowned++] = copy;
   int n = split(copy, items, max);
   if (n < 0) return bad(e, id, arg, "too many values (16 at most)");
   if (n == 0) return bad(e, id, arg, "expected at least one value");
@@ -258,7 +265,7 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
     const char *a = optarg;
     switch (c) {
     case O_MODE:
-      n = parse_list(c, a, 3, items, e);
+      n = parse_list(o, c, a, 3, items, e);
       if (n < 0) return n;
       o->nmodes = n;
       for (int i = 0; i < n; i++) {
@@ -270,7 +277,7 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
       o->mode_given = true;
       break;
     case O_WORLD:
-      n = parse_list(c, a, GS_LIST_MAX, items, e);
+      n = parse_list(o, c, a, GS_LIST_MAX, items, e);
       if (n < 0) return n;
       for (int i = 0; i < n; i++) {
         if (parse_long(items[i], 1, 1024, &l)) return bad(e, c, a, "each world is 1..1024");
@@ -280,13 +287,13 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
       o->world_given = true;
       break;
     case O_MODEL:
-      n = parse_list(c, a, GS_LIST_MAX, items, e);
+      n = parse_list(o, c, a, GS_LIST_MAX, items, e);
       if (n < 0) return n;
       for (int i = 0; i < n; i++) o->models[i] = items[i];
       o->nmodels = n;
       break;
     case O_BATCH:
-      n = parse_list(c, a, GS_LIST_MAX, items, e);
+      n = parse_list(o, c, a, GS_LIST_MAX, items, e);
       if (n < 0) return n;
       for (int i = 0; i < n; i++) {
         if (parse_long(items[i], 1, 1 << 20, &l)) return bad(e, c, a, "each batch is 1..1048576");
@@ -295,7 +302,7 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
       o->nbatches = n;
       break;
     case O_BUCKET:
-      n = parse_list(c, a, GS_LIST_MAX, items, e);
+      n = parse_list(o, c, a, GS_LIST_MAX, items, e);
       if (n < 0) return n;
       for (int i = 0; i < n; i++) {
         if (parse_double(items[i], 1e-6, 4096, &d))
