@@ -83,7 +83,7 @@ static int one_size(const gs_opts *o, gs_mode mode, const gs_rank_env *env, gs_k
     job.hosts = calloc(1, sizeof *job.hosts);
     if (!job.endpoints || !job.hosts) { rc = GS_FAIL(e, GS_ENOMEM, "out of memory"); goto discard; }
     snprintf(job.endpoints[0], GS_ENDPOINT_MAX, "%s", endpoint);
-    memcpy(job.blob, blob, bloblen);
+    if (bloblen) memcpy(job.blob, blob, bloblen);
     job.bloblen = bloblen;
     job.job = cfg.job;
   } else if (rank == 0) {

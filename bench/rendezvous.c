@@ -255,7 +255,7 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob
       snprintf(job->endpoints[i], GS_ENDPOINT_MAX, "%s", regs[i].endpoint);
       snprintf(job->hosts[i], GS_HOST_MAX, "%s", regs[i].host);
     }
-    memcpy(job->blob, blob, bloblen);
+    if (bloblen) memcpy(job->blob, blob, bloblen);
     job->bloblen = bloblen;
     job->local_world = count_local(job, me->host);
     Gradsync__Envelope env;
@@ -388,7 +388,7 @@ int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv 
         snprintf(job->endpoints[i], GS_ENDPOINT_MAX, "%s", w->endpoints[i]);
         snprintf(job->hosts[i], GS_HOST_MAX, "%s", w->hosts[i]);
       }
-      memcpy(job->blob, w->bootstrap.data, w->bootstrap.len);
+      if (w->bootstrap.len) memcpy(job->blob, w->bootstrap.data, w->bootstrap.len);
       job->bloblen = w->bootstrap.len;
       job->job = m.env->job;
       job->local_world = count_local(job, me->host);
