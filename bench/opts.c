@@ -34,15 +34,15 @@ static const flag FLAGS[] = {
   {"mode", 1, O_MODE, 0, "LIST", "ps,ring",
    "ps (DataParallel-style parameter server), ring (DDP-style all-reduce), local (one "
    "process, no communication); a list runs each"},
-  {"world", 1, O_WORLD, 0, "LIST", "2", "ranks per run, e.g. 1,2,4,8 (a sweep)"},
-  {"model", 1, O_MODEL, 0, "LIST", "mlp:784-512-512-10",
+  {"world", 1, O_WORLD, 0, "LIST", "1,2,4", "ranks per run, e.g. 1,2,4,8 (a sweep)"},
+  {"model", 1, O_MODEL, 0, "LIST", "mlp:784-2048-2048-10",
    "mlp:IN-H1-..-OUT, lenet, or a profile: resnet50, vgg16, bert-base"},
   {"batch", 1, O_BATCH, 0, "LIST", "64", "per-rank batch (weak scaling; see --strong)"},
   {"bucket-mb", 1, O_BUCKET, 0, "LIST", "25", "gradient bucket size in MiB (DDP's 25)"},
   {"first-bucket-mb", 1, O_FIRST_BUCKET, 0, "MB", "1", "size of the first bucket (DDP's 1)"},
   {"strong", 0, O_STRONG, 0, NULL, "off",
    "strong scaling: keep the global batch at batch x first world, split over the ranks"},
-  {"steps", 1, O_STEPS, 0, "N", "60", "optimizer steps per run"},
+  {"steps", 1, O_STEPS, 0, "N", "30", "optimizer steps per run"},
   {"warmup", 1, O_WARMUP, 0, "N", "5", "first steps left out of the summaries"},
   {"data", 1, O_DATA, 0, "SPEC", "synthetic",
    "synthetic | idx:IMAGES,LABELS (MNIST family) | cifar10:FILE[,FILE...]"},
@@ -97,16 +97,30 @@ void gs_opts_usage(FILE *f) {
           "all-reduce (ring) on the same model, data and machine.\n\n");
   for (size_t i = 0; i < NFLAGS; i++) {
     const flag *x = &FLAGS[i];
-    char left[64];
+    char left[64], text[512];
     snprintf(left, sizeof left, "--%s%s%s", x->name, x->arg ? " " : "", x->arg ? x->arg : "");
-    fprintf(f, "  %-24s %s", left, x->help);
-    if (x->def) fprintf(f, " [%s]", x->def);
-    fputc('\n', f);
+    snprintf(text, sizeof text, "%s%s%s%s", x->help, x->def ? " [" : "", x->def ? x->def : "",
+             x->def ? "]" : "");
+    /* wrap the text at 72 columns after the flag column */
+    const char *p = text;
+    bool first = true;
+    while (*p) {
+      size_t n = strlen(p);
+      if (n > 72) {
+        n = 72;
+        while (n > 0 && p[n] != ' ') n--;
+        if (n == 0) n = 72;
+      }
+      fprintf(f, "  %-24s %.*s\n", first ? left : "", (int)n, p);
+      p += n;
+      while (*p == ' ') p++;
+      first = false;
+    }
   }
   fprintf(f, "Collective benchmark:\n%s", SHORT_HELP);
   fprintf(f,
           "\nExamples:\n"
-          "  bench                                  ps vs ring, default model, world 2\n"
+          "  bench                                  ps vs ring, default model, worlds 1, 2, 4\n"
           "  bench --mode=ps --world 1,2,4          scaling of the parameter server\n"
           "  bench --mode=ring --collective allreduce -b 8 -e 256M -f 2 --world 2\n"
           "  bench --mode=local --model lenet --data cifar10:data_batch_1.bin --save-params p\n"
@@ -210,16 +224,18 @@ static void defaults(gs_opts *o) {
   o->modes[0] = GS_MODE_PS;
   o->modes[1] = GS_MODE_RING;
   o->nmodes = 2;
-  o->worlds[0] = 2;
-  o->nworlds = 1;
-  o->models[0] = "mlp:784-512-512-10";
+  o->worlds[0] = 1;
+  o->worlds[1] = 2;
+  o->worlds[2] = 4;
+  o->nworlds = 3;
+  o->models[0] = "mlp:784-2048-2048-10";
   o->nmodels = 1;
   o->batches[0] = 64;
   o->nbatches = 1;
   o->bucket_mbs[0] = 25;
   o->nbucket_mbs = 1;
   o->train.first_bucket_mb = 1;
-  o->train.steps = 60;
+  o->train.steps = 30;
   o->train.lr = 0.01f;
   o->train.momentum = 0.9f;
   o->train.weight_decay = 0.0f;
