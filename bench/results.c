@@ -136,6 +136,8 @@ static double quantile(double *sorted, size_t n, double q) {
   return i + 1 < n ? sorted[i] * (1 - f) + sorted[i + 1] * f : sorted[i];
 }
 
+static json_t *jnum(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
 typedef struct rank_sum {
   double compute, wait, reduce, update, busy, idle, data, forward, backward;
   double sent, recv;
@@ -265,7 +267,7 @@ json_t *gs_results_run_json(const gs_run_info *info, const gs_rank_result *ranks
   gs_run_id(info, id, sizeof id);
   json_t *j = json_pack(
       "{s:s, s:s, s:i, s:s, s:s, s:i, s:i, s:f, s:f, s:s, s:s, s:b, s:b, s:s, s:i, s:I, s:I, "
-      "s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:n, s:f, s:i, s:f}",
+      "s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:n, s:f, s:i}",
       "id", id, "mode", gs_mode_name(info->mode), "world", N, "model", t->model, "data", t->data,
       "batch", t->batch, "global_batch", t->batch * N, "bucket_mb", t->bucket_mb,
       "first_bucket_mb", t->first_bucket_mb, "precision", gs_dtype_name(t->precision), "device",
@@ -277,9 +279,12 @@ json_t *gs_results_run_json(const gs_run_info *info, const gs_rank_result *ranks
       "step_time_s_median", quantile(sorted, m, 0.5), "step_time_s_p95",
       quantile(sorted, m, 0.95), "step_time_s_mean", m ? total_time / div : 0.0, "imbalance",
       busy_mean > 0 ? busy_max / busy_mean : 1.0, "scaling_efficiency", "master_traffic_share",
-      traffic_all > 0 ? master_bytes / traffic_all : 0.0, "skipped_steps", skipped,
-      "final_loss", (double)loss);
+      traffic_all > 0 ? master_bytes / traffic_all : 0.0, "skipped_steps", skipped);
+  /* a diverged run has a NaN loss: JSON has no NaN, so it is null */
+  json_object_set_new(j, "final_loss", jnum(loss));
   json_object_set_new(j, "warmup_steps", json_integer((json_int_t)first));
+  json_object_set_new(j, "final_loss_scale",
+                      jnum(steps ? (double)ranks[0].rows[steps - 1].scale : 1.0));
   json_object_set_new(j, "measured_steps", json_integer((json_int_t)m));
   json_object_set_new(j, "per_rank", per_rank);
   json_object_set_new(j, "server", server);
@@ -289,8 +294,8 @@ json_t *gs_results_run_json(const gs_run_info *info, const gs_rank_result *ranks
                                                  "worker_bytes_sent", worker_out,
                                                  "worker_bytes_recv", worker_in));
   json_object_set_new(j, "step_time_s", series);
-  json_object_set_new(j, "accuracy", info->accuracy >= 0 ? json_real(info->accuracy) : json_null());
-  json_object_set_new(j, "eval_loss", info->accuracy >= 0 ? json_real(info->eval_loss) : json_null());
+  json_object_set_new(j, "accuracy", info->accuracy >= 0 ? jnum(info->accuracy) : json_null());
+  json_object_set_new(j, "eval_loss", info->accuracy >= 0 ? jnum(info->eval_loss) : json_null());
   free(step_time);
   free(sorted);
   free(rs);
@@ -320,6 +325,19 @@ static json_t *trace_json(const gs_run_info *info, const gs_rank_result *ranks) 
                                          "ph", "M", "pid", r, "tid", 1, "args", "name",
                                          info->mode == GS_MODE_PS && r == 0 ? "server / comm"
                                                                              : "comm"));
+    /* the loss scale as a counter track, and skipped steps as instants */
+    for (size_t i = 0; r == 0 && i < ranks[r].nrows; i++) {
+      const gs_step_row *row = &ranks[r].rows[i];
+      double ts = (row->t_start - t0) * 1e6;
+      json_array_append_new(ev, json_pack("{s:s, s:s, s:f, s:i, s:{s:f}}", "name", "loss scale",
+                                           "ph", "C", "ts", ts, "pid", r, "args", "scale",
+                                           (double)row->scale));
+      if (row->skipped)
+        json_array_append_new(ev, json_pack("{s:s, s:s, s:s, s:f, s:i, s:i, s:{s:I}}", "name",
+                                             "skipped step (inf/NaN)", "ph", "i", "s", "p", "ts",
+                                             ts, "pid", r, "tid", 0, "args", "step",
+                                             (json_int_t)row->step));
+    }
     for (size_t i = 0; i < ranks[r].nspans; i++) {
       const gs_span *s = &ranks[r].spans[i];
       char nm[sizeof s->name + 1];
@@ -407,6 +425,11 @@ void gs_results_print_json(FILE *f, json_t *run) {
             1e3 * num(srv, "reduce_s"), 1e3 * num(srv, "update_s"), 1e3 * num(srv, "busy_s"), "",
             "", s1, s2);
   }
+  if (strcmp(json_string_value(json_object_get(run, "precision")), "fp32") ||
+      num(run, "skipped_steps") > 0)
+    fprintf(f, "  precision %s: %d skipped step(s) (inf/NaN), loss scale at the end %g\n",
+            json_string_value(json_object_get(run, "precision")), (int)num(run, "skipped_steps"),
+            num(run, "final_loss_scale"));
   json_t *acc = json_object_get(run, "accuracy");
   if (json_is_number(acc))
     fprintf(f, "  eval accuracy %.2f%% loss %.4f (on up to 10000 training samples)\n",
