@@ -7,15 +7,18 @@
 #
 #   bench/peers/run.sh [-b 8] [-e 256M] [-f 2] [-n 20] [-w 5] [-N "2 4"]
 #                      [-r rounds] [-o results/peers] [--build build]
+#                      [--sizes "8 1M 2M ..."]
 #
 # Rounds interleave the tools (ring, gloo, mpi-tcp, mpi-shm, ring, ...) so a
 # noisy neighbour hurts them alike; compare.py reports the best and the
-# median per size over the rounds. Binding: one rank per core when there
+# median per size over the rounds. With --sizes each size is a separate run
+# of every tool in turn (size-major), which spreads a neighbour's burst over
+# the tools even more evenly, at the cost of one start-up per run. Binding: one rank per core when there
 # are no more ranks than cores (Open MPI's default), none otherwise, for
 # every tool.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-b=8 e=256M f=2 n=20 w=5 worlds="2 4" rounds=1 out=results/peers build=build
+b=8 e=256M f=2 n=20 w=5 worlds="2 4" rounds=1 out=results/peers build=build sizes=""
 while [ $# -gt 0 ]; do
   case $1 in
     -b) b=$2; shift 2 ;;
@@ -27,6 +30,7 @@ while [ $# -gt 0 ]; do
     -r) rounds=$2; shift 2 ;;
     -o) out=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
     *) echo "usage: $0 [-b B] [-e B] [-f F] [-n N] [-w N] [-N \"2 4\"] [-r R] [-o DIR] [--build DIR]" >&2; exit 2 ;;
   esac
 done
@@ -45,26 +49,35 @@ mpirun_base=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1)
   echo "gradsync: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "torch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
   echo "open mpi: $(mpirun --version | head -1)"
-  echo "args: -b $b -e $e -f $f -n $n -w $w, ranks $worlds, $rounds rounds"
+  echo "args: -b $b -e $e -f $f -n $n -w $w, ranks $worlds, $rounds rounds${sizes:+, sizes $sizes}"
 } > "$out/info.txt"
 cat "$out/info.txt"
+one() { # tool N round min max: append one table to $out/tool-N-round.txt
+  local tool=$1 N=$2 r=$3 lo=$4 hi=$5
+  local bind=(--bind-to core) pin=1 ringbind=core
+  if [ "$N" -gt "$cores" ]; then bind=(--bind-to none); pin=0 ringbind=none; fi
+  echo "round $r, $N ranks, $lo..$hi: $tool" >&2
+  case $tool in
+    ring) "$ring" --bind $ringbind -N "$N" -b "$lo" -e "$hi" -f "$f" -n "$n" -w "$w" ;;
+    gloo) GS_PIN=$pin /usr/bin/python3 bench/peers/gloo_allreduce.py -N "$N" -b "$lo" -e "$hi" \
+            -f "$f" -n "$n" -w "$w" ;;
+    mpi-tcp) "${mpirun_base[@]}" "${bind[@]}" -np "$N" --mca btl tcp,self \
+               --mca btl_tcp_if_include lo "$mpi" -b "$lo" -e "$hi" -f "$f" -n "$n" -w "$w" \
+               -t "Open MPI MPI_Allreduce, btl tcp" ;;
+    mpi-shm) "${mpirun_base[@]}" "${bind[@]}" -np "$N" --mca btl vader,self \
+               "$mpi" -b "$lo" -e "$hi" -f "$f" -n "$n" -w "$w" \
+               -t "Open MPI MPI_Allreduce, btl vader" ;;
+  esac >> "$out/$tool-$N-$r.txt"
+}
 for r in $(seq 1 "$rounds"); do
   for N in $worlds; do
-    bind=(--bind-to core); pin=1 ringbind=core
-    if [ "$N" -gt "$cores" ]; then bind=(--bind-to none); pin=0 ringbind=none; fi
-    echo "round $r, $N ranks: ring" >&2
-    "$ring" --bind $ringbind -N "$N" -b "$b" -e "$e" -f "$f" -n "$n" -w "$w" > "$out/ring-$N-$r.txt"
-    echo "round $r, $N ranks: gloo" >&2
-    GS_PIN=$pin /usr/bin/python3 bench/peers/gloo_allreduce.py -N "$N" -b "$b" -e "$e" -f "$f" \
-      -n "$n" -w "$w" > "$out/gloo-$N-$r.txt"
-    echo "round $r, $N ranks: open mpi tcp" >&2
-    "${mpirun_base[@]}" "${bind[@]}" -np "$N" --mca btl tcp,self --mca btl_tcp_if_include lo \
-      "$mpi" -b "$b" -e "$e" -f "$f" -n "$n" -w "$w" -t "Open MPI MPI_Allreduce, btl tcp" \
-      > "$out/mpi-tcp-$N-$r.txt"
-    echo "round $r, $N ranks: open mpi shared memory" >&2
-    "${mpirun_base[@]}" "${bind[@]}" -np "$N" --mca btl vader,self \
-      "$mpi" -b "$b" -e "$e" -f "$f" -n "$n" -w "$w" -t "Open MPI MPI_Allreduce, btl vader" \
-      > "$out/mpi-shm-$N-$r.txt"
+    if [ -z "$sizes" ]; then
+      for tool in ring gloo mpi-tcp mpi-shm; do one $tool "$N" "$r" "$b" "$e"; done
+    else
+      for s in $sizes; do
+        for tool in ring gloo mpi-tcp mpi-shm; do one $tool "$N" "$r" "$s" "$s"; done
+      done
+    fi
   done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/info.txt"
