@@ -175,8 +175,8 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
                  "or make them agree", o->worlds[0], env->source, world);
     goto fail;
   }
-  if (o->nworlds > 1 || o->nmodes > 1 || o->nmodels > 1 || o->nbatches > 1 ||
-      o->nbucket_mbs > 1) {
+  if ((o->world_given && o->nworlds > 1) || o->nmodes > 1 || o->nmodels > 1 ||
+      o->nbatches > 1 || o->nbucket_mbs > 1) {
     rc = GS_FAIL(&e, GS_EINVAL, "a rank started by %s runs one configuration: give single "
                  "values to --mode, --world, --model, --batch and --bucket-mb", env->source);
     goto fail;
