@@ -197,12 +197,27 @@ static int apply_params(ps_sync *s, gs_wire_msg *m, gs_err *e) {
     s->nskipped++;
   } else {
     gs_err pe = {0};
-    if (gs_wire_expect_payload(m, bk->count, GS_F32, &pe) < 0)
+    gs_dtype want = s->c.sum_only ? GS_F32 : s->c.wire;
+    if (gs_wire_dtype(p->dtype) != want || (int)p->dtype < 0 || (int)p->dtype > 2)
+      return GS_FAIL(e, GS_EPROTO, "ps rank %d, step %lld: the ps server sent bucket %d in "
+                     "dtype %d; this job's parameters travel in %s", r, (long long)s->step, b,
+                     (int)p->dtype, gs_dtype_name(want));
+    if (gs_wire_expect_payload(m, bk->count, want, &pe) < 0)
       return GS_FAIL(e, GS_EPROTO, "ps rank %d, step %lld, bucket %d from the ps server: %s", r,
                      (long long)s->step, b, pe.msg);
     double t0 = gs_now();
-    s->c.k->to_device(s->c.k, s->c.params + bk->offset, zmq_msg_data(&m->payload),
-                      bk->count * sizeof(float));
+    if (want == GS_F32) {
+      s->c.k->to_device(s->c.k, s->c.params + bk->offset, zmq_msg_data(&m->payload),
+                        bk->count * sizeof(float));
+    } else if (s->cpu) {
+      s->c.k->convert(s->c.k, GS_F32, s->c.params + bk->offset, want,
+                      zmq_msg_data(&m->payload), bk->count);
+    } else {
+      /* the bucket's push has left: its device staging is free again */
+      char *dev = (char *)s->stage_dev + bk->offset * s->wsize;
+      s->c.k->to_device(s->c.k, dev, zmq_msg_data(&m->payload), bk->count * s->wsize);
+      s->c.k->convert(s->c.k, GS_F32, s->c.params + bk->offset, want, dev, bk->count);
+    }
     GS_TRY(kcheck(s, "copying parameters in", e));
     span(s, "pull", b, t0);
   }

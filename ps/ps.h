@@ -48,10 +48,15 @@
  * order), then
  *   fp32, no loss scaling:  per bucket: x 1/world, sgd, send parameters;
  *   loss scaling (fp16/bf16 wire, or a scale != 1 or dynamic): once every
- *     bucket is in: x 1/(world*scale), inf/NaN check of the whole step,
+ *     bucket is in: x 1/(world*scale), inf/NaN check of the whole step
+ *     (the fp32 sum must also fit the wire dtype, as the ring's sum must),
  *     gs_scaler_update; skip (Params.skipped, no payload) or sgd + send;
  *     every Params carries the next scale;
  *   cfg.sum_only:  no averaging, no optimizer: the fp32 sum is sent back.
+ * Parameters go back in the wire dtype (fp16 / bf16 training halves the
+ * pull as it halves the push): the fp32 master weights live on the server,
+ * beside the only optimizer, and workers compute with the low-precision
+ * copy anyway. --save-params on a worker therefore saves that copy.
  * Momentum follows torch.optim.SGD: the buffer starts at the first step
  * that is not skipped.
  *

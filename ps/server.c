@@ -98,6 +98,10 @@ struct gs_ps_server {
   uint8_t *has_sum;
   bool pair_start;            /* sums start from ranks 1 + 0 (see drain_bucket) */
   float *hout;                /* host mirror of what goes out (devices only) */
+  void *wout;                 /* parameters in the wire dtype, as they go out
+                                 (fp16 / bf16 training only) */
+  void *wchk;                 /* one bucket's sum in the wire dtype, to see
+                                 whether the reduced gradient overflows it */
   void *stage;                /* one push on the device (devices only) */
   void *align;                /* a misaligned small push, realigned (CPU) */
   size_t align_cap;
@@ -231,11 +235,25 @@ static uint64_t final_sent(gs_ps_server *s, Gradsync__Envelope *env, Gradsync__P
 static int send_bucket(gs_ps_server *s, int b, bool skipped, bool last, gs_err *e) {
   size_t c = s->cnt[b], o = s->off[b];
   const float *src = s->sum_only ? s->sum[b] : s->master + o;
-  const float *data = NULL;
+  /* mixed precision: parameters travel in the wire dtype like the
+   * gradients (half the bytes both ways); the fp32 master stays here, with
+   * the optimizer, and workers compute with the low-precision copy anyway */
+  gs_dtype out = s->sum_only ? GS_F32 : s->wire;
+  size_t esz = gs_dtype_size(out);
+  const void *data = NULL;
   size_t len = 0;
   if (!skipped) {
-    len = c * sizeof(float);
-    if (s->cpu) {
+    len = c * esz;
+    if (out != GS_F32) {
+      GS_TRY(wait_inflight(s, b, e));
+      double t0 = gs_now();
+      char *w = (char *)s->wout + o * esz;
+      s->k->convert(s->k, out, w, GS_F32, src, c);
+      if (!s->cpu) s->k->to_host(s->k, (char *)s->hout + o * esz, w, len);
+      GS_TRY(kernel_check(s, "converting parameters to the wire dtype", e));
+      s->update_s += gs_now() - t0;
+      data = s->cpu ? (const void *)w : (const void *)((char *)s->hout + o * esz);
+    } else if (s->cpu) {
       data = src;
     } else {
       GS_TRY(wait_inflight(s, b, e));
@@ -255,6 +273,7 @@ static int send_bucket(gs_ps_server *s, int b, bool skipped, bool last, gs_err *
   p.count = c;
   p.skipped = skipped;
   p.scale = s->scaler.scale;
+  p.dtype = gs_wire_pbdtype(out);
   env.body_case = GRADSYNC__ENVELOPE__BODY_PARAMS;
   env.params = &p;
   if (last) {
@@ -454,6 +473,13 @@ static int bucket_done(gs_ps_server *s, int b, gs_err *e) {
     size_t bad = 0;
     for (int i = 0; i < s->nb; i++) {
       float *a = s->sum[i];
+      /* the reduced gradient must fit the wire dtype, as it must in the
+       * ring (and in DDP), where the sum itself travels in it: both modes
+       * then skip the same steps */
+      if (s->wire != GS_F32) {
+        s->k->convert(s->k, s->wire, s->wchk, GS_F32, a, s->cnt[i]);
+        bad += s->k->nonfinite(s->k, s->wire, s->cnt[i], s->wchk);
+      }
       s->k->scale(s->k, s->cnt[i], inv, a);
       bad += s->k->nonfinite(s->k, GS_F32, s->cnt[i], a);
     }
@@ -589,6 +615,13 @@ static int alloc_state(gs_ps_server *s, gs_err *e) {
   s->master = dev_alloc(s, bytes);
   if (!s->cpu || s->wire != GS_F32) s->acc = dev_alloc(s, bytes);
   if (s->sgd.momentum != 0.0f && !s->sum_only) s->mom = dev_alloc(s, bytes);
+  if (s->wire != GS_F32 && !s->sum_only) {
+    s->wout = dev_alloc(s, s->n * s->wsize);
+    s->wchk = dev_alloc(s, s->maxcnt * s->wsize);
+    if (!s->wout || !s->wchk)
+      return GS_FAIL(e, GS_ENOMEM, "ps server: cannot allocate %zu bytes for %s parameters",
+                     s->n * s->wsize, gs_dtype_name(s->wire));
+  }
   if (!s->cpu) {
     s->stage = dev_alloc(s, s->maxcnt * s->wsize);
     s->hout = s->k->alloc_host(s->k, bytes);
@@ -1056,6 +1089,8 @@ void gs_ps_server_destroy(gs_ps_server *s) {
   if (s->acc) s->k->release(s->k, s->acc);
   if (s->mom) s->k->release(s->k, s->mom);
   if (s->stage) s->k->release(s->k, s->stage);
+  if (s->wout) s->k->release(s->k, s->wout);
+  if (s->wchk) s->k->release(s->k, s->wchk);
   if (s->hout) s->k->release_host(s->k, s->hout);
   free(s->inflight);
   s->k->destroy(s->k);

@@ -382,8 +382,12 @@ void reference(const job_opts *o, float *ref, bool *skipped, float *scales) {
   } else {
     bk = plan_buckets(n, o->bucket_elems, &nb);
   }
-  float *p = ref;
+  /* the server's fp32 master; what workers hold after a step is the master
+   * itself (fp32 wire) or the master rounded through the wire dtype, the
+   * dtype the parameters travel in (fp16 / bf16 training) */
+  float *p = malloc(n * sizeof(float));
   make_params(o, 0, p);
+  memcpy(ref, p, n * sizeof(float));
   float *g = malloc(n * sizeof(float)), *acc = malloc(n * sizeof(float));
   float *mom = calloc(n, sizeof(float));
   uint16_t *lp = malloc(n * sizeof(uint16_t));
@@ -391,8 +395,7 @@ void reference(const job_opts *o, float *ref, bool *skipped, float *scales) {
   bool scaling = !o->sum_only && (o->wire != GS_F32 || sc.dynamic || sc.scale != 1.0f);
   bool started = false;
   for (int step = 0; step < o->steps; step++) {
-    float *q = ref + (size_t)(step + 1) * n;
-    memcpy(q, p, n * sizeof(float));
+    float *q = p, *out = ref + (size_t)(step + 1) * n;
     scales[step] = sc.scale;
     /* sum in rank order, bucket by bucket, as the server does */
     for (int r = 0; r < o->world; r++) {
@@ -430,6 +433,10 @@ void reference(const job_opts *o, float *ref, bool *skipped, float *scales) {
       float inv = (float)(1.0 / ((double)o->world * (double)sc.scale));
       size_t bad = 0;
       for (int b = 0; b < nb; b++) {
+        if (o->wire != GS_F32) { /* the sum must fit the wire dtype, as in the ring */
+          k->convert(k, o->wire, lp, GS_F32, acc + bk[b].offset, bk[b].count);
+          bad += k->nonfinite(k, o->wire, bk[b].count, lp);
+        }
         k->scale(k, bk[b].count, inv, acc + bk[b].offset);
         bad += k->nonfinite(k, GS_F32, bk[b].count, acc + bk[b].offset);
       }
@@ -443,8 +450,17 @@ void reference(const job_opts *o, float *ref, bool *skipped, float *scales) {
         started = true;
       }
     }
-    p = q;
+    if (skipped[step]) {
+      /* nothing was sent: workers keep what they had */
+      memcpy(out, out - n, n * sizeof(float));
+    } else if (o->wire != GS_F32 && !o->sum_only) {
+      k->convert(k, o->wire, lp, GS_F32, p, n);
+      k->convert(k, GS_F32, out, o->wire, lp, n);
+    } else {
+      memcpy(out, p, n * sizeof(float));
+    }
   }
+  free(p);
   free(g);
   free(acc);
   free(mom);

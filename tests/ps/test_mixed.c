@@ -75,12 +75,15 @@ int main(void) {
     CHECK(fabs(ratio - 0.5) < 0.025, "%s pushes %llu bytes, fp32 %llu: ratio %.4f",
           gs_dtype_name(o.wire), (unsigned long long)pushed_bytes(r, 1),
           (unsigned long long)pushed_bytes(r32, 1), ratio);
-    /* the server (rank 0) receives the halved pushes of ranks 1 and 2 */
+    /* the server (rank 0) receives the halved pushes of ranks 1 and 2,
+     * and sends the parameters back in the wire dtype: half again */
     double ratio0 = (double)r->stats[0].bytes_recv / (double)r32->stats[0].bytes_recv;
     CHECK(fabs(ratio0 - 0.5) < 0.025, "server receives ratio %.4f", ratio0);
+    double sent0 = (double)r->stats[0].bytes_sent / (double)r32->stats[0].bytes_sent;
+    CHECK(fabs(sent0 - 0.5) < 0.025, "server sends ratio %.4f", sent0);
     printf("ok: %s pushes: reference bits, %llu bytes vs %llu in fp32 (x%.3f); parameters come "
-           "back in fp32\n", gs_dtype_name(o.wire), (unsigned long long)pushed_bytes(r, 1),
-           (unsigned long long)pushed_bytes(r32, 1), ratio);
+           "back in %s (x%.3f)\n", gs_dtype_name(o.wire), (unsigned long long)pushed_bytes(r, 1),
+           (unsigned long long)pushed_bytes(r32, 1), ratio, gs_dtype_name(o.wire), sent0);
     result_free(r);
   }
   result_free(r32);
