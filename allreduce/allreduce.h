@@ -153,6 +153,12 @@ typedef struct gs_perf_opts {
   int iters, warmup;            /* -n, -w */
   bool check;                   /* -c: exact check of every iteration */
   gs_dtype wire;                /* for the tolerance column (exact in all) */
+  /* Where src/dst live: NULL = host memory; a device table = its memory
+   * (filled and checked through to_device / to_host, outside the timing). */
+  gs_kernels *k;
+  /* Optional, untimed: called before the first collective on a new
+   * (src, dst, count), e.g. to open a backend session for that size. */
+  int (*setup)(void *ctx, const float *src, float *dst, size_t count, gs_err *e);
 } gs_perf_opts;
 
 typedef struct gs_perf_row {

@@ -58,6 +58,47 @@ size_t gs_perf_max_count(const gs_perf_opts *o) {
   return m > x ? m : x;
 }
 
+/* Buffers on the benchmark's device (host memory without a table). */
+static void *buf_alloc(const gs_perf_opts *o, size_t bytes, gs_err *e) {
+  if (!o->k) return gs_alloc(bytes, e);
+  void *p = o->k->alloc(o->k, bytes);
+  if (!p) GS_FAIL(e, GS_ENOMEM, "cannot allocate %zu bytes on %s", bytes, o->k->name);
+  return p;
+}
+static void buf_free(const gs_perf_opts *o, void *p) {
+  if (!p) return;
+  if (o->k) o->k->release(o->k, p);
+  else gs_free(p);
+}
+static void to_buf(const gs_perf_opts *o, void *dst, const void *host, size_t bytes) {
+  if (o->k) o->k->to_device(o->k, dst, host, bytes);
+  else memcpy(dst, host, bytes);
+}
+static int from_buf(const gs_perf_opts *o, void *host, const void *src, size_t bytes, gs_err *e) {
+  if (!o->k) {
+    memcpy(host, src, bytes);
+    return GS_OK;
+  }
+  o->k->to_host(o->k, host, src, bytes);
+  return o->k->sync(o->k, e);
+}
+
+/* One collective on (src, dst, n), after setup when the triple is new. */
+static int one(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, const float *src, float *dst,
+               size_t n, int64_t iter, const float **last_src, size_t *last_n, double *dt,
+               gs_err *e) {
+  if (o->setup && (src != *last_src || n != *last_n)) {
+    GS_TRY(o->setup(ctx, src, dst, n, e));
+    *last_src = src;
+    *last_n = n;
+  }
+  double t0 = gs_now();
+  int rc = fn(ctx, src, dst, n, iter, e);
+  if (rc == GS_OK && o->k) rc = o->k->sync(o->k, e);
+  *dt = gs_now() - t0;
+  return rc;
+}
+
 int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_row *rows,
                       int *nrows, gs_err *e) {
   int cap = *nrows;
@@ -69,18 +110,26 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
     return GS_FAIL(e, GS_EINVAL, "allreduce perf: no sizes between %zu and %zu bytes (min >= "
                    "4 bytes, max >= min)", o->min_bytes, o->max_bytes);
   size_t maxn = o->max_bytes / sizeof(float);
-  float *src = gs_alloc(maxn * sizeof(float), e);
-  float *dst = gs_alloc(maxn * sizeof(float), e);
   size_t xn = 2 * DIGITS * (size_t)o->world;
-  float *xchg = gs_alloc(xn * sizeof(float), e);
-  float *xsum = gs_alloc(xn * sizeof(float), e);
+  float *src = buf_alloc(o, maxn * sizeof(float), e);
+  float *dst = buf_alloc(o, maxn * sizeof(float), e);
+  float *xchg = buf_alloc(o, xn * sizeof(float), e);
+  float *xsum = buf_alloc(o, xn * sizeof(float), e);
+  /* host side: the inputs, the poison, what comes back, the exchange */
+  float *hsrc = o->k ? gs_alloc(maxn * sizeof(float), e) : src;
+  float *hdst = o->k ? gs_alloc(maxn * sizeof(float), e) : dst;
+  float *poison = o->k && o->check ? gs_alloc(maxn * sizeof(float), e) : NULL;
+  float *hx = gs_alloc(xn * sizeof(float), e), *hxs = gs_alloc(xn * sizeof(float), e);
   int rc = GS_OK;
-  if (!src || !dst || !xchg || !xsum) {
+  if (!src || !dst || !xchg || !xsum || !hsrc || !hdst || !hx || !hxs ||
+      (o->k && o->check && !poison)) {
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for %zu-byte benchmark buffers",
                  o->rank, o->max_bytes);
     goto out;
   }
-  for (size_t i = 0; i < maxn; i++) src[i] = contribution(o->rank, i);
+  for (size_t i = 0; i < maxn; i++) hsrc[i] = contribution(o->rank, i);
+  if (o->k) to_buf(o, src, hsrc, maxn * sizeof(float));
+  if (poison) memset(poison, 0xff, maxn * sizeof(float));
   float expect[11];
   for (size_t j = 0; j < 11; j++) {
     float s = 0;
@@ -89,35 +138,41 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
   }
 
   int64_t iter = 0;
-  size_t prev = 0;
+  size_t prev = 0, last_n = 0;
+  const float *last_src = NULL;
   for (double b = (double)o->min_bytes; b <= (double)o->max_bytes + 0.5 && *nrows < cap;
        b = o->factor > 1.0 ? b * o->factor : b + (double)o->min_bytes) {
     size_t bytes = (size_t)b / sizeof(float) * sizeof(float);
     if (bytes == 0 || bytes == prev) continue;
     prev = bytes;
     size_t n = bytes / sizeof(float);
-    double total = 0;
+    double total = 0, dt;
     uint64_t wrong = 0;
     for (int it = -o->warmup; it < o->iters; it++) {
-      if (o->check) memset(dst, 0xff, bytes);
-      double t0 = gs_now();
-      rc = fn(ctx, src, dst, n, iter++, e);
-      double dt = gs_now() - t0;
+      if (o->check) {
+        if (poison) to_buf(o, dst, poison, bytes);
+        else memset(dst, 0xff, bytes);
+      }
+      rc = one(fn, ctx, o, src, dst, n, iter++, &last_src, &last_n, &dt, e);
       if (rc < 0) {
         gs_err_prefix(e, "%zu-byte all-reduce, iteration %d: ", bytes, it);
         goto out;
       }
       if (it >= 0) total += dt;
-      if (o->check && it >= 0)
-        for (size_t i = 0, j = 0; i < n; i++, j = j == 10 ? 0 : j + 1) wrong += dst[i] != expect[j];
+      if (o->check && it >= 0) {
+        if ((rc = from_buf(o, hdst, dst, bytes, e)) < 0) goto out;
+        for (size_t i = 0, j = 0; i < n; i++, j = j == 10 ? 0 : j + 1) wrong += hdst[i] != expect[j];
+      }
     }
     /* max over ranks of the mean time, sum of the wrong counts */
-    memset(xchg, 0, xn * sizeof(float));
+    memset(hx, 0, xn * sizeof(float));
     const uint64_t lim = ((uint64_t)1 << (6 * DIGITS)) - 1;
     uint64_t t10ns = (uint64_t)llround(total / o->iters * 1e8);
-    put(xchg + 2 * DIGITS * (size_t)o->rank, t10ns < lim ? t10ns : lim);
-    put(xchg + 2 * DIGITS * (size_t)o->rank + DIGITS, wrong < lim ? wrong : lim);
-    rc = fn(ctx, xchg, xsum, xn, iter++, e);
+    put(hx + 2 * DIGITS * (size_t)o->rank, t10ns < lim ? t10ns : lim);
+    put(hx + 2 * DIGITS * (size_t)o->rank + DIGITS, wrong < lim ? wrong : lim);
+    to_buf(o, xchg, hx, xn * sizeof(float));
+    rc = one(fn, ctx, o, xchg, xsum, xn, iter++, &last_src, &last_n, &dt, e);
+    if (rc == GS_OK) rc = from_buf(o, hxs, xsum, xn * sizeof(float), e);
     if (rc < 0) {
       gs_err_prefix(e, "exchanging the timings of the %zu-byte all-reduce: ", bytes);
       goto out;
@@ -125,9 +180,9 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
     double tmax = 0;
     uint64_t wsum = 0;
     for (int r = 0; r < o->world; r++) {
-      double t = (double)get(xsum + 2 * DIGITS * (size_t)r) * 1e-8;
+      double t = (double)get(hxs + 2 * DIGITS * (size_t)r) * 1e-8;
       if (t > tmax) tmax = t;
-      wsum += get(xsum + 2 * DIGITS * (size_t)r + DIGITS);
+      wsum += get(hxs + 2 * DIGITS * (size_t)r + DIGITS);
     }
     gs_perf_row *row = &rows[(*nrows)++];
     row->bytes = bytes;
@@ -138,10 +193,17 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
     row->wrong = o->check ? wsum : UINT64_MAX;
   }
 out:
-  gs_free(src);
-  gs_free(dst);
-  gs_free(xchg);
-  gs_free(xsum);
+  if (o->k) {
+    gs_free(hsrc);
+    gs_free(hdst);
+  }
+  gs_free(poison);
+  gs_free(hx);
+  gs_free(hxs);
+  buf_free(o, src);
+  buf_free(o, dst);
+  buf_free(o, xchg);
+  buf_free(o, xsum);
   return rc;
 }
 

@@ -69,10 +69,12 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
             snprintf(sworld, sizeof sworld, "%d", world);
             snprintf(sbatch, sizeof sbatch, "%d", batch);
             snprintf(sbucket, sizeof sbucket, "%.17g", o->bucket_mbs[ik]);
-            if (!o->quiet)
-              fprintf(stderr, "bench: %s %s world %d, batch %d per rank, buckets %s MiB\n",
-                      o->collective ? "collective" : "run", gs_mode_name(mode), world, batch,
-                      sbucket);
+            if (!o->quiet && o->collective)
+              fprintf(stderr, "bench: collective allreduce, %s, world %d\n", gs_mode_name(mode),
+                      world);
+            else if (!o->quiet)
+              fprintf(stderr, "bench: run %s world %d, batch %d per rank, buckets %s MiB\n",
+                      gs_mode_name(mode), world, batch, sbucket);
             gs_run_info info = {.opts = o, .mode = mode, .world = world,
                                 .dedicated = o->dedicated && mode == GS_MODE_PS,
                                 .wire = o->train.precision};

@@ -20,7 +20,7 @@ for mode, world in (("ring", 2), ("ring", 3), ("ps", 2), ("ps", 3)):
              "--threads", "1", "--out", d])
     if not check(r.returncode == 0, f"{mode} w{world}: exit {r.returncode}: {r.stderr}"):
         continue
-    check("busbw = algbw x 2(N-1)/N" in r.stdout, f"{mode}: no formula beside the table")
+    check("busbw = algbw x 2(n-1)/n" in r.stdout.lower(), f"{mode}: no formula beside the table")
     rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+float\s+sum\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)$",
                       r.stdout, re.M)
     sizes = [int(x[0]) for x in rows]
