@@ -1,5 +1,6 @@
 /* nocuda.c: the CUDA entry points of kernels.h in a build without the
- * toolkit, so `--device cuda` is a clear error rather than a link failure. */
+ * toolkit, so `--device cuda` is a clear error rather than a link failure.
+ * Where the toolkit is, cuda_loader.c takes this file's place. */
 #include "kernels/kernels.h"
 
 gs_kernels *gs_kernels_cuda(int device, gs_err *e) {

@@ -22,7 +22,15 @@
  *
  * Threads. A table is used by one thread at a time (a ps server thread
  * takes its own fork or its own gs_kernels_cuda()). Every op selects the
- * table's GPU first, so any thread may call it. */
+ * table's GPU first, so any thread may call it.
+ *
+ * Where these live. The CUDA code is the module libgs_cuda.so
+ * (kernels/cuda_loader.h); in the programs these functions are forwards
+ * into it (kernels/cuda_loader.c). The programs do not link cudart, so
+ * code outside the module may use the types of cuda_runtime.h but must not
+ * call the CUDA runtime itself (the link fails if it does): copies go
+ * through the table's ops, anything else through a new entry of
+ * gs_cudamod_api. */
 #ifndef GS_CUDA_IMPL_H
 #define GS_CUDA_IMPL_H
 
