@@ -12,13 +12,37 @@ steps after the warm-up ones, forward + backward + SGD update.
     bench/peers/compare_single.py --bench build/bench/bench [--threads 1,2] [--repeat 5]
 """
 import argparse
+import json
 import os
 import re
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def measure_bench(cmd, env):
+    """(samples/s, CPU utilisation in %) of one `bench --mode local` run: the
+    throughput from its report.json, CPU from the child's rusage over the
+    whole process (start-up included, so slightly pessimistic)"""
+    out = tempfile.mkdtemp(prefix="gs_cmp_")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.time()
+    r = subprocess.run(cmd + ["--out", out], capture_output=True, text=True, env=env, timeout=900)
+    wall = time.time() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr}")
+    with open(os.path.join(out, "report.json")) as f:
+        run = json.load(f)["runs"][0]
+    shutil.rmtree(out, ignore_errors=True)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return run["throughput_samples_per_s"], 100 * cpu / wall
 
 
 def measure(cmd, env):
@@ -48,9 +72,9 @@ def main():
         env = dict(os.environ, OPENBLAS_NUM_THREADS=str(t), OMP_NUM_THREADS=str(t))
         ours, theirs, ocpu, tcpu = [], [], [], []
         for _ in range(a.repeat):
-            x, c = measure([a.bench, "--model", a.model, "--batch", str(a.batch), "--steps",
-                            str(a.steps), "--warmup", str(a.warmup), "--threads", str(t),
-                            "--quiet"], env)
+            x, c = measure_bench([a.bench, "--mode", "local", "--model", a.model, "--batch",
+                                  str(a.batch), "--steps", str(a.steps), "--warmup",
+                                  str(a.warmup), "--threads", str(t), "--quiet"], env)
             ours.append(x)
             ocpu.append(x / (c / 100) if c else 0)
             x, c = measure([sys.executable, os.path.join(HERE, "torch_single.py"), "--model",
