@@ -5,9 +5,11 @@ so a run takes a second or two, and asserts on what it wrote: saved .npy
 parameters, steps.csv, report.json, the SVGs and the trace. `check` records
 a failure with its message and `finish` exits non-zero if any was recorded,
 so one run reports every broken property at once."""
+import atexit
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,8 +41,15 @@ def run(args, timeout=180, env=None):
     return subprocess.run([BENCH] + args, capture_output=True, text=True, timeout=timeout, env=e)
 
 
+_made = []
+atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _made])
+
+
 def tmpdir():
-    return tempfile.mkdtemp(prefix="gs_bench_")
+    """a fresh directory, removed when the test ends"""
+    d = tempfile.mkdtemp(prefix="gs_bench_")
+    _made.append(d)
+    return d
 
 
 def load_params(d):
