@@ -42,7 +42,7 @@ static const flag FLAGS[] = {
   {"first-bucket-mb", 1, O_FIRST_BUCKET, 0, "MB", "1", "size of the first bucket (DDP's 1)"},
   {"strong", 0, O_STRONG, 0, NULL, "off",
    "strong scaling: keep the global batch at batch x first world, split over the ranks"},
-  {"steps", 1, O_STEPS, 0, "N", "30", "optimizer steps per run"},
+  {"steps", 1, O_STEPS, 0, "N", "100", "optimizer steps per run"},
   {"warmup", 1, O_WARMUP, 0, "N", "5", "first steps left out of the summaries"},
   {"data", 1, O_DATA, 0, "SPEC", "synthetic",
    "synthetic | idx:IMAGES,LABELS (MNIST family) | cifar10:FILE[,FILE...]"},
@@ -235,7 +235,7 @@ static void defaults(gs_opts *o) {
   o->bucket_mbs[0] = 25;
   o->nbucket_mbs = 1;
   o->train.first_bucket_mb = 1;
-  o->train.steps = 30;
+  o->train.steps = 100;
   o->train.lr = 0.01f;
   o->train.momentum = 0.9f;
   o->train.weight_decay = 0.0f;

@@ -124,19 +124,18 @@ json_t *gs_report_json(const gs_opts *o, json_t *runs, bool interrupted) {
 
 void gs_report_print_comparison(FILE *f, json_t *runs) {
   fprintf(f, "\n== ps vs ring ==\n");
-  fprintf(f, "  %-26s %5s %12s %10s %10s %10s %12s %12s\n", "model / batch", "world",
-          "samples/s", "step ms", "imbalance", "scaling", "master share", "bytes/step");
+  fprintf(f, "  %-5s %-24s %6s %5s %10s %9s %9s %8s %8s %14s\n", "mode", "model", "batch",
+          "world", "samples/s", "step ms", "imbalance", "scaling", "master", "rank 0 B/step");
   size_t i;
   json_t *r;
   json_array_foreach(runs, i, r) {
-    char what[64];
-    snprintf(what, sizeof what, "%s %s /%d", str(r, "mode"), str(r, "model"), (int)num(r, "batch"));
     json_t *se = json_object_get(r, "scaling_efficiency");
     char sc[16] = "-";
     if (json_is_number(se)) snprintf(sc, sizeof sc, "%.2f", json_number_value(se));
     json_t *r0 = json_array_get(json_object_get(r, "per_rank"), 0);
-    fprintf(f, "  %-26.26s %5d %12.1f %10.2f %10.2f %10s %11.1f%% %12.0f\n", what,
-            (int)num(r, "world"), num(r, "throughput_samples_per_s"),
+    fprintf(f, "  %-5s %-24.24s %6d %5d %10.1f %9.2f %9.2f %8s %7.1f%% %14.0f\n", str(r, "mode"),
+            str(r, "model"), (int)num(r, "batch"), (int)num(r, "world"),
+            num(r, "throughput_samples_per_s"),
             1e3 * num(r, "step_time_s_median"), num(r, "imbalance"), sc,
             100 * num(r, "master_traffic_share"), num(r0, "bytes_sent") + num(r0, "bytes_recv"));
   }
