@@ -50,14 +50,16 @@ Gradsync__DType gs_wire_pbdtype(gs_dtype t) {
   }
 }
 
-int gs_wire_wait(void *sock, int timeout_ms, gs_err *e) {
+/* Poll sock for `events` up to timeout_ms, in slices that notice SIGINT:
+ * 1 ready, 0 timed out, < 0 an error. */
+static int wait_for(void *sock, short events, int timeout_ms, gs_err *e) {
   double deadline = gs_now() + (timeout_ms > 0 ? timeout_ms : 0) / 1000.0;
   for (;;) {
     if (gs_interrupted) return GS_FAIL(e, GS_EINTR, "interrupted");
     double left = deadline - gs_now();
     int slice = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
     if (slice > SLICE_MS) slice = SLICE_MS;
-    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    zmq_pollitem_t it = {.socket = sock, .events = events};
     int rc = zmq_poll(&it, 1, slice);
     if (rc < 0) {
       if (errno == EINTR) continue;
@@ -68,22 +70,12 @@ int gs_wire_wait(void *sock, int timeout_ms, gs_err *e) {
   }
 }
 
+int gs_wire_wait(void *sock, int timeout_ms, gs_err *e) {
+  return wait_for(sock, ZMQ_POLLIN, timeout_ms, e);
+}
+
 static int wait_out(void *sock, int timeout_ms, gs_err *e) {
-  double deadline = gs_now() + (timeout_ms > 0 ? timeout_ms : 0) / 1000.0;
-  for (;;) {
-    if (gs_interrupted) return GS_FAIL(e, GS_EINTR, "interrupted");
-    double left = deadline - gs_now();
-    int slice = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
-    if (slice > SLICE_MS) slice = SLICE_MS;
-    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLOUT};
-    int rc = zmq_poll(&it, 1, slice);
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      return GS_FAIL(e, GS_EIO, "zmq_poll: %s", zmq_strerror(errno));
-    }
-    if (rc > 0) return 1;
-    if (left <= 0) return 0;
-  }
+  return wait_for(sock, ZMQ_POLLOUT, timeout_ms, e);
 }
 
 int gs_wire_send(void *sock, const void *id, size_t idlen, const Gradsync__Envelope *env,
