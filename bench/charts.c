@@ -41,14 +41,6 @@ static void put(buf *b, const char *fmt, ...) {
   }
 }
 
-static double num(json_t *o, const char *k) {
-  json_t *v = json_object_get(o, k);
-  return json_is_number(v) ? json_number_value(v) : 0.0;
-}
-static const char *str(json_t *o, const char *k) {
-  const char *s = json_string_value(json_object_get(o, k));
-  return s ? s : "";
-}
 
 static double nice_step(double range, int ticks) {
   double raw = range / ticks, p = pow(10, floor(log10(raw > 0 ? raw : 1))), f = raw / p;
@@ -100,11 +92,11 @@ static int scaling(const char *dir, json_t *runs, gs_err *e) {
   size_t i;
   json_t *r;
   json_array_foreach(runs, i, r) {
-    int w = (int)num(r, "world");
+    int w = (int)gs_jnum(r, "world");
     bool seen = false;
     for (int k = 0; k < nw; k++) seen |= worlds[k] == w;
     if (!seen && nw < 64) worlds[nw++] = w;
-    double t = num(r, "throughput_samples_per_s");
+    double t = gs_jnum(r, "throughput_samples_per_s");
     if (t > ymax) ymax = t;
   }
   for (int a = 0; a < nw; a++)
@@ -115,10 +107,10 @@ static int scaling(const char *dir, json_t *runs, gs_err *e) {
   double base_t[3] = {0}, base_w[3] = {0};
   for (int m = 0; m < 3; m++)
     json_array_foreach(runs, i, r) {
-      if (strcmp(str(r, "mode"), modes[m])) continue;
-      if (base_w[m] == 0 || num(r, "world") < base_w[m]) {
-        base_w[m] = num(r, "world");
-        base_t[m] = num(r, "throughput_samples_per_s");
+      if (strcmp(gs_jstr(r, "mode"), modes[m])) continue;
+      if (base_w[m] == 0 || gs_jnum(r, "world") < base_w[m]) {
+        base_w[m] = gs_jnum(r, "world");
+        base_t[m] = gs_jnum(r, "throughput_samples_per_s");
       }
     }
   for (int m = 0; m < 3; m++)
@@ -143,12 +135,12 @@ static int scaling(const char *dir, json_t *runs, gs_err *e) {
     buf pts = {0}, ideal = {0};
     for (int k = 0; k < nw; k++) {
       json_array_foreach(runs, i, r) {
-        if (strcmp(str(r, "mode"), modes[m]) || (int)num(r, "world") != worlds[k]) continue;
-        double y = y0 - num(r, "throughput_samples_per_s") / top * (y0 - y1);
+        if (strcmp(gs_jstr(r, "mode"), modes[m]) || (int)gs_jnum(r, "world") != worlds[k]) continue;
+        double y = y0 - gs_jnum(r, "throughput_samples_per_s") / top * (y0 - y1);
         put(&pts, "%.1f,%.1f ", XPOS(k), y);
         put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>%s world %d: %.1f "
             "samples/s</title></circle>\n", XPOS(k), y, col, modes[m], worlds[k],
-            num(r, "throughput_samples_per_s"));
+            gs_jnum(r, "throughput_samples_per_s"));
         break;
       }
       double iy = y0 - base_t[m] / base_w[m] * worlds[k] / top * (y0 - y1);
@@ -186,15 +178,15 @@ static int bars(const char *dir, json_t *runs, bool bytes, gs_err *e) {
     size_t k;
     json_t *x;
     json_array_foreach(pr, k, x) {
-      double v = bytes ? num(x, "bytes_sent") + num(x, "bytes_recv")
-                       : num(x, "busy_s") + num(x, "comm_wait_s") + num(x, "idle_s");
-      if (bytes && num(x, "model_bytes_sent") + num(x, "model_bytes_recv") > v)
-        v = num(x, "model_bytes_sent") + num(x, "model_bytes_recv");
+      double v = bytes ? gs_jnum(x, "bytes_sent") + gs_jnum(x, "bytes_recv")
+                       : gs_jnum(x, "busy_s") + gs_jnum(x, "comm_wait_s") + gs_jnum(x, "idle_s");
+      if (bytes && gs_jnum(x, "model_bytes_sent") + gs_jnum(x, "model_bytes_recv") > v)
+        v = gs_jnum(x, "model_bytes_sent") + gs_jnum(x, "model_bytes_recv");
       if (v > ymax) ymax = v;
     }
     json_t *s = json_object_get(r, "server");
     if (json_is_object(s)) {
-      double v = bytes ? num(s, "bytes_sent") + num(s, "bytes_recv") : num(s, "busy_s");
+      double v = bytes ? gs_jnum(s, "bytes_sent") + gs_jnum(s, "bytes_recv") : gs_jnum(s, "busy_s");
       if (v > ymax) ymax = v;
     }
   }
@@ -220,19 +212,19 @@ static int bars(const char *dir, json_t *runs, bool bytes, gs_err *e) {
       row = srv ? json_object_get(r, "server") : json_array_get(pr, (size_t)bi);
       double y = y0;
       if (bytes) {
-        double v = (num(row, "bytes_sent") + num(row, "bytes_recv")) * scale;
+        double v = (gs_jnum(row, "bytes_sent") + gs_jnum(row, "bytes_recv")) * scale;
         double h = v / top * (y0 - y1);
         put(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"><title>%s "
             "%s: %.3f MiB/step</title></rect>\n", x, y0 - h, barw, h,
-            mode_color(str(r, "mode")), str(r, "id"), srv ? "server" : "rank", v);
-        double m = (num(row, "model_bytes_sent") + num(row, "model_bytes_recv")) * scale;
+            mode_color(gs_jstr(r, "mode")), gs_jstr(r, "id"), srv ? "server" : "rank", v);
+        double m = (gs_jnum(row, "model_bytes_sent") + gs_jnum(row, "model_bytes_recv")) * scale;
         double my = y0 - m / top * (y0 - y1);
         put(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\" "
             "stroke-width=\"2\"/>\n", x - 3, my, x + barw + 3, my);
       } else {
         for (int p = 0; p < 5; p++) {
           if (srv && p != 2 && p != 3) continue; /* a server only reduces and updates */
-          double v = num(row, PARTS[p]) * scale;
+          double v = gs_jnum(row, PARTS[p]) * scale;
           double h = v / top * (y0 - y1);
           if (h <= 0) continue;
           y -= h;
@@ -248,7 +240,7 @@ static int bars(const char *dir, json_t *runs, bool bytes, gs_err *e) {
       x += barw + 4;
     }
     put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"11\">%s w%d</text>\n",
-        (gx + x - 4) / 2, y0 + 30, str(r, "mode"), (int)num(r, "world"));
+        (gx + x - 4) / 2, y0 + 30, gs_jstr(r, "mode"), (int)gs_jnum(r, "world"));
     x += gap;
   }
   put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">rank (S: dedicated server), grouped by "

@@ -19,14 +19,6 @@
 
 #define GS_REPORT_SCHEMA 1
 
-static double num(json_t *o, const char *k) {
-  json_t *v = json_object_get(o, k);
-  return json_is_number(v) ? json_number_value(v) : 0.0;
-}
-static const char *str(json_t *o, const char *k) {
-  const char *s = json_string_value(json_object_get(o, k));
-  return s ? s : "";
-}
 
 static json_t *environment(void) {
   char cpu[256] = "unknown", host[256] = "";
@@ -90,11 +82,11 @@ static json_t *baseline(json_t *runs, json_t *run, bool strong) {
   size_t i;
   json_t *r;
   json_array_foreach(runs, i, r) {
-    if (num(r, "world") != 1 || strcmp(str(r, "mode"), str(run, "mode")) ||
-        strcmp(str(r, "model"), str(run, "model")) || num(r, "bucket_mb") != num(run, "bucket_mb"))
+    if (gs_jnum(r, "world") != 1 || strcmp(gs_jstr(r, "mode"), gs_jstr(run, "mode")) ||
+        strcmp(gs_jstr(r, "model"), gs_jstr(run, "model")) || gs_jnum(r, "bucket_mb") != gs_jnum(run, "bucket_mb"))
       continue;
-    if (strong ? num(r, "global_batch") != num(run, "global_batch")
-               : num(r, "batch") != num(run, "batch"))
+    if (strong ? gs_jnum(r, "global_batch") != gs_jnum(run, "global_batch")
+               : gs_jnum(r, "batch") != gs_jnum(run, "batch"))
       continue;
     return r;
   }
@@ -106,10 +98,10 @@ void gs_report_scaling(const gs_opts *o, json_t *runs) {
   json_t *r;
   json_array_foreach(runs, i, r) {
     json_t *b = baseline(runs, r, o->strong);
-    double t1 = b ? num(b, "throughput_samples_per_s") : 0;
+    double t1 = b ? gs_jnum(b, "throughput_samples_per_s") : 0;
     json_object_set_new(r, "scaling_efficiency",
-                        t1 > 0 ? json_real(num(r, "throughput_samples_per_s") /
-                                           (num(r, "world") * t1))
+                        t1 > 0 ? json_real(gs_jnum(r, "throughput_samples_per_s") /
+                                           (gs_jnum(r, "world") * t1))
                                : json_null());
   }
 }
@@ -133,27 +125,27 @@ void gs_report_print_comparison(FILE *f, json_t *runs) {
     char sc[16] = "-";
     if (json_is_number(se)) snprintf(sc, sizeof sc, "%.2f", json_number_value(se));
     json_t *r0 = json_array_get(json_object_get(r, "per_rank"), 0);
-    fprintf(f, "  %-5s %-24.24s %6d %5d %10.1f %9.2f %9.2f %8s %7.1f%% %14.0f\n", str(r, "mode"),
-            str(r, "model"), (int)num(r, "batch"), (int)num(r, "world"),
-            num(r, "throughput_samples_per_s"),
-            1e3 * num(r, "step_time_s_median"), num(r, "imbalance"), sc,
-            100 * num(r, "master_traffic_share"), num(r0, "bytes_sent") + num(r0, "bytes_recv"));
+    fprintf(f, "  %-5s %-24.24s %6d %5d %10.1f %9.2f %9.2f %8s %7.1f%% %14.0f\n", gs_jstr(r, "mode"),
+            gs_jstr(r, "model"), (int)gs_jnum(r, "batch"), (int)gs_jnum(r, "world"),
+            gs_jnum(r, "throughput_samples_per_s"),
+            1e3 * gs_jnum(r, "step_time_s_median"), gs_jnum(r, "imbalance"), sc,
+            100 * gs_jnum(r, "master_traffic_share"), gs_jnum(r0, "bytes_sent") + gs_jnum(r0, "bytes_recv"));
   }
   /* ring / ps ratio for each world both ran */
   json_array_foreach(runs, i, r) {
-    if (strcmp(str(r, "mode"), "ring")) continue;
+    if (strcmp(gs_jstr(r, "mode"), "ring")) continue;
     size_t j;
     json_t *p;
     json_array_foreach(runs, j, p) {
-      if (strcmp(str(p, "mode"), "ps") || num(p, "world") != num(r, "world") ||
-          strcmp(str(p, "model"), str(r, "model")) || num(p, "batch") != num(r, "batch") ||
-          num(p, "bucket_mb") != num(r, "bucket_mb"))
+      if (strcmp(gs_jstr(p, "mode"), "ps") || gs_jnum(p, "world") != gs_jnum(r, "world") ||
+          strcmp(gs_jstr(p, "model"), gs_jstr(r, "model")) || gs_jnum(p, "batch") != gs_jnum(r, "batch") ||
+          gs_jnum(p, "bucket_mb") != gs_jnum(r, "bucket_mb"))
         continue;
-      double tp = num(p, "throughput_samples_per_s");
+      double tp = gs_jnum(p, "throughput_samples_per_s");
       if (tp > 0)
         fprintf(f, "  world %d %s: ring is %.2fx the throughput of ps; ps imbalance %.2f vs "
-                "ring %.2f\n", (int)num(r, "world"), str(r, "model"),
-                num(r, "throughput_samples_per_s") / tp, num(p, "imbalance"), num(r, "imbalance"));
+                "ring %.2f\n", (int)gs_jnum(r, "world"), gs_jstr(r, "model"),
+                gs_jnum(r, "throughput_samples_per_s") / tp, gs_jnum(p, "imbalance"), gs_jnum(r, "imbalance"));
     }
   }
 }
@@ -167,7 +159,7 @@ static int merge_traces(const char *dir, json_t *runs, gs_err *e) {
   double offset_us = 0;
   json_array_foreach(runs, i, r) {
     char path[4600];
-    snprintf(path, sizeof path, "%s/runs/%s/trace.json", dir, str(r, "id"));
+    snprintf(path, sizeof path, "%s/runs/%s/trace.json", dir, gs_jstr(r, "id"));
     json_t *t = json_load_file(path, 0, NULL);
     if (!t) continue;
     double end = 0;
@@ -177,17 +169,17 @@ static int merge_traces(const char *dir, json_t *runs, gs_err *e) {
       json_t *pid = json_object_get(ev, "pid");
       json_int_t rank = json_integer_value(pid);
       json_object_set_new(ev, "pid", json_integer((json_int_t)i * 1000 + rank));
-      if (!strcmp(str(ev, "ph"), "M") && !strcmp(str(ev, "name"), "process_name")) {
+      if (!strcmp(gs_jstr(ev, "ph"), "M") && !strcmp(gs_jstr(ev, "name"), "process_name")) {
         char nm[256];
-        snprintf(nm, sizeof nm, "%s w%d rank %d", str(r, "mode"), (int)num(r, "world"), (int)rank);
+        snprintf(nm, sizeof nm, "%s w%d rank %d", gs_jstr(r, "mode"), (int)gs_jnum(r, "world"), (int)rank);
         json_object_set_new(json_object_get(ev, "args"), "name", json_string(nm));
       }
-      if (!strcmp(str(ev, "ph"), "M") && !strcmp(str(ev, "name"), "process_sort_index"))
+      if (!strcmp(gs_jstr(ev, "ph"), "M") && !strcmp(gs_jstr(ev, "name"), "process_sort_index"))
         json_object_set_new(json_object_get(ev, "args"), "sort_index",
                             json_integer((json_int_t)i * 1000 + rank));
       json_t *ts = json_object_get(ev, "ts");
       if (json_is_number(ts)) {
-        double v = json_number_value(ts) + num(ev, "dur");
+        double v = json_number_value(ts) + gs_jnum(ev, "dur");
         if (v > end) end = v;
         json_object_set_new(ev, "ts", json_real(json_number_value(ts) + offset_us));
       }

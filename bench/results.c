@@ -371,9 +371,15 @@ int gs_results_write_run(const char *dir, const gs_run_info *info, const gs_rank
   return rc;
 }
 
-static double num(json_t *o, const char *k) {
-  json_t *v = json_object_get(o, k);
+
+double gs_jnum(json_t *o, const char *key) {
+  json_t *v = json_object_get(o, key);
   return json_is_number(v) ? json_number_value(v) : 0.0;
+}
+
+const char *gs_jstr(json_t *o, const char *key) {
+  const char *s = json_string_value(json_object_get(o, key));
+  return s ? s : "";
 }
 
 static void human_bytes(double b, char *buf, size_t cap) {
@@ -385,18 +391,18 @@ static void human_bytes(double b, char *buf, size_t cap) {
 
 void gs_results_print_json(FILE *f, json_t *run) {
   fprintf(f, "\n== %s  world %d  %s  batch %d/rank  %s  %s%s ==\n",
-          json_string_value(json_object_get(run, "mode")), (int)num(run, "world"),
-          json_string_value(json_object_get(run, "model")), (int)num(run, "batch"),
+          json_string_value(json_object_get(run, "mode")), (int)gs_jnum(run, "world"),
+          json_string_value(json_object_get(run, "model")), (int)gs_jnum(run, "batch"),
           json_string_value(json_object_get(run, "precision")),
           json_is_true(json_object_get(run, "overlap")) ? "overlap" : "no overlap",
           json_is_true(json_object_get(run, "ps_dedicated")) ? ", dedicated server" : "");
   char sb[32];
-  human_bytes(num(run, "gradient_bytes"), sb, sizeof sb);
+  human_bytes(gs_jnum(run, "gradient_bytes"), sb, sizeof sb);
   fprintf(f, "  throughput %.0f samples/s   step median %.2f ms  p95 %.2f ms   imbalance %.2f"
           "   master traffic share %.1f%%   S = %s in %d bucket(s)\n",
-          num(run, "throughput_samples_per_s"), num(run, "step_time_s_median") * 1e3,
-          num(run, "step_time_s_p95") * 1e3, num(run, "imbalance"),
-          100 * num(run, "master_traffic_share"), sb, (int)num(run, "nbuckets"));
+          gs_jnum(run, "throughput_samples_per_s"), gs_jnum(run, "step_time_s_median") * 1e3,
+          gs_jnum(run, "step_time_s_p95") * 1e3, gs_jnum(run, "imbalance"),
+          100 * gs_jnum(run, "master_traffic_share"), sb, (int)gs_jnum(run, "nbuckets"));
   fprintf(f, "  %-6s %9s %9s %9s %9s %9s %9s %9s %11s %11s %9s %10s\n", "rank", "compute", "wait",
           "reduce", "update", "busy", "idle", "step", "sent/step", "recv/step", "vs model",
           "peak RSS");
@@ -407,39 +413,39 @@ void gs_results_print_json(FILE *f, json_t *run) {
   json_t *row;
   json_array_foreach(pr, i, row) {
     char s1[32], s2[32], s3[32];
-    human_bytes(num(row, "bytes_sent"), s1, sizeof s1);
-    human_bytes(num(row, "bytes_recv"), s2, sizeof s2);
-    human_bytes(num(row, "peak_rss_bytes"), s3, sizeof s3);
+    human_bytes(gs_jnum(row, "bytes_sent"), s1, sizeof s1);
+    human_bytes(gs_jnum(row, "bytes_recv"), s2, sizeof s2);
+    human_bytes(gs_jnum(row, "peak_rss_bytes"), s3, sizeof s3);
     fprintf(f, "  %-6d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11s %11s %8.3fx %10s\n",
-            (int)num(row, "rank"), 1e3 * num(row, "compute_s"), 1e3 * num(row, "comm_wait_s"),
-            1e3 * num(row, "reduce_s"), 1e3 * num(row, "update_s"), 1e3 * num(row, "busy_s"),
-            1e3 * num(row, "idle_s"), 1e3 * num(row, "step_s"), s1, s2,
-            num(row, "traffic_vs_model"), s3);
+            (int)gs_jnum(row, "rank"), 1e3 * gs_jnum(row, "compute_s"), 1e3 * gs_jnum(row, "comm_wait_s"),
+            1e3 * gs_jnum(row, "reduce_s"), 1e3 * gs_jnum(row, "update_s"), 1e3 * gs_jnum(row, "busy_s"),
+            1e3 * gs_jnum(row, "idle_s"), 1e3 * gs_jnum(row, "step_s"), s1, s2,
+            gs_jnum(row, "traffic_vs_model"), s3);
   }
   json_t *srv = json_object_get(run, "server");
   if (json_is_object(srv)) {
     char s1[32], s2[32];
-    human_bytes(num(srv, "bytes_sent"), s1, sizeof s1);
-    human_bytes(num(srv, "bytes_recv"), s2, sizeof s2);
+    human_bytes(gs_jnum(srv, "bytes_sent"), s1, sizeof s1);
+    human_bytes(gs_jnum(srv, "bytes_recv"), s2, sizeof s2);
     fprintf(f, "  %-6s %9s %9s %9.2f %9.2f %9.2f %9s %9s %11s %11s\n", "server", "", "",
-            1e3 * num(srv, "reduce_s"), 1e3 * num(srv, "update_s"), 1e3 * num(srv, "busy_s"), "",
+            1e3 * gs_jnum(srv, "reduce_s"), 1e3 * gs_jnum(srv, "update_s"), 1e3 * gs_jnum(srv, "busy_s"), "",
             "", s1, s2);
   }
   if (strcmp(json_string_value(json_object_get(run, "precision")), "fp32") ||
-      num(run, "skipped_steps") > 0)
+      gs_jnum(run, "skipped_steps") > 0)
     fprintf(f, "  precision %s: %d skipped step(s) (inf/NaN), loss scale at the end %g\n",
-            json_string_value(json_object_get(run, "precision")), (int)num(run, "skipped_steps"),
-            num(run, "final_loss_scale"));
+            json_string_value(json_object_get(run, "precision")), (int)gs_jnum(run, "skipped_steps"),
+            gs_jnum(run, "final_loss_scale"));
   json_t *acc = json_object_get(run, "accuracy");
   if (json_is_number(acc))
     fprintf(f, "  eval accuracy %.2f%% loss %.4f (on up to 10000 training samples)\n",
-            100 * json_number_value(acc), num(run, "eval_loss"));
+            100 * json_number_value(acc), gs_jnum(run, "eval_loss"));
   json_t *cm = json_object_get(run, "cost_model");
-  if (num(cm, "S_bytes") <= 0 || !strcmp(json_string_value(json_object_get(run, "mode")), "local"))
+  if (gs_jnum(cm, "S_bytes") <= 0 || !strcmp(json_string_value(json_object_get(run, "mode")), "local"))
     return;
   char m1[32], m2[32];
-  human_bytes(num(cm, "master_bytes_sent"), m1, sizeof m1);
-  human_bytes(num(cm, "worker_bytes_sent"), m2, sizeof m2);
+  human_bytes(gs_jnum(cm, "master_bytes_sent"), m1, sizeof m1);
+  human_bytes(gs_jnum(cm, "worker_bytes_sent"), m2, sizeof m2);
   fprintf(f, "  cost model: %s\n              master %s each way, other ranks %s each way per "
           "step (vs model = measured sent+recv / model)\n",
           json_string_value(json_object_get(cm, "formula")), m1, m2);

@@ -45,6 +45,10 @@ int gs_results_write_run(const char *dir, const gs_run_info *info, const gs_rank
 void gs_results_print_json(FILE *f, json_t *run);
 void gs_results_print_run(FILE *f, const gs_run_info *info, const gs_rank_result *ranks);
 
+/* A number / string member of a JSON object (0 / "" when absent). */
+double gs_jnum(json_t *o, const char *key);
+const char *gs_jstr(json_t *o, const char *key);
+
 /* Write bytes to path atomically: a temporary file in the same directory,
  * fsync, rename. */
 int gs_write_atomic(const char *path, const void *data, size_t len, gs_err *e);
