@@ -152,24 +152,26 @@ static void warn(gs_ps_server *s, const char *fmt, ...) {
           s->warnings == WARN_MAX ? " (further warnings suppressed)" : "");
 }
 
+/* Tell one worker why the job stops (best effort, 100 ms). */
+static void send_error(gs_ps_server *s, const peer *p, const gs_err *e) {
+  Gradsync__Envelope env;
+  Gradsync__Error er = GRADSYNC__ERROR__INIT;
+  gs_wire_env(&env, s->o.job, GS_SERVER_RANK);
+  er.phase = (char *)"ps server";
+  er.message = (char *)e->msg;
+  env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
+  env.error = &er;
+  gs_err ignore = {0};
+  gs_wire_send(s->sock, p->id, p->idlen, &env, NULL, 0, NULL, NULL, 100, NULL, &ignore);
+}
+
 /* Tell every registered worker why the job stops (once, best effort: a
  * dead peer is unreachable and that is fine). */
 static void broadcast_error(gs_ps_server *s, const gs_err *e) {
   if (s->failed) return;
   s->failed = true;
-  for (int r = 0; r < s->world; r++) {
-    if (!s->peers[r].known) continue;
-    Gradsync__Envelope env;
-    Gradsync__Error er = GRADSYNC__ERROR__INIT;
-    gs_wire_env(&env, s->o.job, GS_SERVER_RANK);
-    er.phase = (char *)"ps server";
-    er.message = (char *)e->msg;
-    env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
-    env.error = &er;
-    gs_err ignore = {0};
-    gs_wire_send(s->sock, s->peers[r].id, s->peers[r].idlen, &env, NULL, 0, NULL, NULL, 100,
-                 NULL, &ignore);
-  }
+  for (int r = 0; r < s->world; r++)
+    if (s->peers[r].known) send_error(s, &s->peers[r], e);
 }
 
 /* Fail the job: fill e, tell the workers, return the code. */
@@ -929,15 +931,7 @@ static void tell(gs_ps_server *s, const gs_err *e, uint32_t rank, const void *id
   p->idlen = idlen;
   p->known = true;
   (*told)++;
-  Gradsync__Envelope env;
-  Gradsync__Error er = GRADSYNC__ERROR__INIT;
-  gs_wire_env(&env, s->o.job, GS_SERVER_RANK);
-  er.phase = (char *)"ps server";
-  er.message = (char *)e->msg;
-  env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
-  env.error = &er;
-  gs_err ignore = {0};
-  gs_wire_send(s->sock, p->id, p->idlen, &env, NULL, 0, NULL, NULL, 100, NULL, &ignore);
+  send_error(s, p, e);
 }
 
 static void tell_latecomers(gs_ps_server *s, const gs_err *e) {

@@ -17,15 +17,10 @@
  * Without a usable GPU (no driver, none visible, device busy) the table is
  * not made: gs_kernels_cuda returns NULL with GS_EDEVICE, the CUDA error
  * and what to check. Nothing here calls exit(). */
-#include <errno.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "kernels/cuda/table.h"
 
@@ -450,68 +445,22 @@ static int make_table(int dev, cu_mem *mem, bool eager_blas, gs_kernels **out, g
   return GS_OK;
 }
 
-/* ---- counting GPUs without spoiling fork() ---- */
-
-/* CUDA does not survive fork(): a process that has touched the driver
- * cannot hand a working CUDA to its forked children. A launcher asks for
- * the GPU count (--device auto, one-GPU-per-rank checks) BEFORE it forks
- * its ranks, so in a process that has not used CUDA yet the question goes
- * to a short-lived child. Set before this process's first own CUDA call. */
-static bool process_uses_cuda;
-static int probed = -1;
-
-static int count_here(void) {
+/* ---- counting GPUs ----
+ * CUDA does not survive fork(), so a launcher must not touch the driver
+ * before it forks its ranks. That is the loader's concern
+ * (kernels/cuda_loader.c): until the module is loaded it asks a
+ * short-lived child (module.c's count_here). Once the module is loaded this
+ * process uses CUDA anyway: ask here. */
+extern "C" int gs_cuda_device_count(void) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     (void)cudaGetLastError();
-    return -1;
+    return 0;
   }
   return n;
 }
 
-static int count_in_child(void) {
-  int fd[2];
-  if (pipe(fd)) return count_here();
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fd[0]);
-    int n = count_here();
-    ssize_t w = write(fd[1], &n, sizeof n);
-    _exit(w == (ssize_t)sizeof n ? 0 : 1);
-  }
-  close(fd[1]);
-  if (pid < 0) {
-    close(fd[0]);
-    return count_here();
-  }
-  int n = -1;
-  struct pollfd p = {fd[0], POLLIN, 0};
-  int r;
-  do r = poll(&p, 1, 30000); while (r < 0 && errno == EINTR);
-  if (r != 1 || read(fd[0], &n, sizeof n) != (ssize_t)sizeof n) {
-    kill(pid, SIGKILL);  /* a wedged driver: no GPU rather than a hang */
-    n = 0;
-  }
-  close(fd[0]);
-  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
-  /* the child could not ask (e.g. this process had touched CUDA through
-   * another library before): asking here is then harmless */
-  return n < 0 ? count_here() : n;
-}
-
-extern "C" int gs_cuda_device_count(void) {
-  int n;
-  if (process_uses_cuda) {
-    n = count_here();
-  } else {
-    if (probed < 0) probed = count_in_child();
-    n = probed;
-  }
-  return n < 0 ? 0 : n;
-}
-
 extern "C" gs_kernels *gs_kernels_cuda(int device, gs_err *e) {
-  process_uses_cuda = true;
   int n = 0;
   cudaError_t rc = cudaGetDeviceCount(&n);
   if (rc != cudaSuccess) {
