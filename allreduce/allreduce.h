@@ -83,7 +83,9 @@ typedef struct gs_ring_opts {
                                 GS_RING_NO_SMALL: never; default 64 KiB */
   int inflight;              /* chunks in flight per link (default 2) */
   int spin_us;               /* poll before sleeping on a receive, in
-                                collectives up to 4 MiB (default 100) */
+                                collectives up to 4 MiB (default 100; off
+                                when local_ranks exceed the host's cores) */
+  int local_ranks;           /* ranks sharing this host (0: unknown, as 1) */
   int io_threads;            /* ZeroMQ I/O threads (default 1) */
   int sockbuf;               /* kernel SO_SNDBUF / SO_RCVBUF (default, or < 0:
                                 the kernel's autotuning) */

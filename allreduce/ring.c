@@ -82,6 +82,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <zmq.h>
 
@@ -698,6 +699,13 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   r->io_threads = o->io_threads > 0 ? o->io_threads : (int)env_size("GS_RING_IO_THREADS", 1);
   r->sockbuf = o->sockbuf != 0 ? o->sockbuf : (int)env_size("GS_RING_SOCKBUF", DEFAULT_SOCKBUF);
   r->spin_us = o->spin_us > 0 ? o->spin_us : (int)env_size("GS_RING_SPIN_US", DEFAULT_SPIN_US);
+  /* With more ranks than cores a polling rank takes the core from the
+   * thread that would bring its message (4 ranks on 2 cores: 0.64 -> 0.75
+   * GB/s median at 2 MiB without it). */
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const char *spin_env = getenv("GS_RING_SPIN_US");
+  if (o->spin_us <= 0 && !(spin_env && *spin_env) && cores > 0 && o->local_ranks > cores)
+    r->spin_us = 0;
   r->inflight = o->inflight > 0 ? o->inflight : (int)env_size("GS_RING_INFLIGHT", DEFAULT_INFLIGHT);
   size_t ws = gs_dtype_size(o->wire);
   if (r->chunk_bytes < ws) r->chunk_bytes = ws;

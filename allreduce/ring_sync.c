@@ -359,6 +359,7 @@ static int rb_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
     .nbuckets = (uint32_t)c->nbuckets,
     .plan_hash = plan_hash(c->buckets, c->nbuckets),
     .sum_only = c->sum_only,
+    .local_ranks = c->local_world,
     /* Training moves the textbook 2(N-1)/N x S bytes per step whatever the
      * bucket sizes; the collective benchmark may take the small-message
      * path, as NCCL picks its algorithm by size. */

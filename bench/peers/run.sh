@@ -9,6 +9,9 @@
 #                      [-r rounds] [-o results/peers] [--build build]
 #                      [--sizes "8 1M 2M ..."]
 #
+# floor.c first measures the transports themselves (ZeroMQ and plain TCP
+# latency and stream cost): the floor under every tool's figures.
+#
 # Rounds interleave the tools (ring, gloo, mpi-tcp, mpi-shm, ring, ...) so a
 # noisy neighbour hurts them alike; compare.py reports the best and the
 # median per size over the rounds. With --sizes each size is a separate run
@@ -39,6 +42,7 @@ ring=$build/tests/allreduce/ring_perf
 mkdir -p "$out"
 mpi=$out/mpi_allreduce
 mpicc -O2 -o "$mpi" bench/peers/mpi_allreduce.c
+cc -O2 -o "$out/floor" bench/peers/floor.c -lzmq
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 cores=$(getconf _NPROCESSORS_ONLN)  # not nproc: it obeys OMP_NUM_THREADS
 mpirun_base=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1)
@@ -52,6 +56,8 @@ mpirun_base=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1)
   echo "args: -b $b -e $e -f $f -n $n -w $w, ranks $worlds, $rounds rounds${sizes:+, sizes $sizes}"
 } > "$out/info.txt"
 cat "$out/info.txt"
+# what the transports themselves cost here (latency and stream floors)
+"$out/floor" > "$out/floor.txt"
 one() { # tool N round min max: append one table to $out/tool-N-round.txt
   local tool=$1 N=$2 r=$3 lo=$4 hi=$5
   local bind=(--bind-to core) pin=1 ringbind=core
@@ -81,4 +87,4 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/info.txt"
-/usr/bin/python3 bench/peers/compare.py "$out" | tee "$out/compare.txt"
+{ /usr/bin/python3 bench/peers/compare.py "$out"; echo; cat "$out/floor.txt"; } | tee "$out/compare.txt"

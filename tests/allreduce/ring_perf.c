@@ -66,7 +66,7 @@ static int body(th_shared *sh, int rank, int world, void *arg) {
     .rank = rank, .world = world, .timeout_ms = a->timeout_ms, .job = 0xbe7c4,
     .host = a->host, .k = k, .wire = a->wire,
     .chunk_bytes = a->chunk, .small_bytes = a->small, .io_threads = a->io_threads,
-    .sockbuf = a->sockbuf, .inflight = a->inflight,
+    .sockbuf = a->sockbuf, .inflight = a->inflight, .local_ranks = world,
   };
   gs_perf_opts p = a->p;
   p.rank = rank;
