@@ -108,6 +108,24 @@ bool same_bits(const float *a, const float *b, size_t n, const char *what) {
   return true;
 }
 
+float *check_reference(const job_opts *o, job_result *r, const char *what, bool *skipped,
+                       float *scales) {
+  bool sk[64];
+  float sc[64];
+  CHECK(skipped && scales ? true : o->steps <= 64, "%s: more than 64 steps", what);
+  float *ref = malloc((size_t)(o->steps + 1) * o->n * sizeof(float));
+  CHECK(ref, "%s: out of memory for the reference", what);
+  reference(o, ref, skipped ? skipped : sk, scales ? scales : sc);
+  for (int s = 0; s <= o->steps; s++)
+    for (int i = 0; i < o->world; i++) {
+      char label[160];
+      snprintf(label, sizeof label, "%s: rank %d after step %d", what, i, s - 1);
+      CHECK(same_bits(result_params(r, s, i), ref + (size_t)s * o->n, o->n, label),
+            "%s differs from the reference", label);
+    }
+  return ref;
+}
+
 /* ------------------------------------------------------------ one rank */
 
 typedef struct rank_ctx {

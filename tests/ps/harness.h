@@ -106,4 +106,10 @@ void reference(const job_opts *o, float *ref, bool *skipped, float *scales);
 /* Bitwise comparison; prints the first difference. */
 bool same_bits(const float *a, const float *b, size_t n, const char *what);
 
+/* CHECK every rank after every step of r against reference(); returns the
+ * reference (the caller frees it) and fills skipped and scales when given
+ * (o->steps entries each). */
+float *check_reference(const job_opts *o, job_result *r, const char *what, bool *skipped,
+                       float *scales);
+
 #endif

@@ -11,18 +11,7 @@
 #include "harness.h"
 
 static void compare(const job_opts *o, job_result *r, const char *what) {
-  float *ref = malloc((size_t)(o->steps + 1) * o->n * sizeof(float));
-  bool skipped[64];
-  float scales[64];
-  reference(o, ref, skipped, scales);
-  for (int s = 0; s <= o->steps; s++)
-    for (int i = 0; i < o->world; i++) {
-      char label[160];
-      snprintf(label, sizeof label, "%s: rank %d after step %d", what, i, s - 1);
-      CHECK(same_bits(result_params(r, s, i), ref + (size_t)s * o->n, o->n, label), "%s",
-            label);
-    }
-  free(ref);
+  free(check_reference(o, r, what, NULL, NULL));
 }
 
 int main(void) {

@@ -36,17 +36,7 @@ static job_result *check_job(const job_opts *o, const char *what) {
   for (int i = 0; i < o->world; i++)
     CHECK(r->rc[i] == 0, "%s: rank %d failed: %s", what, i, r->err[i]);
   CHECK(rc == 0, "%s", what);
-  float *ref = malloc((size_t)(o->steps + 1) * o->n * sizeof(float));
-  bool skipped[64];
-  float scales[64];
-  reference(o, ref, skipped, scales);
-  for (int s = 0; s <= o->steps; s++)
-    for (int i = 0; i < o->world; i++) {
-      char label[160];
-      snprintf(label, sizeof label, "%s: rank %d after step %d", what, i, s - 1);
-      CHECK(same_bits(result_params(r, s, i), ref + (size_t)s * o->n, o->n, label),
-            "%s differs from the reference", label);
-    }
+  float *ref = check_reference(o, r, what, NULL, NULL);
   /* the update did something */
   CHECK(o->steps == 0 || memcmp(ref, ref + (size_t)o->steps * o->n, o->n * sizeof(float)) != 0,
         "%s: the parameters never changed", what);
