@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install.sh: install gradsync's Debian 12 packages and build it in ./build.
 #   ./install.sh            packages + build
-#   ./install.sh --deps     packages only (what .ci/run uses)
+#   ./install.sh --deps     packages only, with what the test suite's
+#                           peers need too (what .ci/run uses)
 # Run as root (or with sudo). The CUDA parts build when nvcc is on PATH.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -9,6 +10,9 @@ cd "$(dirname "$0")"
 pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libzmq3-dev
       libprotobuf-c-dev protobuf-c-compiler libjansson-dev python3 python3-numpy
       libxml2-utils)
+# the test suite's peers and references: PyTorch (its SGD and training as
+# the reference, Gloo, torchrun)
+[ "${1:-}" = "--deps" ] && pkgs+=(python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -130,8 +130,6 @@ struct gs_ring {
 
   void *stage;               /* max_count elements of the wire dtype (wire != F32) */
   float *scratch;            /* small path: own fp32 vector when src == dst */
-  void *rbuf;                /* an aligned copy of a misaligned received payload */
-  size_t rbuf_bytes;
   atomic_uint *flags;        /* per chunk sent zero-copy: ZeroMQ still holds it */
   size_t nflags;
   zmq_msg_t *held;           /* small path: the N vectors */
@@ -537,17 +535,6 @@ static int recv_chunk(gs_ring *r, const want *w, zmq_msg_t *payload, uint64_t *b
   return GS_OK;
 }
 
-/* The payload as an aligned pointer (ZeroMQ packs small messages into a
- * shared receive buffer at any offset). */
-static const void *payload_data(gs_ring *r, zmq_msg_t *m) {
-  const void *p = zmq_msg_data(m);
-  size_t n = zmq_msg_size(m);
-  if (n == 0 || ((uintptr_t)p % sizeof(float)) == 0) return p;
-  if (n > r->rbuf_bytes) return NULL; /* cannot happen: sizes are checked */
-  r->o.k->copy(r->o.k, r->rbuf, p, n);
-  return r->rbuf;
-}
-
 /* ------------------------------------------------------------------ */
 /* sending */
 
@@ -653,7 +640,6 @@ static void ring_free(gs_ring *r) {
   if (k) {
     if (r->stage) k->release(k, r->stage);
     if (r->scratch) k->release(k, r->scratch);
-    if (r->rbuf) k->release(k, r->rbuf);
   }
   gs_free(r->arena);
   free(r->flags);
@@ -737,13 +723,9 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
     for (size_t i = 0; i < C; i++) zmq_msg_init(&r->hold[i]);
   size_t small_elems = r->small_bytes == GS_RING_NO_SMALL ? 0 : r->small_bytes / sizeof(float);
   if (small_elems > o->max_count) small_elems = o->max_count;
-  size_t chunk_cap = r->chunk_bytes;
-  if (chunk_cap > o->max_count * ws) chunk_cap = o->max_count * ws;
-  r->rbuf_bytes = (chunk_cap > small_elems * ws ? chunk_cap : small_elems * ws) + 64;
-  r->rbuf = k->alloc(k, r->rbuf_bytes);
   r->scratch = k->alloc(k, small_elems * sizeof(float) + 64);
   if (o->wire != GS_F32) r->stage = k->alloc(k, o->max_count * ws + 64);
-  if (!r->flags || !r->hold || !r->rbuf || !r->scratch || (o->wire != GS_F32 && !r->stage)) {
+  if (!r->flags || !r->hold || !r->scratch || (o->wire != GS_F32 && !r->stage)) {
     k->sync(k, e);
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the ring's buffers (%zu elements)",
                  o->rank, o->max_count);
@@ -1006,7 +988,7 @@ static int small_path(gs_ring *r, const float *src, float *dst, size_t n, gs_rin
       own = r->scratch;
     }
     for (int i = 0; i < N; i++) {
-      const void *v = i == me ? own : payload_data(r, &r->held[i]);
+      const void *v = i == me ? own : zmq_msg_data(&r->held[i]);
       if (i == 0) {
         if (v != dst) k->copy(k, dst, v, n * sizeof(float));
       } else {
@@ -1015,7 +997,7 @@ static int small_path(gs_ring *r, const float *src, float *dst, size_t n, gs_rin
     }
   } else {
     for (int i = 0; i < N; i++) {
-      const void *v = i == me ? own : payload_data(r, &r->held[i]);
+      const void *v = i == me ? own : zmq_msg_data(&r->held[i]);
       if (i == 0) k->convert(k, GS_F32, dst, w, v, n);
       else k->add_lp(k, w, n, dst, v);
     }
@@ -1088,7 +1070,7 @@ static int ring_path(gs_ring *r, const float *src, float *dst, size_t n, gs_ring
       float *d = dst + wr.offset;
       if (wr.phase == PH_RS) {
         double a = gs_now();
-        const void *p = payload_data(r, &msg);
+        const void *p = zmq_msg_data(&msg);
         if (src != dst) k->copy(k, d, src + wr.offset, wr.count * sizeof(float));
         k->add_lp(k, w, wr.count, d, p);
         if (lp) {
@@ -1109,7 +1091,7 @@ static int ring_path(gs_ring *r, const float *src, float *dst, size_t n, gs_ring
             return rc;
           }
         }
-        k->convert(k, GS_F32, d, w, payload_data(r, &msg), wr.count);
+        k->convert(k, GS_F32, d, w, zmq_msg_data(&msg), wr.count);
         if (wr.ring_step < N - 2) zmq_msg_move(&r->hold[wr.chunk], &msg); /* to forward */
         zmq_msg_close(&msg);
       }

@@ -141,9 +141,12 @@ static int write_json(const gs_opts *o, gs_mode mode, int world, const char *dev
                                          "sum", "time_us", rows[i].time_us, "algbw_gbps",
                                          rows[i].algbw, "busbw_gbps", rows[i].busbw, "wrong",
                                          (json_int_t)rows[i].wrong));
-  json_t *doc = json_pack("{s:i, s:s, s:s, s:i, s:s, s:b, s:i, s:i, s:s, s:s, s:o}",
+  const char *isa = "unknown";
+  gs_isa_select(&isa, NULL);
+  json_t *doc = json_pack("{s:i, s:s, s:s, s:i, s:s, s:s, s:b, s:i, s:i, s:s, s:s, s:o}",
                           "schema_version", 1, "collective", "allreduce", "mode",
-                          gs_mode_name(mode), "world", world, "device", device, "ps_dedicated",
+                          gs_mode_name(mode), "world", world, "device", device, "isa", isa,
+                          "ps_dedicated",
                           o->dedicated && mode == GS_MODE_PS, "iters", o->iters, "warmup_iters",
                           o->warmup_iters, "busbw_formula", "busbw = algbw * 2(N-1)/N",
                           "units", "GB/s = 1e9 bytes/s; time in microseconds per all-reduce, "
@@ -202,9 +205,12 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   }
   if (rc < 0) goto fail;
   if (rank == 0) {
-    char title[160];
-    snprintf(title, sizeof title, "gradsync %s%s on %s, transport %s", gs_mode_name(mode),
-             o->dedicated && mode == GS_MODE_PS ? " (dedicated server)" : "", c.k->name,
+    char title[200];
+    const char *isa = "unknown";
+    gs_isa_select(&isa, NULL);
+    snprintf(title, sizeof title, "gradsync %s%s on %s (CPU code path %s), transport %s",
+             gs_mode_name(mode), o->dedicated && mode == GS_MODE_PS ? " (dedicated server)" : "",
+             c.k->name, isa,
              c.k->device == GS_DEV_CUDA && mode == GS_MODE_RING ? "NCCL" : "ZeroMQ tcp");
     gs_perf_print(stdout, &p, title, rows, nrows);
     double sum = 0;

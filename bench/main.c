@@ -30,6 +30,12 @@ static int run(gs_opts *op, int argc, char **argv) {
   gs_opts o = *op;
   gs_err e = {0};
   gs_rank_env env;
+  /* GS_ISA naming a code path this CPU lacks stops here, before any rank
+   * starts, as any other bad setting */
+  if (gs_isa_select(NULL, &e) < 0) {
+    fprintf(stderr, "bench: %s\n", e.msg);
+    return 2;
+  }
   if (gs_rank_env_read(&env, &e) < 0) {
     fprintf(stderr, "bench: %s\n", e.msg);
     return 2;

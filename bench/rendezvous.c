@@ -78,7 +78,7 @@ static int new_socket(gs_rdv **out, int type, gs_err *e) {
 }
 
 int gs_rdv_listen(const char *endpoint, char *bound, size_t cap, gs_rdv **out, gs_err *e) {
-  gs_rdv *r;
+  gs_rdv *r = NULL;
   GS_TRY(new_socket(&r, ZMQ_ROUTER, e));
   if (zmq_bind(r->sock, endpoint) < 0) {
     int err = zmq_errno();
@@ -332,7 +332,7 @@ static Gradsync__Setting **split_settings(const char *s, size_t *n, char **store
 
 int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv **out,
                 gs_rdv_job *job, gs_err *e) {
-  gs_rdv *r;
+  gs_rdv *r = NULL;
   GS_TRY(new_socket(&r, ZMQ_DEALER, e));
   if (zmq_connect(r->sock, master) < 0) {
     int err = zmq_errno();

@@ -43,10 +43,11 @@ static json_t *environment(void) {
   zmq_version(&zmaj, &zmin, &zpat);
   char zv[32];
   snprintf(zv, sizeof zv, "%d.%d.%d", zmaj, zmin, zpat);
-  const char *blas = openblas_get_config();
-  return json_pack("{s:s, s:I, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}}", "cpu", cpu, "cores",
-                   (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "hostname", host, "kernel",
-                   u.release, "git_revision", GS_GIT_REVISION, "libraries", "zeromq", zv,
+  const char *blas = openblas_get_config(), *isa = "unknown";
+  gs_isa_select(&isa, NULL);
+  return json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}}", "cpu", cpu, "cores",
+                   (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "isa", isa, "hostname", host,
+                   "kernel", u.release, "git_revision", GS_GIT_REVISION, "libraries", "zeromq", zv,
                    "openblas", blas ? blas : "", "protobuf_c", protobuf_c_version(), "jansson",
                    JANSSON_VERSION);
 }

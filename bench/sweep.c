@@ -12,6 +12,7 @@
 
 #include "bench/report.h"
 #include "bench/results.h"
+#include "bench/version.h"
 
 static json_t *load_run(const char *dir, const gs_run_info *info, gs_err *e) {
   char id[512], path[4600];
@@ -39,6 +40,12 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   }
   if (!o->collective) gs_csv_header_once(o->out);
   gs_bench_signals();
+  const char *isa = "unknown";
+  gs_isa_select(&isa, NULL);
+  if (!o->quiet)
+    printf("gradsync %s (git %s): CPU code path %s (GS_ISA=scalar|avx2|avx512 forces one), %ld "
+           "cores; results in %s\n", GS_VERSION, GS_GIT_REVISION, isa,
+           sysconf(_SC_NPROCESSORS_ONLN), o->out);
 
   json_t *runs = json_array();
   int status = 0;

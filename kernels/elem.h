@@ -11,6 +11,7 @@
 #ifndef GS_ELEM_H
 #define GS_ELEM_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -37,6 +38,46 @@ GS_HD static inline float gs_bits_f32(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof f);
   return f;
+#endif
+}
+
+/* Element i of a buffer at any byte address. Received frames and file
+ * payloads have no alignment (kernels.h), so host code never reads them
+ * through a cast to a wider type; memcpy compiles to one unaligned move.
+ * Device memory comes from alloc() at whole-element offsets. */
+GS_HD static inline float gs_load_f32(const void *p, size_t i) {
+#ifdef __CUDA_ARCH__
+  return ((const float *)p)[i];
+#else
+  float v;
+  memcpy(&v, (const char *)p + i * sizeof v, sizeof v);
+  return v;
+#endif
+}
+
+GS_HD static inline void gs_store_f32(void *p, size_t i, float v) {
+#ifdef __CUDA_ARCH__
+  ((float *)p)[i] = v;
+#else
+  memcpy((char *)p + i * sizeof v, &v, sizeof v);
+#endif
+}
+
+GS_HD static inline uint16_t gs_load_u16(const void *p, size_t i) {
+#ifdef __CUDA_ARCH__
+  return ((const uint16_t *)p)[i];
+#else
+  uint16_t v;
+  memcpy(&v, (const char *)p + i * sizeof v, sizeof v);
+  return v;
+#endif
+}
+
+GS_HD static inline void gs_store_u16(void *p, size_t i, uint16_t v) {
+#ifdef __CUDA_ARCH__
+  ((uint16_t *)p)[i] = v;
+#else
+  memcpy((char *)p + i * sizeof v, &v, sizeof v);
 #endif
 }
 

@@ -15,6 +15,18 @@
  *    On the CPU every op completes before it returns.
  *  - Pointers passed to ops are device pointers from alloc(); host pointers
  *    appear only in to_device / to_host and where a signature says _host.
+ *
+ * Alignment: none. A pointer typed void * may hold any byte address, and
+ * received frames and file payloads (which ZeroMQ and the loaders place
+ * wherever they like) are only ever passed as void *: the streaming ops
+ * (copy, zero, to_device, to_host, add, axpy, scale, sgd, add_lp, convert,
+ * nonfinite) take void * for exactly that reason. Every CPU path (scalar,
+ * AVX2, AVX-512) loads and stores unaligned, its tails through memcpy.
+ * Typed pointers (float *, int32_t *) of the layer ops are the model's own
+ * buffers and aligned for their type. On a CUDA device, pointers are alloc()
+ * plus whole elements (the GPU faults on less; the CUDA table reports a
+ * misaligned pointer as an error); host memory crosses with to_device /
+ * to_host, which take any address.
  *  - Per-element math (ReLU, SGD, conversions, finite tests) lives in
  *    kernels/elem.h as inline functions shared by both devices, so the CPU
  *    tests exercise the code the GPU runs.
@@ -140,15 +152,15 @@ struct gs_kernels {
   /* ---- optimizer and reductions (what the backends need) ---- */
   /* torch.optim.SGD on n elements: g += wd*p; buf = first ? g : m*buf + g;
    * p -= lr*buf. buf may be NULL when momentum is 0. */
-  void (*sgd)(gs_kernels *k, size_t n, float *p, const float *g, float *buf, gs_sgd h, bool first);
-  /* dst += src */
-  void (*add)(gs_kernels *k, size_t n, float *dst, const float *src);
-  /* y += a*x */
-  void (*axpy)(gs_kernels *k, size_t n, float a, const float *x, float *y);
-  /* x *= a */
-  void (*scale)(gs_kernels *k, size_t n, float a, float *x);
+  void (*sgd)(gs_kernels *k, size_t n, void *p, const void *g, void *buf, gs_sgd h, bool first);
+  /* dst += src (fp32) */
+  void (*add)(gs_kernels *k, size_t n, void *dst, const void *src);
+  /* y += a*x (fp32) */
+  void (*axpy)(gs_kernels *k, size_t n, float a, const void *x, void *y);
+  /* x *= a (fp32) */
+  void (*scale)(gs_kernels *k, size_t n, float a, void *x);
   /* dst (fp32) += src in dtype t: the fp32 accumulation of low-precision traffic */
-  void (*add_lp)(gs_kernels *k, gs_dtype t, size_t n, float *dst, const void *src);
+  void (*add_lp)(gs_kernels *k, gs_dtype t, size_t n, void *dst, const void *src);
   /* Conversion between any two dtypes (same dtype: copy). */
   void (*convert)(gs_kernels *k, gs_dtype to, void *dst, gs_dtype from, const void *src, size_t n);
   /* Number of inf/NaN elements of x in dtype t (synchronous). */
@@ -156,10 +168,16 @@ struct gs_kernels {
 };
 
 /* The CPU table (always built). threads <= 0: leave BLAS as it is.
- * The streaming ops run the best SIMD path the CPU has (AVX-512, AVX2 +
- * F16C, or plain C; all give the same bits); GS_CPU_ISA=scalar|avx2|avx512
- * forces one, and naming an unknown path or one the CPU lacks is GS_EINVAL. */
+ * The streaming ops run the code path gs_isa_select() names. */
 gs_kernels *gs_kernels_cpu(int threads, gs_err *e);
+
+/* The CPU code path of this process: GS_ISA=scalar|avx2|avx512 forces one
+ * for the whole program (every path gives the same bits); unset or "auto"
+ * picks the best the CPU has (AVX-512, AVX2 + F16C, plain C). Naming an
+ * unknown path is GS_EINVAL; one this CPU (or build) lacks is GS_EDEVICE,
+ * with a message naming the missing instructions. *name gets "scalar" / "avx2" /
+ * "avx512" on success. */
+int gs_isa_select(const char **name, gs_err *e);
 /* The CUDA table for device `device`, or GS_EDEVICE with the CUDA error
  * string and what to check (driver, CUDA_VISIBLE_DEVICES) when there is no
  * usable GPU or the build has no CUDA. */

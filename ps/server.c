@@ -103,8 +103,6 @@ struct gs_ps_server {
   void *wchk;                 /* one bucket's sum in the wire dtype, to see
                                  whether the reduced gradient overflows it */
   void *stage;                /* one push on the device (devices only) */
-  void *align;                /* a misaligned small push, realigned (CPU) */
-  size_t align_cap;
 
   /* the current round */
   bool in_round, stepped, mom_started;
@@ -364,36 +362,17 @@ static bool adoptable(const gs_ps_server *s, int r, zmq_msg_t *msg) {
          (uintptr_t)zmq_msg_data(msg) % sizeof(float) == 0;
 }
 
-/* The push's bytes where the kernels can read them: on the device, or
- * realigned when ZeroMQ left a small message at an odd offset of its
- * shared receive buffer (large messages get their own, aligned buffer). */
-static const void *readable(gs_ps_server *s, zmq_msg_t *msg, gs_err *e) {
-  const void *data = zmq_msg_data(msg);
-  size_t bytes = zmq_msg_size(msg);
-  if (!s->cpu) {
-    s->k->to_device(s->k, s->stage, data, bytes);
-    return s->stage;
-  }
-  if ((uintptr_t)data % sizeof(float) == 0) return data;
-  if (bytes > s->align_cap) {
-    gs_free(s->align);
-    atomic_fetch_sub(&s->dev_bytes, s->align_cap);
-    s->align_cap = 0;
-    if (!(s->align = gs_alloc(bytes, e))) {
-      (void)FAIL(s, e, GS_ENOMEM, "ps server: out of memory");
-      return NULL;
-    }
-    s->align_cap = bytes;
-    atomic_fetch_add(&s->dev_bytes, bytes);
-  }
-  memcpy(s->align, data, bytes);
-  return s->align;
+/* The push's bytes where the kernels can read them: as received on the
+ * CPU (the kernels take any byte address), staged on a device. */
+static const void *readable(gs_ps_server *s, zmq_msg_t *msg) {
+  if (s->cpu) return zmq_msg_data(msg);
+  s->k->to_device(s->k, s->stage, zmq_msg_data(msg), zmq_msg_size(msg));
+  return s->stage;
 }
 
 /* sum[b] += push (fp32 accumulation of any wire dtype). */
 static int add_push(gs_ps_server *s, int b, zmq_msg_t *msg, gs_err *e) {
-  const void *src = readable(s, msg, e);
-  if (!src) return GS_ENOMEM;
+  const void *src = readable(s, msg);
   if (s->wire == GS_F32) s->k->add(s->k, s->cnt[b], s->sum[b], src);
   else s->k->add_lp(s->k, s->wire, s->cnt[b], s->sum[b], src);
   return kernel_check(s, "adding a push", e);
@@ -415,8 +394,7 @@ static int start_sum(gs_ps_server *s, int b, int base, zmq_msg_t *bmsg, zmq_msg_
   } else {
     GS_TRY(need_acc(s, e));
     s->sum[b] = s->acc + s->off[b];
-    const void *src = readable(s, bmsg, e);
-    if (!src) return GS_ENOMEM;
+    const void *src = readable(s, bmsg);
     if (s->wire == GS_F32) s->k->copy(s->k, s->sum[b], src, s->cnt[b] * sizeof(float));
     else s->k->convert(s->k, GS_F32, s->sum[b], s->wire, src, s->cnt[b]);
     GS_TRY(kernel_check(s, "starting a sum", e));
@@ -1088,7 +1066,6 @@ void gs_ps_server_destroy(gs_ps_server *s) {
   if (s->hout) s->k->release_host(s->k, s->hout);
   free(s->inflight);
   s->k->destroy(s->k);
-  gs_free(s->align);
   free(s->off);
   free(s->cnt);
   free(s->peers);

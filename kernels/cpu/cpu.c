@@ -5,7 +5,7 @@
  * "fp32 accumulation" means on a CPU without fast fp16 math). The streaming
  * ops (vector sums, SGD, ReLU, bias, conversions, finite checks) go through
  * a gs_cpu_vec table chosen once here: AVX-512, AVX2 + F16C, or plain C,
- * from __builtin_cpu_supports or GS_CPU_ISA (see cpu.h); im2col / col2im
+ * from __builtin_cpu_supports or GS_ISA (see cpu.h); im2col / col2im
  * move one 2-D block per kernel offset through it too. Softmax
  * cross-entropy and max-pool are plain C loops: they touch little memory
  * next to the GEMMs around them.
@@ -85,9 +85,9 @@ const gs_cpu_vec *gs_cpu_vec_of(gs_cpu_isa isa) {
 
 gs_cpu_isa gs_kernels_cpu_isa(const gs_kernels *k) { return IMPL(k)->isa; }
 
-/* GS_CPU_ISA=scalar|avx2|avx512|auto, unset meaning auto. */
+/* GS_ISA=scalar|avx2|avx512|auto, unset meaning auto. */
 static int choose_isa(gs_cpu_isa *isa, gs_err *e) {
-  const char *s = getenv("GS_CPU_ISA");
+  const char *s = getenv("GS_ISA");
   if (!s || !*s || !strcmp(s, "auto")) {
     *isa = gs_cpu_isa_best();
     return GS_OK;
@@ -95,15 +95,21 @@ static int choose_isa(gs_cpu_isa *isa, gs_err *e) {
   for (int i = 0; i < GS_ISA_COUNT; i++) {
     if (strcmp(s, isa_names[i]) != 0) continue;
     if (!gs_cpu_isa_supported((gs_cpu_isa)i))
-      return GS_FAIL(e, GS_EINVAL,
-                     "GS_CPU_ISA=%s: this CPU (or build) lacks %s; use GS_CPU_ISA=%s, or unset "
-                     "it to let the kernels choose", s, isa_needs[i],
-                     isa_names[gs_cpu_isa_best()]);
+      return GS_FAIL(e, GS_EDEVICE,
+                     "GS_ISA=%s: this CPU (or build) lacks %s; use GS_ISA=%s, or unset it to "
+                     "let the kernels choose", s, isa_needs[i], isa_names[gs_cpu_isa_best()]);
     *isa = (gs_cpu_isa)i;
     return GS_OK;
   }
-  return GS_FAIL(e, GS_EINVAL,
-                 "GS_CPU_ISA=%s is not a CPU code path; use scalar, avx2, avx512 or auto", s);
+  return GS_FAIL(e, GS_EINVAL, "GS_ISA=%s is not a CPU code path; use scalar, avx2, avx512 or "
+                 "auto", s);
+}
+
+int gs_isa_select(const char **name, gs_err *e) {
+  gs_cpu_isa isa = GS_ISA_SCALAR;
+  GS_TRY(choose_isa(&isa, e));
+  if (name) *name = isa_names[isa];
+  return GS_OK;
 }
 
 /* ---- memory and control ---- */
@@ -203,10 +209,10 @@ static void cpu_gemm(gs_kernels *k, bool ta, bool tb, int m, int n, int kk, floa
  * may end where its buffer does. */
 static void widen(const gs_cpu_vec *v, gs_dtype t, size_t rows, size_t cols, const void *src,
                   size_t ld, float *dst) {
-  const uint16_t *s = src;
+  const char *s = src;
   for (size_t r = 0; r < rows; r++) {
-    if (t == GS_F16) v->f16_to_f32(cols, dst + r * cols, s + r * ld);
-    else v->bf16_to_f32(cols, dst + r * cols, s + r * ld);
+    if (t == GS_F16) v->f16_to_f32(cols, dst + r * cols, s + r * ld * 2);
+    else v->bf16_to_f32(cols, dst + r * cols, s + r * ld * 2);
   }
 }
 
@@ -461,7 +467,7 @@ static void cpu_maxpool_backward(gs_kernels *k, int planes, int h, int w, const 
 
 /* ---- optimizer and reductions ---- */
 
-static void cpu_sgd(gs_kernels *k, size_t n, float *p, const float *g, float *buf, gs_sgd h,
+static void cpu_sgd(gs_kernels *k, size_t n, void *p, const void *g, void *buf, gs_sgd h,
                     bool first) {
   if (h.momentum != 0.0f && !buf) {
     cpu_fail(k, GS_EINVAL, "sgd: momentum %g needs a momentum buffer (buf is NULL)",
@@ -471,15 +477,15 @@ static void cpu_sgd(gs_kernels *k, size_t n, float *p, const float *g, float *bu
   VEC(k)->sgd(n, p, g, buf, h.lr, h.momentum, h.weight_decay, first);
 }
 
-static void cpu_add(gs_kernels *k, size_t n, float *dst, const float *src) {
+static void cpu_add(gs_kernels *k, size_t n, void *dst, const void *src) {
   VEC(k)->add(n, dst, src);
 }
-static void cpu_axpy(gs_kernels *k, size_t n, float a, const float *x, float *y) {
+static void cpu_axpy(gs_kernels *k, size_t n, float a, const void *x, void *y) {
   VEC(k)->axpy(n, a, x, y);
 }
-static void cpu_scale(gs_kernels *k, size_t n, float a, float *x) { VEC(k)->scale(n, a, x); }
+static void cpu_scale(gs_kernels *k, size_t n, float a, void *x) { VEC(k)->scale(n, a, x); }
 
-static void cpu_add_lp(gs_kernels *k, gs_dtype t, size_t n, float *dst, const void *src) {
+static void cpu_add_lp(gs_kernels *k, gs_dtype t, size_t n, void *dst, const void *src) {
   switch (t) {
   case GS_F32: VEC(k)->add(n, dst, src); break;
   case GS_F16: VEC(k)->add_f16(n, dst, src); break;
@@ -507,14 +513,14 @@ static void cpu_convert(gs_kernels *k, gs_dtype to, void *dst, gs_dtype from, co
     else v->bf16_to_f32(n, dst, src);
   } else { /* fp16 <-> bf16 through fp32 (exact), so one rounding */
     float tmp[1024];
-    const uint16_t *s = src;
-    uint16_t *d = dst;
+    const char *s = src;
+    char *d = dst;
     for (size_t i = 0; i < n; i += 1024) {
       size_t m = n - i < 1024 ? n - i : 1024;
-      if (from == GS_F16) v->f16_to_f32(m, tmp, s + i);
-      else v->bf16_to_f32(m, tmp, s + i);
-      if (to == GS_F16) v->f32_to_f16(m, d + i, tmp);
-      else v->f32_to_bf16(m, d + i, tmp);
+      if (from == GS_F16) v->f16_to_f32(m, tmp, s + 2 * i);
+      else v->bf16_to_f32(m, tmp, s + 2 * i);
+      if (to == GS_F16) v->f32_to_f16(m, d + 2 * i, tmp);
+      else v->f32_to_bf16(m, d + 2 * i, tmp);
     }
   }
 }

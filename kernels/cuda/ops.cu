@@ -267,25 +267,41 @@ void cu_maxpool_backward(gs_kernels *k, int planes, int h, int w, const float *d
   LAUNCH(k, "maxpool_backward", n, k_maxpool_backward, n, h, w, dy, argmax, dx);
 }
 
-void cu_sgd(gs_kernels *k, size_t n, float *p, const float *g, float *buf, gs_sgd h,
-            bool first) {
-  LAUNCH(k, "sgd", n, k_sgd, n, p, g, buf, h, first ? 1 : 0);
+/* Device pointers are alloc() plus whole elements (kernels.h): a GPU
+ * faults on less, so a misaligned one is a sticky error here instead. */
+static bool dev_aligned(gs_kernels *k, const char *op, const void *p, size_t elem) {
+  if ((uintptr_t)p % elem == 0) return true;
+  cu_fail(k, op, GS_EINVAL, "%s: device pointer %p is not %zu-byte aligned; device buffers "
+          "are alloc() plus whole elements (host bytes go through to_device)", op, p, elem);
+  return false;
 }
 
-void cu_add(gs_kernels *k, size_t n, float *dst, const float *src) {
-  LAUNCH(k, "add", n, k_add, n, dst, src);
+void cu_sgd(gs_kernels *k, size_t n, void *p, const void *g, void *buf, gs_sgd h, bool first) {
+  if (!dev_aligned(k, "sgd", p, 4) || !dev_aligned(k, "sgd", g, 4) ||
+      (buf && !dev_aligned(k, "sgd", buf, 4)))
+    return;
+  LAUNCH(k, "sgd", n, k_sgd, n, (float *)p, (const float *)g, (float *)buf, h, first ? 1 : 0);
 }
 
-void cu_axpy(gs_kernels *k, size_t n, float a, const float *x, float *y) {
-  LAUNCH(k, "axpy", n, k_axpy, n, a, x, y);
+void cu_add(gs_kernels *k, size_t n, void *dst, const void *src) {
+  if (!dev_aligned(k, "add", dst, 4) || !dev_aligned(k, "add", src, 4)) return;
+  LAUNCH(k, "add", n, k_add, n, (float *)dst, (const float *)src);
 }
 
-void cu_scale(gs_kernels *k, size_t n, float a, float *x) {
-  LAUNCH(k, "scale", n, k_scale, n, a, x);
+void cu_axpy(gs_kernels *k, size_t n, float a, const void *x, void *y) {
+  if (!dev_aligned(k, "axpy", x, 4) || !dev_aligned(k, "axpy", y, 4)) return;
+  LAUNCH(k, "axpy", n, k_axpy, n, a, (const float *)x, (float *)y);
 }
 
-void cu_add_lp(gs_kernels *k, gs_dtype t, size_t n, float *dst, const void *src) {
-  LAUNCH(k, "add_lp", n, k_add_lp, n, t, dst, src);
+void cu_scale(gs_kernels *k, size_t n, float a, void *x) {
+  if (!dev_aligned(k, "scale", x, 4)) return;
+  LAUNCH(k, "scale", n, k_scale, n, a, (float *)x);
+}
+
+void cu_add_lp(gs_kernels *k, gs_dtype t, size_t n, void *dst, const void *src) {
+  if (!dev_aligned(k, "add_lp", dst, 4) || !dev_aligned(k, "add_lp", src, gs_dtype_size(t)))
+    return;
+  LAUNCH(k, "add_lp", n, k_add_lp, n, t, (float *)dst, src);
 }
 
 void cu_convert(gs_kernels *k, gs_dtype to, void *dst, gs_dtype from, const void *src,
@@ -298,6 +314,9 @@ void cu_convert(gs_kernels *k, gs_dtype to, void *dst, gs_dtype from, const void
                                            cudaMemcpyDeviceToDevice, cu_of(k)->stream));
     return;
   }
+  if (!dev_aligned(k, "convert", dst, gs_dtype_size(to)) ||
+      !dev_aligned(k, "convert", src, gs_dtype_size(from)))
+    return;
   LAUNCH(k, "convert", n, k_convert, n, to, dst, from, src);
 }
 
@@ -306,6 +325,7 @@ void cu_convert(gs_kernels *k, gs_dtype to, void *dst, gs_dtype from, const void
 size_t cu_nonfinite(gs_kernels *k, gs_dtype t, size_t n, const void *x) {
   cu_impl *c = cu_of(k);
   if (n == 0) return 0;
+  if (!dev_aligned(k, "nonfinite", x, gs_dtype_size(t))) return n;
   cu_enter(k);
   if (!cu_check(k, "nonfinite", cudaMemsetAsync(c->d_count, 0, sizeof *c->d_count, c->stream)))
     return n;

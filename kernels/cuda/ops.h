@@ -246,18 +246,18 @@ GS_HD static inline void gs_op_sgd(size_t i, float *p, const float *g, float *bu
 /* fp16 / bf16 element i of src widened to fp32 (fp32: as is) */
 GS_HD static inline float gs_op_load(gs_dtype t, const void *src, size_t i) {
   switch (t) {
-  case GS_F16: return gs_f16_to_f32(((const uint16_t *)src)[i]);
-  case GS_BF16: return gs_bf16_to_f32(((const uint16_t *)src)[i]);
-  default: return ((const float *)src)[i];
+  case GS_F16: return gs_f16_to_f32(gs_load_u16(src, i));
+  case GS_BF16: return gs_bf16_to_f32(gs_load_u16(src, i));
+  default: return gs_load_f32(src, i);
   }
 }
 
 /* element i of dst = v, rounded to t */
 GS_HD static inline void gs_op_store(gs_dtype t, void *dst, size_t i, float v) {
   switch (t) {
-  case GS_F16: ((uint16_t *)dst)[i] = gs_f32_to_f16(v); break;
-  case GS_BF16: ((uint16_t *)dst)[i] = gs_f32_to_bf16(v); break;
-  default: ((float *)dst)[i] = v; break;
+  case GS_F16: gs_store_u16(dst, i, gs_f32_to_f16(v)); break;
+  case GS_BF16: gs_store_u16(dst, i, gs_f32_to_bf16(v)); break;
+  default: gs_store_f32(dst, i, v); break;
   }
 }
 
@@ -272,9 +272,9 @@ GS_HD static inline void gs_op_convert(size_t i, gs_dtype to, void *dst, gs_dtyp
 
 GS_HD static inline int gs_op_nonfinite(gs_dtype t, const void *x, size_t i) {
   switch (t) {
-  case GS_F16: return !gs_f16_isfinite(((const uint16_t *)x)[i]);
-  case GS_BF16: return !gs_bf16_isfinite(((const uint16_t *)x)[i]);
-  default: return !gs_f32_isfinite(((const float *)x)[i]);
+  case GS_F16: return !gs_f16_isfinite(gs_load_u16(x, i));
+  case GS_BF16: return !gs_bf16_isfinite(gs_load_u16(x, i));
+  default: return !gs_f32_isfinite(gs_load_f32(x, i));
   }
 }
 

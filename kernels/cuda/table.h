@@ -79,11 +79,11 @@ void cu_maxpool_forward(gs_kernels *k, int planes, int h, int w, const float *x,
                         int32_t *argmax);
 void cu_maxpool_backward(gs_kernels *k, int planes, int h, int w, const float *dy,
                          const int32_t *argmax, float *dx);
-void cu_sgd(gs_kernels *k, size_t n, float *p, const float *g, float *buf, gs_sgd h, bool first);
-void cu_add(gs_kernels *k, size_t n, float *dst, const float *src);
-void cu_axpy(gs_kernels *k, size_t n, float a, const float *x, float *y);
-void cu_scale(gs_kernels *k, size_t n, float a, float *x);
-void cu_add_lp(gs_kernels *k, gs_dtype t, size_t n, float *dst, const void *src);
+void cu_sgd(gs_kernels *k, size_t n, void *p, const void *g, void *buf, gs_sgd h, bool first);
+void cu_add(gs_kernels *k, size_t n, void *dst, const void *src);
+void cu_axpy(gs_kernels *k, size_t n, float a, const void *x, void *y);
+void cu_scale(gs_kernels *k, size_t n, float a, void *x);
+void cu_add_lp(gs_kernels *k, gs_dtype t, size_t n, void *dst, const void *src);
 void cu_convert(gs_kernels *k, gs_dtype to, void *dst, gs_dtype from, const void *src, size_t n);
 size_t cu_nonfinite(gs_kernels *k, gs_dtype t, size_t n, const void *x);
 void cu_gemm_beta(gs_kernels *k, int m, int n, float beta, float *c, int ldc);

@@ -4,7 +4,7 @@
  *
  * Not a test: it asserts nothing and prints what it measured. For each path
  * this CPU has (scalar, avx2, avx512: the table gs_kernels_cpu() builds
- * under GS_CPU_ISA=...), each op runs on n elements (default 16M, far
+ * under GS_ISA=...), each op runs on n elements (default 16M, far
  * beyond the caches, and n/256 = 64K, which fits in L2) repeatedly for about
  * t seconds (default 0.3); the best repetition is reported as bytes moved
  * (read + written, by the op's definition) per second. */
@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
   printf("%-20s %-10s", "op", "elements");
   for (int isa = 0; isa < GS_ISA_COUNT; isa++) {
     if (!gs_cpu_isa_supported((gs_cpu_isa)isa)) continue;
-    setenv("GS_CPU_ISA", gs_cpu_isa_name((gs_cpu_isa)isa), 1);
+    setenv("GS_ISA", gs_cpu_isa_name((gs_cpu_isa)isa), 1);
     ks[isa] = gs_kernels_cpu(1, &e);
     if (!ks[isa]) {
       fprintf(stderr, "kbench: %s\n", e.msg);
@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
     }
     printf(" %9s", gs_cpu_isa_name((gs_cpu_isa)isa));
   }
-  unsetenv("GS_CPU_ISA");
+  unsetenv("GS_ISA");
   printf("\n");
   for (int op = 0; op < OP_COUNT; op++)
     for (int s = 0; s < 2; s++) {

@@ -4,7 +4,7 @@
  *
  * IN holds N fp32 parameters then STEPS x N fp32 gradients (native byte
  * order); OUT gets the N parameters after STEPS steps of k->sgd (the first
- * with first = true). GS_CPU_ISA picks the code path. */
+ * with first = true). GS_ISA picks the code path. */
 #include <stdio.h>
 #include <stdlib.h>
 

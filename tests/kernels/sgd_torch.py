@@ -50,7 +50,7 @@ with tempfile.TemporaryDirectory() as tmp:
         want = param.detach().numpy().view(np.uint32)
         for isa in ("scalar", "avx2", "avx512"):
             out = os.path.join(tmp, "out.bin")
-            env = dict(os.environ, GS_CPU_ISA=isa)
+            env = dict(os.environ, GS_ISA=isa)
             r = subprocess.run([tool, str(n), str(steps), repr(lr), repr(m), repr(wd), src, out],
                                env=env, capture_output=True, text=True)
             if r.returncode != 0:

@@ -1,7 +1,7 @@
 /* test_dispatch.c: choosing the CPU code path, and bit-for-bit agreement of
  * every path with the scalar one.
  *
- * GS_CPU_ISA: unset / auto picks the best supported path; a known name the
+ * GS_ISA: unset / auto picks the best supported path; a known name the
  * CPU lacks, or an unknown name, makes gs_kernels_cpu() fail with a message
  * naming the variable and the choices. Then each vector op of each SIMD path
  * runs on the same random inputs (lengths 0..300 and 100003, odd offsets,
@@ -15,41 +15,41 @@
 
 static void test_env(void) {
   gs_err e = {0};
-  unsetenv("GS_CPU_ISA");
+  unsetenv("GS_ISA");
   gs_kernels *k = gs_kernels_cpu(0, &e);
   MUST(k);
   CHECK(gs_kernels_cpu_isa(k) == gs_cpu_isa_best(), "unset picked %s, best is %s",
         gs_cpu_isa_name(gs_kernels_cpu_isa(k)), gs_cpu_isa_name(gs_cpu_isa_best()));
   printf("this CPU runs the %s path by default\n", gs_cpu_isa_name(gs_kernels_cpu_isa(k)));
   k->destroy(k);
-  setenv("GS_CPU_ISA", "auto", 1);
+  setenv("GS_ISA", "auto", 1);
   k = gs_kernels_cpu(0, &e);
   CHECK(k && gs_kernels_cpu_isa(k) == gs_cpu_isa_best(), "auto");
   if (k) k->destroy(k);
 
-  setenv("GS_CPU_ISA", "sse9", 1);
+  setenv("GS_ISA", "sse9", 1);
   gs_err_clear(&e);
   k = gs_kernels_cpu(0, &e);
-  CHECK(!k && e.code == GS_EINVAL && strstr(e.msg, "GS_CPU_ISA=sse9") &&
+  CHECK(!k && e.code == GS_EINVAL && strstr(e.msg, "GS_ISA=sse9") &&
             strstr(e.msg, "scalar, avx2, avx512"), "unknown path: %p '%s'", (void *)k, e.msg);
   if (k) k->destroy(k);
 
   for (int isa = 0; isa < GS_ISA_COUNT; isa++) {
-    setenv("GS_CPU_ISA", gs_cpu_isa_name((gs_cpu_isa)isa), 1);
+    setenv("GS_ISA", gs_cpu_isa_name((gs_cpu_isa)isa), 1);
     gs_err_clear(&e);
     k = gs_kernels_cpu(0, &e);
     if (gs_cpu_isa_supported((gs_cpu_isa)isa)) {
-      CHECK(k && (int)gs_kernels_cpu_isa(k) == isa, "GS_CPU_ISA=%s: %s",
+      CHECK(k && (int)gs_kernels_cpu_isa(k) == isa, "GS_ISA=%s: %s",
             gs_cpu_isa_name((gs_cpu_isa)isa), e.msg);
     } else {
-      CHECK(!k && e.code == GS_EINVAL && strstr(e.msg, "lacks"), "GS_CPU_ISA=%s unsupported: '%s'",
+      CHECK(!k && e.code == GS_EDEVICE && strstr(e.msg, "lacks"), "GS_ISA=%s unsupported: '%s'",
             gs_cpu_isa_name((gs_cpu_isa)isa), e.msg);
-      printf("note: GS_CPU_ISA=%s refused as expected: %s\n", gs_cpu_isa_name((gs_cpu_isa)isa),
+      printf("note: GS_ISA=%s refused as expected: %s\n", gs_cpu_isa_name((gs_cpu_isa)isa),
              e.msg);
     }
     if (k) k->destroy(k);
   }
-  unsetenv("GS_CPU_ISA");
+  unsetenv("GS_ISA");
   CHECK(gs_cpu_isa_supported(GS_ISA_SCALAR), "scalar must always be supported");
 }
 

@@ -3,7 +3,7 @@
  * CHECK(cond, fmt, ...) prints file:line, the condition and a message and
  * counts a failure (the test goes on, so one run shows every failure);
  * tk_done() prints the tally and gives the exit status. tk_open(isa) makes
- * a CPU table that runs one code path (GS_CPU_ISA), or returns NULL and says
+ * a CPU table that runs one code path (GS_ISA), or returns NULL and says
  * so when this CPU lacks it. The references the tests compare against are
  * written here and in the tests, independently of kernels/: double
  * precision, naive loops, no elem.h. */
@@ -184,10 +184,10 @@ static inline gs_kernels *tk_open(gs_cpu_isa isa) {
     printf("note: this CPU lacks the %s path; its checks are skipped\n", gs_cpu_isa_name(isa));
     return NULL;
   }
-  setenv("GS_CPU_ISA", gs_cpu_isa_name(isa), 1);
+  setenv("GS_ISA", gs_cpu_isa_name(isa), 1);
   gs_err e = {0};
   gs_kernels *k = gs_kernels_cpu(0, &e);
-  unsetenv("GS_CPU_ISA");
+  unsetenv("GS_ISA");
   if (!k) {
     fprintf(stderr, "gs_kernels_cpu(%s): %s\n", gs_cpu_isa_name(isa), e.msg);
     exit(1);

@@ -116,23 +116,23 @@ static void f_destroy(gs_kernels *k) {
   free(k->impl);
   free(k);
 }
-static void f_sgd(gs_kernels *k, size_t n, float *p, const float *g, float *buf, gs_sgd h,
+static void f_sgd(gs_kernels *k, size_t n, void *p, const void *g, void *buf, gs_sgd h,
                   bool first) {
   DEV("sgd", p);
   DEV("sgd", g);
   DEV("sgd", buf);
   cpu(k)->sgd(cpu(k), n, p, g, buf, h, first);
 }
-static void f_add(gs_kernels *k, size_t n, float *dst, const float *src) {
+static void f_add(gs_kernels *k, size_t n, void *dst, const void *src) {
   DEV("add", dst);
   DEV("add", src);
   cpu(k)->add(cpu(k), n, dst, src);
 }
-static void f_scale(gs_kernels *k, size_t n, float a, float *x) {
+static void f_scale(gs_kernels *k, size_t n, float a, void *x) {
   DEV("scale", x);
   cpu(k)->scale(cpu(k), n, a, x);
 }
-static void f_add_lp(gs_kernels *k, gs_dtype t, size_t n, float *dst, const void *src) {
+static void f_add_lp(gs_kernels *k, gs_dtype t, size_t n, void *dst, const void *src) {
   DEV("add_lp", dst);
   DEV("add_lp", src);
   cpu(k)->add_lp(cpu(k), t, n, dst, src);
