@@ -1,11 +1,27 @@
 #!/usr/bin/env bash
-# install.sh: install gradsync's Debian 12 packages and build it in ./build.
-#   ./install.sh            packages + build
+# install.sh: install gradsync's Debian 12 packages, build it in ./build and
+# install `bench` on PATH (meson install: /usr/local/bin/bench).
+#   ./install.sh            packages + build + install
 #   ./install.sh --deps     packages only, with what the test suite's
 #                           peers need too (what .ci/run uses)
-# Run as root (or with sudo). The CUDA parts build when nvcc is on PATH.
+# Run as root (or with sudo). The CUDA parts build where the toolkit is
+# (nvcc on PATH, or /usr/local/cuda); the build summary says what was found.
+# Each step says what it does; a failing step shows its output and stops.
 set -euo pipefail
 cd "$(dirname "$0")"
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+
+step() { printf '==> %s\n' "$*"; }
+# run a quiet command, its output kept in $log; on failure show it and stop
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+quiet() {
+  if ! "$@" >"$log" 2>&1; then
+    echo "install.sh: failed: $*" >&2
+    tail -n 60 "$log" >&2
+    exit 1
+  fi
+}
 
 pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libzmq3-dev
       libprotobuf-c-dev protobuf-c-compiler libjansson-dev python3 python3-numpy
@@ -18,14 +34,26 @@ for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  step "installing ${#missing[@]} Debian packages: ${missing[*]}"
+  quiet $SUDO apt-get update
+  quiet env DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "${missing[@]}"
+else
+  step "Debian packages: all present"
 fi
 [ "${1:-}" = "--deps" ] && exit 0
 
-if [ ! -f build/build.ninja ]; then
-  meson setup build --buildtype=release >/dev/null
+# the CUDA toolkit's usual home, when its nvcc is not on PATH
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
 fi
-ninja -C build >/dev/null
-echo "built: build/bench/bench"
+if [ ! -f build/build.ninja ]; then
+  step "configuring ./build (meson, release)"
+  quiet meson setup build --buildtype=release
+  sed -n '/GPU (--device cuda)/,/^$/p' "$log"
+fi
+step "building (ninja -C build)"
+quiet ninja -C build
+step "installing bench (meson install -C build)"
+quiet $SUDO meson install -C build --no-rebuild
+grep -m1 'bin/bench' "$log" || true
+step "done: run \`bench\` (or build/bench/bench); \`bench --help\` lists every flag"
