@@ -55,5 +55,5 @@ step "building (ninja -C build)"
 quiet ninja -C build
 step "installing bench (meson install -C build)"
 quiet $SUDO meson install -C build --no-rebuild
-grep -m1 'bin/bench' "$log" || true
+grep -m1 'Installing bench' "$log" || true
 step "done: run \`bench\` (or build/bench/bench); \`bench --help\` lists every flag"
