@@ -176,6 +176,10 @@ typedef struct stage {
   double occ, lag;
 } stage;
 
+static int stages_of(gs_cm_mode m) {
+  return m == GS_CM_RING || m == GS_CM_RD ? 1 : 3;
+}
+
 /* What a mode does with a plan: per-bucket stages and the totals that name
  * the bottleneck. */
 typedef struct shape {
@@ -186,18 +190,37 @@ typedef struct shape {
   double post_s;         /* every rank after the last bucket (ring, rd: optimizer) */
   double lat, bw, reduce, opt;
   double cand[GS_CM_B_COUNT]; /* busy time per bottleneck candidate */
+  gs_cm_bottleneck server_bottleneck;
 } shape;
+
+/* The parameter servers' chain for one bucket of s bytes: push over the
+ * busiest path (wire + per-message costs), update a share of `share` bytes
+ * (sum N pushes: N-1 additions and a copy, then the optimizer on its
+ * parameters), pull back; `lag` is the link's propagation delay. */
+static void server_chain(const gs_cm_machine *m, shape *sh, stage *st, int pull_res, double N,
+                         double s, double el, double share, double wire, double msg, double lag,
+                         gs_cm_bottleneck link, double link_weight) {
+  double red = (N - 1) * s / share / m->reduce_Bps, upd = el / share / m->optim_pps;
+  st[0] = (stage){0, wire + msg, lag};
+  st[1] = (stage){1, red + s / share / m->copy_Bps + upd, 0};
+  st[2] = (stage){pull_res, wire + msg, lag + s / m->copy_Bps};
+  sh->lat += 2 * (msg + lag);
+  sh->bw += 2 * wire;
+  sh->reduce += red;
+  sh->opt += upd;
+  sh->cand[link] += link_weight * (wire + msg);
+  sh->cand[sh->server_bottleneck] += st[1].occ;
+}
 
 static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
   const gs_cm_plan *p = j->plan;
   double N = j->world, K = j->hosts, n = N / K;
   double b = m->link_Bps, a = m->link_latency_s, al = m->alpha_s, L = m->local_Bps;
-  double R = m->reduce_Bps, C = m->copy_Bps, O = m->optim_pps;
+  double R = m->reduce_Bps, C = m->copy_Bps;
   double ax = j->hosts > 1 ? a : 0;  /* latency only where a link is crossed */
-  double P = (double)p->nparams;
-  bool wl_wins = false;
   sh->post_s = 0;
-  sh->barrier = false;
+  sh->barrier = j->barrier && stages_of(j->mode) == 3;
+  sh->server_bottleneck = j->mode == GS_CM_PS ? GS_CM_B_MASTER_REDUCE : GS_CM_B_SERVER_REDUCE;
   /* push, update, pull; on sps-colo's shared link a pull follows the next push */
   sh->order[0] = 0;
   sh->order[1] = j->mode == GS_CM_SPS_COLO ? 0.75 : 0.25;
@@ -210,20 +233,24 @@ static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
     case GS_CM_PS: {
       /* host 0 takes (N-n) pushes over its link and n-1 over loopback at
        * once; the master handles N-1 messages each way */
-      double link = j->hosts > 1 ? (N - n) * s / b : 0;
-      double loc = n > 1 ? (n - 1) * s / L : 0;
-      double msg = (N - 1) * al, wire = fmax(link, loc);
-      double red = (N - 1) * s / R, upd = el / O;
-      st[0] = (stage){0, wire + msg, ax};
-      st[1] = (stage){1, red + s / C + upd, 0};
-      st[2] = (stage){2, wire + msg, ax + s / C};
-      sh->lat += 2 * (msg + ax);
-      sh->bw += 2 * wire;
-      sh->reduce += red;
-      sh->opt += upd;
-      sh->cand[GS_CM_B_MASTER_LINK] += wire + msg;
-      sh->cand[GS_CM_B_MASTER_REDUCE] += st[1].occ;
-      sh->barrier = j->barrier;
+      double wire = fmax(j->hosts > 1 ? (N - n) * s / b : 0, n > 1 ? (n - 1) * s / L : 0);
+      server_chain(m, sh, st, 2, N, s, el, 1, wire, (N - 1) * al, ax, GS_CM_B_MASTER_LINK, 1);
+      break;
+    }
+    case GS_CM_SPS_COLO: {
+      /* every bucket spread over the K servers; a host's link carries its
+       * workers' shares to remote servers and its server's share from
+       * remote workers, in both phases: one resource for push and pull */
+      double wire = fmax(j->hosts > 1 ? n * (K - 1) * (s / K) / b : 0, n * (s / K) / L);
+      server_chain(m, sh, st, 0, N, s, el, K, wire, N * al, ax, GS_CM_B_HOST_LINK, 2);
+      break;
+    }
+    case GS_CM_SPS_HOSTS: {
+      /* workers push s each (n per worker host), each server host takes
+       * N shares of s/servers; pushes and pulls use opposite directions */
+      double Ks = j->servers, wl = n * s / b, sl = N * (s / Ks) / b;
+      server_chain(m, sh, st, 2, N, s, el, Ks, fmax(wl, sl), fmax(N, Ks) * al, a,
+                   wl > sl ? GS_CM_B_WORKER_LINK : GS_CM_B_SERVER_LINK, 1);
       break;
     }
     case GS_CM_RING: {
@@ -257,52 +284,12 @@ static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
       sh->cand[GS_CM_B_RD_REDUCE] += red;
       break;
     }
-    case GS_CM_SPS_COLO: {
-      /* every bucket spread over the K servers; a host's link carries its
-       * workers' shares to remote servers and its server's share from
-       * remote workers, in both phases: one resource for push and pull */
-      double sh_b = s / K;
-      double link = j->hosts > 1 ? n * (K - 1) * sh_b / b : 0, loc = n * sh_b / L;
-      double msg = N * al, wire = fmax(link, loc);
-      double red = (N - 1) * sh_b / R, upd = el / K / O;
-      st[0] = (stage){0, wire + msg, ax};
-      st[1] = (stage){1, red + sh_b / C + upd, 0};
-      st[2] = (stage){0, wire + msg, ax + s / C};
-      sh->lat += 2 * (msg + ax);
-      sh->bw += 2 * wire;
-      sh->reduce += red;
-      sh->opt += upd;
-      sh->cand[GS_CM_B_HOST_LINK] += 2 * (wire + msg);
-      sh->cand[GS_CM_B_SERVER_REDUCE] += st[1].occ;
-      sh->barrier = j->barrier;
-      break;
-    }
-    case GS_CM_SPS_HOSTS: {
-      /* workers push s each (n per worker host), each server host takes
-       * N shares of s/servers; pushes and pulls use opposite directions */
-      double Ks = j->servers, sh_b = s / Ks;
-      double wl = n * s / b, sl = N * sh_b / b;
-      double msg = fmax(N, Ks) * al, wire = fmax(wl, sl);
-      double red = (N - 1) * sh_b / R, upd = el / Ks / O;
-      st[0] = (stage){0, wire + msg, a};
-      st[1] = (stage){1, red + sh_b / C + upd, 0};
-      st[2] = (stage){2, wire + msg, a + s / C};
-      sh->lat += 2 * (msg + a);
-      sh->bw += 2 * wire;
-      sh->reduce += red;
-      sh->opt += upd;
-      wl_wins = wl > sl;
-      sh->cand[wl_wins ? GS_CM_B_WORKER_LINK : GS_CM_B_SERVER_LINK] += wire + msg;
-      sh->cand[GS_CM_B_SERVER_REDUCE] += st[1].occ;
-      sh->barrier = j->barrier;
-      break;
-    }
     default:
       break;
     }
   }
-  if (j->mode == GS_CM_RING || j->mode == GS_CM_RD) {
-    sh->opt = P / O;
+  if (stages_of(j->mode) == 1) {  /* ring, rd: every rank's optimizer afterwards */
+    sh->opt = (double)p->nparams / m->optim_pps;
     sh->post_s = sh->opt;
     sh->cand[GS_CM_B_OPTIMIZER] = sh->opt;
   }
@@ -358,10 +345,6 @@ static double schedule(const shape *sh, int nb, const double *release) {
   free(ops);
   free(avail);
   return done;
-}
-
-static int stages_of(gs_cm_mode m) {
-  return m == GS_CM_RING || m == GS_CM_RD ? 1 : 3;
 }
 
 int gs_cm_predict(const gs_cm_machine *m, const gs_cm_job *j, gs_cm_result *r, gs_err *e) {
@@ -456,8 +439,9 @@ json_t *gs_cm_result_json(const gs_cm_result *r) {
   json_object_set_new(j, "worker_link_in_bytes", num(r->worker_in));
   json_object_set_new(j, "worker_link_out_bytes", num(r->worker_out));
   json_object_set_new(j, "compute_s", num(r->compute_s));
-  json_object_set_new(j, "comm_s_predicted", num(r->comm_s));
-  json_object_set_new(j, "exposed_comm_s_predicted", num(r->exposed_s));
+  /* what a run's comm_wait_s measures: the communication the step waits for */
+  json_object_set_new(j, "comm_s_predicted", num(r->exposed_s));
+  json_object_set_new(j, "comm_s_without_overlap", num(r->comm_s));
   json_object_set_new(j, "reduce_s", num(r->reduce_s));
   json_object_set_new(j, "optimizer_s", num(r->optimizer_s));
   json_object_set_new(j, "latency_term_s", num(r->latency_s));

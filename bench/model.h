@@ -159,8 +159,10 @@ int gs_cm_nhosts(const gs_cm_job *j);
  * (what its veth counters should read, protocol overhead aside). */
 int gs_cm_link_bytes(const gs_cm_job *j, int host, double *in, double *out, gs_err *e);
 
-/* The report.json "cost_model" object of one run: the job's inputs and
- * the prediction (numbers as numbers, seconds and bytes). */
+/* The report.json "cost_model" object of one run: the job's shape and the
+ * prediction (numbers as numbers, seconds and bytes). "comm_s_predicted" is
+ * exposed_s (what a run's comm_wait_s measures, under the job's overlap),
+ * "comm_s_without_overlap" is comm_s. The caller adds "comm_s_measured". */
 json_t *gs_cm_result_json(const gs_cm_result *r);
 
 /* ---- fitting measured points ---- */
