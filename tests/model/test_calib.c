@@ -80,54 +80,36 @@ static void refused(const char *path, const char *needle, const char *why) {
          rc, e.msg);
 }
 
-typedef void (*mutate_fn)(json_t *j);
-static void m_missing(json_t *j) { json_object_del(j, "reduce_Bps"); }
-static void m_negative(json_t *j) { json_object_set_new(j, "copy_Bps", json_real(-1)); }
-static void m_string(json_t *j) { json_object_set_new(j, "optimizer_params_per_s", json_string("fast")); }
-static void m_typo(json_t *j) { json_object_set_new(j, "reduce_bps", json_real(1e9)); }
-static void m_format(json_t *j) { json_object_set_new(j, "format", json_string("report")); }
-static void m_version(json_t *j) { json_object_set_new(j, "version", json_integer(2)); }
-static void m_precision(json_t *j) {
-  json_object_set_new(json_object_get(j, "compute"), "precision", json_string("fp64"));
-}
-static void m_link(json_t *j) { json_object_del(json_object_get(j, "link"), "latency_s"); }
-static void m_fwd(json_t *j) { json_object_del(json_object_get(j, "compute"), "forward_s_per_sample"); }
-static void m_alpha(json_t *j) {
-  json_object_set_new(json_object_get(j, "transport"), "alpha_s", json_real(-2e-6));
-}
-static void m_zero_rate(json_t *j) {
-  json_object_set_new(json_object_get(j, "transport"), "bandwidth_Bps", json_integer(0));
-}
-static void m_inner_typo(json_t *j) {
-  json_object_set_new(json_object_get(j, "compute"), "gpu", json_string("h100"));
-}
-static void m_transport(json_t *j) { json_object_set_new(j, "transport", json_integer(3)); }
-
 static void rejects(void) {
+  /* one change to a good record each: in object `obj` ("" for the top),
+   * set `key` to the JSON `value`, or delete it when value is NULL */
   static const struct {
-    mutate_fn fn;
-    const char *needle, *why;
+    const char *obj, *key, *value, *needle, *why;
   } cases[] = {
-      {m_missing, "reduce_Bps", "missing field"},
-      {m_negative, "copy_Bps", "negative rate"},
-      {m_string, "optimizer_params_per_s must be", "string for a number"},
-      {m_typo, "unknown key \"reduce_bps\"", "misspelt key"},
-      {m_format, "\"format\"", "wrong format"},
-      {m_version, "\"version\"", "wrong version"},
-      {m_precision, "compute.precision", "unknown precision"},
-      {m_link, "link.latency_s", "half a link"},
-      {m_fwd, "compute.forward_s_per_sample", "missing compute"},
-      {m_alpha, "transport.alpha_s", "negative alpha"},
-      {m_zero_rate, "transport.bandwidth_Bps", "zero bandwidth"},
-      {m_inner_typo, "unknown key \"gpu\" in compute", "unknown nested key"},
-      {m_transport, "\"transport\" must be an object", "transport not an object"},
+      {"", "reduce_Bps", NULL, "reduce_Bps", "missing field"},
+      {"", "copy_Bps", "-1", "copy_Bps", "negative rate"},
+      {"", "optimizer_params_per_s", "\"fast\"", "optimizer_params_per_s must be", "string"},
+      {"", "reduce_bps", "1e9", "unknown key \"reduce_bps\"", "misspelt key"},
+      {"", "format", "\"report\"", "\"format\"", "wrong format"},
+      {"", "version", "2", "\"version\"", "wrong version"},
+      {"compute", "precision", "\"fp64\"", "compute.precision", "unknown precision"},
+      {"link", "latency_s", NULL, "link.latency_s", "half a link"},
+      {"compute", "forward_s_per_sample", NULL, "compute.forward_s_per_sample", "no forward"},
+      {"transport", "alpha_s", "-2e-6", "transport.alpha_s", "negative alpha"},
+      {"transport", "bandwidth_Bps", "0", "transport.bandwidth_Bps", "zero bandwidth"},
+      {"compute", "gpu", "\"h100\"", "unknown key \"gpu\" in compute", "unknown nested key"},
+      {"", "transport", "3", "\"transport\" must be an object", "transport not an object"},
   };
   char path[300];
   snprintf(path, sizeof path, "%s/bad.json", dir);
   gs_cm_calib good = sample();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     json_t *j = gs_cm_calib_json(&good);
-    cases[i].fn(j);
+    json_t *o = *cases[i].obj ? json_object_get(j, cases[i].obj) : j;
+    if (cases[i].value)
+      json_object_set_new(o, cases[i].key, json_loads(cases[i].value, JSON_DECODE_ANY, NULL));
+    else
+      json_object_del(o, cases[i].key);
     CHECK(json_dump_file(j, path, 0) == 0);
     json_decref(j);
     refused(path, cases[i].needle, cases[i].why);
