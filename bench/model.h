@@ -142,8 +142,8 @@ typedef struct gs_cm_result {
   double optimizer_s;           /* likewise for the optimizer */
   double step_s, samples_per_s;
   double efficiency;            /* step(world 1) / step(N): throughput(N) / (N x throughput(1)) */
-  double latency_s, bandwidth_s;/* the alpha and a parts and the byte parts of comm_s,
-                                   summed over buckets (sharing of a link counted once) */
+  double latency_s, bandwidth_s;/* the alpha and a parts and the byte parts of every
+                                   bucket's communication stages, summed */
   double link_busy;             /* fraction of the step the busiest link direction is busy */
   gs_cm_bottleneck bottleneck;  /* the resource with the most busy time in the step */
 } gs_cm_result;
