@@ -19,7 +19,6 @@
  * children do only async-signal-safe work before exec or _exit. */
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>

@@ -21,9 +21,18 @@
  * caller holds) the kernel kills every process of the cluster, and the
  * namespaces and veth pairs go with their last process.
  *
- * Threads: create the cluster from a thread that outlives it (the main
- * thread): the kernel's parent-death signal follows the creating thread.
- * A cluster is used by one thread at a time, apart from the sampler. */
+ * Threads: create the cluster and spawn from a thread that outlives it
+ * (the main thread): the kernel's parent-death signal follows the thread
+ * that forked. A cluster is used by one thread at a time, apart from the
+ * sampler.
+ *
+ * A launcher's use: gs_hosts_create; gs_hosts_info(h).addr is what ranks
+ * on host h bind for peers on other hosts (127.0.0.1 for peers on the same
+ * host); gs_hosts_spawn each rank on its host (host-major: rank r on host
+ * r / (world / K)), with MASTER_ADDR = host 0's address; gs_hosts_sample_start
+ * and a gs_hosts_link reading of every host at the run's start and end (or
+ * each step's); waitpid the ranks; gs_hosts_destroy. Needs CAP_NET_ADMIN
+ * and CAP_SYS_ADMIN, and iproute2's ip and tc. */
 #ifndef GS_BENCH_HOSTS_H
 #define GS_BENCH_HOSTS_H
 
@@ -47,7 +56,7 @@ typedef struct gs_hosts_cfg {
 } gs_hosts_cfg;
 
 /* The tbf parameters used at rate_bps when the configuration leaves them
- * at 0 (hosts.c says why these). */
+ * at 0 (hosts_links.c says why these). */
 void gs_hosts_tbf(uint64_t rate_bps, uint64_t *burst_bytes, uint64_t *limit_bytes);
 
 /* Parse a tc-style rate: a number with bit, kbit, mbit, gbit or tbit
