@@ -1,0 +1,50 @@
+/* hosts_internal.h: what hosts.c (namespaces, processes) and hosts_links.c
+ * (link parameters, counters, sampler) share; internal to the emulated
+ * hosts of bench/hosts.h. */
+#ifndef GS_BENCH_HOSTS_INTERNAL_H
+#define GS_BENCH_HOSTS_INTERNAL_H
+
+#include <pthread.h>
+
+#include "bench/hosts.h"
+
+/* One namespace: the switch or a host. */
+typedef struct gs_node {
+  pid_t pid;             /* its holder */
+  int pidfd;
+  int nsfd;              /* /proc/<pid>/ns/net, for setns */
+  char netns[40];
+  uint64_t ino;
+  char addr[16];         /* hosts only */
+  /* counters (hosts only), guarded by gs_hosts.mu */
+  int devfd;             /* /proc/<pid>/net/dev */
+  gs_link_stat last;
+  double up_work_s, down_work_s;   /* counted, not yet spent as busy time */
+} gs_node;
+
+struct gs_hosts {
+  int k;
+  uint64_t rate, burst, limit;
+  double delay;
+  gs_node sw;            /* its holder is the PID namespace's init */
+  gs_node *host;
+  char ip[256], tc[256];
+  int life[2];           /* the caller holds [1]; children watch [0] for EOF */
+  int devnull;
+  int own_pidns, cluster_pidns;
+  int *spawned;          /* pidfds of spawned processes */
+  size_t nspawned;
+  /* sampler */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  pthread_t thread;
+  int sampling, stop;
+  double period;
+};
+
+void gs_hosts_links_init(gs_hosts *c);
+int gs_hosts_links_open(gs_hosts *c, gs_err *e);
+void gs_hosts_links_close(gs_hosts *c);
+void gs_hosts_links_free(gs_hosts *c);
+
+#endif
