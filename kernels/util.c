@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-volatile int gs_interrupted;
+volatile sig_atomic_t gs_interrupted;
 
 int gs_fail_at(gs_err *e, const char *file, int line, int code, const char *fmt, ...) {
   if (!e || e->code != 0) return code;
