@@ -175,13 +175,16 @@ int gs_job_addrs_resolve(const gs_rank_env *env, const char *bind, gs_job_addrs 
   return GS_OK;
 }
 
-/* A published address that names the wildcard becomes this host's
- * advertised one: "tcp://0.0.0.0:PORT" -> "tcp://ADDR:PORT". */
+/* With --bind 0.0.0.0 every socket this rank's backend binds is a
+ * wildcard one, whatever host its address names (the link layer may put
+ * this host's name there, which can resolve to loopback); peers are told
+ * the advertised address instead: "tcp://HOST:PORT" -> "tcp://ADDR:PORT". */
 static int publish(const gs_job *j, char *text, size_t cap, gs_err *e) {
-  static const char wild[] = "tcp://0.0.0.0:";
-  if (strncmp(text, wild, sizeof wild - 1)) return GS_OK;
+  const char *colon = strrchr(text, ':');
+  if (!j->addr.wildcard || strncmp(text, "tcp://", 6) || !colon || colon < text + 6)
+    return GS_OK;
   char out[GS_ENDPOINT_MAX];
-  int n = snprintf(out, sizeof out, "tcp://%s:%s", j->addr.advertise, text + sizeof wild - 1);
+  int n = snprintf(out, sizeof out, "tcp://%s%s", j->addr.advertise, colon);
   if (n < 0 || (size_t)n >= cap || (size_t)n >= sizeof out)
     return GS_FAIL(e, GS_EINVAL, "rank %d: the address %s does not fit", j->rank, out);
   memcpy(text, out, (size_t)n + 1);
