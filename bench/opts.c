@@ -395,15 +395,15 @@ void gs_opts_usage(FILE *f) {
              x->letter ? ", " : "   ", x->name, x->arg ? " " : "", x->arg ? x->arg : "");
     snprintf(text, sizeof text, "%s%s%s%s", x->help, def ? " [" : "", def ? def : "",
              def ? "]" : "");
-    /* wrap the text at 72 columns after the flag column */
+    /* wrap the text at 66 columns after the flag column */
     const char *p = text;
     bool first = true;
     while (*p) {
       size_t n = strlen(p);
-      if (n > 72) {
-        n = 72;
+      if (n > 66) {
+        n = 66;
         while (n > 0 && p[n] != ' ') n--;
-        if (n == 0) n = 72;
+        if (n == 0) n = 66;
       }
       fprintf(f, "  %-28s %.*s\n", first ? left : "", (int)n, p);
       p += n;

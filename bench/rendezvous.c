@@ -296,7 +296,9 @@ static Gradsync__Setting **split_settings(const char *s, size_t *n, char **store
     return NULL;
   }
   size_t i = 0;
-  for (char *line = strtok(copy, "\n"); line && i < cnt + 1; line = strtok(NULL, "\n")) {
+  char *save = NULL;
+  for (char *line = strtok_r(copy, "\n", &save); line && i < cnt + 1;
+       line = strtok_r(NULL, "\n", &save)) {
     gradsync__setting__init(&items[i]);
     char *eq = strchr(line, '=');
     if (eq) *eq = 0;

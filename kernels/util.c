@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+/* Process-wide on purpose: a signal handler can reach nothing else, and
+ * every wait loop of every part must see the same interrupt. */
 volatile sig_atomic_t gs_interrupted;
 
 int gs_fail_at(gs_err *e, const char *file, int line, int code, const char *fmt, ...) {
