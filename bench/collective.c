@@ -15,11 +15,9 @@
  * sum: the same transport, the other topology. Buffers live on the
  * kernels' device. Rank 0 prints the table (busbw formula beside it) and
  * writes collective-<mode>-w<N>.json with --json. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "allreduce/allreduce.h"
 #include "bench/internal.h"
@@ -113,7 +111,9 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   gs_perf_row *rows = NULL;
   gs_bench_signals();
 
+  bool starting = true; /* a wrong value only the job start can judge is a usage error */
   if ((rc = gs_job_start(&c.job, o, env, &e)) < 0) goto fail;
+  starting = false;
   if ((rc = gs_bench_kernels(o, c.job.local_rank, gs_job_threads(&c.job, o), &c.k, &e)) < 0)
     goto fail;
 
@@ -164,5 +164,5 @@ done:
   if (c.k) c.k->destroy(c.k);
   free(rows);
   if (rc == GS_OK) return 0;
-  return gs_interrupted ? 130 : 1;
+  return gs_interrupted ? 130 : starting && rc == GS_EINVAL ? 2 : 1;
 }
