@@ -33,12 +33,14 @@ struct flag {
   const char *help;
   flag_fn parse;
   size_t off;         /* the gs_opts member the parser writes */
+  size_t width;       /* its size, where parsers serve more than one type */
   size_t count_off;   /* lists: the member counting their items */
   double lo, hi;      /* numbers: the accepted range (switches: the value set) */
 };
 
 #define AT(o, f, type) ((type *)((char *)(o) + (f)->off))
 #define M(member) offsetof(gs_opts, member)
+#define W(member) sizeof(((gs_opts *)0)->member)
 
 /* ---- errors ---- */
 
@@ -81,17 +83,13 @@ static int parse_double(const char *s, double lo, double hi, double *out) {
   return 0;
 }
 
-static int p_int(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+/* whole numbers into an int or an int64_t member, by its width */
+static int p_whole(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   long v;
-  if (parse_long(a, f->lo, f->hi, &v)) return bad(e, f, a, "a whole number in %.0f..%.0f", f->lo, f->hi);
-  *AT(o, f, int) = (int)v;
-  return GS_OK;
-}
-
-static int p_i64(gs_opts *o, const flag *f, const char *a, gs_err *e) {
-  long v;
-  if (parse_long(a, f->lo, f->hi, &v)) return bad(e, f, a, "a whole number in %.0f..%.0f", f->lo, f->hi);
-  *AT(o, f, int64_t) = v;
+  if (parse_long(a, f->lo, f->hi, &v))
+    return bad(e, f, a, "a whole number in %.0f..%.0f", f->lo, f->hi);
+  if (f->width == sizeof(int)) *AT(o, f, int) = (int)v;
+  else *AT(o, f, int64_t) = v;
   return GS_OK;
 }
 
@@ -105,17 +103,13 @@ static int p_u64(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   return GS_OK;
 }
 
-static int p_double(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+/* numbers into a float or a double member, by its width */
+static int p_real(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   double v;
-  if (parse_double(a, f->lo, f->hi, &v)) return bad(e, f, a, "a number in [%g, %g]", f->lo, f->hi);
-  *AT(o, f, double) = v;
-  return GS_OK;
-}
-
-static int p_float(gs_opts *o, const flag *f, const char *a, gs_err *e) {
-  double v;
-  if (parse_double(a, f->lo, f->hi, &v)) return bad(e, f, a, "a number in [%g, %g]", f->lo, f->hi);
-  *AT(o, f, float) = (float)v;
+  if (parse_double(a, f->lo, f->hi, &v))
+    return bad(e, f, a, "a number in [%g, %g]", f->lo, f->hi);
+  if (f->width == sizeof(float)) *AT(o, f, float) = (float)v;
+  else *AT(o, f, double) = v;
   return GS_OK;
 }
 
@@ -286,13 +280,13 @@ static int p_bind(gs_opts *o, const flag *f, const char *a, gs_err *e) {
 /* ---- the table ---- */
 
 #define NUM(name, letter, arg, def, help, fn, member, lo, hi) \
-  {name, letter, arg, def, NULL, help, fn, M(member), 0, lo, hi}
+  {name, letter, arg, def, NULL, help, fn, M(member), W(member), 0, lo, hi}
 #define LIST(name, arg, def, help, fn, member, count, lo, hi) \
-  {name, 0, arg, def, NULL, help, fn, M(member), M(count), lo, hi}
+  {name, 0, arg, def, NULL, help, fn, M(member), 0, M(count), lo, hi}
 #define SWITCH(name, letter, show, help, member, value) \
-  {name, letter, NULL, NULL, show, help, p_bool, M(member), 0, value, value}
+  {name, letter, NULL, NULL, show, help, p_bool, M(member), W(member), 0, value, value}
 #define WORD(name, arg, def, show, help, fn, member) \
-  {name, 0, arg, def, show, help, fn, M(member), 0, 0, 0}
+  {name, 0, arg, def, show, help, fn, M(member), W(member), 0, 0, 0}
 
 static const flag FLAGS[] = {
   LIST("mode", "LIST", "ps,ring", "ps (DataParallel-style parameter server), ring (DDP-style "
@@ -307,21 +301,21 @@ static const flag FLAGS[] = {
        batches, nbatches, 1, 1 << 20),
   LIST("bucket-mb", "LIST", "25", "gradient bucket size in MiB (DDP's 25)", p_double_list,
        bucket_mbs, nbucket_mbs, 1e-6, 4096),
-  NUM("first-bucket-mb", 0, "MB", "1", "size of the first bucket (DDP's 1)", p_double,
+  NUM("first-bucket-mb", 0, "MB", "1", "size of the first bucket (DDP's 1)", p_real,
       train.first_bucket_mb, 1e-6, 4096),
   SWITCH("strong", 0, "off",
          "strong scaling: keep the global batch at batch x first world, split over the ranks",
          strong, 1),
-  NUM("steps", 0, "N", "100", "optimizer steps per run", p_i64, train.steps, 0, 1e8),
-  NUM("warmup", 0, "N", "5", "first steps left out of the summaries", p_int, warmup, 0, 1e8),
+  NUM("steps", 0, "N", "100", "optimizer steps per run", p_whole, train.steps, 0, 1e8),
+  NUM("warmup", 0, "N", "5", "first steps left out of the summaries", p_whole, warmup, 0, 1e8),
   WORD("data", "SPEC", "synthetic", NULL,
        "synthetic | idx:IMAGES,LABELS (MNIST family) | cifar10:FILE[,FILE...]", p_str,
        train.data),
-  NUM("synthetic-samples", 0, "N", "60000", "size of the synthetic dataset", p_i64,
+  NUM("synthetic-samples", 0, "N", "60000", "size of the synthetic dataset", p_whole,
       train.synthetic_samples, 1, 1e12),
-  NUM("lr", 0, "X", "0.01", "SGD learning rate", p_float, train.lr, 0, 1e6),
-  NUM("momentum", 0, "X", "0.9", "SGD momentum", p_float, train.momentum, 0, 1e6),
-  NUM("weight-decay", 0, "X", "0", "SGD weight decay", p_float, train.weight_decay, 0, 1e6),
+  NUM("lr", 0, "X", "0.01", "SGD learning rate", p_real, train.lr, 0, 1e6),
+  NUM("momentum", 0, "X", "0.9", "SGD momentum", p_real, train.momentum, 0, 1e6),
+  NUM("weight-decay", 0, "X", "0", "SGD weight decay", p_real, train.weight_decay, 0, 1e6),
   NUM("seed", 0, "N", "1", "seed of initialization, data and shuffling", p_u64, train.seed, 0,
       0),
   SWITCH("no-shuffle", 0, "shuffle",
@@ -334,22 +328,23 @@ static const flag FLAGS[] = {
   WORD("loss-scale", "S", NULL, "dynamic for fp16, 1 otherwise",
        "dynamic (GradScaler: 2^16, x2 per 2000 clean steps, x0.5 on inf/NaN) or a fixed number",
        p_str, loss_scale_arg),
-  NUM("compute-ms", 0, "MS", "20", "profiles: emulated compute per step", p_double,
+  NUM("compute-ms", 0, "MS", "20", "profiles: emulated compute per step", p_real,
       train.compute_ms, 0, 1e6),
   {"overlap", 0, NULL, NULL, "ring: on, ps: off", "send each bucket as soon as backward fills it",
-   p_set_int, M(overlap), 0, 1, 1},
-  {"no-overlap", 0, NULL, NULL, NULL, "send after backward", p_set_int, M(overlap), 0, 0, 0},
+   p_set_int, M(overlap), W(overlap), 0, 1, 1},
+  {"no-overlap", 0, NULL, NULL, NULL, "send after backward", p_set_int, M(overlap), W(overlap),
+   0, 0, 0},
   SWITCH("ps-dedicated", 0, "off",
          "run the parameter server as its own process instead of inside rank 0", dedicated, 1),
-  NUM("timeout", 0, "SEC", "60", "longest wait for any peer before failing", p_double,
+  NUM("timeout", 0, "SEC", "60", "longest wait for any peer before failing", p_real,
       timeout_s, 0.05, 86400),
   WORD("device", "D", "auto", NULL, "cpu | cuda | auto (cuda when a GPU is present)", p_device,
        device),
   WORD("bind", "ADDR", NULL, "loopback for a local job, else this host's address toward "
        "MASTER_ADDR", "address this rank's sockets listen on; 0.0.0.0: every interface",
        p_bind, bind),
-  {"threads", 0, "N", NULL, "cores / local ranks", "BLAS threads per rank", p_int, M(threads), 0,
-   1, 1024},
+  {"threads", 0, "N", NULL, "cores / local ranks", "BLAS threads per rank", p_whole, M(threads),
+   W(threads), 0, 1, 1024},
   WORD("out", "DIR", NULL, "results/<timestamp>", "where reports are written", p_str, out),
   WORD("save-params", "DIR", NULL, NULL, "save the final parameters (.npy per tensor)", p_str,
        save_params),
@@ -357,7 +352,8 @@ static const flag FLAGS[] = {
        train.load_params),
   SWITCH("quiet", 'q', NULL, "no progress lines (the tables still print)", quiet, 1),
   {"log-every", 0, "N", NULL, "a tenth of the steps",
-   "progress line every N steps when stdout is not a terminal", p_i64, M(log_every), 0, 1, 1e12},
+   "progress line every N steps when stdout is not a terminal", p_whole, M(log_every),
+   W(log_every), 0, 1, 1e12},
   SWITCH("json", 0, NULL, "collective: also write the table as JSON", json, 1),
   SWITCH("verify", 0, NULL, "hash the parameters on every rank after every step (steps.csv "
          "param_hash)", verify, 1),
@@ -370,13 +366,13 @@ static const flag FLAGS[] = {
       64.0 * 1024 * 1024 * 1024),
   NUM("maxbytes", 'e', "SIZE", "256M", "collective: largest size", p_size, max_bytes, 0,
       64.0 * 1024 * 1024 * 1024),
-  NUM("stepfactor", 'f', "X", "2", "collective: size factor", p_double, factor, 1.0001, 1024),
-  NUM("iters", 'n', "N", "20", "collective: timed iterations", p_int, iters, 1, 1e6),
-  NUM("warmup-iters", 'w', "N", "5", "collective: warmup iterations", p_int, warmup_iters, 0,
+  NUM("stepfactor", 'f', "X", "2", "collective: size factor", p_real, factor, 1.0001, 1024),
+  NUM("iters", 'n', "N", "20", "collective: timed iterations", p_whole, iters, 1, 1e6),
+  NUM("warmup-iters", 'w', "N", "5", "collective: warmup iterations", p_whole, warmup_iters, 0,
       1e6),
   NUM("check", 'c', "0|1", "1", "collective: check every result against the exact sum",
       p_bool01, check, 0, 1),
-  {"help", 'h', NULL, NULL, NULL, "this text", p_help, 0, 0, 0, 0},
+  {"help", 'h', NULL, NULL, NULL, "this text", p_help, 0, 0, 0, 0, 0},
 };
 #define NFLAGS (sizeof FLAGS / sizeof FLAGS[0])
 
