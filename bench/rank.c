@@ -1,11 +1,12 @@
 /* rank.c: the life of one rank.
  *
- *   kernels (cpu / cuda) -> trainer (model, data, buckets) -> backend
- *   prepare -> rendezvous (rank 0 hosts it; everyone learns the endpoints,
- *   the bootstrap blob and the job token, or a clear mismatch error) ->
- *   backend open -> train, appending one steps.csv row per step as it goes
- *   -> close -> rank 0 gathers every rank's rows and spans and writes the
- *   run's results (run.json, trace) atomically.
+ *   job start (job.c: addresses, rank 0's rendezvous) -> kernels (cpu /
+ *   cuda) -> trainer (model, data, buckets) -> one round of the job:
+ *   backend prepare, rendezvous (everyone learns the endpoints, the
+ *   bootstrap blob and the job token, or a clear mismatch error), open ->
+ *   train, appending one steps.csv row per step as it goes -> close ->
+ *   rank 0 gathers every rank's rows and spans (gather.c), summarises them
+ *   (summary.c) and writes the run's results (run.json, trace) atomically.
  *
  * Any failure prints one line naming this rank, the phase and the cause,
  * tells rank 0 when it can, and exits non-zero; an interrupt (SIGINT /
