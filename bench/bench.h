@@ -53,7 +53,7 @@ typedef struct gs_opts {
   bool dedicated;            /* --ps-dedicated */
   double timeout_s;
   const char *device;        /* cpu | cuda | auto */
-  const char *host;          /* address ranks bind for their peers */
+  const char *bind;          /* --bind: address the sockets bind (NULL: job.c's rule) */
   int threads;               /* BLAS threads per rank; 0: cores / local ranks */
 
   /* output */
@@ -64,6 +64,7 @@ typedef struct gs_opts {
   bool json;                 /* collective: also write the table as JSON */
   bool verify;               /* hash parameters every step (steps.csv) */
   bool eval;                 /* accuracy after training */
+  const char *report;        /* --report DIR: tables and charts again from DIR/report.json */
 
   /* collective benchmark (nccl-tests flags) */
   const char *collective;    /* "allreduce" or NULL */
@@ -74,13 +75,16 @@ typedef struct gs_opts {
 
   /* what was given on the command line (join mode re-checks these) */
   bool world_given, mode_given;
+  const char *loss_scale_arg; /* --loss-scale as given; resolved with the precision */
   /* the copies the comma lists were split in (freed by gs_opts_free) */
-  char *owned[GS_LIST_MAX];
+  char *owned[2 * GS_LIST_MAX];
   int nowned;
 } gs_opts;
 
-/* Parse argv into o (defaults first). GS_EINVAL with a message naming the
- * flag on a usage error; *help set when --help was asked. */
+/* Parse argv into o. Every flag is one row of opts.c's table: name,
+ * argument, default, help and parser; the defaults are the table's, applied
+ * by the same parsers before argv. GS_EINVAL with a message naming the flag
+ * on a usage error; *help set when --help was asked. */
 int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e);
 void gs_opts_usage(FILE *f);
 void gs_opts_free(gs_opts *o);

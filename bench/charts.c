@@ -1,4 +1,4 @@
-/* charts.c: three SVG charts from the runs' JSON, readable in any browser:
+/* charts.c: three SVG charts from the runs' summaries, readable in any browser:
  *   scaling.svg    throughput vs world size per mode, with each mode's
  *                  ideal line (N x its world-1 throughput, or its smallest
  *                  world scaled linearly);
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/charts.h"
 #include "bench/results.h"
+#include "bench/summary.h"
 
 typedef struct buf {
   char *s;
@@ -85,32 +85,30 @@ static int save(const char *dir, const char *name, buf *b, gs_err *e) {
   return rc;
 }
 
-static int scaling(const char *dir, json_t *runs, gs_err *e) {
+static int scaling(const char *dir, const gs_summary *runs, size_t n, gs_err *e) {
   int W = 720, H = 440, x0 = 80, x1 = 560, y0 = 380, y1 = 50;
   int worlds[64], nw = 0;
   double ymax = 0;
-  size_t i;
-  json_t *r;
-  json_array_foreach(runs, i, r) {
-    int w = (int)gs_jnum(r, "world");
+  for (size_t i = 0; i < n; i++) {
+    int w = runs[i].world;
     bool seen = false;
     for (int k = 0; k < nw; k++) seen |= worlds[k] == w;
     if (!seen && nw < 64) worlds[nw++] = w;
-    double t = gs_jnum(r, "throughput_samples_per_s");
+    double t = runs[i].throughput_samples_per_s;
     if (t > ymax) ymax = t;
   }
   for (int a = 0; a < nw; a++)
     for (int c = a + 1; c < nw; c++)
       if (worlds[c] < worlds[a]) { int t = worlds[a]; worlds[a] = worlds[c]; worlds[c] = t; }
   /* ideal lines may reach above the measurements */
-  const char *modes[] = {"ps", "ring", "local"};
+  const gs_mode modes[] = {GS_MODE_PS, GS_MODE_RING, GS_MODE_LOCAL};
   double base_t[3] = {0}, base_w[3] = {0};
   for (int m = 0; m < 3; m++)
-    json_array_foreach(runs, i, r) {
-      if (strcmp(gs_jstr(r, "mode"), modes[m])) continue;
-      if (base_w[m] == 0 || gs_jnum(r, "world") < base_w[m]) {
-        base_w[m] = gs_jnum(r, "world");
-        base_t[m] = gs_jnum(r, "throughput_samples_per_s");
+    for (size_t i = 0; i < n; i++) {
+      if (runs[i].mode != modes[m]) continue;
+      if (base_w[m] == 0 || runs[i].world < base_w[m]) {
+        base_w[m] = runs[i].world;
+        base_t[m] = runs[i].throughput_samples_per_s;
       }
     }
   for (int m = 0; m < 3; m++)
@@ -131,16 +129,17 @@ static int scaling(const char *dir, json_t *runs, gs_err *e) {
   int legend = 0;
   for (int m = 0; m < 3; m++) {
     if (base_w[m] == 0) continue;
-    const char *col = mode_color(modes[m]);
+    const char *name = gs_mode_name(modes[m]), *col = mode_color(name);
     buf pts = {0}, ideal = {0};
     for (int k = 0; k < nw; k++) {
-      json_array_foreach(runs, i, r) {
-        if (strcmp(gs_jstr(r, "mode"), modes[m]) || (int)gs_jnum(r, "world") != worlds[k]) continue;
-        double y = y0 - gs_jnum(r, "throughput_samples_per_s") / top * (y0 - y1);
+      for (size_t i = 0; i < n; i++) {
+        const gs_summary *r = &runs[i];
+        if (r->mode != modes[m] || r->world != worlds[k]) continue;
+        double y = y0 - r->throughput_samples_per_s / top * (y0 - y1);
         put(&pts, "%.1f,%.1f ", XPOS(k), y);
         put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>%s world %d: %.1f "
-            "samples/s</title></circle>\n", XPOS(k), y, col, modes[m], worlds[k],
-            gs_jnum(r, "throughput_samples_per_s"));
+            "samples/s</title></circle>\n", XPOS(k), y, col, name, worlds[k],
+            r->throughput_samples_per_s);
         break;
       }
       double iy = y0 - base_t[m] / base_w[m] * worlds[k] / top * (y0 - y1);
@@ -154,46 +153,59 @@ static int scaling(const char *dir, json_t *runs, gs_err *e) {
     free(pts.s);
     free(ideal.s);
     put(&b, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"4\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">"
-        "%s</text>\n", x1 + 30, y1 + 20 * legend + 6, col, x1 + 50, y1 + 20 * legend + 12, modes[m]);
+        "%s</text>\n", x1 + 30, y1 + 20 * legend + 6, col, x1 + 50, y1 + 20 * legend + 12, name);
     legend++;
   }
 #undef XPOS
   return save(dir, "scaling.svg", &b, e);
 }
 
-static const char *PARTS[] = {"compute_s", "comm_wait_s", "reduce_s", "update_s", "idle_s"};
 static const char *PART_NAMES[] = {"compute (fwd+bwd)", "exposed communication", "reduction",
                                    "optimizer", "idle"};
 static const char *PART_COLORS[] = {"#4c78a8", "#e45756", "#f58518", "#54a24b", "#bab0ac"};
 
+/* one bar: a rank, or a dedicated server (which only reduces and updates) */
+typedef struct bar {
+  bool server;
+  double sent, recv, model_sent, model_recv;
+  double part[5]; /* ms per step in PART_NAMES' order */
+  double height;  /* what the y axis must hold: time, or bytes (with the model's) */
+} bar;
+
+static bar bar_of(const gs_summary *r, int i, bool bytes) {
+  bar b = {0};
+  if (i < r->world) {
+    const gs_rank_summary *p = &r->per_rank[i];
+    b = (bar){false, p->bytes_sent, p->bytes_recv, p->model_bytes_sent, p->model_bytes_recv,
+              {p->compute_s, p->comm_wait_s, p->reduce_s, p->update_s, p->idle_s}, 0};
+    b.height = bytes ? b.sent + b.recv : p->busy_s + p->comm_wait_s + p->idle_s;
+    if (bytes && b.model_sent + b.model_recv > b.height) b.height = b.model_sent + b.model_recv;
+  } else {
+    const gs_server_summary *v = &r->server;
+    b = (bar){true, v->bytes_sent, v->bytes_recv, v->model_bytes_sent, v->model_bytes_recv,
+              {0, 0, v->reduce_s, v->update_s, 0}, 0};
+    b.height = bytes ? b.sent + b.recv : v->busy_s;
+  }
+  return b;
+}
+
+static int nbars_of(const gs_summary *r) { return r->world + r->has_server; }
+
 /* one bar per rank (and per dedicated server), grouped by run */
-static int bars(const char *dir, json_t *runs, bool bytes, gs_err *e) {
-  int nbars = 0, nruns = (int)json_array_size(runs);
-  size_t i;
-  json_t *r;
+static int bars(const char *dir, const gs_summary *runs, size_t nruns, bool bytes, gs_err *e) {
+  int nbars = 0;
   double ymax = 0;
-  json_array_foreach(runs, i, r) {
-    json_t *pr = json_object_get(r, "per_rank");
-    nbars += (int)json_array_size(pr) + json_is_object(json_object_get(r, "server"));
-    size_t k;
-    json_t *x;
-    json_array_foreach(pr, k, x) {
-      double v = bytes ? gs_jnum(x, "bytes_sent") + gs_jnum(x, "bytes_recv")
-                       : gs_jnum(x, "busy_s") + gs_jnum(x, "comm_wait_s") + gs_jnum(x, "idle_s");
-      if (bytes && gs_jnum(x, "model_bytes_sent") + gs_jnum(x, "model_bytes_recv") > v)
-        v = gs_jnum(x, "model_bytes_sent") + gs_jnum(x, "model_bytes_recv");
-      if (v > ymax) ymax = v;
-    }
-    json_t *s = json_object_get(r, "server");
-    if (json_is_object(s)) {
-      double v = bytes ? gs_jnum(s, "bytes_sent") + gs_jnum(s, "bytes_recv") : gs_jnum(s, "busy_s");
+  for (size_t i = 0; i < nruns; i++) {
+    nbars += nbars_of(&runs[i]);
+    for (int k = 0; k < nbars_of(&runs[i]); k++) {
+      double v = bar_of(&runs[i], k, bytes).height;
       if (v > ymax) ymax = v;
     }
   }
   double scale = bytes ? 1.0 / (1024 * 1024) : 1e3;
   int barw = 22, gap = 30;
   int x0 = 90, y0 = 380, y1 = 50;
-  int W = x0 + nbars * (barw + 4) + nruns * gap + 230, H = 450;
+  int W = x0 + nbars * (barw + 4) + (int)nruns * gap + 230, H = 450;
   if (W < 640) W = 640;
   buf b = {0};
   header(&b, W, H, bytes ? "Bytes on the wire per rank per step (sent + received; "
@@ -202,29 +214,26 @@ static int bars(const char *dir, json_t *runs, bool bytes, gs_err *e) {
   int x1 = W - 210;
   double top = y_axis(&b, x0, y0, x1, y1, ymax * scale, bytes ? "MiB per step" : "ms per step");
   int x = x0 + 15;
-  json_array_foreach(runs, i, r) {
+  for (size_t i = 0; i < nruns; i++) {
+    const gs_summary *r = &runs[i];
+    const char *mode = gs_mode_name(r->mode);
     int gx = x;
-    json_t *pr = json_object_get(r, "per_rank");
-    json_t *row;
-    int n = (int)json_array_size(pr) + json_is_object(json_object_get(r, "server"));
-    for (int bi = 0; bi < n; bi++) {
-      bool srv = bi == (int)json_array_size(pr);
-      row = srv ? json_object_get(r, "server") : json_array_get(pr, (size_t)bi);
+    for (int bi = 0; bi < nbars_of(r); bi++) {
+      bar row = bar_of(r, bi, bytes);
       double y = y0;
       if (bytes) {
-        double v = (gs_jnum(row, "bytes_sent") + gs_jnum(row, "bytes_recv")) * scale;
+        double v = (row.sent + row.recv) * scale;
         double h = v / top * (y0 - y1);
         put(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"><title>%s "
-            "%s: %.3f MiB/step</title></rect>\n", x, y0 - h, barw, h,
-            mode_color(gs_jstr(r, "mode")), gs_jstr(r, "id"), srv ? "server" : "rank", v);
-        double m = (gs_jnum(row, "model_bytes_sent") + gs_jnum(row, "model_bytes_recv")) * scale;
+            "%s: %.3f MiB/step</title></rect>\n", x, y0 - h, barw, h, mode_color(mode), r->id,
+            row.server ? "server" : "rank", v);
+        double m = (row.model_sent + row.model_recv) * scale;
         double my = y0 - m / top * (y0 - y1);
         put(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\" "
             "stroke-width=\"2\"/>\n", x - 3, my, x + barw + 3, my);
       } else {
         for (int p = 0; p < 5; p++) {
-          if (srv && p != 2 && p != 3) continue; /* a server only reduces and updates */
-          double v = gs_jnum(row, PARTS[p]) * scale;
+          double v = row.part[p] * scale;
           double h = v / top * (y0 - y1);
           if (h <= 0) continue;
           y -= h;
@@ -233,14 +242,14 @@ static int bars(const char *dir, json_t *runs, bool bytes, gs_err *e) {
         }
       }
       char lab[16];
-      if (srv) snprintf(lab, sizeof lab, "S");
+      if (row.server) snprintf(lab, sizeof lab, "S");
       else snprintf(lab, sizeof lab, "%d", bi);
       put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"10\">%s</text>\n",
           x + barw / 2, y0 + 13, lab);
       x += barw + 4;
     }
     put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"11\">%s w%d</text>\n",
-        (gx + x - 4) / 2, y0 + 30, gs_jstr(r, "mode"), (int)gs_jnum(r, "world"));
+        (gx + x - 4) / 2, y0 + 30, mode, r->world);
     x += gap;
   }
   put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">rank (S: dedicated server), grouped by "
@@ -258,8 +267,8 @@ static int bars(const char *dir, json_t *runs, bool bytes, gs_err *e) {
   return save(dir, bytes ? "bytes.svg" : "breakdown.svg", &b, e);
 }
 
-int gs_charts_write(const char *dir, json_t *runs, gs_err *e) {
-  GS_TRY(scaling(dir, runs, e));
-  GS_TRY(bars(dir, runs, false, e));
-  return bars(dir, runs, true, e);
+int gs_charts_write(const char *dir, const gs_summary *runs, size_t n, gs_err *e) {
+  GS_TRY(scaling(dir, runs, n, e));
+  GS_TRY(bars(dir, runs, n, false, e));
+  return bars(dir, runs, n, true, e);
 }

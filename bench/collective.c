@@ -15,11 +15,9 @@
  * sum: the same transport, the other topology. Buffers live on the
  * kernels' device. Rank 0 prints the table (busbw formula beside it) and
  * writes collective-<mode>-w<N>.json with --json. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "allreduce/allreduce.h"
 #include "bench/internal.h"
@@ -29,36 +27,27 @@
 typedef struct coll {
   const gs_opts *o;
   gs_mode mode;
-  const gs_rank_env *env;
+  gs_job job;
   gs_kernels *k;
-  gs_rdv *rdv;
   gs_sync *s;
   gs_bucket bucket;
   gs_sync_config cfg;
-  const char *eps[1024];
-  gs_rdv_job job;
 } coll;
 
 static int close_session(coll *c, bool ok, gs_err *e) {
   int rc = GS_OK;
   if (c->s) rc = c->s->ops->close(c->s, ok, e);
   c->s = NULL;
-  gs_rdv_job_free(&c->job);
+  gs_job_end(&c->job);
   return rc;
 }
 
 static int setup(void *vc, const float *src, float *dst, size_t count, gs_err *e) {
   coll *c = vc;
   GS_TRY(close_session(c, true, e));
-  const gs_opts *o = c->o;
-  int rank = c->env->rank, world = c->env->world, rc;
   gs_sync_config *cfg = &c->cfg;
   memset(cfg, 0, sizeof *cfg);
   c->bucket = (gs_bucket){0, count};
-  cfg->rank = rank;
-  cfg->world = world;
-  cfg->timeout_ms = (int)(o->timeout_s * 1000);
-  cfg->host = o->host ? o->host : "127.0.0.1";
   cfg->k = c->k;
   cfg->params = dst;
   cfg->grads = (float *)src;
@@ -68,58 +57,13 @@ static int setup(void *vc, const float *src, float *dst, size_t count, gs_err *e
   cfg->wire = GS_F32;
   gs_scaler_init(&cfg->scaler, 1.0f, false);
   cfg->sum_only = true;
-  cfg->dedicated = o->dedicated;
-  cfg->local_rank = c->env->local_rank >= 0 ? c->env->local_rank : rank;
-  cfg->local_world = c->env->local_world > 0 ? c->env->local_world : world;
-  cfg->device = cfg->local_rank;
-
-  const gs_backend *be = bench_pick_backend(c->mode, c->k, e);
-  if (!be) return e->code;
-  void *state = NULL;
-  char endpoint[GS_ENDPOINT_MAX] = "";
-  if (rank == 0) cfg->job = gs_rdv_new_token();
-  GS_TRY(be->prepare(cfg, &state, endpoint, e));
-  char settings[512], host[GS_HOST_MAX] = "localhost";
+  cfg->dedicated = c->o->dedicated;
+  char settings[512];
   snprintf(settings, sizeof settings, "collective=allreduce\nmode=%s\nworld=%d\ncount=%zu\n"
-           "device=%s\nps_dedicated=%d\n", gs_mode_name(c->mode), world, count, c->k->name,
-           o->dedicated);
-  gethostname(host, sizeof host - 1);
-  gs_rdv_me me = {.rank = rank, .world = world, .local_rank = cfg->local_rank, .host = host,
-                  .endpoint = endpoint, .settings = settings};
-  uint8_t blob[GS_BOOTSTRAP_MAX];
-  size_t bloblen = 0;
-  if (rank == 0 && be->bootstrap && (rc = be->bootstrap(state, cfg, blob, &bloblen, e)) < 0)
-    goto discard;
-  if (world == 1) {
-    c->job.endpoints = calloc(1, sizeof *c->job.endpoints);
-    c->job.hosts = calloc(1, sizeof *c->job.hosts);
-    if (!c->job.endpoints || !c->job.hosts) {
-      rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
-      goto discard;
-    }
-    snprintf(c->job.endpoints[0], GS_ENDPOINT_MAX, "%s", endpoint);
-    if (bloblen) memcpy(c->job.blob, blob, bloblen);
-    c->job.bloblen = bloblen;
-    c->job.job = cfg->job;
-  } else if (rank == 0) {
-    if ((rc = gs_rdv_host(c->rdv, &me, cfg->job, blob, bloblen, cfg->timeout_ms, &c->job, e)) < 0)
-      goto discard;
-  } else {
-    char master[GS_HOST_MAX + 32];
-    snprintf(master, sizeof master, "tcp://%s:%d", c->env->master_addr, c->env->master_port);
-    if (c->rdv) gs_rdv_close(c->rdv);
-    c->rdv = NULL;
-    if ((rc = gs_rdv_join(master, &me, cfg->timeout_ms, &c->rdv, &c->job, e)) < 0) goto discard;
-  }
-  for (int i = 0; i < world && i < 1024; i++) c->eps[i] = c->job.endpoints[i];
-  cfg->endpoints = c->eps;
-  cfg->bootstrap = c->job.blob;
-  cfg->bootstrap_len = c->job.bloblen;
-  cfg->job = c->job.job;
-  return be->open(state, cfg, &c->s, e); /* open owns state, success or not */
-discard:
-  if (state && be->discard) be->discard(state);
-  return rc;
+           "device=%s\nps_dedicated=%d\n", gs_mode_name(c->mode), c->job.world, count,
+           c->k->name, c->o->dedicated);
+  GS_TRY(gs_job_meet(&c->job, gs_job_backend(c->mode, c->k), cfg, settings, NULL, e));
+  return gs_job_open(&c->job, cfg, &c->s, e);
 }
 
 static int step(void *vc, const float *src, float *dst, size_t count, int64_t iter, gs_err *e) {
@@ -163,28 +107,14 @@ static int write_json(const gs_opts *o, gs_mode mode, int world, const char *dev
 int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   gs_err e = {0};
   int rank = env->rank, world = env->world, rc = GS_OK;
-  coll c = {.o = o, .mode = mode, .env = env};
+  coll c = {.o = o, .mode = mode};
   gs_perf_row *rows = NULL;
   gs_bench_signals();
 
-  if (rank == 0 && world > 1) {
-    char bind[GS_ENDPOINT_MAX], bound[GS_ENDPOINT_MAX];
-    bench_rdv_bind_addr(env, bind, sizeof bind);
-    if ((rc = gs_rdv_listen(bind, bound, sizeof bound, &c.rdv, &e)) < 0) goto fail;
-    if (env->port_fd >= 0) {
-      const char *colon = strrchr(bound, ':');
-      char line[32];
-      int n = snprintf(line, sizeof line, "%s\n", colon ? colon + 1 : "0");
-      if (write(env->port_fd, line, (size_t)n) != n) {
-        rc = GS_FAIL(&e, GS_EIO, "cannot tell the launcher the port: %s", strerror(errno));
-        goto fail;
-      }
-      close(env->port_fd);
-    }
-  }
-  int lw = env->local_world > 0 ? env->local_world : world;
-  int threads = o->threads > 0 ? o->threads : bench_default_threads(lw);
-  if ((rc = bench_kernels(o, env->local_rank >= 0 ? env->local_rank : rank, threads, &c.k, &e)) < 0)
+  bool starting = true; /* a wrong value only the job start can judge is a usage error */
+  if ((rc = gs_job_start(&c.job, o, env, &e)) < 0) goto fail;
+  starting = false;
+  if ((rc = gs_bench_kernels(o, c.job.local_rank, gs_job_threads(&c.job, o), &c.k, &e)) < 0)
     goto fail;
 
   gs_perf_opts p = {.rank = rank, .world = world, .min_bytes = o->min_bytes,
@@ -230,10 +160,9 @@ fail:
   fprintf(stderr, "bench: rank %d: collective allreduce: %s\n", rank,
           e.msg[0] ? e.msg : gs_strerror(rc));
 done:
-  gs_rdv_job_free(&c.job);
+  gs_job_close(&c.job);
   if (c.k) c.k->destroy(c.k);
   free(rows);
-  if (c.rdv) gs_rdv_close(c.rdv);
   if (rc == GS_OK) return 0;
-  return gs_interrupted ? 130 : 1;
+  return gs_interrupted ? 130 : starting && rc == GS_EINVAL ? 2 : 1;
 }

@@ -1,5 +1,6 @@
-/* internal.h: what the bench's files share and nobody else sees: the
- * rendezvous, the launcher, one rank's life, the per-run results. */
+/* internal.h (internal to bench/): what the bench's files share and nobody
+ * else sees: the job start, the rendezvous and the gather, the launcher,
+ * one rank's life. */
 #ifndef GS_BENCH_INTERNAL_H
 #define GS_BENCH_INTERNAL_H
 
@@ -7,6 +8,7 @@
 #include "worker/sync.h"
 
 #define GS_HOST_MAX 256
+#define GS_ADDR_MAX 64      /* an IPv4 address as text, with room */
 
 /* ---- rendezvous (rendezvous.c) ----
  * Rank 0 binds a ROUTER at MASTER_ADDR:MASTER_PORT; every other rank
@@ -49,6 +51,14 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob
 int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv **out,
                 gs_rdv_job *job, gs_err *e);
 
+/* What the gather needs of the rendezvous socket (gather.c). */
+void *gs_rdv_socket(gs_rdv *r);
+uint64_t gs_rdv_job_token(const gs_rdv *r);
+/* Best effort: tell rank 0 this rank failed (before exiting non-zero). */
+void gs_rdv_report_error(gs_rdv *r, int rank, const char *phase, const char *msg);
+void gs_rdv_close(gs_rdv *r);
+
+/* ---- the measurements' hand-over (gather.c) ---- */
 /* One rank's measurements of a run. */
 typedef struct gs_rank_result {
   int rank;
@@ -66,18 +76,23 @@ void gs_rank_result_free(gs_rank_result *r);
 /* Rank > 0: send rows + spans to rank 0 and wait for its acknowledgement. */
 int gs_rdv_send_stats(gs_rdv *r, int rank, const gs_rank_result *mine, int timeout_ms,
                       gs_err *e);
-/* Rank 0: receive the other ranks' results into out[1..world-1]. */
+/* Rank 0: receive the other ranks' results into out[1..world-1]; a rank
+ * whose report is malformed is marked failed, with the reason. */
 int gs_rdv_gather(gs_rdv *r, int world, int timeout_ms, gs_rank_result *out, gs_err *e);
-/* Best effort: tell rank 0 this rank failed (before exiting non-zero). */
-void gs_rdv_report_error(gs_rdv *r, int rank, const char *phase, const char *msg);
-void gs_rdv_close(gs_rdv *r);
+/* The wire form of a rank's rows and spans (a packed gradsync.Measurements,
+ * malloc'ed), and back into x after checking it against the header's
+ * counts (GS_EPROTO with why, GS_ENOMEM). */
+int gs_measurements_pack(const gs_rank_result *mine, uint8_t **out, size_t *len, gs_err *e);
+int gs_measurements_unpack(const uint8_t *data, size_t len, uint64_t steps, uint64_t nspans,
+                           int rank, gs_rank_result *x, char *why, size_t cap);
 
-/* ---- environment (env.c) ---- */
+/* ---- one job start (job.c) ---- */
+/* Which rank this process is, from the launch environment. */
 typedef struct gs_rank_env {
   bool present;             /* RANK etc. set: join as this rank */
   bool launched;            /* by our own launcher (GS_LAUNCHED=1) */
   const char *source;       /* "torchrun", "slurm", "openmpi", "gradsync" */
-  int rank, world, local_rank, local_world;
+  int rank, world, local_rank, local_world;  /* local_rank -1, local_world 0: unknown */
   char master_addr[GS_HOST_MAX];
   int master_port;          /* 0: choose (our launcher only) */
   int port_fd;              /* our launcher: where rank 0 writes its port */
@@ -85,15 +100,65 @@ typedef struct gs_rank_env {
 } gs_rank_env;
 int gs_rank_env_read(gs_rank_env *env, gs_err *e);
 
+/* Where this rank's sockets go. */
+typedef struct gs_job_addrs {
+  bool local;                        /* loopback only: our launcher, or MASTER_ADDR loopback */
+  bool wildcard;                     /* --bind 0.0.0.0 */
+  char master[GS_ADDR_MAX];          /* MASTER_ADDR, resolved */
+  char bind[GS_ADDR_MAX];            /* what the backends' sockets bind */
+  char advertise[GS_ADDR_MAX];       /* what peers are told to connect to */
+  char rendezvous[GS_ENDPOINT_MAX];  /* rank 0 binds it; the others connect to master */
+} gs_job_addrs;
+/* The binding rule (job.c's comment) for this environment and --bind
+ * (NULL: not given). */
+int gs_job_addrs_resolve(const gs_rank_env *env, const char *bind, gs_job_addrs *a, gs_err *e);
+
+typedef struct gs_job {
+  gs_rank_env env;
+  gs_job_addrs addr;
+  int rank, world, local_rank;
+  int local_world;          /* 0 until the rendezvous counted it */
+  int timeout_ms;
+  char hostname[GS_HOST_MAX];
+  gs_rdv *rdv;
+  /* the round under way: gs_job_meet .. gs_job_open */
+  const gs_backend *be;
+  void *state;
+  bool prepared;
+  gs_rdv_job round;
+  const char **eps;
+} gs_job;
+
+/* Resolve the addresses; rank 0 of a multi-rank job opens the rendezvous
+ * (and tells our launcher its port). */
+int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e);
+/* BLAS threads per rank: --threads, or the cores over the ranks on this
+ * host (over the world while that is not known). */
+int gs_job_threads(const gs_job *j, const gs_opts *o);
+/* The backend of a mode on a device: local, ps, ring (CPU) or nccl (CUDA). */
+const gs_backend *gs_job_backend(gs_mode m, const gs_kernels *k);
+/* One round: fill cfg's job fields (rank, world, timeout, bind address,
+ * local ranks), prepare be, bootstrap on rank 0, rendezvous with settings
+ * compared, then cfg holds the endpoints, the blob and the job token.
+ * *phase (may be NULL) names the step under way: "backend", "rendezvous". */
+int gs_job_meet(gs_job *j, const gs_backend *be, gs_sync_config *cfg, const char *settings,
+                const char **phase, gs_err *e);
+/* Open the round's backend session (it owns the prepared state from now). */
+int gs_job_open(gs_job *j, const gs_sync_config *cfg, gs_sync **out, gs_err *e);
+/* End the round (a state prepared but not opened is discarded). */
+void gs_job_end(gs_job *j);
+/* End the round and leave the rendezvous. */
+void gs_job_close(gs_job *j);
+/* Best effort: tell rank 0 this rank failed in phase. */
+void gs_job_report_error(gs_job *j, const char *phase, const char *msg);
+
 /* ---- one rank (rank.c) ---- */
 /* Run this process as env->rank of a job of mode m; returns an exit code. */
 int gs_rank_main(const gs_opts *o, gs_mode m, const gs_rank_env *env);
-
-/* shared by rank.c and collective.c */
-int bench_kernels(const gs_opts *o, int local_rank, int threads, gs_kernels **k, gs_err *e);
-int bench_default_threads(int local_world);
-const gs_backend *bench_pick_backend(gs_mode m, gs_kernels *k, gs_err *e);
-void bench_rdv_bind_addr(const gs_rank_env *env, char *buf, size_t cap);
+/* The kernels of --device for this local rank. */
+int gs_bench_kernels(const gs_opts *o, int local_rank, int threads, gs_kernels **k, gs_err *e);
+/* SIGINT / SIGTERM set gs_interrupted; SIGPIPE is ignored. */
+void gs_bench_signals(void);
 
 /* ---- the launcher (launch.c) ---- */
 /* Spawn world ranks of one run on this machine with argv + overrides and

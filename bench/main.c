@@ -1,5 +1,6 @@
 /* main.c: bench's entry: parse the flags, then be a rank (the environment
- * says so), run the collective benchmark, or launch the sweep. */
+ * says so), run the collective benchmark, launch the sweep, or draw a
+ * finished sweep's tables and charts again (--report). */
 #include <stdio.h>
 #include <string.h>
 
@@ -36,6 +37,11 @@ static int run(gs_opts *op, int argc, char **argv) {
     fprintf(stderr, "bench: %s\n", e.msg);
     return 2;
   }
+  if (o.report) {
+    if (gs_report_redraw(o.report, stdout, &e) == GS_OK) return 0;
+    fprintf(stderr, "bench: --report %s: %s\n", o.report, e.msg);
+    return 1;
+  }
   if (gs_rank_env_read(&env, &e) < 0) {
     fprintf(stderr, "bench: %s\n", e.msg);
     return 2;
@@ -45,8 +51,8 @@ static int run(gs_opts *op, int argc, char **argv) {
     o.train.model = o.models[0];
     o.train.batch = o.batches[0];
     o.train.bucket_mb = o.bucket_mbs[0];
+    char out[300]; /* o.out while this rank runs */
     if (!env.launched && !o.out) {
-      static char out[300];
       snprintf(out, sizeof out, "results/%s-port%d", env.source, env.master_port);
       o.out = out;
     }

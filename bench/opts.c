@@ -1,94 +1,382 @@
-/* opts.c: bench's flags: parsing, defaults, validation and --help.
+/* opts.c: bench's flags.
  *
- * Every flag is in one table (name, argument, default, help) so that
- * --help, the parser and the usage errors cannot drift apart. A wrong flag
- * or value is GS_EINVAL with a message naming the flag and what it takes;
- * the caller prints it and exits 2. */
+ * Every flag is one row of FLAGS: its name (and nccl-tests' short letter),
+ * the argument it takes, its default, its help and its parser. The defaults
+ * are spelled as a user would type them and applied by the same parsers
+ * before argv, so --help, the parser, the defaults and the range checks
+ * cannot drift apart. worker's gs_train_opts_default must agree with the
+ * training defaults here; tests/bench/test_opts.c checks that it does.
+ *
+ * A wrong flag or value is GS_EINVAL with a message naming the flag and
+ * what it takes; the caller prints it and exits 2. */
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bench/bench.h"
 
-enum {
-  O_MODE = 256, O_WORLD, O_MODEL, O_BATCH, O_BUCKET, O_FIRST_BUCKET, O_STRONG, O_STEPS,
-  O_WARMUP, O_DATA, O_LR, O_MOMENTUM, O_WD, O_SEED, O_NO_SHUFFLE, O_DROP_LAST, O_PRECISION,
-  O_LOSS_SCALE, O_COMPUTE_MS, O_OVERLAP, O_NO_OVERLAP, O_DEDICATED, O_TIMEOUT, O_DEVICE,
-  O_HOST, O_THREADS, O_OUT, O_SAVE, O_LOAD, O_QUIET, O_JSON, O_VERIFY, O_EVAL, O_COLLECTIVE,
-  O_SAMPLES, O_LOG_EVERY, O_HELP,
+typedef struct flag flag;
+typedef int (*flag_fn)(gs_opts *o, const flag *f, const char *arg, gs_err *e);
+
+struct flag {
+  const char *name;   /* --name */
+  char letter;        /* -x as well, or 0 */
+  const char *arg;    /* what the value is, for --help; NULL: a switch */
+  const char *def;    /* the default as the value would be typed, applied
+                         at start by parse; NULL: none */
+  const char *show;   /* --help's [default] when def cannot say it */
+  const char *help;
+  flag_fn parse;
+  size_t off;         /* the gs_opts member the parser writes */
+  size_t width;       /* its size, where parsers serve more than one type */
+  size_t count_off;   /* lists: the member counting their items */
+  double lo, hi;      /* numbers: the accepted range (switches: the value set) */
 };
 
-typedef struct flag {
-  const char *name;
-  int has_arg;
-  int id;
-  char short_name;
-  const char *arg, *def, *help;
-} flag;
+#define AT(o, f, type) ((type *)((char *)(o) + (f)->off))
+#define M(member) offsetof(gs_opts, member)
+#define W(member) sizeof(((gs_opts *)0)->member)
+
+/* ---- errors ---- */
+
+/* "--batch", or "-b (--minbytes)": the way the user may have typed it */
+static const char *flag_name(const flag *f, char *buf, size_t cap) {
+  if (f->letter) snprintf(buf, cap, "-%c (--%s)", f->letter, f->name);
+  else snprintf(buf, cap, "--%s", f->name);
+  return buf;
+}
+
+static int bad(gs_err *e, const flag *f, const char *val, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int bad(gs_err *e, const flag *f, const char *val, const char *fmt, ...) {
+  char what[256], name[64];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  return GS_FAIL(e, GS_EINVAL, "%s %s: %s", flag_name(f, name, sizeof name), val ? val : "",
+                 what);
+}
+
+/* ---- numbers ---- */
+
+static int parse_long(const char *s, double lo, double hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || (double)v < lo || (double)v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_double(const char *s, double lo, double hi, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+/* whole numbers into an int or an int64_t member, by its width */
+static int p_whole(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  long v;
+  if (parse_long(a, f->lo, f->hi, &v))
+    return bad(e, f, a, "a whole number in %.0f..%.0f", f->lo, f->hi);
+  if (f->width == sizeof(int)) *AT(o, f, int) = (int)v;
+  else *AT(o, f, int64_t) = v;
+  return GS_OK;
+}
+
+static int p_u64(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(a, &end, 10);
+  if (errno || end == a || *end || *a == '-' || *a == '+' || isspace((unsigned char)*a))
+    return bad(e, f, a, "a whole number in 0..18446744073709551615");
+  *AT(o, f, uint64_t) = v;
+  return GS_OK;
+}
+
+/* numbers into a float or a double member, by its width */
+static int p_real(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  double v;
+  if (parse_double(a, f->lo, f->hi, &v))
+    return bad(e, f, a, "a number in [%g, %g]", f->lo, f->hi);
+  if (f->width == sizeof(float)) *AT(o, f, float) = (float)v;
+  else *AT(o, f, double) = v;
+  return GS_OK;
+}
+
+/* "8", "64K", "256M", "1G": nccl-tests' sizes (powers of 1024). */
+static int p_size(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  char *end;
+  errno = 0;
+  double v = strtod(a, &end), mul = 1;
+  bool ok = !errno && end != a && isfinite(v) && v >= 0;
+  if (ok && *end) {
+    switch (toupper((unsigned char)*end)) {
+    case 'K': mul = 1024.0; break;
+    case 'M': mul = 1024.0 * 1024; break;
+    case 'G': mul = 1024.0 * 1024 * 1024; break;
+    default: ok = false;
+    }
+    end++;
+    if (ok && (*end == 'B' || *end == 'b')) end++;
+    ok = ok && !*end;
+  }
+  if (!ok || v * mul < f->lo || v * mul > f->hi)
+    return bad(e, f, a, "a size like 8, 64K, 256M, from %.0f bytes to %.0fG", f->lo,
+               f->hi / (1024.0 * 1024 * 1024));
+  *AT(o, f, size_t) = (size_t)(v * mul);
+  return GS_OK;
+}
+
+/* ---- words, switches, lists ---- */
+
+static int p_str(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  if (!*a || strlen(a) > 4000) return bad(e, f, a, "a non-empty %s", f->arg);
+  *AT(o, f, const char *) = a;
+  return GS_OK;
+}
+
+/* switches set their member to lo (a bool or an int) */
+static int p_bool(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  (void)a;
+  (void)e;
+  *AT(o, f, bool) = f->lo != 0;
+  return GS_OK;
+}
+
+static int p_set_int(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  (void)a;
+  (void)e;
+  *AT(o, f, int) = (int)f->lo;
+  return GS_OK;
+}
+
+static int p_bool01(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  long v;
+  if (parse_long(a, 0, 1, &v)) return bad(e, f, a, "0 or 1");
+  *AT(o, f, bool) = v != 0;
+  return GS_OK;
+}
+
+static int p_help(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  (void)o;
+  (void)f;
+  (void)a;
+  (void)e;
+  return 1; /* the caller prints --help */
+}
+
+/* Split a comma list into items, in place on a private copy that lives as
+ * long as o (gs_opts_free). */
+static int split(gs_opts *o, const flag *f, const char *arg, char **items, int max, gs_err *e) {
+  if (o->nowned == (int)(sizeof o->owned / sizeof o->owned[0]))
+    return bad(e, f, arg, "given too many times");
+  char *copy = strdup(arg), *save = NULL;
+  if (!copy) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  o->owned[o->nowned++] = copy;
+  int n = 0;
+  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (n == max) return bad(e, f, arg, "too many values (%d at most)", max);
+    items[n++] = tok;
+  }
+  if (n == 0) return bad(e, f, arg, "expected at least one value");
+  return n;
+}
+
+static int p_int_list(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  char *items[GS_LIST_MAX];
+  int n = split(o, f, a, items, GS_LIST_MAX, e);
+  if (n < 0) return n;
+  for (int i = 0; i < n; i++) {
+    long v;
+    if (parse_long(items[i], f->lo, f->hi, &v))
+      return bad(e, f, a, "each value a whole number in %.0f..%.0f", f->lo, f->hi);
+    AT(o, f, int)[i] = (int)v;
+  }
+  *(int *)((char *)o + f->count_off) = n;
+  return GS_OK;
+}
+
+static int p_double_list(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  char *items[GS_LIST_MAX];
+  int n = split(o, f, a, items, GS_LIST_MAX, e);
+  if (n < 0) return n;
+  for (int i = 0; i < n; i++) {
+    double v;
+    if (parse_double(items[i], f->lo, f->hi, &v))
+      return bad(e, f, a, "each value a number in [%g, %g]", f->lo, f->hi);
+    AT(o, f, double)[i] = v;
+  }
+  *(int *)((char *)o + f->count_off) = n;
+  return GS_OK;
+}
+
+static int p_str_list(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  char *items[GS_LIST_MAX];
+  int n = split(o, f, a, items, GS_LIST_MAX, e);
+  if (n < 0) return n;
+  for (int i = 0; i < n; i++) AT(o, f, const char *)[i] = items[i];
+  *(int *)((char *)o + f->count_off) = n;
+  return GS_OK;
+}
+
+static int p_modes(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  char *items[3];
+  int n = split(o, f, a, items, 3, e);
+  if (n < 0) return n;
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(items[i], "ps")) o->modes[i] = GS_MODE_PS;
+    else if (!strcmp(items[i], "ring")) o->modes[i] = GS_MODE_RING;
+    else if (!strcmp(items[i], "local")) o->modes[i] = GS_MODE_LOCAL;
+    else return bad(e, f, a, "each mode is ps, ring or local");
+  }
+  o->nmodes = n;
+  o->mode_given = true;
+  return GS_OK;
+}
+
+static int p_worlds(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  GS_TRY(p_int_list(o, f, a, e));
+  o->world_given = true;
+  return GS_OK;
+}
+
+static int p_precision(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  int t = gs_dtype_parse(a);
+  if (t < 0) return bad(e, f, a, "fp32, fp16 or bf16");
+  o->train.precision = (gs_dtype)t;
+  return GS_OK;
+}
+
+static int p_device(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  if (strcmp(a, "cpu") && strcmp(a, "cuda") && strcmp(a, "auto"))
+    return bad(e, f, a, "cpu, cuda or auto");
+  o->device = a;
+  return GS_OK;
+}
+
+static int p_collective(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  if (strcmp(a, "allreduce")) return bad(e, f, a, "the one collective is allreduce");
+  o->collective = a;
+  return GS_OK;
+}
+
+static int p_bind(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  if (!*a || strlen(a) > 200 || !strcmp(a, "*"))
+    return bad(e, f, a, "an IPv4 address of this host (0.0.0.0 for every interface)");
+  o->bind = a;
+  return GS_OK;
+}
+
+/* ---- the table ---- */
+
+#define NUM(name, letter, arg, def, help, fn, member, lo, hi) \
+  {name, letter, arg, def, NULL, help, fn, M(member), W(member), 0, lo, hi}
+#define LIST(name, arg, def, help, fn, member, count, lo, hi) \
+  {name, 0, arg, def, NULL, help, fn, M(member), 0, M(count), lo, hi}
+#define SWITCH(name, letter, show, help, member, value) \
+  {name, letter, NULL, NULL, show, help, p_bool, M(member), W(member), 0, value, value}
+#define WORD(name, arg, def, show, help, fn, member) \
+  {name, 0, arg, def, show, help, fn, M(member), W(member), 0, 0, 0}
 
 static const flag FLAGS[] = {
-  {"mode", 1, O_MODE, 0, "LIST", "ps,ring",
-   "ps (DataParallel-style parameter server), ring (DDP-style all-reduce), local (one "
-   "process, no communication); a list runs each"},
-  {"world", 1, O_WORLD, 0, "LIST", "1,2,4", "ranks per run, e.g. 1,2,4,8 (a sweep)"},
-  {"model", 1, O_MODEL, 0, "LIST", "mlp:784-2048-2048-10",
-   "mlp:IN-H1-..-OUT, lenet, or a profile: resnet50, vgg16, bert-base"},
-  {"batch", 1, O_BATCH, 0, "LIST", "64", "per-rank batch (weak scaling; see --strong)"},
-  {"bucket-mb", 1, O_BUCKET, 0, "LIST", "25", "gradient bucket size in MiB (DDP's 25)"},
-  {"first-bucket-mb", 1, O_FIRST_BUCKET, 0, "MB", "1", "size of the first bucket (DDP's 1)"},
-  {"strong", 0, O_STRONG, 0, NULL, "off",
-   "strong scaling: keep the global batch at batch x first world, split over the ranks"},
-  {"steps", 1, O_STEPS, 0, "N", "100", "optimizer steps per run"},
-  {"warmup", 1, O_WARMUP, 0, "N", "5", "first steps left out of the summaries"},
-  {"data", 1, O_DATA, 0, "SPEC", "synthetic",
-   "synthetic | idx:IMAGES,LABELS (MNIST family) | cifar10:FILE[,FILE...]"},
-  {"synthetic-samples", 1, O_SAMPLES, 0, "N", "60000", "size of the synthetic dataset"},
-  {"lr", 1, O_LR, 0, "X", "0.01", "SGD learning rate"},
-  {"momentum", 1, O_MOMENTUM, 0, "X", "0.9", "SGD momentum"},
-  {"weight-decay", 1, O_WD, 0, "X", "0", "SGD weight decay"},
-  {"seed", 1, O_SEED, 0, "N", "1", "seed of initialization, data and shuffling"},
-  {"no-shuffle", 0, O_NO_SHUFFLE, 0, NULL, "shuffle",
-   "DistributedSampler(shuffle=False): rank r takes samples r, r+N, ..."},
-  {"drop-last", 0, O_DROP_LAST, 0, NULL, "off", "DistributedSampler(drop_last=True)"},
-  {"precision", 1, O_PRECISION, 0, "P", "fp32",
-   "fp32 | fp16 | bf16: compute and gradient traffic (FP32 master weights)"},
-  {"loss-scale", 1, O_LOSS_SCALE, 0, "S", "dynamic for fp16, 1 otherwise",
-   "dynamic (GradScaler: 2^16, x2 per 2000 clean steps, x0.5 on inf/NaN) or a fixed number"},
-  {"compute-ms", 1, O_COMPUTE_MS, 0, "MS", "20", "profiles: emulated compute per step"},
-  {"overlap", 0, O_OVERLAP, 0, NULL, "ring: on, ps: off",
-   "send each bucket as soon as backward fills it"},
-  {"no-overlap", 0, O_NO_OVERLAP, 0, NULL, NULL, "send after backward"},
-  {"ps-dedicated", 0, O_DEDICATED, 0, NULL, "off",
-   "run the parameter server as its own process instead of inside rank 0"},
-  {"timeout", 1, O_TIMEOUT, 0, "SEC", "60", "longest wait for any peer before failing"},
-  {"device", 1, O_DEVICE, 0, "D", "auto", "cpu | cuda | auto (cuda when a GPU is present)"},
-  {"host", 1, O_HOST, 0, "ADDR", "127.0.0.1",
-   "address ranks bind for their peers (multi-node: this host's address)"},
-  {"threads", 1, O_THREADS, 0, "N", "cores / local ranks", "BLAS threads per rank"},
-  {"out", 1, O_OUT, 0, "DIR", "results/<timestamp>", "where reports are written"},
-  {"save-params", 1, O_SAVE, 0, "DIR", NULL, "save the final parameters (.npy per tensor)"},
-  {"load-params", 1, O_LOAD, 0, "DIR", NULL, "start from these parameters (.npy per tensor)"},
-  {"quiet", 0, O_QUIET, 'q', NULL, NULL, "no progress lines (the tables still print)"},
-  {"log-every", 1, O_LOG_EVERY, 0, "N", "a tenth of the steps",
-   "progress line every N steps when stdout is not a terminal"},
-  {"json", 0, O_JSON, 0, NULL, NULL, "collective: also write the table as JSON"},
-  {"verify", 0, O_VERIFY, 0, NULL, NULL,
-   "hash the parameters on every rank after every step (steps.csv param_hash)"},
-  {"eval", 0, O_EVAL, 0, NULL, NULL, "report training-set accuracy at the end"},
-  {"collective", 1, O_COLLECTIVE, 0, "OP", NULL,
-   "allreduce: benchmark the backend alone, as nccl-tests (-b -e -f -n -w -c)"},
-  {"help", 0, O_HELP, 'h', NULL, NULL, "this text"},
+  LIST("mode", "LIST", "ps,ring", "ps (DataParallel-style parameter server), ring (DDP-style "
+       "all-reduce), local (one process, no communication); a list runs each", p_modes, modes,
+       nmodes, 0, 0),
+  LIST("world", "LIST", "1,2,4", "ranks per run, e.g. 1,2,4,8 (a sweep)", p_worlds, worlds,
+       nworlds, 1, 1024),
+  LIST("model", "LIST", "mlp:784-2048-2048-10",
+       "mlp:IN-H1-..-OUT, lenet, or a profile: resnet50, vgg16, bert-base", p_str_list, models,
+       nmodels, 0, 0),
+  LIST("batch", "LIST", "64", "per-rank batch (weak scaling; see --strong)", p_int_list,
+       batches, nbatches, 1, 1 << 20),
+  LIST("bucket-mb", "LIST", "25", "gradient bucket size in MiB (DDP's 25)", p_double_list,
+       bucket_mbs, nbucket_mbs, 1e-6, 4096),
+  NUM("first-bucket-mb", 0, "MB", "1", "size of the first bucket (DDP's 1)", p_real,
+      train.first_bucket_mb, 1e-6, 4096),
+  SWITCH("strong", 0, "off",
+         "strong scaling: keep the global batch at batch x first world, split over the ranks",
+         strong, 1),
+  NUM("steps", 0, "N", "100", "optimizer steps per run", p_whole, train.steps, 0, 1e8),
+  NUM("warmup", 0, "N", "5", "first steps left out of the summaries", p_whole, warmup, 0, 1e8),
+  WORD("data", "SPEC", "synthetic", NULL,
+       "synthetic | idx:IMAGES,LABELS (MNIST family) | cifar10:FILE[,FILE...]", p_str,
+       train.data),
+  NUM("synthetic-samples", 0, "N", "60000", "size of the synthetic dataset", p_whole,
+      train.synthetic_samples, 1, 1e12),
+  NUM("lr", 0, "X", "0.01", "SGD learning rate", p_real, train.lr, 0, 1e6),
+  NUM("momentum", 0, "X", "0.9", "SGD momentum", p_real, train.momentum, 0, 1e6),
+  NUM("weight-decay", 0, "X", "0", "SGD weight decay", p_real, train.weight_decay, 0, 1e6),
+  NUM("seed", 0, "N", "1", "seed of initialization, data and shuffling", p_u64, train.seed, 0,
+      0),
+  SWITCH("no-shuffle", 0, "shuffle",
+         "DistributedSampler(shuffle=False): rank r takes samples r, r+N, ...", train.shuffle,
+         0),
+  SWITCH("drop-last", 0, "off", "DistributedSampler(drop_last=True)", train.drop_last, 1),
+  WORD("precision", "P", "fp32", NULL,
+       "fp32 | fp16 | bf16: compute and gradient traffic (FP32 master weights)", p_precision,
+       train.precision),
+  WORD("loss-scale", "S", NULL, "dynamic for fp16, 1 otherwise",
+       "dynamic (GradScaler: 2^16, x2 per 2000 clean steps, x0.5 on inf/NaN) or a fixed number",
+       p_str, loss_scale_arg),
+  NUM("compute-ms", 0, "MS", "20", "profiles: emulated compute per step", p_real,
+      train.compute_ms, 0, 1e6),
+  {"overlap", 0, NULL, NULL, "ring: on, ps: off", "send each bucket as soon as backward fills it",
+   p_set_int, M(overlap), W(overlap), 0, 1, 1},
+  {"no-overlap", 0, NULL, NULL, NULL, "send after backward", p_set_int, M(overlap), W(overlap),
+   0, 0, 0},
+  SWITCH("ps-dedicated", 0, "off",
+         "run the parameter server as its own process instead of inside rank 0", dedicated, 1),
+  NUM("timeout", 0, "SEC", "60", "longest wait for any peer before failing", p_real,
+      timeout_s, 0.05, 86400),
+  WORD("device", "D", "auto", NULL, "cpu | cuda | auto (cuda when a GPU is present)", p_device,
+       device),
+  WORD("bind", "ADDR", NULL, "loopback for a local job, else this host's address toward "
+       "MASTER_ADDR", "address this rank's sockets listen on; 0.0.0.0: every interface",
+       p_bind, bind),
+  {"threads", 0, "N", NULL, "cores / local ranks", "BLAS threads per rank", p_whole, M(threads),
+   W(threads), 0, 1, 1024},
+  WORD("out", "DIR", NULL, "results/<timestamp>", "where reports are written", p_str, out),
+  WORD("save-params", "DIR", NULL, NULL, "save the final parameters (.npy per tensor)", p_str,
+       save_params),
+  WORD("load-params", "DIR", NULL, NULL, "start from these parameters (.npy per tensor)", p_str,
+       train.load_params),
+  SWITCH("quiet", 'q', NULL, "no progress lines (the tables still print)", quiet, 1),
+  {"log-every", 0, "N", NULL, "a tenth of the steps",
+   "progress line every N steps when stdout is not a terminal", p_whole, M(log_every),
+   W(log_every), 0, 1, 1e12},
+  SWITCH("json", 0, NULL, "collective: also write the table as JSON", json, 1),
+  SWITCH("verify", 0, NULL, "hash the parameters on every rank after every step (steps.csv "
+         "param_hash)", verify, 1),
+  SWITCH("eval", 0, NULL, "report training-set accuracy at the end", eval, 1),
+  WORD("report", "DIR", NULL, NULL, "no training: print the tables of DIR/report.json and draw "
+       "its charts again", p_str, report),
+  WORD("collective", "OP", NULL, NULL, "allreduce: benchmark the backend alone, as nccl-tests "
+       "(-b -e -f -n -w -c below)", p_collective, collective),
+  NUM("minbytes", 'b', "SIZE", "8", "collective: smallest size", p_size, min_bytes, 0,
+      64.0 * 1024 * 1024 * 1024),
+  NUM("maxbytes", 'e', "SIZE", "256M", "collective: largest size", p_size, max_bytes, 0,
+      64.0 * 1024 * 1024 * 1024),
+  NUM("stepfactor", 'f', "X", "2", "collective: size factor", p_real, factor, 1.0001, 1024),
+  NUM("iters", 'n', "N", "20", "collective: timed iterations", p_whole, iters, 1, 1e6),
+  NUM("warmup-iters", 'w', "N", "5", "collective: warmup iterations", p_whole, warmup_iters, 0,
+      1e6),
+  NUM("check", 'c', "0|1", "1", "collective: check every result against the exact sum",
+      p_bool01, check, 0, 1),
+  {"help", 'h', NULL, NULL, NULL, "this text", p_help, 0, 0, 0, 0, 0},
 };
 #define NFLAGS (sizeof FLAGS / sizeof FLAGS[0])
 
-static const char *SHORT_HELP =
-    "  -b SIZE  smallest collective size (default 8)      -e SIZE  largest (default 256M)\n"
-    "  -f X     size factor (default 2)                    -n N     timed iterations (default 20)\n"
-    "  -w N     warmup iterations (default 5)              -c 0|1   check results (default 1)\n";
+/* ---- --help ---- */
 
 void gs_opts_usage(FILE *f) {
   fprintf(f,
@@ -97,27 +385,28 @@ void gs_opts_usage(FILE *f) {
           "all-reduce (ring) on the same model, data and machine.\n\n");
   for (size_t i = 0; i < NFLAGS; i++) {
     const flag *x = &FLAGS[i];
-    char left[64], text[512];
-    snprintf(left, sizeof left, "--%s%s%s", x->name, x->arg ? " " : "", x->arg ? x->arg : "");
-    snprintf(text, sizeof text, "%s%s%s%s", x->help, x->def ? " [" : "", x->def ? x->def : "",
-             x->def ? "]" : "");
-    /* wrap the text at 72 columns after the flag column */
+    char left[64], text[600];
+    const char *def = x->show ? x->show : x->def;
+    snprintf(left, sizeof left, "%s%c%s--%s%s%s", x->letter ? "-" : "", x->letter ? x->letter : ' ',
+             x->letter ? ", " : "   ", x->name, x->arg ? " " : "", x->arg ? x->arg : "");
+    snprintf(text, sizeof text, "%s%s%s%s", x->help, def ? " [" : "", def ? def : "",
+             def ? "]" : "");
+    /* wrap the text at 66 columns after the flag column */
     const char *p = text;
     bool first = true;
     while (*p) {
       size_t n = strlen(p);
-      if (n > 72) {
-        n = 72;
+      if (n > 66) {
+        n = 66;
         while (n > 0 && p[n] != ' ') n--;
-        if (n == 0) n = 72;
+        if (n == 0) n = 66;
       }
-      fprintf(f, "  %-24s %.*s\n", first ? left : "", (int)n, p);
+      fprintf(f, "  %-28s %.*s\n", first ? left : "", (int)n, p);
       p += n;
       while (*p == ' ') p++;
       first = false;
     }
   }
-  fprintf(f, "Collective benchmark:\n%s", SHORT_HELP);
   fprintf(f,
           "\nExamples:\n"
           "  bench                                  ps vs ring, default model, worlds 1, 2, 4\n"
@@ -128,6 +417,8 @@ void gs_opts_usage(FILE *f) {
           "or Slurm / Open MPI rank variables plus MASTER_ADDR/MASTER_PORT, bench joins as\n"
           "that one rank instead of spawning ranks.\n");
 }
+
+/* ---- parsing ---- */
 
 void gs_opts_free(gs_opts *o) {
   for (int i = 0; i < o->nowned; i++) free(o->owned[i]);
@@ -142,331 +433,76 @@ const char *gs_mode_name(gs_mode m) {
   }
 }
 
-static const flag *flag_of(int id) {
-  for (size_t i = 0; i < NFLAGS; i++)
-    if (FLAGS[i].id == id) return &FLAGS[i];
-  return NULL;
-}
-
-static int bad(gs_err *e, int id, const char *val, const char *what) {
-  const flag *f = flag_of(id);
-  if (f) return GS_FAIL(e, GS_EINVAL, "--%s %s: %s", f->name, val ? val : "", what);
-  return GS_FAIL(e, GS_EINVAL, "-%c %s: %s", (char)id, val ? val : "", what);
-}
-
-static int parse_long(const char *s, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
-static int parse_double(const char *s, double lo, double hi, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
-/* "8", "64K", "256M", "1G": nccl-tests' sizes (powers of 1024). */
-static int parse_size(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || v < 0) return -1;
-  double mul = 1;
-  if (*end) {
-    switch (toupper((unsigned char)*end)) {
-    case 'K': mul = 1024.0; break;
-    case 'M': mul = 1024.0 * 1024; break;
-    case 'G': mul = 1024.0 * 1024 * 1024; break;
-    default: return -1;
-    }
-    end++;
-    if (*end == 'B' || *end == 'b') end++;
-    if (*end) return -1;
-  }
-  double b = v * mul;
-  if (b > 64.0 * 1024 * 1024 * 1024) return -1;
-  *out = (size_t)b;
-  return 0;
-}
-
-/* Split a comma list into items (in place on a private copy that lives as
- * long as the process: options are parsed once). */
-static int split(char *s, char **items, int max) {
-  int n = 0;
-  for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
-    if (n == max) return -1;
-    items[n++] = tok;
-  }
-  return n;
-}
-
-static int parse_list(gs_opts *o, int id, const char *arg, int max, char **items, gs_err *e) {
-  if (o->nowned == GS_LIST_MAX) return bad(e, id, arg, "too many list flags");
-  char *copy = strdup(arg);
-  if (!copy) return GS_FAIL(e, GS_ENOMEM, "out of memory");
-  o->owned[o->nowned++] = copy;
-  int n = split(copy, items, max);
-  if (n < 0) return bad(e, id, arg, "too many values (16 at most)");
-  if (n == 0) return bad(e, id, arg, "expected at least one value");
-  return n;
-}
-
-static void defaults(gs_opts *o) {
+/* The table's defaults, through the table's parsers, over the trainer's. */
+static int defaults(gs_opts *o, gs_err *e) {
   memset(o, 0, sizeof *o);
   gs_train_opts_default(&o->train);
-  o->modes[0] = GS_MODE_PS;
-  o->modes[1] = GS_MODE_RING;
-  o->nmodes = 2;
-  o->worlds[0] = 1;
-  o->worlds[1] = 2;
-  o->worlds[2] = 4;
-  o->nworlds = 3;
-  o->models[0] = "mlp:784-2048-2048-10";
-  o->nmodels = 1;
-  o->batches[0] = 64;
-  o->nbatches = 1;
-  o->bucket_mbs[0] = 25;
-  o->nbucket_mbs = 1;
-  o->train.first_bucket_mb = 1;
-  o->train.steps = 100;
-  o->train.lr = 0.01f;
-  o->train.momentum = 0.9f;
-  o->train.weight_decay = 0.0f;
-  o->train.seed = 1;
-  o->train.shuffle = true;
-  o->train.drop_last = false;
-  o->train.precision = GS_F32;
-  o->train.loss_scale = 1.0f;
-  o->train.dynamic_scale = false;
-  o->train.compute_ms = 20;
-  o->train.data = "synthetic";
-  o->train.synthetic_samples = 60000;
-  o->warmup = 5;
-  o->overlap = -1;
-  o->timeout_s = 60;
-  o->device = "auto";
-  o->host = NULL;
-  o->min_bytes = 8;
-  o->max_bytes = 256u << 20;
-  o->factor = 2;
-  o->iters = 20;
-  o->warmup_iters = 5;
-  o->check = true;
+  for (size_t i = 0; i < NFLAGS; i++)
+    if (FLAGS[i].def && FLAGS[i].arg) GS_TRY(FLAGS[i].parse(o, &FLAGS[i], FLAGS[i].def, e));
+  o->overlap = -1; /* the mode's own: ring on, ps off */
+  o->world_given = o->mode_given = false;
+  return GS_OK;
 }
 
+/* the lowest-level checks that need several flags */
+static int resolve(gs_opts *o, gs_err *e);
+
 int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
-  defaults(o);
   *help = false;
+  GS_TRY(defaults(o, e));
   struct option longs[NFLAGS + 1];
-  for (size_t i = 0; i < NFLAGS; i++)
-    longs[i] = (struct option){FLAGS[i].name, FLAGS[i].has_arg ? required_argument : no_argument,
-                               NULL, FLAGS[i].id};
+  char shorts[3 * NFLAGS + 2] = ":";
+  size_t ns = 1;
+  for (size_t i = 0; i < NFLAGS; i++) {
+    longs[i] = (struct option){FLAGS[i].name, FLAGS[i].arg ? required_argument : no_argument,
+                               NULL, 256 + (int)i};
+    if (FLAGS[i].letter) {
+      shorts[ns++] = FLAGS[i].letter;
+      if (FLAGS[i].arg) shorts[ns++] = ':';
+    }
+  }
+  shorts[ns] = 0;
   memset(&longs[NFLAGS], 0, sizeof longs[NFLAGS]);
-  const char *scale_arg = NULL;
-  char *items[GS_LIST_MAX];
-  long l;
-  double d;
-  int c, n;
 
   optind = 1;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, ":hqb:e:f:n:w:c:", longs, NULL)) != -1) {
-    const char *a = optarg;
-    switch (c) {
-    case O_MODE:
-      n = parse_list(o, c, a, 3, items, e);
-      if (n < 0) return n;
-      o->nmodes = n;
-      for (int i = 0; i < n; i++) {
-        if (!strcmp(items[i], "ps")) o->modes[i] = GS_MODE_PS;
-        else if (!strcmp(items[i], "ring")) o->modes[i] = GS_MODE_RING;
-        else if (!strcmp(items[i], "local")) o->modes[i] = GS_MODE_LOCAL;
-        else return bad(e, c, a, "each mode is ps, ring or local");
-      }
-      o->mode_given = true;
-      break;
-    case O_WORLD:
-      n = parse_list(o, c, a, GS_LIST_MAX, items, e);
-      if (n < 0) return n;
-      for (int i = 0; i < n; i++) {
-        if (parse_long(items[i], 1, 1024, &l)) return bad(e, c, a, "each world is 1..1024");
-        o->worlds[i] = (int)l;
-      }
-      o->nworlds = n;
-      o->world_given = true;
-      break;
-    case O_MODEL:
-      n = parse_list(o, c, a, GS_LIST_MAX, items, e);
-      if (n < 0) return n;
-      for (int i = 0; i < n; i++) o->models[i] = items[i];
-      o->nmodels = n;
-      break;
-    case O_BATCH:
-      n = parse_list(o, c, a, GS_LIST_MAX, items, e);
-      if (n < 0) return n;
-      for (int i = 0; i < n; i++) {
-        if (parse_long(items[i], 1, 1 << 20, &l)) return bad(e, c, a, "each batch is 1..1048576");
-        o->batches[i] = (int)l;
-      }
-      o->nbatches = n;
-      break;
-    case O_BUCKET:
-      n = parse_list(o, c, a, GS_LIST_MAX, items, e);
-      if (n < 0) return n;
-      for (int i = 0; i < n; i++) {
-        if (parse_double(items[i], 1e-6, 4096, &d))
-          return bad(e, c, a, "each bucket size is a number of MiB in (0, 4096]");
-        o->bucket_mbs[i] = d;
-      }
-      o->nbucket_mbs = n;
-      break;
-    case O_FIRST_BUCKET:
-      if (parse_double(a, 1e-6, 4096, &d)) return bad(e, c, a, "a number of MiB in (0, 4096]");
-      o->train.first_bucket_mb = d;
-      break;
-    case O_STRONG: o->strong = true; break;
-    case O_STEPS:
-      if (parse_long(a, 0, 100000000, &l)) return bad(e, c, a, "a whole number >= 0");
-      o->train.steps = l;
-      break;
-    case O_WARMUP:
-      if (parse_long(a, 0, 100000000, &l)) return bad(e, c, a, "a whole number >= 0");
-      o->warmup = (int)l;
-      break;
-    case O_DATA:
-      if (!*a) return bad(e, c, a, "synthetic, idx:IMAGES,LABELS or cifar10:FILE[,FILE...]");
-      o->train.data = a;
-      break;
-    case O_SAMPLES:
-      if (parse_long(a, 1, 1L << 40, &l)) return bad(e, c, a, "a whole number >= 1");
-      o->train.synthetic_samples = l;
-      break;
-    case O_LR:
-      if (parse_double(a, 0, 1e6, &d)) return bad(e, c, a, "a number >= 0");
-      o->train.lr = (float)d;
-      break;
-    case O_MOMENTUM:
-      if (parse_double(a, 0, 1e6, &d)) return bad(e, c, a, "a number >= 0");
-      o->train.momentum = (float)d;
-      break;
-    case O_WD:
-      if (parse_double(a, 0, 1e6, &d)) return bad(e, c, a, "a number >= 0");
-      o->train.weight_decay = (float)d;
-      break;
-    case O_SEED: {
-      char *end;
-      errno = 0;
-      unsigned long long v = strtoull(a, &end, 10);
-      if (errno || end == a || *end || *a == '-') return bad(e, c, a, "a whole number >= 0");
-      o->train.seed = v;
-      break;
-    }
-    case O_NO_SHUFFLE: o->train.shuffle = false; break;
-    case O_DROP_LAST: o->train.drop_last = true; break;
-    case O_PRECISION: {
-      int t = gs_dtype_parse(a);
-      if (t < 0) return bad(e, c, a, "fp32, fp16 or bf16");
-      o->train.precision = (gs_dtype)t;
-      break;
-    }
-    case O_LOSS_SCALE: scale_arg = a; break;
-    case O_COMPUTE_MS:
-      if (parse_double(a, 0, 1e6, &d)) return bad(e, c, a, "milliseconds >= 0");
-      o->train.compute_ms = d;
-      break;
-    case O_OVERLAP: o->overlap = 1; break;
-    case O_NO_OVERLAP: o->overlap = 0; break;
-    case O_DEDICATED: o->dedicated = true; break;
-    case O_TIMEOUT:
-      if (parse_double(a, 0.05, 86400, &d)) return bad(e, c, a, "seconds in [0.05, 86400]");
-      o->timeout_s = d;
-      break;
-    case O_DEVICE:
-      if (strcmp(a, "cpu") && strcmp(a, "cuda") && strcmp(a, "auto"))
-        return bad(e, c, a, "cpu, cuda or auto");
-      o->device = a;
-      break;
-    case O_HOST:
-      if (!*a || strlen(a) > 200) return bad(e, c, a, "an address of this host");
-      o->host = a;
-      break;
-    case O_THREADS:
-      if (parse_long(a, 1, 1024, &l)) return bad(e, c, a, "1..1024");
-      o->threads = (int)l;
-      break;
-    case O_OUT:
-      if (!*a) return bad(e, c, a, "a directory");
-      o->out = a;
-      break;
-    case O_SAVE:
-      if (!*a) return bad(e, c, a, "a directory");
-      o->save_params = a;
-      break;
-    case O_LOAD:
-      if (!*a) return bad(e, c, a, "a directory of .npy files");
-      o->train.load_params = a;
-      break;
-    case O_QUIET: case 'q': o->quiet = true; break;
-    case O_LOG_EVERY:
-      if (parse_long(a, 1, 1L << 40, &l)) return bad(e, c, a, "a whole number >= 1");
-      o->log_every = l;
-      break;
-    case O_JSON: o->json = true; break;
-    case O_VERIFY: o->verify = true; break;
-    case O_EVAL: o->eval = true; break;
-    case O_COLLECTIVE:
-      if (strcmp(a, "allreduce")) return bad(e, c, a, "the one collective is allreduce");
-      o->collective = a;
-      break;
-    case 'b':
-      if (parse_size(a, &o->min_bytes)) return bad(e, c, a, "a size like 8, 64K, 256M");
-      break;
-    case 'e':
-      if (parse_size(a, &o->max_bytes)) return bad(e, c, a, "a size like 8, 64K, 256M");
-      break;
-    case 'f':
-      if (parse_double(a, 1.0001, 1024, &o->factor)) return bad(e, c, a, "a factor > 1");
-      break;
-    case 'n':
-      if (parse_long(a, 1, 1000000, &l)) return bad(e, c, a, "iterations >= 1");
-      o->iters = (int)l;
-      break;
-    case 'w':
-      if (parse_long(a, 0, 1000000, &l)) return bad(e, c, a, "iterations >= 0");
-      o->warmup_iters = (int)l;
-      break;
-    case 'c':
-      if (parse_long(a, 0, 1, &l)) return bad(e, c, a, "0 or 1");
-      o->check = l != 0;
-      break;
-    case O_HELP: case 'h': *help = true; return GS_OK;
-    case ':':
-      if (optopt >= 256 && flag_of(optopt))
-        return GS_FAIL(e, GS_EINVAL, "--%s needs a value (%s)", flag_of(optopt)->name,
-                       flag_of(optopt)->arg);
-      return GS_FAIL(e, GS_EINVAL, "-%c needs a value", optopt);
-    default:
-      if (optopt >= 256 && flag_of(optopt))
-        return GS_FAIL(e, GS_EINVAL, "--%s takes no value", flag_of(optopt)->name);
-      if (optopt)
+  int c;
+  while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+    const flag *f = NULL;
+    for (size_t i = 0; i < NFLAGS && !f; i++)
+      if (c == 256 + (int)i || (c < 256 && c == FLAGS[i].letter)) f = &FLAGS[i];
+    const flag *want = NULL;
+    for (size_t i = 0; i < NFLAGS && !want && (c == ':' || c == '?'); i++)
+      if (optopt == 256 + (int)i || (optopt > 0 && optopt < 256 && optopt == FLAGS[i].letter))
+        want = &FLAGS[i];
+    char name[64];
+    if (c == ':' && want)
+      return GS_FAIL(e, GS_EINVAL, "%s needs a value (%s)", flag_name(want, name, sizeof name),
+                     want->arg);
+    if (c == '?' && want)
+      return GS_FAIL(e, GS_EINVAL, "%s takes no value", flag_name(want, name, sizeof name));
+    if (!f) {
+      if (optopt > 0 && optopt < 256)
         return GS_FAIL(e, GS_EINVAL, "unknown flag -%c (see bench --help)", optopt);
       return GS_FAIL(e, GS_EINVAL, "unknown flag %s (see bench --help)", argv[optind - 1]);
+    }
+    int rc = f->parse(o, f, optarg, e);
+    if (rc < 0) return rc;
+    if (rc > 0) {
+      *help = true;
+      return GS_OK;
     }
   }
   if (optind < argc)
     return GS_FAIL(e, GS_EINVAL, "unexpected argument '%s' (flags start with --; see bench "
                    "--help)", argv[optind]);
+  return resolve(o, e);
+}
 
+static int resolve(gs_opts *o, gs_err *e) {
   /* Without --mode and --world, saving or loading parameters means the
    * single-process reference: one run whose parameters mean something. */
-  if (!o->mode_given && !o->world_given && !o->collective &&
+  if (!o->mode_given && !o->world_given && !o->collective && !o->report &&
       (o->save_params || o->train.load_params)) {
     o->modes[0] = GS_MODE_LOCAL;
     o->nmodes = 1;
@@ -484,26 +520,22 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
         return GS_FAIL(e, GS_EINVAL, "--mode local is one process: it takes --world 1 (got %d)",
                        o->worlds[j]);
   }
-  if (o->train.precision == GS_F32) {
-    o->train.loss_scale = 1.0f;
-    o->train.dynamic_scale = false;
-  } else if (o->train.precision == GS_F16) {
-    o->train.loss_scale = 65536.0f;
-    o->train.dynamic_scale = true;
-  } else {
-    o->train.loss_scale = 1.0f;
-    o->train.dynamic_scale = false;
-  }
-  if (scale_arg) {
+  /* the loss scale: GradScaler's dynamic one for fp16, 1 otherwise */
+  bool f16 = o->train.precision == GS_F16;
+  o->train.loss_scale = f16 ? 65536.0f : 1.0f;
+  o->train.dynamic_scale = f16;
+  if (o->loss_scale_arg) {
+    const char *a = o->loss_scale_arg;
+    double d;
     o->loss_scale_set = true;
-    if (!strcmp(scale_arg, "dynamic")) {
+    if (!strcmp(a, "dynamic")) {
       o->train.loss_scale = 65536.0f;
       o->train.dynamic_scale = true;
-    } else if (!parse_double(scale_arg, 1e-30, 3.4e38, &d)) {
+    } else if (!parse_double(a, 1e-30, 3.4e38, &d)) {
       o->train.loss_scale = (float)d;
       o->train.dynamic_scale = false;
     } else {
-      return bad(e, O_LOSS_SCALE, scale_arg, "'dynamic' or a positive number");
+      return GS_FAIL(e, GS_EINVAL, "--loss-scale %s: 'dynamic' or a positive number", a);
     }
   }
   if (o->min_bytes > o->max_bytes)

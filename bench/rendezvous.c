@@ -1,5 +1,5 @@
-/* rendezvous.c: how the ranks of one job find each other, agree on what
- * they run, and hand their measurements to rank 0.
+/* rendezvous.c: how the ranks of one job find each other and agree on what
+ * they run (the hand-over of the measurements at the end is gather.c's).
  *
  *   rank 0 (ROUTER at MASTER_ADDR:MASTER_PORT)        rank r (DEALER)
  *      <------------------ Register{rank, world, endpoint, settings}
@@ -8,7 +8,7 @@
  *      first setting that differs, sent to every rank)
  *      ------------------> Welcome{endpoints, hosts, blob} + job token
  *      ... training: the backends talk among themselves ...
- *      <------------------ Stats{rows, spans} (raw frame)
+ *      <------------------ Stats + Measurements{rows, spans}   (gather.c)
  *      ------------------> Shutdown (ack: rank r may exit)
  *
  * The DEALER connects before rank 0 may be listening (ZeroMQ reconnects on
@@ -26,18 +26,14 @@
 struct gs_rdv {
   void *ctx, *sock;
   bool router;
-  /* rank 0: the routing identity of each rank, for the acks */
-  zmq_msg_t *ids;
-  int nids;
   uint64_t job;
 };
 
+void *gs_rdv_socket(gs_rdv *r) { return r->sock; }
+uint64_t gs_rdv_job_token(const gs_rdv *r) { return r->job; }
+
 static void rdv_free(gs_rdv *r) {
   if (!r) return;
-  if (r->ids) {
-    for (int i = 0; i < r->nids; i++) zmq_msg_close(&r->ids[i]);
-    free(r->ids);
-  }
   if (r->sock) zmq_close(r->sock);
   if (r->ctx) zmq_ctx_term(r->ctx);
   free(r);
@@ -50,13 +46,6 @@ void gs_rdv_job_free(gs_rdv_job *j) {
   free(j->hosts);
   j->endpoints = NULL;
   j->hosts = NULL;
-}
-
-void gs_rank_result_free(gs_rank_result *r) {
-  free(r->rows);
-  free(r->spans);
-  r->rows = NULL;
-  r->spans = NULL;
 }
 
 static int new_socket(gs_rdv **out, int type, gs_err *e) {
@@ -170,12 +159,6 @@ uint64_t gs_rdv_new_token(void) {
 int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob,
                 size_t bloblen, int timeout_ms, gs_rdv_job *job, gs_err *e) {
   int world = me->world, rc = GS_OK;
-  if (r->ids) { /* a previous round (the collective benchmark re-opens per size) */
-    for (int i = 0; i < r->nids; i++) zmq_msg_close(&r->ids[i]);
-    free(r->ids);
-    r->ids = NULL;
-    r->nids = 0;
-  }
   reg *regs = calloc((size_t)world, sizeof *regs);
   if (!regs || fill_job(job, world)) {
     free(regs);
@@ -223,6 +206,10 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob
     else if ((int)rg->world != world)
       snprintf(msg, sizeof msg, "rank %u was started with world size %u, rank 0 with %d", rk,
                rg->world, world);
+    else if ((rg->endpoint && strlen(rg->endpoint) >= GS_ENDPOINT_MAX) ||
+             (rg->host && strlen(rg->host) >= GS_HOST_MAX))
+      snprintf(msg, sizeof msg, "rank %u registered an endpoint or host name longer than %d "
+               "characters", rk, GS_HOST_MAX - 1);
     if (*msg) {
       send_error_to(r, &m.id, "rendezvous", msg);
       gs_wire_msg_close(&m);
@@ -287,14 +274,7 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob
       if (regs[i].used) send_error_to(r, &regs[i].id, "rendezvous", why);
   }
 
-  /* keep the identities: the gather acknowledges each rank */
-  r->ids = calloc((size_t)world, sizeof *r->ids);
-  r->nids = r->ids ? world : 0;
   for (int i = 0; i < world; i++) {
-    if (r->ids) {
-      zmq_msg_init(&r->ids[i]);
-      if (regs[i].used) zmq_msg_copy(&r->ids[i], &regs[i].id);
-    }
     if (regs[i].used) zmq_msg_close(&regs[i].id);
     free(regs[i].settings);
   }
@@ -316,7 +296,9 @@ static Gradsync__Setting **split_settings(const char *s, size_t *n, char **store
     return NULL;
   }
   size_t i = 0;
-  for (char *line = strtok(copy, "\n"); line && i < cnt + 1; line = strtok(NULL, "\n")) {
+  char *save = NULL;
+  for (char *line = strtok_r(copy, "\n", &save); line && i < cnt + 1;
+       line = strtok_r(NULL, "\n", &save)) {
     gradsync__setting__init(&items[i]);
     char *eq = strchr(line, '=');
     if (eq) *eq = 0;
@@ -328,6 +310,15 @@ static Gradsync__Setting **split_settings(const char *s, size_t *n, char **store
   *n = i;
   *store = copy;
   return out;
+}
+
+/* every endpoint and host name fits where the job keeps it */
+static bool welcome_strings_fit(const Gradsync__Welcome *w) {
+  for (size_t i = 0; i < w->n_endpoints; i++)
+    if (strlen(w->endpoints[i]) >= GS_ENDPOINT_MAX) return false;
+  for (size_t i = 0; i < w->n_hosts; i++)
+    if (strlen(w->hosts[i]) >= GS_HOST_MAX) return false;
+  return true;
 }
 
 int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv **out,
@@ -379,7 +370,7 @@ int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv 
   } else if (rc == GS_OK) {
     Gradsync__Welcome *w = m.env->welcome;
     if ((int)w->world != me->world || w->n_endpoints != w->world || w->n_hosts != w->world ||
-        w->bootstrap.len > GS_BOOTSTRAP_MAX) {
+        w->bootstrap.len > GS_BOOTSTRAP_MAX || !welcome_strings_fit(w)) {
       rc = GS_FAIL(e, GS_EPROTO, "rank %d: a malformed welcome from rank 0", me->rank);
     } else if (fill_job(job, me->world)) {
       rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
@@ -407,41 +398,6 @@ int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv 
   return GS_OK;
 }
 
-int gs_rdv_send_stats(gs_rdv *r, int rank, const gs_rank_result *mine, int timeout_ms,
-                      gs_err *e) {
-  size_t rb = mine->nrows * sizeof(gs_step_row), sb = mine->nspans * sizeof(gs_span);
-  uint8_t *buf = malloc(rb + sb + 1);
-  if (!buf) return GS_FAIL(e, GS_ENOMEM, "out of memory packing the measurements");
-  if (rb) memcpy(buf, mine->rows, rb);
-  if (sb) memcpy(buf + rb, mine->spans, sb);
-  Gradsync__Envelope env;
-  Gradsync__Stats st = GRADSYNC__STATS__INIT;
-  st.steps = mine->nrows;
-  st.spans = mine->nspans;
-  st.row_bytes = sizeof(gs_step_row);
-  st.span_bytes = sizeof(gs_span);
-  st.host = (char *)mine->host;
-  st.peak_rss_bytes = mine->peak_rss;
-  gs_wire_env(&env, r->job, (uint32_t)rank);
-  env.body_case = GRADSYNC__ENVELOPE__BODY_STATS;
-  env.stats = &st;
-  int rc = gs_wire_send(r->sock, NULL, 0, &env, buf, rb + sb, NULL, NULL, timeout_ms, NULL, e);
-  free(buf);
-  if (rc < 0) return rc;
-  gs_wire_msg m;
-  rc = gs_wire_recv(r->sock, false, timeout_ms, r->job, 0, &m, e);
-  if (rc == GS_ETIMEOUT) {
-    gs_err_clear(e);
-    rc = GS_FAIL(e, GS_ETIMEOUT, "rank %d: rank 0 did not acknowledge the measurements in "
-                 "%.0f s (rank 0 died or stalled)", rank, timeout_ms / 1000.0);
-  } else if (rc == GS_OK && m.env->body_case != GRADSYNC__ENVELOPE__BODY_SHUTDOWN) {
-    rc = GS_FAIL(e, GS_EPROTO, "rank %d: expected rank 0's acknowledgement, got %s", rank,
-                 gs_wire_kind(m.env));
-  }
-  gs_wire_msg_close(&m);
-  return rc;
-}
-
 void gs_rdv_report_error(gs_rdv *r, int rank, const char *phase, const char *msg) {
   if (!r || r->router) return;
   Gradsync__Envelope env;
@@ -452,94 +408,4 @@ void gs_rdv_report_error(gs_rdv *r, int rank, const char *phase, const char *msg
   env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
   env.error = &er;
   gs_wire_send(r->sock, NULL, 0, &env, NULL, 0, NULL, NULL, 500, NULL, NULL);
-}
-
-int gs_rdv_gather(gs_rdv *r, int world, int timeout_ms, gs_rank_result *out, gs_err *e) {
-  int have = 1, rc = GS_OK;
-  double deadline = gs_now() + timeout_ms / 1000.0;
-  while (have < world) {
-    int left = (int)((deadline - gs_now()) * 1000.0);
-    gs_wire_msg m;
-    gs_err me = {0};
-    int got = left > 0 ? gs_wire_recv(r->sock, true, left, r->job, (size_t)1 << 31, &m, &me)
-                       : GS_ETIMEOUT;
-    if (got == GS_ETIMEOUT || left <= 0) {
-      if (left > 0) gs_wire_msg_close(&m);
-      char missing[256] = "";
-      size_t off = 0;
-      for (int i = 1; i < world && off < sizeof missing - 8; i++)
-        if (!out[i].rows && !out[i].failed)
-          off += (size_t)snprintf(missing + off, sizeof missing - off, "%s%d", off ? ", " : "", i);
-      rc = GS_FAIL(e, GS_ETIMEOUT, "rank 0: no measurements from rank(s) %s in %.0f s after "
-                   "training ended", missing, timeout_ms / 1000.0);
-      break;
-    }
-    if (got == GS_EINTR) {
-      gs_wire_msg_close(&m);
-      rc = GS_FAIL(e, GS_EINTR, "interrupted while gathering measurements");
-      break;
-    }
-    if (got < 0) {
-      fprintf(stderr, "rank 0: gather: ignored a bad message: %s\n", me.msg);
-      gs_wire_msg_close(&m);
-      continue;
-    }
-    unsigned rk = m.env->rank;
-    if (rk == 0 || rk >= (unsigned)world || out[rk].rows || out[rk].failed) {
-      gs_wire_msg_close(&m);
-      continue;
-    }
-    gs_rank_result *x = &out[rk];
-    x->rank = (int)rk;
-    if (m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
-      x->failed = 1;
-      snprintf(x->error, sizeof x->error, "%s: %s", m.env->error->phase, m.env->error->message);
-      have++;
-      gs_wire_msg_close(&m);
-      continue;
-    }
-    if (m.env->body_case != GRADSYNC__ENVELOPE__BODY_STATS) {
-      gs_wire_msg_close(&m);
-      continue;
-    }
-    Gradsync__Stats *st = m.env->stats;
-    size_t want = st->steps * sizeof(gs_step_row) + st->spans * sizeof(gs_span);
-    size_t got_b = m.has_payload ? zmq_msg_size(&m.payload) : 0;
-    if (st->row_bytes != sizeof(gs_step_row) || st->span_bytes != sizeof(gs_span) ||
-        got_b != want) {
-      x->failed = 1;
-      snprintf(x->error, sizeof x->error, "measurements of an incompatible layout (%u-byte "
-               "rows, %zu bytes): run the same gradsync build on every rank", st->row_bytes,
-               got_b);
-      have++;
-      gs_wire_msg_close(&m);
-      continue;
-    }
-    x->nrows = st->steps;
-    x->nspans = st->spans;
-    x->rows = malloc(x->nrows * sizeof(gs_step_row) + 1);
-    x->spans = malloc(x->nspans * sizeof(gs_span) + 1);
-    if (!x->rows || !x->spans) {
-      gs_wire_msg_close(&m);
-      rc = GS_FAIL(e, GS_ENOMEM, "out of memory gathering measurements");
-      break;
-    }
-    const uint8_t *p = m.has_payload ? zmq_msg_data(&m.payload) : NULL;
-    if (x->nrows) memcpy(x->rows, p, x->nrows * sizeof(gs_step_row));
-    if (x->nspans) memcpy(x->spans, p + x->nrows * sizeof(gs_step_row), x->nspans * sizeof(gs_span));
-    snprintf(x->host, sizeof x->host, "%s", st->host ? st->host : "");
-    x->peak_rss = st->peak_rss_bytes;
-    have++;
-    /* acknowledge: the rank may exit now */
-    Gradsync__Envelope env;
-    Gradsync__Shutdown sd = GRADSYNC__SHUTDOWN__INIT;
-    sd.reason = "measurements received";
-    gs_wire_env(&env, r->job, 0);
-    env.body_case = GRADSYNC__ENVELOPE__BODY_SHUTDOWN;
-    env.shutdown = &sd;
-    gs_wire_send(r->sock, zmq_msg_data(&m.id), zmq_msg_size(&m.id), &env, NULL, 0, NULL, NULL,
-                 1000, NULL, NULL);
-    gs_wire_msg_close(&m);
-  }
-  return rc;
 }

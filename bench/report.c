@@ -1,8 +1,8 @@
-/* report.c: the sweep's report: report.json (schema-versioned: the
- * configuration, the environment, every run with its summary and per-rank
- * rows, scaling efficiency against the world-1 run of the same mode), the
- * side-by-side comparison on the terminal, and the merged trace. The SVG
- * charts are drawn by charts.c. */
+/* report.c: the sweep's report, from the runs' summaries: report.json
+ * (schema-versioned: the configuration, the environment, every run with its
+ * summary and per-rank rows), the merged trace, and the SVG charts (drawn
+ * by charts.c); and --report DIR, which draws the tables and the charts
+ * again from a report.json. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -14,7 +14,6 @@
 
 #include "bench/report.h"
 #include "bench/results.h"
-#include "bench/charts.h"
 #include "bench/version.h"
 
 #define GS_REPORT_SCHEMA 1
@@ -78,109 +77,57 @@ static json_t *configuration(const gs_opts *o) {
   return c;
 }
 
-/* the world-1 run of the same mode and configuration, for scaling */
-static json_t *baseline(json_t *runs, json_t *run, bool strong) {
-  size_t i;
-  json_t *r;
-  json_array_foreach(runs, i, r) {
-    if (gs_jnum(r, "world") != 1 || strcmp(gs_jstr(r, "mode"), gs_jstr(run, "mode")) ||
-        strcmp(gs_jstr(r, "model"), gs_jstr(run, "model")) || gs_jnum(r, "bucket_mb") != gs_jnum(run, "bucket_mb"))
-      continue;
-    if (strong ? gs_jnum(r, "global_batch") != gs_jnum(run, "global_batch")
-               : gs_jnum(r, "batch") != gs_jnum(run, "batch"))
-      continue;
-    return r;
-  }
-  return NULL;
-}
-
-void gs_report_scaling(const gs_opts *o, json_t *runs) {
-  size_t i;
-  json_t *r;
-  json_array_foreach(runs, i, r) {
-    json_t *b = baseline(runs, r, o->strong);
-    double t1 = b ? gs_jnum(b, "throughput_samples_per_s") : 0;
-    json_object_set_new(r, "scaling_efficiency",
-                        t1 > 0 ? json_real(gs_jnum(r, "throughput_samples_per_s") /
-                                           (gs_jnum(r, "world") * t1))
-                               : json_null());
-  }
-}
-
-json_t *gs_report_json(const gs_opts *o, json_t *runs, bool interrupted) {
-  gs_report_scaling(o, runs);
-  return json_pack("{s:i, s:s, s:b, s:o, s:o, s:O, s:s}", "schema_version", GS_REPORT_SCHEMA,
-                   "generator", "gradsync bench", "interrupted", interrupted, "config",
-                   configuration(o), "environment", environment(), "runs", runs, "metrics",
-                   "see README.md#report-schema");
-}
-
-void gs_report_print_comparison(FILE *f, json_t *runs) {
-  fprintf(f, "\n== ps vs ring ==\n");
-  fprintf(f, "  %-5s %-24s %6s %5s %10s %9s %9s %8s %8s %14s\n", "mode", "model", "batch",
-          "world", "samples/s", "step ms", "imbalance", "scaling", "master", "rank 0 B/step");
-  size_t i;
-  json_t *r;
-  json_array_foreach(runs, i, r) {
-    json_t *se = json_object_get(r, "scaling_efficiency");
-    char sc[16] = "-";
-    if (json_is_number(se)) snprintf(sc, sizeof sc, "%.2f", json_number_value(se));
-    json_t *r0 = json_array_get(json_object_get(r, "per_rank"), 0);
-    fprintf(f, "  %-5s %-24.24s %6d %5d %10.1f %9.2f %9.2f %8s %7.1f%% %14.0f\n", gs_jstr(r, "mode"),
-            gs_jstr(r, "model"), (int)gs_jnum(r, "batch"), (int)gs_jnum(r, "world"),
-            gs_jnum(r, "throughput_samples_per_s"),
-            1e3 * gs_jnum(r, "step_time_s_median"), gs_jnum(r, "imbalance"), sc,
-            100 * gs_jnum(r, "master_traffic_share"), gs_jnum(r0, "bytes_sent") + gs_jnum(r0, "bytes_recv"));
-  }
-  /* ring / ps ratio for each world both ran */
-  json_array_foreach(runs, i, r) {
-    if (strcmp(gs_jstr(r, "mode"), "ring")) continue;
-    size_t j;
-    json_t *p;
-    json_array_foreach(runs, j, p) {
-      if (strcmp(gs_jstr(p, "mode"), "ps") || gs_jnum(p, "world") != gs_jnum(r, "world") ||
-          strcmp(gs_jstr(p, "model"), gs_jstr(r, "model")) || gs_jnum(p, "batch") != gs_jnum(r, "batch") ||
-          gs_jnum(p, "bucket_mb") != gs_jnum(r, "bucket_mb"))
-        continue;
-      double tp = gs_jnum(p, "throughput_samples_per_s");
-      if (tp > 0)
-        fprintf(f, "  world %d %s: ring is %.2fx the throughput of ps; ps imbalance %.2f vs "
-                "ring %.2f\n", (int)gs_jnum(r, "world"), gs_jstr(r, "model"),
-                gs_jnum(r, "throughput_samples_per_s") / tp, gs_jnum(p, "imbalance"), gs_jnum(r, "imbalance"));
+json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, bool interrupted,
+                       gs_err *e) {
+  json_t *arr = json_array();
+  for (size_t i = 0; arr && i < n; i++) {
+    json_t *r = gs_summary_json(&runs[i], e);
+    if (!r || json_array_append_new(arr, r)) {
+      json_decref(arr);
+      if (!e || !e->code) GS_FAIL(e, GS_ENOMEM, "out of memory writing report.json");
+      return NULL;
     }
   }
+  json_t *j = json_pack("{s:i, s:s, s:b, s:o, s:o, s:o, s:s}", "schema_version",
+                        GS_REPORT_SCHEMA, "generator", "gradsync bench", "interrupted",
+                        interrupted, "config", configuration(o), "environment", environment(),
+                        "runs", arr, "metrics", "see README.md#report-schema");
+  if (!j) GS_FAIL(e, GS_ENOMEM, "out of memory writing report.json");
+  return j;
 }
 
 /* Merge the runs' traces: each run's ranks become processes numbered
  * run*1000 + rank, named after the run, runs laid end to end in time. */
-static int merge_traces(const char *dir, json_t *runs, gs_err *e) {
+static int merge_traces(const char *dir, const gs_summary *runs, size_t n, gs_err *e) {
   json_t *all = json_array();
-  size_t i;
-  json_t *r;
   double offset_us = 0;
-  json_array_foreach(runs, i, r) {
+  for (size_t i = 0; i < n; i++) {
+    const gs_summary *r = &runs[i];
     char path[4600];
-    snprintf(path, sizeof path, "%s/runs/%s/trace.json", dir, gs_jstr(r, "id"));
+    snprintf(path, sizeof path, "%s/runs/%s/trace.json", dir, r->id);
     json_t *t = json_load_file(path, 0, NULL);
-    if (!t) continue;
+    if (!t) continue; /* a run of an older sweep in the same directory: no timeline */
     double end = 0;
     size_t k;
     json_t *ev;
     json_array_foreach(json_object_get(t, "traceEvents"), k, ev) {
-      json_t *pid = json_object_get(ev, "pid");
-      json_int_t rank = json_integer_value(pid);
+      json_int_t rank = json_integer_value(json_object_get(ev, "pid"));
       json_object_set_new(ev, "pid", json_integer((json_int_t)i * 1000 + rank));
-      if (!strcmp(gs_jstr(ev, "ph"), "M") && !strcmp(gs_jstr(ev, "name"), "process_name")) {
+      const char *ph = json_string_value(json_object_get(ev, "ph"));
+      const char *name = json_string_value(json_object_get(ev, "name"));
+      bool meta = ph && name && !strcmp(ph, "M");
+      if (meta && !strcmp(name, "process_name")) {
         char nm[256];
-        snprintf(nm, sizeof nm, "%s w%d rank %d", gs_jstr(r, "mode"), (int)gs_jnum(r, "world"), (int)rank);
+        snprintf(nm, sizeof nm, "%s w%d rank %d", gs_mode_name(r->mode), r->world, (int)rank);
         json_object_set_new(json_object_get(ev, "args"), "name", json_string(nm));
       }
-      if (!strcmp(gs_jstr(ev, "ph"), "M") && !strcmp(gs_jstr(ev, "name"), "process_sort_index"))
+      if (meta && !strcmp(name, "process_sort_index"))
         json_object_set_new(json_object_get(ev, "args"), "sort_index",
                             json_integer((json_int_t)i * 1000 + rank));
-      json_t *ts = json_object_get(ev, "ts");
+      json_t *ts = json_object_get(ev, "ts"), *dur = json_object_get(ev, "dur");
       if (json_is_number(ts)) {
-        double v = json_number_value(ts) + gs_jnum(ev, "dur");
+        /* counters and instants have no duration */
+        double v = json_number_value(ts) + (json_is_number(dur) ? json_number_value(dur) : 0);
         if (v > end) end = v;
         json_object_set_new(ev, "ts", json_real(json_number_value(ts) + offset_us));
       }
@@ -197,14 +144,50 @@ static int merge_traces(const char *dir, json_t *runs, gs_err *e) {
   return rc;
 }
 
-int gs_report_write(const char *dir, const gs_opts *o, json_t *runs, bool interrupted,
-                    gs_err *e) {
-  json_t *rep = gs_report_json(o, runs, interrupted);
+int gs_report_write(const char *dir, const gs_opts *o, const gs_summary *runs, size_t n,
+                    bool interrupted, gs_err *e) {
+  json_t *rep = gs_report_json(o, runs, n, interrupted, e);
+  if (!rep) return e->code;
   char path[4200];
   snprintf(path, sizeof path, "%s/report.json", dir);
   int rc = gs_json_write_atomic(path, rep, e);
   json_decref(rep);
   if (rc < 0) return rc;
-  GS_TRY(merge_traces(dir, runs, e));
-  return gs_charts_write(dir, runs, e);
+  GS_TRY(merge_traces(dir, runs, n, e));
+  return gs_charts_write(dir, runs, n, e);
+}
+
+void gs_summaries_free(gs_summary *runs, size_t n) {
+  for (size_t i = 0; runs && i < n; i++) gs_summary_free(&runs[i]);
+  free(runs);
+}
+
+int gs_report_redraw(const char *dir, FILE *out, gs_err *e) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/report.json", dir);
+  json_error_t je;
+  json_t *rep = json_load_file(path, 0, &je);
+  if (!rep) return GS_FAIL(e, GS_EIO, "cannot read %s: %s", path, je.text);
+  json_t *arr = json_object_get(rep, "runs");
+  json_t *ver = json_object_get(rep, "schema_version");
+  int rc = GS_OK;
+  if (!json_is_integer(ver) || json_integer_value(ver) != GS_REPORT_SCHEMA)
+    rc = GS_FAIL(e, GS_EPROTO, "%s: schema_version is not %d: not a report this bench reads",
+                 path, GS_REPORT_SCHEMA);
+  else if (!json_is_array(arr) || json_array_size(arr) == 0)
+    rc = GS_FAIL(e, GS_EPROTO, "%s: \"runs\" is missing or empty", path);
+  size_t n = rc == GS_OK ? json_array_size(arr) : 0;
+  gs_summary *runs = n ? calloc(n, sizeof *runs) : NULL;
+  if (n && !runs) rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
+  for (size_t i = 0; rc == GS_OK && i < n; i++)
+    if ((rc = gs_summary_from_json(json_array_get(arr, i), &runs[i], e)) < 0)
+      gs_err_prefix(e, "%s: ", path);
+  json_decref(rep);
+  if (rc == GS_OK) {
+    for (size_t i = 0; i < n; i++) gs_summary_print(out, &runs[i]);
+    if (n > 1) gs_summary_print_comparison(out, runs, n);
+    rc = gs_charts_write(dir, runs, n, e);
+  }
+  gs_summaries_free(runs, n);
+  return rc;
 }

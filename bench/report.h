@@ -1,29 +1,33 @@
-/* report.h: the launcher's side: run every combination of the sweep, then
- * turn the runs' results into report.json, the comparison table, the SVG
- * charts and the merged trace. */
+/* report.h (internal to bench/): the launcher's side: run every
+ * combination of the sweep, then turn the runs' summaries into
+ * report.json, the comparison table, the SVG charts and the merged trace;
+ * and the collective benchmark's entry. */
 #ifndef GS_BENCH_REPORT_H
 #define GS_BENCH_REPORT_H
 
 #include <jansson.h>
 #include <stdio.h>
 
-#include "bench/internal.h"
+#include "bench/summary.h"
 
 /* Launch every run of the sweep; returns the process exit code. */
 int gs_sweep_main(gs_opts *o, int argc, char **argv);
 
-/* report.json from the runs' JSON objects (array), the environment and
- * the configuration; adds scaling_efficiency to each run. */
-json_t *gs_report_json(const gs_opts *o, json_t *runs, bool interrupted);
-/* Add scaling_efficiency (throughput(N) / (N x throughput(1)) of the same
- * mode and configuration, null without a world-1 run) to every run. */
-void gs_report_scaling(const gs_opts *o, json_t *runs);
-/* The side-by-side comparison of the runs (ps vs ring per world). */
-void gs_report_print_comparison(FILE *f, json_t *runs);
+/* report.json from the runs' summaries, the environment and the
+ * configuration (a new reference; NULL with e set). */
+json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, bool interrupted,
+                       gs_err *e);
 /* Write report.json, the SVG charts and trace.json into dir. */
-int gs_report_write(const char *dir, const gs_opts *o, json_t *runs, bool interrupted, gs_err *e);
+int gs_report_write(const char *dir, const gs_opts *o, const gs_summary *runs, size_t n,
+                    bool interrupted, gs_err *e);
+/* --report DIR: print the tables of DIR/report.json's runs to out and draw
+ * its charts again; every metric must be in the file (GS_EPROTO naming the
+ * missing one otherwise). */
+int gs_report_redraw(const char *dir, FILE *out, gs_err *e);
+/* Free n summaries and the array. */
+void gs_summaries_free(gs_summary *runs, size_t n);
 
-/* The collective benchmark (collective.c): as launcher and as one rank. */
+/* The collective benchmark (collective.c), as one rank of a job. */
 int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env);
 
 #endif

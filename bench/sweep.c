@@ -14,19 +14,9 @@
 #include "bench/results.h"
 #include "bench/version.h"
 
-static json_t *load_run(const char *dir, const gs_run_info *info, gs_err *e) {
-  char id[512], path[4600];
-  gs_run_id(info, id, sizeof id);
-  snprintf(path, sizeof path, "%s/runs/%s/run.json", dir, id);
-  json_error_t je;
-  json_t *j = json_load_file(path, 0, &je);
-  if (!j) GS_FAIL(e, GS_EIO, "cannot read %s: %s", path, je.text);
-  return j;
-}
-
 int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   gs_err e = {0};
-  static char outbuf[512];
+  char outbuf[512]; /* o->out while the sweep runs */
   if (!o->out) {
     time_t now = time(NULL);
     struct tm tm;
@@ -47,7 +37,8 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
            "cores; results in %s\n", GS_VERSION, GS_GIT_REVISION, isa,
            sysconf(_SC_NPROCESSORS_ONLN), o->out);
 
-  json_t *runs = json_array();
+  gs_summary *runs = NULL;
+  size_t nruns = 0;
   int status = 0;
   int base_world = o->worlds[0];
   for (int im = 0; im < o->nmodels && !status; im++)
@@ -82,9 +73,6 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
             else if (!o->quiet)
               fprintf(stderr, "bench: run %s world %d, batch %d per rank, buckets %s MiB\n",
                       gs_mode_name(mode), world, batch, sbucket);
-            gs_run_info info = {.opts = o, .mode = mode, .world = world,
-                                .dedicated = o->dedicated && mode == GS_MODE_PS,
-                                .wire = o->train.precision};
             int rc;
             char why[2048] = "";
             if (mode == GS_MODE_LOCAL) {
@@ -111,22 +99,24 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
               break;
             }
             if (o->collective) continue;
-            json_t *run = load_run(o->out, &info, &e);
-            if (!run) {
-              fprintf(stderr, "bench: %s\n", e.msg);
+            gs_summary *more = realloc(runs, (nruns + 1) * sizeof *runs);
+            gs_run_info info = gs_run_info_of(o, mode, world);
+            if (!more || gs_results_read_run(o->out, &info, &more[nruns], &e) < 0) {
+              fprintf(stderr, "bench: %s\n", more ? e.msg : "out of memory");
+              if (more) runs = more;
               status = 1;
               break;
             }
-            gs_results_print_json(stdout, run);
-            json_array_append_new(runs, run);
+            runs = more;
+            gs_summary_print(stdout, &runs[nruns++]);
           }
 
-  if (!o->collective && json_array_size(runs) > 0) {
-    gs_report_scaling(o, runs);
-    if (json_array_size(runs) > 1) gs_report_print_comparison(stdout, runs);
+  if (!o->collective && nruns > 0) {
+    gs_summary_scaling(runs, nruns, o->strong);
+    if (nruns > 1) gs_summary_print_comparison(stdout, runs, nruns);
     fflush(stdout);
     gs_err_clear(&e);
-    if (gs_report_write(o->out, o, runs, status != 0, &e) < 0) {
+    if (gs_report_write(o->out, o, runs, nruns, status != 0, &e) < 0) {
       fprintf(stderr, "bench: %s\n", e.msg);
       if (!status) status = 1;
     } else {
@@ -135,6 +125,6 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   }
   if (status && !o->collective)
     fprintf(stderr, "bench: what was measured is in %s/steps.csv\n", o->out);
-  json_decref(runs);
+  gs_summaries_free(runs, nruns);
   return status;
 }

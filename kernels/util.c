@@ -6,7 +6,9 @@
 #include <string.h>
 #include <time.h>
 
-volatile int gs_interrupted;
+/* Process-wide on purpose: a signal handler can reach nothing else, and
+ * every wait loop of every part must see the same interrupt. */
+volatile sig_atomic_t gs_interrupted;
 
 int gs_fail_at(gs_err *e, const char *file, int line, int code, const char *fmt, ...) {
   if (!e || e->code != 0) return code;

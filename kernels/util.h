@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdarg.h>
 
 enum {
@@ -60,7 +61,8 @@ double gs_wall(void);
 void *gs_alloc(size_t bytes, gs_err *e);
 void gs_free(void *p);
 
-/* Set by a SIGINT / SIGTERM handler; every wait loop polls it. */
-extern volatile int gs_interrupted;
+/* Set by a SIGINT / SIGTERM handler; every wait loop polls it (sig_atomic_t:
+ * the one type a handler may write and the program read). */
+extern volatile sig_atomic_t gs_interrupted;
 
 #endif

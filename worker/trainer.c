@@ -79,19 +79,19 @@ void gs_train_opts_default(gs_train_opts *o) {
       .lr = 0.01f,
       .momentum = 0.9f,
       .weight_decay = 0.0f,
-      .seed = 0,
+      .seed = 1,
       .shuffle = true,
       .drop_last = false,
       .precision = GS_F32,
       .loss_scale = 0.0f,
       .dynamic_scale = false,
-      .compute_ms = 50.0,
+      .compute_ms = 20.0,
       .rank = 0,
       .world = 1,
       .bucket_mb = 25.0,
       .first_bucket_mb = 1.0,
       .load_params = NULL,
-      .synthetic_samples = 10000,
+      .synthetic_samples = 60000,
   };
 }
 

@@ -45,7 +45,8 @@ typedef struct gs_train_opts {
   int64_t synthetic_samples; /* size of the synthetic dataset */
 } gs_train_opts;
 
-/* Defaults as documented in bench --help. */
+/* The training defaults of bench's flag table (bench/opts.c, shown by bench
+ * --help); tests/bench/test_opts.c checks that the two agree. */
 void gs_train_opts_default(gs_train_opts *o);
 
 /* One rank's record of one step. Times are seconds; t_start/t_end are

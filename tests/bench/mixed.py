@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""mixed.py: issue 7's checks through bench, in both modes.
+"""mixed.py: mixed precision through bench, in both modes.
 
   - fp16 and bf16 training reaches the accuracy of fp32 within 1 point in
     the same number of steps;

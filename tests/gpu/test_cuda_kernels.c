@@ -44,7 +44,7 @@ static float *rnd(size_t n, float lo, float hi) {
   fill_uniform(&R, x, n, lo, hi);
   return x;
 }
-static float *dup(const float *x, size_t n) {
+static float *copy_of(const float *x, size_t n) {
   float *y = xmalloc(n * sizeof *y);
   memcpy(y, x, n * sizeof *y);
   return y;
@@ -118,7 +118,7 @@ static void gemm_case(gs_dtype t, bool ta, bool tb, int m, int n, int k, float a
   int lda = acols + (m % 3), ldb = bcols + 1, ldc = n + 2;
   size_t na = (size_t)arows * lda, nb = (size_t)brows * ldb, nc = (size_t)m * ldc;
   float *a = rnd(na, -1, 1), *b = rnd(nb, -1, 1), *c0 = rnd(nc, -1, 1);
-  float *c1 = dup(c0, nc);
+  float *c1 = copy_of(c0, nc);
   size_t es = gs_dtype_size(t);
   void *alp = xmalloc(na * es), *blp = xmalloc(nb * es);
   cpu->convert(cpu, t, alp, GS_F32, a, na);
@@ -182,7 +182,7 @@ static void test_gemm(void) {
                     s % 2 ? 1.0f : 0.5f, s % 3 ? 0.0f : 0.75f);
   /* k = 0: C *= beta */
   int m = 5, n = 4, ldc = 6;
-  float *c0 = rnd((size_t)m * ldc, -1, 1), *c1 = dup(c0, (size_t)m * ldc);
+  float *c0 = rnd((size_t)m * ldc, -1, 1), *c1 = copy_of(c0, (size_t)m * ldc);
   cpu->gemm(cpu, false, false, m, n, 0, 1.0f, NULL, 1, NULL, 1, 0.5f, c1, ldc);
   float *dc = up(c0, (size_t)m * ldc * 4);
   gpu->gemm(gpu, false, false, m, n, 0, 1.0f, NULL, 1, NULL, 1, 0.5f, dc, ldc);
@@ -202,7 +202,7 @@ static void test_gemm(void) {
 static void test_layers(void) {
   int rows = 64, cols = 120;
   size_t n = (size_t)rows * cols;
-  float *y0 = rnd(n, -2, 2), *bias = rnd((size_t)cols, -1, 1), *y1 = dup(y0, n);
+  float *y0 = rnd(n, -2, 2), *bias = rnd((size_t)cols, -1, 1), *y1 = copy_of(y0, n);
   float *dy = up(y0, n * 4), *dbias = up(bias, (size_t)cols * 4);
   cpu->bias_add(cpu, rows, cols, bias, y1);
   gpu->bias_add(gpu, rows, cols, dbias, dy);
@@ -217,7 +217,7 @@ static void test_layers(void) {
 
   int nn = 16, c = 6, plane = 28 * 28;
   size_t tn = (size_t)nn * c * plane;
-  float *x0 = rnd(tn, -2, 2), *x1 = dup(x0, tn), *b6 = rnd((size_t)c, -1, 1);
+  float *x0 = rnd(tn, -2, 2), *x1 = copy_of(x0, tn), *b6 = rnd((size_t)c, -1, 1);
   float *dx = up(x0, tn * 4), *db6 = up(b6, (size_t)c * 4);
   cpu->bias_add_nchw(cpu, nn, c, plane, b6, x1);
   gpu->bias_add_nchw(gpu, nn, c, plane, db6, dx);
@@ -491,7 +491,7 @@ static void test_fork(void) {
   CHECK(gs_cuda_stream(f) != gs_cuda_stream(gpu) && gs_cuda_device(f) == gs_cuda_device(gpu),
         "fork stream / device");
   size_t n = 1 << 22;
-  float *x = rnd(n, -1, 1), *want = dup(x, n);
+  float *x = rnd(n, -1, 1), *want = copy_of(x, n);
   for (size_t i = 0; i < n; i++) want[i] = want[i] * 3.0f + 1.0f;
   float *ones = xmalloc(n * 4);
   for (size_t i = 0; i < n; i++) ones[i] = 1.0f;

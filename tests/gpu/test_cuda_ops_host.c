@@ -26,7 +26,7 @@ static float *rnd(size_t n, float lo, float hi) {
   fill_uniform(&R, x, n, lo, hi);
   return x;
 }
-static float *dup(const float *x, size_t n) {
+static float *copy_of(const float *x, size_t n) {
   float *y = xmalloc(n * sizeof *y);
   memcpy(y, x, n * sizeof *y);
   return y;
@@ -43,7 +43,7 @@ static void test_bias(void) {
     int rows = shapes[s][0], cols = shapes[s][1];
     size_t n = (size_t)rows * cols;
     float *y0 = rnd(n, -2, 2), *bias = rnd((size_t)cols, -1, 1);
-    float *y1 = dup(y0, n), *y2 = dup(y0, n);
+    float *y1 = copy_of(y0, n), *y2 = copy_of(y0, n);
     cpu->bias_add(cpu, rows, cols, bias, y1);
     for (size_t i = 0; i < n; i++) gs_op_bias_add(i, cols, bias, y2);
     CHECK(same_bits("bias_add", y2, y1, n, 4), "rows %d cols %d", rows, cols);
@@ -62,7 +62,7 @@ static void test_bias_nchw(void) {
     int n = shapes[s][0], c = shapes[s][1], plane = shapes[s][2];
     size_t total = (size_t)n * c * plane;
     float *y0 = rnd(total, -2, 2), *bias = rnd((size_t)c, -1, 1);
-    float *y1 = dup(y0, total), *y2 = dup(y0, total);
+    float *y1 = copy_of(y0, total), *y2 = copy_of(y0, total);
     cpu->bias_add_nchw(cpu, n, c, plane, bias, y1);
     for (size_t i = 0; i < total; i++) gs_op_bias_add_nchw(i, c, plane, bias, y2);
     CHECK(same_bits("bias_add_nchw", y2, y1, total, 4), "n %d c %d plane %d", n, c, plane);
@@ -175,7 +175,7 @@ static void test_conv_maps(void) {
     for (size_t i = 0; i < ncol; i++) gs_op_im2col(i, &d, img, c2);
     CHECK(same_bits("im2col", c2, c1, ncol, 4), "desc %zu", s);
 
-    float *col = rnd(ncol, -1, 1), *i1 = rnd(nimg, -1, 1), *i2 = dup(i1, nimg);
+    float *col = rnd(ncol, -1, 1), *i1 = rnd(nimg, -1, 1), *i2 = copy_of(i1, nimg);
     cpu->col2im(cpu, &d, col, i1);
     for (size_t i = 0; i < nimg; i++) gs_op_col2im(i, &d, col, i2);
     CHECK(same_bits("col2im", i2, i1, nimg, 4), "desc %zu", s);
@@ -213,7 +213,7 @@ static void test_sgd_and_algebra(void) {
   for (size_t s = 0; s < sizeof hs / sizeof hs[0]; s++)
     for (int first = 1; first >= 0; first--) {
       float *p = rnd(n, -1, 1), *g = rnd(n, -1, 1), *b = rnd(n, -1, 1);
-      float *p1 = dup(p, n), *p2 = dup(p, n), *b1 = dup(b, n), *b2 = dup(b, n);
+      float *p1 = copy_of(p, n), *p2 = copy_of(p, n), *b1 = copy_of(b, n), *b2 = copy_of(b, n);
       bool mom = hs[s].momentum != 0.0f;
       cpu->sgd(cpu, n, p1, g, mom ? b1 : NULL, hs[s], first);
       for (size_t i = 0; i < n; i++) gs_op_sgd(i, p2, g, mom ? b2 : NULL, hs[s], first);
@@ -223,7 +223,7 @@ static void test_sgd_and_algebra(void) {
     }
 
   float *x = rnd(n, -3, 3), *y = rnd(n, -3, 3);
-  float *y1 = dup(y, n), *y2 = dup(y, n);
+  float *y1 = copy_of(y, n), *y2 = copy_of(y, n);
   cpu->add(cpu, n, y1, x);
   for (size_t i = 0; i < n; i++) gs_op_add(i, y2, x);
   CHECK(same_bits("add", y2, y1, n, 4), "n %zu", n);
@@ -302,8 +302,8 @@ static void test_gemm_mapping(void) {
       int arows = ta ? k : m, acols = ta ? m : k, brows = tb ? n : k, bcols = tb ? k : n;
       int lda = acols + 3, ldb = bcols + 2, ldc = n + 5;
       float *a = rnd((size_t)arows * lda, -1, 1), *b = rnd((size_t)brows * ldb, -1, 1);
-      float *c0 = rnd((size_t)m * ldc, -1, 1), *c1 = dup(c0, (size_t)m * ldc),
-            *c2 = dup(c0, (size_t)m * ldc);
+      float *c0 = rnd((size_t)m * ldc, -1, 1), *c1 = copy_of(c0, (size_t)m * ldc),
+            *c2 = copy_of(c0, (size_t)m * ldc);
       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                   m, n, k, 0.75f, a, lda, b, ldb, 0.5f, c1, ldc);
       gs_colmajor_gemm g = gs_gemm_as_colmajor(ta, tb, m, n, k, a, lda, b, ldb);
@@ -312,7 +312,7 @@ static void test_gemm_mapping(void) {
                   g.ldb, 0.5f, c2, ldc);
       CHECK(within("gemm mapping", c2, c1, (size_t)m * ldc, NULL, 1e-5), "ta %d tb %d", ta, tb);
       /* k = 0: C *= beta on the m x n block only */
-      float *c3 = dup(c0, (size_t)m * ldc), *c4 = dup(c0, (size_t)m * ldc);
+      float *c3 = copy_of(c0, (size_t)m * ldc), *c4 = copy_of(c0, (size_t)m * ldc);
       cpu->gemm(cpu, ta, tb, m, n, 0, 1.0f, a, lda, b, ldb, 0.25f, c3, ldc);
       for (size_t i = 0; i < (size_t)m * n; i++) gs_op_gemm_beta(i, n, 0.25f, c4, ldc);
       CHECK(same_bits("gemm k=0", c4, c3, (size_t)m * ldc, 4), "ta %d tb %d", ta, tb);

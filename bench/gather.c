@@ -1,0 +1,345 @@
+/* gather.c: at the end of a run every rank hands its measurements to rank
+ * 0 over the rendezvous socket, and rank 0 acknowledges them so nobody
+ * exits before they are delivered:
+ *
+ *   rank r  --> Stats{steps, spans, host, peak RSS} + raw frame: a packed
+ *               gradsync.Measurements (every StepRow and TraceSpan)
+ *   rank 0  --> Shutdown (ack), or nothing for what it rejects
+ *
+ * Nothing of a rank's memory layout travels: rows and spans are protobuf
+ * messages. Rank 0 checks every count against the header before it
+ * allocates (sizes overflow-checked), every row's rank and step, every
+ * span's track and name, and turns a malformed report into that rank's
+ * failure, not a crash. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "bench/internal.h"
+#include "proto/wire.h"
+
+/* the largest report rank 0 accepts: 2 GiB (about ten million steps) */
+#define GS_STATS_MAX ((size_t)1 << 31)
+
+void gs_rank_result_free(gs_rank_result *r) {
+  free(r->rows);
+  free(r->spans);
+  r->rows = NULL;
+  r->spans = NULL;
+}
+
+/* n elements of size bytes, or SIZE_MAX when that overflows */
+static size_t array_bytes(size_t n, size_t size) {
+  size_t b;
+  return __builtin_mul_overflow(n, size, &b) ? SIZE_MAX : b;
+}
+
+static void row_to_pb(const gs_step_row *r, Gradsync__StepRow *p) {
+  gradsync__step_row__init(p);
+  p->step = r->step;
+  p->rank = r->rank;
+  p->epoch = r->epoch;
+  p->t_start = r->t_start;
+  p->t_end = r->t_end;
+  p->step_s = r->step_s;
+  p->data_s = r->data_s;
+  p->forward_s = r->forward_s;
+  p->backward_s = r->backward_s;
+  p->wait_s = r->wait_s;
+  p->reduce_s = r->reduce_s;
+  p->update_s = r->update_s;
+  p->bytes_sent = r->bytes_sent;
+  p->bytes_recv = r->bytes_recv;
+  p->loss = r->loss;
+  p->scale = r->scale;
+  p->skipped = r->skipped != 0;
+  p->correct = r->correct;
+  p->samples = r->samples;
+  p->rss_bytes = r->rss_bytes;
+  p->has_server = r->has_server != 0;
+  p->server_reduce_s = r->server_reduce_s;
+  p->server_update_s = r->server_update_s;
+  p->server_bytes_sent = r->server_bytes_sent;
+  p->server_bytes_recv = r->server_bytes_recv;
+}
+
+static void row_from_pb(const Gradsync__StepRow *p, gs_step_row *r) {
+  memset(r, 0, sizeof *r);
+  r->step = p->step;
+  r->rank = p->rank;
+  r->epoch = p->epoch;
+  r->t_start = p->t_start;
+  r->t_end = p->t_end;
+  r->step_s = p->step_s;
+  r->data_s = p->data_s;
+  r->forward_s = p->forward_s;
+  r->backward_s = p->backward_s;
+  r->wait_s = p->wait_s;
+  r->reduce_s = p->reduce_s;
+  r->update_s = p->update_s;
+  r->bytes_sent = p->bytes_sent;
+  r->bytes_recv = p->bytes_recv;
+  r->loss = p->loss;
+  r->scale = p->scale;
+  r->skipped = p->skipped;
+  r->correct = p->correct;
+  r->samples = p->samples;
+  r->rss_bytes = p->rss_bytes;
+  r->has_server = p->has_server;
+  r->server_reduce_s = p->server_reduce_s;
+  r->server_update_s = p->server_update_s;
+  r->server_bytes_sent = p->server_bytes_sent;
+  r->server_bytes_recv = p->server_bytes_recv;
+}
+
+/* The packed Measurements of a rank (malloc'ed into *out, *len bytes). */
+int gs_measurements_pack(const gs_rank_result *mine, uint8_t **out, size_t *len, gs_err *e) {
+  Gradsync__Measurements m = GRADSYNC__MEASUREMENTS__INIT;
+  size_t nr = mine->nrows, ns = mine->nspans;
+  Gradsync__StepRow *rows = calloc(nr + 1, sizeof *rows);
+  Gradsync__StepRow **rowp = calloc(nr + 1, sizeof *rowp);
+  Gradsync__TraceSpan *spans = calloc(ns + 1, sizeof *spans);
+  Gradsync__TraceSpan **spanp = calloc(ns + 1, sizeof *spanp);
+  char (*names)[sizeof mine->spans[0].name + 1] = calloc(ns + 1, sizeof *names);
+  int rc = GS_OK;
+  *out = NULL;
+  if (!rows || !rowp || !spans || !spanp || !names) {
+    rc = GS_FAIL(e, GS_ENOMEM, "out of memory packing the measurements");
+    goto done;
+  }
+  for (size_t i = 0; i < nr; i++) {
+    row_to_pb(&mine->rows[i], &rows[i]);
+    rowp[i] = &rows[i];
+  }
+  for (size_t i = 0; i < ns; i++) {
+    const gs_span *s = &mine->spans[i];
+    gradsync__trace_span__init(&spans[i]);
+    spans[i].t0 = s->t0;
+    spans[i].t1 = s->t1;
+    spans[i].track = s->track;
+    spans[i].bucket = s->bucket;
+    memcpy(names[i], s->name, sizeof s->name); /* the name may fill all of it: no NUL */
+    spans[i].name = names[i];
+    spanp[i] = &spans[i];
+  }
+  m.n_rows = nr;
+  m.rows = rowp;
+  m.n_spans = ns;
+  m.spans = spanp;
+  *len = gradsync__measurements__get_packed_size(&m);
+  if (*len > GS_STATS_MAX) {
+    rc = GS_FAIL(e, GS_EINVAL, "the measurements of %zu steps and %zu spans take %zu bytes, "
+                 "more than rank 0 accepts (%zu)", nr, ns, *len, GS_STATS_MAX);
+    goto done;
+  }
+  *out = malloc(*len + 1);
+  if (!*out) {
+    rc = GS_FAIL(e, GS_ENOMEM, "out of memory packing the measurements");
+    goto done;
+  }
+  gradsync__measurements__pack(&m, *out);
+done:
+  free(rows);
+  free(rowp);
+  free(spans);
+  free(spanp);
+  free(names);
+  return rc;
+}
+
+/* Check a rank's Measurements against its Stats header and copy them into
+ * x; a message for x->error when they do not fit. */
+int gs_measurements_unpack(const uint8_t *data, size_t len, uint64_t steps, uint64_t nspans,
+                           int rank, gs_rank_result *x, char *why, size_t cap) {
+  Gradsync__Measurements *m = gradsync__measurements__unpack(NULL, len, data);
+  int rc = GS_EPROTO;
+  if (!m) {
+    snprintf(why, cap, "measurements that do not unpack (%zu bytes)", len);
+    return rc;
+  }
+  if (m->n_rows != steps || m->n_spans != nspans) {
+    snprintf(why, cap, "measurements of %zu steps and %zu spans, but the header says %llu and "
+             "%llu", m->n_rows, m->n_spans, (unsigned long long)steps,
+             (unsigned long long)nspans);
+    goto done;
+  }
+  size_t rb = array_bytes(m->n_rows, sizeof(gs_step_row));
+  size_t sb = array_bytes(m->n_spans, sizeof(gs_span));
+  if (rb == SIZE_MAX || sb == SIZE_MAX) {
+    snprintf(why, cap, "measurements too large (%zu steps, %zu spans)", m->n_rows, m->n_spans);
+    goto done;
+  }
+  for (size_t i = 0; i < m->n_rows; i++) {
+    const Gradsync__StepRow *p = m->rows[i];
+    if (p->rank != rank || p->step < 0 || (uint64_t)p->step != i) {
+      snprintf(why, cap, "row %zu is rank %d step %lld, expected rank %d step %zu", i, p->rank,
+               (long long)p->step, rank, i);
+      goto done;
+    }
+  }
+  for (size_t i = 0; i < m->n_spans; i++) {
+    const Gradsync__TraceSpan *p = m->spans[i];
+    if (p->track < 0 || p->bucket < -1 ||
+        strlen(p->name) > sizeof x->spans[0].name) {
+      snprintf(why, cap, "span %zu is malformed (track %d, bucket %d, a %zu-byte name)", i,
+               p->track, p->bucket, strlen(p->name));
+      goto done;
+    }
+  }
+  x->rows = malloc(rb + 1);
+  x->spans = malloc(sb + 1);
+  if (!x->rows || !x->spans) {
+    gs_rank_result_free(x);
+    snprintf(why, cap, "out of memory for %zu rows and %zu spans", m->n_rows, m->n_spans);
+    rc = GS_ENOMEM;
+    goto done;
+  }
+  for (size_t i = 0; i < m->n_rows; i++) row_from_pb(m->rows[i], &x->rows[i]);
+  for (size_t i = 0; i < m->n_spans; i++) {
+    const Gradsync__TraceSpan *p = m->spans[i];
+    gs_span *s = &x->spans[i];
+    memset(s, 0, sizeof *s);
+    s->t0 = p->t0;
+    s->t1 = p->t1;
+    s->track = p->track;
+    s->bucket = p->bucket;
+    memcpy(s->name, p->name, strlen(p->name));
+  }
+  x->nrows = m->n_rows;
+  x->nspans = m->n_spans;
+  rc = GS_OK;
+done:
+  gradsync__measurements__free_unpacked(m, NULL);
+  return rc;
+}
+
+int gs_rdv_send_stats(gs_rdv *r, int rank, const gs_rank_result *mine, int timeout_ms,
+                      gs_err *e) {
+  uint8_t *buf;
+  size_t len;
+  GS_TRY(gs_measurements_pack(mine, &buf, &len, e));
+  Gradsync__Envelope env;
+  Gradsync__Stats st = GRADSYNC__STATS__INIT;
+  st.steps = mine->nrows;
+  st.spans = mine->nspans;
+  st.row_bytes = 0; /* 0: the rows travel as a packed Measurements */
+  st.span_bytes = 0;
+  st.host = (char *)mine->host;
+  st.peak_rss_bytes = mine->peak_rss;
+  void *sock = gs_rdv_socket(r);
+  uint64_t job = gs_rdv_job_token(r);
+  gs_wire_env(&env, job, (uint32_t)rank);
+  env.body_case = GRADSYNC__ENVELOPE__BODY_STATS;
+  env.stats = &st;
+  int rc = gs_wire_send(sock, NULL, 0, &env, buf, len, NULL, NULL, timeout_ms, NULL, e);
+  free(buf);
+  if (rc < 0) return rc;
+  gs_wire_msg m;
+  rc = gs_wire_recv(sock, false, timeout_ms, job, 0, &m, e);
+  if (rc == GS_ETIMEOUT) {
+    gs_err_clear(e);
+    rc = GS_FAIL(e, GS_ETIMEOUT, "rank %d: rank 0 did not acknowledge the measurements in "
+                 "%.0f s (rank 0 died or stalled)", rank, timeout_ms / 1000.0);
+  } else if (rc == GS_OK && m.env->body_case != GRADSYNC__ENVELOPE__BODY_SHUTDOWN) {
+    rc = GS_FAIL(e, GS_EPROTO, "rank %d: expected rank 0's acknowledgement, got %s", rank,
+                 gs_wire_kind(m.env));
+  }
+  gs_wire_msg_close(&m);
+  return rc;
+}
+
+static void acknowledge(void *sock, uint64_t job, const zmq_msg_t *id) {
+  Gradsync__Envelope env;
+  Gradsync__Shutdown sd = GRADSYNC__SHUTDOWN__INIT;
+  sd.reason = "measurements received";
+  gs_wire_env(&env, job, 0);
+  env.body_case = GRADSYNC__ENVELOPE__BODY_SHUTDOWN;
+  env.shutdown = &sd;
+  gs_wire_send(sock, zmq_msg_data((zmq_msg_t *)id), zmq_msg_size((zmq_msg_t *)id), &env, NULL,
+               0, NULL, NULL, 1000, NULL, NULL);
+}
+
+/* One rank's Stats message into x (x->failed with the reason when it is
+ * malformed); GS_ENOMEM is the only error that stops the gather. */
+static int take_stats(const gs_wire_msg *m, gs_rank_result *x, gs_err *e) {
+  const Gradsync__Stats *st = m->env->stats;
+  size_t len = m->has_payload ? zmq_msg_size((zmq_msg_t *)&m->payload) : 0;
+  const uint8_t *data = m->has_payload ? zmq_msg_data((zmq_msg_t *)&m->payload) : NULL;
+  char why[256] = "";
+  int rc = GS_EPROTO;
+  if (st->row_bytes != 0 || st->span_bytes != 0)
+    snprintf(why, sizeof why, "measurements as raw %u-byte rows (an older gradsync): run the "
+             "same gradsync build on every rank", st->row_bytes);
+  else
+    rc = gs_measurements_unpack(data, len, st->steps, st->spans, x->rank, x, why, sizeof why);
+  if (rc == GS_ENOMEM) return GS_FAIL(e, GS_ENOMEM, "rank 0: gathering rank %d: %s", x->rank, why);
+  if (rc < 0) {
+    x->failed = 1;
+    snprintf(x->error, sizeof x->error, "gathering measurements: %s", why);
+    return GS_OK;
+  }
+  snprintf(x->host, sizeof x->host, "%s", st->host ? st->host : "");
+  x->peak_rss = st->peak_rss_bytes;
+  return GS_OK;
+}
+
+int gs_rdv_gather(gs_rdv *r, int world, int timeout_ms, gs_rank_result *out, gs_err *e) {
+  int have = 1, rc = GS_OK;
+  void *sock = gs_rdv_socket(r);
+  uint64_t job = gs_rdv_job_token(r);
+  bool *done = calloc((size_t)world, sizeof *done);
+  if (!done) return GS_FAIL(e, GS_ENOMEM, "out of memory gathering measurements");
+  double deadline = gs_now() + timeout_ms / 1000.0;
+  while (have < world) {
+    int left = (int)((deadline - gs_now()) * 1000.0);
+    gs_wire_msg m;
+    gs_err me = {0};
+    int got = left > 0 ? gs_wire_recv(sock, true, left, job, GS_STATS_MAX, &m, &me)
+                       : GS_ETIMEOUT;
+    if (got == GS_ETIMEOUT || left <= 0) {
+      if (left > 0) gs_wire_msg_close(&m);
+      char missing[256] = "";
+      size_t off = 0;
+      for (int i = 1; i < world && off < sizeof missing - 8; i++)
+        if (!done[i])
+          off += (size_t)snprintf(missing + off, sizeof missing - off, "%s%d", off ? ", " : "", i);
+      rc = GS_FAIL(e, GS_ETIMEOUT, "rank 0: no measurements from rank(s) %s in %.0f s after "
+                   "training ended", missing, timeout_ms / 1000.0);
+      break;
+    }
+    if (got == GS_EINTR) {
+      gs_wire_msg_close(&m);
+      rc = GS_FAIL(e, GS_EINTR, "interrupted while gathering measurements");
+      break;
+    }
+    if (got < 0) {
+      fprintf(stderr, "rank 0: gather: ignored a bad message: %s\n", me.msg);
+      gs_wire_msg_close(&m);
+      continue;
+    }
+    unsigned rk = m.env->rank;
+    Gradsync__Envelope__BodyCase kind = m.env->body_case;
+    if (rk == 0 || rk >= (unsigned)world || done[rk] ||
+        (kind != GRADSYNC__ENVELOPE__BODY_ERROR && kind != GRADSYNC__ENVELOPE__BODY_STATS)) {
+      gs_wire_msg_close(&m);
+      continue;
+    }
+    gs_rank_result *x = &out[rk];
+    x->rank = (int)rk;
+    done[rk] = true;
+    have++;
+    if (kind == GRADSYNC__ENVELOPE__BODY_ERROR) {
+      x->failed = 1;
+      snprintf(x->error, sizeof x->error, "%s: %s", m.env->error->phase, m.env->error->message);
+    } else {
+      rc = take_stats(&m, x, e);
+      /* acknowledge even a rejected report: the rank may exit now */
+      acknowledge(sock, job, &m.id);
+    }
+    gs_wire_msg_close(&m);
+    if (rc < 0) break;
+  }
+  free(done);
+  return rc;
+}

@@ -1,0 +1,366 @@
+/* job.c: how one rank starts a job, for training runs and the collective
+ * benchmark alike:
+ *
+ *   1. which rank this process is, from the conventions users already have:
+ *      torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), Open MPI
+ *      (OMPI_COMM_WORLD_*), Slurm (SLURM_PROCID, SLURM_NTASKS,
+ *      SLURM_LOCALID), all with MASTER_ADDR / MASTER_PORT for the
+ *      rendezvous; our own launcher sets the torchrun variables plus
+ *      GS_LAUNCHED, GS_PORT_FD (where rank 0 writes its port) and GS_RUN_DIR;
+ *   2. which address the sockets bind: a local job (our launcher, or
+ *      MASTER_ADDR a loopback address) binds loopback only; a multi-node job
+ *      binds the address this host uses to reach MASTER_ADDR (its route's
+ *      source: MASTER_ADDR itself on rank 0), or --bind ADDR. The wildcard
+ *      0.0.0.0 only when --bind 0.0.0.0 asks for it; peers are then told
+ *      the route's address instead;
+ *   3. the rendezvous: rank 0 listens at MASTER_ADDR:MASTER_PORT (our
+ *      launcher: an ephemeral loopback port, written to GS_PORT_FD);
+ *   4. which backend runs a mode on a device, and one round of
+ *      prepare -> bootstrap (rank 0) -> rendezvous -> open, which the
+ *      collective benchmark repeats per message size. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "allreduce/allreduce.h"
+#include "bench/internal.h"
+#include "ps/ps.h"
+
+/* ---- 1. the launch environment ---- */
+
+static int get_int(const char *name, long lo, long hi, int *out, gs_err *e) {
+  const char *v = getenv(name);
+  if (!v) return 0;
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi)
+    return GS_FAIL(e, GS_EINVAL, "environment: %s='%s' is not a number in %ld..%ld", name, v,
+                   lo, hi);
+  *out = (int)x;
+  return 1;
+}
+
+int gs_rank_env_read(gs_rank_env *env, gs_err *e) {
+  memset(env, 0, sizeof *env);
+  env->port_fd = -1;
+  const char *rv, *wv, *lv, *lwv;
+  if (getenv("RANK") && getenv("WORLD_SIZE")) {
+    env->source = "torchrun";
+    rv = "RANK"; wv = "WORLD_SIZE"; lv = "LOCAL_RANK"; lwv = "LOCAL_WORLD_SIZE";
+  } else if (getenv("OMPI_COMM_WORLD_RANK") && getenv("OMPI_COMM_WORLD_SIZE")) {
+    env->source = "openmpi";
+    rv = "OMPI_COMM_WORLD_RANK"; wv = "OMPI_COMM_WORLD_SIZE";
+    lv = "OMPI_COMM_WORLD_LOCAL_RANK"; lwv = "OMPI_COMM_WORLD_LOCAL_SIZE";
+  } else if (getenv("SLURM_PROCID") && getenv("SLURM_NTASKS")) {
+    env->source = "slurm";
+    rv = "SLURM_PROCID"; wv = "SLURM_NTASKS"; lv = "SLURM_LOCALID"; lwv = "SLURM_NTASKS_PER_NODE";
+  } else {
+    return GS_OK;
+  }
+  env->present = true;
+  int rc;
+  if ((rc = get_int(wv, 1, 1 << 20, &env->world, e)) < 0) return rc;
+  if ((rc = get_int(rv, 0, env->world - 1, &env->rank, e)) < 0) {
+    gs_err_clear(e);
+    return GS_FAIL(e, GS_EINVAL, "environment: %s=%s is outside 0..%d (%s=%d)", rv, getenv(rv),
+                   env->world - 1, wv, env->world);
+  }
+  if ((rc = get_int(lv, 0, 1 << 20, &env->local_rank, e)) < 0) return rc;
+  if (rc == 0) env->local_rank = env->world == 1 ? 0 : -1; /* unknown: from the welcome */
+  /* SLURM_NTASKS_PER_NODE may read "4(x2)": take the leading number */
+  const char *lw = getenv(lwv);
+  if (lw) env->local_world = atoi(lw);
+
+  const char *addr = getenv("MASTER_ADDR");
+  snprintf(env->master_addr, sizeof env->master_addr, "%s", addr && *addr ? addr : "127.0.0.1");
+  if ((rc = get_int("MASTER_PORT", 0, 65535, &env->master_port, e)) < 0) return rc;
+  env->launched = getenv("GS_LAUNCHED") && !strcmp(getenv("GS_LAUNCHED"), "1");
+  if (env->launched) env->source = "gradsync";
+  if ((rc = get_int("GS_PORT_FD", 0, 1 << 20, &env->port_fd, e)) < 0) return rc;
+  if (rc == 0) env->port_fd = -1;
+  env->run_dir = getenv("GS_RUN_DIR");
+  if (rc == 0 && env->master_port == 0 && env->world > 1)
+    return GS_FAIL(e, GS_EINVAL, "environment: %s says rank %d of %d, but MASTER_PORT is not "
+                   "set: export MASTER_ADDR (rank 0's host) and MASTER_PORT (a free port) on "
+                   "every rank", env->source, env->rank, env->world);
+  return GS_OK;
+}
+
+/* ---- 2. addresses ---- */
+
+static int ipv4_of(const char *what, const char *name, char out[GS_ADDR_MAX], gs_err *e) {
+  struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+  int rc = getaddrinfo(name, NULL, &hints, &res);
+  if (rc != 0 || !res)
+    return GS_FAIL(e, GS_EINVAL, "%s %s: no IPv4 address (%s); give an IPv4 address or a "
+                   "host name that resolves to one", what, name, gai_strerror(rc));
+  inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, out, GS_ADDR_MAX);
+  freeaddrinfo(res);
+  return GS_OK;
+}
+
+static bool is_loopback(const char *ip) {
+  struct in_addr a;
+  return inet_pton(AF_INET, ip, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+/* The source address of this host's route to ip: what a UDP socket
+ * connected there is bound to (connect sends nothing). */
+static int route_source(const char *ip, char out[GS_ADDR_MAX], gs_err *e) {
+  struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons(9)}, src;
+  socklen_t len = sizeof src;
+  inet_pton(AF_INET, ip, &dst.sin_addr);
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&dst, sizeof dst) < 0 ||
+      getsockname(fd, (struct sockaddr *)&src, &len) < 0) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    return GS_FAIL(e, GS_EIO, "no route from this host to MASTER_ADDR %s: %s (check the "
+                   "network, or give --bind ADDR)", ip, strerror(err));
+  }
+  close(fd);
+  inet_ntop(AF_INET, &src.sin_addr, out, GS_ADDR_MAX);
+  return GS_OK;
+}
+
+/* ip is an address of this host: binding it works */
+static int check_own(const char *ip, gs_err *e) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int rc = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&a, sizeof a);
+  int err = errno;
+  if (fd >= 0) close(fd);
+  if (rc < 0)
+    return GS_FAIL(e, GS_EINVAL, "--bind %s: not an address of this host (%s); give one of "
+                   "its addresses (ip -4 addr), or 0.0.0.0 for all of them", ip, strerror(err));
+  return GS_OK;
+}
+
+int gs_job_addrs_resolve(const gs_rank_env *env, const char *bind, gs_job_addrs *a,
+                         gs_err *e) {
+  memset(a, 0, sizeof *a);
+  GS_TRY(ipv4_of("MASTER_ADDR", env->master_addr, a->master, e));
+  a->local = env->launched || is_loopback(a->master);
+  a->wildcard = bind && !strcmp(bind, "0.0.0.0");
+  /* what this host is to its peers: loopback, or its side of the route */
+  if (a->local) snprintf(a->advertise, sizeof a->advertise, "%s", a->master);
+  else GS_TRY(route_source(a->master, a->advertise, e));
+  if (env->rank == 0 && !a->local && !a->wildcard && strcmp(a->advertise, a->master))
+    return GS_FAIL(e, GS_EINVAL, "MASTER_ADDR %s is not an address of this host, and rank 0 "
+                   "hosts the rendezvous there: start rank 0 on the machine MASTER_ADDR names "
+                   "(or give --bind 0.0.0.0 to listen on every interface, as behind NAT)",
+                   env->master_addr);
+  if (a->wildcard) {
+    snprintf(a->bind, sizeof a->bind, "0.0.0.0");
+  } else if (bind) {
+    GS_TRY(ipv4_of("--bind", bind, a->bind, e));
+    GS_TRY(check_own(a->bind, e));
+    snprintf(a->advertise, sizeof a->advertise, "%s", a->bind);
+  } else {
+    snprintf(a->bind, sizeof a->bind, "%s", a->advertise);
+  }
+  if (env->port_fd >= 0) /* our launcher: an ephemeral port it reads back */
+    snprintf(a->rendezvous, sizeof a->rendezvous, "tcp://127.0.0.1:*");
+  else
+    snprintf(a->rendezvous, sizeof a->rendezvous, "tcp://%s:%d",
+             env->rank == 0 && a->wildcard ? "0.0.0.0" : a->master, env->master_port);
+  return GS_OK;
+}
+
+/* With --bind 0.0.0.0 every socket this rank's backend binds is a
+ * wildcard one, whatever host its address names (the link layer may put
+ * this host's name there, which can resolve to loopback); peers are told
+ * the advertised address instead: "tcp://HOST:PORT" -> "tcp://ADDR:PORT". */
+static int publish(const gs_job *j, char *text, size_t cap, gs_err *e) {
+  const char *colon = strrchr(text, ':');
+  if (!j->addr.wildcard || strncmp(text, "tcp://", 6) || !colon || colon < text + 6)
+    return GS_OK;
+  char out[GS_ENDPOINT_MAX];
+  int n = snprintf(out, sizeof out, "tcp://%s%s", j->addr.advertise, colon);
+  if (n < 0 || (size_t)n >= cap || (size_t)n >= sizeof out)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: the address %s does not fit", j->rank, out);
+  memcpy(text, out, (size_t)n + 1);
+  return GS_OK;
+}
+
+/* ---- 3. starting the job ---- */
+
+int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e) {
+  memset(j, 0, sizeof *j);
+  j->env = *env;
+  j->rank = env->rank;
+  j->world = env->world;
+  j->local_rank = env->local_rank >= 0 ? env->local_rank : env->rank;
+  j->local_world = env->local_world > 0 ? env->local_world : 0;
+  j->timeout_ms = (int)(o->timeout_s * 1000.0);
+  snprintf(j->hostname, sizeof j->hostname, "localhost");
+  gethostname(j->hostname, sizeof j->hostname - 1);
+  GS_TRY(gs_job_addrs_resolve(env, o->bind, &j->addr, e));
+  /* Rank 0 listens first: our launcher waits for the port before it starts
+   * anyone else. */
+  if (j->rank != 0 || j->world == 1) return GS_OK;
+  char bound[GS_ENDPOINT_MAX] = "";
+  GS_TRY(gs_rdv_listen(j->addr.rendezvous, bound, sizeof bound, &j->rdv, e));
+  if (env->port_fd < 0) return GS_OK;
+  const char *colon = strrchr(bound, ':');
+  char line[32];
+  int n = snprintf(line, sizeof line, "%s\n", colon ? colon + 1 : "0");
+  if (write(env->port_fd, line, (size_t)n) != n)
+    return GS_FAIL(e, GS_EIO, "cannot tell the launcher the rendezvous port: %s",
+                   strerror(errno));
+  close(env->port_fd);
+  return GS_OK;
+}
+
+int gs_job_threads(const gs_job *j, const gs_opts *o) {
+  if (o->threads > 0) return o->threads;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int ranks = j->local_world > 0 ? j->local_world : j->world;
+  int per = (int)((cores < 1 ? 1 : cores) / ranks);
+  return per < 1 ? 1 : per;
+}
+
+/* ---- 4. backends and one round ---- */
+
+static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
+                         gs_err *e) {
+  if (c->world != 1)
+    return GS_FAIL(e, GS_EINVAL, "the local backend is one process (world %d asked)", c->world);
+  *state = NULL;
+  endpoint[0] = 0;
+  return GS_OK;
+}
+
+static int local_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
+  (void)state;
+  return gs_sync_local(c, out, e);
+}
+
+/* "local" wraps the single-process gs_sync_local, so that world 1 without
+ * communication goes through the same path as the rest. */
+static const gs_backend local_backend = {
+  .name = "local", .prepare = local_prepare, .bootstrap = NULL, .open = local_open,
+  .discard = NULL,
+};
+
+const gs_backend *gs_job_backend(gs_mode m, const gs_kernels *k) {
+  if (m == GS_MODE_LOCAL) return &local_backend;
+  if (m == GS_MODE_PS) return &gs_ps_backend;
+  return k->device == GS_DEV_CUDA ? &gs_nccl_backend : &gs_ring_backend;
+}
+
+void gs_job_end(gs_job *j) {
+  if (j->prepared && j->state && j->be->discard) j->be->discard(j->state);
+  j->state = NULL;
+  j->prepared = false;
+  free(j->eps);
+  j->eps = NULL;
+  gs_rdv_job_free(&j->round);
+}
+
+void gs_job_close(gs_job *j) {
+  gs_job_end(j);
+  if (j->rdv) gs_rdv_close(j->rdv);
+  j->rdv = NULL;
+}
+
+/* World 1: the round without a rendezvous. */
+static int alone(gs_job *j, const char *endpoint, uint64_t token, const uint8_t *blob,
+                 size_t bloblen, gs_err *e) {
+  gs_rdv_job *r = &j->round;
+  r->world = 1;
+  r->endpoints = calloc(1, sizeof *r->endpoints);
+  r->hosts = calloc(1, sizeof *r->hosts);
+  if (!r->endpoints || !r->hosts) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  snprintf(r->endpoints[0], GS_ENDPOINT_MAX, "%s", endpoint);
+  snprintf(r->hosts[0], GS_HOST_MAX, "%s", j->hostname);
+  if (bloblen) memcpy(r->blob, blob, bloblen);
+  r->bloblen = bloblen;
+  r->job = token;
+  r->local_world = 1;
+  return GS_OK;
+}
+
+int gs_job_meet(gs_job *j, const gs_backend *be, gs_sync_config *cfg, const char *settings,
+                const char **phase, gs_err *e) {
+  const char *ignored;
+  if (!phase) phase = &ignored;
+  *phase = "backend";
+  gs_job_end(j);
+  cfg->rank = j->rank;
+  cfg->world = j->world;
+  cfg->timeout_ms = j->timeout_ms;
+  cfg->host = j->addr.bind;
+  cfg->local_rank = j->local_rank;
+  cfg->local_world = j->local_world > 0 ? j->local_world : 1;
+  cfg->device = j->local_rank;
+  j->be = be;
+  /* rank 0 makes the job token before anything of its backend starts (a
+   * dedicated ps server is forked in prepare and must know it) */
+  if (j->rank == 0) cfg->job = gs_rdv_new_token();
+  char endpoint[GS_ENDPOINT_MAX] = "";
+  GS_TRY(be->prepare(cfg, &j->state, endpoint, e));
+  j->prepared = true;
+  uint8_t blob[GS_BOOTSTRAP_MAX + 1];
+  size_t bloblen = 0;
+  int rc = publish(j, endpoint, sizeof endpoint, e);
+  if (rc == GS_OK && j->rank == 0 && be->bootstrap)
+    rc = be->bootstrap(j->state, cfg, blob, &bloblen, e);
+  /* a blob that is an address (the ps server's) is published as one */
+  if (rc == GS_OK && bloblen && bloblen <= GS_BOOTSTRAP_MAX && !blob[bloblen - 1] &&
+      strlen((char *)blob) + 1 == bloblen) {
+    rc = publish(j, (char *)blob, GS_BOOTSTRAP_MAX, e);
+    bloblen = strlen((char *)blob) + 1;
+  }
+  gs_rdv_me me = {.rank = j->rank, .world = j->world, .local_rank = j->local_rank,
+                  .host = j->hostname, .endpoint = endpoint, .settings = settings};
+  if (rc == GS_OK) *phase = "rendezvous";
+  if (rc < 0) {
+    /* prepared, not met: gs_job_end discards the state */
+  } else if (j->world == 1) {
+    rc = alone(j, endpoint, cfg->job, blob, bloblen, e);
+  } else if (j->rank == 0) {
+    rc = gs_rdv_host(j->rdv, &me, cfg->job, blob, bloblen, j->timeout_ms, &j->round, e);
+  } else {
+    char master[GS_ADDR_MAX + 32];
+    snprintf(master, sizeof master, "tcp://%s:%d", j->addr.master, j->env.master_port);
+    if (j->rdv) gs_rdv_close(j->rdv); /* a new round registers afresh */
+    j->rdv = NULL;
+    rc = gs_rdv_join(master, &me, j->timeout_ms, &j->rdv, &j->round, e);
+  }
+  if (rc == GS_OK && !(j->eps = calloc((size_t)j->world, sizeof *j->eps)))
+    rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
+  if (rc < 0) {
+    gs_job_end(j);
+    return rc;
+  }
+  for (int i = 0; i < j->world; i++) j->eps[i] = j->round.endpoints[i];
+  cfg->endpoints = j->eps;
+  cfg->bootstrap = j->round.blob;
+  cfg->bootstrap_len = j->round.bloblen;
+  cfg->job = j->round.job;
+  if (j->local_world <= 0) j->local_world = j->round.local_world;
+  cfg->local_world = j->local_world;
+  return GS_OK;
+}
+
+int gs_job_open(gs_job *j, const gs_sync_config *cfg, gs_sync **out, gs_err *e) {
+  if (!j->prepared)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: no backend prepared to open", j->rank);
+  int rc = j->be->open(j->state, cfg, out, e);
+  j->state = NULL; /* open owns it now, success or not */
+  j->prepared = false;
+  return rc;
+}
+
+void gs_job_report_error(gs_job *j, const char *phase, const char *msg) {
+  if (j->rdv && j->rank != 0) gs_rdv_report_error(j->rdv, j->rank, phase, msg);
+}

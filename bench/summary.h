@@ -1,0 +1,136 @@
+/* summary.h (internal to bench/): the metrics of one run, as DESIGN.md and
+ * the README define them, computed by ONE pure function from what the ranks
+ * measured (their step rows and spans) plus what the run was.
+ *
+ * Everything the bench shows about a run is drawn from a gs_summary:
+ * run.json and report.json (summary_json.c), the terminal tables
+ * (tables.c) and the SVG charts (charts.c). The members are named as the
+ * report.json keys, and a summary read back from JSON must have every one
+ * of them: a missing or mistyped value is an error naming it, never a zero.
+ * NaN stands for JSON null where the schema allows null. */
+#ifndef GS_BENCH_SUMMARY_H
+#define GS_BENCH_SUMMARY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "bench/internal.h"
+
+/* What a run was: the configuration of one combination of the sweep and
+ * the facts its rank 0 learned (model size, device, wall clock). */
+typedef struct gs_run_info {
+  gs_mode mode;
+  int world;
+  const char *model, *data;
+  int batch;
+  double bucket_mb, first_bucket_mb;
+  gs_dtype precision;       /* compute dtype */
+  gs_dtype wire;            /* gradient dtype on the wire: the cost model's S */
+  int warmup;               /* steps left out of the summaries */
+  bool overlap, dedicated;  /* dedicated: a ps server in its own process */
+  const char *device;       /* the kernels' name: "cpu", "cuda" */
+  const char *launcher;     /* who started the ranks: "gradsync", "torchrun", ... */
+  int threads;              /* BLAS threads per rank */
+  size_t nparams;
+  int nbuckets;
+  double wall_start, wall_end;
+  double accuracy, eval_loss; /* NaN: not measured */
+} gs_run_info;
+
+/* The run info of one combination of o's sweep (model, batch and bucket
+ * from o->train); the measured facts stay zero / NaN. */
+gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world);
+
+/* The run's id, e.g. "ps-w4-mlp_784-512-512-10-b64-bk25" (safe as a name). */
+void gs_run_id(const gs_run_info *info, char *buf, size_t cap);
+
+/* One rank, per measured step (means over the steps after the warm-up). */
+typedef struct gs_rank_summary {
+  int rank;
+  char *host;
+  double bytes_sent, bytes_recv;
+  double compute_s, data_s, forward_s, backward_s;
+  double comm_wait_s, reduce_s, update_s;
+  double busy_s, idle_s, step_s;
+  double model_bytes_sent, model_bytes_recv, traffic_vs_model;
+  int64_t peak_rss_bytes;
+} gs_rank_summary;
+
+/* A dedicated ps server's share, per measured step. */
+typedef struct gs_server_summary {
+  double bytes_sent, bytes_recv, reduce_s, update_s, busy_s;
+  double model_bytes_sent, model_bytes_recv;
+} gs_server_summary;
+
+/* The cost model's bytes per step (README "Cost model"). */
+typedef struct gs_cost_model {
+  char *formula;
+  double S_bytes;
+  double master_bytes_sent, master_bytes_recv, worker_bytes_sent, worker_bytes_recv;
+} gs_cost_model;
+
+typedef struct gs_summary {
+  char *id;
+  gs_mode mode;
+  int world;
+  char *model, *data;
+  int batch, global_batch;
+  double bucket_mb, first_bucket_mb;
+  gs_dtype precision;
+  char *device;
+  bool overlap, ps_dedicated;
+  char *launcher;
+  int threads_per_rank;
+  int64_t steps, nparams;
+  int nbuckets;
+  double gradient_bytes, wall_time_s;
+  double throughput_samples_per_s;
+  double step_time_s_median, step_time_s_p95, step_time_s_mean;
+  double imbalance;
+  double scaling_efficiency;   /* NaN: no world-1 run to compare with */
+  double master_traffic_share;
+  int skipped_steps;
+  double final_loss;           /* NaN: diverged */
+  int64_t warmup_steps;
+  double final_loss_scale;
+  int64_t measured_steps;
+  gs_rank_summary *per_rank;   /* world entries, rank order */
+  bool has_server;             /* server is meaningful (JSON null otherwise) */
+  gs_server_summary server;
+  gs_cost_model cost_model;
+  double *step_time_s;         /* steps entries, the warm-up included */
+  double accuracy, eval_loss;  /* NaN: not measured */
+} gs_summary;
+
+/* The summary of one run from every rank's measurements (ranks[0..world-1]
+ * in rank order). Pure: reads nothing but its arguments. GS_EINVAL when a
+ * rank reported a failure instead of measurements, or ranks are missing;
+ * GS_ENOMEM. On failure *out is left empty (gs_summary_free is safe). */
+int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *out,
+                 gs_err *e);
+void gs_summary_free(gs_summary *s);
+
+/* scaling_efficiency of every run: throughput(N) / (N x throughput(1))
+ * against the world-1 run of the same mode, model, bucket size and batch
+ * (the global batch with strong scaling); NaN without one. */
+void gs_summary_scaling(gs_summary *runs, size_t n, bool strong);
+
+/* JSON (summary_json.c): the run object of report.json (a new reference,
+ * NULL with e set when a value that may not be null is not finite), and
+ * back: every member must be there with its type (GS_EPROTO naming the
+ * key and the run otherwise). */
+json_t *gs_summary_json(const gs_summary *s, gs_err *e);
+int gs_summary_from_json(json_t *j, gs_summary *out, gs_err *e);
+
+/* Terminal tables (tables.c): one run, and the runs side by side. */
+void gs_summary_print(FILE *f, const gs_summary *s);
+void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n);
+
+/* SVG charts (charts.c): scaling.svg, breakdown.svg, bytes.svg in dir. */
+int gs_charts_write(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
+
+#endif

@@ -1,0 +1,104 @@
+/* tables.c: the terminal tables, drawn from gs_summary: one run (per-rank
+ * times in ms per step, bytes per step, the cost model beside them) and the
+ * runs side by side (ps vs ring per world). */
+#include <math.h>
+#include <string.h>
+
+#include "bench/summary.h"
+
+static void human_bytes(double b, char *buf, size_t cap) {
+  const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (b >= 1024 && i < 4) {
+    b /= 1024;
+    i++;
+  }
+  snprintf(buf, cap, i ? "%.2f %s" : "%.0f %s", b, u[i]);
+}
+
+void gs_summary_print(FILE *f, const gs_summary *s) {
+  fprintf(f, "\n== %s  world %d  %s  batch %d/rank  %s  %s%s ==\n", gs_mode_name(s->mode),
+          s->world, s->model, s->batch, gs_dtype_name(s->precision),
+          s->overlap ? "overlap" : "no overlap", s->ps_dedicated ? ", dedicated server" : "");
+  char sb[32];
+  human_bytes(s->gradient_bytes, sb, sizeof sb);
+  fprintf(f, "  throughput %.0f samples/s   step median %.2f ms  p95 %.2f ms   imbalance %.2f"
+          "   master traffic share %.1f%%   S = %s in %d bucket(s)\n",
+          s->throughput_samples_per_s, s->step_time_s_median * 1e3, s->step_time_s_p95 * 1e3,
+          s->imbalance, 100 * s->master_traffic_share, sb, s->nbuckets);
+  fprintf(f, "  %-6s %9s %9s %9s %9s %9s %9s %9s %11s %11s %9s %10s\n", "rank", "compute", "wait",
+          "reduce", "update", "busy", "idle", "step", "sent/step", "recv/step", "vs model",
+          "peak RSS");
+  fprintf(f, "  %-6s %9s %9s %9s %9s %9s %9s %9s %11s %11s %9s %10s\n", "", "ms", "ms", "ms", "ms",
+          "ms", "ms", "ms", "", "", "", "");
+  for (int r = 0; r < s->world; r++) {
+    const gs_rank_summary *p = &s->per_rank[r];
+    char s1[32], s2[32], s3[32];
+    human_bytes(p->bytes_sent, s1, sizeof s1);
+    human_bytes(p->bytes_recv, s2, sizeof s2);
+    human_bytes((double)p->peak_rss_bytes, s3, sizeof s3);
+    fprintf(f, "  %-6d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11s %11s %8.3fx %10s\n",
+            p->rank, 1e3 * p->compute_s, 1e3 * p->comm_wait_s, 1e3 * p->reduce_s,
+            1e3 * p->update_s, 1e3 * p->busy_s, 1e3 * p->idle_s, 1e3 * p->step_s, s1, s2,
+            p->traffic_vs_model, s3);
+  }
+  if (s->has_server) {
+    const gs_server_summary *v = &s->server;
+    char s1[32], s2[32];
+    human_bytes(v->bytes_sent, s1, sizeof s1);
+    human_bytes(v->bytes_recv, s2, sizeof s2);
+    fprintf(f, "  %-6s %9s %9s %9.2f %9.2f %9.2f %9s %9s %11s %11s\n", "server", "", "",
+            1e3 * v->reduce_s, 1e3 * v->update_s, 1e3 * v->busy_s, "", "", s1, s2);
+  }
+  if (s->precision != GS_F32 || s->skipped_steps > 0)
+    fprintf(f, "  precision %s: %d skipped step(s) (inf/NaN), loss scale at the end %g\n",
+            gs_dtype_name(s->precision), s->skipped_steps, s->final_loss_scale);
+  if (!isnan(s->accuracy))
+    fprintf(f, "  eval accuracy %.2f%% loss %.4f (on up to 10000 training samples)\n",
+            100 * s->accuracy, s->eval_loss);
+  const gs_cost_model *cm = &s->cost_model;
+  if (!(cm->S_bytes > 0) || s->mode == GS_MODE_LOCAL) return;
+  char m1[32], m2[32];
+  human_bytes(cm->master_bytes_sent, m1, sizeof m1);
+  human_bytes(cm->worker_bytes_sent, m2, sizeof m2);
+  fprintf(f, "  cost model: %s\n              master %s each way, other ranks %s each way per "
+          "step (vs model = measured sent+recv / model)\n",
+          cm->formula, m1, m2);
+}
+
+/* the same configuration but for the mode: the pairs the comparison sets
+ * side by side */
+static bool same_config(const gs_summary *a, const gs_summary *b) {
+  return a->world == b->world && !strcmp(a->model, b->model) && a->batch == b->batch &&
+         a->bucket_mb == b->bucket_mb;
+}
+
+void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n) {
+  fprintf(f, "\n== ps vs ring ==\n");
+  fprintf(f, "  %-5s %-24s %6s %5s %10s %9s %9s %8s %8s %14s\n", "mode", "model", "batch",
+          "world", "samples/s", "step ms", "imbalance", "scaling", "master", "rank 0 B/step");
+  for (size_t i = 0; i < n; i++) {
+    const gs_summary *r = &runs[i];
+    char sc[16] = "-";
+    if (!isnan(r->scaling_efficiency)) snprintf(sc, sizeof sc, "%.2f", r->scaling_efficiency);
+    const gs_rank_summary *r0 = &r->per_rank[0];
+    fprintf(f, "  %-5s %-24.24s %6d %5d %10.1f %9.2f %9.2f %8s %7.1f%% %14.0f\n",
+            gs_mode_name(r->mode), r->model, r->batch, r->world, r->throughput_samples_per_s,
+            1e3 * r->step_time_s_median, r->imbalance, sc, 100 * r->master_traffic_share,
+            r0->bytes_sent + r0->bytes_recv);
+  }
+  /* ring / ps ratio for each world both ran */
+  for (size_t i = 0; i < n; i++) {
+    const gs_summary *r = &runs[i];
+    if (r->mode != GS_MODE_RING) continue;
+    for (size_t j = 0; j < n; j++) {
+      const gs_summary *p = &runs[j];
+      if (p->mode != GS_MODE_PS || !same_config(p, r)) continue;
+      double tp = p->throughput_samples_per_s;
+      if (tp > 0)
+        fprintf(f, "  world %d %s: ring is %.2fx the throughput of ps; ps imbalance %.2f vs "
+                "ring %.2f\n", r->world, r->model, r->throughput_samples_per_s / tp,
+                p->imbalance, r->imbalance);
+    }
+  }
+}
