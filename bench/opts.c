@@ -191,7 +191,7 @@ static int parse_size(const char *s, size_t *out) {
     if (*end) return -1;
   }
   double b = v * mul;
-  if (b > 64.0 * 1024 * 1024 * 1024) return -1;
+  if (!(b <= 64.0 * 1024 * 1024 * 1024)) return -1;  /* NaN too */
   *out = (size_t)b;
   return 0;
 }
@@ -275,7 +275,7 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
   double d;
   int c, n;
 
-  optind = 1;
+  optind = 0;  /* 0, not 1: also forgets a half-read "-abc" of an earlier parse */
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":hqb:e:f:n:w:c:", longs, NULL)) != -1) {
     const char *a = optarg;
