@@ -503,9 +503,12 @@ int gs_rdv_gather(gs_rdv *r, int world, int timeout_ms, gs_rank_result *out, gs_
       continue;
     }
     Gradsync__Stats *st = m.env->stats;
-    size_t want = st->steps * sizeof(gs_step_row) + st->spans * sizeof(gs_span);
+    size_t rows_b, spans_b, want;
+    bool wraps = __builtin_mul_overflow(st->steps, sizeof(gs_step_row), &rows_b) ||
+                 __builtin_mul_overflow(st->spans, sizeof(gs_span), &spans_b) ||
+                 __builtin_add_overflow(rows_b, spans_b, &want);
     size_t got_b = m.has_payload ? zmq_msg_size(&m.payload) : 0;
-    if (st->row_bytes != sizeof(gs_step_row) || st->span_bytes != sizeof(gs_span) ||
+    if (wraps || st->row_bytes != sizeof(gs_step_row) || st->span_bytes != sizeof(gs_span) ||
         got_b != want) {
       x->failed = 1;
       snprintf(x->error, sizeof x->error, "measurements of an incompatible layout (%u-byte "
