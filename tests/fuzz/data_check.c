@@ -1,10 +1,19 @@
-/* data_check.c: the checks of an accepted dataset shared by the IDX and
- * CIFAR-10 harnesses (fuzz.h). */
+/* data_check.c: opening a dataset and checking what was accepted, shared
+ * by the IDX and CIFAR-10 harnesses (fuzz.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
 #include "worker/data.h"
+
+gs_dataset *fuzz_open_dataset(const char *spec, const gs_data_want *want, const char *what) {
+  gs_dataset *d = NULL;
+  gs_err e = {0};
+  int rc = gs_data_open(spec, want, &d, &e);
+  fuzz_verdict(rc, &e, what);
+  FUZZ_CHECK((rc == 0) == (d != NULL), "%s: rc %d with dataset %p", what, rc, (void *)d);
+  return d;
+}
 
 void fuzz_check_dataset(const gs_dataset *d, int64_t n, int c, int h, int w,
                         const uint8_t *pixels, const uint8_t *labels, int classes) {

@@ -62,10 +62,23 @@ typedef struct fuzz_file {
 void fuzz_file_open(fuzz_file *f, const void *data, size_t len);
 void fuzz_file_close(fuzz_file *f);
 
+/* msgs.c: valid messages, packed into out (1 KiB is plenty): rank's
+ * registration for a job of world ranks running "mode=ps\nmodel=MODEL\n"
+ * (the settings of fuzz_rdv.c's rank 0 with model mlp:4-2), and an Error
+ * carrying message. The job tokens the harnesses check: */
+#define FUZZ_RDV_TOKEN 0x7465737474657374ull
+#define FUZZ_WIRE_JOB 0x5eed5eed0badf00dull
+size_t fuzz_register_msg(uint8_t *out, uint32_t rank, uint32_t world, const char *model);
+size_t fuzz_error_msg(uint8_t *out, uint64_t job, uint32_t rank, const char *message);
+
 /* data_check.c: a dataset that gs_data_open accepted holds exactly n
  * samples of c x h x w bytes equal to pixels, labels equal to labels (all
  * below classes), and batches them as byte / 255. */
 struct gs_dataset;
+struct gs_data_want;
+/* gs_data_open(spec) with its verdict checked; the dataset or NULL. */
+struct gs_dataset *fuzz_open_dataset(const char *spec, const struct gs_data_want *want,
+                                     const char *what);
 void fuzz_check_dataset(const struct gs_dataset *d, int64_t n, int c, int h, int w,
                         const uint8_t *pixels, const uint8_t *labels, int classes);
 

@@ -32,11 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t at = strlen(spec);
     snprintf(spec + at, sizeof spec - at, "%s%s", i ? (nfiles ? "," : ",,") : "", files[i].path);
   }
-  gs_dataset *d = NULL;
-  gs_err e = {0};
-  int rc = gs_data_open(spec, &want, &d, &e);
-  fuzz_verdict(rc, &e, "gs_data_open(cifar10)");
-  FUZZ_CHECK((rc == 0) == (d != NULL), "rc %d with dataset %p", rc, (void *)d);
+  gs_dataset *d = fuzz_open_dataset(spec, &want, "gs_data_open(cifar10)");
   if (d) {
     FUZZ_CHECK(nfiles > 0, "accepted the spec %s", spec);
     FUZZ_CHECK(want.flat ? (want.c * want.h * want.w == 3072)

@@ -33,11 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   case 2: snprintf(spec, sizeof spec, "idx:%s,%s,%s", img.path, lab.path, lab.path); break;
   default: snprintf(spec, sizeof spec, "idx:,%s", lab.path); break;
   }
-  gs_dataset *d = NULL;
-  gs_err e = {0};
-  int rc = gs_data_open(spec, &want, &d, &e);
-  fuzz_verdict(rc, &e, "gs_data_open(idx)");
-  FUZZ_CHECK((rc == 0) == (d != NULL), "rc %d with dataset %p", rc, (void *)d);
+  gs_dataset *d = fuzz_open_dataset(spec, &want, "gs_data_open(idx)");
   if (d) {
     FUZZ_CHECK(variant == 0, "accepted the spec %s", spec);
     const uint8_t *ib = parts[0].data, *lb = parts[1].data;

@@ -15,7 +15,7 @@
  *
  * This harness follows the rendezvous as it is: raw C structs behind the
  * Stats message, the token given to gs_rdv_host. When those change, its
- * message building (send_env and the seeds in mkseeds.c) changes too. */
+ * message building (msgs.c and the seeds in mkseeds.c) changes too. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,50 +27,16 @@
 #include "fuzz.h"
 #include "proto/wire.h"
 
-#define TOKEN 0x7465737474657374ull
-#define SETTINGS "mode=ps\nmodel=mlp:4-2\n"
+#define TOKEN FUZZ_RDV_TOKEN
+#define SETTINGS "mode=ps\nmodel=mlp:4-2\n"  /* fuzz_register_msg's with mlp:4-2 */
 #define TIMEOUT_MS 5000
 #define MAXPARTS 64
 
 static void *zctx;
 static unsigned serial;
 
-static void send_env(void *s, Gradsync__Envelope *env) {
-  uint8_t buf[1024];
-  size_t n = gradsync__envelope__pack(env, buf);
+static void send_packed(void *s, const uint8_t *buf, size_t n) {
   FUZZ_CHECK(zmq_send(s, buf, n, 0) == (int)n, "zmq_send: %s", zmq_strerror(zmq_errno()));
-}
-
-/* The registration rank rk of a world-rank job sends. */
-static void send_register(void *s, int rk, int world) {
-  Gradsync__Setting a = GRADSYNC__SETTING__INIT, b = GRADSYNC__SETTING__INIT;
-  a.key = "mode";
-  a.value = "ps";
-  b.key = "model";
-  b.value = "mlp:4-2";
-  Gradsync__Setting *set[2] = {&a, &b};
-  Gradsync__Register rg = GRADSYNC__REGISTER__INIT;
-  rg.world = (uint32_t)world;
-  rg.host = "fuzzhost";
-  rg.endpoint = "tcp://127.0.0.1:1";
-  rg.n_settings = 2;
-  rg.settings = set;
-  Gradsync__Envelope env;
-  gs_wire_env(&env, 0, (uint32_t)rk);
-  env.body_case = GRADSYNC__ENVELOPE__BODY_REG;
-  env.reg = &rg;
-  send_env(s, &env);
-}
-
-static void send_error(void *s, int rk) {
-  Gradsync__Error er = GRADSYNC__ERROR__INIT;
-  er.phase = "fuzz";
-  er.message = "the harness ends the gather";
-  Gradsync__Envelope env;
-  gs_wire_env(&env, TOKEN, (uint32_t)rk);
-  env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
-  env.error = &er;
-  send_env(s, &env);
 }
 
 /* The fuzz messages, each prefixed by the routing id when there is one. */
@@ -119,7 +85,9 @@ static void host_or_gather(bool gather, int world, const fuzz_part *p, size_t np
   FUZZ_CHECK(gs_rdv_listen(ep, bound, sizeof bound, &r, &e) == 0, "listen: %s", e.msg);
   void *d = socket_to(ZMQ_DEALER, ep, false);
   if (!gather) send_parts(d, NULL, p, np);
-  for (int rk = 1; rk < world; rk++) send_register(d, rk, world);
+  uint8_t buf[1024];
+  for (int rk = 1; rk < world; rk++)
+    send_packed(d, buf, fuzz_register_msg(buf, (uint32_t)rk, (uint32_t)world, "mlp:4-2"));
   gs_rdv_job job = {0};
   int rc = gs_rdv_host(r, me_as(0, world), TOKEN, "blob", 4, TIMEOUT_MS, &job, &e);
   if (gather) {
@@ -135,7 +103,8 @@ static void host_or_gather(bool gather, int world, const fuzz_part *p, size_t np
   gs_rdv_job_free(&job);
   if (gather) {
     send_parts(d, NULL, p, np);
-    for (int rk = 1; rk < world; rk++) send_error(d, rk);
+    for (int rk = 1; rk < world; rk++)
+      send_packed(d, buf, fuzz_error_msg(buf, TOKEN, (uint32_t)rk, "the harness ends the gather"));
     gs_rank_result out[4];
     memset(out, 0, sizeof out);
     gs_err ge = {0};

@@ -18,7 +18,7 @@
 #include "fuzz.h"
 #include "proto/wire.h"
 
-#define JOB 0x5eed5eed0badf00dull
+#define JOB FUZZ_WIRE_JOB
 #define MAXPARTS 64
 
 static void *zctx, *rx[2], *tx[2];

@@ -19,8 +19,8 @@
 #include "proto/wire.h"
 #include "worker/npy.h"
 
-#define TOKEN 0x7465737474657374ull  /* fuzz_rdv.c's */
-#define WIRE_JOB 0x5eed5eed0badf00dull  /* fuzz_wire.c's */
+#define TOKEN FUZZ_RDV_TOKEN
+#define WIRE_JOB FUZZ_WIRE_JOB
 
 static const char *root;
 static uint8_t buf[1 << 16];
@@ -252,26 +252,6 @@ static size_t push_env(uint8_t *out, uint32_t version, uint64_t job, uint64_t co
   return pack(&env, out);
 }
 
-static size_t register_env(uint8_t *out, uint32_t rank, uint32_t world, const char *model) {
-  Gradsync__Setting a = GRADSYNC__SETTING__INIT, b = GRADSYNC__SETTING__INIT;
-  a.key = "mode";
-  a.value = "ps";
-  b.key = "model";
-  b.value = (char *)model;
-  Gradsync__Setting *set[2] = {&a, &b};
-  Gradsync__Register rg = GRADSYNC__REGISTER__INIT;
-  rg.world = world;
-  rg.host = "seedhost";
-  rg.endpoint = "tcp://127.0.0.1:2";
-  rg.n_settings = 2;
-  rg.settings = set;
-  Gradsync__Envelope env;
-  gs_wire_env(&env, 0, rank);
-  env.body_case = GRADSYNC__ENVELOPE__BODY_REG;
-  env.reg = &rg;
-  return pack(&env, out);
-}
-
 static size_t welcome_env(uint8_t *out, size_t nendpoints) {
   char *eps[2] = {"tcp://127.0.0.1:3", "tcp://127.0.0.1:4"}, *hosts[2] = {"a", "b"};
   Gradsync__Welcome w = GRADSYNC__WELCOME__INIT;
@@ -303,25 +283,14 @@ static size_t stats_env(uint8_t *out, uint64_t steps, uint64_t spans) {
   return pack(&env, out);
 }
 
-static size_t error_env(uint8_t *out, uint64_t job) {
-  Gradsync__Error er = GRADSYNC__ERROR__INIT;
-  er.phase = "rendezvous";
-  er.message = "refused";
-  Gradsync__Envelope env;
-  gs_wire_env(&env, job, 0);
-  env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
-  env.error = &er;
-  return pack(&env, out);
-}
-
 static void proto_seeds(void) {
   uint8_t h[1024];
   put("proto", "ok-push", h, push_env(h, GS_PROTO_VERSION, 1, 16));
   put("proto", "ok-push-count-wraps", h, push_env(h, GS_PROTO_VERSION, 1, 1ull << 62));
-  put("proto", "ok-register", h, register_env(h, 1, 2, "mlp:4-2"));
+  put("proto", "ok-register", h, fuzz_register_msg(h, 1, 2, "mlp:4-2"));
   put("proto", "ok-welcome", h, welcome_env(h, 2));
   put("proto", "ok-stats", h, stats_env(h, 1, 1));
-  put("proto", "ok-error", h, error_env(h, TOKEN));
+  put("proto", "ok-error", h, fuzz_error_msg(h, TOKEN, 0, "refused"));
   size_t n = push_env(h, GS_PROTO_VERSION, 1, 16);
   put("proto", "bad-truncated-push", h, n - 1);
   put("proto", "bad-wire-type-7", "\x0f\x01", 2);
@@ -379,12 +348,12 @@ static void rdv_seed(const char *name, uint8_t role, const uint8_t *m, size_t ml
 static void rdv_seeds(void) {
   uint8_t h[1024];
   enum { HOST = 0, GATHER = 1, JOIN = 2 };
-  rdv_seed("ok-host-register", HOST, h, register_env(h, 1, 2, "mlp:4-2"), NULL, 0, false);
+  rdv_seed("ok-host-register", HOST, h, fuzz_register_msg(h, 1, 2, "mlp:4-2"), NULL, 0, false);
   rdv_seed("ok-host-stray", HOST, (const uint8_t *)"junk", 4, NULL, 0, false);
-  rdv_seed("bad-host-settings-differ", HOST, h, register_env(h, 1, 2, "lenet"), NULL, 0, false);
-  rdv_seed("bad-host-rank-out-of-range", HOST, h, register_env(h, 7, 2, "mlp:4-2"), NULL, 0,
+  rdv_seed("bad-host-settings-differ", HOST, h, fuzz_register_msg(h, 1, 2, "lenet"), NULL, 0, false);
+  rdv_seed("bad-host-rank-out-of-range", HOST, h, fuzz_register_msg(h, 7, 2, "mlp:4-2"), NULL, 0,
            false);
-  rdv_seed("bad-host-world-differs", HOST, h, register_env(h, 1, 3, "mlp:4-2"), NULL, 0, false);
+  rdv_seed("bad-host-world-differs", HOST, h, fuzz_register_msg(h, 1, 3, "mlp:4-2"), NULL, 0, false);
   static uint8_t rows[sizeof(gs_step_row) + sizeof(gs_span)];
   rdv_seed("ok-gather-stats", GATHER, h, stats_env(h, 1, 1), rows, sizeof rows, true);
   rdv_seed("ok-gather-stats-short", GATHER, h, stats_env(h, 1, 1), rows, sizeof rows - 1, true);
@@ -394,7 +363,7 @@ static void rdv_seeds(void) {
   rdv_seed("ok-gather-stray", GATHER, (const uint8_t *)"junk", 4, NULL, 0, false);
   rdv_seed("ok-join-welcome", JOIN, h, welcome_env(h, 2), NULL, 0, false);
   rdv_seed("bad-join-welcome-short", JOIN, h, welcome_env(h, 1), NULL, 0, false);
-  rdv_seed("bad-join-error", JOIN, h, error_env(h, 0), NULL, 0, false);
+  rdv_seed("bad-join-error", JOIN, h, fuzz_error_msg(h, 0, 0, "refused"), NULL, 0, false);
   rdv_seed("bad-join-nothing", JOIN, NULL, 0, NULL, 0, false);
 }
 
