@@ -27,8 +27,9 @@ pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libzmq3-dev
       libprotobuf-c-dev protobuf-c-compiler libjansson-dev python3 python3-numpy
       libxml2-utils)
 # the test suite's peers and references: PyTorch (its SGD and training as
-# the reference, Gloo, torchrun)
-[ "${1:-}" = "--deps" ] && pkgs+=(python3-torch)
+# the reference, Gloo, torchrun); clang and its libFuzzer runtime for the
+# fuzz suite
+[ "${1:-}" = "--deps" ] && pkgs+=(python3-torch clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -464,7 +464,7 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
   shorts[ns] = 0;
   memset(&longs[NFLAGS], 0, sizeof longs[NFLAGS]);
 
-  optind = 1;
+  optind = 0;  /* 0, not 1: also forgets a half-read "-abc" of an earlier parse */
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {

@@ -223,8 +223,12 @@ int gs_wire_recv(void *sock, bool router, int timeout_ms, uint64_t job, size_t m
 }
 
 int gs_wire_expect_payload(const gs_wire_msg *m, uint64_t count, gs_dtype t, gs_err *e) {
-  uint64_t want = count * gs_dtype_size(t);
+  uint64_t want;
   size_t got = m->has_payload ? zmq_msg_size((zmq_msg_t *)&m->payload) : 0;
+  if (__builtin_mul_overflow(count, (uint64_t)gs_dtype_size(t), &want))
+    return GS_FAIL(e, GS_EPROTO, "a %s message from rank %u promises %llu elements of %s: more "
+                   "bytes than any message holds", gs_wire_kind(m->env),
+                   m->env ? m->env->rank : 0u, (unsigned long long)count, gs_dtype_name(t));
   if (!m->has_payload && want > 0)
     return GS_FAIL(e, GS_EPROTO, "a %s message from rank %u has no payload; expected %llu "
                    "bytes", gs_wire_kind(m->env), m->env ? m->env->rank : 0u,

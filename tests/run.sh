@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # tests/run.sh: the whole test suite, twice: a plain optimized build (CUDA
 # sources compiled too where the toolkit is, warnings as errors) and an
-# AddressSanitizer + UBSan build. Ends with "N passed, N failed", counted
-# from meson's testlog.json of both builds.
-#   tests/run.sh              both builds
-#   tests/run.sh plain|asan   one of them
+# AddressSanitizer + UBSan build; then, where clang with libFuzzer is
+# installed, a clang ASan + UBSan build of the fuzz harnesses that replays
+# their corpora and searches with each for $GS_FUZZ_SECONDS (default 30).
+# Ends with "N passed, N failed", counted from meson's testlog.json of the
+# builds.
+#   tests/run.sh                   all three (fuzz only where clang is)
+#   tests/run.sh plain|asan|fuzz   one of them
 set -uo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}
@@ -31,6 +34,40 @@ if [ "$which" = all ] || [ "$which" = asan ]; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_build asan -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled \
       -Dwerror=true --buildtype=debug || status=1
+fi
+
+# clang and its libFuzzer runtime (Debian: clang, libclang-rt-14-dev)
+have_libfuzzer() {
+  command -v clang >/dev/null 2>&1 &&
+    echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' |
+      clang -x c -fsanitize=fuzzer -o /dev/null - >/dev/null 2>&1
+}
+
+# Only the harnesses are built (the libraries instrumented for coverage),
+# and only the fuzz suites run, two searches at a time.
+run_fuzz() {
+  local dir=build-fuzz
+  if [ ! -f "$dir/build.ninja" ]; then
+    CC=clang meson setup "$dir" -Dfuzz=true -Dc_args=-fsanitize=fuzzer-no-link \
+      -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled \
+      --buildtype=debugoptimized >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; return 1; }
+  fi
+  ninja -C "$dir" fuzz-harnesses || return 1
+  rm -f "$dir/meson-logs/testlog.json"
+  meson test -C "$dir" --no-rebuild --suite fuzz-corpus --suite fuzz \
+    --num-processes "$jobs" --print-errorlogs || status=1
+  logs+=("$dir/meson-logs/testlog.json")
+}
+
+if [ "$which" = fuzz ] || [ "$which" = all ]; then
+  if have_libfuzzer; then
+    run_fuzz || status=1
+  elif [ "$which" = fuzz ]; then
+    echo "tests/run.sh fuzz needs clang with libFuzzer (apt-get install clang libclang-rt-14-dev)"
+    status=1
+  else
+    echo "fuzz: skipped (no clang with libFuzzer; apt-get install clang libclang-rt-14-dev)"
+  fi
 fi
 
 python3 - "${logs[@]}" <<'PY'

@@ -10,6 +10,7 @@
  * and never computes the gradient of the input. */
 #include "worker/model.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -411,8 +412,8 @@ static int create_mlp(const char *sizes, gs_kernels *k, int max_batch, gs_dtype 
   int n[64], cnt = 0;
   const char *p = sizes;
   while (*p) {
-    char *end;
-    long v = strtol(p, &end, 10);
+    char *end = (char *)p;  /* digits only: strtol alone would take " 4" and "+4" */
+    long v = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : 0;
     if (end == p || v <= 0 || v > (1 << 24) || (*end && *end != '-') || cnt == 64)
       return GS_FAIL(e, GS_EINVAL,
                      "--model mlp:%s: sizes must be positive integers joined by '-', e.g. "

@@ -132,12 +132,14 @@ static int parse_header(const char *path, FILE *f, npy_info *in, gs_err *e) {
                    pre[7]);
   }
   if (hlen == 0 || hlen > 65536) return GS_FAIL(e, GS_EIO, "%s: .npy header of %zu bytes", path, hlen);
-  char *h = malloc(hlen);
+  /* terminated, so that strtoll stops at a header that ends in digits */
+  char *h = malloc(hlen + 1);
   if (!h) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   if (fread(h, 1, hlen, f) != hlen) {
     free(h);
     return GS_FAIL(e, GS_EIO, "%s: truncated .npy header", path);
   }
+  h[hlen] = '\0';
   in->offset = pre_len + hlen;
   parser ps = {h, h + hlen};
   bool have_descr = false, have_order = false, have_shape = false, ok = eat(&ps, '{');
@@ -189,11 +191,18 @@ static int parse_header(const char *path, FILE *f, npy_info *in, gs_err *e) {
                    path, in->descr);
   if (in->fortran)
     return GS_FAIL(e, GS_EIO, "%s is in Fortran order; save it with np.ascontiguousarray(a)", path);
-  in->count = 1;
-  for (int i = 0; i < in->ndim; i++) in->count *= (size_t)in->shape[i];
   struct stat st;
   if (fstat(fileno(f), &st) != 0) return GS_FAIL(e, GS_EIO, "%s: %s", path, strerror(errno));
-  size_t want = in->offset + in->count * sizeof(float);
+  in->count = 1;
+  bool wraps = false;
+  for (int i = 0; i < in->ndim; i++)
+    wraps |= __builtin_mul_overflow(in->count, (size_t)in->shape[i], &in->count);
+  size_t want = 0;
+  wraps = wraps || __builtin_mul_overflow(in->count, sizeof(float), &want) ||
+          __builtin_add_overflow(want, in->offset, &want);
+  if (wraps)
+    return GS_FAIL(e, GS_EIO, "%s: its header's shape holds more data than any file can (the "
+                   "file has %lld bytes)", path, (long long)st.st_size);
   if ((size_t)st.st_size != want)
     return GS_FAIL(e, GS_EIO, "%s is %s: its header promises %zu bytes of data, the file has %lld",
                    path, (size_t)st.st_size < want ? "truncated" : "longer than its header says",

@@ -20,6 +20,9 @@
 #include <string.h>
 
 #include <cblas.h>
+#ifdef GS_HAVE_X86_SIMD
+#include <cpuid.h>
+#endif
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/elem.h"
@@ -50,14 +53,22 @@ const char *gs_cpu_isa_name(gs_cpu_isa isa) {
   return (unsigned)isa < GS_ISA_COUNT ? isa_names[isa] : "unknown";
 }
 
+#ifdef GS_HAVE_X86_SIMD
+/* F16C from CPUID leaf 1 (clang 14's __builtin_cpu_supports does not know
+ * the name, so a clang build would not compile with it) */
+static bool has_f16c(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 bool gs_cpu_isa_supported(gs_cpu_isa isa) {
   switch (isa) {
   case GS_ISA_SCALAR: return true;
 #ifdef GS_HAVE_X86_SIMD
   case GS_ISA_AVX2:
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-           __builtin_cpu_supports("popcnt");
+    return __builtin_cpu_supports("avx2") && has_f16c() && __builtin_cpu_supports("popcnt");
   case GS_ISA_AVX512:
     __builtin_cpu_init();
     return gs_cpu_isa_supported(GS_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&

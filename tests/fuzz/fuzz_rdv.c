@@ -1,0 +1,212 @@
+/* fuzz_rdv.c: the rendezvous (bench/internal.h) receiving arbitrary
+ * messages: rank 0 collecting registrations (gs_rdv_host) and measurements
+ * (gs_rdv_gather), and a rank waiting for its welcome (gs_rdv_join).
+ *
+ * Input: one byte (bits 0-1 the role: 0 host, 1 gather, 2 join; bits 2-3
+ * the world size 2..4), then the messages as parts (fuzz.h), sent over
+ * ipc:// (the rendezvous makes its own ZeroMQ context) by one DEALER, or
+ * in join mode by rank 0's ROUTER as the reply to the registration.
+ * Host and gather get the fuzz messages first, then the valid messages
+ * that end their round (a registration, then an error report, from every
+ * rank), so every call returns at once: a timeout is a finding (a stray
+ * message stalled the rendezvous). What an accepted round hands back must
+ * be whole: measurements of as many rows and spans as they claim, strings
+ * terminated.
+ *
+ * This harness follows the rendezvous as it is: raw C structs behind the
+ * Stats message, the token given to gs_rdv_host. When those change, its
+ * message building (msgs.c and the seeds in mkseeds.c) changes too. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "bench/internal.h"
+#include "fuzz.h"
+#include "proto/wire.h"
+
+#define TOKEN FUZZ_RDV_TOKEN
+#define SETTINGS "mode=ps\nmodel=mlp:4-2\n"  /* fuzz_register_msg's with mlp:4-2 */
+#define TIMEOUT_MS 5000
+#define MAXPARTS 64
+
+static void *zctx;
+static unsigned serial;
+
+static void send_packed(void *s, const uint8_t *buf, size_t n) {
+  FUZZ_CHECK(zmq_send(s, buf, n, 0) == (int)n, "zmq_send: %s", zmq_strerror(zmq_errno()));
+}
+
+/* The fuzz messages, each prefixed by the routing id when there is one. */
+static void send_parts(void *s, const zmq_msg_t *id, const fuzz_part *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    bool first = i == 0 || !p[i - 1].more;
+    if (first && id)
+      zmq_send(s, zmq_msg_data((zmq_msg_t *)id), zmq_msg_size((zmq_msg_t *)id), ZMQ_SNDMORE);
+    FUZZ_CHECK(zmq_send(s, p[i].data, p[i].len, p[i].more ? ZMQ_SNDMORE : 0) == (int)p[i].len,
+               "zmq_send: %s", zmq_strerror(zmq_errno()));
+  }
+}
+
+static void *socket_to(int type, const char *ep, bool bind) {
+  void *s = zmq_socket(zctx, type);
+  int zero = 0;
+  zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+  FUZZ_CHECK(s && (bind ? zmq_bind(s, ep) : zmq_connect(s, ep)) == 0, "%s %s: %s",
+             bind ? "bind" : "connect", ep, zmq_strerror(zmq_errno()));
+  return s;
+}
+
+static void check_job(const gs_rdv_job *job, int world) {
+  FUZZ_CHECK(job->world == world && job->bloblen <= GS_BOOTSTRAP_MAX,
+             "a job of world %d (expected %d) with a %zu-byte blob", job->world, world,
+             job->bloblen);
+  for (int i = 0; i < world; i++)
+    FUZZ_CHECK(strnlen(job->endpoints[i], GS_ENDPOINT_MAX) < GS_ENDPOINT_MAX &&
+                   strnlen(job->hosts[i], GS_HOST_MAX) < GS_HOST_MAX,
+               "rank %d's endpoint or host is not terminated", i);
+}
+
+static const gs_rdv_me *me_as(int rank, int world) {
+  static gs_rdv_me me;
+  me = (gs_rdv_me){.rank = rank, .world = world, .host = "fuzzhost",
+                   .endpoint = "tcp://127.0.0.1:1", .settings = SETTINGS};
+  return &me;
+}
+
+static void host_or_gather(bool gather, int world, const fuzz_part *p, size_t np,
+                           size_t size) {
+  char ep[64], bound[256];
+  snprintf(ep, sizeof ep, "ipc://@gs-fuzz-rdv-%d-%u", (int)getpid(), serial++);
+  gs_rdv *r = NULL;
+  gs_err e = {0};
+  FUZZ_CHECK(gs_rdv_listen(ep, bound, sizeof bound, &r, &e) == 0, "listen: %s", e.msg);
+  void *d = socket_to(ZMQ_DEALER, ep, false);
+  if (!gather) send_parts(d, NULL, p, np);
+  uint8_t buf[1024];
+  for (int rk = 1; rk < world; rk++)
+    send_packed(d, buf, fuzz_register_msg(buf, (uint32_t)rk, (uint32_t)world, "mlp:4-2"));
+  gs_rdv_job job = {0};
+  int rc = gs_rdv_host(r, me_as(0, world), TOKEN, "blob", 4, TIMEOUT_MS, &job, &e);
+  if (gather) {
+    FUZZ_CHECK(rc == 0, "the rendezvous refused valid registrations: %s", e.msg);
+  } else {
+    fuzz_verdict(rc, &e, "gs_rdv_host");
+    FUZZ_CHECK(rc != GS_ETIMEOUT, "stray messages stalled the rendezvous: %s", e.msg);
+    if (rc == 0) {
+      check_job(&job, world);
+      FUZZ_CHECK(job.job == TOKEN && job.bloblen == 4, "job token or blob changed%s", "");
+    }
+  }
+  gs_rdv_job_free(&job);
+  if (gather) {
+    send_parts(d, NULL, p, np);
+    for (int rk = 1; rk < world; rk++)
+      send_packed(d, buf, fuzz_error_msg(buf, TOKEN, (uint32_t)rk, "the harness ends the gather"));
+    gs_rank_result out[4];
+    memset(out, 0, sizeof out);
+    gs_err ge = {0};
+    rc = gs_rdv_gather(r, world, TIMEOUT_MS, out, &ge);
+    fuzz_verdict(rc, &ge, "gs_rdv_gather");
+    FUZZ_CHECK(rc != GS_ETIMEOUT, "stray messages stalled the gather: %s", ge.msg);
+    for (int i = 1; i < world; i++) {
+      gs_rank_result *x = &out[i];
+      FUZZ_CHECK(rc < 0 || x->failed || x->rows, "rank %d neither reported nor failed", i);
+      FUZZ_CHECK(strnlen(x->host, sizeof x->host) < sizeof x->host &&
+                     strnlen(x->error, sizeof x->error) < sizeof x->error,
+                 "rank %d: host or error not terminated", i);
+      /* every row and span it claims must be there: they came from this input */
+      size_t rb, sb, all;
+      FUZZ_CHECK(!__builtin_mul_overflow(x->nrows, sizeof(gs_step_row), &rb) &&
+                     !__builtin_mul_overflow(x->nspans, sizeof(gs_span), &sb) &&
+                     !__builtin_add_overflow(rb, sb, &all) && all <= size,
+                 "rank %d: accepted %zu rows and %zu spans from a %zu-byte input", i, x->nrows,
+                 x->nspans, size);
+      volatile const uint8_t *last;
+      if (x->rows && x->nrows) {
+        last = (const uint8_t *)(x->rows + x->nrows) - 1;
+        (void)*last;
+      }
+      if (x->spans && x->nspans) {
+        last = (const uint8_t *)(x->spans + x->nspans) - 1;
+        (void)*last;
+      }
+      gs_rank_result_free(x);
+    }
+  }
+  zmq_close(d);
+  gs_rdv_close(r);
+}
+
+typedef struct responder {
+  void *router;
+  const fuzz_part *p;
+  size_t np;
+  bool got;
+} responder;
+
+/* Rank 0's side in join mode: wait for the registration, answer with the
+ * fuzz messages (an empty frame when there are none). */
+static void *respond(void *arg) {
+  responder *rs = arg;
+  zmq_pollitem_t it = {.socket = rs->router, .events = ZMQ_POLLIN};
+  if (zmq_poll(&it, 1, TIMEOUT_MS) <= 0) return NULL;
+  zmq_msg_t id;
+  zmq_msg_init(&id);
+  if (zmq_msg_recv(&id, rs->router, 0) < 0) return NULL;
+  int more = 1;
+  size_t sz = sizeof more;
+  while (zmq_getsockopt(rs->router, ZMQ_RCVMORE, &more, &sz) == 0 && more) {
+    zmq_msg_t x;
+    zmq_msg_init(&x);
+    zmq_msg_recv(&x, rs->router, 0);
+    zmq_msg_close(&x);
+  }
+  rs->got = true;
+  if (rs->np) {
+    send_parts(rs->router, &id, rs->p, rs->np);
+  } else {
+    zmq_send(rs->router, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE);
+    zmq_send(rs->router, "", 0, 0);
+  }
+  zmq_msg_close(&id);
+  return NULL;
+}
+
+static void join(int world, const fuzz_part *p, size_t np) {
+  char ep[64];
+  snprintf(ep, sizeof ep, "ipc://@gs-fuzz-rdv-%d-%u", (int)getpid(), serial++);
+  responder rs = {.router = socket_to(ZMQ_ROUTER, ep, true), .p = p, .np = np};
+  pthread_t th;
+  FUZZ_CHECK(pthread_create(&th, NULL, respond, &rs) == 0, "pthread_create failed%s", "");
+  gs_rdv *r = NULL;
+  gs_rdv_job job = {0};
+  gs_err e = {0};
+  int rc = gs_rdv_join(ep, me_as(1, world), TIMEOUT_MS, &r, &job, &e);
+  pthread_join(th, NULL);
+  FUZZ_CHECK(rs.got, "rank 0 never saw the registration%s", "");
+  fuzz_verdict(rc, &e, "gs_rdv_join");
+  FUZZ_CHECK(rc != GS_ETIMEOUT, "a reply did not end the wait: %s", e.msg);
+  FUZZ_CHECK((rc == 0) == (r != NULL), "rc %d with rendezvous %p", rc, (void *)r);
+  if (rc == 0) check_job(&job, world);
+  gs_rdv_job_free(&job);
+  if (r) gs_rdv_close(r);
+  zmq_close(rs.router);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1) return 0;
+  if (!zctx) {
+    zctx = zmq_ctx_new();
+    FUZZ_CHECK(zctx != NULL, "zmq_ctx_new failed%s", "");
+  }
+  int role = data[0] & 3, world = 2 + ((data[0] >> 2) & 3) % 3;
+  fuzz_part parts[MAXPARTS];
+  size_t np = fuzz_split(data + 1, size - 1, parts, MAXPARTS);
+  if (np) parts[np - 1].more = false;
+  if (role == 2) join(world, parts, np);
+  else host_or_gather(role == 1, world, parts, np, size);
+  return 0;
+}
