@@ -367,6 +367,49 @@ static void rdv_seeds(void) {
   rdv_seed("bad-join-nothing", JOIN, NULL, 0, NULL, 0, false);
 }
 
+/* a rank's measurements: two count bytes, then the packed message */
+static void meas_seed(const char *name, int steps, int spans, uint8_t hdr_steps, uint8_t hdr_spans,
+                      int rank, const char *span_name) {
+  gs_step_row rows[4];
+  gs_span sp[4];
+  memset(rows, 0, sizeof rows);
+  memset(sp, 0, sizeof sp);
+  for (int i = 0; i < steps; i++) {
+    rows[i].step = i;
+    rows[i].rank = rank;
+    rows[i].step_s = 0.01 * (i + 1);
+    rows[i].bytes_sent = 1000u * (unsigned)i;
+  }
+  for (int i = 0; i < spans; i++) {
+    sp[i].t0 = i;
+    sp[i].t1 = i + 0.5;
+    sp[i].bucket = i - 1;
+    snprintf(sp[i].name, sizeof sp[i].name, "%s", span_name);
+  }
+  gs_rank_result r = {.rank = rank, .rows = rows, .nrows = (size_t)steps, .spans = sp,
+                      .nspans = (size_t)spans};
+  uint8_t *packed = NULL;
+  size_t len = 0;
+  gs_err e = {0};
+  if (gs_measurements_pack(&r, &packed, &len, &e) < 0 || len + 2 > sizeof buf) {
+    fprintf(stderr, "mkseeds: %s: %s\n", name, e.msg);
+    exit(1);
+  }
+  buf[0] = hdr_steps;
+  buf[1] = hdr_spans;
+  memcpy(buf + 2, packed, len);
+  free(packed);
+  put("meas", name, buf, len + 2);
+}
+
+static void meas_seeds(void) {
+  meas_seed("ok-empty", 0, 0, 0, 0, 1, "");
+  meas_seed("ok-rows-spans", 3, 2, 3, 2, 1, "forward");
+  meas_seed("bad-count-differs", 3, 2, 2, 2, 1, "forward");
+  meas_seed("bad-other-rank", 2, 0, 2, 0, 2, "forward");
+  meas_seed("ok-longest-span-name", 1, 1, 1, 1, 1, "a-span-name-of-23-chars");
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: mkseeds DIR   (writes DIR/<harness>/<seed>)\n");
@@ -381,5 +424,6 @@ int main(int argc, char **argv) {
   proto_seeds();
   wire_seeds();
   rdv_seeds();
+  meas_seeds();
   return 0;
 }
