@@ -7,20 +7,19 @@
  * backward has filled is handed over with an event, so its all-reduce runs
  * while backward goes on with the earlier layers:
  *
- *   compute  |--backward: bucket 0 grads--|ev0|--bucket 1 grads--|ev1|--...      |wait done|sgd|
- *   comm                                   |[to wire] allreduce 0 [widen] x1/(N*scale)|
+ *   compute  |--backward: bucket 0 grads--|ev0|--bucket 1 grads--|ev1|--...  |wait done|update|
+ *   comm                                   |[to wire] allreduce 0 [widen]|
  *                                                                  |... bucket 1 ...|done|
  *
  * One ncclAllReduce (ncclSum) per bucket, in bucket order on every rank
  * (NCCL needs the same order everywhere; bucket_ready enforces 0, 1, 2..).
- * Gradients are summed in place, then multiplied by 1/(world * loss scale)
- * on the comm stream. With a low-precision wire (cfg.wire fp16 / bf16) the
- * bucket is first rounded into a device wire buffer, all-reduced in that
- * type (NCCL adds in it: half the bytes, more rounding than the ZeroMQ
- * ring's fp32 accumulation), and widened back. end_step then counts inf /
- * NaN in the reduced gradients, which are identical on every rank, so every
- * rank takes the same gs_scaler_update verdict and skips or steps alike;
- * SGD runs on the compute stream through the same kernels table as the CPU.
+ * Gradients are summed in place. With a low-precision wire (cfg.wire fp16 /
+ * bf16) the bucket is first rounded into a device wire buffer, all-reduced
+ * in that type (NCCL adds in it: half the bytes, more rounding than the
+ * ZeroMQ ring's fp32 accumulation), and widened back. end_step then ends
+ * the step on the compute stream as every backend does, gs_update_apply
+ * (kernels.h): the mean, the overflow verdict on reduced gradients that
+ * are identical on every rank (so every rank skips or steps alike), SGD.
  * sum_only (the collective benchmark) all-reduces grads straight into
  * params, out of place, and stops there.
  *
@@ -73,9 +72,7 @@ typedef struct nccl_sync {
   bucket_events *ev;
   cudaEvent_t done, anchor, u0, u1;
   void *wire;                  /* n elements of cfg.wire (fp16 / bf16 wire only) */
-  float *mom;                  /* SGD momentum (NULL without momentum) */
-  gs_scaler scaler;
-  bool first;                  /* no SGD step taken yet (momentum buffer empty) */
+  gs_update u;                 /* the optimizer and the loss scaler */
   int64_t step;
   int ready, enqueued;         /* buckets handed over / queued on the comm stream this step */
   double blocked_s;            /* host time spent waiting inside bucket_ready this step */
@@ -258,10 +255,6 @@ static int enqueue(nccl_sync *s, int b, gs_err *e) {
   GS_TRY(settle(s, r, b, "ncclAllReduce", e));
   CU(s, b, e, cudaEventRecord(ev->t2, s->comm_stream));
   if (c->wire != GS_F32) s->kc->convert(s->kc, GS_F32, out, c->wire, recv, cnt);
-  if (!c->sum_only) {
-    float f = 1.0f / ((float)c->world * s->scaler.scale);
-    if (f != 1.0f) s->kc->scale(s->kc, cnt, f, g);
-  }
   CU(s, b, e, cudaEventRecord(ev->t3, s->comm_stream));
   s->enqueued++;
   return GS_OK;
@@ -338,7 +331,7 @@ static int nccl_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
     reduce_ms += ms_between(ev->t0, ev->t1) + ms_between(ev->t2, ev->t3);
     if (c->wire != GS_F32) span(s, "to_wire", b, ev->t0, ev->t1);
     span(s, "allreduce", b, ev->t1, ev->t2);
-    if (c->wire != GS_F32 || !c->sum_only) span(s, "average", b, ev->t2, ev->t3);
+    if (c->wire != GS_F32) span(s, "widen", b, ev->t2, ev->t3);
     uint64_t bytes = c->world > 1 ? (uint64_t)(2.0 * (c->world - 1) / c->world *
                                                (double)(c->buckets[b].count * es))
                                   : 0;
@@ -347,15 +340,14 @@ static int nccl_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   }
   st->reduce_s = reduce_ms / 1e3;
 
+  gs_update_result res = {.scale = s->u.scaler.scale};
   if (!c->sum_only) {
     CU(s, -1, e, cudaEventRecord(s->u0, s->compute));
-    /* the reduced gradients are the same bits on every rank: same verdict */
-    size_t bad = s->k->nonfinite(s->k, GS_F32, c->n, c->grads);
-    st->skipped = gs_scaler_update(&s->scaler, bad > 0);
-    if (!st->skipped) {
-      s->k->sgd(s->k, c->n, c->params, c->grads, s->mom, c->sgd, s->first);
-      s->first = false;
-    }
+    gs_update_range r = {.offset = 0, .count = c->n, .grad = c->grads};
+    gs_err ue = {0};
+    if (gs_update_apply(&s->u, c->params, &r, 1, true, true, &res, &ue) < 0)
+      return fail(s, -1, e, ue.code, "%s", ue.msg);
+    st->skipped = res.skipped;
     CU(s, -1, e, cudaEventRecord(s->u1, s->compute));
   }
   gs_err ke = {0};
@@ -365,7 +357,7 @@ static int nccl_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
     st->update_s = ms_between(s->u0, s->u1) / 1e3;
     span(s, st->skipped ? "skip" : "update", -1, s->u0, s->u1);
   }
-  st->scale = s->scaler.scale;
+  st->scale = res.scale;
   return GS_OK;
 }
 
@@ -403,7 +395,7 @@ static void free_sync(nccl_sync *s) {
     for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
       if (one[i]) cudaEventDestroy(one[i]);
     if (s->wire) s->k->release(s->k, s->wire);
-    if (s->mom) s->k->release(s->k, s->mom);
+    gs_update_free(&s->u);
     if (s->kc) s->kc->destroy(s->kc);
     gs_err ignored = {0};
     (void)s->k->sync(s->k, &ignored);
@@ -565,8 +557,6 @@ static int nccl_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
   s->cfg.endpoints = NULL;   /* the launcher's, not kept past open */
   s->cfg.bootstrap = NULL;
   s->k = c->k;
-  s->scaler = c->scaler;
-  s->first = true;
   s->step = -1;
   int rc = GS_OK;
 #define OPEN_CU(call)                                                                       \
@@ -605,8 +595,11 @@ static int nccl_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
 #undef OPEN_CU
   if (rc == GS_OK && c->wire != GS_F32 && c->n > 0)
     s->wire = c->k->alloc(c->k, c->n * gs_dtype_size(c->wire));
-  if (rc == GS_OK && !c->sum_only && c->sgd.momentum != 0.0f && c->n > 0)
-    s->mom = c->k->alloc(c->k, c->n * sizeof(float));
+  if (rc == GS_OK) {
+    gs_sgd sgd = c->sgd;
+    if (c->sum_only) sgd.momentum = 0.0f;
+    rc = gs_update_init(&s->u, c->k, c->n, c->world, sgd, c->wire, c->scaler, e);
+  }
   if (rc == GS_OK) {
     gs_err ke = {0};
     if (c->k->sync(c->k, &ke) != GS_OK)

@@ -6,15 +6,10 @@
  * in end_step (without); the thread all-reduces them strictly in order
  * 0, 1, 2 ... (the same order on every rank, so the chunks of bucket b
  * never meet those of bucket b+1). end_step waits for the last bucket, then
- * the training thread finishes the step the same way on every rank:
- *
- *   mixed precision / loss scaling: if any reduced gradient is inf/NaN the
- *     step is skipped (every rank holds the same reduced bits, so every rank
- *     decides alike) and gs_scaler_update backs the scale off;
- *   grads *= 1 / (world * scale)      (the mean of the ranks' gradients)
- *   k->sgd(params, grads, momentum)   (one momentum buffer per rank)
- *
- * so every rank's parameters stay bitwise identical. With sum_only (the
+ * the training thread finishes the step with gs_update_apply (kernels.h):
+ * the mean, the overflow verdict and SGD, with one momentum buffer per
+ * rank. Every rank holds the same reduced bits, so every rank decides and
+ * steps alike and the parameters stay bitwise identical. With sum_only (the
  * collective benchmark) the element-wise sum lands in params and nothing
  * else happens.
  *
@@ -41,10 +36,8 @@ typedef struct rsync {
   gs_bucket *buckets;
   gs_ring *ring;
   gs_kernels *rk;
-  float *mom;              /* momentum buffer (cfg k's device), NULL without momentum */
-  bool first;              /* the optimizer has not stepped yet */
-  gs_scaler scaler;
-  bool check_finite;
+  gs_update u;             /* the optimizer and the loss scaler */
+  gs_update_range *ranges; /* the buckets, as the optimizer takes them */
 
   /* training thread */
   int64_t step;
@@ -216,7 +209,7 @@ static int rs_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   gs_sync_stats local;
   if (!st) st = &local;
   memset(st, 0, sizeof *st);
-  st->scale = s->scaler.scale;
+  st->scale = s->u.scaler.scale;
   if (!s->in_step)
     return GS_FAIL(e, GS_EINVAL, "rank %d: end_step outside a step", s->c.rank);
   if (s->next_ready != s->c.nbuckets)
@@ -224,7 +217,6 @@ static int rs_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
                    "buckets were ready (backward must hand every bucket over)", s->c.rank,
                    s->step, s->next_ready, s->c.nbuckets);
   s->in_step = false;
-  gs_kernels *k = s->c.k;
 
   /* wait for the progress thread to finish the last bucket */
   double t0 = gs_now();
@@ -260,42 +252,20 @@ static int rs_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   if (rc < 0) return rc;
   if (s->c.sum_only) return GS_OK;
 
-  /* The same verdict on every rank: they all hold the same reduced bits. */
-  float used = s->scaler.scale;
-  bool skip = false;
-  if (s->check_finite) {
-    double a = gs_now();
-    size_t bad = 0;
-    for (int b = 0; b < s->c.nbuckets; b++)
-      bad += k->nonfinite(k, GS_F32, s->buckets[b].count, s->c.grads + s->buckets[b].offset);
-    st->reduce_s += gs_now() - a;
-    skip = gs_scaler_update(&s->scaler, bad > 0);
+  /* every rank holds the same reduced bits: the same verdict everywhere;
+   * the sums travelled in the wire dtype, so they fit it */
+  gs_update_result res;
+  double a = gs_now();
+  rc = gs_update_apply(&s->u, s->c.params, s->ranges, s->c.nbuckets, true, true, &res, e);
+  if (rc < 0) {
+    gs_err_prefix(e, "rank %d: ", s->c.rank);
+    return rc;
   }
-  st->skipped = skip;
-  st->scale = s->scaler.scale;
-  if (!skip) {
-    double a = gs_now();
-    float inv = 1.0f / ((float)s->c.world * used);
-    if (inv != 1.0f)
-      for (int b = 0; b < s->c.nbuckets; b++)
-        k->scale(k, s->buckets[b].count, inv, s->c.grads + s->buckets[b].offset);
-    double m = gs_now();
-    st->reduce_s += m - a;
-    for (int b = 0; b < s->c.nbuckets; b++) {
-      const gs_bucket *bk = &s->buckets[b];
-      k->sgd(k, bk->count, s->c.params + bk->offset, s->c.grads + bk->offset,
-             s->mom ? s->mom + bk->offset : NULL, s->c.sgd, s->first);
-    }
-    s->first = false;
-    rc = k->sync(k, e);
-    double z = gs_now();
-    st->update_s = z - m;
-    span(s, "optimizer", -1, m, z);
-    if (rc < 0) {
-      gs_err_prefix(e, "rank %d: optimizer: ", s->c.rank);
-      return rc;
-    }
-  }
+  st->reduce_s += res.check_s;
+  st->update_s = res.update_s;
+  st->skipped = res.skipped;
+  st->scale = res.scale;
+  if (!res.skipped) span(s, "optimizer", -1, a + res.check_s, gs_now());
   return GS_OK;
 }
 
@@ -313,7 +283,8 @@ static int rs_close(gs_sync *base, bool ok, gs_err *e) {
     pthread_join(s->thr, NULL);
   }
   gs_ring_close(s->ring, ok, ok ? NULL : "its job stopped");
-  if (s->mom) s->c.k->release(s->c.k, s->mom);
+  gs_update_free(&s->u);
+  free(s->ranges);
   if (s->rk) s->rk->destroy(s->rk);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
@@ -409,10 +380,6 @@ static int rb_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
     s->rk = p->rk;
     p->ring = NULL;
     p->rk = NULL;
-    s->first = true;
-    s->scaler = c->scaler;
-    if (s->scaler.scale == 0.0f) gs_scaler_init(&s->scaler, 1.0f, false);
-    s->check_finite = c->wire != GS_F32 || s->scaler.dynamic || s->scaler.scale != 1.0f;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->buckets = malloc((size_t)(c->nbuckets > 0 ? c->nbuckets : 1) * sizeof *s->buckets);
@@ -420,13 +387,17 @@ static int rb_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
     else if (c->nbuckets > 0)
       memcpy(s->buckets, c->buckets, (size_t)c->nbuckets * sizeof *s->buckets);
     s->c.buckets = s->buckets;
-    if (rc == GS_OK && !c->sum_only && c->sgd.momentum != 0.0f && c->n > 0) {
-      s->mom = c->k->alloc(c->k, c->n * sizeof(float));
-      if (!s->mom) {
-        c->k->sync(c->k, e);
-        rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the momentum buffer", c->rank);
-      }
-    }
+    s->ranges = calloc((size_t)(c->nbuckets > 0 ? c->nbuckets : 1), sizeof *s->ranges);
+    if (!s->ranges) rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", c->rank);
+    for (int b = 0; rc == GS_OK && b < c->nbuckets; b++)
+      s->ranges[b] = (gs_update_range){.offset = c->buckets[b].offset,
+                                       .count = c->buckets[b].count,
+                                       .grad = c->grads + c->buckets[b].offset};
+    gs_sgd sgd = c->sgd;
+    if (c->sum_only) sgd.momentum = 0.0f;
+    if (rc == GS_OK && (rc = gs_update_init(&s->u, c->k, c->n, c->world, sgd, c->wire, c->scaler,
+                                            e)) < 0)
+      gs_err_prefix(e, "rank %d: ", c->rank);
     if (rc == GS_OK) {
       if (pthread_create(&s->thr, NULL, progress, s) != 0)
         rc = GS_FAIL(e, GS_ENOMEM, "rank %d: cannot start the ring's progress thread", c->rank);

@@ -104,6 +104,10 @@ struct gs_kernels {
   int (*sync)(gs_kernels *k, gs_err *e);
   /* BLAS threads on the CPU (no-op on devices). */
   void (*set_threads)(gs_kernels *k, int threads);
+  /* Another table on the same device and code path, with its own sticky
+   * errors and queue (a second thread's, e.g. the ps server beside rank
+   * 0's training); NULL + e on failure. */
+  gs_kernels *(*clone)(gs_kernels *k, gs_err *e);
   void (*destroy)(gs_kernels *k);
 
   /* ---- dense algebra ---- */
@@ -166,6 +170,68 @@ struct gs_kernels {
   /* Number of inf/NaN elements of x in dtype t (synchronous). */
   size_t (*nonfinite)(gs_kernels *k, gs_dtype t, size_t n, const void *x);
 };
+
+/* ---- the end of a step, written once ----
+ * Every backend (ps server, ring, NCCL) and the local mode finish a step
+ * through gs_update_apply, so they round, check, skip and step alike
+ * (DESIGN.md contracts 3 and 7). It holds the optimizer's state: the
+ * momentum of every parameter (torch.optim.SGD's buffer, started at the
+ * first step that is not skipped) and the loss scaler. Given the reduced
+ * gradients (the SUM over world ranks, still carrying the loss scale):
+ *
+ *   1. with loss scaling only (fp16/bf16 wire, a scale != 1, or dynamic):
+ *      the sum must fit the wire dtype (unless it already travelled in it),
+ *      as DDP's sum must: a value that rounds to inf there is an overflow;
+ *   2. g *= 1 / (world x scale)  (the mean, unscaled; in double, then float);
+ *   3. with loss scaling: any inf/NaN left is an overflow, and the step's
+ *      verdict is gs_scaler_update's: skip (parameters and momentum stay)
+ *      or step. Every rank holds the same sum, so every rank agrees;
+ *   4. SGD (the kernels' sgd) on each range.
+ * Without loss scaling the ranges of a step may be applied one call at a
+ * time as they complete (the ps server updates a bucket as soon as its sum
+ * is in); with it, one call covers the whole step. */
+typedef struct gs_update {
+  gs_kernels *k;
+  gs_sgd sgd;
+  gs_scaler scaler;
+  gs_dtype wire;
+  int world;
+  size_t n;            /* parameters */
+  bool scaling;        /* loss scaling in play: a whole-step verdict */
+  bool first;          /* no step taken yet: momentum starts at the next */
+  bool stepped;        /* this step's SGD ran (so momentum starts after it) */
+  void *momentum;      /* n floats on k's device, or NULL without momentum */
+  void *fit;           /* wire-dtype scratch for the fit check */
+  size_t fit_cap;      /* its elements */
+} gs_update;
+
+/* A range of the flat parameters and where its reduced gradients are (any
+ * buffer on k's device: a received frame, the gradient buffer...). */
+typedef struct gs_update_range {
+  size_t offset, count;
+  void *grad;
+} gs_update_range;
+
+typedef struct gs_update_result {
+  bool skipped;        /* overflow: nothing changed */
+  float scale;         /* the loss scale for the next step */
+  double check_s;      /* fit check + unscale/average + finite check */
+  double update_s;     /* SGD */
+} gs_update_result;
+
+/* n parameters; world ranks' gradients are summed into what apply gets. A
+ * scaler with scale 0 means "none" (scale 1, fixed). */
+int gs_update_init(gs_update *u, gs_kernels *k, size_t n, int world, gs_sgd sgd, gs_dtype wire,
+                   gs_scaler scaler, gs_err *e);
+void gs_update_free(gs_update *u);
+/* Device bytes the optimizer holds (momentum, check scratch). */
+size_t gs_update_bytes(const gs_update *u);
+/* Apply ranges r[0..nr) of one step to params (n floats on k's device).
+ * in_wire: the sums are already values of the wire dtype (they travelled
+ * in it), so the fit check is not needed. last: this call ends the step.
+ * With loss scaling, last must be true (one call per step). */
+int gs_update_apply(gs_update *u, void *params, const gs_update_range *r, int nr, bool in_wire,
+                    bool last, gs_update_result *out, gs_err *e);
 
 /* The CPU table (always built). threads <= 0: leave BLAS as it is.
  * The streaming ops run the code path gs_isa_select() names. */

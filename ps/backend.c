@@ -529,10 +529,6 @@ static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
   return GS_OK;
 }
 
-static gs_kernels *server_kernels(const gs_sync_config *c, gs_err *e) {
-  return c->k->device == GS_DEV_CPU ? gs_kernels_cpu(0, e) : gs_kernels_cuda(c->device, e);
-}
-gs_kernels *(*gs_ps_server_kernels)(const gs_sync_config *c, gs_err *e) = server_kernels;
 
 static void *server_main(void *arg) {
   ps_state *st = arg;
@@ -551,7 +547,7 @@ static int ps_bootstrap(void *state, const gs_sync_config *c, void *blob, size_t
     GS_TRY(gs_ps_spawn_endpoint(st->child, st->child_fd, c->timeout_ms > 0 ? c->timeout_ms : 60000,
                                 st->tcp_ep, e));
   } else {
-    gs_kernels *k = gs_ps_server_kernels(c, e);
+    gs_kernels *k = c->k->clone(c->k, e);
     if (!k) {
       gs_err_prefix(e, "ps: the server's kernels: ");
       return e ? e->code : GS_EDEVICE;

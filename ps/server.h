@@ -36,10 +36,6 @@ typedef struct gs_ps_server gs_ps_server;
 int gs_ps_server_create(const gs_ps_server_opts *o, gs_ps_server **out,
                         char tcp_ep[GS_ENDPOINT_MAX], char inproc_ep[GS_ENDPOINT_MAX], gs_err *e);
 int gs_ps_server_run(gs_ps_server *s, gs_err *e);
-/* Makes the in-process server's own kernels table, for rank 0's device:
- * gs_kernels_cpu, or gs_kernels_cuda(c->device) when c->k is a device.
- * Tests point it elsewhere to run the device paths on a fake device. */
-extern gs_kernels *(*gs_ps_server_kernels)(const gs_sync_config *c, gs_err *e);
 
 /* ZeroMQ I/O threads for a server's context: one per remote worker up to
  * 4 and the core count, so that pushes from several workers are received

@@ -545,9 +545,17 @@ static size_t cpu_nonfinite(gs_kernels *k, gs_dtype t, size_t n, const void *x) 
   }
 }
 
+static gs_kernels *cpu_create(gs_cpu_isa isa, int threads, gs_err *e);
+
+static gs_kernels *cpu_clone(gs_kernels *k, gs_err *e) { return cpu_create(IMPL(k)->isa, 0, e); }
+
 gs_kernels *gs_kernels_cpu(int threads, gs_err *e) {
   gs_cpu_isa isa = GS_ISA_SCALAR;
   if (choose_isa(&isa, e) < 0) return NULL;
+  return cpu_create(isa, threads, e);
+}
+
+static gs_kernels *cpu_create(gs_cpu_isa isa, int threads, gs_err *e) {
   gs_kernels *k = calloc(1, sizeof *k);
   cpu_impl *c = calloc(1, sizeof *c);
   if (!k || !c) {
@@ -572,6 +580,7 @@ gs_kernels *gs_kernels_cpu(int threads, gs_err *e) {
   k->zero = cpu_zero;
   k->sync = cpu_sync;
   k->set_threads = cpu_set_threads;
+  k->clone = cpu_clone;
   k->destroy = cpu_destroy;
   k->gemm = cpu_gemm;
   k->gemm_lp = cpu_gemm_lp;

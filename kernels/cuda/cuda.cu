@@ -382,6 +382,7 @@ static void fill_table(gs_kernels *k, cu_impl *c) {
   k->zero = cu_zero;
   k->sync = cu_sync;
   k->set_threads = cu_set_threads;
+  k->clone = gs_cuda_fork;
   k->destroy = cu_destroy;
   k->gemm = cu_gemm;
   k->gemm_lp = cu_gemm_lp;

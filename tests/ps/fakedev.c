@@ -111,6 +111,10 @@ static int f_sync(gs_kernels *k, gs_err *e) {
   return cpu(k)->sync(cpu(k), e);
 }
 static void f_set_threads(gs_kernels *k, int t) { cpu(k)->set_threads(cpu(k), t); }
+static gs_kernels *f_clone(gs_kernels *k, gs_err *e) {
+  (void)k;
+  return fakedev_create(e);
+}
 static void f_destroy(gs_kernels *k) {
   cpu(k)->destroy(cpu(k));
   free(k->impl);
@@ -169,6 +173,7 @@ gs_kernels *fakedev_create(gs_err *e) {
   k->sync = f_sync;
   k->set_threads = f_set_threads;
   k->destroy = f_destroy;
+  k->clone = f_clone;
   k->sgd = f_sgd;
   k->add = f_add;
   k->scale = f_scale;
@@ -178,10 +183,6 @@ gs_kernels *fakedev_create(gs_err *e) {
   return k;
 }
 
-gs_kernels *fakedev_for_server(const gs_sync_config *c, gs_err *e) {
-  (void)c;
-  return fakedev_create(e);
-}
 
 int fakedev_violations(void) {
   pthread_mutex_lock(&mu);

@@ -6,8 +6,6 @@
 #include "worker/sync.h"
 
 gs_kernels *fakedev_create(gs_err *e);
-/* For gs_ps_server_kernels: the in-process server on the fake device. */
-gs_kernels *fakedev_for_server(const gs_sync_config *c, gs_err *e);
 /* Ops that got a pointer of the wrong kind, over all tables so far. */
 int fakedev_violations(void);
 

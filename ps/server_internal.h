@@ -1,0 +1,109 @@
+/* server_internal.h: internal to ps/: what the server's two files share.
+ * server.c runs the loop and the steps (pushes, the update, the Params
+ * back, deadlines); server_join.c the joining (Init, hellos, the Welcome)
+ * and the answer to ranks that join a job that already failed. */
+#ifndef GS_PS_SERVER_INTERNAL_H
+#define GS_PS_SERVER_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "proto/wire.h"
+#include "ps/reduce.h"
+#include "ps/server.h"
+
+#define MAX_PENDING 4096   /* hellos kept before Init arrives */
+#define WARN_MAX 20        /* dropped-message warnings printed before going quiet */
+#define MAX_WORLD 65536
+#define SLICE_MS 200       /* longest wait between looks at the stop flag */
+
+typedef struct peer {
+  uint8_t id[256];
+  size_t idlen;
+  bool known, bye, inproc;
+  int pushed;            /* buckets pushed in the current round */
+  int64_t last_step;     /* last step this rank completed (-1: none) */
+} peer;
+
+typedef struct hello {
+  uint8_t id[256];
+  size_t idlen;
+  uint32_t rank;
+  uint64_t count;
+  uint32_t nbuckets;
+} hello;
+
+struct gs_ps_server {
+  gs_ps_server_opts o;
+  gs_kernels *k;
+  void *sock;
+  bool cpu;
+  char tcp_ep[GS_ENDPOINT_MAX];
+  int timeout_ms;
+  bool failed;
+
+  /* from Init */
+  bool have_init, running;
+  int world, nb;
+  size_t n, maxcnt, wsize;
+  size_t *off, *cnt;
+  gs_sgd sgd;
+  gs_dtype wire;
+  bool sum_only;
+
+  peer *peers;
+  hello *pend;
+  int npend, nknown;
+  double contact_t0;
+
+  float *master;              /* the fp32 parameters (device) */
+  gs_ps_reduce *red;          /* the pushes' sums */
+  gs_update u;                /* the optimizer and the loss scaler */
+  float *hout;                /* host mirror of what goes out (devices only) */
+  void *wout;                 /* parameters in the wire dtype, as they go out
+                                 (fp16 / bf16 training only) */
+
+  /* the current round */
+  bool in_round, stepped;
+  uint64_t step, last_step;
+  double round_t0;
+  int round_rank;             /* whose push started the round */
+  uint8_t *got;               /* [world * nb] */
+  int complete;
+  atomic_int *inflight;       /* [nb] outgoing messages ZeroMQ still holds */
+  atomic_int inflight_welcome;
+  double reduce_s, update_s;  /* this step's, for the last Params */
+  uint64_t sent, recv;        /* this step's wire bytes (inproc excluded) */
+
+  int nbye;
+  double bye_t0;
+
+  atomic_int stop;            /* gs_ps_server_stop */
+  _Atomic uint64_t dev_bytes, host_bytes;
+  unsigned long warnings;
+};
+
+/* Fail the job: fill e, tell the workers, return the code. */
+#define FAIL(s, e, code, ...) \
+  (GS_FAIL((e), (code), __VA_ARGS__), gs_pss_broadcast_error((s), (e)), (code))
+
+/* server.c */
+void gs_pss_release_count(void *data, void *hint);   /* zmq free callback: one less held */
+void gs_pss_warn(gs_ps_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gs_pss_broadcast_error(gs_ps_server *s, const gs_err *e);
+int gs_pss_find_peer(const gs_ps_server *s, const zmq_msg_t *id);
+/* Whether a message's routing identity fits a peer's id field: libzmq
+ * caps the identities it makes at 255 bytes, but a raw ZMTP client may
+ * announce a longer one. Checked before a message is looked at. */
+bool gs_pss_id_fits(const gs_wire_msg *m);
+/* copy a routing identity that fits */
+void gs_pss_set_id(uint8_t *dst, size_t *dlen, const zmq_msg_t *id);
+void gs_pss_send_error(gs_ps_server *s, const peer *p, const gs_err *e);
+int gs_pss_kernel_check(gs_ps_server *s, const char *what, gs_err *e);
+void *gs_pss_dev_alloc(gs_ps_server *s, size_t bytes);
+
+/* server_join.c */
+int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e);
+int gs_pss_on_hello(gs_ps_server *s, gs_wire_msg *m, gs_err *e);
+void gs_pss_tell_latecomers(gs_ps_server *s, const gs_err *e);
+
+#endif
