@@ -137,6 +137,15 @@ void gs_ring_interrupt(gs_ring *r);
  * none. r may be NULL. */
 void gs_ring_close(gs_ring *r, bool ok, const char *why);
 
+/* For the program to call at start, where it runs the ring (the library
+ * never changes process-wide settings on its own): ZeroMQ mallocs a buffer
+ * for every chunk it receives, and glibc serves blocks of 128 KiB and more
+ * with a fresh mmap (or trims the heap after they are freed), so every
+ * received chunk would fault its pages in again, about a third of the
+ * receive cost on loopback. This keeps them in the heap (mallopt), unless
+ * GS_RING_MALLOPT=0. */
+void gs_ring_tune_malloc(void);
+
 /* The chunk size and small-message threshold the ring uses (after the
  * defaults and the environment), for reports. */
 size_t gs_ring_chunk_bytes(const gs_ring *r);

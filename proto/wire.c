@@ -138,7 +138,7 @@ out:
 void gs_wire_msg_close(gs_wire_msg *m) {
   if (m->has_id) zmq_msg_close(&m->id);
   if (m->has_payload) zmq_msg_close(&m->payload);
-  if (m->env) gradsync__envelope__free_unpacked(m->env, NULL);
+  if (m->env) gradsync__envelope__free_unpacked(m->env, m->alloc);
   m->has_id = m->has_payload = false;
   m->env = NULL;
 }
@@ -168,7 +168,13 @@ int gs_wire_recv(void *sock, bool router, int timeout_ms, uint64_t job, size_t m
   int w = gs_wire_wait(sock, timeout_ms, e);
   if (w < 0) return w;
   if (w == 0) return GS_FAIL(e, GS_ETIMEOUT, "nothing received in %d ms", timeout_ms);
+  return gs_wire_read(sock, router, job, max_payload, NULL, m, e);
+}
 
+int gs_wire_read(void *sock, bool router, uint64_t job, size_t max_payload,
+                 ProtobufCAllocator *alloc, gs_wire_msg *m, gs_err *e) {
+  memset(m, 0, sizeof *m);
+  m->alloc = alloc;
   if (router) {
     zmq_msg_init(&m->id);
     m->has_id = true;
@@ -189,7 +195,7 @@ int gs_wire_recv(void *sock, bool router, int timeout_ms, uint64_t job, size_t m
     rc = GS_FAIL(e, GS_EPROTO, "a header frame of %zu bytes (expected 1..%u)", hlen,
                  GS_HEADER_MAX);
   } else {
-    m->env = gradsync__envelope__unpack(NULL, hlen, zmq_msg_data(&h));
+    m->env = gradsync__envelope__unpack(alloc, hlen, zmq_msg_data(&h));
     if (!m->env) rc = GS_FAIL(e, GS_EPROTO, "a header of %zu bytes that is not a gradsync "
                               "Envelope (corrupt or foreign message)", hlen);
   }

@@ -17,6 +17,7 @@
 #ifndef GS_WIRE_H
 #define GS_WIRE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,6 +29,9 @@
 #define GS_PROTO_VERSION 1u
 #define GS_SERVER_RANK 0xffffffffu
 #define GS_HEADER_MAX 65536u      /* an Envelope is small; more is an attack or a bug */
+#ifndef GS_ENDPOINT_MAX
+#define GS_ENDPOINT_MAX 256
+#endif
 
 typedef struct gs_wire_msg {
   zmq_msg_t id;                   /* ROUTER identity (when has_id) */
@@ -36,6 +40,7 @@ typedef struct gs_wire_msg {
   zmq_msg_t payload;              /* raw tensor bytes (when has_payload) */
   bool has_payload;
   size_t bytes;                   /* frames' bytes received, identity excluded */
+  ProtobufCAllocator *alloc;      /* what unpacked env (NULL: malloc) */
 } gs_wire_msg;
 
 /* A readable name for the kind of an envelope ("push", "params", ...). */
@@ -58,6 +63,11 @@ int gs_wire_send(void *sock, const void *id, size_t idlen, const Gradsync__Envel
 int gs_wire_recv(void *sock, bool router, int timeout_ms, uint64_t job, size_t max_payload,
                  gs_wire_msg *m, gs_err *e);
 void gs_wire_msg_close(gs_wire_msg *m);
+/* The same checks on a message that is already there (no wait: after a
+ * poll said readable), unpacking the header with alloc (NULL: malloc; a
+ * caller that receives a lot may give an arena). */
+int gs_wire_read(void *sock, bool router, uint64_t job, size_t max_payload,
+                 ProtobufCAllocator *alloc, gs_wire_msg *m, gs_err *e);
 
 /* The payload must hold exactly count elements of dtype t. */
 int gs_wire_expect_payload(const gs_wire_msg *m, uint64_t count, gs_dtype t, gs_err *e);
@@ -72,6 +82,70 @@ int gs_wire_bind_any(void *sock, const char *host, char *endpoint, size_t cap, g
 /* Socket options every data socket gets: no linger on abort, large kernel
  * buffers, unbounded high-water marks (flow is bounded by the protocol). */
 void gs_wire_tune(void *sock);
+
+/* ---- links between ring neighbours (link.c) ----
+ * A rank PULLs from its left neighbour on a socket it binds, and PUSHes to
+ * its right one. gs_link is that pair with what a stream between
+ * neighbours needs besides the algorithm: socket options; a monitor that
+ * notices at once when the left neighbour's connection drops; waits that
+ * poll a little first (latency) and then sleep in slices watching
+ * gs_interrupted and gs_link_interrupt; receives checked as gs_wire_read
+ * checks them (into an arena: no malloc per message) plus the sender's
+ * rank; zero-copy sends whose flag clears when ZeroMQ is done; and Error
+ * messages relayed around the ring, so that when a rank fails or stalls
+ * every rank stops with the cause (settling a moment for news from further
+ * up the ring) instead of its own timeout. Errors name this rank, the
+ * neighbour and where (gs_link_where, put in words only when needed). */
+typedef struct gs_link gs_link;
+
+typedef struct gs_link_cfg {
+  int rank, world, left, right;  /* this rank and its neighbours, for error text */
+  uint64_t job;                  /* token every message carries */
+  int timeout_ms;                /* every wait (<= 0: 30 s) */
+  int spin_us;                   /* poll this long first, where asked */
+  int sockbuf;                   /* SO_SNDBUF / SO_RCVBUF (<= 0: the kernel's) */
+  int io_threads;                /* ZeroMQ I/O threads (<= 0: 1) */
+  const char *host;              /* address to bind (NULL: 127.0.0.1) */
+  size_t max_payload;            /* largest payload frame accepted */
+} gs_link_cfg;
+
+/* Where a message belongs, for errors: fn writes it into buf. */
+typedef struct gs_link_where {
+  void (*fn)(const void *ctx, char *buf, size_t cap);
+  const void *ctx;
+} gs_link_where;
+
+/* Bind the PULL socket the left neighbour connects to; its address goes
+ * to endpoint. */
+int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_MAX], gs_err *e);
+void gs_link_set_job(gs_link *l, uint64_t job);
+/* Connect the PUSH socket to the right neighbour. */
+int gs_link_connect(gs_link *l, const char *right, gs_err *e);
+/* Send env + payload: copied (flag and fwd NULL), zero-copy from data with
+ * *flag set until ZeroMQ releases it, or the received message fwd itself.
+ * *sent grows by the bytes. */
+int gs_link_send(gs_link *l, const Gradsync__Envelope *env, const void *data, size_t bytes,
+                 atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, const gs_link_where *w,
+                 gs_err *e);
+/* Receive the next message from the left neighbour (what names it:
+ * "chunk", "handshake"). *env is valid until the next receive; payload is
+ * initialised in every case (the caller closes it). An Error from the left
+ * becomes GS_EPEER with its cause. */
+int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin_first,
+                 Gradsync__Envelope **env, zmq_msg_t *payload, uint64_t *bytes, gs_err *e);
+/* Wait until ZeroMQ released a zero-copy send (what: for the error). */
+int gs_link_wait_released(gs_link *l, atomic_uint *flag, const char *what, gs_err *e);
+/* Tell the right neighbour why this rank stops (best effort, never
+ * blocks); _once: unless it was told already; gs_link_told: consider it
+ * told (every rank found the same error itself). */
+void gs_link_tell(gs_link *l, const char *phase, const char *msg);
+void gs_link_tell_once(gs_link *l, const char *phase, const char *msg);
+void gs_link_told(gs_link *l);
+/* Make a wait in another thread fail soon with GS_EINTR. */
+void gs_link_interrupt(gs_link *l);
+/* Close both sockets; on return ZeroMQ holds nothing of the caller's.
+ * abort: what is still queued is dropped after 100 ms instead of flushed. */
+void gs_link_close(gs_link *l, bool abort);
 
 gs_dtype gs_wire_dtype(Gradsync__DType t);
 Gradsync__DType gs_wire_pbdtype(gs_dtype t);

@@ -106,6 +106,7 @@ int main(int argc, char **argv) {
     .timeout_ms = 30000, .host = "127.0.0.1", .wire = GS_F32, .bind = -1,
   };
   int world = 2;
+  gs_ring_tune_malloc(); /* as bench does */
   static const struct option lo[] = {
     {"wire", 1, 0, 'W'}, {"chunk", 1, 0, 'C'}, {"small", 1, 0, 'S'}, {"io-threads", 1, 0, 'I'},
     {"sockbuf", 1, 0, 'B'}, {"host", 1, 0, 'H'}, {"timeout", 1, 0, 'T'}, {"bind", 1, 0, 'P'},

@@ -1,0 +1,428 @@
+/* link.c: a rank's links to its ring neighbours (wire.h, gs_link): a PULL
+ * socket it binds for its left neighbour and a PUSH socket it connects to
+ * its right one, with everything a stream between neighbours needs besides
+ * the algorithm: socket options, a monitor that notices at once when the
+ * left neighbour's connection drops, interrupt-aware waits (a short poll
+ * first for latency, then sleep in slices), checked receives through
+ * gs_wire_read into a fixed arena (no malloc per message), zero-copy sends
+ * with a per-chunk "ZeroMQ still holds it" flag, and the relay of errors
+ * around the ring so that every rank stops with the cause, not a timeout. */
+#include "proto/wire.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SLICE_MS 50
+#define GONE_GRACE_S 0.25      /* after the left neighbour disconnects */
+#define HDR_MAX 4096           /* a chunk header is ~50 bytes; an Error ~1 KiB */
+#define ARENA_BYTES (64 << 10) /* protobuf-c unpack of one header of HDR_MAX */
+
+struct gs_link {
+  gs_link_cfg c;
+  char host[256];
+  void *ctx, *pull, *push, *mon;
+  bool told_right;           /* the right neighbour has been told why we stop */
+  int errors_sent;
+  double left_gone_at;       /* > 0: the left neighbour closed its connection */
+  uint32_t peer_fd[32];      /* open connections on the PULL socket */
+  int npeers;
+  atomic_int stop;           /* gs_link_interrupt */
+  gs_wire_msg last;          /* the last message received (its env lives in the arena) */
+  ProtobufCAllocator alloc;  /* bump allocator over arena */
+  size_t arena_used;
+  uint8_t *arena;
+  uint8_t hbuf[HDR_MAX];
+};
+
+static void *arena_alloc(void *data, size_t size) {
+  gs_link *l = data;
+  size = (size + 15) & ~(size_t)15;
+  if (size > ARENA_BYTES - l->arena_used) return NULL;
+  void *p = l->arena + l->arena_used;
+  l->arena_used += size;
+  return p;
+}
+static void arena_free(void *data, void *p) {}
+
+static const char *where(const gs_link_where *w, char *buf, size_t cap) {
+  if (!w || !w->fn) return "the ring";
+  w->fn(w->ctx, buf, cap);
+  return buf;
+}
+
+/* ------------------------------------------------------------------ */
+/* opening and closing */
+
+int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_MAX],
+                 gs_err *e) {
+  *out = NULL;
+  gs_link *l = calloc(1, sizeof *l);
+  if (!l) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", c->rank);
+  l->c = *c;
+  snprintf(l->host, sizeof l->host, "%s", c->host && *c->host ? c->host : "127.0.0.1");
+  l->c.host = l->host;
+  if (l->c.timeout_ms <= 0) l->c.timeout_ms = 30000;
+  l->alloc.alloc = arena_alloc;
+  l->alloc.free = arena_free;
+  l->alloc.allocator_data = l;
+  int rc = GS_OK;
+  if (!(l->arena = gs_alloc(ARENA_BYTES, e))) {
+    rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", c->rank);
+    goto out;
+  }
+  l->ctx = zmq_ctx_new();
+  if (!l->ctx) {
+    rc = GS_FAIL(e, GS_EIO, "rank %d: zmq_ctx_new: %s", c->rank, zmq_strerror(errno));
+    goto out;
+  }
+  zmq_ctx_set(l->ctx, ZMQ_IO_THREADS, c->io_threads > 0 ? c->io_threads : 1);
+  l->pull = zmq_socket(l->ctx, ZMQ_PULL);
+  if (!l->pull) {
+    rc = GS_FAIL(e, GS_EIO, "rank %d: zmq_socket: %s", c->rank, zmq_strerror(errno));
+    goto out;
+  }
+  int zero = 0;
+  zmq_setsockopt(l->pull, ZMQ_RCVHWM, &zero, sizeof zero);
+  zmq_setsockopt(l->pull, ZMQ_LINGER, &zero, sizeof zero);
+  if (c->sockbuf > 0) {
+    zmq_setsockopt(l->pull, ZMQ_RCVBUF, &c->sockbuf, sizeof c->sockbuf);
+    zmq_setsockopt(l->pull, ZMQ_SNDBUF, &c->sockbuf, sizeof c->sockbuf);
+  }
+  char ep[GS_ENDPOINT_MAX];
+  rc = gs_wire_bind_any(l->pull, l->host, ep, sizeof ep, e);
+  if (rc < 0) {
+    gs_err_prefix(e, "rank %d: ring: ", c->rank);
+    goto out;
+  }
+  /* Learn at once when the left neighbour's connection drops. */
+  char monaddr[64];
+  snprintf(monaddr, sizeof monaddr, "inproc://gs-link-mon-%p", (void *)l);
+  if (zmq_socket_monitor(l->pull, monaddr, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) == 0) {
+    l->mon = zmq_socket(l->ctx, ZMQ_PAIR);
+    if (l->mon && zmq_connect(l->mon, monaddr) < 0) {
+      zmq_close(l->mon);
+      l->mon = NULL;
+    }
+  }
+  if (endpoint) snprintf(endpoint, GS_ENDPOINT_MAX, "%s", ep);
+out:
+  if (rc < 0) {
+    gs_link_close(l, true);
+    return rc;
+  }
+  *out = l;
+  return GS_OK;
+}
+
+void gs_link_set_job(gs_link *l, uint64_t job) { l->c.job = job; }
+
+int gs_link_connect(gs_link *l, const char *right, gs_err *e) {
+  if (!right || !*right)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: no endpoint for rank %d (right); the launcher must "
+                   "pass every rank's prepare() endpoint", l->c.rank, l->c.right);
+  l->push = zmq_socket(l->ctx, ZMQ_PUSH);
+  if (!l->push)
+    return GS_FAIL(e, GS_EIO, "rank %d: zmq_socket: %s", l->c.rank, zmq_strerror(errno));
+  /* an orderly close flushes what the right neighbour still needs */
+  int zero = 0, linger = l->c.timeout_ms;
+  zmq_setsockopt(l->push, ZMQ_SNDHWM, &zero, sizeof zero);
+  zmq_setsockopt(l->push, ZMQ_LINGER, &linger, sizeof linger);
+  if (l->c.sockbuf > 0) {
+    zmq_setsockopt(l->push, ZMQ_SNDBUF, &l->c.sockbuf, sizeof l->c.sockbuf);
+    zmq_setsockopt(l->push, ZMQ_RCVBUF, &l->c.sockbuf, sizeof l->c.sockbuf);
+  }
+  zmq_setsockopt(l->push, ZMQ_SNDTIMEO, &l->c.timeout_ms, sizeof l->c.timeout_ms);
+  if (zmq_connect(l->push, right) < 0)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank %d (right) at '%s': %s",
+                   l->c.rank, l->c.right, right, zmq_strerror(errno));
+  return GS_OK;
+}
+
+void gs_link_close(gs_link *l, bool abort) {
+  if (!l) return;
+  if (abort && l->push) { /* a moment for an Error to leave, then drop everything */
+    int linger = 100;
+    zmq_setsockopt(l->push, ZMQ_LINGER, &linger, sizeof linger);
+  }
+  gs_wire_msg_close(&l->last);
+  if (l->mon) {
+    zmq_socket_monitor(l->pull, NULL, 0);
+    zmq_close(l->mon);
+  }
+  if (l->pull) zmq_close(l->pull);
+  if (l->push) zmq_close(l->push);
+  if (l->ctx) zmq_ctx_term(l->ctx); /* releases whatever ZeroMQ still held */
+  gs_free(l->arena);
+  free(l);
+}
+
+void gs_link_interrupt(gs_link *l) {
+  if (l) atomic_store(&l->stop, 1);
+}
+
+/* ------------------------------------------------------------------ */
+/* errors around the ring */
+
+void gs_link_tell(gs_link *l, const char *phase, const char *msg) {
+  if (!l->push || l->errors_sent > 4 * l->c.world) return;
+  l->errors_sent++;
+  l->told_right = true;
+  Gradsync__Envelope env;
+  Gradsync__Error err = GRADSYNC__ERROR__INIT;
+  gs_wire_env(&env, l->c.job, (uint32_t)l->c.rank);
+  err.phase = (char *)phase;
+  err.message = (char *)msg;
+  env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
+  env.error = &err;
+  size_t len = gradsync__envelope__get_packed_size(&env);
+  if (len > sizeof l->hbuf) return;
+  gradsync__envelope__pack(&env, l->hbuf);
+  zmq_send(l->push, l->hbuf, len, ZMQ_DONTWAIT); /* best effort, never blocks */
+}
+
+void gs_link_tell_once(gs_link *l, const char *phase, const char *msg) {
+  if (!l->told_right) gs_link_tell(l, phase, msg);
+}
+
+void gs_link_told(gs_link *l) { l->told_right = true; }
+
+/* ------------------------------------------------------------------ */
+/* receiving */
+
+/* Monitor events of the PULL socket: the open TCP connections (the left
+ * neighbour's, and any stranger's), by file descriptor. When the last of
+ * them closes, the left neighbour is gone. */
+static void watch_left(gs_link *l) {
+  for (;;) {
+    zmq_msg_t ev;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, l->mon, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&ev);
+      return;
+    }
+    uint16_t id = 0;
+    uint32_t fd = 0;
+    if (zmq_msg_size(&ev) >= 6) {
+      memcpy(&id, zmq_msg_data(&ev), 2);
+      memcpy(&fd, (const uint8_t *)zmq_msg_data(&ev) + 2, 4);
+    }
+    bool more = zmq_msg_more(&ev);
+    zmq_msg_close(&ev);
+    while (more) { /* the endpoint frame */
+      zmq_msg_init(&ev);
+      if (zmq_msg_recv(&ev, l->mon, ZMQ_DONTWAIT) < 0) more = false;
+      else more = zmq_msg_more(&ev);
+      zmq_msg_close(&ev);
+    }
+    if (id == ZMQ_EVENT_ACCEPTED) {
+      if (l->npeers < (int)(sizeof l->peer_fd / sizeof *l->peer_fd)) l->peer_fd[l->npeers++] = fd;
+      l->left_gone_at = 0;
+    } else if (id == ZMQ_EVENT_DISCONNECTED) {
+      for (int i = 0; i < l->npeers; i++) {
+        if (l->peer_fd[i] != fd) continue;
+        l->peer_fd[i] = l->peer_fd[--l->npeers];
+        if (l->npeers == 0 && l->left_gone_at == 0) l->left_gone_at = gs_now();
+        break;
+      }
+    }
+  }
+}
+
+/* Wait until the PULL socket has a message: 1, or 0 when the deadline (or
+ * the grace after the left neighbour disconnected) passed. */
+static int wait_in(gs_link *l, double deadline, gs_err *e) {
+  for (;;) {
+    if (atomic_load(&l->stop)) return GS_FAIL(e, GS_EINTR, "rank %d: ring interrupted", l->c.rank);
+    if (gs_interrupted) return GS_FAIL(e, GS_EINTR, "rank %d: interrupted", l->c.rank);
+    double now = gs_now();
+    double end = deadline;
+    if (l->left_gone_at > 0 && l->left_gone_at + GONE_GRACE_S < end)
+      end = l->left_gone_at + GONE_GRACE_S;
+    double left = end - now;
+    int slice = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
+    if (slice > SLICE_MS) slice = SLICE_MS;
+    zmq_pollitem_t it[2] = {{.socket = l->pull, .events = ZMQ_POLLIN},
+                            {.socket = l->mon, .events = ZMQ_POLLIN}};
+    int rc = zmq_poll(it, l->mon ? 2 : 1, slice);
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      return GS_FAIL(e, GS_EIO, "rank %d: zmq_poll: %s", l->c.rank, zmq_strerror(errno));
+    }
+    if (it[0].revents & ZMQ_POLLIN) return 1;
+    if (l->mon && (it[1].revents & ZMQ_POLLIN)) watch_left(l);
+    if (left <= 0) return 0;
+  }
+}
+
+/* Whether a message is waiting, after polling up to spin_us (yielding the
+ * core to the ZeroMQ thread that brings it): a wake-up saved is a large
+ * share of a small message's hop. */
+static bool spin(gs_link *l) {
+  double until = gs_now() + l->c.spin_us * 1e-6;
+  do {
+    zmq_pollitem_t it = {.socket = l->pull, .events = ZMQ_POLLIN};
+    if (zmq_poll(&it, 1, 0) > 0) return true;
+    sched_yield();
+  } while (gs_now() < until);
+  return false;
+}
+
+/* How long a rank that gave up listens for news from further up the ring. */
+static double grace_s(const gs_link *l) {
+  double g = l->c.timeout_ms / 4000.0;
+  return g < 0.5 ? g : 0.5;
+}
+
+/* This rank stops because of its left neighbour: a timeout or a closed
+ * connection (mine: this rank's sentence) or an Error the neighbour sent
+ * (upstream: its text). When one rank stalls, every rank behind it waits
+ * and times out at about the same moment, so the first news to reach a rank
+ * may be a neighbour's own timeout rather than the cause. So: tell the
+ * right neighbour what we know, then listen a moment (grace_s) for Errors
+ * from the left, passing each one on; each later one started one hop
+ * further up the ring, and the last is the cause. */
+static int settle(gs_link *l, int code, const char *mine, const char *upstream,
+                  const gs_link_where *w, gs_err *e) {
+  char cause[900] = "";
+  if (upstream) snprintf(cause, sizeof cause, "%s", upstream);
+  gs_link_tell(l, "ring", upstream ? cause : mine);
+  double end = gs_now() + grace_s(l);
+  gs_err ignore = {0};
+  while (wait_in(l, end, &ignore) == 1) {
+    gs_wire_msg m;
+    l->arena_used = 0;
+    int rc = gs_wire_read(l->pull, false, l->c.job, l->c.max_payload, &l->alloc, &m, &ignore);
+    if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR && m.env->error->message) {
+      snprintf(cause, sizeof cause, "%s", m.env->error->message);
+      gs_link_tell(l, "ring", cause);
+    }
+    gs_wire_msg_close(&m);
+  }
+  char wb[160];
+  if (cause[0])
+    return GS_FAIL(e, GS_EPEER, "rank %d: rank %d (left) stopped in %s: %s", l->c.rank,
+                   l->c.left, where(w, wb, sizeof wb), cause);
+  return GS_FAIL(e, code, "%s", mine);
+}
+
+int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin_first,
+                 Gradsync__Envelope **envp, zmq_msg_t *payload, uint64_t *bytes, gs_err *e) {
+  zmq_msg_init(payload);
+  *envp = NULL;
+  gs_wire_msg_close(&l->last);
+  char wb[160];
+  double t0 = gs_now();
+  /* the grace to learn the cause comes out of the timeout */
+  double deadline = t0 + l->c.timeout_ms / 1000.0 - grace_s(l);
+  if (!(spin_first && l->c.spin_us > 0 && spin(l))) {
+    int ready = wait_in(l, deadline, e);
+    if (ready < 0) return ready;
+    if (ready == 0) {
+      char mine[600];
+      if (l->left_gone_at > 0) {
+        snprintf(mine, sizeof mine, "rank %d: rank %d (left) closed its connection (it exited, "
+                 "aborted or was killed) while rank %d waited for a %s in %s", l->c.rank,
+                 l->c.left, l->c.rank, what, where(w, wb, sizeof wb));
+        return settle(l, GS_EPEER, mine, NULL, w, e);
+      }
+      snprintf(mine, sizeof mine, "rank %d: no %s from rank %d (left) in %s, for %.1f s (rank "
+               "%d died, stalled, or runs something else)", l->c.rank, what, l->c.left,
+               where(w, wb, sizeof wb), gs_now() - t0, l->c.left);
+      return settle(l, GS_ETIMEOUT, mine, NULL, w, e);
+    }
+  }
+  l->arena_used = 0;
+  gs_err we = {0};
+  int rc = gs_wire_read(l->pull, false, l->c.job, l->c.max_payload, &l->alloc, &l->last, &we);
+  *bytes += l->last.bytes;
+  if (rc < 0)
+    return GS_FAIL(e, rc, "rank %d: from the socket of rank %d (left) in %s: %s", l->c.rank,
+                   l->c.left, where(w, wb, sizeof wb), we.msg);
+  Gradsync__Envelope *env = l->last.env;
+  if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
+    char m[900];
+    snprintf(m, sizeof m, "%s", env->error->message ? env->error->message : "");
+    return settle(l, GS_EPEER, NULL, m, w, e);
+  }
+  if (env->rank != (uint32_t)l->c.left)
+    return GS_FAIL(e, GS_EPROTO, "rank %d: a %s message from rank %u arrived on the socket of "
+                   "rank %d (left) in %s: the endpoints are miswired or a rank runs with "
+                   "another world size", l->c.rank, gs_wire_kind(env), env->rank, l->c.left,
+                   where(w, wb, sizeof wb));
+  if (l->last.has_payload) {
+    zmq_msg_move(payload, &l->last.payload);
+    zmq_msg_close(&l->last.payload);
+    l->last.has_payload = false;
+  }
+  *envp = env;
+  return GS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* sending */
+
+static void released(void *data, void *hint) {
+  atomic_store_explicit((atomic_uint *)hint, 0u, memory_order_release);
+}
+
+int gs_link_send(gs_link *l, const Gradsync__Envelope *env, const void *data, size_t bytes,
+                 atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, const gs_link_where *w,
+                 gs_err *e) {
+  size_t hlen = gradsync__envelope__get_packed_size(env);
+  if (hlen > sizeof l->hbuf)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: a header of %zu bytes", l->c.rank, hlen);
+  gradsync__envelope__pack(env, l->hbuf);
+  /* an empty payload travels as no payload frame */
+  if (zmq_send(l->push, l->hbuf, hlen, bytes ? ZMQ_SNDMORE : 0) < 0) goto fail;
+  int rc = 0;
+  if (bytes == 0) {
+  } else if (fwd) {
+    rc = zmq_msg_send(fwd, l->push, 0);
+  } else if (flag) {
+    zmq_msg_t m;
+    atomic_store_explicit(flag, 1u, memory_order_relaxed);
+    zmq_msg_init_data(&m, (void *)data, bytes, released, flag);
+    rc = zmq_msg_send(&m, l->push, 0);
+    if (rc < 0) {
+      int err = errno;
+      zmq_msg_close(&m); /* runs released() */
+      errno = err;
+    }
+  } else {
+    rc = zmq_send(l->push, data, bytes, 0);
+  }
+  if (rc < 0) goto fail;
+  *sent += hlen + bytes;
+  return GS_OK;
+fail:;
+  char wb[160];
+  if (errno == EAGAIN)
+    return GS_FAIL(e, GS_ETIMEOUT, "rank %d: could not queue a %s for rank %d (right) in %s "
+                   "within %.1f s", l->c.rank, gs_wire_kind(env), l->c.right,
+                   where(w, wb, sizeof wb), l->c.timeout_ms / 1000.0);
+  return GS_FAIL(e, GS_EIO, "rank %d: sending to rank %d (right) in %s: %s", l->c.rank,
+                 l->c.right, where(w, wb, sizeof wb), zmq_strerror(errno));
+}
+
+int gs_link_wait_released(gs_link *l, atomic_uint *flag, const char *what, gs_err *e) {
+  if (atomic_load_explicit(flag, memory_order_acquire) == 0) return GS_OK;
+  double deadline = gs_now() + l->c.timeout_ms / 1000.0;
+  long ns = 1000;
+  while (atomic_load_explicit(flag, memory_order_acquire) != 0) {
+    if (atomic_load(&l->stop) || gs_interrupted)
+      return GS_FAIL(e, GS_EINTR, "rank %d: ring interrupted", l->c.rank);
+    if (gs_now() > deadline)
+      return GS_FAIL(e, GS_ETIMEOUT, "rank %d: rank %d (right) took no data for %.1f s in %s "
+                     "(it died or stalled)", l->c.rank, l->c.right, l->c.timeout_ms / 1000.0,
+                     what);
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+    if (ns < 1000000) ns *= 2;
+  }
+  return GS_OK;
+}
