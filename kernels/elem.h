@@ -11,6 +11,7 @@
 #ifndef GS_ELEM_H
 #define GS_ELEM_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -144,6 +145,57 @@ GS_HD static inline int gs_f32_isfinite(float f) {
 }
 GS_HD static inline int gs_f16_isfinite(uint16_t h) { return (h & 0x7c00u) != 0x7c00u; }
 GS_HD static inline int gs_bf16_isfinite(uint16_t h) { return (h & 0x7f80u) != 0x7f80u; }
+
+/* Softmax cross-entropy of one row i (classes logits): probabilities into
+ * probs, the row's loss (log-sum-exp with the maximum subtracted, in
+ * double, so logits of 1e4 give finite values), whether the argmax hits
+ * the label, and bad = 1 for a label outside [0, classes). */
+GS_HD static inline void gs_xent_row(int i, int classes, const float *logits,
+                                        const int32_t *labels, float *probs, double *loss,
+                                        int *hit, int *bad) {
+  const float *z = logits + (size_t)i * classes;
+  float *p = probs + (size_t)i * classes;
+  int y = labels[i];
+  float mx = z[0];
+  int arg = 0;
+  for (int j = 1; j < classes; j++)
+    if (z[j] > mx) { mx = z[j]; arg = j; }
+  double sum = 0.0;
+  for (int j = 0; j < classes; j++) sum += exp((double)z[j] - (double)mx);
+  for (int j = 0; j < classes; j++) p[j] = (float)(exp((double)z[j] - (double)mx) / sum);
+  if (y < 0 || y >= classes) {
+    *loss = 0.0;
+    *hit = 0;
+    *bad = 1;
+    return;
+  }
+  *loss = log(sum) - ((double)z[y] - (double)mx);
+  *hit = arg == y;
+  *bad = 0;
+}
+
+/* dlogits[i, j] = (probs[i, j] - onehot) * f, f = scale / batch */
+GS_HD static inline float gs_xent_grad1(float prob, int hit, float f) {
+  return (prob - (hit ? 1.0f : 0.0f)) * f;
+}
+
+/* The winner of a 2x2 max-pool window at (oy, ox) of a plane of width w:
+ * the first maximum in row-major order, or a NaN (PyTorch's rule: v > best
+ * or isnan(v)); its index within the plane. */
+GS_HD static inline int gs_maxpool1(const float *xp, int w, int oy, int ox) {
+  int best = (2 * oy) * w + 2 * ox;
+  float bv = xp[best];
+  for (int dy = 0; dy < 2; dy++)
+    for (int dx = 0; dx < 2; dx++) {
+      int idx = (2 * oy + dy) * w + 2 * ox + dx;
+      float v = xp[idx];
+      if (v > bv || v != v) {
+        best = idx;
+        bv = v;
+      }
+    }
+  return best;
+}
 
 /* ReLU as PyTorch's (clamp_min / threshold_backward): NaN passes through
  * forward and backward, so an overflow upstream still reaches the loss and

@@ -1,108 +1,22 @@
-/* backend.c: the worker side of the ps backend (sync.h), and the backend
- * entry points the launcher calls (prepare / bootstrap / open / discard).
- *
- * A worker is one DEALER socket to the server. A step, seen from here:
- *
- *   begin_step   reset the step's bookkeeping
- *   bucket_ready without overlap: record; with overlap: push now (the
- *                DEALER send only queues) and apply any parameters that
- *                already came back, without waiting
- *   end_step     push what is left, then receive Params until every bucket
- *                of the step is in, copying each into cfg.params
- *
- * Pushes go zero-copy: straight from cfg.grads on the CPU in fp32, else
- * from a staging buffer allocated once (alloc_host: pinned on a GPU) that
- * holds the wire dtype (convert on the device, then one device-to-host
- * copy). A counter of pushes ZeroMQ still holds is back to zero before
- * end_step returns, so backward may overwrite the gradients.
- *
- * Rank 0 beside its in-process server talks to it over inproc://: its
- * pushes and the parameters it receives are pointers handed across, not
- * bytes on a wire, and its stats report the server thread's reduction,
- * optimizer and wire traffic (its own blocked time minus the server's work
- * is its exposed communication). */
+/* backend.c: the ps backend's entry points, as the launcher calls them
+ * (sync.h): prepare (a dedicated server process is forked here, before
+ * any ZeroMQ context exists), bootstrap on rank 0 (the in-process server
+ * thread, or the dedicated one's address), open (Hello / Init to the
+ * server, then its Welcome with rank 0's parameters) and discard. The
+ * steps themselves are client.c's. */
 #include <errno.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "proto/wire.h"
-#include "ps/ps.h"
-#include "ps/server.h"
-
-typedef struct ps_state {
-  int rank;
-  bool dedicated;
-  void *zctx;
-  /* rank 0, in-process server */
-  gs_ps_server *server;
-  pthread_t thread;
-  bool thread_started;
-  int server_rc;
-  gs_err server_err;
-  char tcp_ep[GS_ENDPOINT_MAX], inproc_ep[GS_ENDPOINT_MAX];
-  /* rank 0, dedicated server */
-  int child, child_fd;
-} ps_state;
-
-typedef struct ps_sync {
-  gs_sync base;
-  gs_sync_config c;
-  gs_bucket *buckets;
-  ps_state *st;
-  void *sock;
-  char server_ep[GS_ENDPOINT_MAX];
-  bool inproc;      /* rank 0 beside its server thread */
-  bool has_server;  /* rank 0 with a dedicated server */
-  bool cpu, failed, in_step;
-  size_t wsize;
-  int wait_ms;      /* the server's timeout plus a quarter: its named error arrives first */
-  void *stage_host, *stage_dev;
-  uint64_t stage_host_bytes, stage_dev_bytes;
-  atomic_int inflight;
-
-  int64_t step;
-  uint8_t *ready, *pushed, *got;
-  int ngot, nskipped;
-  double blocked_s, last_progress;
-  uint64_t sent, recv;
-  float scale;
-  double srv_reduce, srv_update;
-  uint64_t srv_sent, srv_recv;
-} ps_sync;
-
-static void release_count(void *data, void *hint) {
-  (void)data;
-  atomic_fetch_sub((atomic_int *)hint, 1);
-}
+#include "ps/ps_internal.h"
 
 static void release_free(void *data, void *hint) {
   (void)hint;
   free(data);
-}
-
-static void span(ps_sync *s, const char *name, int bucket, double t0) {
-  if (s->c.span) s->c.span(s->c.span_ctx, name, bucket, t0, gs_now(), 0);
-}
-
-/* A failed sync stays failed: later calls report the first error again. */
-static int failed(ps_sync *s, gs_err *e) {
-  return GS_FAIL(e, GS_EPEER, "ps rank %d: the backend already failed in step %lld; close it",
-                 s->c.rank, (long long)s->step);
-}
-
-static int kcheck(ps_sync *s, const char *what, gs_err *e) {
-  gs_err ke = {0};
-  if (s->c.k->sync(s->c.k, &ke) < 0)
-    return GS_FAIL(e, ke.code, "ps rank %d, step %lld, %s: %s", s->c.rank, (long long)s->step,
-                   what, ke.msg);
-  return GS_OK;
 }
 
 static int check_buckets(const gs_sync_config *c, gs_err *e) {
@@ -121,375 +35,6 @@ static int check_buckets(const gs_sync_config *c, gs_err *e) {
     }
   }
   return GS_OK;
-}
-
-/* ---------------------------------------------------------------- pushes */
-
-static int push(ps_sync *s, int b, gs_err *e) {
-  double t0 = gs_now();
-  gs_kernels *k = s->c.k;
-  size_t off = s->buckets[b].offset, cnt = s->buckets[b].count, bytes = cnt * s->wsize;
-  const float *g = s->c.grads + off;
-  const void *data;
-  if (s->cpu && s->c.wire == GS_F32) {
-    data = g;
-  } else {
-    char *host = (char *)s->stage_host + off * s->wsize;
-    if (s->cpu) {
-      k->convert(k, s->c.wire, host, GS_F32, g, cnt);
-    } else if (s->c.wire == GS_F32) {
-      k->to_host(k, host, g, bytes);
-    } else {
-      char *dev = (char *)s->stage_dev + off * s->wsize;
-      k->convert(k, s->c.wire, dev, GS_F32, g, cnt);
-      k->to_host(k, host, dev, bytes);
-    }
-    data = host;
-  }
-  GS_TRY(kcheck(s, "staging gradients", e));
-  Gradsync__Envelope env;
-  Gradsync__Push p = GRADSYNC__PUSH__INIT;
-  gs_wire_env(&env, s->c.job, (uint32_t)s->c.rank);
-  p.step = (uint64_t)s->step;
-  p.bucket = (uint32_t)b;
-  p.offset = off;
-  p.count = cnt;
-  p.dtype = gs_wire_pbdtype(s->c.wire);
-  env.body_case = GRADSYNC__ENVELOPE__BODY_PUSH;
-  env.push = &p;
-  atomic_fetch_add(&s->inflight, 1);
-  gs_err we = {0};
-  if (gs_wire_send(s->sock, NULL, 0, &env, data, bytes, release_count, &s->inflight, s->wait_ms,
-                   s->inproc ? NULL : &s->sent, &we) < 0)
-    return GS_FAIL(e, we.code, "ps rank %d: pushing step %lld bucket %d to the ps server (%s): "
-                   "%s", s->c.rank, (long long)s->step, b, s->server_ep, we.msg);
-  s->pushed[b] = 1;
-  s->last_progress = gs_now();
-  span(s, "push", b, t0);
-  return GS_OK;
-}
-
-/* ------------------------------------------------------------- receiving */
-
-static int apply_params(ps_sync *s, gs_wire_msg *m, gs_err *e) {
-  const Gradsync__Params *p = m->env->params;
-  int r = s->c.rank;
-  if (p->step != (uint64_t)s->step)
-    return GS_FAIL(e, GS_EPROTO, "ps rank %d: the ps server sent parameters for step %llu "
-                   "during step %lld", r, (unsigned long long)p->step, (long long)s->step);
-  if (p->bucket >= (uint32_t)s->c.nbuckets)
-    return GS_FAIL(e, GS_EPROTO, "ps rank %d, step %lld: the ps server sent bucket %u of %d", r,
-                   (long long)s->step, p->bucket, s->c.nbuckets);
-  int b = (int)p->bucket;
-  const gs_bucket *bk = &s->buckets[b];
-  if (s->got[b])
-    return GS_FAIL(e, GS_EPROTO, "ps rank %d, step %lld: the ps server sent bucket %d twice", r,
-                   (long long)s->step, b);
-  if (p->offset != bk->offset || p->count != bk->count)
-    return GS_FAIL(e, GS_EPROTO, "ps rank %d, step %lld: the ps server sent bucket %d as "
-                   "[%llu, +%llu); this rank's bucket is [%zu, +%zu)", r, (long long)s->step, b,
-                   (unsigned long long)p->offset, (unsigned long long)p->count, bk->offset,
-                   bk->count);
-  if (p->skipped) {
-    if (m->has_payload && zmq_msg_size(&m->payload) > 0)
-      return GS_FAIL(e, GS_EPROTO, "ps rank %d, step %lld: a skipped bucket %d with a payload",
-                     r, (long long)s->step, b);
-    s->nskipped++;
-  } else {
-    gs_err pe = {0};
-    gs_dtype want = s->c.sum_only ? GS_F32 : s->c.wire;
-    if (gs_wire_dtype(p->dtype) != want || (int)p->dtype < 0 || (int)p->dtype > 2)
-      return GS_FAIL(e, GS_EPROTO, "ps rank %d, step %lld: the ps server sent bucket %d in "
-                     "dtype %d; this job's parameters travel in %s", r, (long long)s->step, b,
-                     (int)p->dtype, gs_dtype_name(want));
-    if (gs_wire_expect_payload(m, bk->count, want, &pe) < 0)
-      return GS_FAIL(e, GS_EPROTO, "ps rank %d, step %lld, bucket %d from the ps server: %s", r,
-                     (long long)s->step, b, pe.msg);
-    double t0 = gs_now();
-    if (want == GS_F32) {
-      s->c.k->to_device(s->c.k, s->c.params + bk->offset, zmq_msg_data(&m->payload),
-                        bk->count * sizeof(float));
-    } else if (s->cpu) {
-      s->c.k->convert(s->c.k, GS_F32, s->c.params + bk->offset, want,
-                      zmq_msg_data(&m->payload), bk->count);
-    } else {
-      /* the bucket's push has left: its device staging is free again */
-      char *dev = (char *)s->stage_dev + bk->offset * s->wsize;
-      s->c.k->to_device(s->c.k, dev, zmq_msg_data(&m->payload), bk->count * s->wsize);
-      s->c.k->convert(s->c.k, GS_F32, s->c.params + bk->offset, want, dev, bk->count);
-    }
-    GS_TRY(kcheck(s, "copying parameters in", e));
-    span(s, "pull", b, t0);
-  }
-  s->got[b] = 1;
-  s->ngot++;
-  s->scale = p->scale;
-  if (!s->inproc) s->recv += m->bytes;
-  if (s->ngot == s->c.nbuckets) {
-    s->srv_reduce = p->reduce_s;
-    s->srv_update = p->update_s;
-    s->srv_sent = p->bytes_sent;
-    s->srv_recv = p->bytes_recv;
-    if (s->nskipped != 0 && s->nskipped != s->c.nbuckets)
-      return GS_FAIL(e, GS_EPROTO, "ps rank %d, step %lld: the ps server skipped %d of %d "
-                     "buckets (all or none)", r, (long long)s->step, s->nskipped,
-                     s->c.nbuckets);
-  }
-  return GS_OK;
-}
-
-/* Handle one message from the server (Params or Error). */
-static int on_message(ps_sync *s, gs_wire_msg *m, gs_err *e) {
-  const Gradsync__Envelope *env = m->env;
-  if (env->rank != GS_SERVER_RANK)
-    return GS_FAIL(e, GS_EPROTO, "ps rank %d: a %s message from rank %u on the server's "
-                   "connection", s->c.rank, gs_wire_kind(env), env->rank);
-  if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR)
-    return GS_FAIL(e, GS_EPEER, "ps rank %d, step %lld: the job stopped: %s", s->c.rank,
-                   (long long)s->step, env->error->message ? env->error->message : "?");
-  if (env->body_case != GRADSYNC__ENVELOPE__BODY_PARAMS)
-    return GS_FAIL(e, GS_EPROTO, "ps rank %d, step %lld: an unexpected %s message from the ps "
-                   "server", s->c.rank, (long long)s->step, gs_wire_kind(env));
-  return apply_params(s, m, e);
-}
-
-static int recv_one(ps_sync *s, int timeout_ms, gs_err *e) {
-  gs_wire_msg m;
-  gs_err me = {0};
-  int rc = gs_wire_recv(s->sock, false, timeout_ms, s->c.job, s->c.n * sizeof(float), &m, &me);
-  if (rc == GS_ETIMEOUT) {
-    gs_wire_msg_close(&m);
-    return 0;
-  }
-  if (rc < 0) {
-    gs_wire_msg_close(&m);
-    return GS_FAIL(e, rc, "ps rank %d, step %lld, from the ps server (%s): %s", s->c.rank,
-                   (long long)s->step, s->server_ep, me.msg);
-  }
-  rc = on_message(s, &m, e);
-  gs_wire_msg_close(&m);
-  if (rc < 0) return rc;
-  s->last_progress = gs_now();
-  return 1;
-}
-
-/* Apply whatever parameters already arrived, without waiting. */
-static int drain(ps_sync *s, gs_err *e) {
-  for (;;) {
-    zmq_pollitem_t it = {.socket = s->sock, .events = ZMQ_POLLIN};
-    if (zmq_poll(&it, 1, 0) <= 0) return GS_OK;
-    int rc = recv_one(s, 0, e);
-    if (rc <= 0) return rc;
-  }
-}
-
-static int wait_params(ps_sync *s, gs_err *e) {
-  double t0 = gs_now();
-  while (s->ngot < s->c.nbuckets) {
-    double left = s->last_progress + s->wait_ms / 1000.0 - gs_now();
-    if (left <= 0) {
-      int b = 0;
-      while (b < s->c.nbuckets && s->got[b]) b++;
-      return GS_FAIL(e, GS_ETIMEOUT, "ps rank %d: no parameters from the ps server (%s) for "
-                     "step %lld bucket %d in %.1f s (%d of %d buckets received): the server "
-                     "(rank 0%s) died or stalled", s->c.rank, s->server_ep,
-                     (long long)s->step, b, s->wait_ms / 1000.0, s->ngot, s->c.nbuckets,
-                     s->has_server || (s->c.dedicated) ? "'s dedicated process" : "");
-    }
-    GS_TRY(recv_one(s, (int)(left * 1000.0) + 1, e));
-  }
-  span(s, "wait", -1, t0);
-  return GS_OK;
-}
-
-static int wait_released(ps_sync *s, gs_err *e) {
-  double t0 = gs_now();
-  struct timespec ts = {0, 20000};
-  while (atomic_load(&s->inflight) > 0) {
-    if (gs_now() - t0 > s->wait_ms / 1000.0)
-      return GS_FAIL(e, GS_ETIMEOUT, "ps rank %d, step %lld: ZeroMQ still holds %d pushes "
-                     "after %.1f s", s->c.rank, (long long)s->step, atomic_load(&s->inflight),
-                     s->wait_ms / 1000.0);
-    nanosleep(&ts, NULL);
-  }
-  return GS_OK;
-}
-
-/* ------------------------------------------------------------ sync ops */
-
-static int ps_begin_step(gs_sync *base, int64_t step, gs_err *e) {
-  ps_sync *s = (ps_sync *)base;
-  if (s->failed) return failed(s, e);
-  if (s->in_step) {
-    s->failed = true;
-    return GS_FAIL(e, GS_EINVAL, "ps rank %d: begin_step(%lld) before end_step of step %lld",
-                   s->c.rank, (long long)step, (long long)s->step);
-  }
-  int nb = s->c.nbuckets;
-  memset(s->ready, 0, (size_t)nb);
-  memset(s->pushed, 0, (size_t)nb);
-  memset(s->got, 0, (size_t)nb);
-  s->ngot = s->nskipped = 0;
-  s->blocked_s = 0;
-  s->sent = s->recv = 0;
-  s->srv_reduce = s->srv_update = 0;
-  s->srv_sent = s->srv_recv = 0;
-  s->step = step;
-  s->in_step = true;
-  return GS_OK;
-}
-
-static int ps_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
-  ps_sync *s = (ps_sync *)base;
-  if (s->failed) return failed(s, e);
-  int rc = GS_OK;
-  if (!s->in_step) {
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: bucket_ready(%d) outside a step", s->c.rank, bucket);
-  } else if (bucket < 0 || bucket >= s->c.nbuckets) {
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d, step %lld: bucket_ready(%d), but there are %d "
-                 "buckets", s->c.rank, (long long)s->step, bucket, s->c.nbuckets);
-  } else if (s->ready[bucket]) {
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d, step %lld: bucket %d marked ready twice", s->c.rank,
-                 (long long)s->step, bucket);
-  } else {
-    s->ready[bucket] = 1;
-    if (s->c.overlap) {
-      double t0 = gs_now();
-      rc = push(s, bucket, e);
-      if (rc == GS_OK) rc = drain(s, e);
-      s->blocked_s += gs_now() - t0;
-    }
-  }
-  if (rc < 0) s->failed = true;
-  return rc;
-}
-
-static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
-  ps_sync *s = (ps_sync *)base;
-  if (s->failed) return failed(s, e);
-  int rc = GS_OK;
-  double t0 = gs_now();
-  if (!s->in_step)
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: end_step outside a step", s->c.rank);
-  for (int b = 0; rc == GS_OK && b < s->c.nbuckets; b++) {
-    if (!s->ready[b])
-      rc = GS_FAIL(e, GS_EINVAL, "ps rank %d, step %lld: end_step, but bucket %d was never "
-                   "marked ready", s->c.rank, (long long)s->step, b);
-    else if (!s->pushed[b])
-      rc = push(s, b, e);
-  }
-  if (rc == GS_OK) rc = wait_params(s, e);
-  if (rc == GS_OK) rc = wait_released(s, e);
-  if (rc < 0) {
-    s->failed = true;
-    return rc;
-  }
-  s->blocked_s += gs_now() - t0;
-  s->in_step = false;
-  if (st) {
-    memset(st, 0, sizeof *st);
-    st->wait_s = s->blocked_s;
-    st->skipped = s->nskipped == s->c.nbuckets;
-    st->scale = s->scale;
-    if (s->inproc) {
-      /* The server thread's work is this rank's (DataParallel's GPU 0). */
-      st->reduce_s = s->srv_reduce;
-      st->update_s = s->srv_update;
-      st->wait_s -= s->srv_reduce + s->srv_update;
-      if (st->wait_s < 0) st->wait_s = 0;
-      st->bytes_sent = s->srv_sent;
-      st->bytes_recv = s->srv_recv;
-    } else {
-      st->bytes_sent = s->sent;
-      st->bytes_recv = s->recv;
-    }
-    if (s->has_server) {
-      st->has_server = true;
-      st->server_reduce_s = s->srv_reduce;
-      st->server_update_s = s->srv_update;
-      st->server_bytes_sent = s->srv_sent;
-      st->server_bytes_recv = s->srv_recv;
-    }
-  }
-  return GS_OK;
-}
-
-/* Tell the server (best effort) and stop rank 0's server, if any. */
-static int ps_close(gs_sync *base, bool ok, gs_err *e) {
-  ps_sync *s = (ps_sync *)base;
-  ps_state *st = s->st;
-  bool orderly = ok && !s->failed && !s->in_step;
-  int rc = GS_OK;
-  Gradsync__Envelope env;
-  gs_wire_env(&env, s->c.job, (uint32_t)s->c.rank);
-  Gradsync__Shutdown sd = GRADSYNC__SHUTDOWN__INIT;
-  Gradsync__Error er = GRADSYNC__ERROR__INIT;
-  char msg[128];
-  if (orderly) {
-    sd.reason = (char *)"done";
-    env.body_case = GRADSYNC__ENVELOPE__BODY_SHUTDOWN;
-    env.shutdown = &sd;
-  } else {
-    if (s->step < 0) snprintf(msg, sizeof msg, "rank %d aborted before its first step", s->c.rank);
-    else snprintf(msg, sizeof msg, "rank %d aborted in step %lld", s->c.rank, (long long)s->step);
-    er.phase = (char *)"abort";
-    er.message = msg;
-    env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
-    env.error = &er;
-  }
-  gs_err se = {0};
-  if (gs_wire_send(s->sock, NULL, 0, &env, NULL, 0, NULL, NULL, orderly ? s->wait_ms : 100, NULL,
-                   &se) < 0 && orderly)
-    rc = GS_FAIL(e, se.code, "ps rank %d: saying goodbye to the ps server: %s", s->c.rank,
-                 se.msg);
-  if (!orderly) {
-    int linger = 200;
-    zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
-  }
-  zmq_close(s->sock);
-  if (st->thread_started) {
-    if (!orderly) gs_ps_server_stop(st->server);
-    pthread_join(st->thread, NULL);
-    if (orderly && st->server_rc < 0 && rc == GS_OK)
-      rc = GS_FAIL(e, st->server_rc, "%s", st->server_err.msg);
-  }
-  if (st->server) gs_ps_server_destroy(st->server);
-  if (st->child > 0) {
-    gs_err ce = {0};
-    int crc = gs_ps_spawn_reap(st->child, st->child_fd, orderly ? s->wait_ms : 1000, &ce);
-    if (orderly && crc < 0 && rc == GS_OK) rc = GS_FAIL(e, crc, "%s", ce.msg);
-  }
-  zmq_ctx_term(st->zctx);  /* all messages released: the gradients are free again */
-  if (s->stage_host) s->c.k->release_host(s->c.k, s->stage_host);
-  if (s->stage_dev) s->c.k->release(s->c.k, s->stage_dev);
-  free(s->buckets);
-  free(s->ready);
-  free(s->pushed);
-  free(s->got);
-  free(st);
-  free(s);
-  return rc;
-}
-
-static const gs_sync_ops ps_ops = {
-  .begin_step = ps_begin_step,
-  .bucket_ready = ps_bucket_ready,
-  .end_step = ps_end_step,
-  .close = ps_close,
-};
-
-void gs_ps_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *host_bytes) {
-  const ps_sync *s = (const ps_sync *)base;
-  uint64_t dev = 0, host = 0;
-  if (s->st->server) gs_ps_server_memory(s->st->server, &dev, &host);
-  if (s->cpu) {
-    dev += s->stage_host_bytes + s->stage_dev_bytes;
-  } else {
-    dev += s->stage_dev_bytes;
-    host += s->stage_host_bytes;
-  }
-  *device_bytes = dev;
-  *host_bytes = host;
 }
 
 /* ------------------------------------------------------------ backend */
@@ -643,7 +188,7 @@ static int send_hello(ps_sync *s, gs_err *e) {
     env.body_case = GRADSYNC__ENVELOPE__BODY_INIT;
     env.init = &in;
     c->k->to_host(c->k, init, c->params, c->n * sizeof(float));
-    rc = kcheck(s, "reading the initial parameters", e);
+    rc = gs_ps_kcheck(s, "reading the initial parameters", e);
     if (rc == GS_OK)
       rc = gs_wire_send(s->sock, NULL, 0, &env, init, c->n * sizeof(float), release_free, NULL,
                         s->wait_ms, NULL, &se);
@@ -680,7 +225,7 @@ static int wait_welcome(ps_sync *s, gs_err *e) {
       rc = gs_wire_expect_payload(&m, c->n, GS_F32, &me);
       if (rc == GS_OK) {
         c->k->to_device(c->k, c->params, zmq_msg_data(&m.payload), c->n * sizeof(float));
-        rc = kcheck(s, "copying the initial parameters in", e);
+        rc = gs_ps_kcheck(s, "copying the initial parameters in", e);
       }
     } else if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
       rc = GS_FAIL(&me, GS_EPEER, "%s", m.env->error->message ? m.env->error->message : "?");
@@ -704,7 +249,7 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
     ps_discard(st);
     return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
   }
-  s->base.ops = &ps_ops;
+  s->base.ops = &gs_ps_step_ops;
   s->base.name = "ps";
   s->c = *c;
   s->st = st;
@@ -800,7 +345,7 @@ fail:
   /* open() owns the state: release everything, and let the server go. */
   s->failed = true;
   if (s->sock) {
-    ps_close(&s->base, false, NULL);
+    gs_ps_step_ops.close(&s->base, false, NULL);
     return rc;
   }
   if (s->stage_host) c->k->release_host(c->k, s->stage_host);

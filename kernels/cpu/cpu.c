@@ -318,8 +318,8 @@ static bool labels_ok(gs_kernels *k, const char *op, int batch, int classes,
   return true;
 }
 
-/* Log-sum-exp with the row maximum subtracted, in double: logits of 1e4
- * give finite losses and probabilities. */
+/* Each row through elem.h's gs_xent_row (the GPU's too), summed in row
+ * order. */
 static void cpu_xent_forward(gs_kernels *k, int batch, int classes, const float *logits,
                              const int32_t *labels, float *probs, float *loss_host,
                              int *correct_host) {
@@ -327,21 +327,11 @@ static void cpu_xent_forward(gs_kernels *k, int batch, int classes, const float 
   double loss = 0.0;
   int correct = 0;
   for (int i = 0; i < batch; i++) {
-    const float *z = logits + (size_t)i * classes;
-    float *p = probs + (size_t)i * classes;
-    int y = labels[i];
-    float mx = z[0];
-    int arg = 0;
-    for (int j = 1; j < classes; j++)
-      if (z[j] > mx) {
-        mx = z[j];
-        arg = j;
-      }
-    double sum = 0.0;
-    for (int j = 0; j < classes; j++) sum += exp((double)z[j] - (double)mx);
-    for (int j = 0; j < classes; j++) p[j] = (float)(exp((double)z[j] - (double)mx) / sum);
-    loss += log(sum) - ((double)z[y] - (double)mx);
-    correct += arg == y;
+    double l;
+    int hit, bad;
+    gs_xent_row(i, classes, logits, labels, probs, &l, &hit, &bad);
+    loss += l;
+    correct += hit;
   }
   if (loss_host) *loss_host = batch > 0 ? (float)(loss / batch) : 0.0f;
   if (correct_host) *correct_host = correct;
@@ -354,8 +344,7 @@ static void cpu_xent_backward(gs_kernels *k, int batch, int classes, const float
   for (int i = 0; i < batch; i++) {
     const float *p = probs + (size_t)i * classes;
     float *d = dlogits + (size_t)i * classes;
-    for (int j = 0; j < classes; j++) d[j] = p[j] * f;
-    d[labels[i]] = (p[labels[i]] - 1.0f) * f;
+    for (int j = 0; j < classes; j++) d[j] = gs_xent_grad1(p[j], j == labels[i], f);
   }
 }
 
@@ -431,8 +420,7 @@ static void cpu_col2im(gs_kernels *k, const gs_conv_desc *d, const float *col, f
 }
 
 /* 2x2, stride 2, floor mode as PyTorch's max_pool2d: an odd last row or
- * column is dropped. The first maximum in row-major order wins, and a NaN
- * wins over any number (PyTorch's rule: v > best || isnan(v)). */
+ * column is dropped; each window's winner is elem.h's gs_maxpool1. */
 static void cpu_maxpool_forward(gs_kernels *k, int planes, int h, int w, const float *x,
                                 float *y, int32_t *argmax) {
   int oh = h / 2, ow = w / 2;
@@ -440,19 +428,9 @@ static void cpu_maxpool_forward(gs_kernels *k, int planes, int h, int w, const f
     const float *xp = x + (size_t)p * h * w;
     for (int oy = 0; oy < oh; oy++)
       for (int ox = 0; ox < ow; ox++) {
-        int best = (2 * oy) * w + 2 * ox;
-        float bv = xp[best];
-        for (int dy = 0; dy < 2; dy++)
-          for (int dx = 0; dx < 2; dx++) {
-            int idx = (2 * oy + dy) * w + 2 * ox + dx;
-            float v = xp[idx];
-            if (v > bv || v != v) {
-              best = idx;
-              bv = v;
-            }
-          }
+        int best = gs_maxpool1(xp, w, oy, ox);
         size_t o = ((size_t)p * oh + oy) * ow + ox;
-        y[o] = bv;
+        y[o] = xp[best];
         argmax[o] = best;
       }
   }

@@ -60,7 +60,7 @@ __global__ void k_relu_grad(size_t n, const float *y, const float *dy, float *dx
 __global__ void k_xent_rows(int batch, int classes, const float *logits, const int32_t *labels,
                             float *probs, double *loss, int *hit, int *bad) {
   GRID_LOOP(i, (size_t)batch)
-    gs_op_xent_row((int)i, classes, logits, labels, probs, &loss[i], &hit[i], &bad[i]);
+    gs_xent_row((int)i, classes, logits, labels, probs, &loss[i], &hit[i], &bad[i]);
 }
 
 __global__ void k_xent_total(int batch, const int32_t *labels, const double *loss,

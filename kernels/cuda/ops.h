@@ -74,30 +74,6 @@ GS_HD static inline void gs_op_tree_step(float *v, int t, int s) {
 /* Softmax cross-entropy of row i, in double as the CPU table does:
  * probs, the row's loss log(sum) - (z[y] - max), and whether argmax == y.
  * *bad = 1 when the label is outside [0, classes) (loss and hit 0 then). */
-GS_HD static inline void gs_op_xent_row(int i, int classes, const float *logits,
-                                        const int32_t *labels, float *probs, double *loss,
-                                        int *hit, int *bad) {
-  const float *z = logits + (size_t)i * classes;
-  float *p = probs + (size_t)i * classes;
-  int y = labels[i];
-  float mx = z[0];
-  int arg = 0;
-  for (int j = 1; j < classes; j++)
-    if (z[j] > mx) { mx = z[j]; arg = j; }
-  double sum = 0.0;
-  for (int j = 0; j < classes; j++) sum += exp((double)z[j] - (double)mx);
-  for (int j = 0; j < classes; j++) p[j] = (float)(exp((double)z[j] - (double)mx) / sum);
-  if (y < 0 || y >= classes) {
-    *loss = 0.0;
-    *hit = 0;
-    *bad = 1;
-    return;
-  }
-  *loss = log(sum) - ((double)z[y] - (double)mx);
-  *hit = arg == y;
-  *bad = 0;
-}
-
 /* What xent_forward copies back to the host. */
 typedef struct gs_xent_result {
   double loss;      /* sum over rows, in row order */
@@ -134,7 +110,7 @@ GS_HD static inline void gs_op_xent_backward(size_t idx, int classes, const floa
                                              const int32_t *labels, float f, float *dlogits) {
   size_t i = idx / (size_t)classes;
   int j = (int)(idx % (size_t)classes);
-  dlogits[idx] = (probs[idx] - (j == labels[i] ? 1.0f : 0.0f)) * f;
+  dlogits[idx] = gs_xent_grad1(probs[idx], j == labels[i], f);
 }
 
 /* col[(c*kh + i)*kw + j][oy*ow + ox], one element per index of
@@ -178,8 +154,8 @@ GS_HD static inline void gs_op_col2im(size_t idx, const gs_conv_desc *d, const f
   img[idx] = v;
 }
 
-/* 2x2 / stride 2 max pool, one output per index of planes*(h/2)*(w/2);
- * ties keep the first (row-major) candidate, as the CPU loop does. */
+/* 2x2 / stride 2 max pool, one output per index of planes*(h/2)*(w/2),
+ * the window's winner as the CPU picks it (elem.h gs_maxpool1). */
 GS_HD static inline void gs_op_maxpool_forward(size_t o, int h, int w, const float *x, float *y,
                                                int32_t *argmax) {
   int oh = h / 2, ow = w / 2;
@@ -187,12 +163,7 @@ GS_HD static inline void gs_op_maxpool_forward(size_t o, int h, int w, const flo
   int oy = (int)((o / (size_t)ow) % (size_t)oh);
   size_t p = o / ((size_t)ow * oh);
   const float *xp = x + p * (size_t)h * w;
-  int best = (2 * oy) * w + 2 * ox;
-  for (int dy = 0; dy < 2; dy++)
-    for (int dx = 0; dx < 2; dx++) {
-      int idx = (2 * oy + dy) * w + 2 * ox + dx;
-      if (xp[idx] > xp[best]) best = idx;
-    }
+  int best = gs_maxpool1(xp, w, oy, ox);
   y[o] = xp[best];
   argmax[o] = best;
 }

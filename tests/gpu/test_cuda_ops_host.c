@@ -125,7 +125,7 @@ static void test_xent(void) {
     double *rl = xmalloc((size_t)batch * 8);
     int *hit = xmalloc((size_t)batch * 4), *bad = xmalloc((size_t)batch * 4);
     for (int i = 0; i < batch; i++)
-      gs_op_xent_row(i, classes, z, lab, p2, &rl[i], &hit[i], &bad[i]);
+      gs_xent_row(i, classes, z, lab, p2, &rl[i], &hit[i], &bad[i]);
     gs_xent_result r;
     gs_op_xent_total(batch, lab, rl, hit, bad, &r);
     CHECK(same_bits("xent probs", p2, p1, n, 4), "batch %d classes %d", batch, classes);
@@ -148,7 +148,7 @@ static void test_xent(void) {
       gs_err_clear(&e);
       CHECK(cpu->sync(cpu, &e) == GS_EINVAL, "cpu xent accepted a bad label");
       for (int i = 0; i < batch; i++)
-        gs_op_xent_row(i, classes, z, lab, p2, &rl[i], &hit[i], &bad[i]);
+        gs_xent_row(i, classes, z, lab, p2, &rl[i], &hit[i], &bad[i]);
       gs_op_xent_total(batch, lab, rl, hit, bad, &r);
       CHECK(r.bad_row == 3 && r.bad_label == classes, "bad_row %d bad_label %d", r.bad_row,
             r.bad_label);
