@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/rng.h"
 
 
 /* ---- sequential networks ---- */

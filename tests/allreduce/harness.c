@@ -12,7 +12,6 @@
 
 #include "kernels/util.h"
 
-int th_failed;
 
 static void nap(void) {
   struct timespec ts = {0, 200000};

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "tests/check.h"
 #include "worker/sync.h"
 
 #define TH_MAX_WORLD 16
@@ -53,17 +54,5 @@ void th_free(th_shared *sh);
 int th_failures(const th_shared *sh);
 
 uint64_t th_hash(const void *p, size_t n);
-
-/* Test bookkeeping in the nccl-tests CHECK style: report file:line. */
-extern int th_failed;
-#define CHECK(cond, ...)                                                         \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);  \
-      fprintf(stderr, __VA_ARGS__);                                              \
-      fprintf(stderr, "\n");                                                     \
-      th_failed++;                                                               \
-    }                                                                            \
-  } while (0)
 
 #endif

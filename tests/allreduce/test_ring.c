@@ -583,7 +583,5 @@ int main(int argc, char **argv) {
     return 2;
   }
   K->destroy(K);
-  if (th_failed) fprintf(stderr, "%d checks failed\n", th_failed);
-  else printf("ok\n");
-  return th_failed ? 1 : 0;
+  return check_done("test_ring");
 }

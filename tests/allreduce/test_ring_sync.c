@@ -483,7 +483,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: test_ring_sync equiv W [W2] | lowp | sumonly | mismatch | misuse\n");
     return 2;
   }
-  if (th_failed) fprintf(stderr, "%d checks failed\n", th_failed);
-  else printf("ok\n");
-  return th_failed ? 1 : 0;
+  return check_done("test_ring_sync");
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "bench/internal.h"
-#include "tests/worker/check.h"
+#include "tests/check.h"
 
 static gs_rank_result mine(int rank, size_t nrows, size_t nspans) {
   gs_rank_result r = {.rank = rank, .nrows = nrows, .nspans = nspans};
@@ -63,7 +63,7 @@ static void round_trip(void) {
   gs_err e = {0};
   char why[256] = "";
   CHECK_OK(gs_measurements_pack(&a, &buf, &len, &e), &e);
-  CHECKF(gs_measurements_unpack(buf, len, 100, 57, 3, &b, why, sizeof why) == GS_OK, "%s", why);
+  CHECK(gs_measurements_unpack(buf, len, 100, 57, 3, &b, why, sizeof why) == GS_OK, "%s", why);
   CHECK(b.nrows == 100 && b.nspans == 57);
   CHECK(b.rows && !memcmp(a.rows, b.rows, 100 * sizeof *a.rows));
   CHECK(b.spans && !memcmp(a.spans, b.spans, 57 * sizeof *a.spans));
@@ -81,7 +81,7 @@ static void round_trip(void) {
    * shorter report that the header's counts then refuse */
   for (size_t cut = 0; cut < len; cut += 1 + cut / 8) {
     b = (gs_rank_result){.rank = 3};
-    CHECKF(gs_measurements_unpack(buf, cut, 100, 57, 3, &b, why, sizeof why) == GS_EPROTO,
+    CHECK(gs_measurements_unpack(buf, cut, 100, 57, 3, &b, why, sizeof why) == GS_EPROTO,
            "%zu of %zu bytes accepted", cut, len);
     gs_rank_result_free(&b);
   }
@@ -116,7 +116,7 @@ static void refused(const gs_rank_result *a, const char *what) {
   gs_rank_result b = {.rank = 1};
   CHECK_OK(gs_measurements_pack(a, &buf, &len, &e), &e);
   int rc = gs_measurements_unpack(buf, len, a->nrows, a->nspans, 1, &b, why, sizeof why);
-  CHECKF(rc == GS_EPROTO && strstr(why, what) && !b.rows, "%s: rc %d, \"%s\"", what, rc, why);
+  CHECK(rc == GS_EPROTO && strstr(why, what) && !b.rows, "%s: rc %d, \"%s\"", what, rc, why);
   gs_rank_result_free(&b);
   free(buf);
 }
@@ -143,5 +143,5 @@ static void malformed(void) {
 int main(void) {
   round_trip();
   malformed();
-  return check_report("test_gather");
+  return check_done("test_gather");
 }

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "bench/internal.h"
-#include "tests/worker/check.h"
+#include "tests/check.h"
 
 static const char *VARS[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                              "MASTER_ADDR", "MASTER_PORT", "GS_LAUNCHED", "GS_PORT_FD",
@@ -113,7 +113,7 @@ static void addresses(void) {
       const char *want = i == 2 ? "127.0.0.2" : "127.0.0.1";
       char rdv[64];
       snprintf(rdv, sizeof rdv, "tcp://%s:29500", want);
-      CHECKF(a.local && !strcmp(a.bind, want) && !strcmp(a.rendezvous, rdv),
+      CHECK(a.local && !strcmp(a.bind, want) && !strcmp(a.rendezvous, rdv),
              "MASTER_ADDR %s rank %d: bind %s, rendezvous %s", loops[i], rank, a.bind,
              a.rendezvous);
     }
@@ -139,5 +139,5 @@ static void addresses(void) {
 int main(void) {
   environments();
   addresses();
-  return check_report("test_job");
+  return check_done("test_job");
 }

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
-#include "tests/worker/check.h"
+#include "tests/check.h"
 
 static int parse(gs_opts *o, gs_err *e, ...) {
   char *argv[32] = {"bench"};
@@ -34,11 +34,11 @@ static void defaults_agree(void) {
   gs_train_opts w;
   gs_train_opts_default(&w);
   const gs_train_opts *t = &o.train;
-  CHECKF(t->seed == w.seed, "seed: bench %llu, worker %llu", (unsigned long long)t->seed,
+  CHECK(t->seed == w.seed, "seed: bench %llu, worker %llu", (unsigned long long)t->seed,
          (unsigned long long)w.seed);
-  CHECKF(t->compute_ms == w.compute_ms, "compute_ms: bench %g, worker %g", t->compute_ms,
+  CHECK(t->compute_ms == w.compute_ms, "compute_ms: bench %g, worker %g", t->compute_ms,
          w.compute_ms);
-  CHECKF(t->synthetic_samples == w.synthetic_samples, "synthetic samples: bench %lld, worker %lld",
+  CHECK(t->synthetic_samples == w.synthetic_samples, "synthetic samples: bench %lld, worker %lld",
          (long long)t->synthetic_samples, (long long)w.synthetic_samples);
   CHECK(t->steps == w.steps && t->lr == w.lr && t->momentum == w.momentum &&
         t->weight_decay == w.weight_decay && t->shuffle == w.shuffle &&
@@ -69,7 +69,7 @@ static void help_shows_the_defaults(void) {
                         "[60000]", "--timeout SEC", "[60]", "--bind ADDR", "-b, --minbytes SIZE",
                         "[256M]", "-c, --check 0|1", "--report DIR", "[ps,ring]", "[1,2,4]"};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-    CHECKF(strstr(text, want[i]) != NULL, "--help lacks \"%s\"", want[i]);
+    CHECK(strstr(text, want[i]) != NULL, "--help lacks \"%s\"", want[i]);
   CHECK(strstr(text, "--host") == NULL);
   free(text);
 }
@@ -79,7 +79,7 @@ static void refused(const char *name, const char *flag, const char *value) {
   gs_opts o;
   gs_err e = {0};
   int rc = parse(&o, &e, flag, value, NULL);
-  CHECKF(rc == GS_EINVAL && strstr(e.msg, name), "%s %s: rc %d, \"%s\"", flag,
+  CHECK(rc == GS_EINVAL && strstr(e.msg, name), "%s %s: rc %d, \"%s\"", flag,
          value ? value : "", rc, e.msg);
   gs_opts_free(&o);
 }
@@ -131,5 +131,5 @@ int main(void) {
   defaults_agree();
   help_shows_the_defaults();
   ranges();
-  return check_report("test_opts");
+  return check_done("test_opts");
 }

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "bench/summary.h"
-#include "tests/worker/check.h"
+#include "tests/check.h"
 
 #define NEAR(a, b) (fabs((a) - (b)) <= 1e-12 * (1 + fabs(b)))
 
@@ -95,7 +95,7 @@ static void check_definitions(const gs_run_info *in, const gs_rank_result *rr,
   size_t steps = rr[0].nrows;
   for (int r = 1; r < N; r++) steps = rr[r].nrows < steps ? rr[r].nrows : steps;
   size_t first = (size_t)in->warmup < steps ? (size_t)in->warmup : 0, m = steps - first;
-  CHECKF(s->steps == (int64_t)steps && s->warmup_steps == (int64_t)first &&
+  CHECK(s->steps == (int64_t)steps && s->warmup_steps == (int64_t)first &&
              s->measured_steps == (int64_t)m,
          "steps %lld warmup %lld measured %lld", (long long)s->steps,
          (long long)s->warmup_steps, (long long)s->measured_steps);
@@ -110,12 +110,12 @@ static void check_definitions(const gs_run_info *in, const gs_rank_result *rr,
     for (int r = 0; r < N; r++) samples += rr[r].rows[t].samples;
   }
   CHECK(s->skipped_steps == skipped);
-  CHECKF(NEAR(s->throughput_samples_per_s, samples / total), "throughput %g vs %g",
+  CHECK(NEAR(s->throughput_samples_per_s, samples / total), "throughput %g vs %g",
          s->throughput_samples_per_s, samples / total);
   CHECK(NEAR(s->step_time_s_mean, total / (double)m));
   qsort(st + first, m, sizeof *st, cmp_d);
   double med = m % 2 ? st[first + m / 2] : (st[first + m / 2 - 1] + st[first + m / 2]) / 2;
-  CHECKF(NEAR(s->step_time_s_median, med), "median %g vs %g", s->step_time_s_median, med);
+  CHECK(NEAR(s->step_time_s_median, med), "median %g vs %g", s->step_time_s_median, med);
   CHECK(s->step_time_s_p95 >= s->step_time_s_median && s->step_time_s_p95 <= st[steps - 1]);
 
   double S = (double)in->nparams * 2; /* fp16 on the wire */
@@ -123,7 +123,7 @@ static void check_definitions(const gs_run_info *in, const gs_rank_result *rr,
   bool ded = in->dedicated && in->mode == GS_MODE_PS;
   double master = in->mode == GS_MODE_RING ? 2.0 * (N - 1) / N * S : ded ? N * S : (N - 1) * S;
   double worker = in->mode == GS_MODE_RING ? master : N > 1 || ded ? S : 0;
-  CHECKF(NEAR(s->cost_model.master_bytes_sent, master) &&
+  CHECK(NEAR(s->cost_model.master_bytes_sent, master) &&
              NEAR(s->cost_model.worker_bytes_recv, worker),
          "cost model master %g (want %g) worker %g (want %g)", s->cost_model.master_bytes_sent,
          master, s->cost_model.worker_bytes_recv, worker);
@@ -148,8 +148,8 @@ static void check_definitions(const gs_run_info *in, const gs_rank_result *rr,
     }
     const gs_rank_summary *p = &s->per_rank[r];
     double busy = (compute + reduce + update) / (double)m;
-    CHECKF(p->rank == r && !strcmp(p->host, rr[r].host), "rank %d host %s", p->rank, p->host);
-    CHECKF(NEAR(p->compute_s, compute / (double)m) && NEAR(p->comm_wait_s, wait / (double)m) &&
+    CHECK(p->rank == r && !strcmp(p->host, rr[r].host), "rank %d host %s", p->rank, p->host);
+    CHECK(NEAR(p->compute_s, compute / (double)m) && NEAR(p->comm_wait_s, wait / (double)m) &&
                NEAR(p->reduce_s, reduce / (double)m) && NEAR(p->update_s, update / (double)m) &&
                NEAR(p->idle_s, idle / (double)m) && NEAR(p->busy_s, busy),
            "rank %d: compute %g wait %g reduce %g update %g idle %g busy %g", r, p->compute_s,
@@ -169,7 +169,7 @@ static void check_definitions(const gs_run_info *in, const gs_rank_result *rr,
     traffic += (sent + recv) / (double)m;
     if (r == 0) master_traffic = (sent + recv) / (double)m;
   }
-  CHECKF(NEAR(s->imbalance, busy_max / (busy_sum / N)), "imbalance %g vs %g", s->imbalance,
+  CHECK(NEAR(s->imbalance, busy_max / (busy_sum / N)), "imbalance %g vs %g", s->imbalance,
          busy_max / (busy_sum / N));
   CHECK(s->has_server == ded);
   if (ded) {
@@ -185,7 +185,7 @@ static void check_definitions(const gs_run_info *in, const gs_rank_result *rr,
     traffic += (ss + sr) / (double)m;
     master_traffic = (ss + sr) / (double)m;
   }
-  CHECKF(NEAR(s->master_traffic_share, master_traffic / traffic), "master share %g vs %g",
+  CHECK(NEAR(s->master_traffic_share, master_traffic / traffic), "master share %g vs %g",
          s->master_traffic_share, master_traffic / traffic);
   CHECK(s->final_loss == (double)rr[0].rows[steps - 1].loss);
   CHECK(s->final_loss_scale == (double)rr[0].rows[steps - 1].scale);
@@ -323,7 +323,7 @@ static void json_round_trip_and_strictness(void) {
 
   char keys[128][64];
   int n = collect_keys(j, keys, 128);
-  CHECKF(n > 60, "only %d keys", n);
+  CHECK(n > 60, "only %d keys", n);
   for (int i = 0; i < n; i++) {
     const char *key;
     /* missing, renamed, or of another type: each an error naming the key */
@@ -338,7 +338,7 @@ static void json_round_trip_and_strictness(void) {
       json_decref(v);
       gs_err ee = {0};
       int rc = gs_summary_from_json(c, &back, &ee);
-      CHECKF(rc == GS_EPROTO && strstr(ee.msg, key), "%s %s: rc %d, \"%s\"", keys[i],
+      CHECK(rc == GS_EPROTO && strstr(ee.msg, key), "%s %s: rc %d, \"%s\"", keys[i],
              how == 0 ? "missing" : how == 1 ? "renamed" : "mistyped", rc, ee.msg);
       if (rc == GS_OK) gs_summary_free(&back);
       json_decref(c);
@@ -351,7 +351,7 @@ static void json_round_trip_and_strictness(void) {
     json_t *c = json_deep_copy(j);
     json_object_set_new(c, nullable[i], json_null());
     gs_err ee = {0};
-    CHECKF(gs_summary_from_json(c, &back, &ee) == GS_OK, "%s null: %s", nullable[i], ee.msg);
+    CHECK(gs_summary_from_json(c, &back, &ee) == GS_OK, "%s null: %s", nullable[i], ee.msg);
     gs_summary_free(&back);
     json_decref(c);
   }
@@ -361,7 +361,7 @@ static void json_round_trip_and_strictness(void) {
     json_t *c = json_deep_copy(j);
     json_object_set_new(c, not_nullable[i], json_null());
     gs_err ee = {0};
-    CHECKF(gs_summary_from_json(c, &back, &ee) == GS_EPROTO, "%s null accepted",
+    CHECK(gs_summary_from_json(c, &back, &ee) == GS_EPROTO, "%s null accepted",
            not_nullable[i]);
     json_decref(c);
   }
@@ -390,5 +390,5 @@ int main(void) {
   failures();
   scaling();
   json_round_trip_and_strictness();
-  return check_report("test_summary");
+  return check_done("test_summary");
 }

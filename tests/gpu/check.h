@@ -1,6 +1,6 @@
-/* check.h: the small harness of the tests in tests/gpu: CHECK with
- * file:line (as nccl-tests' macros), a seeded generator, and array
- * comparisons that print the first mismatch and the worst error.
+/* check.h: what the tests in tests/gpu share besides tests/check.h's
+ * assertions: a seeded generator, and array comparisons that print the
+ * first mismatch and the worst error.
  * Header-only; each test is one C file. */
 #ifndef GS_TEST_GPU_CHECK_H
 #define GS_TEST_GPU_CHECK_H
@@ -11,17 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int check_failures;
-
-#define CHECK(cond, ...)                                                  \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                       \
-      fputc('\n', stderr);                                                \
-      check_failures++;                                                   \
-    }                                                                     \
-  } while (0)
+#include "tests/check.h"
 
 /* xorshift64*: the same numbers on every machine */
 typedef struct rng { uint64_t s; } rng;

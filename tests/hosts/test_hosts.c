@@ -15,20 +15,7 @@
 #include <unistd.h>
 
 #include "bench/hosts.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                 \
-  do {                                   \
-    if (cond) {                          \
-      printf("ok: ");                    \
-    } else {                             \
-      printf("FAIL: ");                  \
-      failures++;                        \
-    }                                    \
-    printf(__VA_ARGS__);                 \
-    printf("\n");                        \
-  } while (0)
+#include "tests/check.h"
 
 static void parse(void) {
   static const struct {
@@ -94,7 +81,7 @@ static void api(void) {
       exit(77);
     }
     printf("FAIL: cannot build 2 hosts: %s\n", e.msg);
-    failures++;
+    check_failures++;
     return;
   }
   gs_host_info in[2], sw, none;
@@ -172,6 +159,5 @@ int main(int argc, char **argv) {
   } else {
     api();
   }
-  printf("%d failure(s)\n", failures);
-  return failures ? 1 : 0;
+  return check_done("test_hosts");
 }

@@ -192,7 +192,7 @@ static void run_one(const gs_cpu_vec *v, const op *o, size_t n, const int offs[N
 
 static void test_path(gs_cpu_isa isa) {
   const gs_cpu_vec *v = gs_cpu_vec_of(isa);
-  int before = tk_failures;
+  int before = check_failures;
   long calls = 0;
   for (size_t k = 0; k < NOPS; k++) {
     for (int off = 0; off < MAXOFF; off++) {
@@ -205,7 +205,7 @@ static void test_path(gs_cpu_isa isa) {
     }
   }
   printf("%s: %zu ops x 64 offsets x lengths 0..67 and %d: %ld calls, %s\n", v->name, NOPS, BIG,
-         calls, tk_failures == before ? "same bits as scalar, no byte outside a buffer touched"
+         calls, check_failures == before ? "same bits as scalar, no byte outside a buffer touched"
                                       : "FAILURES");
 }
 
@@ -213,7 +213,7 @@ static void test_path(gs_cpu_isa isa) {
  * pair of dtypes (fp16 <-> bf16 goes through a stack buffer in cpu.c). */
 static void test_table(gs_kernels *k, gs_kernels *ref) {
   const gs_dtype dts[3] = {GS_F32, GS_F16, GS_BF16};
-  int before = tk_failures;
+  int before = check_failures;
   for (int a = 0; a < 3; a++)
     for (int b = 0; b < 3; b++)
       for (int off = 0; off < MAXOFF; off += 3)
@@ -246,7 +246,7 @@ static void test_table(gs_kernels *k, gs_kernels *ref) {
         }
   CHECK_SYNC_OK(k);
   printf("%s table: convert (all 9 dtype pairs), add_lp, nonfinite at odd addresses: %s\n",
-         gs_cpu_isa_name(gs_kernels_cpu_isa(k)), tk_failures == before ? "same bits" : "FAILURES");
+         gs_cpu_isa_name(gs_kernels_cpu_isa(k)), check_failures == before ? "same bits" : "FAILURES");
 }
 
 int main(void) {
@@ -257,7 +257,7 @@ int main(void) {
     for (int j = 0; j < NBUF; j++) {
       ar[s][j].cap = cap;
       ar[s][j].mem = aligned_alloc(64, (cap + 63) / 64 * 64);
-      MUST(ar[s][j].mem);
+      REQUIRE(ar[s][j].mem);
     }
   gs_kernels *ref = tk_open(GS_ISA_SCALAR);
   for (int isa = 0; isa < GS_ISA_COUNT; isa++) {
@@ -276,5 +276,5 @@ int main(void) {
     for (int j = 0; j < NBUF; j++) free(ar[s][j].mem);
   free(pool_f32);
   free(pool_u16);
-  return tk_done("test_align");
+  return check_done("test_align");
 }

@@ -95,7 +95,7 @@ static void test_shape(gs_kernels *k, const shape *s) {
   gs_conv_desc d = {.n = s->n, .c = s->c, .h = s->h, .w = s->w, .oc = s->oc, .kh = s->kh,
                     .kw = s->kw, .stride = s->stride, .pad = s->pad};
   gs_err e = {0};
-  MUST(gs_conv_init(&d, &e) == 0);
+  REQUIRE(gs_conv_init(&d, &e) == 0);
   CHECK(d.oh == (s->h + 2 * s->pad - s->kh) / s->stride + 1 &&
             d.ow == (s->w + 2 * s->pad - s->kw) / s->stride + 1,
         "gs_conv_init: %dx%d", d.oh, d.ow);
@@ -195,5 +195,5 @@ int main(void) {
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) test_shape(k, &shapes[s]);
     k->destroy(k);
   }
-  return tk_done("test_conv");
+  return check_done("test_conv");
 }

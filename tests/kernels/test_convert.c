@@ -405,5 +405,5 @@ int main(void) {
   test_sweep();
   for (int isa = 0; isa < GS_ISA_COUNT; isa++)
     if (paths[isa]) paths[isa]->destroy(paths[isa]);
-  return tk_done("test_convert");
+  return check_done("test_convert");
 }

@@ -17,7 +17,7 @@ static void test_env(void) {
   gs_err e = {0};
   unsetenv("GS_ISA");
   gs_kernels *k = gs_kernels_cpu(0, &e);
-  MUST(k);
+  REQUIRE(k);
   CHECK(gs_kernels_cpu_isa(k) == gs_cpu_isa_best(), "unset picked %s, best is %s",
         gs_cpu_isa_name(gs_kernels_cpu_isa(k)), gs_cpu_isa_name(gs_cpu_isa_best()));
   printf("this CPU runs the %s path by default\n", gs_cpu_isa_name(gs_kernels_cpu_isa(k)));
@@ -56,7 +56,7 @@ static void test_env(void) {
 static void test_threads(void) {
   gs_err e = {0};
   gs_kernels *k = gs_kernels_cpu(1, &e);
-  MUST(k);
+  REQUIRE(k);
   CHECK(openblas_get_num_threads() == 1, "gs_kernels_cpu(1): OpenBLAS has %d threads",
         openblas_get_num_threads());
   k->set_threads(k, 2);
@@ -187,5 +187,5 @@ int main(void) {
     }
     compare_paths((gs_cpu_isa)isa);
   }
-  return tk_done("test_dispatch");
+  return check_done("test_dispatch");
 }

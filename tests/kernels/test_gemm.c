@@ -200,7 +200,7 @@ static void *lp_thread(void *arg) {
 static void test_threads(gs_kernels *k) {
   job jobs[2] = {{k, 1, 0}, {k, 2, 0}};
   pthread_t th[2];
-  for (int i = 0; i < 2; i++) MUST(pthread_create(&th[i], NULL, lp_thread, &jobs[i]) == 0);
+  for (int i = 0; i < 2; i++) REQUIRE(pthread_create(&th[i], NULL, lp_thread, &jobs[i]) == 0);
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
   CHECK(jobs[0].ok && jobs[1].ok, "concurrent gemm_lp gave wrong products (%d, %d)",
         jobs[0].ok, jobs[1].ok);
@@ -221,5 +221,5 @@ int main(void) {
     test_threads(k);
     k->destroy(k);
   }
-  return tk_done("test_gemm");
+  return check_done("test_gemm");
 }

@@ -244,7 +244,7 @@ static void test_im2col(gs_kernels *k) {
     gs_conv_desc d = {.n = 1, .c = q[0], .h = q[1], .w = q[2], .oc = 1, .kh = q[3], .kw = q[4],
                       .stride = q[5], .pad = q[6]};
     gs_err e = {0};
-    MUST(gs_conv_init(&d, &e) == 0);
+    REQUIRE(gs_conv_init(&d, &e) == 0);
     size_t plane = (size_t)d.oh * d.ow, kdim = (size_t)d.c * d.kh * d.kw;
     size_t xn = (size_t)d.c * d.h * d.w, cn = kdim * plane;
     float *x = tk_malloc(xn * sizeof(float)), *col = tk_malloc(cn * sizeof(float));
@@ -404,5 +404,5 @@ int main(void) {
     for (int j = 0; j < 2; j++) free(relu_out[isa][j]);
     if (paths[isa]) paths[isa]->destroy(paths[isa]);
   }
-  return tk_done("test_layers");
+  return check_done("test_layers");
 }

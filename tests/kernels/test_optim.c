@@ -238,5 +238,5 @@ int main(void) {
     test_vector(k);
     k->destroy(k);
   }
-  return tk_done("test_optim");
+  return check_done("test_optim");
 }

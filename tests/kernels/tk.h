@@ -1,8 +1,6 @@
 /* tk.h: the common harness of the kernel tests (as nccl-tests' common.h).
  *
- * CHECK(cond, fmt, ...) prints file:line, the condition and a message and
- * counts a failure (the test goes on, so one run shows every failure);
- * tk_done() prints the tally and gives the exit status. tk_open(isa) makes
+ * Assertions are tests/check.h's (CHECK, REQUIRE, check_done). tk_open(isa) makes
  * a CPU table that runs one code path (GS_ISA), or returns NULL and says
  * so when this CPU lacks it. The references the tests compare against are
  * written here and in the tests, independently of kernels/: double
@@ -17,37 +15,8 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
+#include "tests/check.h"
 #include "kernels/kernels.h"
-
-static int tk_failures, tk_checks;
-
-#define CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    tk_checks++;                                                                \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fputc('\n', stderr);                                                      \
-      if (++tk_failures >= 40) {                                                \
-        fprintf(stderr, "too many failures, stopping\n");                       \
-        exit(1);                                                                \
-      }                                                                         \
-    }                                                                           \
-  } while (0)
-
-/* A call that must succeed (setup, not the thing under test). */
-#define MUST(cond)                                                            \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "%s:%d: setup failed: %s\n", __FILE__, __LINE__, #cond); \
-      exit(1);                                                                \
-    }                                                                         \
-  } while (0)
-
-static inline int tk_done(const char *name) {
-  printf("%s: %d checks, %d failed\n", name, tk_checks, tk_failures);
-  return tk_failures ? 1 : 0;
-}
 
 /* ---- deterministic random numbers (splitmix64) ---- */
 static uint64_t tk_state = 0x9e3779b97f4a7c15ull;
@@ -174,7 +143,7 @@ static inline double tk_relerr(const float *got, const double *want, size_t n) {
 
 static inline void *tk_malloc(size_t bytes) {
   void *p = malloc(bytes ? bytes : 1);
-  MUST(p);
+  REQUIRE(p);
   return p;
 }
 
@@ -192,7 +161,7 @@ static inline gs_kernels *tk_open(gs_cpu_isa isa) {
     fprintf(stderr, "gs_kernels_cpu(%s): %s\n", gs_cpu_isa_name(isa), e.msg);
     exit(1);
   }
-  MUST(gs_kernels_cpu_isa(k) == isa);
+  REQUIRE(gs_kernels_cpu_isa(k) == isa);
   return k;
 }
 

@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "bench/model.h"
-#include "tests/worker/check.h"
+#include "tests/check.h"
 
 /* A plan over caller storage: nb buckets of the given bytes (fp32 wire). */
 static inline gs_cm_plan mt_plan(size_t *bytes, int nb) {

@@ -84,7 +84,7 @@ static void against_count(void) {
           double in = -1, out = -1;
           gs_err e = {0};
           CHECK_OK(gs_cm_link_bytes(&j, h, &in, &out, &e), &e);
-          CHECKF(mt_near(in, t.in[h], 1e-12) && mt_near(out, t.out[h], 1e-12),
+          CHECK(mt_near(in, t.in[h], 1e-12) && mt_near(out, t.out[h], 1e-12),
                  "%s world %d hosts %d servers %d, host %d: model in %.0f out %.0f, messages "
                  "in %.0f out %.0f", gs_cm_mode_name(j.mode), j.world, j.hosts, servers, h, in,
                  out, t.in[h], t.out[h]);
@@ -93,7 +93,7 @@ static void against_count(void) {
       }
     }
   }
-  CHECKF(checked > 300, "only %d host links checked", checked);
+  CHECK(checked > 300, "only %d host links checked", checked);
 }
 
 static double in_of(gs_cm_mode mode, int N, int K, int servers, int host, gs_cm_plan *p) {
@@ -159,21 +159,21 @@ static void rejects(void) {
   double in, out;
   gs_err e = {0};
   CHECK(gs_cm_link_bytes(&j, 3, &in, &out, &e) == GS_EINVAL);
-  CHECKF(strstr(e.msg, "host 3"), "message: %s", e.msg);
+  CHECK(strstr(e.msg, "host 3"), "message: %s", e.msg);
   j.hosts = 4;
   gs_err_clear(&e);
   CHECK(gs_cm_link_bytes(&j, 0, &in, &out, &e) == GS_EINVAL);
-  CHECKF(strstr(e.msg, "does not split evenly"), "message: %s", e.msg);
+  CHECK(strstr(e.msg, "does not split evenly"), "message: %s", e.msg);
   j.hosts = 2;
   j.mode = GS_CM_SPS_HOSTS;
   j.servers = 0;
   gs_err_clear(&e);
   CHECK(gs_cm_link_bytes(&j, 0, &in, &out, &e) == GS_EINVAL);
-  CHECKF(strstr(e.msg, "server hosts"), "message: %s", e.msg);
+  CHECK(strstr(e.msg, "server hosts"), "message: %s", e.msg);
   j.mode = GS_CM_RD;
   gs_err_clear(&e);
   CHECK(gs_cm_link_bytes(&j, 0, &in, &out, &e) == GS_EINVAL);  /* 6 is no power of two */
-  CHECKF(strstr(e.msg, "powers of two"), "message: %s", e.msg);
+  CHECK(strstr(e.msg, "powers of two"), "message: %s", e.msg);
 }
 
 int main(void) {
@@ -181,5 +181,5 @@ int main(void) {
   by_hand();
   result_fields();
   rejects();
-  return check_report("model_bytes");
+  return check_done("model_bytes");
 }

@@ -36,7 +36,7 @@ static void same(const gs_cm_calib *a, const gs_cm_calib *b) {
   const double vb[] = {b->alpha_s, b->local_Bps, b->reduce_Bps, b->copy_Bps, b->optim_pps,
                        b->link_Bps, b->link_latency_s, b->fwd_s, b->bwd_s};
   for (size_t i = 0; i < sizeof va / sizeof va[0]; i++)
-    CHECKF(mt_near(va[i], vb[i], 1e-9), "field %zu: %.17g vs %.17g", i, va[i], vb[i]);
+    CHECK(mt_near(va[i], vb[i], 1e-9), "field %zu: %.17g vs %.17g", i, va[i], vb[i]);
 }
 
 static void round_trip(void) {
@@ -76,7 +76,7 @@ static void refused(const char *path, const char *needle, const char *why) {
   gs_cm_calib c;
   gs_err e = {0};
   int rc = gs_cm_calib_read(path, &c, &e);
-  CHECKF(rc == GS_EINVAL && strstr(e.msg, needle), "%s: expected '%s', got %d: %s", why, needle,
+  CHECK(rc == GS_EINVAL && strstr(e.msg, needle), "%s: expected '%s', got %d: %s", why, needle,
          rc, e.msg);
 }
 
@@ -161,5 +161,5 @@ int main(void) {
   round_trip();
   rejects();
   rmdir(dir);
-  return check_report("model_calib");
+  return check_done("model_calib");
 }

@@ -33,10 +33,10 @@ static void lsq(void) {
   }
   gs_err e = {0};
   CHECK_OK(gs_cm_lsq(X, y, NULL, N, 3, c, &e), &e);
-  for (int k = 0; k < 3; k++) CHECKF(mt_near(c[k], want[k], 1e-6), "coef %d: %g vs %g", k, c[k], want[k]);
+  for (int k = 0; k < 3; k++) CHECK(mt_near(c[k], want[k], 1e-6), "coef %d: %g vs %g", k, c[k], want[k]);
   for (int i = 0; i < N; i++) X[3 * i + 2] = 2 * X[3 * i + 1];  /* collinear */
   CHECK(gs_cm_lsq(X, y, NULL, N, 3, c, &e) == GS_EINVAL);
-  CHECKF(strstr(e.msg, "do not determine"), "message: %s", e.msg);
+  CHECK(strstr(e.msg, "do not determine"), "message: %s", e.msg);
   gs_err_clear(&e);
   CHECK(gs_cm_lsq(X, y, NULL, 2, 3, c, &e) == GS_EINVAL && strstr(e.msg, "2 points"));
 }
@@ -54,9 +54,9 @@ static void p2p(void) {
   double resid[17 * 3];
   gs_err e = {0};
   CHECK_OK(gs_cm_fit_p2p(pts, n, &f, resid, &e), &e);
-  CHECKF(mt_near(f.alpha_s, alpha, 0.10), "alpha %g vs %g", f.alpha_s, alpha);
-  CHECKF(mt_near(f.beta_s, beta, 0.03), "beta %g vs %g", f.beta_s, beta);
-  CHECKF(f.rms_rel > 0.005 && f.rms_rel < 0.03 && f.max_rel < 0.07, "residuals rms %g max %g",
+  CHECK(mt_near(f.alpha_s, alpha, 0.10), "alpha %g vs %g", f.alpha_s, alpha);
+  CHECK(mt_near(f.beta_s, beta, 0.03), "beta %g vs %g", f.beta_s, beta);
+  CHECK(f.rms_rel > 0.005 && f.rms_rel < 0.03 && f.max_rel < 0.07, "residuals rms %g max %g",
          f.rms_rel, f.max_rel);
   CHECK(f.npoints == n);
   double ss = 0;
@@ -87,8 +87,8 @@ static void ring(void) {
   gs_cm_fit f;
   gs_err e = {0};
   CHECK_OK(gs_cm_fit_ring(pts, n, &known, &f, NULL, &e), &e);
-  CHECKF(mt_near(f.alpha_s, alpha, 0.10), "ring alpha %g vs %g", f.alpha_s, alpha);
-  CHECKF(mt_near(f.beta_s, beta, 0.03), "ring beta %g vs %g", f.beta_s, beta);
+  CHECK(mt_near(f.alpha_s, alpha, 0.10), "ring alpha %g vs %g", f.alpha_s, alpha);
+  CHECK(mt_near(f.beta_s, beta, 0.03), "ring beta %g vs %g", f.beta_s, beta);
   CHECK(f.rms_rel < 0.02 && mt_near(f.gamma_s, 1 / known.reduce_Bps, 1e-12));
   pts[0].world = 1;
   CHECK(gs_cm_fit_ring(pts, n, &known, &f, NULL, &e) == GS_EINVAL && strstr(e.msg, "point 0"));
@@ -103,7 +103,7 @@ static void reduce(void) {
   gs_cm_fit f;
   gs_err e = {0};
   CHECK_OK(gs_cm_fit_reduce(pts, 10, &f, NULL, &e), &e);
-  CHECKF(mt_near(f.gamma_s, 1 / 8e9, 0.02), "gamma %g", f.gamma_s);
+  CHECK(mt_near(f.gamma_s, 1 / 8e9, 0.02), "gamma %g", f.gamma_s);
   CHECK(f.beta_s == 0);
 }
 
@@ -128,5 +128,5 @@ int main(void) {
   ring();
   reduce();
   rejects();
-  return check_report("model_fit");
+  return check_done("model_fit");
 }

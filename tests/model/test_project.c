@@ -41,11 +41,11 @@ static void plan_profile(void) {
   gs_err e = {0};
   CHECK_OK(gs_cm_plan_model("resnet50", GS_F32, 1, 25, &p, &e), &e);
   CHECK(p.nparams == 25557032 && p.total == 4.0 * 25557032 && p.elem_bytes == 4);
-  CHECKF(p.nbuckets >= 4, "%d buckets", p.nbuckets);
+  CHECK(p.nbuckets >= 4, "%d buckets", p.nbuckets);
   for (int i = 0; i < p.nbuckets; i++) {
     double mib = (double)p.bytes[i] / 1048576;
-    if (i == 0) CHECKF(mib >= 1 && mib < 25, "first bucket %.2f MiB", mib);
-    else if (i < p.nbuckets - 1) CHECKF(mib >= 25, "bucket %d %.2f MiB", i, mib);
+    if (i == 0) CHECK(mib >= 1 && mib < 25, "first bucket %.2f MiB", mib);
+    else if (i < p.nbuckets - 1) CHECK(mib >= 25, "bucket %d %.2f MiB", i, mib);
   }
   gs_cm_plan_free(&p);
   CHECK_OK(gs_cm_plan_model("lenet", GS_F16, 1, 25, &p, &e), &e);
@@ -53,7 +53,7 @@ static void plan_profile(void) {
   gs_cm_plan_free(&p);
   gs_err_clear(&e);
   CHECK(gs_cm_plan_model("resnet5O", GS_F32, 1, 25, &p, &e) != GS_OK);
-  CHECKF(strstr(e.msg, "resnet5O"), "message: %s", e.msg);
+  CHECK(strstr(e.msg, "resnet5O"), "message: %s", e.msg);
 }
 
 static gs_cm_proj_in input(const gs_cm_plan *p, const int *worlds, int nw) {
@@ -118,7 +118,7 @@ static void projection(void) {
         rows_seen++;
       }
     }
-    CHECKF(rows_seen == pr.nrows && lines == pr.nrows + 6, "%d rows, %d lines", rows_seen, lines);
+    CHECK(rows_seen == pr.nrows && lines == pr.nrows + 6, "%d rows, %d lines", rows_seen, lines);
     fclose(f);
   }
   gs_cm_projection_free(&pr);
@@ -139,7 +139,7 @@ static void refused(const gs_cm_machine *m, gs_cm_proj_in in, const char *needle
   gs_cm_projection pr;
   gs_err e = {0};
   int rc = gs_cm_project(m, &in, &pr, &e);
-  CHECKF(rc == GS_EINVAL && strstr(e.msg, needle), "expected '%s', got %d: %s", needle, rc, e.msg);
+  CHECK(rc == GS_EINVAL && strstr(e.msg, needle), "expected '%s', got %d: %s", needle, rc, e.msg);
   CHECK(pr.rows == NULL && pr.nrows == 0);
 }
 
@@ -187,5 +187,5 @@ int main(void) {
   plan_profile();
   projection();
   rejects();
-  return check_report("model_project");
+  return check_done("model_project");
 }

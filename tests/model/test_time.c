@@ -21,7 +21,7 @@ static gs_cm_result run(const gs_cm_machine *m, gs_cm_job j) {
   gs_cm_result r;
   gs_err e = {0};
   int rc = gs_cm_predict(m, &j, &r, &e);
-  CHECKF(rc == GS_OK, "%s world %d hosts %d: %s", gs_cm_mode_name(j.mode), j.world, j.hosts,
+  CHECK(rc == GS_OK, "%s world %d hosts %d: %s", gs_cm_mode_name(j.mode), j.world, j.hosts,
          e.msg);
   return r;
 }
@@ -53,24 +53,24 @@ static void ring_limits(void) {
     j.overlap = false;
     j.plan = &pb;
     r = run(&m, j);
-    CHECKF(mt_near(r.comm_s, thakur_ring(&m, N, K, pb.total), 1e-12), "N %d K %d: %g vs %g", N,
+    CHECK(mt_near(r.comm_s, thakur_ring(&m, N, K, pb.total), 1e-12), "N %d K %d: %g vs %g", N,
            K, r.comm_s, thakur_ring(&m, N, K, pb.total));
     /* large S: the byte terms are all of it */
     double beta = fmax(K > 1 ? 1 / m.link_Bps : 0, N / K > 1 ? 1 / m.local_Bps : 0);
     double bytes = 2.0 * (N - 1) / N * pb.total * beta +
                    (N - 1.0) / N * pb.total * (1 / m.reduce_Bps + 1 / m.copy_Bps);
-    CHECKF(mt_near(r.comm_s, bytes, 1e-3), "N %d K %d: large S not bandwidth-bound", N, K);
+    CHECK(mt_near(r.comm_s, bytes, 1e-3), "N %d K %d: large S not bandwidth-bound", N, K);
     CHECK(r.bottleneck == GS_CM_B_RING_BANDWIDTH);
     /* small S: 2(N-1) latencies */
     j.plan = &ps;
     r = run(&m, j);
     double lat = 2.0 * (N - 1) * (m.alpha_s + (K > 1 ? m.link_latency_s : 0));
-    CHECKF(mt_near(r.comm_s, lat, 1e-2), "N %d K %d: small S not latency-bound (%g vs %g)", N, K,
+    CHECK(mt_near(r.comm_s, lat, 1e-2), "N %d K %d: small S not latency-bound (%g vs %g)", N, K,
            r.comm_s, lat);
     CHECK(mt_near(r.latency_s, lat, 1e-12));
     j.fwd_s = j.bwd_s = 0;  /* nothing else to hide behind */
     r = run(&m, j);
-    CHECKF(r.bottleneck == GS_CM_B_RING_LATENCY, "N %d K %d: bottleneck %s", N, K,
+    CHECK(r.bottleneck == GS_CM_B_RING_LATENCY, "N %d K %d: bottleneck %s", N, K,
            gs_cm_bottleneck_name(r.bottleneck));
     j.fwd_s = 1e-3;
     j.bwd_s = 2e-3;
@@ -108,23 +108,23 @@ static void overlap_bounds(void) {
     bool local_opt = j.mode == GS_CM_RING || j.mode == GS_CM_RD;
     double post = local_opt ? off.optimizer_s : 0;
     double tol = 1e-9 * off.step_s;
-    CHECKF(mt_near(off.step_s, off.compute_s + off.comm_s + post, 1e-9),
+    CHECK(mt_near(off.step_s, off.compute_s + off.comm_s + post, 1e-9),
            "trial %d %s: no overlap %g != compute %g + comm %g + post %g", trial,
            gs_cm_mode_name(j.mode), off.step_s, off.compute_s, off.comm_s, post);
-    CHECKF(mt_near(off.exposed_s, off.comm_s, 1e-9), "trial %d: exposed %g comm %g", trial,
+    CHECK(mt_near(off.exposed_s, off.comm_s, 1e-9), "trial %d: exposed %g comm %g", trial,
            off.exposed_s, off.comm_s);
-    CHECKF(on.step_s <= off.step_s + tol, "trial %d %s: overlap slower (%g > %g)", trial,
+    CHECK(on.step_s <= off.step_s + tol, "trial %d %s: overlap slower (%g > %g)", trial,
            gs_cm_mode_name(j.mode), on.step_s, off.step_s);
-    CHECKF(on.step_s >= on.compute_s + post - tol, "trial %d %s: faster than compute", trial,
+    CHECK(on.step_s >= on.compute_s + post - tol, "trial %d %s: faster than compute", trial,
            gs_cm_mode_name(j.mode));
-    CHECKF(on.step_s >= fmax(on.compute_s, on.comm_s) + post - tol,
+    CHECK(on.step_s >= fmax(on.compute_s, on.comm_s) + post - tol,
            "trial %d %s: overlap %g faster than max(compute %g, comm %g) + %g", trial,
            gs_cm_mode_name(j.mode), on.step_s, on.compute_s, on.comm_s, post);
     CHECK(on.exposed_s <= off.exposed_s + tol && on.exposed_s >= 0);
     /* a sharded server updates only its share, so its step can beat world 1's
      * optimizer; the others cannot beat world 1 */
     if (j.mode == GS_CM_PS || local_opt)
-      CHECKF(off.efficiency <= 1 + 1e-12 && off.efficiency > 0, "trial %d %s: efficiency %g",
+      CHECK(off.efficiency <= 1 + 1e-12 && off.efficiency > 0, "trial %d %s: efficiency %g",
              trial, gs_cm_mode_name(j.mode), off.efficiency);
     if (local_opt) CHECK(on.efficiency <= 1 + 1e-12);
     CHECK(mt_near(on.samples_per_s, j.world * j.batch / on.step_s, 1e-12));
@@ -143,11 +143,11 @@ static void ps_pipeline(void) {
   gs_cm_result r = run(&m, j);
   /* fp32: bucket i's parameters leave while bucket i+1 still arrives:
    * (N-n)(S + s_last)/b */
-  CHECKF(mt_near(r.comm_s, 3 * (p.total + 25e6) / 1e9, 1e-6), "pipelined ps comm %g", r.comm_s);
+  CHECK(mt_near(r.comm_s, 3 * (p.total + 25e6) / 1e9, 1e-6), "pipelined ps comm %g", r.comm_s);
   CHECK(r.bottleneck == GS_CM_B_MASTER_LINK);
   j.barrier = true;  /* loss scaling: every push before any pull, 2(N-n)S/b */
   r = run(&m, j);
-  CHECKF(mt_near(r.comm_s, 2 * 3 * p.total / 1e9, 1e-6), "ps with barrier comm %g", r.comm_s);
+  CHECK(mt_near(r.comm_s, 2 * 3 * p.total / 1e9, 1e-6), "ps with barrier comm %g", r.comm_s);
   CHECK(mt_near(r.link_busy, 3 * p.total / 1e9 / r.step_s, 1e-9));
 
   /* scaling in hosts: ps grows with N - n, the ring barely moves */
@@ -164,8 +164,8 @@ static void ps_pipeline(void) {
   ring8 = run(&m, j).comm_s;
   j.world = j.hosts = 4;
   ring4 = run(&m, j).comm_s;
-  CHECKF(mt_near(ps8 / ps4, 7.0 / 3.0, 1e-6), "ps 8/4 hosts: %g", ps8 / ps4);
-  CHECKF(mt_near(ring8 / ring4, (7.0 / 8) / (3.0 / 4), 1e-6), "ring 8/4 hosts: %g", ring8 / ring4);
+  CHECK(mt_near(ps8 / ps4, 7.0 / 3.0, 1e-6), "ps 8/4 hosts: %g", ps8 / ps4);
+  CHECK(mt_near(ring8 / ring4, (7.0 / 8) / (3.0 / 4), 1e-6), "ring 8/4 hosts: %g", ring8 / ring4);
 }
 
 static void topologies(void) {
@@ -180,19 +180,19 @@ static void topologies(void) {
    * pushes and pulls of different pieces overlap (BytePS partitions) */
   j.mode = GS_CM_SPS_HOSTS;
   gs_cm_result sh = run(&m, j);
-  CHECKF(sh.comm_s > ring, "one piece: sps-hosts %g vs ring %g", sh.comm_s, ring);
+  CHECK(sh.comm_s > ring, "one piece: sps-hosts %g vs ring %g", sh.comm_s, ring);
   j.plan = &pp;
   sh = run(&m, j);
-  CHECKF(sh.comm_s < 0.7 * ring, "100 pieces: sps-hosts %g vs ring %g", sh.comm_s, ring);
+  CHECK(sh.comm_s < 0.7 * ring, "100 pieces: sps-hosts %g vs ring %g", sh.comm_s, ring);
   j.plan = &pb;
   j.servers = 2;  /* too few servers: their links are the limit */
   sh = run(&m, j);
-  CHECKF(sh.bottleneck == GS_CM_B_SERVER_LINK, "bottleneck %s", gs_cm_bottleneck_name(sh.bottleneck));
+  CHECK(sh.bottleneck == GS_CM_B_SERVER_LINK, "bottleneck %s", gs_cm_bottleneck_name(sh.bottleneck));
   CHECK(sh.comm_s > ring);
   j.world = 64;  /* 4 ranks on each of 16 worker hosts, 32 server hosts */
   j.servers = 32;
   sh = run(&m, j);
-  CHECKF(sh.bottleneck == GS_CM_B_WORKER_LINK, "bottleneck %s", gs_cm_bottleneck_name(sh.bottleneck));
+  CHECK(sh.bottleneck == GS_CM_B_WORKER_LINK, "bottleneck %s", gs_cm_bottleneck_name(sh.bottleneck));
   j.mode = GS_CM_SPS_COLO;
   CHECK(run(&m, j).bottleneck == GS_CM_B_HOST_LINK);
 
@@ -201,12 +201,12 @@ static void topologies(void) {
   double rd_big = run(&m, j).comm_s;
   j.mode = GS_CM_RING;
   double ring_big = run(&m, j).comm_s;
-  CHECKF(ring_big < rd_big, "large S: ring %g rd %g", ring_big, rd_big);
+  CHECK(ring_big < rd_big, "large S: ring %g rd %g", ring_big, rd_big);
   j.plan = &pt;
   double ring_tiny = run(&m, j).comm_s;
   j.mode = GS_CM_RD;
   double rd_tiny = run(&m, j).comm_s;
-  CHECKF(rd_tiny < ring_tiny, "small S: rd %g ring %g", rd_tiny, ring_tiny);
+  CHECK(rd_tiny < ring_tiny, "small S: rd %g ring %g", rd_tiny, ring_tiny);
 
   /* the master's reduction: one fast host, a slow adder */
   gs_cm_machine slow = m;
@@ -234,7 +234,7 @@ static void readiness(void) {
   double on_early = run(&m, j).step_s;
   j.ready = NULL;
   double on_prop = run(&m, j).step_s;
-  CHECKF(on_early <= on_prop && on_prop < off, "early %g proportional %g none %g", on_early,
+  CHECK(on_early <= on_prop && on_prop < off, "early %g proportional %g none %g", on_early,
          on_prop, off);
 }
 
@@ -242,7 +242,7 @@ static void expect_reject(const gs_cm_machine *m, gs_cm_job j, const char *needl
   gs_cm_result r;
   gs_err e = {0};
   int rc = gs_cm_predict(m, &j, &r, &e);
-  CHECKF(rc == GS_EINVAL && strstr(e.msg, needle), "expected an error naming '%s', got %d: %s",
+  CHECK(rc == GS_EINVAL && strstr(e.msg, needle), "expected an error naming '%s', got %d: %s",
          needle, rc, e.msg);
 }
 
@@ -298,5 +298,5 @@ int main(void) {
   topologies();
   readiness();
   rejects();
-  return check_report("model_time");
+  return check_done("model_time");
 }

@@ -77,7 +77,7 @@ job_result *result_new(const job_opts *o) {
   size_t sbytes = (size_t)o->steps * o->world * sizeof(gs_sync_stats);
   size_t total = sizeof(job_result) + pbytes + sbytes + MAXW * sizeof(int) + 64;
   char *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  CHECK(m != MAP_FAILED, "mmap %zu bytes", total);
+  REQUIRE(m != MAP_FAILED, "mmap %zu bytes", total);
   job_result *r = (job_result *)m;
   r->world = o->world;
   r->steps = o->steps;
@@ -112,15 +112,15 @@ float *check_reference(const job_opts *o, job_result *r, const char *what, bool 
                        float *scales) {
   bool sk[64];
   float sc[64];
-  CHECK(skipped && scales ? true : o->steps <= 64, "%s: more than 64 steps", what);
+  REQUIRE(skipped && scales ? true : o->steps <= 64, "%s: more than 64 steps", what);
   float *ref = malloc((size_t)(o->steps + 1) * o->n * sizeof(float));
-  CHECK(ref, "%s: out of memory for the reference", what);
+  REQUIRE(ref, "%s: out of memory for the reference", what);
   reference(o, ref, skipped ? skipped : sk, scales ? scales : sc);
   for (int s = 0; s <= o->steps; s++)
     for (int i = 0; i < o->world; i++) {
       char label[160];
       snprintf(label, sizeof label, "%s: rank %d after step %d", what, i, s - 1);
-      CHECK(same_bits(result_params(r, s, i), ref + (size_t)s * o->n, o->n, label),
+      REQUIRE(same_bits(result_params(r, s, i), ref + (size_t)s * o->n, o->n, label),
             "%s differs from the reference", label);
     }
   return ref;
@@ -149,7 +149,7 @@ static void rank_init(rank_ctx *rc, const job_opts *o, job_result *res, int rank
   rc->rank = rank;
   gs_err e = {0};
   rc->k = o->fake_device ? fakedev_create(&e) : gs_kernels_cpu(0, &e);
-  CHECK(rc->k, "kernels: %s", e.msg);
+  REQUIRE(rc->k, "kernels: %s", e.msg);
   rc->params = rc->k->alloc(rc->k, o->n * sizeof(float));
   rc->grads = rc->k->alloc(rc->k, o->n * sizeof(float));
   make_params(o, rank, rc->params);
@@ -266,7 +266,7 @@ static void *rank_thread(void *arg) {
 }
 
 int run_threads(const job_opts *o, job_result *res) {
-  CHECK(o->world <= MAXW, "world %d", o->world);
+  REQUIRE(o->world <= MAXW, "world %d", o->world);
   rank_ctx rc[MAXW];
   gs_err e = {0};
   /* prepare in this thread: a dedicated server dies with the thread that
@@ -274,18 +274,18 @@ int run_threads(const job_opts *o, job_result *res) {
   for (int r = 0; r < o->world; r++) {
     rank_init(&rc[r], o, res, r);
     char ep[GS_ENDPOINT_MAX];
-    CHECK(gs_ps_backend.prepare(&rc[r].cfg, &rc[r].state, ep, &e) == 0, "prepare: %s", e.msg);
+    REQUIRE(gs_ps_backend.prepare(&rc[r].cfg, &rc[r].state, ep, &e) == 0, "prepare: %s", e.msg);
   }
   char blob[GS_BOOTSTRAP_MAX];
   size_t len = 0;
-  CHECK(gs_ps_backend.bootstrap(rc[0].state, &rc[0].cfg, blob, &len, &e) == 0, "bootstrap: %s",
+  REQUIRE(gs_ps_backend.bootstrap(rc[0].state, &rc[0].cfg, blob, &len, &e) == 0, "bootstrap: %s",
         e.msg);
   if (o->on_blob) o->on_blob(blob, o->on_blob_ctx);
   pthread_t th[MAXW];
   for (int r = 0; r < o->world; r++) {
     memcpy(rc[r].blob, blob, len);
     rc[r].blob_len = len;
-    CHECK(pthread_create(&th[r], NULL, rank_thread, &rc[r]) == 0, "pthread_create");
+    REQUIRE(pthread_create(&th[r], NULL, rank_thread, &rc[r]) == 0, "pthread_create");
   }
   int bad = 0;
   for (int r = 0; r < o->world; r++) {
@@ -311,15 +311,15 @@ static int read_all(int fd, void *buf, size_t len, int timeout_ms) {
 }
 
 int run_procs(const job_opts *o, job_result *res) {
-  CHECK(o->world <= MAXW, "world %d", o->world);
+  REQUIRE(o->world <= MAXW, "world %d", o->world);
   int up[2], down[MAXW][2];
-  CHECK(pipe(up) == 0, "pipe");
+  REQUIRE(pipe(up) == 0, "pipe");
   pid_t pid[MAXW];
   fflush(NULL);
   for (int r = 0; r < o->world; r++) {
-    CHECK(pipe(down[r]) == 0, "pipe");
+    REQUIRE(pipe(down[r]) == 0, "pipe");
     pid[r] = fork();
-    CHECK(pid[r] >= 0, "fork");
+    REQUIRE(pid[r] >= 0, "fork");
     if (pid[r] == 0) {
       rank_ctx rc;
       rank_init(&rc, o, res, r);
@@ -389,7 +389,7 @@ int run_procs(const job_opts *o, job_result *res) {
 void reference(const job_opts *o, float *ref, bool *skipped, float *scales) {
   gs_err e = {0};
   gs_kernels *k = gs_kernels_cpu(0, &e);
-  CHECK(k, "kernels");
+  REQUIRE(k, "kernels");
   size_t n = o->n;
   int nb;
   gs_bucket *bk;

@@ -25,26 +25,26 @@ int main(void) {
     o.steps = 3;
     o.overlap = world == 2;
     job_result *r = result_new(&o);
-    CHECK(run_threads(&o, r) == 0, "world %d: %s | %s", world, r->err[0], r->err[world - 1]);
+    REQUIRE(run_threads(&o, r) == 0, "world %d: %s | %s", world, r->err[0], r->err[world - 1]);
     compare(&o, r, "dedicated, threads");
     double S = (double)o.n * sizeof(float);
     for (int s = 0; s < o.steps; s++) {
       gs_sync_stats *st = &r->stats[(size_t)s * o.world];
-      CHECK(st->has_server, "rank 0 has no server stats");
-      CHECK(st->bytes_sent >= S && st->bytes_sent < 1.05 * S, "rank 0 sent %llu, S = %.0f",
+      REQUIRE(st->has_server, "rank 0 has no server stats");
+      REQUIRE(st->bytes_sent >= S && st->bytes_sent < 1.05 * S, "rank 0 sent %llu, S = %.0f",
             (unsigned long long)st->bytes_sent, S);
-      CHECK(st->reduce_s == 0 && st->update_s == 0, "rank 0 reduced itself");
-      CHECK(st->server_bytes_recv >= world * S && st->server_bytes_recv < 1.05 * world * S,
+      REQUIRE(st->reduce_s == 0 && st->update_s == 0, "rank 0 reduced itself");
+      REQUIRE(st->server_bytes_recv >= world * S && st->server_bytes_recv < 1.05 * world * S,
             "server received %llu, want %d x %.0f", (unsigned long long)st->server_bytes_recv,
             world, S);
-      CHECK(st->server_bytes_sent >= world * S && st->server_bytes_sent < 1.05 * world * S,
+      REQUIRE(st->server_bytes_sent >= world * S && st->server_bytes_sent < 1.05 * world * S,
             "server sent %llu, want %d x %.0f", (unsigned long long)st->server_bytes_sent,
             world, S);
-      CHECK(st->server_reduce_s > 0 && st->server_update_s > 0, "server times %g %g",
+      REQUIRE(st->server_reduce_s > 0 && st->server_update_s > 0, "server times %g %g",
             st->server_reduce_s, st->server_update_s);
-      if (world > 1) CHECK(!r->stats[(size_t)s * o.world + 1].has_server, "rank 1 has_server");
+      if (world > 1) REQUIRE(!r->stats[(size_t)s * o.world + 1].has_server, "rank 1 has_server");
     }
-    CHECK(r->mem_dev[0] == 0, "rank 0 holds no server memory with a dedicated server");
+    REQUIRE(r->mem_dev[0] == 0, "rank 0 holds no server memory with a dedicated server");
     printf("ok: dedicated server, world %d (threads): server moved %llu in / %llu out\n", world,
            (unsigned long long)r->stats[0].server_bytes_recv,
            (unsigned long long)r->stats[0].server_bytes_sent);
@@ -62,7 +62,7 @@ int main(void) {
   o.steps = 3;
   o.jitter_us = 2000;
   job_result *rs = result_new(&o);
-  CHECK(run_threads(&o, rs) == 0, "sum_only: %s | %s", rs->err[0], rs->err[1]);
+  REQUIRE(run_threads(&o, rs) == 0, "sum_only: %s | %s", rs->err[0], rs->err[1]);
   compare(&o, rs, "dedicated sum_only");
   result_free(rs);
   printf("ok: dedicated server, sum_only, in-place sums\n");
@@ -73,7 +73,7 @@ int main(void) {
   o.overlap = true;
   o.jitter_us = 500;
   job_result *r = result_new(&o);
-  CHECK(run_procs(&o, r) == 0, "processes: %s | %s | %s", r->err[0], r->err[1], r->err[2]);
+  REQUIRE(run_procs(&o, r) == 0, "processes: %s | %s | %s", r->err[0], r->err[1], r->err[2]);
   compare(&o, r, "dedicated, processes");
   result_free(r);
   printf("ok: dedicated server, world 3 (processes)\n");
@@ -81,7 +81,7 @@ int main(void) {
   /* The in-process server, ranks as processes. */
   o.dedicated = false;
   r = result_new(&o);
-  CHECK(run_procs(&o, r) == 0, "processes: %s | %s | %s", r->err[0], r->err[1], r->err[2]);
+  REQUIRE(run_procs(&o, r) == 0, "processes: %s | %s | %s", r->err[0], r->err[1], r->err[2]);
   compare(&o, r, "in-process server, processes");
   result_free(r);
   printf("ok: in-process server, world 3 (processes)\n");
@@ -96,10 +96,10 @@ int main(void) {
     o.odd_rank = 2;
     o.odd_bucket_elems = 1000;  /* 1 bucket where the others have 4 */
     r = result_new(&o);
-    CHECK(run_threads(&o, r) != 0, "a mismatch went unnoticed");
+    REQUIRE(run_threads(&o, r) != 0, "a mismatch went unnoticed");
     for (int i = 0; i < o.world; i++) {
-      CHECK(r->rc[i] != 0, "rank %d opened", i);
-      CHECK(strstr(r->err[i], "rank 2 holds 1000 parameters in 1 buckets") &&
+      REQUIRE(r->rc[i] != 0, "rank %d opened", i);
+      REQUIRE(strstr(r->err[i], "rank 2 holds 1000 parameters in 1 buckets") &&
                 strstr(r->err[i], "rank 0 holds 1000 in 4"),
             "rank %d: %s", i, r->err[i]);
     }

@@ -17,27 +17,27 @@ static int baseline;  /* violations of the checker's self-test */
 static void run(job_opts *o, const char *what) {
   job_result *r = result_new(o);
   int rc = run_threads(o, r);
-  for (int i = 0; i < o->world; i++) CHECK(r->rc[i] == 0, "%s: rank %d: %s", what, i, r->err[i]);
-  CHECK(rc == 0, "%s", what);
+  for (int i = 0; i < o->world; i++) REQUIRE(r->rc[i] == 0, "%s: rank %d: %s", what, i, r->err[i]);
+  REQUIRE(rc == 0, "%s", what);
   bool sk[16];
   float sc[16];
-  CHECK(o->steps <= 16, "%s: at most 16 steps", what);
+  REQUIRE(o->steps <= 16, "%s: at most 16 steps", what);
   float *ref = check_reference(o, r, what, sk, sc);
   for (int s = 0; s < o->steps; s++)
-    CHECK(r->stats[(size_t)s * o->world + 1].skipped == sk[s], "%s: step %d verdict", what, s);
-  CHECK(fakedev_violations() == baseline, "%s: %d ops got a pointer of the wrong kind", what,
+    REQUIRE(r->stats[(size_t)s * o->world + 1].skipped == sk[s], "%s: step %d verdict", what, s);
+  REQUIRE(fakedev_violations() == baseline, "%s: %d ops got a pointer of the wrong kind", what,
         fakedev_violations() - baseline);
   if (!o->dedicated) {
     double S = (double)o->n * sizeof(float);
     /* the server: master, accumulator, momentum (not in sum_only), all
      * fp32, and one push on the device; a host mirror of what goes out */
-    CHECK(r->mem_dev[0] >= (o->sum_only ? 2 : 3) * S && r->mem_host[0] >= S,
+    REQUIRE(r->mem_dev[0] >= (o->sum_only ? 2 : 3) * S && r->mem_host[0] >= S,
           "%s: rank 0 reports %llu device / %llu host bytes", what,
           (unsigned long long)r->mem_dev[0], (unsigned long long)r->mem_host[0]);
     /* a worker: a pinned staging buffer in the wire dtype (and a device
      * one when it converts) */
     double ws = o->n * (o->wire == GS_F32 ? 4.0 : 2.0);
-    CHECK(r->mem_host[1] == ws && r->mem_dev[1] == (o->wire == GS_F32 ? 0 : ws),
+    REQUIRE(r->mem_host[1] == ws && r->mem_dev[1] == (o->wire == GS_F32 ? 0 : ws),
           "%s: worker staging %llu host / %llu device bytes", what,
           (unsigned long long)r->mem_host[1], (unsigned long long)r->mem_dev[1]);
     printf("  %s: rank 0 holds %.1f MB on the device and %.1f MB on the host for the server; "
@@ -56,11 +56,11 @@ int main(void) {
   float host[4] = {0};
   float *dev = k->alloc(k, sizeof host);
   k->add(k, 4, dev, host);
-  CHECK(k->sync(k, &e) == GS_EDEVICE && strstr(e.msg, "add"), "fakedev missed a host pointer");
+  REQUIRE(k->sync(k, &e) == GS_EDEVICE && strstr(e.msg, "add"), "fakedev missed a host pointer");
   int base = fakedev_violations();
   k->release(k, dev);
   k->destroy(k);
-  CHECK(base == 1, "violations %d", base);
+  REQUIRE(base == 1, "violations %d", base);
   baseline = base;
   /* from here on, count only the ps code's (the in-process server runs on
    * the fake device too: its table is a clone of rank 0's) */

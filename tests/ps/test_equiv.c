@@ -34,11 +34,11 @@ static job_result *check_job(const job_opts *o, const char *what) {
   job_result *r = result_new(o);
   int rc = run_threads(o, r);
   for (int i = 0; i < o->world; i++)
-    CHECK(r->rc[i] == 0, "%s: rank %d failed: %s", what, i, r->err[i]);
-  CHECK(rc == 0, "%s", what);
+    REQUIRE(r->rc[i] == 0, "%s: rank %d failed: %s", what, i, r->err[i]);
+  REQUIRE(rc == 0, "%s", what);
   float *ref = check_reference(o, r, what, NULL, NULL);
   /* the update did something */
-  CHECK(o->steps == 0 || memcmp(ref, ref + (size_t)o->steps * o->n, o->n * sizeof(float)) != 0,
+  REQUIRE(o->steps == 0 || memcmp(ref, ref + (size_t)o->steps * o->n, o->n * sizeof(float)) != 0,
         "%s: the parameters never changed", what);
   free(ref);
   return r;
@@ -62,7 +62,7 @@ int main(void) {
       float *p0 = malloc(o.n * sizeof(float));
       make_params(&o, 0, p0);
       for (int i = 0; i < world; i++)
-        CHECK(same_bits(result_params(r, 0, i), p0, o.n, "after open"), "rank %d", i);
+        REQUIRE(same_bits(result_params(r, 0, i), p0, o.n, "after open"), "rank %d", i);
       free(p0);
       result_free(r);
     }
@@ -79,7 +79,7 @@ int main(void) {
   job_result *a = check_job(&o, "run A");
   o.jitter_seed = 2;
   job_result *b = check_job(&o, "run B");
-  CHECK(same_bits(result_params(a, o.steps, 3), result_params(b, o.steps, 3), o.n, "A vs B"),
+  REQUIRE(same_bits(result_params(a, o.steps, 3), result_params(b, o.steps, 3), o.n, "A vs B"),
         "two runs differ");
   result_free(a);
   result_free(b);
@@ -119,23 +119,23 @@ int main(void) {
     for (int i = 0; i < o.world; i++) {
       gs_sync_stats *st = &r->stats[(size_t)s * o.world + i];
       double want = i == 0 ? (o.world - 1) * S : S;
-      CHECK(st->bytes_sent >= want && st->bytes_sent < want * 1.05,
+      REQUIRE(st->bytes_sent >= want && st->bytes_sent < want * 1.05,
             "rank %d step %d sent %llu bytes; the cost model says %.0f", i, s,
             (unsigned long long)st->bytes_sent, want);
-      CHECK(st->bytes_recv >= want && st->bytes_recv < want * 1.05,
+      REQUIRE(st->bytes_recv >= want && st->bytes_recv < want * 1.05,
             "rank %d step %d received %llu bytes; the cost model says %.0f", i, s,
             (unsigned long long)st->bytes_recv, want);
-      CHECK(!st->skipped && st->scale == 1.0f && !st->has_server, "rank %d flags", i);
-      CHECK(st->wait_s >= 0 && st->reduce_s >= 0 && st->update_s >= 0, "times");
-      if (i != 0) CHECK(st->reduce_s == 0 && st->update_s == 0, "a worker reduced");
+      REQUIRE(!st->skipped && st->scale == 1.0f && !st->has_server, "rank %d flags", i);
+      REQUIRE(st->wait_s >= 0 && st->reduce_s >= 0 && st->update_s >= 0, "times");
+      if (i != 0) REQUIRE(st->reduce_s == 0 && st->update_s == 0, "a worker reduced");
     }
-  CHECK(r->stats[0].reduce_s > 0 && r->stats[0].update_s > 0,
+  REQUIRE(r->stats[0].reduce_s > 0 && r->stats[0].update_s > 0,
         "rank 0 reports no server work: reduce %g update %g", r->stats[0].reduce_s,
         r->stats[0].update_s);
   /* rank 0 holds the server's buffers: master, accumulator, momentum */
-  CHECK(r->mem_dev[0] >= 3 * S, "rank 0 reports %llu bytes of server memory",
+  REQUIRE(r->mem_dev[0] >= 3 * S, "rank 0 reports %llu bytes of server memory",
         (unsigned long long)r->mem_dev[0]);
-  CHECK(r->mem_dev[1] == 0, "a worker in fp32 on the CPU needs no staging");
+  REQUIRE(r->mem_dev[1] == 0, "a worker in fp32 on the CPU needs no staging");
   printf("ok: traffic per step: rank 0 %llu / %llu bytes, worker %llu / %llu (S = %.0f)\n",
          (unsigned long long)r->stats[0].bytes_sent, (unsigned long long)r->stats[0].bytes_recv,
          (unsigned long long)r->stats[1].bytes_sent, (unsigned long long)r->stats[1].bytes_recv,
@@ -149,16 +149,16 @@ int main(void) {
   o.steps = 2;
   o.span = on_span;
   result_free(check_job(&o, "spans"));
-  CHECK(bad_spans == 0, "%d malformed spans", bad_spans);
+  REQUIRE(bad_spans == 0, "%d malformed spans", bad_spans);
   int nb = 4;  /* 1000 elements in buckets of 300 */
   for (int i = 0; i < o.world; i++) {
-    CHECK(spans[i][0][0] == nb * o.steps && spans[i][0][1] == nb * o.steps &&
+    REQUIRE(spans[i][0][0] == nb * o.steps && spans[i][0][1] == nb * o.steps &&
               spans[i][0][2] == o.steps, "rank %d: push %d pull %d wait %d", i, spans[i][0][0],
           spans[i][0][1], spans[i][0][2]);
-    CHECK(spans[i][0][3] == 0 && spans[i][0][4] == 0, "rank %d reduced on its training track", i);
-    if (i > 0) CHECK(spans[i][1][3] == 0 && spans[i][1][4] == 0, "rank %d has server spans", i);
+    REQUIRE(spans[i][0][3] == 0 && spans[i][0][4] == 0, "rank %d reduced on its training track", i);
+    if (i > 0) REQUIRE(spans[i][1][3] == 0 && spans[i][1][4] == 0, "rank %d has server spans", i);
   }
-  CHECK(spans[0][1][3] >= nb * o.steps && spans[0][1][4] == nb * o.steps,
+  REQUIRE(spans[0][1][3] >= nb * o.steps && spans[0][1][4] == nb * o.steps,
         "server spans: reduce %d optimizer %d", spans[0][1][3], spans[0][1][4]);
   printf("ok: spans: push / pull / wait per rank, reduce / optimizer on rank 0's server track\n");
 

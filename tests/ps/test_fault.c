@@ -17,7 +17,7 @@
  * dedicated server that outlived rank 0 would be one. */
 static int leftovers(void) {
   DIR *d = opendir("/proc");
-  CHECK(d, "opendir /proc");
+  REQUIRE(d, "opendir /proc");
   int n = 0;
   struct dirent *de;
   while ((de = readdir(d))) {
@@ -48,12 +48,12 @@ static void expect(const job_opts *o, job_result *r, int dead, const char *needl
                    double limit_s, const char *what) {
   for (int i = 0; i < o->world; i++) {
     if (i == dead) continue;
-    CHECK(r->rc[i] != 0 && r->rc[i] > -1000, "%s: rank %d: rc %d (must fail, not hang)", what,
+    REQUIRE(r->rc[i] != 0 && r->rc[i] > -1000, "%s: rank %d: rc %d (must fail, not hang)", what,
           i, r->rc[i]);
-    CHECK(strstr(r->err[i], needle), "%s: rank %d's error does not say '%s': %s", what, i,
+    REQUIRE(strstr(r->err[i], needle), "%s: rank %d's error does not say '%s': %s", what, i,
           needle, r->err[i]);
     double dt = r->fail_t[i] - r->kill_t;
-    CHECK(r->kill_t > 0 && dt >= 0 && dt < limit_s, "%s: rank %d failed %.2f s after the fault "
+    REQUIRE(r->kill_t > 0 && dt >= 0 && dt < limit_s, "%s: rank %d failed %.2f s after the fault "
           "(limit %.2f)", what, i, dt, limit_s);
     printf("  %s: rank %d stopped after %.2f s: %s\n", what, i, dt, r->err[i]);
   }
@@ -73,11 +73,11 @@ int main(void) {
   o.kill_step = 2;
   o.kill_bucket = 0;
   job_result *r = result_new(&o);
-  CHECK(run_procs(&o, r) != 0, "the job survived a dead rank");
-  CHECK(r->rc[2] <= -2000, "rank 2 was meant to die of SIGKILL: %d", r->rc[2]);
+  REQUIRE(run_procs(&o, r) != 0, "the job survived a dead rank");
+  REQUIRE(r->rc[2] <= -2000, "rank 2 was meant to die of SIGKILL: %d", r->rc[2]);
   expect(&o, r, 2, "rank 2 sent no gradients for step 2 bucket 0", limit, "killed worker");
   for (int i = 0; i < o.world; i++)
-    CHECK(r->steps_done[i] == 2, "rank %d completed %d steps", i, r->steps_done[i]);
+    REQUIRE(r->steps_done[i] == 2, "rank %d completed %d steps", i, r->steps_done[i]);
   result_free(r);
   printf("ok: a killed worker is named by every other rank\n");
 
@@ -93,7 +93,7 @@ int main(void) {
   o.kill_step = 1;
   o.kill_bucket = 2;
   r = result_new(&o);
-  CHECK(run_procs(&o, r) != 0, "the job survived a dead rank");
+  REQUIRE(run_procs(&o, r) != 0, "the job survived a dead rank");
   expect(&o, r, 1, "rank 1 sent no gradients for step 1 bucket 2", limit, "killed mid-step");
   result_free(r);
   printf("ok: a worker killed mid-step (dedicated server) is named with its bucket\n");
@@ -110,7 +110,7 @@ int main(void) {
     o.kill_step = 2;
     o.kill_bucket = 0;
     r = result_new(&o);
-    CHECK(run_procs(&o, r) != 0, "the job survived a dead rank 0");
+    REQUIRE(run_procs(&o, r) != 0, "the job survived a dead rank 0");
     expect(&o, r, 0, ded ? "the server (rank 0's dedicated process) died or stalled"
                          : "the server (rank 0) died or stalled", limit,
            ded ? "rank 0 + dedicated server killed" : "rank 0 + server killed");
@@ -120,7 +120,7 @@ int main(void) {
       struct timespec ts = {0, 20000000};
       nanosleep(&ts, NULL);
     }
-    CHECK(left == 0, "%d processes outlived the job (a dedicated server left behind?)", left);
+    REQUIRE(left == 0, "%d processes outlived the job (a dedicated server left behind?)", left);
   }
   printf("ok: a vanished server is reported by every worker within the timeout\n");
 
@@ -133,14 +133,14 @@ int main(void) {
   o.kill_step = 1;
   o.kill_bucket = 0;
   r = result_new(&o);
-  CHECK(run_procs(&o, r) != 0 && r->rc[0] <= -2000, "rank 0 did not die");
+  REQUIRE(run_procs(&o, r) != 0 && r->rc[0] <= -2000, "rank 0 did not die");
   result_free(r);
   int left = 0;
   for (int i = 0; i < 100 && (left = leftovers()) > 0; i++) {
     struct timespec ts = {0, 20000000};
     nanosleep(&ts, NULL);
   }
-  CHECK(left == 0, "%d processes outlived rank 0 (the dedicated server?)", left);
+  REQUIRE(left == 0, "%d processes outlived rank 0 (the dedicated server?)", left);
   printf("ok: the dedicated server dies with rank 0\n");
 
   /* A rank gives up: the others stop at once (well before the timeout). */
@@ -151,7 +151,7 @@ int main(void) {
   o.abort_rank = 1;
   o.abort_step = 3;
   r = result_new(&o);
-  CHECK(run_threads(&o, r) != 0, "the job survived an abort");
+  REQUIRE(run_threads(&o, r) != 0, "the job survived an abort");
   expect(&o, r, 1, "rank 1 aborted in step 3", 2.0, "abort");
   result_free(r);
   printf("ok: close(ok=false) stops every rank at once, naming the rank\n");

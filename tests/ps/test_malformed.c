@@ -32,7 +32,7 @@ static void *raw_socket(const char *ep) {
   void *s = zmq_socket(zctx, ZMQ_DEALER);
   int zero = 0;
   zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-  CHECK(zmq_connect(s, ep) == 0, "connect %s", ep);
+  REQUIRE(zmq_connect(s, ep) == 0, "connect %s", ep);
   return s;
 }
 
@@ -161,7 +161,7 @@ static void start_spam(const char *ep, void *ctx) {
   struct timespec ts = {0, 50000000};
   nanosleep(&ts, NULL);
   zmq_close(s);
-  CHECK(pthread_create(&sp->th, NULL, spam_main, sp) == 0, "pthread_create");
+  REQUIRE(pthread_create(&sp->th, NULL, spam_main, sp) == 0, "pthread_create");
 }
 
 static void part_a(bool dedicated) {
@@ -180,15 +180,15 @@ static void part_a(bool dedicated) {
   int rc = run_threads(&o, r);
   atomic_store(&sp.stop, 1);
   pthread_join(sp.th, NULL);
-  for (int i = 0; i < o.world; i++) CHECK(r->rc[i] == 0, "rank %d: %s", i, r->err[i]);
-  CHECK(rc == 0, "job failed");
-  CHECK(sp.rounds >= 3, "only %d rounds of bad messages were sent", sp.rounds);
+  for (int i = 0; i < o.world; i++) REQUIRE(r->rc[i] == 0, "rank %d: %s", i, r->err[i]);
+  REQUIRE(rc == 0, "job failed");
+  REQUIRE(sp.rounds >= 3, "only %d rounds of bad messages were sent", sp.rounds);
   float *ref = malloc((size_t)(o.steps + 1) * o.n * sizeof(float));
   bool sk[16];
   float sc[16];
   reference(&o, ref, sk, sc);
   for (int i = 0; i < o.world; i++)
-    CHECK(same_bits(result_params(r, o.steps, i), ref + (size_t)o.steps * o.n, o.n, "part A"),
+    REQUIRE(same_bits(result_params(r, o.steps, i), ref + (size_t)o.steps * o.n, o.n, "part A"),
           "rank %d", i);
   free(ref);
   result_free(r);
@@ -286,8 +286,8 @@ static void part_b(int kind) {
   gs_scaler_init(&c->scaler, 1.0f, false);
   char ep[GS_ENDPOINT_MAX], blob[GS_BOOTSTRAP_MAX];
   size_t len;
-  CHECK(gs_ps_backend.prepare(c, &z.state, ep, &e) == 0, "prepare: %s", e.msg);
-  CHECK(gs_ps_backend.bootstrap(z.state, c, blob, &len, &e) == 0, "bootstrap: %s", e.msg);
+  REQUIRE(gs_ps_backend.prepare(c, &z.state, ep, &e) == 0, "prepare: %s", e.msg);
+  REQUIRE(gs_ps_backend.bootstrap(z.state, c, blob, &len, &e) == 0, "bootstrap: %s", e.msg);
   c->bootstrap = blob;
   c->bootstrap_len = len;
 
@@ -303,13 +303,13 @@ static void part_b(int kind) {
   env.hello = &hello;
   send_raw(s, h, pack(&env, h), NULL, 0, false, false);
   pthread_t th;
-  CHECK(pthread_create(&th, NULL, rank0_main, &z) == 0, "pthread_create");
+  REQUIRE(pthread_create(&th, NULL, rank0_main, &z) == 0, "pthread_create");
   size_t pl = 0;
-  CHECK(raw_recv(s, 5000, &pl) == GRADSYNC__ENVELOPE__BODY_WELCOME && pl == n * sizeof(float),
+  REQUIRE(raw_recv(s, 5000, &pl) == GRADSYNC__ENVELOPE__BODY_WELCOME && pl == n * sizeof(float),
         "%s: no welcome for the raw rank 1", b_name[kind]);
   for (int b = 0; b < z.nb; b++) raw_push(s, 0, b, z.bk, 1);
   for (int b = 0; b < z.nb; b++)
-    CHECK(raw_recv(s, 5000, &pl) == GRADSYNC__ENVELOPE__BODY_PARAMS, "%s: params of step 0",
+    REQUIRE(raw_recv(s, 5000, &pl) == GRADSYNC__ENVELOPE__BODY_PARAMS, "%s: params of step 0",
           b_name[kind]);
 
   /* step 1: the bad message */
@@ -388,22 +388,22 @@ static void part_b(int kind) {
   double t0 = gs_now();
   pthread_join(th, NULL);
   double dt = gs_now() - t0;
-  CHECK(z.rc != 0 && z.steps == 1, "%s: rank 0 did not fail in step 1 (rc %d, %d steps)",
+  REQUIRE(z.rc != 0 && z.steps == 1, "%s: rank 0 did not fail in step 1 (rc %d, %d steps)",
         b_name[kind], z.rc, z.steps);
-  CHECK(strstr(z.e.msg, b_needle[kind]), "%s: rank 0's error does not say '%s': %s",
+  REQUIRE(strstr(z.e.msg, b_needle[kind]), "%s: rank 0's error does not say '%s': %s",
         b_name[kind], b_needle[kind], z.e.msg);
-  CHECK(strstr(z.e.msg, "rank 1"), "%s: the error does not name rank 1: %s", b_name[kind],
+  REQUIRE(strstr(z.e.msg, "rank 1"), "%s: the error does not name rank 1: %s", b_name[kind],
         z.e.msg);
   /* promptly, not through the 1.5 s timeout (except the dropped connection) */
-  CHECK(dt < (kind == B_TOOBIG ? 4.0 : 1.4), "%s: rank 0 took %.2f s to stop", b_name[kind], dt);
+  REQUIRE(dt < (kind == B_TOOBIG ? 4.0 : 1.4), "%s: rank 0 took %.2f s to stop", b_name[kind], dt);
   if (kind != B_TOOBIG) { /* that connection is gone; ZeroMQ made a new one */
     int got = -1;
     for (int i = 0; i < 8 && got != GRADSYNC__ENVELOPE__BODY_ERROR; i++) {
       got = raw_recv(s, 3000, NULL);  /* parameters of buckets completed before */
-      CHECK(got == GRADSYNC__ENVELOPE__BODY_ERROR || got == GRADSYNC__ENVELOPE__BODY_PARAMS,
+      REQUIRE(got == GRADSYNC__ENVELOPE__BODY_ERROR || got == GRADSYNC__ENVELOPE__BODY_PARAMS,
             "%s: the raw rank 1 got %d, not an Error", b_name[kind], got);
     }
-    CHECK(got == GRADSYNC__ENVELOPE__BODY_ERROR, "%s: no Error", b_name[kind]);
+    REQUIRE(got == GRADSYNC__ENVELOPE__BODY_ERROR, "%s: no Error", b_name[kind]);
   }
   printf("ok: %-28s -> %s\n", b_name[kind], z.e.msg);
   zmq_close(s);

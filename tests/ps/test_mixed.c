@@ -20,13 +20,13 @@ static job_result *run_and_compare(const job_opts *o, bool *skipped, float *scal
                                    const char *what) {
   job_result *r = result_new(o);
   int rc = run_threads(o, r);
-  for (int i = 0; i < o->world; i++) CHECK(r->rc[i] == 0, "%s: rank %d: %s", what, i, r->err[i]);
-  CHECK(rc == 0, "%s", what);
+  for (int i = 0; i < o->world; i++) REQUIRE(r->rc[i] == 0, "%s: rank %d: %s", what, i, r->err[i]);
+  REQUIRE(rc == 0, "%s", what);
   float *ref = check_reference(o, r, what, skipped, scales);
   for (int s = 0; s <= o->steps; s++)
     for (int i = 0; i < o->world; i++)
       for (size_t j = 0; j < o->n; j++)
-        CHECK(isfinite(result_params(r, s, i)[j]), "%s: rank %d after step %d: non-finite "
+        REQUIRE(isfinite(result_params(r, s, i)[j]), "%s: rank %d after step %d: non-finite "
               "parameter", what, i, s - 1);
   /* every rank saw the same verdict and the same next scale */
   gs_scaler sc = o->scaler;
@@ -35,9 +35,9 @@ static job_result *run_and_compare(const job_opts *o, bool *skipped, float *scal
     if (o->sum_only) sc = o->scaler;
     for (int i = 0; i < o->world; i++) {
       gs_sync_stats *st = &r->stats[(size_t)s * o->world + i];
-      CHECK(st->skipped == skipped[s], "%s: rank %d step %d skipped %d, reference %d", what, i,
+      REQUIRE(st->skipped == skipped[s], "%s: rank %d step %d skipped %d, reference %d", what, i,
             s, st->skipped, skipped[s]);
-      CHECK(st->scale == sc.scale, "%s: rank %d after step %d: next scale %g, reference %g",
+      REQUIRE(st->scale == sc.scale, "%s: rank %d after step %d: next scale %g, reference %g",
             what, i, s, (double)st->scale, (double)sc.scale);
     }
   }
@@ -66,17 +66,17 @@ int main(void) {
     o.wire = (gs_dtype)t;
     gs_scaler_init(&o.scaler, t == GS_F16 ? 65536.0f : 1.0f, t == GS_F16);
     job_result *r = run_and_compare(&o, sk, sc, gs_dtype_name(o.wire));
-    for (int s = 0; s < o.steps; s++) CHECK(!sk[s], "%s skipped a clean step", gs_dtype_name(o.wire));
+    for (int s = 0; s < o.steps; s++) REQUIRE(!sk[s], "%s skipped a clean step", gs_dtype_name(o.wire));
     double ratio = (double)pushed_bytes(r, 1) / (double)pushed_bytes(r32, 1);
-    CHECK(fabs(ratio - 0.5) < 0.025, "%s pushes %llu bytes, fp32 %llu: ratio %.4f",
+    REQUIRE(fabs(ratio - 0.5) < 0.025, "%s pushes %llu bytes, fp32 %llu: ratio %.4f",
           gs_dtype_name(o.wire), (unsigned long long)pushed_bytes(r, 1),
           (unsigned long long)pushed_bytes(r32, 1), ratio);
     /* the server (rank 0) receives the halved pushes of ranks 1 and 2,
      * and sends the parameters back in the wire dtype: half again */
     double ratio0 = (double)r->stats[0].bytes_recv / (double)r32->stats[0].bytes_recv;
-    CHECK(fabs(ratio0 - 0.5) < 0.025, "server receives ratio %.4f", ratio0);
+    REQUIRE(fabs(ratio0 - 0.5) < 0.025, "server receives ratio %.4f", ratio0);
     double sent0 = (double)r->stats[0].bytes_sent / (double)r32->stats[0].bytes_sent;
-    CHECK(fabs(sent0 - 0.5) < 0.025, "server sends ratio %.4f", sent0);
+    REQUIRE(fabs(sent0 - 0.5) < 0.025, "server sends ratio %.4f", sent0);
     printf("ok: %s pushes: reference bits, %llu bytes vs %llu in fp32 (x%.3f); parameters come "
            "back in %s (x%.3f)\n", gs_dtype_name(o.wire), (unsigned long long)pushed_bytes(r, 1),
            (unsigned long long)pushed_bytes(r32, 1), ratio, gs_dtype_name(o.wire), sent0);
@@ -102,8 +102,8 @@ int main(void) {
     if (d > worst) worst = d;
   }
   /* 4 inputs in [-1, 1), each rounded to fp16 (half an ulp <= 2^-12) */
-  CHECK(worst <= 4 * 0x1p-12, "fp16 sum off the fp32 sum by %g", worst);
-  CHECK(worst > 0, "fp16 sums equal the fp32 sums exactly: were the pushes really fp16?");
+  REQUIRE(worst <= 4 * 0x1p-12, "fp16 sum off the fp32 sum by %g", worst);
+  REQUIRE(worst > 0, "fp16 sums equal the fp32 sums exactly: were the pushes really fp16?");
   printf("ok: fp16 sum_only: exact fp32 sum of the fp16 inputs, %.3g from the fp32 sum\n", worst);
   free(g);
   free(sum);
@@ -119,11 +119,11 @@ int main(void) {
   o.inf_rank = 1;
   o.inf_step = 2;
   r = run_and_compare(&o, sk, sc, "overflow in step 2");
-  CHECK(sk[2] && !sk[0] && !sk[1] && !sk[3], "reference verdicts");
+  REQUIRE(sk[2] && !sk[0] && !sk[1] && !sk[3], "reference verdicts");
   for (int i = 0; i < o.world; i++) {
-    CHECK(same_bits(result_params(r, 3, i), result_params(r, 2, i), o.n, "skipped step"),
+    REQUIRE(same_bits(result_params(r, 3, i), result_params(r, 2, i), o.n, "skipped step"),
           "rank %d changed its parameters in a skipped step", i);
-    CHECK(r->stats[2 * o.world + i].scale == 32768.0f, "rank %d: scale %g after the overflow", i,
+    REQUIRE(r->stats[2 * o.world + i].scale == 32768.0f, "rank %d: scale %g after the overflow", i,
           (double)r->stats[2 * o.world + i].scale);
   }
   result_free(r);
@@ -151,7 +151,7 @@ int main(void) {
   r = run_and_compare(&o, sk, sc, "growth every 3 clean steps");
   /* 1024 x2 after steps 0..2, skip at 4 halves, 3 clean (5..7) doubles */
   const float want[9] = {1024, 1024, 1024, 2048, 2048, 1024, 1024, 1024, 2048};
-  for (int s = 0; s < o.steps; s++) CHECK(sc[s] == want[s], "step %d used scale %g", s, (double)sc[s]);
+  for (int s = 0; s < o.steps; s++) REQUIRE(sc[s] == want[s], "step %d used scale %g", s, (double)sc[s]);
   result_free(r);
   printf("ok: the scale grows after exactly 3 clean steps and halves on overflow\n");
 
@@ -162,8 +162,8 @@ int main(void) {
   o.steps = 3;
   gs_scaler_init(&o.scaler, 1e30f, false);
   r = run_and_compare(&o, sk, sc, "static scale 1e30");
-  for (int s = 0; s < o.steps; s++) CHECK(sk[s], "step %d was not skipped", s);
-  CHECK(same_bits(result_params(r, 3, 1), result_params(r, 0, 1), o.n, "1e30"), "moved");
+  for (int s = 0; s < o.steps; s++) REQUIRE(sk[s], "step %d was not skipped", s);
+  REQUIRE(same_bits(result_params(r, 3, 1), result_params(r, 0, 1), o.n, "1e30"), "moved");
   result_free(r);
   printf("ok: --loss-scale 1e30: every step skipped on every rank, parameters unchanged\n");
   return 0;

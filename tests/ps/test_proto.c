@@ -26,68 +26,68 @@ static void roundtrip(void *dealer, void *router, Gradsync__Envelope *env, const
   gs_err e = {0};
   uint64_t sent = 0;
   released = 0;
-  CHECK(gs_wire_send(dealer, NULL, 0, env, pay, len, pay ? on_release : NULL, NULL, 1000, &sent,
+  REQUIRE(gs_wire_send(dealer, NULL, 0, env, pay, len, pay ? on_release : NULL, NULL, 1000, &sent,
                      &e) == 0, "send: %s", e.msg);
   gs_wire_msg m;
-  CHECK(gs_wire_recv(router, true, 2000, JOB, 1 << 20, &m, &e) == 0, "recv: %s", e.msg);
-  CHECK(m.has_id && (int)m.env->body_case == kind, "kind %d, want %d", (int)m.env->body_case,
+  REQUIRE(gs_wire_recv(router, true, 2000, JOB, 1 << 20, &m, &e) == 0, "recv: %s", e.msg);
+  REQUIRE(m.has_id && (int)m.env->body_case == kind, "kind %d, want %d", (int)m.env->body_case,
         kind);
-  CHECK(m.bytes == sent, "received %zu bytes, sent %llu", m.bytes, (unsigned long long)sent);
-  CHECK(m.has_payload == (pay != NULL), "payload presence");
+  REQUIRE(m.bytes == sent, "received %zu bytes, sent %llu", m.bytes, (unsigned long long)sent);
+  REQUIRE(m.has_payload == (pay != NULL), "payload presence");
   if (pay) {
-    CHECK(zmq_msg_size(&m.payload) == len && memcmp(zmq_msg_data(&m.payload), pay, len) == 0,
+    REQUIRE(zmq_msg_size(&m.payload) == len && memcmp(zmq_msg_data(&m.payload), pay, len) == 0,
           "payload bytes differ");
   }
   check(m.env);
   /* echo back with the identity, as the server does */
   uint64_t sent2 = 0;
-  CHECK(gs_wire_send(router, zmq_msg_data(&m.id), zmq_msg_size(&m.id), m.env, pay, len, NULL,
+  REQUIRE(gs_wire_send(router, zmq_msg_data(&m.id), zmq_msg_size(&m.id), m.env, pay, len, NULL,
                      NULL, 1000, &sent2, &e) == 0, "echo: %s", e.msg);
   gs_wire_msg_close(&m);
   gs_wire_msg m2;
-  CHECK(gs_wire_recv(dealer, false, 2000, JOB, 1 << 20, &m2, &e) == 0, "recv 2: %s", e.msg);
-  CHECK(!m2.has_id && (int)m2.env->body_case == kind && m2.bytes == sent2, "echo kind / bytes");
+  REQUIRE(gs_wire_recv(dealer, false, 2000, JOB, 1 << 20, &m2, &e) == 0, "recv 2: %s", e.msg);
+  REQUIRE(!m2.has_id && (int)m2.env->body_case == kind && m2.bytes == sent2, "echo kind / bytes");
   check(m2.env);
   gs_wire_msg_close(&m2);
   for (int i = 0; i < 100 && pay && released == 0; i++) zmq_poll(NULL, 0, 10);
-  CHECK(released == (pay ? 1 : 0), "release callback ran %d times", released);
+  REQUIRE(released == (pay ? 1 : 0), "release callback ran %d times", released);
 }
 
 static void check_init(const Gradsync__Envelope *env) {
   const Gradsync__Init *in = env->init;
-  CHECK(env->version == GS_PROTO_VERSION && env->job == JOB && env->rank == 0, "envelope");
-  CHECK(in->world == 4 && in->count == 1000 && in->n_bucket_offset == 2 &&
+  REQUIRE(env->version == GS_PROTO_VERSION && env->job == JOB && env->rank == 0, "envelope");
+  REQUIRE(in->world == 4 && in->count == 1000 && in->n_bucket_offset == 2 &&
             in->n_bucket_count == 2 && in->bucket_offset[1] == 700 && in->bucket_count[1] == 300,
         "init sizes");
-  CHECK(in->lr == 0.5f && in->momentum == 0.9f && in->weight_decay == 1e-4f &&
+  REQUIRE(in->lr == 0.5f && in->momentum == 0.9f && in->weight_decay == 1e-4f &&
             in->dtype == GRADSYNC__DTYPE__F16 && in->scale == 65536.0f && in->dynamic_scale &&
             in->timeout_ms == 60000 && in->sum_only && in->scale_interval == 2000 &&
             in->scale_growth == 2.0f && in->scale_backoff == 0.5f,
         "init settings");
 }
 static void check_hello(const Gradsync__Envelope *env) {
-  CHECK(env->rank == 3 && env->hello->count == 1000 && env->hello->nbuckets == 2, "hello");
+  REQUIRE(env->rank == 3 && env->hello->count == 1000 && env->hello->nbuckets == 2, "hello");
 }
 static void check_welcome(const Gradsync__Envelope *env) {
-  CHECK(env->rank == GS_SERVER_RANK && env->welcome->world == 4, "welcome");
+  REQUIRE(env->rank == GS_SERVER_RANK && env->welcome->world == 4, "welcome");
 }
 static void check_push(const Gradsync__Envelope *env) {
   const Gradsync__Push *p = env->push;
-  CHECK(p->step == 1234567890123ull && p->bucket == 1 && p->offset == 700 && p->count == 300 &&
+  REQUIRE(p->step == 1234567890123ull && p->bucket == 1 && p->offset == 700 && p->count == 300 &&
             p->dtype == GRADSYNC__DTYPE__BF16, "push");
 }
 static void check_params(const Gradsync__Envelope *env) {
   const Gradsync__Params *p = env->params;
-  CHECK(p->step == 9 && p->bucket == 1 && p->offset == 700 && p->count == 300 && !p->skipped &&
+  REQUIRE(p->step == 9 && p->bucket == 1 && p->offset == 700 && p->count == 300 && !p->skipped &&
             p->scale == 32768.0f && p->reduce_s == 0.25 && p->update_s == 0.125 &&
             p->bytes_sent == 123456789012ull && p->bytes_recv == 42, "params");
 }
 static void check_error(const Gradsync__Envelope *env) {
-  CHECK(!strcmp(env->error->phase, "ps server") &&
+  REQUIRE(!strcmp(env->error->phase, "ps server") &&
             !strcmp(env->error->message, "rank 2 sent no gradients"), "error");
 }
 static void check_shutdown(const Gradsync__Envelope *env) {
-  CHECK(!strcmp(env->shutdown->reason, "done"), "shutdown");
+  REQUIRE(!strcmp(env->shutdown->reason, "done"), "shutdown");
 }
 
 int main(void) {
@@ -97,8 +97,8 @@ int main(void) {
   gs_wire_tune(dealer);
   char ep[GS_ENDPOINT_MAX];
   gs_err e = {0};
-  CHECK(gs_wire_bind_any(router, "127.0.0.1", ep, sizeof ep, &e) == 0, "bind: %s", e.msg);
-  CHECK(zmq_connect(dealer, ep) == 0, "connect");
+  REQUIRE(gs_wire_bind_any(router, "127.0.0.1", ep, sizeof ep, &e) == 0, "bind: %s", e.msg);
+  REQUIRE(zmq_connect(dealer, ep) == 0, "connect");
 
   float pay[1000];
   for (int i = 0; i < 1000; i++) pay[i] = (float)i * 0.5f - 17.0f;
@@ -188,12 +188,12 @@ int main(void) {
   gs_wire_env(&env, JOB, 3);
   env.body_case = GRADSYNC__ENVELOPE__BODY_PUSH;
   env.push = &p;
-  CHECK(gs_wire_send(dealer, NULL, 0, &env, pay, 600, NULL, NULL, 1000, NULL, &e) == 0, "send");
+  REQUIRE(gs_wire_send(dealer, NULL, 0, &env, pay, 600, NULL, NULL, 1000, NULL, &e) == 0, "send");
   gs_wire_msg m;
-  CHECK(gs_wire_recv(router, true, 2000, JOB, 1 << 20, &m, &e) == 0, "recv");
+  REQUIRE(gs_wire_recv(router, true, 2000, JOB, 1 << 20, &m, &e) == 0, "recv");
   gs_err pe = {0};
-  CHECK(gs_wire_expect_payload(&m, 300, GS_BF16, &pe) == 0, "300 bf16 = 600 bytes");
-  CHECK(gs_wire_expect_payload(&m, 300, GS_F32, &pe) == GS_EPROTO && strstr(pe.msg, "truncated"),
+  REQUIRE(gs_wire_expect_payload(&m, 300, GS_BF16, &pe) == 0, "300 bf16 = 600 bytes");
+  REQUIRE(gs_wire_expect_payload(&m, 300, GS_F32, &pe) == GS_EPROTO && strstr(pe.msg, "truncated"),
         "300 fp32 != 600 bytes: %s", pe.msg);
   gs_wire_msg_close(&m);
 

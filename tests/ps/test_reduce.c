@@ -29,7 +29,7 @@ static float value(int rank, size_t i) {
  * a buffer of its own (as ZeroMQ hands over a large received message) */
 static void make_push(zmq_msg_t *m, int rank, size_t off, size_t cnt, gs_dtype wire) {
   size_t es = gs_dtype_size(wire);
-  CHECK(zmq_msg_init_size(m, cnt * es) == 0, "zmq_msg_init_size");
+  REQUIRE(zmq_msg_init_size(m, cnt * es) == 0, "zmq_msg_init_size");
   char *d = zmq_msg_data(m);
   for (size_t i = 0; i < cnt; i++) {
     float v = value(rank, off + i);
@@ -47,11 +47,11 @@ static void scenario(const char *name, const size_t *off, const size_t *cnt, siz
                      gs_dtype wire, bool inproc0, bool pair_start, int rounds, uint64_t seed) {
   gs_err e = {0};
   gs_kernels *k = gs_kernels_cpu(1, &e);
-  CHECK(k, "%s: kernels: %s", name, e.msg);
+  REQUIRE(k, "%s: kernels: %s", name, e.msg);
   gs_ps_reduce_cfg c = {.k = k, .world = W, .nb = NB, .off = off, .cnt = cnt, .n = n,
                         .wire = wire, .inproc0 = inproc0, .pair_start = pair_start};
   gs_ps_reduce *r = NULL;
-  CHECK(gs_ps_reduce_create(&c, &r, &e) == GS_OK, "%s: create: %s", name, e.msg);
+  REQUIRE(gs_ps_reduce_create(&c, &r, &e) == GS_OK, "%s: create: %s", name, e.msg);
   uint64_t s = seed;
   for (int round = 0; round < rounds; round++) {
     int order[W * NB];
@@ -69,11 +69,11 @@ static void scenario(const char *name, const size_t *off, const size_t *cnt, siz
       make_push(&m, rank, off[b], cnt[b], wire);
       bool done = false;
       double red = 0;
-      CHECK(gs_ps_reduce_push(r, rank, b, &m, &done, &red, &e) == GS_OK, "%s: push: %s", name,
+      REQUIRE(gs_ps_reduce_push(r, rank, b, &m, &done, &red, &e) == GS_OK, "%s: push: %s", name,
             e.msg);
       zmq_msg_close(&m);
       arrived[b]++;
-      CHECK(done == (arrived[b] == W), "%s round %d: bucket %d done=%d after %d of %d pushes",
+      REQUIRE(done == (arrived[b] == W), "%s round %d: bucket %d done=%d after %d of %d pushes",
             name, round, b, done, arrived[b], W);
       if (!done) continue;
       /* the sum in rank order, as one process adds */
@@ -86,7 +86,7 @@ static void scenario(const char *name, const size_t *off, const size_t *cnt, siz
         for (int q = pair_start ? 2 : 1; q < W; q++) want += widened(q, off[b] + j, wire);
         bad += gs_load_f32(sum, j) != want;
       }
-      CHECK(bad == 0, "%s round %d bucket %d: %zu of %zu sums differ from rank order", name,
+      REQUIRE(bad == 0, "%s round %d bucket %d: %zu of %zu sums differ from rank order", name,
             round, b, bad, cnt[b]);
       gs_ps_reduce_release(r, b);
     }
@@ -95,19 +95,19 @@ static void scenario(const char *name, const size_t *off, const size_t *cnt, siz
     make_push(&m, 1, off[0], cnt[0], wire);
     bool done;
     gs_err de = {0};
-    CHECK(gs_ps_reduce_push(r, 1, 0, &m, &done, NULL, &de) == GS_EPROTO &&
+    REQUIRE(gs_ps_reduce_push(r, 1, 0, &m, &done, NULL, &de) == GS_EPROTO &&
               strstr(de.msg, "second push"), "%s: a duplicate push: '%s'", name, de.msg);
     zmq_msg_close(&m);
     gs_ps_reduce_round(r);
   }
   uint64_t dev = 0, peak = 0;
   gs_ps_reduce_bytes(r, &dev, &peak);
-  CHECK(peak > 0, "%s: no held bytes counted", name);
+  REQUIRE(peak > 0, "%s: no held bytes counted", name);
   bool adopts = wire == GS_F32 && cnt[0] * 4 >= (64u << 10);
   printf("%s: %d rounds in random orders, sums in rank order; %s; held peak %llu B, "
          "accumulator %llu B\n", name, rounds, adopts ? "large pushes adopted" : "sums copied",
          (unsigned long long)peak, (unsigned long long)dev);
-  CHECK(!adopts || inproc0 || dev == 0, "%s: an accumulator of %llu B beside adopted pushes",
+  REQUIRE(!adopts || inproc0 || dev == 0, "%s: an accumulator of %llu B beside adopted pushes",
         name, (unsigned long long)dev);
   gs_ps_reduce_destroy(r);
   k->destroy(k);
@@ -121,18 +121,18 @@ static void adoption(void) {
   gs_ps_reduce_cfg c = {.k = k, .world = 2, .nb = 1, .off = off, .cnt = cnt, .n = cnt[0],
                         .wire = GS_F32};
   gs_ps_reduce *r = NULL;
-  CHECK(gs_ps_reduce_create(&c, &r, &e) == GS_OK, "create: %s", e.msg);
+  REQUIRE(gs_ps_reduce_create(&c, &r, &e) == GS_OK, "create: %s", e.msg);
   zmq_msg_t a, b;
   make_push(&a, 0, 0, cnt[0], GS_F32);
   make_push(&b, 1, 0, cnt[0], GS_F32);
   void *abuf = zmq_msg_data(&a);
   bool done;
-  CHECK(gs_ps_reduce_push(r, 0, 0, &a, &done, NULL, &e) == GS_OK && !done, "push 0");
-  CHECK(gs_ps_reduce_push(r, 1, 0, &b, &done, NULL, &e) == GS_OK && done, "push 1");
-  CHECK(gs_ps_reduce_sum(r, 0) == abuf, "the first large fp32 push was not adopted as the sum");
+  REQUIRE(gs_ps_reduce_push(r, 0, 0, &a, &done, NULL, &e) == GS_OK && !done, "push 0");
+  REQUIRE(gs_ps_reduce_push(r, 1, 0, &b, &done, NULL, &e) == GS_OK && done, "push 1");
+  REQUIRE(gs_ps_reduce_sum(r, 0) == abuf, "the first large fp32 push was not adopted as the sum");
   uint64_t dev = 1;
   gs_ps_reduce_bytes(r, &dev, NULL);
-  CHECK(dev == 0, "an adopting reduction allocated %llu device bytes", (unsigned long long)dev);
+  REQUIRE(dev == 0, "an adopting reduction allocated %llu device bytes", (unsigned long long)dev);
   zmq_msg_close(&a);
   zmq_msg_close(&b);
   gs_ps_reduce_release(r, 0);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/check.h"
 #include "worker/sync.h"
 
 /* DDP: list of parameter indices per bucket, parameters in reverse order */
@@ -40,7 +40,7 @@ static void check_plan(const char *what, const size_t *sz, int n, size_t eb, siz
   if (!b) return;
   int *want = malloc((size_t)n * sizeof *want);
   int wnb = ddp_plan(sz, n, eb, first, cap, want);
-  CHECKF(nb == wnb, "%s: %d buckets, DDP makes %d", what, nb, wnb);
+  CHECK(nb == wnb, "%s: %d buckets, DDP makes %d", what, nb, wnb);
   size_t total = 0, *off = malloc((size_t)n * sizeof *off);
   for (int i = 0; i < n; i++) {
     off[i] = total;
@@ -49,16 +49,16 @@ static void check_plan(const char *what, const size_t *sz, int n, size_t eb, siz
   /* tiling from the end: bucket 0 ends at total, each one ends where the previous begins */
   size_t end = total;
   for (int i = 0; i < nb; i++) {
-    CHECKF(b[i].offset + b[i].count == end, "%s: bucket %d [%zu, +%zu) does not end at %zu",
+    CHECK(b[i].offset + b[i].count == end, "%s: bucket %d [%zu, +%zu) does not end at %zu",
            what, i, b[i].offset, b[i].count, end);
     end = b[i].offset;
   }
-  CHECKF(end == 0, "%s: buckets do not reach the start (%zu)", what, end);
+  CHECK(end == 0, "%s: buckets do not reach the start (%zu)", what, end);
   /* each parameter lies wholly inside the bucket DDP gives it */
   for (int p = 0; p < n && nb == wnb; p++) {
     int k = want[p];
     if (sz[p] == 0) continue;
-    CHECKF(off[p] >= b[k].offset && off[p] + sz[p] <= b[k].offset + b[k].count,
+    CHECK(off[p] >= b[k].offset && off[p] + sz[p] <= b[k].offset + b[k].count,
            "%s: parameter %d [%zu, +%zu) not inside bucket %d [%zu, +%zu)", what, p, off[p],
            sz[p], k, b[k].offset, b[k].count);
   }
@@ -74,7 +74,7 @@ static void one_case(const char *what, const size_t *sz, int n, size_t eb, size_
   int nb = 0;
   gs_err e = {0};
   CHECK_OK(gs_plan_buckets(sz, n, eb, first, cap, &b, &nb, &e), &e);
-  CHECKF(nb == expect_nb, "%s: %d buckets, expected %d", what, nb, expect_nb);
+  CHECK(nb == expect_nb, "%s: %d buckets, expected %d", what, nb, expect_nb);
   free(b);
 }
 
@@ -124,5 +124,5 @@ int main(void) {
   check_plan("holes", holes, 5, 4, 400, 400);
   /* errors */
   CHECK(gs_plan_buckets(one, 0, 4, MiB, MiB, &b, &nb, &e) == GS_EINVAL);
-  return check_report("test_buckets");
+  return check_done("test_buckets");
 }

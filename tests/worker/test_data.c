@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "tests/check.h"
 #include "worker/data.h"
 
 static char dir[64];
@@ -95,10 +95,10 @@ static void expect_error(const char *spec, gs_data_want want, const char *frag1,
   gs_err e = {0};
   gs_dataset *d = NULL;
   int rc = gs_data_open(spec, &want, &d, &e);
-  CHECKF(rc != 0 && d == NULL, "'%s' opened without error", spec);
-  CHECKF(frag1 == NULL || strstr(e.msg, frag1), "'%s': message '%s' lacks '%s'", spec, e.msg,
+  CHECK(rc != 0 && d == NULL, "'%s' opened without error", spec);
+  CHECK(frag1 == NULL || strstr(e.msg, frag1), "'%s': message '%s' lacks '%s'", spec, e.msg,
          frag1);
-  CHECKF(frag2 == NULL || strstr(e.msg, frag2), "'%s': message '%s' lacks '%s'", spec, e.msg,
+  CHECK(frag2 == NULL || strstr(e.msg, frag2), "'%s': message '%s' lacks '%s'", spec, e.msg,
          frag2);
   gs_data_free(d);
 }
@@ -278,5 +278,5 @@ int main(void) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-  return check_report("test_data");
+  return check_done("test_data");
 }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/check.h"
 #include "worker/model.h"
 #include "worker/rng.h"
 
@@ -166,13 +166,13 @@ static void check_net(const net *n, gs_kernels *k) {
   double ref = ref_loss(n, m, p, x, y);
   float loss = 0;
   CHECK_OK(m->ops->forward(m, params, n->batch, &loss, NULL, &e), &e);
-  CHECKF(fabs(loss - ref) <= 2e-6 * fabs(ref) + 1e-7, "%s: loss %.9g, reference %.12g", n->name,
+  CHECK(fabs(loss - ref) <= 2e-6 * fabs(ref) + 1e-7, "%s: loss %.9g, reference %.12g", n->name,
          loss, ref);
 
   /* gradients, hook order */
   hook_state hs = {.m = m, .last = m->ntensors, .order_ok = true};
   run_backward(m, params, grads, 1.0f, &hs);
-  CHECKF(hs.order_ok && hs.calls == m->ntensors, "%s: hook calls %d of %d, order %s", n->name,
+  CHECK(hs.order_ok && hs.calls == m->ntensors, "%s: hook calls %d of %d, order %s", n->name,
          hs.calls, m->ntensors, hs.order_ok ? "ok" : "wrong");
 
   /* finite differences */
@@ -202,7 +202,7 @@ static void check_net(const net *n, gs_kernels *k) {
       checked++;
     }
   }
-  CHECKF(worst <= 1.0, "%s: gradient off by %.2f x tolerance in %s", n->name, worst, worst_name);
+  CHECK(worst <= 1.0, "%s: gradient off by %.2f x tolerance in %s", n->name, worst, worst_name);
   printf("%-22s %7zu params, %4d checked by finite differences, worst %.1e of tolerance\n",
          n->name, np, checked, worst);
 
@@ -210,7 +210,7 @@ static void check_net(const net *n, gs_kernels *k) {
   run_backward(m, params, g2, 1024.0f, &(hook_state){.m = m, .last = m->ntensors, .order_ok = true});
   bool exact = true;
   for (size_t i = 0; i < np; i++) exact &= g2[i] == 1024.0f * grads[i];
-  CHECKF(exact, "%s: scale 1024 is not exactly 1024x", n->name);
+  CHECK(exact, "%s: scale 1024 is not exactly 1024x", n->name);
 
   /* a tensor's parameters may change as soon as the hook saw it */
   hook_state poison = {.m = m, .params = params, .saved = saved, .last = m->ntensors,
@@ -220,7 +220,7 @@ static void check_net(const net *n, gs_kernels *k) {
   CHECK_OK(m->ops->forward(m, params, n->batch, &l2, NULL, &e), &e);
   CHECK_OK(m->ops->backward(m, params, g2, n->batch, 1.0f, hook, &poison, &e), &e);
   memcpy(params, saved, np * sizeof *params);
-  CHECKF(!memcmp(g2, grads, np * sizeof *g2),
+  CHECK(!memcmp(g2, grads, np * sizeof *g2),
          "%s: gradients changed when parameters were poisoned after their hook", n->name);
 
   /* mixed precision: close to fp32, not equal */
@@ -239,7 +239,7 @@ static void check_net(const net *n, gs_kernels *k) {
       den += (double)grads[i] * grads[i];
     }
     double rel = sqrt(num / den), tol = dt == GS_F16 ? 1e-2 : 5e-2;
-    CHECKF(rel < tol && rel > 0, "%s %s: relative gradient error %.3g (tolerance %.3g)", n->name,
+    CHECK(rel < tol && rel > 0, "%s %s: relative gradient error %.3g (tolerance %.3g)", n->name,
            gs_dtype_name((gs_dtype)dt), rel, tol);
     printf("%-22s %s gradients within %.2e of fp32\n", n->name, gs_dtype_name((gs_dtype)dt), rel);
     free(gl);
@@ -308,9 +308,9 @@ int main(void) {
         mx = fmax(mx, fabs(p[t->offset + j]));
         mean += p[t->offset + j] / (double)t->count;
       }
-      CHECKF(mx <= bound && (t->count < 50 || mx > 0.9 * bound), "%s: max %g, bound %g", t->name,
+      CHECK(mx <= bound && (t->count < 50 || mx > 0.9 * bound), "%s: max %g, bound %g", t->name,
              mx, bound);
-      if (t->count >= 1000) CHECKF(fabs(mean) < 0.1 * bound, "%s: mean %g", t->name, mean);
+      if (t->count >= 1000) CHECK(fabs(mean) < 0.1 * bound, "%s: mean %g", t->name, mean);
     }
     free(p);
     gs_model_destroy(m);
@@ -320,9 +320,9 @@ int main(void) {
                               "mlp:784-0-10", "mlp:-5-10", "lenet5", "resnet"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     gs_err be = {0};
-    CHECKF(gs_model_create(bad[i], k, 4, GS_F32, 0, 0, &m, &be) == GS_EINVAL && !m,
+    CHECK(gs_model_create(bad[i], k, 4, GS_F32, 0, 0, &m, &be) == GS_EINVAL && !m,
            "spec '%s' accepted", bad[i]);
   }
   k->destroy(k);
-  return check_report("test_gradcheck");
+  return check_done("test_gradcheck");
 }

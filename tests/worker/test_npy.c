@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "check.h"
+#include "tests/check.h"
 #include "worker/npy.h"
 
 static char dir[64];
@@ -59,7 +59,7 @@ static void round_trip(int ndim, const int64_t *shape) {
   CHECK_OK(gs_npy_read(p, b, ndim, shape, &e), &e);
   CHECK(!memcmp(a, b, n * sizeof(float)));
   long size = file_size(p);
-  CHECKF((size - (long)(n * sizeof(float))) % 64 == 0, "header of %ld bytes",
+  CHECK((size - (long)(n * sizeof(float))) % 64 == 0, "header of %ld bytes",
          size - (long)(n * sizeof(float)));
   int got_nd = -1;
   int64_t got[GS_NPY_MAXDIM];
@@ -81,7 +81,7 @@ static void header_text(void) {
   if (f) fclose(f);
   CHECK(!memcmp(buf, "\x93NUMPY\x01\x00", 8));
   CHECK((unsigned char)buf[8] + 10 == 128 && buf[9] == 0);  /* data starts at byte 128 */
-  CHECKF(!strncmp(buf + 10, "{'descr': '<f4', 'fortran_order': False, 'shape': (6, 3, 5, 5), }",
+  CHECK(!strncmp(buf + 10, "{'descr': '<f4', 'fortran_order': False, 'shape': (6, 3, 5, 5), }",
                   65), "header: %.80s", buf + 10);
   CHECK(buf[127] == '\n');
   const char *q = path_of("bias.npy");
@@ -96,9 +96,9 @@ static void expect_read_error(const char *p, int ndim, const int64_t *shape, con
   float buf[64];
   gs_err e = {0};
   int rc = gs_npy_read(p, buf, ndim, shape, &e);
-  CHECKF(rc != 0, "%s read without error", p);
-  CHECKF(strstr(e.msg, p) != NULL, "message '%s' does not name %s", e.msg, p);
-  CHECKF(strstr(e.msg, frag) != NULL, "message '%s' lacks '%s'", e.msg, frag);
+  CHECK(rc != 0, "%s read without error", p);
+  CHECK(strstr(e.msg, p) != NULL, "message '%s' does not name %s", e.msg, p);
+  CHECK(strstr(e.msg, frag) != NULL, "message '%s' lacks '%s'", e.msg, frag);
 }
 
 static void errors_and_versions(void) {
@@ -152,5 +152,5 @@ int main(void) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-  return check_report("test_npy");
+  return check_done("test_npy");
 }

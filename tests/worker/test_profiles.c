@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/check.h"
 #include "recorder.h"
 #include "worker/model.h"
 #include "worker/worker.h"
@@ -26,12 +26,12 @@ static const gs_tensor *find(const gs_model *m, const char *name) {
 static void shape_is(const gs_model *m, const char *name, int nd, int64_t a, int64_t b, int64_t c,
                      int64_t d) {
   const gs_tensor *t = find(m, name);
-  CHECKF(t != NULL, "no tensor %s", name);
+  CHECK(t != NULL, "no tensor %s", name);
   if (!t) return;
   int64_t want[4] = {a, b, c, d};
   bool ok = t->ndim == nd;
   for (int i = 0; ok && i < nd; i++) ok = t->shape[i] == want[i];
-  CHECKF(ok, "%s has the wrong shape", name);
+  CHECK(ok, "%s has the wrong shape", name);
 }
 
 static void counts(void) {
@@ -50,9 +50,9 @@ static void counts(void) {
     gs_model *m = NULL;
     CHECK_OK(gs_model_create(want[i].name, K, 8, GS_F32, 0, 0, &m, &e), &e);
     if (!m) continue;
-    CHECKF(m->nparams == want[i].params, "%s: %zu parameters, expected %zu", want[i].name,
+    CHECK(m->nparams == want[i].params, "%s: %zu parameters, expected %zu", want[i].name,
            m->nparams, want[i].params);
-    CHECKF(m->ntensors == want[i].tensors, "%s: %d tensors, expected %d", want[i].name,
+    CHECK(m->ntensors == want[i].tensors, "%s: %d tensors, expected %d", want[i].name,
            m->ntensors, want[i].tensors);
     CHECK(!strcmp(m->tensors[0].name, want[i].first));
     CHECK(!strcmp(m->tensors[m->ntensors - 1].name, want[i].last));
@@ -130,7 +130,7 @@ static void progressive(void) {
     printf("resnet50, 40 ms emulated: forward %.1f ms, backward %.1f ms, %d buckets, first to "
            "last ready %.1f ms\n", 1e3 * rows[1].forward_s, 1e3 * bwd, gs_trainer_nbuckets(t),
            1e3 * spread);
-    CHECKF(spread > 0.5 * bwd, "buckets ready within %.3f s of a %.3f s backward", spread, bwd);
+    CHECK(spread > 0.5 * bwd, "buckets ready within %.3f s of a %.3f s backward", spread, bwd);
     CHECK(rows[1].loss == 0.0f && rows[1].correct == 0 && rows[1].samples == 32);
   }
   /* pseudo-gradients: deterministic, per rank */
@@ -182,7 +182,7 @@ static void local_steps(void) {
     }
     size_t n;
     const gs_step_row *rows = gs_trainer_rows(t, &n);
-    CHECKF(finite && moved > np / 2 && n == 3 && !rows[2].skipped,
+    CHECK(finite && moved > np / 2 && n == 3 && !rows[2].skipped,
            "%s: %zu of %zu parameters moved", gs_dtype_name((gs_dtype)p), moved, np);
     free(before);
     free(after);
@@ -198,5 +198,5 @@ int main(void) {
   progressive();
   local_steps();
   K->destroy(K);
-  return check_report("test_profiles");
+  return check_done("test_profiles");
 }

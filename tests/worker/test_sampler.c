@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/check.h"
 #include "worker/sampler.h"
 
 /* torch/utils/data/distributed.py, transcribed */
@@ -50,7 +50,7 @@ static void properties(int64_t n, int world, bool shuffle, bool drop_last, uint6
     for (int r = 0; r < world; r++) {
       gs_sampler s;
       CHECK_OK(gs_sampler_init(&s, n, r, world, shuffle, drop_last, seed, &e), &e);
-      CHECKF(s.num_samples == ns, "n %lld world %d: %lld != %lld", (long long)n, world,
+      CHECK(s.num_samples == ns, "n %lld world %d: %lld != %lld", (long long)n, world,
              (long long)s.num_samples, (long long)ns);
       CHECK(s.total_size == total);
       int64_t *idx = malloc((size_t)ns * sizeof *idx);
@@ -64,7 +64,7 @@ static void properties(int64_t n, int world, bool shuffle, bool drop_last, uint6
         free(shards[r]);
         shards[r] = idx;
       } else {
-        if (shuffle && ns >= 5) CHECKF(memcmp(idx, shards[r], (size_t)ns * sizeof *idx) != 0,
+        if (shuffle && ns >= 5) CHECK(memcmp(idx, shards[r], (size_t)ns * sizeof *idx) != 0,
                                       "n %lld world %d rank %d: epoch %d has epoch 0's order",
                                       (long long)n, world, r, epoch);
         free(idx);
@@ -76,7 +76,7 @@ static void properties(int64_t n, int world, bool shuffle, bool drop_last, uint6
     for (int64_t i = 0; i < n; i++) {
       sum += count[i];
       if (drop_last) CHECK(count[i] <= 1);
-      else CHECKF(count[i] >= total / n && count[i] <= (total + n - 1) / n,
+      else CHECK(count[i] >= total / n && count[i] <= (total + n - 1) / n,
                   "index %lld appears %lld times", (long long)i, (long long)count[i]);
     }
     CHECK(sum == total);
@@ -139,5 +139,5 @@ int main(void) {
         }
   determinism();
   errors();
-  return check_report("test_sampler");
+  return check_done("test_sampler");
 }

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "tests/check.h"
 #include "recorder.h"
 #include "worker/worker.h"
 
@@ -80,9 +80,9 @@ static void accuracy(void) {
     CHECK(n == 200);
     gs_trainer_destroy(t);
   }
-  CHECKF(acc[0] >= 0.95, "fp32 accuracy %.4f", acc[0]);
-  CHECKF(acc[1] >= acc[0] - 0.01, "fp16 %.4f vs fp32 %.4f", acc[1], acc[0]);
-  CHECKF(acc[2] >= acc[0] - 0.01, "bf16 %.4f vs fp32 %.4f", acc[2], acc[0]);
+  CHECK(acc[0] >= 0.95, "fp32 accuracy %.4f", acc[0]);
+  CHECK(acc[1] >= acc[0] - 0.01, "fp16 %.4f vs fp32 %.4f", acc[1], acc[0]);
+  CHECK(acc[2] >= acc[0] - 0.01, "bf16 %.4f vs fp32 %.4f", acc[2], acc[0]);
 }
 
 static void determinism(void) {
@@ -97,7 +97,7 @@ static void determinism(void) {
     if (a && b && c) {
       float *pa = params_of(a), *pb = params_of(b), *pc = params_of(c);
       size_t n = gs_trainer_nparams(a);
-      CHECKF(!memcmp(pa, pb, n * sizeof *pa), "%s: same seed, different parameters",
+      CHECK(!memcmp(pa, pb, n * sizeof *pa), "%s: same seed, different parameters",
              gs_dtype_name((gs_dtype)dt));
       CHECK(memcmp(pa, pc, n * sizeof *pa) != 0);
       free(pa);
@@ -151,8 +151,8 @@ static void overflow(void) {
         expect *= 0.5f;
       }
     }
-    CHECKF(halving, "the scale did not halve exactly once per skipped step");
-    CHECKF(skips >= 5 && skips < 40, "%d skipped steps", skips);
+    CHECK(halving, "the scale did not halve exactly once per skipped step");
+    CHECK(skips >= 5 && skips < 40, "%d skipped steps", skips);
     CHECK(rows[0].skipped);                               /* 2^40 overflows fp16 at once */
     CHECK(!rows[n - 1].skipped && rows[n - 1].loss < 2.3f);  /* and then it trains */
     float *p = params_of(t);
@@ -187,7 +187,7 @@ static void scaler_rule(void) {
       CHECK_OK(s->ops->begin_step(s, 0, &e), &e);                              \
       CHECK_OK(s->ops->bucket_ready(s, 0, &e), &e);                            \
       CHECK_OK(s->ops->end_step(s, &st, &e), &e);                              \
-      CHECKF(st.skipped == (expect_skip) && st.scale == (expect_scale),        \
+      CHECK(st.skipped == (expect_skip) && st.scale == (expect_scale),        \
              "skipped %d scale %g, expected %d %g", st.skipped, st.scale,      \
              (expect_skip), (double)(expect_scale));                           \
       scale = st.scale;                                                        \
@@ -228,7 +228,7 @@ static void buckets_handed_over(void) {
     gs_trainer *t = NULL;
     CHECK_OK(gs_trainer_create(&o, K, &t, &e), &e);
     if (!t) continue;
-    CHECKF(gs_trainer_nbuckets(t) >= 3, "%s: %d buckets", models[i], gs_trainer_nbuckets(t));
+    CHECK(gs_trainer_nbuckets(t) >= 3, "%s: %d buckets", models[i], gs_trainer_nbuckets(t));
     recorder *r = recorder_open(t);
     CHECK_OK(gs_trainer_run(t, &r->base, NULL, NULL, &e), &e);
     CHECK(r->steps == 3 && !r->bad_order && !r->changed);
@@ -262,7 +262,7 @@ static void epochs(void) {
   static const int samples[9] = {32, 32, 32, 4, 32, 32, 32, 4, 32};
   static const int epoch[9] = {0, 0, 0, 0, 1, 1, 1, 1, 2};
   for (size_t i = 0; i < n && i < 9; i++) {
-    CHECKF(r[i].samples == samples[i] && r[i].epoch == epoch[i], "step %zu: %d samples, epoch %d",
+    CHECK(r[i].samples == samples[i] && r[i].epoch == epoch[i], "step %zu: %d samples, epoch %d",
            i, r[i].samples, r[i].epoch);
     CHECK(r[i].step == (int64_t)i && r[i].step_s > 0 && r[i].forward_s > 0 &&
           r[i].backward_s > 0 && r[i].update_s > 0 && r[i].rss_bytes > 0 && isfinite(r[i].loss));
@@ -307,7 +307,7 @@ static void checkpoints(void) {
   gs_err le = {0};
   u = NULL;
   CHECK(gs_trainer_create(&lo, K, &u, &le) != 0 && !u);
-  CHECKF(strstr(le.msg, "fc1.weight.npy") && strstr(le.msg, "(32, 784)") &&
+  CHECK(strstr(le.msg, "fc1.weight.npy") && strstr(le.msg, "(32, 784)") &&
          strstr(le.msg, "(16, 784)"), "message: %s", le.msg);
   lo.model = "lenet";
   gs_err le2 = {0};
@@ -369,5 +369,5 @@ int main(void) {
   checkpoints();
   bad_options();
   K->destroy(K);
-  return check_report("test_train");
+  return check_done("test_train");
 }
