@@ -41,10 +41,11 @@
  * earlier) having been received and added. Message k leaves once message
  * k - W has been handled (W = inflight <= C), so W chunks are in flight on
  * every link: the ZeroMQ I/O thread moves one while this thread adds the
- * previous one, and what leaves was written a moment ago (still in cache;
- * a whole segment in flight measured slower). On loopback TCP the kernel's
- * two copies per byte are most of the cost; 512 KiB chunks, 2 in flight
- * and the kernel's own socket buffer sizing measured best on 2 cores.
+ * previous one, and what leaves was written a moment ago (still in cache,
+ * which a whole segment in flight would not be). On loopback TCP the
+ * kernel's two copies per byte are most of the cost, so the defaults (512
+ * KiB chunks, 2 in flight, the kernel's own socket buffer sizing) keep
+ * both cores busy without pushing chunks out of cache.
  *
  * Zero copies of our own: chunks leave from the caller's buffer (or the
  * wire-dtype staging buffer) by zmq_msg_init_data; a release callback
@@ -272,8 +273,7 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   int sockbuf = o->sockbuf != 0 ? o->sockbuf : (int)env_size("GS_RING_SOCKBUF", DEFAULT_SOCKBUF);
   r->spin_us = o->spin_us > 0 ? o->spin_us : (int)env_size("GS_RING_SPIN_US", DEFAULT_SPIN_US);
   /* With more ranks than cores a polling rank takes the core from the
-   * thread that would bring its message (4 ranks on 2 cores: 0.64 -> 0.75
-   * GB/s median at 2 MiB without it). */
+   * thread that would bring its message. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   const char *spin_env = getenv("GS_RING_SPIN_US");
   if (o->spin_us <= 0 && !(spin_env && *spin_env) && cores > 0 && o->local_ranks > cores)

@@ -4,12 +4,10 @@
  * Per image: im2col into the workspace ([c*kh*kw, oh*ow] floats), one GEMM
  * with the weight for the output, and for backward one GEMM into dw
  * (accumulated over the batch with beta = 1) and one into the columns that
- * col2im scatters back into dx. Batching several images into one wider GEMM
- * was measured on LeNet (batch 256, one thread): im2col of the whole batch
- * was 7x slower for conv1 (a 60 MB column matrix falls out of every cache),
- * and chunks of 2 to 32 images were no faster than one image at a time,
- * whose columns stay in L2. What is left to gain is in im2col / col2im
- * themselves (kernels/cpu: one 2-D block copy per kernel offset). */
+ * col2im scatters back into dx. One image at a time, not the batch in one
+ * wider GEMM: one image's columns stay in L2, a whole batch's (tens of MB
+ * for LeNet's conv1 at batch 256) fall out of every cache, and the GEMMs
+ * are already large enough to run at full speed. */
 #include <stdint.h>
 
 #include "kernels/kernels.h"

@@ -111,7 +111,6 @@ int gs_trainer_ntensors(const gs_trainer *t);
 const char *gs_trainer_tensor_name(const gs_trainer *t, int i);
 int gs_trainer_nbuckets(const gs_trainer *t);
 
-/* Additions (worker helper): */
 /* The current parameters (nparams floats) into host memory. */
 int gs_trainer_copy_params(const gs_trainer *t, float *host, gs_err *e);
 /* One line for logs: model, parameters, tensors, buckets, data. */

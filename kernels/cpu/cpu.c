@@ -393,7 +393,7 @@ static void cpu_im2col(gs_kernels *k, const gs_conv_desc *d, const float *img, f
 /* j is the outer loop: consecutive add2d calls with j and j+1 would load
  * vectors that overlap, one float off, what the previous call just stored,
  * and a store that partly overlaps a load cannot be forwarded (a stall per
- * vector: this order made col2im 3x faster on LeNet's conv2). */
+ * vector). */
 static void cpu_col2im(gs_kernels *k, const gs_conv_desc *d, const float *col, float *img) {
   size_t plane = (size_t)d->oh * d->ow;
   for (int j = 0; j < d->kw; j++)

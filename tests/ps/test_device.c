@@ -1,4 +1,4 @@
-/* test_device.c: the ps device paths (issue 6: workers stage gradients in
+/* test_device.c: the ps device paths (workers stage gradients in
  * pinned host buffers, the master uploads, reduces and updates on its
  * device), run on fakedev, a fake GPU that checks every pointer.
  *
