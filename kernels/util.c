@@ -1,10 +1,13 @@
 /* util.c: the error record, clocks and checked allocation of util.h. */
 #include "kernels/util.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Process-wide on purpose: a signal handler can reach nothing else, and
  * every wait loop of every part must see the same interrupt. */
@@ -83,3 +86,24 @@ void *gs_alloc(size_t bytes, gs_err *e) {
 }
 
 void gs_free(void *p) { free(p); }
+
+int gs_read_line(int fd, double deadline, char *buf, size_t cap) {
+  size_t len = 0;
+  for (;;) {
+    double left = deadline - gs_now();
+    if (left <= 0 || gs_interrupted) return -1;
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    int rc = poll(&pf, 1, left > 0.1 ? 100 : (int)(left * 1000) + 1);
+    if (rc < 0 && errno != EINTR) return 0;
+    if (rc <= 0) continue;
+    char ch;
+    ssize_t n = read(fd, &ch, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 0;
+    if (ch == '\n') {
+      if (cap) buf[len] = '\0';
+      return 1;
+    }
+    if (len + 1 < cap) buf[len++] = ch;
+  }
+}

@@ -56,6 +56,11 @@ const char *gs_strerror(int code);
 double gs_now(void);
 double gs_wall(void);
 
+/* One line ('\n' dropped, cut at cap - 1) from a pipe or socket fd before
+ * the gs_now() deadline: 1 a line, 0 end of file, -1 the deadline passed
+ * or gs_interrupted was set. */
+int gs_read_line(int fd, double deadline, char *buf, size_t cap);
+
 /* Allocation that reports instead of crashing. Large buffers are 64-byte
  * aligned and zeroed (vector loads, and first touch paid once). */
 void *gs_alloc(size_t bytes, gs_err *e);

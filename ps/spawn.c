@@ -110,35 +110,9 @@ int gs_ps_spawn(const gs_sync_config *c, int *pid, int *fd, gs_err *e) {
   return GS_OK;
 }
 
-/* One line from the pipe, within the deadline; 0 on EOF, -1 on timeout. */
-static int get_line(int fd, double deadline, char *buf, size_t cap) {
-  size_t len = 0;
-  for (;;) {
-    double left = deadline - gs_now();
-    if (left <= 0) return -1;
-    struct pollfd pf = {.fd = fd, .events = POLLIN};
-    int ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
-    int rc = poll(&pf, 1, ms);
-    if (rc < 0 && errno != EINTR) return 0;
-    if (rc <= 0) {
-      if (gs_interrupted) return -1;
-      continue;
-    }
-    char ch;
-    ssize_t r = read(fd, &ch, 1);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return 0;
-    if (ch == '\n') {
-      buf[len] = '\0';
-      return 1;
-    }
-    if (len + 1 < cap) buf[len++] = ch;
-  }
-}
-
 int gs_ps_spawn_endpoint(int pid, int fd, int timeout_ms, char ep[GS_ENDPOINT_MAX], gs_err *e) {
   char line[1200];
-  int rc = get_line(fd, gs_now() + timeout_ms / 1000.0, line, sizeof line);
+  int rc = gs_read_line(fd, gs_now() + timeout_ms / 1000.0, line, sizeof line);
   if (rc < 0)
     return GS_FAIL(e, GS_ETIMEOUT, "ps: the dedicated server (pid %d) did not report its "
                    "address within %.1f s", pid, timeout_ms / 1000.0);
@@ -159,7 +133,7 @@ int gs_ps_spawn_reap(int pid, int fd, int timeout_ms, gs_err *e) {
   char line[1200], last[1200] = "";
   /* The child writes its verdict, then exits: read to EOF or deadline. */
   int rc;
-  while ((rc = get_line(fd, deadline, line, sizeof line)) == 1) snprintf(last, sizeof last, "%s", line);
+  while ((rc = gs_read_line(fd, deadline, line, sizeof line)) == 1) snprintf(last, sizeof last, "%s", line);
   bool killed = false;
   int st = 0;
   pid_t w;

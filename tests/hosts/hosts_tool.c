@@ -208,7 +208,7 @@ static int reach(gs_hosts *c, const opts *o) {
     int fd = -1;
     char line[32];
     ok = spawn_role(c, h, "echo", in.addr, &fd, &echo[h]) == 0 &&
-         role_read_line(fd, gs_now() + 10, line, sizeof line) > 0;
+         gs_read_line(fd, gs_now() + 10, line, sizeof line) > 0;
     if (ok) snprintf(peers + 32 * h, 32, "%s", line);
     if (echo[h] > 0 && fd >= 0) close(fd);
   }
@@ -225,7 +225,7 @@ static int reach(gs_hosts *c, const opts *o) {
     double rtt = -1;
     char line[64];
     if (spawn_role(c, h, "probe", arg, &fd, &pid) == 0) {
-      if (role_read_line(fd, gs_now() + 30, line, sizeof line) > 0) rtt = atof(line);
+      if (gs_read_line(fd, gs_now() + 30, line, sizeof line) > 0) rtt = atof(line);
       close(fd);
       st = finish(pid, gs_now() + 30);
     }
@@ -278,7 +278,7 @@ static int stream(gs_hosts *c, const opts *o) {
   for (int i = 0; pfd && i < o->nfrom; i++) pfd[i] = -1;
   snprintf(arg, sizeof arg, "%s,%ld,%.0f,%.0f", to.addr, count * o->nfrom, o->msg, limit_s);
   if (rc == 0) rc = spawn_role(c, o->to, "pull", arg, &fd, &pull);
-  if (rc == 0 && role_read_line(fd, gs_now() + 10, ep, sizeof ep) <= 0) {
+  if (rc == 0 && gs_read_line(fd, gs_now() + 10, ep, sizeof ep) <= 0) {
     fprintf(stderr, "hosts_tool: the receiver on host %d did not bind\n", o->to);
     rc = -1;
   }
@@ -291,12 +291,12 @@ static int stream(gs_hosts *c, const opts *o) {
   double start = 0, bytes = 0, t0 = 0, t1 = 0;
   for (int i = 0; rc == 0 && i < o->nfrom; i++) {
     double t;
-    if (role_read_line(pfd[i], deadline, line, sizeof line) <= 0 || sscanf(line, "%lf", &t) != 1)
+    if (gs_read_line(pfd[i], deadline, line, sizeof line) <= 0 || sscanf(line, "%lf", &t) != 1)
       rc = -1;
     else if (start == 0 || t < start)
       start = t;
   }
-  if (rc == 0 && (role_read_line(fd, deadline, line, sizeof line) <= 0 ||
+  if (rc == 0 && (gs_read_line(fd, deadline, line, sizeof line) <= 0 ||
                   sscanf(line, "%lf %lf %lf", &bytes, &t0, &t1) != 3))
     rc = -1;
   int failed = rc != 0;

@@ -13,27 +13,6 @@
 #include "kernels/util.h"
 #include "tests/hosts/roles.h"
 
-int role_read_line(int fd, double deadline, char *buf, size_t cap) {
-  size_t len = 0;
-  for (;;) {
-    double left = deadline - gs_now();
-    if (left <= 0) return -1;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    int rc = poll(&p, 1, (int)(left * 1000) + 1);
-    if (rc < 0 && errno != EINTR) return 0;
-    if (rc <= 0) continue;
-    char ch;
-    ssize_t n = read(fd, &ch, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return 0;
-    if (ch == '\n') {
-      buf[len] = '\0';
-      return 1;
-    }
-    if (len + 1 < cap) buf[len++] = ch;
-  }
-}
-
 static void say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(int fd, const char *fmt, ...) {
   char line[256];

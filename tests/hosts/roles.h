@@ -17,8 +17,5 @@
 #include <stddef.h>
 
 int role_main(int argc, char **argv);
-/* One line from fd within the deadline (gs_now() seconds), newline cut:
- * 1 read, 0 EOF, -1 timeout. */
-int role_read_line(int fd, double deadline, char *buf, size_t cap);
 
 #endif
