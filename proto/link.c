@@ -259,6 +259,14 @@ static int wait_in(gs_link *l, double deadline, gs_err *e) {
   }
 }
 
+/* Whether a message is waiting now: ZMQ_EVENTS is read from the socket's
+ * own state, no system call (a message usually is there already). */
+static bool ready_now(gs_link *l) {
+  int ev = 0;
+  size_t sz = sizeof ev;
+  return zmq_getsockopt(l->pull, ZMQ_EVENTS, &ev, &sz) == 0 && (ev & ZMQ_POLLIN);
+}
+
 /* Whether a message is waiting, after polling up to spin_us (yielding the
  * core to the ZeroMQ thread that brings it): a wake-up saved is a large
  * share of a small message's hop. */
@@ -319,7 +327,7 @@ int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin
   double t0 = gs_now();
   /* the grace to learn the cause comes out of the timeout */
   double deadline = t0 + l->c.timeout_ms / 1000.0 - grace_s(l);
-  if (!(spin_first && l->c.spin_us > 0 && spin(l))) {
+  if (!ready_now(l) && !(spin_first && l->c.spin_us > 0 && spin(l))) {
     int ready = wait_in(l, deadline, e);
     if (ready < 0) return ready;
     if (ready == 0) {
