@@ -68,6 +68,7 @@ typedef struct gs_ring_opts {
   int timeout_ms;            /* every receive; <= 0: 30 s */
   uint64_t job;              /* token every message carries */
   const char *host;          /* address to bind ("127.0.0.1" when NULL) */
+  gs_cred cred;              /* the job's credential (wire.h) */
   gs_kernels *k;             /* the math (adds, conversions, copies) */
   gs_dtype wire;             /* dtype of chunks on the wire (F32, F16, BF16) */
   size_t max_count;          /* largest collective, elements (sizes staging) */

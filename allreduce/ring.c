@@ -321,7 +321,7 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   gs_link_cfg lc = {.rank = o->rank, .world = o->world, .left = r->left, .right = r->right,
                     .job = o->job, .timeout_ms = r->o.timeout_ms, .spin_us = r->spin_us,
                     .sockbuf = sockbuf, .io_threads = io_threads, .host = r->host,
-                    .max_payload = max_payload};
+                    .max_payload = max_payload, .cred = o->cred};
   rc = gs_link_open(&lc, &r->link, endpoint, e);
 out:
   if (rc < 0) {

@@ -324,6 +324,7 @@ static int rb_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
     .timeout_ms = c->timeout_ms,
     .job = c->job,
     .host = c->host,
+    .cred = c->cred,
     .k = p->rk,
     .wire = c->wire,
     .max_count = max_count,

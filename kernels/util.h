@@ -12,6 +12,7 @@
 #ifndef GS_UTIL_H
 #define GS_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <signal.h>
@@ -69,5 +70,15 @@ void gs_free(void *p);
 /* Set by a SIGINT / SIGTERM handler; every wait loop polls it (sig_atomic_t:
  * the one type a handler may write and the program read). */
 extern volatile sig_atomic_t gs_interrupted;
+
+/* A job's credential: a key derived from the job secret (the key of an
+ * empty secret when the job has none) and whether every socket of the job
+ * encrypts. Every rank of one job holds the same one; proto/wire.h says
+ * what is derived from it. */
+#define GS_KEY_BYTES 32
+typedef struct gs_cred {
+  unsigned char key[GS_KEY_BYTES];
+  bool encrypt;
+} gs_cred;
 
 #endif

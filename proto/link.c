@@ -26,11 +26,13 @@ struct gs_link {
   gs_link_cfg c;
   char host[256];
   void *ctx, *pull, *push, *mon;
+  gs_zap *zap;
   bool told_right;           /* the right neighbour has been told why we stop */
   int errors_sent;
   double left_gone_at;       /* > 0: the left neighbour closed its connection */
   uint32_t peer_fd[32];      /* open connections on the PULL socket */
   int npeers;
+  unsigned dropped;           /* foreign messages, for the first few lines */
   atomic_int stop;           /* gs_link_interrupt */
   gs_wire_msg last;          /* the last message received (its env lives in the arena) */
   ProtobufCAllocator alloc;  /* bump allocator over arena */
@@ -81,6 +83,9 @@ int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_
     goto out;
   }
   zmq_ctx_set(l->ctx, ZMQ_IO_THREADS, c->io_threads > 0 ? c->io_threads : 1);
+  char who[64];
+  snprintf(who, sizeof who, "rank %d: ring", c->rank);
+  if ((rc = gs_zap_start(l->ctx, &c->cred, who, &l->zap, e)) < 0) goto out;
   l->pull = zmq_socket(l->ctx, ZMQ_PULL);
   if (!l->pull) {
     rc = GS_FAIL(e, GS_EIO, "rank %d: zmq_socket: %s", c->rank, zmq_strerror(errno));
@@ -93,8 +98,16 @@ int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_
     zmq_setsockopt(l->pull, ZMQ_RCVBUF, &c->sockbuf, sizeof c->sockbuf);
     zmq_setsockopt(l->pull, ZMQ_SNDBUF, &c->sockbuf, sizeof c->sockbuf);
   }
+  /* a peer that connects and never completes the handshake is dropped
+   * soon, so that its idle connection cannot stand in for the left
+   * neighbour's */
+  int hs = l->c.timeout_ms < 5000 ? l->c.timeout_ms : 5000;
+  zmq_setsockopt(l->pull, ZMQ_HANDSHAKE_IVL, &hs, sizeof hs);
+  int64_t maxmsg = (int64_t)(c->max_payload > GS_HEADER_MAX ? c->max_payload : GS_HEADER_MAX) + 64;
+  zmq_setsockopt(l->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
   char ep[GS_ENDPOINT_MAX];
-  rc = gs_wire_bind_any(l->pull, l->host, ep, sizeof ep, e);
+  rc = gs_cred_server(l->pull, &c->cred, e);
+  if (rc == GS_OK) rc = gs_wire_bind_any(l->pull, l->host, ep, sizeof ep, e);
   if (rc < 0) {
     gs_err_prefix(e, "rank %d: ring: ", c->rank);
     goto out;
@@ -137,6 +150,7 @@ int gs_link_connect(gs_link *l, const char *right, gs_err *e) {
     zmq_setsockopt(l->push, ZMQ_RCVBUF, &l->c.sockbuf, sizeof l->c.sockbuf);
   }
   zmq_setsockopt(l->push, ZMQ_SNDTIMEO, &l->c.timeout_ms, sizeof l->c.timeout_ms);
+  GS_TRY(gs_cred_client(l->push, &l->c.cred, e));
   if (zmq_connect(l->push, right) < 0)
     return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank %d (right) at '%s': %s",
                    l->c.rank, l->c.right, right, zmq_strerror(errno));
@@ -157,6 +171,7 @@ void gs_link_close(gs_link *l, bool abort) {
   if (l->pull) zmq_close(l->pull);
   if (l->push) zmq_close(l->push);
   if (l->ctx) zmq_ctx_term(l->ctx); /* releases whatever ZeroMQ still held */
+  gs_zap_join(l->zap);
   gs_free(l->arena);
   free(l);
 }
@@ -318,57 +333,74 @@ static int settle(gs_link *l, int code, const char *mine, const char *upstream,
   return GS_FAIL(e, code, "%s", mine);
 }
 
+/* A frame that is not the left neighbour's (a rank of another job that
+ * holds the secret, a stale rank of an earlier run, a miswired endpoint) is
+ * dropped with a line on stderr, and the wait goes on: only the left
+ * neighbour can end it. */
+static void dropped(gs_link *l, const char *why) {
+  if (l->dropped++ < 5)
+    fprintf(stderr, "rank %d: ring: dropped a message that is not from rank %d (left): %s%s\n",
+            l->c.rank, l->c.left, why, l->dropped == 5 ? "; further drops are not shown" : "");
+}
+
 int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin_first,
                  Gradsync__Envelope **envp, zmq_msg_t *payload, uint64_t *bytes, gs_err *e) {
   zmq_msg_init(payload);
   *envp = NULL;
-  gs_wire_msg_close(&l->last);
   char wb[160];
   double t0 = gs_now();
   /* the grace to learn the cause comes out of the timeout */
   double deadline = t0 + l->c.timeout_ms / 1000.0 - grace_s(l);
-  if (!ready_now(l) && !(spin_first && l->c.spin_us > 0 && spin(l))) {
-    int ready = wait_in(l, deadline, e);
-    if (ready < 0) return ready;
-    if (ready == 0) {
-      char mine[600];
-      if (l->left_gone_at > 0) {
-        snprintf(mine, sizeof mine, "rank %d: rank %d (left) closed its connection (it exited, "
-                 "aborted or was killed) while rank %d waited for a %s in %s", l->c.rank,
-                 l->c.left, l->c.rank, what, where(w, wb, sizeof wb));
-        return settle(l, GS_EPEER, mine, NULL, w, e);
+  for (bool first = true;; first = false) {
+    gs_wire_msg_close(&l->last);
+    if (!ready_now(l) && !(first && spin_first && l->c.spin_us > 0 && spin(l))) {
+      int ready = wait_in(l, deadline, e);
+      if (ready < 0) return ready;
+      if (ready == 0) {
+        char mine[600];
+        if (l->left_gone_at > 0) {
+          snprintf(mine, sizeof mine, "rank %d: rank %d (left) closed its connection (it exited, "
+                   "aborted or was killed) while rank %d waited for a %s in %s", l->c.rank,
+                   l->c.left, l->c.rank, what, where(w, wb, sizeof wb));
+          return settle(l, GS_EPEER, mine, NULL, w, e);
+        }
+        snprintf(mine, sizeof mine, "rank %d: no %s from rank %d (left) in %s, for %.1f s (rank "
+                 "%d died, stalled, or runs something else)", l->c.rank, what, l->c.left,
+                 where(w, wb, sizeof wb), gs_now() - t0, l->c.left);
+        return settle(l, GS_ETIMEOUT, mine, NULL, w, e);
       }
-      snprintf(mine, sizeof mine, "rank %d: no %s from rank %d (left) in %s, for %.1f s (rank "
-               "%d died, stalled, or runs something else)", l->c.rank, what, l->c.left,
-               where(w, wb, sizeof wb), gs_now() - t0, l->c.left);
-      return settle(l, GS_ETIMEOUT, mine, NULL, w, e);
     }
+    l->arena_used = 0;
+    gs_err we = {0};
+    int rc = gs_wire_read(l->pull, false, l->c.job, l->c.max_payload, &l->alloc, &l->last, &we);
+    *bytes += l->last.bytes;
+    if (rc == GS_EINTR) return GS_FAIL(e, rc, "rank %d: ring interrupted", l->c.rank);
+    if (rc < 0) {
+      dropped(l, we.msg);
+      continue;
+    }
+    Gradsync__Envelope *env = l->last.env;
+    if (env->rank != (uint32_t)l->c.left) {
+      char why[400];
+      snprintf(why, sizeof why, "a %s message from rank %u in %s (are the endpoints miswired, "
+               "or does a rank run with another world size?)", gs_wire_kind(env), env->rank,
+               where(w, wb, sizeof wb));
+      dropped(l, why);
+      continue;
+    }
+    if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
+      char m[900];
+      snprintf(m, sizeof m, "%s", env->error->message ? env->error->message : "");
+      return settle(l, GS_EPEER, NULL, m, w, e);
+    }
+    if (l->last.has_payload) {
+      zmq_msg_move(payload, &l->last.payload);
+      zmq_msg_close(&l->last.payload);
+      l->last.has_payload = false;
+    }
+    *envp = env;
+    return GS_OK;
   }
-  l->arena_used = 0;
-  gs_err we = {0};
-  int rc = gs_wire_read(l->pull, false, l->c.job, l->c.max_payload, &l->alloc, &l->last, &we);
-  *bytes += l->last.bytes;
-  if (rc < 0)
-    return GS_FAIL(e, rc, "rank %d: from the socket of rank %d (left) in %s: %s", l->c.rank,
-                   l->c.left, where(w, wb, sizeof wb), we.msg);
-  Gradsync__Envelope *env = l->last.env;
-  if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
-    char m[900];
-    snprintf(m, sizeof m, "%s", env->error->message ? env->error->message : "");
-    return settle(l, GS_EPEER, NULL, m, w, e);
-  }
-  if (env->rank != (uint32_t)l->c.left)
-    return GS_FAIL(e, GS_EPROTO, "rank %d: a %s message from rank %u arrived on the socket of "
-                   "rank %d (left) in %s: the endpoints are miswired or a rank runs with "
-                   "another world size", l->c.rank, gs_wire_kind(env), env->rank, l->c.left,
-                   where(w, wb, sizeof wb));
-  if (l->last.has_payload) {
-    zmq_msg_move(payload, &l->last.payload);
-    zmq_msg_close(&l->last.payload);
-    l->last.has_payload = false;
-  }
-  *envp = env;
-  return GS_OK;
 }
 
 /* ------------------------------------------------------------------ */

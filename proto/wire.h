@@ -107,6 +107,7 @@ typedef struct gs_link_cfg {
   int io_threads;                /* ZeroMQ I/O threads (<= 0: 1) */
   const char *host;              /* address to bind (NULL: 127.0.0.1) */
   size_t max_payload;            /* largest payload frame accepted */
+  gs_cred cred;                  /* who may connect; encryption */
 } gs_link_cfg;
 
 /* Where a message belongs, for errors: fn writes it into buf. */
@@ -149,5 +150,34 @@ void gs_link_close(gs_link *l, bool abort);
 
 gs_dtype gs_wire_dtype(Gradsync__DType t);
 Gradsync__DType gs_wire_pbdtype(gs_dtype t);
+
+/* ---- the job's credential on every socket (auth.c) ----
+ * From the job secret (bench reads it from GS_JOB_SECRET or --secret-file;
+ * its local launcher makes a fresh one per job) comes one key, and from it:
+ *   - the rendezvous' proofs: HMAC-SHA-256 over a label and both sides'
+ *     nonces (gs_cred_mac / gs_cred_verify, constant-time compare);
+ *   - the data sockets' admission: ZeroMQ's PLAIN mechanism with a password
+ *     derived from the key, checked by a ZAP handler in the binding
+ *     context, so a peer without the secret is dropped at the handshake and
+ *     never delivers a frame; with encrypt, CURVE instead, the server and
+ *     client key pairs derived from the key (nobody without the secret
+ *     knows the server's public key), and the ZAP handler admits only the
+ *     job's client key.
+ * The ZAP handler is one thread per ZeroMQ context that binds: start it
+ * before the first bind, and join it after zmq_ctx_term (which ends it). */
+typedef struct gs_zap gs_zap;
+
+/* The key of a secret (len bytes; len 0: the job has none). */
+int gs_cred_derive(gs_cred *c, const void *secret, size_t len, bool encrypt, gs_err *e);
+void gs_cred_mac(const gs_cred *c, const char *label, const void *msg, size_t n,
+                 unsigned char mac[GS_KEY_BYTES]);
+bool gs_cred_verify(const gs_cred *c, const char *label, const void *msg, size_t n,
+                    const unsigned char *mac, size_t maclen);
+/* who names the context's owner in refusals ("rank 2: ring") */
+int gs_zap_start(void *ctx, const gs_cred *c, const char *who, gs_zap **out, gs_err *e);
+void gs_zap_join(gs_zap *z);
+/* Before zmq_bind / zmq_connect of a data socket. */
+int gs_cred_server(void *sock, const gs_cred *c, gs_err *e);
+int gs_cred_client(void *sock, const gs_cred *c, gs_err *e);
 
 #endif

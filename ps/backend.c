@@ -98,10 +98,11 @@ static int ps_bootstrap(void *state, const gs_sync_config *c, void *blob, size_t
       return e ? e->code : GS_EDEVICE;
     }
     gs_ps_server_opts o = {
-      .zctx = st->zctx, .host = c->host, .inproc = true, .job = c->job,
+      .zctx = st->zctx, .host = c->host, .inproc = true, .job = c->job, .cred = c->cred,
       .timeout_ms = c->timeout_ms, .max_elems = c->n, .k = k,
       .span = c->span, .span_ctx = c->span_ctx,
     };
+    GS_TRY(gs_zap_start(st->zctx, &c->cred, "ps server", &st->zap, e));
     GS_TRY(gs_ps_server_create(&o, &st->server, st->tcp_ep, st->inproc_ep, e));
     /* The handler of SIGINT belongs to the training thread. */
     sigset_t all, old;
@@ -138,6 +139,7 @@ static void ps_discard(void *state) {
     gs_ps_spawn_reap(st->child, st->child_fd, 1000, NULL);
   }
   if (st->zctx) zmq_ctx_term(st->zctx);
+  gs_zap_join(st->zap);
   free(st);
 }
 
@@ -332,6 +334,7 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
   if (maxmsg < (int64_t)GS_HEADER_MAX) maxmsg = GS_HEADER_MAX;
   maxmsg += 64;
   zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+  if ((rc = gs_cred_client(s->sock, &c->cred, e)) < 0) goto fail;
   if (zmq_connect(s->sock, ep) < 0) {
     rc = GS_FAIL(e, GS_EIO, "ps rank %d: connecting to the ps server at %s: %s", c->rank, ep,
                  zmq_strerror(errno));

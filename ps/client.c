@@ -387,6 +387,7 @@ static int ps_close(gs_sync *base, bool ok, gs_err *e) {
     if (orderly && crc < 0 && rc == GS_OK) rc = GS_FAIL(e, crc, "%s", ce.msg);
   }
   zmq_ctx_term(st->zctx);  /* all messages released: the gradients are free again */
+  gs_zap_join(st->zap);
   if (s->stage_host) s->c.k->release_host(s->c.k, s->stage_host);
   if (s->stage_dev) s->c.k->release(s->c.k, s->stage_dev);
   free(s->buckets);

@@ -15,6 +15,7 @@ typedef struct ps_state {
   int rank;
   bool dedicated;
   void *zctx;
+  gs_zap *zap;            /* admits the job's peers to the in-process server */
   /* rank 0, in-process server */
   gs_ps_server *server;
   pthread_t thread;

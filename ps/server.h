@@ -22,6 +22,7 @@ typedef struct gs_ps_server_opts {
   const char *host;     /* address to bind tcp://host:* on */
   bool inproc;          /* also bind inproc:// for rank 0's worker (thread mode) */
   uint64_t job;         /* token every message must carry (0: not checked) */
+  gs_cred cred;         /* who may connect (the owner runs zctx's gs_zap) */
   int timeout_ms;
   size_t max_elems;     /* largest tensor a message may carry (the model's size) */
   gs_kernels *k;        /* the server's own table; the server destroys it */

@@ -26,6 +26,7 @@
 
 #include <zmq.h>
 
+#include "proto/wire.h"
 #include "ps/server.h"
 
 static void put_line(int fd, char tag, const char *text) {
@@ -73,12 +74,14 @@ static void __attribute__((noreturn)) child_main(const gs_sync_config *c, int wf
     _exit(1);
   }
   gs_ps_server_opts o = {
-    .zctx = ctx, .host = c->host, .inproc = false, .job = c->job,
+    .zctx = ctx, .host = c->host, .inproc = false, .job = c->job, .cred = c->cred,
     .timeout_ms = c->timeout_ms, .max_elems = c->n, .k = k,
   };
   gs_ps_server *srv = NULL;
+  gs_zap *zap = NULL;
   char ep[GS_ENDPOINT_MAX];
-  if (gs_ps_server_create(&o, &srv, ep, NULL, &e) < 0) {
+  if (gs_zap_start(ctx, &c->cred, "ps server (dedicated)", &zap, &e) < 0 ||
+      gs_ps_server_create(&o, &srv, ep, NULL, &e) < 0) {
     put_line(wfd, 'F', e.msg);
     _exit(1);
   }
@@ -88,6 +91,7 @@ static void __attribute__((noreturn)) child_main(const gs_sync_config *c, int wf
                       e.msg);
   gs_ps_server_destroy(srv);  /* flushes the Error messages to the workers */
   zmq_ctx_term(ctx);
+  gs_zap_join(zap);
   put_line(wfd, rc < 0 ? 'F' : 'D', rc < 0 ? e.msg : "");
   _exit(rc < 0 ? 1 : 0);
 }

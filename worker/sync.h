@@ -82,6 +82,8 @@ typedef struct gs_sync_config {
                                knows it from prepare() on, the others only at
                                open() (it comes with the rendezvous) */
   const char *host;         /* address to bind for peers (e.g. "127.0.0.1") */
+  gs_cred cred;             /* the job's credential: every data socket
+                               admits only peers that hold it */
 
   /* filled by the launcher after the rendezvous (open() only) */
   const char *const *endpoints;  /* world entries, what prepare() returned */

@@ -7,7 +7,8 @@
  * bucket / step / offset / dtype, extra frames, a payload over the size
  * limit, and every message kind a server never expects. They are dropped
  * (with a warning) and the job's parameters are still bitwise the
- * reference.
+ * reference. A second raw socket without the job's secret sends the same
+ * and is refused at the handshake.
  *
  * Part B, a registered rank misbehaves: rank 1 is a raw socket that joins
  * properly and runs a step, then sends one bad message. The job must fail
@@ -28,13 +29,20 @@
 
 static void *zctx;
 
-static void *raw_socket(const char *ep) {
+/* with_secret: holds the job's credential (the harness's ranks use the
+ * all-zero key), so its frames reach the server; without, it is refused at
+ * the handshake and nothing it sends is delivered. */
+static void *raw_socket_as(const char *ep, bool with_secret) {
   void *s = zmq_socket(zctx, ZMQ_DEALER);
   int zero = 0;
   zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+  static const gs_cred job_cred;
+  if (with_secret) REQUIRE(gs_cred_client(s, &job_cred, NULL) == 0, "credential");
   REQUIRE(zmq_connect(s, ep) == 0, "connect %s", ep);
   return s;
 }
+
+static void *raw_socket(const char *ep) { return raw_socket_as(ep, true); }
 
 /* Send [header bytes] [payload] [extra payload]. */
 static void send_raw(void *s, const void *h, size_t hl, const void *p, size_t pl, bool payload,
@@ -141,14 +149,16 @@ static void spam_once(void *s) {
 
 static void *spam_main(void *arg) {
   spammer *sp = arg;
-  void *s = raw_socket(sp->ep);
+  void *s = raw_socket(sp->ep), *stranger = raw_socket_as(sp->ep, false);
   while (!atomic_load(&sp->stop)) {
     spam_once(s);
+    spam_once(stranger);
     sp->rounds++;
     struct timespec ts = {0, 10000000};
     nanosleep(&ts, NULL);
   }
   zmq_close(s);
+  zmq_close(stranger);
   return NULL;
 }
 
@@ -192,7 +202,7 @@ static void part_a(bool dedicated) {
           "rank %d", i);
   free(ref);
   result_free(r);
-  printf("ok: %d rounds of 25 malformed messages from a stray: dropped, the %s server kept "
+  printf("ok: %d rounds of 25 malformed messages from a stray and from a stranger without the secret: dropped, the %s server kept "
          "serving and computed the reference bits\n", sp.rounds + 1,
          dedicated ? "dedicated" : "in-process");
 }
