@@ -19,9 +19,6 @@
 #include "bench/internal.h"
 #include "proto/wire.h"
 
-/* the largest report rank 0 accepts: 2 GiB (about ten million steps) */
-#define GS_STATS_MAX ((size_t)1 << 31)
-
 void gs_rank_result_free(gs_rank_result *r) {
   free(r->rows);
   free(r->spans);

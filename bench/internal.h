@@ -12,7 +12,8 @@
 
 /* ---- rendezvous (rendezvous.c) ----
  * Rank 0 binds a ROUTER at MASTER_ADDR:MASTER_PORT; every other rank
- * connects a DEALER, registers (rank, world, host, backend endpoint,
+ * connects a DEALER, proves it holds the job secret (a challenge with fresh
+ * nonces both ways, HMAC), registers (rank, world, host, backend endpoint,
  * settings), and receives a welcome with everyone's endpoints, rank 0
  * backend's bootstrap blob and the job token; or an error naming the
  * setting that differs. At the end every rank sends its measurements to
@@ -24,6 +25,7 @@ typedef struct gs_rdv_me {
   const char *host;         /* hostname */
   const char *endpoint;     /* the backend's prepare() address */
   const char *settings;     /* gs_opts_settings() */
+  const gs_cred *cred;      /* the job's: proves this rank (or rank 0) a member */
 } gs_rdv_me;
 
 typedef struct gs_rdv_job {
@@ -59,6 +61,9 @@ void gs_rdv_report_error(gs_rdv *r, int rank, const char *phase, const char *msg
 void gs_rdv_close(gs_rdv *r);
 
 /* ---- the measurements' hand-over (gather.c) ---- */
+/* the largest report rank 0 accepts: 2 GiB (about ten million steps); the
+ * rendezvous socket takes no larger frame from anyone */
+#define GS_STATS_MAX ((size_t)1 << 31)
 /* One rank's measurements of a run. */
 typedef struct gs_rank_result {
   int rank;
@@ -113,9 +118,17 @@ typedef struct gs_job_addrs {
  * (NULL: not given). */
 int gs_job_addrs_resolve(const gs_rank_env *env, const char *bind, gs_job_addrs *a, gs_err *e);
 
+/* The job secret: --secret-file F (mode 0600 or stricter), else
+ * GS_JOB_SECRET; none is allowed for a local job only (the key of the
+ * empty secret). Derives the job's credential (encrypt: --encrypt). */
+int gs_job_secret(const char *file, bool local, bool encrypt, gs_cred *c, gs_err *e);
+/* A fresh random secret, as hex, for a job our launcher starts. */
+void gs_secret_new(char out[2 * GS_KEY_BYTES + 1]);
+
 typedef struct gs_job {
   gs_rank_env env;
   gs_job_addrs addr;
+  gs_cred cred;
   int rank, world, local_rank;
   int local_world;          /* 0 until the rendezvous counted it */
   int timeout_ms;

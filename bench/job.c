@@ -13,23 +13,30 @@
  *      source: MASTER_ADDR itself on rank 0), or --bind ADDR. The wildcard
  *      0.0.0.0 only when --bind 0.0.0.0 asks for it; peers are then told
  *      the route's address instead;
- *   3. the rendezvous: rank 0 listens at MASTER_ADDR:MASTER_PORT (our
+ *   3. the job secret: --secret-file or GS_JOB_SECRET (our launcher makes
+ *      a fresh one per job); a job that is not local refuses to start
+ *      without one. Every registration and every data connection proves it;
+ *   4. the rendezvous: rank 0 listens at MASTER_ADDR:MASTER_PORT (our
  *      launcher: an ephemeral loopback port, written to GS_PORT_FD);
- *   4. which backend runs a mode on a device, and one round of
+ *   5. which backend runs a mode on a device, and one round of
  *      prepare -> bootstrap (rank 0) -> rendezvous -> open, which the
  *      collective benchmark repeats per message size. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sodium.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "allreduce/allreduce.h"
 #include "bench/internal.h"
+#include "proto/wire.h"
 #include "ps/ps.h"
 
 /* ---- 1. the launch environment ---- */
@@ -191,7 +198,60 @@ static int publish(const gs_job *j, char *text, size_t cap, gs_err *e) {
   return GS_OK;
 }
 
-/* ---- 3. starting the job ---- */
+/* ---- 3. the job secret ---- */
+
+#define SECRET_MAX 4096
+
+void gs_secret_new(char out[2 * GS_KEY_BYTES + 1]) {
+  unsigned char b[GS_KEY_BYTES];
+  randombytes_buf(b, sizeof b);
+  sodium_bin2hex(out, 2 * GS_KEY_BYTES + 1, b, sizeof b);
+  sodium_memzero(b, sizeof b);
+}
+
+/* Read a secret file: a regular file that only its owner can read. */
+static int read_secret(const char *file, char *buf, size_t *len, gs_err *e) {
+  int fd = open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return GS_FAIL(e, GS_EINVAL, "--secret-file %s: %s", file, strerror(errno));
+  struct stat st;
+  int rc = GS_OK;
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+    rc = GS_FAIL(e, GS_EINVAL, "--secret-file %s is not a regular file", file);
+  else if (st.st_mode & 077)
+    rc = GS_FAIL(e, GS_EINVAL, "--secret-file %s can be read by others (mode %03o): run "
+                 "chmod 600 %s", file, (unsigned)(st.st_mode & 0777), file);
+  ssize_t n = rc == GS_OK ? read(fd, buf, SECRET_MAX) : 0;
+  close(fd);
+  if (rc < 0) return rc;
+  if (n < 0) return GS_FAIL(e, GS_EIO, "--secret-file %s: %s", file, strerror(errno));
+  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
+  *len = (size_t)n;
+  return GS_OK;
+}
+
+int gs_job_secret(const char *file, bool local, bool encrypt, gs_cred *c, gs_err *e) {
+  char buf[SECRET_MAX];
+  size_t len = 0;
+  const char *env = getenv("GS_JOB_SECRET");
+  if (file) {
+    GS_TRY(read_secret(file, buf, &len, e));
+    if (!len) return GS_FAIL(e, GS_EINVAL, "--secret-file %s is empty", file);
+  } else if (env && *env) {
+    len = strlen(env) < SECRET_MAX ? strlen(env) : SECRET_MAX;
+    memcpy(buf, env, len);
+  } else if (!local) {
+    return GS_FAIL(e, GS_EINVAL, "a job across machines needs a job secret, or anyone who "
+                   "reaches MASTER_PORT could join or stop it: set GS_JOB_SECRET to the same "
+                   "random string on every node (e.g. export GS_JOB_SECRET=$(head -c 32 "
+                   "/dev/urandom | base64)), or pass --secret-file F (a file of mode 0600)");
+  }
+  int rc = gs_cred_derive(c, buf, len, encrypt, e);
+  sodium_memzero(buf, sizeof buf);
+  return rc;
+}
+
+/* ---- 4. starting the job ---- */
 
 int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e) {
   memset(j, 0, sizeof *j);
@@ -204,6 +264,7 @@ int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e)
   snprintf(j->hostname, sizeof j->hostname, "localhost");
   gethostname(j->hostname, sizeof j->hostname - 1);
   GS_TRY(gs_job_addrs_resolve(env, o->bind, &j->addr, e));
+  GS_TRY(gs_job_secret(o->secret_file, j->addr.local, o->encrypt, &j->cred, e));
   /* Rank 0 listens first: our launcher waits for the port before it starts
    * anyone else. */
   if (j->rank != 0 || j->world == 1) return GS_OK;
@@ -228,7 +289,7 @@ int gs_job_threads(const gs_job *j, const gs_opts *o) {
   return per < 1 ? 1 : per;
 }
 
-/* ---- 4. backends and one round ---- */
+/* ---- 5. backends and one round ---- */
 
 static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
                          gs_err *e) {
@@ -299,6 +360,7 @@ int gs_job_meet(gs_job *j, const gs_backend *be, gs_sync_config *cfg, const char
   cfg->world = j->world;
   cfg->timeout_ms = j->timeout_ms;
   cfg->host = j->addr.bind;
+  cfg->cred = j->cred;
   cfg->local_rank = j->local_rank;
   cfg->local_world = j->local_world > 0 ? j->local_world : 1;
   cfg->device = j->local_rank;
@@ -320,8 +382,14 @@ int gs_job_meet(gs_job *j, const gs_backend *be, gs_sync_config *cfg, const char
     rc = publish(j, (char *)blob, GS_BOOTSTRAP_MAX, e);
     bloblen = strlen((char *)blob) + 1;
   }
+  /* ranks that disagree on encryption could meet but never connect */
+  size_t slen = strlen(settings) + 32;
+  char *all = malloc(slen);
+  if (!all) rc = rc < 0 ? rc : GS_FAIL(e, GS_ENOMEM, "out of memory");
+  else snprintf(all, slen, "%sencrypt=%d\n", settings, j->cred.encrypt);
   gs_rdv_me me = {.rank = j->rank, .world = j->world, .local_rank = j->local_rank,
-                  .host = j->hostname, .endpoint = endpoint, .settings = settings};
+                  .host = j->hostname, .endpoint = endpoint, .settings = all,
+                  .cred = &j->cred};
   if (rc == GS_OK) *phase = "rendezvous";
   if (rc < 0) {
     /* prepared, not met: gs_job_end discards the state */
@@ -336,6 +404,7 @@ int gs_job_meet(gs_job *j, const gs_backend *be, gs_sync_config *cfg, const char
     j->rdv = NULL;
     rc = gs_rdv_join(master, &me, j->timeout_ms, &j->rdv, &j->round, e);
   }
+  free(all);
   if (rc == GS_OK && !(j->eps = calloc((size_t)j->world, sizeof *j->eps)))
     rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
   if (rc < 0) {

@@ -23,7 +23,7 @@
 
 #include "bench/internal.h"
 
-static pid_t spawn(const gs_launch *l, int rank, int port, int port_fd) {
+static pid_t spawn(const gs_launch *l, int rank, int port, int port_fd, const char *secret) {
   pid_t pid = fork();
   if (pid != 0) return pid;
   /* child: die with the launcher, become rank `rank` */
@@ -39,6 +39,7 @@ static pid_t spawn(const gs_launch *l, int rank, int port, int port_fd) {
   snprintf(v, sizeof v, "%d", port);
   setenv("MASTER_PORT", v, 1);
   setenv("GS_LAUNCHED", "1", 1);
+  setenv("GS_JOB_SECRET", secret, 1);
   if (l->run_dir) setenv("GS_RUN_DIR", l->run_dir, 1);
   if (port_fd >= 0) {
     snprintf(v, sizeof v, "%d", port_fd);
@@ -94,6 +95,9 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
   bool *done = calloc((size_t)world, sizeof *done);
   int rc = 0;
   *why = 0;
+  /* a fresh secret per job: a rank of an earlier job cannot join this one */
+  char secret[2 * GS_KEY_BYTES + 1];
+  gs_secret_new(secret);
   if (!pids || !status || !done) {
     snprintf(why, cap, "out of memory");
     rc = 1;
@@ -108,7 +112,7 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
   fcntl(fds[0], F_SETFD, FD_CLOEXEC);
   fflush(NULL);
   /* world 1 has no rendezvous: nothing to wait for */
-  pids[0] = spawn(l, 0, 0, world > 1 ? fds[1] : -1);
+  pids[0] = spawn(l, 0, 0, world > 1 ? fds[1] : -1, secret);
   close(fds[1]);
   if (pids[0] < 0) {
     snprintf(why, cap, "fork: %s", strerror(errno));
@@ -130,7 +134,7 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
     goto reap;
   }
   for (int r = 1; r < world; r++) {
-    pids[r] = spawn(l, r, port, -1);
+    pids[r] = spawn(l, r, port, -1, secret);
     if (pids[r] < 0) {
       snprintf(why, cap, "fork rank %d: %s", r, strerror(errno));
       pids[r] = 0;

@@ -343,6 +343,11 @@ static const flag FLAGS[] = {
   WORD("bind", "ADDR", NULL, "loopback for a local job, else this host's address toward "
        "MASTER_ADDR", "address this rank's sockets listen on; 0.0.0.0: every interface",
        p_bind, bind),
+  WORD("secret-file", "F", NULL, "GS_JOB_SECRET; a fresh one for a local job",
+       "the job secret every rank proves (a file of mode 0600, the same on every node)", p_str,
+       secret_file),
+  SWITCH("encrypt", 0, "off", "encrypt every data connection (ZeroMQ CURVE, keys from the job "
+         "secret)", encrypt, 1),
   {"threads", 0, "N", NULL, "cores / local ranks", "BLAS threads per rank", p_whole, M(threads),
    W(threads), 0, 1, 1024},
   WORD("out", "DIR", NULL, "results/<timestamp>", "where reports are written", p_str, out),

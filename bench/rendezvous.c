@@ -2,7 +2,15 @@
  * they run (the hand-over of the measurements at the end is gather.c's).
  *
  *   rank 0 (ROUTER at MASTER_ADDR:MASTER_PORT)        rank r (DEALER)
- *      <------------------ Register{rank, world, endpoint, settings}
+ *      <------------------ Knock{nonce r}
+ *      ------------------> Challenge{nonce 0, HMAC(key, "rdv-server", r, 0)}
+ *                          rank r checks it: rank 0 holds the secret
+ *      <------------------ Register{rank, world, endpoint, settings,
+ *                                   HMAC(key, "rdv-client", 0, r, rank, world)}
+ *      a registration without a valid proof (no knock, a stale or reused
+ *      nonce, another secret) is refused with a line naming the peer's
+ *      address, and the wait goes on: a stranger can neither join nor stop
+ *      the job, and learns nothing of it (token, endpoints, settings).
  *      collect world-1 registrations (timeout), then check: no duplicate
  *      rank, same world, same settings as rank 0 (else Error naming the
  *      first setting that differs, sent to every rank)
@@ -16,17 +24,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
+#include <sodium.h>
 #include <zmq.h>
 
 #include "bench/internal.h"
 #include "proto/wire.h"
 
+#define NONCE_BYTES 32
+/* knocks answered and not yet registered; a flood of knocks evicts the
+ * oldest, so a stranger costs rank 0 no memory */
+#define PENDING_MAX 64
+
+typedef struct pending {
+  uint8_t id[256];
+  size_t idlen;
+  uint8_t theirs[NONCE_BYTES], ours[NONCE_BYTES];
+  bool used;
+} pending;
+
 struct gs_rdv {
   void *ctx, *sock;
   bool router;
   uint64_t job;
+  pending *pend;            /* PENDING_MAX, rank 0 only */
+  unsigned next_pend;
+  unsigned refused;         /* registrations refused, for the first few lines */
 };
 
 void *gs_rdv_socket(gs_rdv *r) { return r->sock; }
@@ -34,6 +57,7 @@ uint64_t gs_rdv_job_token(const gs_rdv *r) { return r->job; }
 
 static void rdv_free(gs_rdv *r) {
   if (!r) return;
+  free(r->pend);
   if (r->sock) zmq_close(r->sock);
   if (r->ctx) zmq_ctx_term(r->ctx);
   free(r);
@@ -59,9 +83,15 @@ static int new_socket(gs_rdv **out, int type, gs_err *e) {
                    zmq_strerror(zmq_errno()));
   }
   int linger = 2000, mandatory = 1;
+  int64_t maxmsg = (int64_t)(GS_STATS_MAX + GS_HEADER_MAX);
   zmq_setsockopt(r->sock, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(r->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
   if (type == ZMQ_ROUTER) zmq_setsockopt(r->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
   r->router = type == ZMQ_ROUTER;
+  if (r->router && !(r->pend = calloc(PENDING_MAX, sizeof *r->pend))) {
+    rdv_free(r);
+    return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  }
   *out = r;
   return GS_OK;
 }
@@ -152,8 +182,75 @@ static int count_local(const gs_rdv_job *job, const char *host) {
 
 uint64_t gs_rdv_new_token(void) {
   uint64_t t = 0;
-  if (getrandom(&t, sizeof t, 0) != sizeof t) t = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(gs_wall() * 1e9);
-  return t ? t : 1;
+  while (!t) randombytes_buf(&t, sizeof t);
+  return t;
+}
+
+/* ---- proofs ---- */
+
+static void nonce(uint8_t out[NONCE_BYTES]) { randombytes_buf(out, NONCE_BYTES); }
+
+/* what a registration's proof covers: both nonces, the rank and the world */
+static void client_msg(const uint8_t ours[NONCE_BYTES], const uint8_t theirs[NONCE_BYTES],
+                       uint32_t rank, uint32_t world, uint8_t out[2 * NONCE_BYTES + 8]) {
+  memcpy(out, ours, NONCE_BYTES);
+  memcpy(out + NONCE_BYTES, theirs, NONCE_BYTES);
+  memcpy(out + 2 * NONCE_BYTES, &rank, 4);
+  memcpy(out + 2 * NONCE_BYTES + 4, &world, 4);
+}
+
+
+/* Rank 0: a knock gets a challenge (and a pending slot). */
+static void answer_knock(gs_rdv *r, const gs_rdv_me *me, gs_wire_msg *m) {
+  Gradsync__Knock *k = m->env->knock;
+  if (!k || k->nonce.len != NONCE_BYTES || zmq_msg_size(&m->id) > sizeof r->pend->id) return;
+  pending *p = &r->pend[r->next_pend++ % PENDING_MAX];
+  p->used = true;
+  p->idlen = zmq_msg_size(&m->id);
+  memcpy(p->id, zmq_msg_data(&m->id), p->idlen);
+  memcpy(p->theirs, k->nonce.data, NONCE_BYTES);
+  nonce(p->ours);
+  uint8_t both[2 * NONCE_BYTES], proof[GS_KEY_BYTES];
+  memcpy(both, p->theirs, NONCE_BYTES);
+  memcpy(both + NONCE_BYTES, p->ours, NONCE_BYTES);
+  gs_cred_mac(me->cred, "rdv-server", both, sizeof both, proof);
+  Gradsync__Envelope env;
+  Gradsync__Challenge ch = GRADSYNC__CHALLENGE__INIT;
+  ch.nonce.data = p->ours;
+  ch.nonce.len = NONCE_BYTES;
+  ch.proof.data = proof;
+  ch.proof.len = sizeof proof;
+  gs_wire_env(&env, 0, 0);
+  env.body_case = GRADSYNC__ENVELOPE__BODY_CHALLENGE;
+  env.challenge = &ch;
+  gs_wire_send(r->sock, p->id, p->idlen, &env, NULL, 0, NULL, NULL, 1000, NULL, NULL);
+}
+
+/* Rank 0: whether a registration carries a valid proof for the challenge
+ * this peer was given (each challenge answers once). */
+static bool proven(gs_rdv *r, const gs_rdv_me *me, gs_wire_msg *m) {
+  size_t idlen = zmq_msg_size(&m->id);
+  Gradsync__Register *rg = m->env->reg;
+  for (int i = 0; i < PENDING_MAX; i++) {
+    pending *p = &r->pend[i];
+    if (!p->used || p->idlen != idlen || memcmp(p->id, zmq_msg_data(&m->id), idlen)) continue;
+    p->used = false;
+    uint8_t msg[2 * NONCE_BYTES + 8];
+    client_msg(p->ours, p->theirs, m->env->rank, rg->world, msg);
+    return gs_cred_verify(me->cred, "rdv-client", msg, sizeof msg, rg->proof.data,
+                          rg->proof.len);
+  }
+  return false;
+}
+
+static void refuse(gs_rdv *r, gs_wire_msg *m) {
+  const char *addr = m->peer[0] ? m->peer : "an unknown address";
+  if (r->refused++ < 5)
+    fprintf(stderr, "rank 0: rendezvous: refused a registration from %s claiming rank %u: it "
+            "does not prove it holds this job's secret (a stranger, or GS_JOB_SECRET differs "
+            "on that node)%s\n", addr, m->env->rank,
+            r->refused == 5 ? "; further refusals are not shown" : "");
+  send_error_to(r, &m->id, "rendezvous", "refused: no valid proof of the job secret");
 }
 
 int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob,
@@ -189,9 +286,20 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob
     int got = gs_wire_recv(r->sock, true, left, 0, 0, &m, &me2);
     if (got == GS_ETIMEOUT) { gs_wire_msg_close(&m); continue; }
     if (got == GS_EINTR) { gs_wire_msg_close(&m); rc = GS_FAIL(e, GS_EINTR, "rendezvous interrupted"); break; }
+    if (got == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_KNOCK) {
+      answer_knock(r, me, &m);
+      gs_wire_msg_close(&m);
+      continue;
+    }
+    if (got == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_REG && !proven(r, me, &m)) {
+      refuse(r, &m);
+      gs_wire_msg_close(&m);
+      continue;
+    }
     if (got < 0 || m.env->body_case != GRADSYNC__ENVELOPE__BODY_REG) {
-      fprintf(stderr, "rank 0: rendezvous: ignored a stray message: %s\n",
-              got < 0 ? me2.msg : gs_wire_kind(m.env));
+      if (r->refused++ < 5)
+        fprintf(stderr, "rank 0: rendezvous: ignored a stray message: %s\n",
+                got < 0 ? me2.msg : gs_wire_kind(m.env));
       gs_wire_msg_close(&m);
       continue;
     }
@@ -321,6 +429,55 @@ static bool welcome_strings_fit(const Gradsync__Welcome *w) {
   return true;
 }
 
+/* Rank r: knock, check rank 0's proof, and make this rank's. */
+static int knock(gs_rdv *r, const char *master, const gs_rdv_me *me, int timeout_ms,
+                 uint8_t proof[GS_KEY_BYTES], gs_err *e) {
+  uint8_t ours[NONCE_BYTES];
+  nonce(ours);
+  Gradsync__Envelope env;
+  Gradsync__Knock k = GRADSYNC__KNOCK__INIT;
+  k.nonce.data = ours;
+  k.nonce.len = NONCE_BYTES;
+  gs_wire_env(&env, 0, (uint32_t)me->rank);
+  env.body_case = GRADSYNC__ENVELOPE__BODY_KNOCK;
+  env.knock = &k;
+  GS_TRY(gs_wire_send(r->sock, NULL, 0, &env, NULL, 0, NULL, NULL, timeout_ms, NULL, e));
+  gs_wire_msg m;
+  int rc = gs_wire_recv(r->sock, false, timeout_ms, 0, 0, &m, e);
+  if (rc == GS_ETIMEOUT) {
+    gs_err_clear(e);
+    rc = GS_FAIL(e, GS_ETIMEOUT, "rank %d: no answer from rank 0 at %s in %.0f s (is rank 0 "
+                 "running there, with the same MASTER_ADDR/MASTER_PORT?)", me->rank, master,
+                 timeout_ms / 1000.0);
+  } else if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
+    rc = GS_FAIL(e, GS_EMISMATCH, "rank %d: rank 0 refused this job: %s", me->rank,
+                 m.env->error->message);
+  } else if (rc == GS_OK && m.env->body_case != GRADSYNC__ENVELOPE__BODY_CHALLENGE) {
+    rc = GS_FAIL(e, GS_EPROTO, "rank %d: expected a challenge from rank 0 at %s, got a %s "
+                 "message", me->rank, master, gs_wire_kind(m.env));
+  } else if (rc == GS_OK) {
+    Gradsync__Challenge *ch = m.env->challenge;
+    uint8_t both[2 * NONCE_BYTES];
+    memcpy(both, ours, NONCE_BYTES);
+    if (ch->nonce.len == NONCE_BYTES) memcpy(both + NONCE_BYTES, ch->nonce.data, NONCE_BYTES);
+    if (ch->nonce.len != NONCE_BYTES ||
+        !gs_cred_verify(me->cred, "rdv-server", both, sizeof both, ch->proof.data,
+                        ch->proof.len)) {
+      rc = GS_FAIL(e, GS_EPROTO, "rank %d: the process at %s does not prove it holds this "
+                   "job's secret: it is not this job's rank 0, or GS_JOB_SECRET (or "
+                   "--secret-file) differs between the nodes", me->rank, master);
+    } else {
+      uint8_t msg[2 * NONCE_BYTES + 8];
+      client_msg(ch->nonce.data, ours, (uint32_t)me->rank, (uint32_t)me->world, msg);
+      gs_cred_mac(me->cred, "rdv-client", msg, sizeof msg, proof);
+    }
+  } else {
+    gs_err_prefix(e, "rank %d: rendezvous with rank 0 at %s: ", me->rank, master);
+  }
+  gs_wire_msg_close(&m);
+  return rc;
+}
+
 int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv **out,
                 gs_rdv_job *job, gs_err *e) {
   gs_rdv *r = NULL;
@@ -331,9 +488,17 @@ int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv 
     return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank 0 at %s: %s (check "
                    "MASTER_ADDR / MASTER_PORT)", me->rank, master, zmq_strerror(err));
   }
+  uint8_t proof[GS_KEY_BYTES];
+  int rc = knock(r, master, me, timeout_ms, proof, e);
+  if (rc < 0) {
+    rdv_free(r);
+    return rc;
+  }
   Gradsync__Envelope env;
   Gradsync__Register rg = GRADSYNC__REGISTER__INIT;
   char *store = NULL;
+  rg.proof.data = proof;
+  rg.proof.len = sizeof proof;
   rg.world = (uint32_t)me->world;
   rg.local_rank = (uint32_t)me->local_rank;
   rg.host = (char *)me->host;
@@ -343,7 +508,7 @@ int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv 
   gs_wire_env(&env, 0, (uint32_t)me->rank);
   env.body_case = GRADSYNC__ENVELOPE__BODY_REG;
   env.reg = &rg;
-  int rc = rg.settings ? gs_wire_send(r->sock, NULL, 0, &env, NULL, 0, NULL, NULL, timeout_ms,
+  rc = rg.settings ? gs_wire_send(r->sock, NULL, 0, &env, NULL, 0, NULL, NULL, timeout_ms,
                                       NULL, e)
                        : GS_FAIL(e, GS_ENOMEM, "out of memory");
   if (rg.settings) free(rg.settings[0]);

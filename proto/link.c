@@ -313,6 +313,8 @@ static int settle(gs_link *l, int code, const char *mine, const char *upstream,
                   const gs_link_where *w, gs_err *e) {
   char cause[900] = "";
   if (upstream) snprintf(cause, sizeof cause, "%s", upstream);
+  /* what follows reuses the arena that the last message lives in */
+  gs_wire_msg_close(&l->last);
   gs_link_tell(l, "ring", upstream ? cause : mine);
   double end = gs_now() + grace_s(l);
   gs_err ignore = {0};

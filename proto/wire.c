@@ -23,6 +23,8 @@ const char *gs_wire_kind(const Gradsync__Envelope *env) {
   case GRADSYNC__ENVELOPE__BODY_ERROR: return "error";
   case GRADSYNC__ENVELOPE__BODY_SHUTDOWN: return "shutdown";
   case GRADSYNC__ENVELOPE__BODY_RING_HELLO: return "ring hello";
+  case GRADSYNC__ENVELOPE__BODY_KNOCK: return "knock";
+  case GRADSYNC__ENVELOPE__BODY_CHALLENGE: return "challenge";
   default: return "empty";
   }
 }
@@ -190,6 +192,10 @@ int gs_wire_read(void *sock, bool router, uint64_t job, size_t max_payload,
   }
   size_t hlen = zmq_msg_size(&h);
   m->bytes += hlen;
+  if (router) { /* for the refusal lines: who sent it (not kept on the identity frame) */
+    const char *a = zmq_msg_gets(&h, "Peer-Address");
+    if (a) snprintf(m->peer, sizeof m->peer, "%s", a);
+  }
   int rc = GS_OK;
   if (hlen == 0 || hlen > GS_HEADER_MAX) {
     rc = GS_FAIL(e, GS_EPROTO, "a header frame of %zu bytes (expected 1..%u)", hlen,

@@ -41,6 +41,7 @@ typedef struct gs_wire_msg {
   bool has_payload;
   size_t bytes;                   /* frames' bytes received, identity excluded */
   ProtobufCAllocator *alloc;      /* what unpacked env (NULL: malloc) */
+  char peer[64];                  /* a ROUTER's sender's address ("" unknown) */
 } gs_wire_msg;
 
 /* A readable name for the kind of an envelope ("push", "params", ...). */

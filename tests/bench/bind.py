@@ -67,13 +67,16 @@ def sockets():
     return out
 
 
-def start(mode, master, extra, steps, out):
+def start(mode, master, extra, steps, out, secret="bind test secret"):
     procs = []
     port = free_port()
     for rank in (0, 1):
-        env = {k: v for k, v in os.environ.items() if k not in ("GS_LAUNCHED", "GS_PORT_FD")}
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("GS_LAUNCHED", "GS_PORT_FD", "GS_JOB_SECRET")}
         env.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
                    MASTER_ADDR=master, MASTER_PORT=str(port))
+        if secret is not None:
+            env["GS_JOB_SECRET"] = secret
         procs.append(subprocess.Popen(
             [BENCH] + SMALL + ["--mode", mode, "--batch", "8", "--steps", str(steps),
                                "--out", out] + extra,
@@ -116,6 +119,12 @@ def observe(mode, master, extra):
     check(len(listen) >= 2, f"{mode} {master} {extra}: listening {listen}")
     return listen, conns, port
 
+
+# a job across machines without a secret refuses to start, saying how to set one
+procs, _ = start("ring", "10.9.9.1", [], 5, tmpdir(), secret=None)
+for rc, _, err in finish_all(procs, timeout=30):
+    check(rc == 2 and "GS_JOB_SECRET" in err and "--secret-file" in err,
+          f"no secret on 10.9.9.1: exit {rc}, {err!r}")
 
 # the multi-node rule: the route's source toward MASTER_ADDR, here 10.9.9.1
 for mode in ("ring", "ps"):

@@ -6,16 +6,19 @@
  * the world size 2..4), then the messages as parts (fuzz.h), sent over
  * ipc:// (the rendezvous makes its own ZeroMQ context) by one DEALER, or
  * in join mode by rank 0's ROUTER as the reply to the registration.
- * Host and gather get the fuzz messages first, then the valid messages
- * that end their round (a registration, then an error report, from every
- * rank), so every call returns at once: a timeout is a finding (a stray
- * message stalled the rendezvous). What an accepted round hands back must
+ * Host and gather get the fuzz messages first (from a stranger that holds
+ * no secret), then the valid messages that end their round (every rank
+ * joining with gs_rdv_join, then an error report from every rank), so
+ * every call returns at once: a timeout is a finding (a stray message
+ * stalled the rendezvous). In join mode rank 0 answers the knock with a
+ * valid challenge, then the registration with the fuzz messages. What an accepted round hands back must
  * be whole: measurements of as many rows and spans as they claim, strings
  * terminated.
  *
- * This harness follows the rendezvous as it is: raw C structs behind the
- * Stats message, the token given to gs_rdv_host. When those change, its
- * message building (msgs.c and the seeds in mkseeds.c) changes too. */
+ * This harness follows the rendezvous as it is: the token given to
+ * gs_rdv_host, the proofs made with one credential (CRED). When those
+ * change, its message building (msgs.c and the seeds in mkseeds.c) changes
+ * too. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +37,7 @@
 
 static void *zctx;
 static unsigned serial;
+static gs_cred CRED;
 
 static void send_packed(void *s, const uint8_t *buf, size_t n) {
   FUZZ_CHECK(zmq_send(s, buf, n, 0) == (int)n, "zmq_send: %s", zmq_strerror(zmq_errno()));
@@ -69,11 +73,27 @@ static void check_job(const gs_rdv_job *job, int world) {
                "rank %d's endpoint or host is not terminated", i);
 }
 
-static const gs_rdv_me *me_as(int rank, int world) {
-  static gs_rdv_me me;
-  me = (gs_rdv_me){.rank = rank, .world = world, .host = "fuzzhost",
-                   .endpoint = "tcp://127.0.0.1:1", .settings = SETTINGS};
-  return &me;
+static gs_rdv_me me_as(int rank, int world) {
+  return (gs_rdv_me){.rank = rank, .world = world, .host = "fuzzhost",
+                   .endpoint = "tcp://127.0.0.1:1", .settings = SETTINGS, .cred = &CRED};
+}
+
+typedef struct joiner {
+  char ep[64];
+  int rank, world, rc;
+  pthread_t th;
+} joiner;
+
+static void *join_main(void *arg) {
+  joiner *j = arg;
+  gs_rdv *r = NULL;
+  gs_rdv_job job = {0};
+  gs_err e = {0};
+  gs_rdv_me me = me_as(j->rank, j->world);
+  j->rc = gs_rdv_join(j->ep, &me, TIMEOUT_MS, &r, &job, &e);
+  gs_rdv_job_free(&job);
+  if (r) gs_rdv_close(r);
+  return NULL;
 }
 
 static void host_or_gather(bool gather, int world, const fuzz_part *p, size_t np,
@@ -86,10 +106,18 @@ static void host_or_gather(bool gather, int world, const fuzz_part *p, size_t np
   void *d = socket_to(ZMQ_DEALER, ep, false);
   if (!gather) send_parts(d, NULL, p, np);
   uint8_t buf[1024];
-  for (int rk = 1; rk < world; rk++)
-    send_packed(d, buf, fuzz_register_msg(buf, (uint32_t)rk, (uint32_t)world, "mlp:4-2"));
+  /* a registration without a proof: refused, and the wait goes on */
+  send_packed(d, buf, fuzz_register_msg(buf, 1, (uint32_t)world, "mlp:4-2"));
+  joiner js[4];
+  for (int rk = 1; rk < world; rk++) {
+    js[rk] = (joiner){.rank = rk, .world = world};
+    snprintf(js[rk].ep, sizeof js[rk].ep, "%s", ep);
+    FUZZ_CHECK(pthread_create(&js[rk].th, NULL, join_main, &js[rk]) == 0, "pthread_create%s", "");
+  }
   gs_rdv_job job = {0};
-  int rc = gs_rdv_host(r, me_as(0, world), TOKEN, "blob", 4, TIMEOUT_MS, &job, &e);
+  gs_rdv_me me0 = me_as(0, world);
+  int rc = gs_rdv_host(r, &me0, TOKEN, "blob", 4, TIMEOUT_MS, &job, &e);
+  for (int rk = 1; rk < world; rk++) pthread_join(js[rk].th, NULL);
   if (gather) {
     FUZZ_CHECK(rc == 0, "the rendezvous refused valid registrations: %s", e.msg);
   } else {
@@ -147,23 +175,41 @@ typedef struct responder {
   bool got;
 } responder;
 
-/* Rank 0's side in join mode: wait for the registration, answer with the
- * fuzz messages (an empty frame when there are none). */
+/* Rank 0's side in join mode: a valid challenge for the knock, then the
+ * fuzz messages for the registration (an empty frame when there are none). */
 static void *respond(void *arg) {
   responder *rs = arg;
-  zmq_pollitem_t it = {.socket = rs->router, .events = ZMQ_POLLIN};
-  if (zmq_poll(&it, 1, TIMEOUT_MS) <= 0) return NULL;
+  gs_wire_msg m;
+  gs_err e = {0};
+  if (gs_wire_recv(rs->router, true, TIMEOUT_MS, 0, 0, &m, &e) < 0 ||
+      m.env->body_case != GRADSYNC__ENVELOPE__BODY_KNOCK || m.env->knock->nonce.len != 32) {
+    gs_wire_msg_close(&m);
+    return NULL;
+  }
+  uint8_t both[64], ours[32] = {7}, proof[GS_KEY_BYTES];
+  memcpy(both, m.env->knock->nonce.data, 32);
+  memcpy(both + 32, ours, 32);
+  gs_cred_mac(&CRED, "rdv-server", both, sizeof both, proof);
+  Gradsync__Envelope env;
+  Gradsync__Challenge ch = GRADSYNC__CHALLENGE__INIT;
+  ch.nonce.data = ours;
+  ch.nonce.len = 32;
+  ch.proof.data = proof;
+  ch.proof.len = sizeof proof;
+  gs_wire_env(&env, 0, 0);
+  env.body_case = GRADSYNC__ENVELOPE__BODY_CHALLENGE;
+  env.challenge = &ch;
+  gs_wire_send(rs->router, zmq_msg_data(&m.id), zmq_msg_size(&m.id), &env, NULL, 0, NULL, NULL,
+               TIMEOUT_MS, NULL, NULL);
+  gs_wire_msg_close(&m);
+  if (gs_wire_recv(rs->router, true, TIMEOUT_MS, 0, 0, &m, &e) < 0) {
+    gs_wire_msg_close(&m);
+    return NULL;
+  }
   zmq_msg_t id;
   zmq_msg_init(&id);
-  if (zmq_msg_recv(&id, rs->router, 0) < 0) return NULL;
-  int more = 1;
-  size_t sz = sizeof more;
-  while (zmq_getsockopt(rs->router, ZMQ_RCVMORE, &more, &sz) == 0 && more) {
-    zmq_msg_t x;
-    zmq_msg_init(&x);
-    zmq_msg_recv(&x, rs->router, 0);
-    zmq_msg_close(&x);
-  }
+  zmq_msg_copy(&id, &m.id);
+  gs_wire_msg_close(&m);
   rs->got = true;
   if (rs->np) {
     send_parts(rs->router, &id, rs->p, rs->np);
@@ -184,7 +230,8 @@ static void join(int world, const fuzz_part *p, size_t np) {
   gs_rdv *r = NULL;
   gs_rdv_job job = {0};
   gs_err e = {0};
-  int rc = gs_rdv_join(ep, me_as(1, world), TIMEOUT_MS, &r, &job, &e);
+  gs_rdv_me me1 = me_as(1, world);
+  int rc = gs_rdv_join(ep, &me1, TIMEOUT_MS, &r, &job, &e);
   pthread_join(th, NULL);
   FUZZ_CHECK(rs.got, "rank 0 never saw the registration%s", "");
   fuzz_verdict(rc, &e, "gs_rdv_join");
@@ -199,6 +246,8 @@ static void join(int world, const fuzz_part *p, size_t np) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   if (!zctx) {
+    gs_err e = {0};
+    FUZZ_CHECK(gs_cred_derive(&CRED, "fuzz", 4, false, &e) == 0, "%s", e.msg);
     zctx = zmq_ctx_new();
     FUZZ_CHECK(zctx != NULL, "zmq_ctx_new failed%s", "");
   }

@@ -350,10 +350,10 @@ static void rdv_seeds(void) {
   enum { HOST = 0, GATHER = 1, JOIN = 2 };
   rdv_seed("ok-host-register", HOST, h, fuzz_register_msg(h, 1, 2, "mlp:4-2"), NULL, 0, false);
   rdv_seed("ok-host-stray", HOST, (const uint8_t *)"junk", 4, NULL, 0, false);
-  rdv_seed("bad-host-settings-differ", HOST, h, fuzz_register_msg(h, 1, 2, "lenet"), NULL, 0, false);
-  rdv_seed("bad-host-rank-out-of-range", HOST, h, fuzz_register_msg(h, 7, 2, "mlp:4-2"), NULL, 0,
+  rdv_seed("ok-host-unproven-settings-differ", HOST, h, fuzz_register_msg(h, 1, 2, "lenet"), NULL, 0, false);
+  rdv_seed("ok-host-unproven-rank-out-of-range", HOST, h, fuzz_register_msg(h, 7, 2, "mlp:4-2"), NULL, 0,
            false);
-  rdv_seed("bad-host-world-differs", HOST, h, fuzz_register_msg(h, 1, 3, "mlp:4-2"), NULL, 0, false);
+  rdv_seed("ok-host-unproven-world-differs", HOST, h, fuzz_register_msg(h, 1, 3, "mlp:4-2"), NULL, 0, false);
   static uint8_t rows[sizeof(gs_step_row) + sizeof(gs_span)];
   rdv_seed("ok-gather-stats", GATHER, h, stats_env(h, 1, 1), rows, sizeof rows, true);
   rdv_seed("ok-gather-stats-short", GATHER, h, stats_env(h, 1, 1), rows, sizeof rows - 1, true);
