@@ -66,7 +66,7 @@ bool gs_cred_verify(const gs_cred *c, const char *label, const void *msg, size_t
   return ok;
 }
 
-static void password_of(const gs_cred *c, char out[2 * GS_KEY_BYTES + 1]) {
+void gs_cred_password(const gs_cred *c, char out[2 * GS_KEY_BYTES + 1]) {
   unsigned char mac[GS_KEY_BYTES];
   gs_cred_mac(c, "data-port password", NULL, 0, mac);
   sodium_bin2hex(out, 2 * GS_KEY_BYTES + 1, mac, sizeof mac);
@@ -108,7 +108,7 @@ int gs_cred_client(void *sock, const gs_cred *c, gs_err *e) {
     sodium_memzero(sec, sizeof sec);
   } else {
     char pw[2 * GS_KEY_BYTES + 1];
-    password_of(c, pw);
+    gs_cred_password(c, pw);
     rc = zmq_setsockopt(sock, ZMQ_PLAIN_USERNAME, ZAP_USER, strlen(ZAP_USER));
     if (rc == 0) rc = zmq_setsockopt(sock, ZMQ_PLAIN_PASSWORD, pw, strlen(pw));
     sodium_memzero(pw, sizeof pw);
@@ -191,7 +191,7 @@ int gs_zap_start(void *ctx, const gs_cred *c, const char *who, gs_zap **out, gs_
   gs_zap *z = calloc(1, sizeof *z);
   if (!z) return GS_FAIL(e, GS_ENOMEM, "%s: out of memory", who);
   z->encrypt = c->encrypt;
-  password_of(c, z->password);
+  gs_cred_password(c, z->password);
   unsigned char sec[32];
   curve_pair(c, "curve-client", z->client_pub, sec);
   sodium_memzero(sec, sizeof sec);

@@ -177,6 +177,8 @@ bool gs_cred_verify(const gs_cred *c, const char *label, const void *msg, size_t
 /* who names the context's owner in refusals ("rank 2: ring") */
 int gs_zap_start(void *ctx, const gs_cred *c, const char *who, gs_zap **out, gs_err *e);
 void gs_zap_join(gs_zap *z);
+/* The PLAIN password of the data sockets (for a raw ZMTP peer in tests). */
+void gs_cred_password(const gs_cred *c, char out[2 * GS_KEY_BYTES + 1]);
 /* Before zmq_bind / zmq_connect of a data socket. */
 int gs_cred_server(void *sock, const gs_cred *c, gs_err *e);
 int gs_cred_client(void *sock, const gs_cred *c, gs_err *e);
