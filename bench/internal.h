@@ -124,6 +124,12 @@ int gs_job_addrs_resolve(const gs_rank_env *env, const char *bind, gs_job_addrs 
 int gs_job_secret(const char *file, bool local, bool encrypt, gs_cred *c, gs_err *e);
 /* A fresh random secret, as hex, for a job our launcher starts. */
 void gs_secret_new(char out[2 * GS_KEY_BYTES + 1]);
+/* Run ids (steps.csv, report.json): random for an invocation of bench, or
+ * the same on every rank of a job started by another launcher (a hash of
+ * the job token, which it does not reveal). */
+#define GS_RUN_ID_CHARS 16
+void gs_run_id_new(char out[GS_RUN_ID_CHARS + 1]);
+void gs_run_id_of_job(uint64_t token, char out[GS_RUN_ID_CHARS + 1]);
 
 typedef struct gs_job {
   gs_rank_env env;

@@ -209,6 +209,19 @@ void gs_secret_new(char out[2 * GS_KEY_BYTES + 1]) {
   sodium_memzero(b, sizeof b);
 }
 
+void gs_run_id_new(char out[GS_RUN_ID_CHARS + 1]) {
+  unsigned char b[GS_RUN_ID_CHARS / 2];
+  randombytes_buf(b, sizeof b);
+  sodium_bin2hex(out, GS_RUN_ID_CHARS + 1, b, sizeof b);
+}
+
+void gs_run_id_of_job(uint64_t token, char out[GS_RUN_ID_CHARS + 1]) {
+  unsigned char b[GS_RUN_ID_CHARS / 2];
+  crypto_generichash(b, sizeof b, (const unsigned char *)&token, sizeof token,
+                     (const unsigned char *)"gradsync run id", 15);
+  sodium_bin2hex(out, GS_RUN_ID_CHARS + 1, b, sizeof b);
+}
+
 /* Read a secret file: a regular file that only its owner can read. */
 static int read_secret(const char *file, char *buf, size_t *len, gs_err *e) {
   int fd = open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);

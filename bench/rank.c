@@ -190,6 +190,9 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   if (rank == 0 && !env->launched && out_dir) gs_csv_header_once(out_dir);
   if ((rc = gs_job_meet(&job, gs_job_backend(mode, k), &cfg, settings, &phase, &e)) < 0)
     goto fail;
+  char run_id[GS_RUN_ID_CHARS + 1];
+  gs_run_id_of_job(cfg.job, run_id);
+  info.run_id = sc.run.run_id = getenv("GS_RUN_ID") ? getenv("GS_RUN_ID") : run_id;
   if (o->threads <= 0 && env->local_world <= 0) {
     threads = gs_job_threads(&job, o);
     k->set_threads(k, threads);

@@ -1,6 +1,6 @@
 /* results.c: the files of one run, and how every file of the bench is
- * written (atomically: a temporary file in the same directory, fsync,
- * rename, so a file is complete or absent):
+ * written (atomically: a fresh temporary file in the same directory,
+ * fsync, rename, fsync of the directory, so a file is complete or absent):
  *   steps.csv             one row per rank per step, appended as the run
  *                         goes; its header and its rows come from one
  *                         column list;
@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -34,10 +35,42 @@ int gs_mkdirs(const char *path, gs_err *e) {
   return GS_OK;
 }
 
+bool gs_holds_run(const char *dir) {
+  char path[4200];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/steps.csv", dir);
+  if (stat(path, &st) == 0) return true;
+  snprintf(path, sizeof path, "%s/report.json", dir);
+  return stat(path, &st) == 0;
+}
+
+/* The directory's entry of a rename is durable only once the directory is
+ * synced too. */
+static void sync_dir_of(const char *path) {
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  int fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  fsync(fd);
+  close(fd);
+}
+
 int gs_write_atomic(const char *path, const void *data, size_t len, gs_err *e) {
+  /* a fresh name no one else can have made (O_EXCL) or planted as a link
+   * (O_NOFOLLOW), in the target's directory so the rename stays there */
   char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = -1;
+  for (int tries = 0; fd < 0 && tries < 16; tries++) {
+    unsigned char r[6];
+    char hex[13];
+    randombytes_buf(r, sizeof r);
+    sodium_bin2hex(hex, sizeof hex, r, sizeof r);
+    snprintf(tmp, sizeof tmp, "%s.tmp-%s", path, hex);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) return GS_FAIL(e, GS_EIO, "cannot write %s: %s", tmp, strerror(errno));
   const char *p = data;
   size_t left = len;
@@ -45,7 +78,7 @@ int gs_write_atomic(const char *path, const void *data, size_t len, gs_err *e) {
     ssize_t n = write(fd, p, left);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      int err = errno;
+      int err = n < 0 ? errno : EIO;
       close(fd);
       unlink(tmp);
       return GS_FAIL(e, GS_EIO, "writing %s: %s", tmp, strerror(err));
@@ -54,14 +87,16 @@ int gs_write_atomic(const char *path, const void *data, size_t len, gs_err *e) {
     left -= (size_t)n;
   }
   if (fsync(fd) < 0 || close(fd) < 0) {
+    int err = errno;
     unlink(tmp);
-    return GS_FAIL(e, GS_EIO, "writing %s: %s", tmp, strerror(errno));
+    return GS_FAIL(e, GS_EIO, "writing %s: %s", tmp, strerror(err));
   }
   if (rename(tmp, path) < 0) {
     int err = errno;
     unlink(tmp);
     return GS_FAIL(e, GS_EIO, "renaming %s to %s: %s", tmp, path, strerror(err));
   }
+  sync_dir_of(path);
   return GS_OK;
 }
 
@@ -79,6 +114,7 @@ int gs_json_write_atomic(const char *path, json_t *j, gs_err *e) {
  * row, hash: the parameter hash). The header and every row are made from
  * this one list. */
 #define CSV_COLUMNS(X)                                            \
+  X(run_id, "%s", c->run_id ? c->run_id : "")                     \
   X(mode, "%s", gs_mode_name(c->mode))                            \
   X(world, "%d", c->world)                                        \
   X(model, "%s", c->model)                                        \

@@ -30,5 +30,7 @@ int gs_write_atomic(const char *path, const void *data, size_t len, gs_err *e);
 int gs_json_write_atomic(const char *path, json_t *j, gs_err *e);
 /* mkdir -p */
 int gs_mkdirs(const char *path, gs_err *e);
+/* Whether dir holds a run already (steps.csv or report.json). */
+bool gs_holds_run(const char *dir);
 
 #endif

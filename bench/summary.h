@@ -34,6 +34,7 @@ typedef struct gs_run_info {
   bool overlap, dedicated;  /* dedicated: a ps server in its own process */
   const char *device;       /* the kernels' name: "cpu", "cuda" */
   const char *launcher;     /* who started the ranks: "gradsync", "torchrun", ... */
+  const char *run_id;       /* the invocation's unique id (GS_RUN_ID, else the job's) */
   int threads;              /* BLAS threads per rank */
   size_t nparams;
   int nbuckets;
@@ -84,6 +85,7 @@ typedef struct gs_summary {
   char *device;
   bool overlap, ps_dedicated;
   char *launcher;
+  char *run_id;
   int threads_per_rank;
   int64_t steps, nparams;
   int nbuckets;

@@ -17,12 +17,20 @@
 int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   gs_err e = {0};
   char outbuf[512]; /* o->out while the sweep runs */
+  char run_id[GS_RUN_ID_CHARS + 1];
+  gs_run_id_new(run_id);
+  setenv("GS_RUN_ID", run_id, 1); /* every rank's rows carry it */
   if (!o->out) {
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
-    strftime(outbuf, sizeof outbuf, "results/%Y%m%d-%H%M%S", &tm);
+    size_t n = strftime(outbuf, sizeof outbuf, "results/%Y%m%d-%H%M%S-", &tm);
+    snprintf(outbuf + n, sizeof outbuf - n, "%.6s", run_id);
     o->out = outbuf;
+  } else if (gs_holds_run(o->out)) {
+    fprintf(stderr, "bench: --out %s already holds a run (its steps.csv or report.json); give "
+            "a new directory, or move the old run away\n", o->out);
+    return 2;
   }
   if (gs_mkdirs(o->out, &e) < 0) {
     fprintf(stderr, "bench: %s\n", e.msg);

@@ -4,7 +4,9 @@
   report.json: schema_version, config, environment, one run per mode x world
   with the documented keys as numbers; scaling_efficiency against world 1;
   per-rank busy = compute + reduce + update, and busy + wait + idle = step;
-  steps.csv: one row per rank per step; the SVGs parse as XML with an <svg>
+  steps.csv: one row per rank per step, every row with the run id that
+  report.json's runs carry; a second sweep into the same --out is refused
+  and leaves it as it was; the SVGs parse as XML with an <svg>
   root; trace.json loads as Chrome trace events with one process per rank
   and spans that fit in the run; --help documents every flag; bad flags and
   values are exit-2 usage errors naming the flag.
@@ -25,6 +27,18 @@ check("ps vs ring" in r.stdout, "no side-by-side comparison printed")
 
 rep = report(d)
 check(rep.get("schema_version") == 1, "schema_version")
+
+# one run id: in every steps.csv row and every run of report.json
+ids = {row["run_id"] for row in steps_csv(d)}
+check(len(ids) == 1 and len(next(iter(ids))) == 16, f"steps.csv run ids: {ids}")
+check({x.get("run_id") for x in rep.get("runs", [])} == ids,
+      f"report.json run ids {[x.get('run_id') for x in rep.get('runs', [])]} vs steps.csv {ids}")
+# a reused --out is refused, and the earlier run is left as it was
+before = open(os.path.join(d, "steps.csv")).read()
+again = run(SMALL + ["--mode", "ps", "--world", "1", "--steps", "2", "--out", d])
+check(again.returncode == 2 and "already holds a run" in again.stderr,
+      f"a reused --out: exit {again.returncode}, {again.stderr!r}")
+check(open(os.path.join(d, "steps.csv")).read() == before, "a reused --out changed steps.csv")
 for k in ("config", "environment", "runs"):
     check(k in rep, f"report.json lacks {k}")
 env = rep.get("environment", {})
