@@ -44,6 +44,7 @@ typedef struct step_ctx {
   int rank, world;
   gs_run_info run;         /* what steps.csv's rows say of the run */
   int csv;                 /* steps.csv, O_APPEND, or -1 */
+  const char *out_dir;     /* where steps.csv is */
   gs_kernels *k;
   gs_sync_config *cfg;
   float *host_params;      /* staging for --verify on devices */
@@ -76,9 +77,18 @@ static int on_step(void *vctx, const gs_step_row *row) {
   if (c->csv >= 0) {
     char line[4096];
     int n = gs_csv_row(line, sizeof line, &c->run, row, ph);
-    if (n < 0 || write(c->csv, line, (size_t)n) != n) {
-      fprintf(stderr, "bench: rank %d: writing steps.csv: %s (continuing without it)\n",
-              c->rank, n < 0 ? "a row longer than 4 KiB" : strerror(errno));
+    ssize_t w = n < 0 ? 0 : write(c->csv, line, (size_t)n);
+    if (n < 0 || w != n) {
+      int err = w < 0 ? errno : ENOSPC;
+      /* a full disk takes part of a row: cut it off, so that every line of
+       * the file stays whole */
+      if (w > 0) {
+        off_t end = lseek(c->csv, 0, SEEK_CUR);
+        if (end >= w && ftruncate(c->csv, end - w) < 0) err = errno;
+      }
+      fprintf(stderr, "bench: rank %d: writing %s/steps.csv: %s (its complete rows are kept; "
+              "this rank goes on without it)\n", c->rank, c->out_dir,
+              n < 0 ? "a row longer than 4 KiB" : strerror(err));
       close(c->csv);
       c->csv = -1;
     }
@@ -205,6 +215,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     char path[4096];
     snprintf(path, sizeof path, "%s/steps.csv", out_dir);
     sc.csv = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    sc.out_dir = out_dir;
   }
   if (o->verify && k->device != GS_DEV_CPU) sc.host_params = malloc(cfg.n * sizeof(float) + 1);
   sc.t0 = gs_now();
@@ -238,6 +249,9 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   mine.spans = (gs_span *)gs_trainer_spans(t, &mine.nspans);
   if (rank != 0) {
     if ((rc = gs_rdv_send_stats(job.rdv, rank, &mine, job.timeout_ms, &e)) < 0) goto fail;
+    /* fault injection for the tests: a rank that stalls once it is done */
+    const char *stop = getenv("GS_TEST_STOP_AFTER_GATHER");
+    if (stop && atoi(stop) == rank) raise(SIGSTOP);
     goto done;
   }
   results = calloc((size_t)world, sizeof *results);
