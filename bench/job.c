@@ -154,10 +154,12 @@ int gs_rank_env_read(gs_rank_env *env, gs_err *e) {
   if (rc == 0 && env->world == 1) env->local_rank = 0;
   if (c->local_size && (rc = get_int(c->local_size, 1, 1 << 20, &env->local_world, e)) < 0)
     return rc;
-  if (!c->local_size && getenv("SLURM_STEP_TASKS_PER_NODE")) {
+  if (!c->local_size) { /* Slurm: "2(x3),1", this node's count of it */
     int node = 0;
-    if (get_int("SLURM_NODEID", 0, 1 << 20, &node, NULL) > 0)
+    if (getenv("SLURM_STEP_TASKS_PER_NODE") && get_int("SLURM_NODEID", 0, 1 << 20, &node, NULL) > 0)
       env->local_world = slurm_tasks_on(getenv("SLURM_STEP_TASKS_PER_NODE"), node);
+    else if (getenv("SLURM_NTASKS_PER_NODE")) /* the same on every node */
+      env->local_world = slurm_tasks_on(getenv("SLURM_NTASKS_PER_NODE"), 0);
   }
   if (env->local_world > env->world)
     return GS_FAIL(e, GS_EINVAL, "environment: %s=%d is more than the world (%s=%d); the "
@@ -311,7 +313,20 @@ int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e)
    * anyone else. */
   if (j->rank != 0 || j->world == 1) return GS_OK;
   char bound[GS_ENDPOINT_MAX] = "";
-  GS_TRY(gs_rdv_listen(j->addr.rendezvous, bound, sizeof bound, &j->rdv, e));
+  int rc = gs_rdv_listen(j->addr.rendezvous, bound, sizeof bound, &j->rdv, e);
+  if (rc < 0 && env->port_derived && !getenv("GS_RENDEZVOUS_PORT")) {
+    char was[sizeof e->msg];
+    snprintf(was, sizeof was, "%s", e->msg);
+    bool slurm = !strcmp(env->source, "slurm");
+    return GS_FAIL(e, rc, "%s; the rendezvous took port %d, %s, or export GS_RENDEZVOUS_PORT="
+                   "PORT (free on rank 0's host) on every rank", was, env->master_port,
+                   slurm ? "derived from SLURM_JOB_ID as MASTER_PORT is not set: export "
+                           "MASTER_PORT"
+                         : "MASTER_PORT + 1, as torchrun's agent keeps its store on MASTER_PORT: "
+                           "choose a MASTER_PORT whose next port is free too (below the "
+                           "ephemeral range, /proc/sys/net/ipv4/ip_local_port_range)");
+  }
+  if (rc < 0) return rc;
   if (env->port_fd < 0) return GS_OK;
   const char *colon = strrchr(bound, ':');
   char line[32];
