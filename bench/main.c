@@ -61,9 +61,8 @@ static int run(gs_opts *op, int argc, char **argv) {
       struct tm tm;
       localtime_r(&now, &tm);
       strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-      snprintf(out, sizeof out, "results/%s-%s", stamp, env.source);
-      for (char *c = out + 8; *c; c++)
-        if (*c == ' ') *c = '_';
+      const char *dash = strrchr(env.source, '-'); /* "bench --nnodes": nnodes */
+      snprintf(out, sizeof out, "results/%s-%s", stamp, dash ? dash + 1 : env.source);
       o.out = out;
     }
     if (o.collective) return gs_collective_rank(&o, o.modes[0], &env);
