@@ -189,6 +189,6 @@ int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s
 /* ---- bench's own multi-node launcher (nodes.c) ---- */
 /* --nnodes N --node-rank R --nproc-per-node K: start this node's K ranks
  * (global ranks R*K .. R*K+K-1 of N*K) as torchrun would, and wait. */
-int gs_nodes_main(const gs_opts *o, int argc, char **argv);
+int gs_nodes_main(const gs_opts *o, char **argv);
 
 #endif

@@ -9,7 +9,8 @@
  * Watching: when a rank fails, the others get up to the job's timeout to
  * notice and report it themselves (their errors name the missing rank and
  * the phase); whatever is left then is killed. SIGINT / SIGTERM to the
- * launcher are forwarded, and stragglers are killed after a grace period. */
+ * launcher are forwarded, and stragglers are killed after a grace period.
+ * That watching (gs_launch_watch) also serves bench --nnodes (nodes.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

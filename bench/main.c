@@ -68,7 +68,7 @@ static int run(gs_opts *op, int argc, char **argv) {
     if (o.collective) return gs_collective_rank(&o, o.modes[0], &env);
     return gs_rank_main(&o, o.modes[0], &env);
   }
-  if (o.nnodes > 0) return gs_nodes_main(&o, argc, argv);
+  if (o.nnodes > 0) return gs_nodes_main(&o, argv);
   return gs_sweep_main(&o, argc, argv);
 }
 

@@ -64,8 +64,7 @@ static void set_int(const char *name, int v) {
   setenv(name, s, 1);
 }
 
-static pid_t spawn(const gs_opts *o, int local, const char *addr, int port, int argc,
-                   char **argv) {
+static pid_t spawn(const gs_opts *o, int local, const char *addr, int port, char **argv) {
   pid_t pid = fork();
   if (pid != 0) return pid;
   prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -83,14 +82,13 @@ static pid_t spawn(const gs_opts *o, int local, const char *addr, int port, int 
   setenv("MASTER_ADDR", addr, 1);
   set_int("MASTER_PORT", port);
   setenv("GS_NODE_LAUNCH", "1", 1);
-  (void)argc;
   execv("/proc/self/exe", argv);
   fprintf(stderr, "bench: node %d: cannot start local rank %d: %s\n", o->node_rank, local,
           strerror(errno));
   _exit(127);
 }
 
-int gs_nodes_main(const gs_opts *o, int argc, char **argv) {
+int gs_nodes_main(const gs_opts *o, char **argv) {
   gs_err e = {0};
   const char *addr = NULL;
   int port = 0;
@@ -112,7 +110,7 @@ int gs_nodes_main(const gs_opts *o, int argc, char **argv) {
   int rc = 0;
   char why[2048] = "";
   for (int i = 0; i < k && !rc; i++) {
-    pids[i] = spawn(o, i, addr, port, argc, argv);
+    pids[i] = spawn(o, i, addr, port, argv);
     if (pids[i] < 0) {
       snprintf(why, sizeof why, "fork rank %d: %s", first + i, strerror(errno));
       pids[i] = 0;

@@ -2,7 +2,9 @@
  * written (atomically: a temporary file in the same directory, fsync,
  * rename, so a file is complete or absent):
  *   steps.csv             one row per rank per step, appended as the run
- *                         goes; its header and its rows come from one
+ *                         goes (under another launcher than ours, rank 0
+ *                         rewrites it with every rank's gathered rows at
+ *                         the end); its header and its rows come from one
  *                         column list;
  *   runs/<id>/run.json    the run's summary (summary_json.c), which the
  *                         launcher reads back;

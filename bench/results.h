@@ -1,6 +1,7 @@
 /* results.h (internal to bench/): the files one run leaves, and the atomic
  * writes every file of the bench goes through:
- *   steps.csv             one row per rank per step, appended as the run goes;
+ *   steps.csv             one row per rank per step, appended as the run goes
+ *                         (another launcher's: rank 0's, then everyone's);
  *   runs/<id>/run.json    the run's summary (gs_summary as JSON);
  *   runs/<id>/trace.json  the run's Chrome trace (one process per rank). */
 #ifndef GS_BENCH_RESULTS_H

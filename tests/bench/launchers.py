@@ -17,8 +17,11 @@ draws); a rerun into the same directory starts afresh.
                   (an rsh agent that runs the command here), then a
                   single-node -np 4 rerun;
   mpich           one mpiexec.hydra over two hosts with its fork launcher;
-  slurm-env       srun's environment, faked (a Slurm daemon cannot be
-                  started in a test): SLURM_* only, the master from
+  slurm           a private Slurm cluster of two nodes on this machine
+                  (munged, slurmctld and two slurmd of our own, ports of
+                  our own, torn down after), and srun -N 2
+                  --ntasks-per-node 2; skipped where they do not start;
+  slurm-env       srun's environment, faked: SLURM_* only, the master from
                   SLURM_STEP_NODELIST and its port from SLURM_JOB_ID;
   nnodes          two `bench --nnodes 2 --node-rank R` invocations;
   errors          inconsistent environments: a clear error naming the
@@ -235,6 +238,99 @@ def slurm_env():
         complete(d, "slurm", ref, "srun environment 2 nodes x 2")
 
 
+SLURM_CONF = """ClusterName=gstest
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={p0}
+SlurmdPort={p1}
+AuthType=auth/munge
+AuthInfo=socket={d}/munge.sock
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool/%n
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd-%n.pid
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+JobAcctGatherType=jobacct_gather/none
+NodeName=n[1-2] NodeHostname={host} NodeAddr=127.0.0.1 Port={p2}-{p3} CPUs=2 State=UNKNOWN
+PartitionName=gs Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+"""
+
+
+def slurm():
+    tools = ["munged", "munge", "slurmctld", "slurmd", "srun", "sinfo"]
+    path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+    missing = [t for t in tools if not shutil.which(t, path=path)]
+    if missing:
+        skip(f"Slurm or munge is not installed ({', '.join(missing)} missing: apt install "
+             "slurm-wlm munge)")
+    if os.geteuid() != 0:
+        skip("a private Slurm cluster needs root (slurmd runs as root)")
+    ref, d, t = reference(), tmpdir(), tmpdir()
+    for sub in ("state", "spool"):
+        os.mkdir(os.path.join(t, sub))
+    with open(os.path.join(t, "munge.key"), "wb") as f:
+        f.write(os.urandom(1024))
+    os.chmod(os.path.join(t, "munge.key"), 0o600)
+    base = free_port_pair()
+    ports = [base] + [free_port_pair() for _ in range(3)]
+    conf = os.path.join(t, "slurm.conf")
+    with open(conf, "w") as f:
+        f.write(SLURM_CONF.format(host=socket.gethostname(), d=t, p0=ports[0], p1=ports[1],
+                                  p2=ports[2], p3=ports[2] + 1))
+    env = clean_env({"SLURM_CONF": conf, "PATH": path})
+    daemons = []
+
+    def daemon(cmd):
+        daemons.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.STDOUT, start_new_session=True))
+    try:
+        daemon([shutil.which("munged", path=path), "-F", "--force", f"--socket={t}/munge.sock",
+                f"--key-file={t}/munge.key", f"--pid-file={t}/munged.pid",
+                f"--log-file={t}/munged.log", f"--seed-file={t}/munge.seed"])
+        daemon([shutil.which("slurmctld", path=path), "-D", "-i"])
+        for n in ("n1", "n2"):
+            daemon([shutil.which("slurmd", path=path), "-D", "-N", n])
+        idle = False
+        for _ in range(100):  # 20 s for both nodes to register
+            r = subprocess.run(["sinfo", "-h", "-o", "%t %D"], env=env, capture_output=True,
+                               text=True, timeout=10)
+            if r.stdout.split() == ["idle", "2"]:
+                idle = True
+                break
+            if any(p.poll() is not None for p in daemons):
+                break
+            subprocess.run(["sleep", "0.2"])
+        if not idle:
+            logs = " ".join(open(f).read()[-400:] for f in glob.glob(t + "/*.log"))
+            skip(f"a private Slurm cluster did not come up here ({logs.strip()[-600:]})")
+        port = free_port_pair()
+        # MASTER_ADDR: the nodes' names (n1, n2) are not resolvable here
+        cmd = ["srun", "-N", "2", "--ntasks-per-node", "2", "--export", "ALL", BENCH] + ARGS + \
+            ["--save-params", d + "/p", "--out", d]
+        job = dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        if ran(wait_all([start(cmd, job)], "srun"), "srun -N 2 --ntasks-per-node 2"):
+            complete(d, "slurm", ref, "srun 2 nodes x 2")
+    finally:
+        for p in reversed(daemons):
+            if p.poll() is None:
+                p.terminate()
+        for p in reversed(daemons):
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
 def socket_free(port):
     s = socket.socket()
     try:
@@ -299,7 +395,8 @@ def errors():
 
 
 CASES = {"torchrun": lambda: torchrun("static"), "torchrun-c10d": lambda: torchrun("c10d"),
-         "openmpi": openmpi, "mpich": mpich, "slurm-env": slurm_env, "nnodes": nnodes,
+         "openmpi": openmpi, "mpich": mpich, "slurm": slurm, "slurm-env": slurm_env,
+         "nnodes": nnodes,
          "errors": errors}
 CASES[CASE]()
 finish(f"launchers {CASE}")
