@@ -25,7 +25,13 @@ draws); a rerun into the same directory starts afresh.
                   SLURM_STEP_NODELIST and its port from SLURM_JOB_ID;
   nnodes          two `bench --nnodes 2 --node-rank R` invocations;
   errors          inconsistent environments: a clear error naming the
-                  variable, never a hang.
+                  variable, never a hang;
+  readme          README.md's launch commands as they are written, with
+                  node 0's 10.0.0.1 made 127.0.0.1 (both nodes of a
+                  two-node command on this machine), a free port for 29500
+                  and 29400, a small model and a results directory of the
+                  test's; those over several real hosts (--host, -hosts,
+                  srun) are left to the cases above.
 
 A case whose launcher is not installed is skipped (exit 77, saying so).
 
@@ -394,9 +400,62 @@ def errors():
           "give --master-addr")
 
 
+def readme():
+    text = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                             "README.md")).read()
+    section = text.split("## Launching on several machines", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in section.split("```sh\n")[1:]]
+    cmds = []
+    for b in blocks:
+        for line in b.replace("\\\n", " ").splitlines():
+            line = line.split(" # ", 1)[0].strip()
+            if line and not line.startswith("#"):
+                cmds.append(line)
+    check(len(cmds) >= 8, f"README: {len(cmds)} launch commands found")
+    small = ["--model", "mlp:784-32-10", "--synthetic-samples", "2048", "--threads", "1",
+             "--timeout", "20", "--quiet"]
+    openmpi = shutil.which("mpirun") and "Open MPI" in subprocess.run(
+        ["mpirun", "--version"], capture_output=True, text=True).stdout
+    have = {"torchrun": shutil.which("torchrun"), "mpirun": openmpi,
+            "mpiexec.hydra": shutil.which("mpiexec.hydra"), "build/bench/bench": True}
+    tried = 0
+    for cmd in cmds:
+        words = cmd.split()
+        if words[0] == "srun" or "--host" in words or "-hosts" in words:
+            continue
+        if not have.get(words[0]):
+            print(f"readme: {words[0]} is not installed: not tried: {cmd}")
+            continue
+        d = tmpdir()
+        port = free_port_pair()
+        words = [BENCH if w == "build/bench/bench" else
+                 w.replace("10.0.0.1", "127.0.0.1").replace("29500", str(port))
+                 .replace("29400", str(port)) for w in words] + small + ["--out", d]
+        copies = [words]
+        for flag in ("--node_rank", "--node-rank"):
+            if flag in words:  # the other node, on this machine
+                other = list(words)
+                other[other.index(flag) + 1] = "1"
+                copies.append(other)
+        if "c10d" in words:
+            copies.append(list(words))
+        outs = wait_all([start(c, clean_env()) for c in copies], cmd)
+        tried += 1
+        if not ran(outs, f"README: {cmd}"):
+            continue
+        print(f"readme: ran x{len(copies)}: {cmd}")
+        try:
+            run0 = json.load(open(os.path.join(d, "report.json")))["runs"][0]
+            check(run0["world"] == 4, f"README: {cmd}: world {run0['world']}, not 4")
+        except (OSError, ValueError, KeyError, IndexError) as ex:
+            check(False, f"README: {cmd}: no report.json in --out: {ex}")
+    if tried == 0:
+        skip("none of the README's launchers is installed")
+
+
 CASES = {"torchrun": lambda: torchrun("static"), "torchrun-c10d": lambda: torchrun("c10d"),
          "openmpi": openmpi, "mpich": mpich, "slurm": slurm, "slurm-env": slurm_env,
          "nnodes": nnodes,
-         "errors": errors}
+         "errors": errors, "readme": readme}
 CASES[CASE]()
 finish(f"launchers {CASE}")
