@@ -356,7 +356,8 @@ static const flag FLAGS[] = {
        "hosts the rendezvous", p_str, master_addr),
   {"master-port", 0, "PORT", NULL, "$MASTER_PORT", "--nnodes: the rendezvous' port on node 0 "
    "(free on that machine)", p_whole, M(master_port), W(master_port), 0, 1, 65535},
-  WORD("out", "DIR", NULL, "results/<timestamp>", "where reports are written", p_str, out),
+  WORD("out", "DIR", NULL, "results/<timestamp>[-<launcher>]", "where reports are written",
+       p_str, out),
   WORD("save-params", "DIR", NULL, NULL, "save the final parameters (.npy per tensor)", p_str,
        save_params),
   WORD("load-params", "DIR", NULL, NULL, "start from these parameters (.npy per tensor)", p_str,
