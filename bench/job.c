@@ -132,7 +132,8 @@ int gs_rank_env_read(gs_rank_env *env, gs_err *e) {
     if (getenv(CONVENTIONS[i].rank) || getenv(CONVENTIONS[i].size)) c = &CONVENTIONS[i];
   if (!c) return GS_OK;
   if (!getenv(c->rank) || !getenv(c->size)) {
-    const char *has = getenv(c->rank) ? c->rank : c->size, *lacks = getenv(c->rank) ? c->size : c->rank;
+    bool rank = getenv(c->rank) != NULL;
+    const char *has = rank ? c->rank : c->size, *lacks = rank ? c->size : c->rank;
     return GS_FAIL(e, GS_EINVAL, "environment: %s=%s is set but %s is not: a rank of a job "
                    "needs both (%s: this rank, 0..N-1; %s: N, the same on every rank); set %s, "
                    "or unset %s to let bench start the ranks itself", has, getenv(has), lacks,
