@@ -64,9 +64,17 @@ def skip(why):
     sys.exit(77)
 
 
+_ompi_tmp = []
+
+
 def clean_env(extra=None):
     e = {k: v for k, v in os.environ.items()
          if k not in RANK_VARS and not k.startswith(("SLURM_", "OMPI_", "PMI_", "PMIX_"))}
+    # Open MPI's session directories of its own: concurrent jobs sharing
+    # /tmp/ompi.HOST.UID race (one removes it as another creates its own)
+    if not _ompi_tmp:
+        _ompi_tmp.append(tmpdir())
+    e["OMPI_MCA_orte_tmpdir_base"] = _ompi_tmp[0]
     e.update(extra or {})
     return e
 
@@ -191,15 +199,28 @@ def torchrun(backend):
         port = free_port_pair()
 
 
+# Open MPI's rsh agent for hosts that are all this machine: it drops ssh's
+# options and the host name and runs the daemon here, in a session directory
+# of that host's own (two daemons sharing one race on its files: hwloc's
+# shared topology, the job's directories)
+HERE_RSH = r"""#!/bin/sh
+while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) host=$1; shift; break;; esac; done
+dir="@BASE@/$host"
+mkdir -p "$dir"
+cmd=$(printf '%s' "$*" | sed "s|orte_tmpdir_base \"[^\"]*\"|orte_tmpdir_base \"$dir\"|")
+case "$cmd" in *"$dir"*) ;; *) cmd="$cmd -mca orte_tmpdir_base $dir";; esac
+exec /bin/sh -c "$cmd"
+"""
+
+
 def openmpi():
     mpirun = shutil.which("mpirun.openmpi") or shutil.which("mpiexec.openmpi")
     if not mpirun:
         skip("Open MPI's mpirun is not installed (apt install openmpi-bin)")
     ref, d, t = reference(), tmpdir(), tmpdir()
     agent = os.path.join(t, "here-rsh")
-    with open(agent, "w") as f:  # every host is this machine: drop the options and the host
-        f.write('#!/bin/sh\nwhile [ $# -gt 0 ]; do case "$1" in -*) shift;; *) shift; break;; '
-                'esac; done\nexec /bin/sh -c "$*"\n')
+    with open(agent, "w") as f:
+        f.write(HERE_RSH.replace("@BASE@", t))
     os.chmod(agent, 0o755)
     port = free_port_pair()
     common = [mpirun, "--allow-run-as-root", "--oversubscribe"]
