@@ -346,6 +346,12 @@ def slurm():
         job = dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         if ran(wait_all([start(cmd, job)], "srun"), "srun -N 2 --ntasks-per-node 2"):
             complete(d, "slurm", ref, "srun 2 nodes x 2")
+        for _ in range(50):  # the step's daemons report its end before slurmd goes
+            r = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True,
+                               timeout=10)
+            if r.returncode == 0 and not r.stdout.strip():
+                break
+            subprocess.run(["sleep", "0.2"])
     finally:
         for p in reversed(daemons):
             if p.poll() is None:
@@ -356,6 +362,15 @@ def slurm():
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
+        # a slurmstepd of this cluster (it carries our SLURM_CONF) that outlived its slurmd
+        mark = f"SLURM_CONF={conf}".encode()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if mark in f.read().split(b"\0"):
+                        os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def socket_free(port):
