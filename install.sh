@@ -28,8 +28,10 @@ pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libzmq3-dev
       libxml2-utils)
 # the test suite's peers and references: PyTorch (its SGD and training as
 # the reference, Gloo, torchrun); clang and its libFuzzer runtime for the
-# fuzz suite
-[ "${1:-}" = "--deps" ] && pkgs+=(python3-torch clang libclang-rt-14-dev)
+# fuzz suite; the launchers bench is tested under (Open MPI, MPICH, Slurm
+# with munge)
+[ "${1:-}" = "--deps" ] && pkgs+=(python3-torch clang libclang-rt-14-dev openmpi-bin mpich
+                                 slurm-wlm munge)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -58,6 +58,11 @@ typedef struct gs_opts {
   bool encrypt;              /* --encrypt: CURVE on every data socket */
   int threads;               /* BLAS threads per rank; 0: cores / local ranks */
 
+  /* bench's own multi-node launch (0 nodes: not asked for) */
+  int nnodes, node_rank, nproc_per_node;
+  const char *master_addr;   /* NULL: MASTER_ADDR */
+  int master_port;           /* 0: MASTER_PORT */
+
   /* output */
   const char *out;           /* results directory */
   const char *save_params;

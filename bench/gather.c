@@ -59,6 +59,7 @@ static void row_to_pb(const gs_step_row *r, Gradsync__StepRow *p) {
   p->server_update_s = r->server_update_s;
   p->server_bytes_sent = r->server_bytes_sent;
   p->server_bytes_recv = r->server_bytes_recv;
+  p->param_hash = r->param_hash;
 }
 
 static void row_from_pb(const Gradsync__StepRow *p, gs_step_row *r) {
@@ -88,6 +89,7 @@ static void row_from_pb(const Gradsync__StepRow *p, gs_step_row *r) {
   r->server_update_s = p->server_update_s;
   r->server_bytes_sent = p->server_bytes_sent;
   r->server_bytes_recv = p->server_bytes_recv;
+  r->param_hash = p->param_hash;
 }
 
 /* The packed Measurements of a rank (malloc'ed into *out, *len bytes). */

@@ -4,6 +4,8 @@
 #ifndef GS_BENCH_INTERNAL_H
 #define GS_BENCH_INTERNAL_H
 
+#include <sys/types.h>
+
 #include "bench/bench.h"
 #include "worker/sync.h"
 
@@ -96,10 +98,13 @@ int gs_measurements_unpack(const uint8_t *data, size_t len, uint64_t steps, uint
 typedef struct gs_rank_env {
   bool present;             /* RANK etc. set: join as this rank */
   bool launched;            /* by our own launcher (GS_LAUNCHED=1) */
-  const char *source;       /* "torchrun", "slurm", "openmpi", "gradsync" */
+  const char *source;       /* "torchrun", "openmpi", "mpich", "slurm", "env" (RANK set
+                               by hand), "bench --nnodes", "gradsync" (our launcher) */
   int rank, world, local_rank, local_world;  /* local_rank -1, local_world 0: unknown */
+  int node_rank;            /* GROUP_RANK / SLURM_NODEID; -1: unknown */
   char master_addr[GS_HOST_MAX];
-  int master_port;          /* 0: choose (our launcher only) */
+  int master_port;          /* the rendezvous' port; 0: choose (our launcher only) */
+  bool port_derived;        /* not MASTER_PORT itself (torchrun's agent store, Slurm) */
   int port_fd;              /* our launcher: where rank 0 writes its port */
   const char *run_dir;      /* our launcher: where rank 0 writes run.json */
 } gs_rank_env;
@@ -192,5 +197,17 @@ typedef struct gs_launch {
   int nextra;
 } gs_launch;
 int gs_launch_run(const gs_launch *l, char *why, size_t cap);
+/* Wait for n spawned ranks (pids[i] is rank first_rank + i; 0: none to
+ * wait for). rc non-zero: a failure already happened, so the survivors
+ * get the timeout to stop, then are killed; an interrupt is forwarded. The
+ * first failure's exit code (2 for a usage error, else 1), why naming
+ * every rank that failed. */
+int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s, char *why,
+                    size_t cap);
+
+/* ---- bench's own multi-node launcher (nodes.c) ---- */
+/* --nnodes N --node-rank R --nproc-per-node K: start this node's K ranks
+ * (global ranks R*K .. R*K+K-1 of N*K) as torchrun would, and wait. */
+int gs_nodes_main(const gs_opts *o, char **argv);
 
 #endif

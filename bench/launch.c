@@ -9,7 +9,8 @@
  * Watching: when a rank fails, the others get up to the job's timeout to
  * notice and report it themselves (their errors name the missing rank and
  * the phase); whatever is left then is killed. SIGINT / SIGTERM to the
- * launcher are forwarded, and stragglers are killed after a grace period. */
+ * launcher are forwarded, and stragglers are killed after a grace period.
+ * That watching (gs_launch_watch) also serves bench --nnodes (nodes.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -91,23 +92,20 @@ static int read_port(int fd, pid_t rank0, double timeout_s, int *status) {
 int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
   int world = l->world;
   pid_t *pids = calloc((size_t)world, sizeof *pids);
-  int *status = calloc((size_t)world, sizeof *status);
-  bool *done = calloc((size_t)world, sizeof *done);
-  int rc = 0;
+  int rc = 0, status0 = 0;
   *why = 0;
   /* a fresh secret per job: a rank of an earlier job cannot join this one */
   char secret[2 * GS_KEY_BYTES + 1];
   gs_secret_new(secret);
-  if (!pids || !status || !done) {
+  if (!pids) {
     snprintf(why, cap, "out of memory");
-    rc = 1;
-    goto out;
+    return 1;
   }
   int fds[2];
   if (pipe(fds) < 0) {
     snprintf(why, cap, "pipe: %s", strerror(errno));
-    rc = 1;
-    goto out;
+    free(pids);
+    return 1;
   }
   fcntl(fds[0], F_SETFD, FD_CLOEXEC);
   fflush(NULL);
@@ -117,42 +115,57 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
   if (pids[0] < 0) {
     snprintf(why, cap, "fork: %s", strerror(errno));
     close(fds[0]);
-    rc = 1;
-    goto out;
+    free(pids);
+    return 1;
   }
-  int port = world > 1 ? read_port(fds[0], pids[0], l->timeout_s, &status[0]) : 1;
+  int port = world > 1 ? read_port(fds[0], pids[0], l->timeout_s, &status0) : 1;
   close(fds[0]);
   if (port <= 0) {
     if (port == -2) {
-      done[0] = true;
-      describe(0, status[0], why, cap);
+      pids[0] = 0; /* reaped */
+      describe(0, status0, why, cap);
     } else {
       snprintf(why, cap, gs_interrupted ? "interrupted" : "rank 0 did not open the rendezvous "
                "within %.0f s", l->timeout_s);
     }
     rc = 1;
-    goto reap;
   }
-  for (int r = 1; r < world; r++) {
+  for (int r = 1; r < world && !rc; r++) {
     pids[r] = spawn(l, r, port, -1, secret);
     if (pids[r] < 0) {
       snprintf(why, cap, "fork rank %d: %s", r, strerror(errno));
       pids[r] = 0;
-      done[r] = true;
       rc = 1;
-      goto reap;
     }
   }
+  rc = gs_launch_watch(pids, world, 0, rc, l->timeout_s, why, cap);
+  free(pids);
+  return rc;
+}
 
-reap:;
+int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s, char *why,
+                    size_t cap) {
+  int *status = calloc((size_t)n + 1, sizeof *status);
+  bool *done = calloc((size_t)n + 1, sizeof *done);
+  if (!status || !done) {
+    /* cannot watch: stop them rather than leave them unwatched */
+    for (int r = 0; r < n; r++)
+      if (pids[r] > 0) kill(pids[r], SIGKILL);
+    for (int r = 0; r < n; r++)
+      if (pids[r] > 0) waitpid(pids[r], NULL, 0);
+    free(status);
+    free(done);
+    snprintf(why, cap, "out of memory");
+    return 1;
+  }
   /* Wait for everyone. After the first failure (or an interrupt) the others
    * have the job's timeout to stop by themselves, then they are killed. */
-  double kill_at = rc ? gs_now() + l->timeout_s + 2.0 : 0;
+  double kill_at = rc ? gs_now() + timeout_s + 2.0 : 0;
   bool forwarded = false, killed = false;
   int left = 0;
-  for (int r = 0; r < world; r++) left += pids[r] > 0 && !done[r];
+  for (int r = 0; r < n; r++) left += pids[r] > 0;
   while (left > 0) {
-    for (int r = 0; r < world; r++) {
+    for (int r = 0; r < n; r++) {
       if (pids[r] <= 0 || done[r]) continue;
       pid_t p = waitpid(pids[r], &status[r], WNOHANG);
       if (p != pids[r]) continue;
@@ -163,15 +176,15 @@ reap:;
       if (!ok && rc == 0 && WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 2) rc = 2;
       if (!ok && !killed) {
         char line[256];
-        describe(r, status[r], line, sizeof line);
+        describe(first_rank + r, status[r], line, sizeof line);
         size_t used = strlen(why);
         if (used + 8 < cap) snprintf(why + used, cap - used, "%s%s", used ? "; " : "", line);
-        if (!kill_at) kill_at = gs_now() + l->timeout_s + 2.0;
+        if (!kill_at) kill_at = gs_now() + timeout_s + 2.0;
         if (rc == 0) rc = 1;
       }
     }
     if (gs_interrupted && !forwarded) {
-      for (int r = 0; r < world; r++)
+      for (int r = 0; r < n; r++)
         if (pids[r] > 0 && !done[r]) kill(pids[r], SIGINT);
       forwarded = true;
       double grace = gs_now() + 5.0;
@@ -179,20 +192,19 @@ reap:;
       rc = 1;
     }
     if (kill_at && gs_now() > kill_at && !killed) {
-      for (int r = 0; r < world; r++)
+      for (int r = 0; r < n; r++)
         if (pids[r] > 0 && !done[r]) {
           kill(pids[r], SIGKILL);
           size_t used = strlen(why);
           if (used + 8 < cap)
-            snprintf(why + used, cap - used, "%srank %d still running: killed", used ? "; " : "", r);
+            snprintf(why + used, cap - used, "%srank %d still running: killed", used ? "; " : "",
+                     first_rank + r);
         }
       killed = true;
     }
     if (left > 0) usleep(20000);
   }
   if (gs_interrupted && !*why) snprintf(why, cap, "interrupted");
-out:
-  free(pids);
   free(status);
   free(done);
   return rc;

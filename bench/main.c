@@ -3,6 +3,7 @@
  * finished sweep's tables and charts again (--report). */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "allreduce/allreduce.h"
 #include "bench/internal.h"
@@ -48,18 +49,26 @@ static int run(gs_opts *op, int argc, char **argv) {
     return 2;
   }
   if (env.present) {
-    /* one rank of a job: our launcher's child, torchrun, Slurm or mpirun */
+    /* one rank of a job: our launcher's child, torchrun, mpirun, mpiexec,
+     * srun or bench --nnodes */
     o.train.model = o.models[0];
     o.train.batch = o.batches[0];
     o.train.bucket_mb = o.bucket_mbs[0];
-    char out[300]; /* o.out while this rank runs */
+    char out[300]; /* o.out while this rank runs: only rank 0 writes there */
     if (!env.launched && !o.out) {
-      snprintf(out, sizeof out, "results/%s-port%d", env.source, env.master_port);
+      char stamp[64];
+      time_t now = time(NULL);
+      struct tm tm;
+      localtime_r(&now, &tm);
+      strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+      const char *dash = strrchr(env.source, '-'); /* "bench --nnodes": nnodes */
+      snprintf(out, sizeof out, "results/%s-%s", stamp, dash ? dash + 1 : env.source);
       o.out = out;
     }
     if (o.collective) return gs_collective_rank(&o, o.modes[0], &env);
     return gs_rank_main(&o, o.modes[0], &env);
   }
+  if (o.nnodes > 0) return gs_nodes_main(&o, argv);
   return gs_sweep_main(&o, argc, argv);
 }
 

@@ -350,7 +350,19 @@ static const flag FLAGS[] = {
          "secret)", encrypt, 1),
   {"threads", 0, "N", NULL, "cores / local ranks", "BLAS threads per rank", p_whole, M(threads),
    W(threads), 0, 1, 1024},
-  WORD("out", "DIR", NULL, "results/<timestamp>", "where reports are written", p_str, out),
+  NUM("nnodes", 0, "N", NULL, "multi-node without another launcher: run this command on each "
+      "of N machines (with --node-rank, --master-addr, --master-port), as torchrun", p_whole,
+      nnodes, 1, 65536),
+  NUM("node-rank", 0, "R", "0", "--nnodes: this machine's index, 0..N-1 (node 0 hosts rank 0)",
+      p_whole, node_rank, 0, 65535),
+  NUM("nproc-per-node", 0, "K", "1", "--nnodes: ranks this machine starts (global ranks R*K .. "
+      "R*K+K-1)", p_whole, nproc_per_node, 1, 4096),
+  WORD("master-addr", "ADDR", NULL, "$MASTER_ADDR", "--nnodes: node 0's address, where rank 0 "
+       "hosts the rendezvous", p_str, master_addr),
+  {"master-port", 0, "PORT", NULL, "$MASTER_PORT", "--nnodes: the rendezvous' port on node 0 "
+   "(free on that machine)", p_whole, M(master_port), W(master_port), 0, 1, 65535},
+  WORD("out", "DIR", NULL, "results/<timestamp>[-<launcher>]", "where reports are written",
+       p_str, out),
   WORD("save-params", "DIR", NULL, NULL, "save the final parameters (.npy per tensor)", p_str,
        save_params),
   WORD("load-params", "DIR", NULL, NULL, "start from these parameters (.npy per tensor)", p_str,
@@ -418,9 +430,12 @@ void gs_opts_usage(FILE *f) {
           "  bench --mode=ps --world 1,2,4          scaling of the parameter server\n"
           "  bench --mode=ring --collective allreduce -b 8 -e 256M -f 2 --world 2\n"
           "  bench --mode=local --model lenet --data cifar10:data_batch_1.bin --save-params p\n"
-          "Launch conventions: with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set (torchrun),\n"
-          "or Slurm / Open MPI rank variables plus MASTER_ADDR/MASTER_PORT, bench joins as\n"
-          "that one rank instead of spawning ranks.\n");
+          "  bench --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr 10.0.0.1 \\\n"
+          "        --master-port 29500 --mode ring   (and --node-rank 1 on the other machine)\n"
+          "Launch conventions: started by torchrun (RANK, WORLD_SIZE), Open MPI mpirun\n"
+          "(OMPI_COMM_WORLD_*), MPICH mpiexec (PMI_RANK, PMI_SIZE) or Slurm srun\n"
+          "(SLURM_PROCID, SLURM_NTASKS), bench joins as that one rank, with MASTER_ADDR /\n"
+          "MASTER_PORT naming rank 0's rendezvous (README.md: Launching on several machines).\n");
 }
 
 /* ---- parsing ---- */
@@ -551,7 +566,10 @@ static int resolve(gs_opts *o, gs_err *e) {
         return GS_FAIL(e, GS_EINVAL, "--collective needs --mode ps or ring");
   }
   if (o->save_params) {
-    int runs = o->nmodes * o->nworlds * o->nmodels * o->nbatches * o->nbucket_mbs;
+    /* without --world, a rank of a job (torchrun, --nnodes, ...) takes its
+     * world from the launcher; the sweep checks its default list itself */
+    int worlds = o->world_given ? o->nworlds : 1;
+    int runs = o->nmodes * worlds * o->nmodels * o->nbatches * o->nbucket_mbs;
     if (runs != 1)
       return GS_FAIL(e, GS_EINVAL, "--save-params saves one run's parameters, but these flags "
                      "make %d runs; give one --mode, --world, --model, --batch and --bucket-mb",

@@ -8,6 +8,13 @@
  *   rank 0 gathers every rank's rows and spans (gather.c), summarises them
  *   (summary.c) and writes the run's results (run.json, trace) atomically.
  *
+ * Under our launcher every rank appends to the sweep's steps.csv, and the
+ * launcher writes the report. Under any other (torchrun, mpirun, srun,
+ * bench --nnodes), whose ranks may not share a disk, only rank 0 writes:
+ * steps.csv begun afresh with its own rows as they go, then replaced with
+ * every rank's gathered rows, and the whole results directory of a local
+ * run (report.json, charts, trace), the launcher named in it.
+ *
  * Any failure prints one line naming this rank, the phase and the cause,
  * tells rank 0 when it can, and exits non-zero; an interrupt (SIGINT /
  * SIGTERM) stops at the next wait and exits 130. steps.csv is flushed per
@@ -21,6 +28,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "bench/report.h"
 #include "bench/results.h"
 
 static void on_signal(int sig) {
@@ -48,6 +56,8 @@ typedef struct step_ctx {
   gs_kernels *k;
   gs_sync_config *cfg;
   float *host_params;      /* staging for --verify on devices */
+  uint64_t *hashes;        /* --verify: this rank's hash after each step, for the gather */
+  size_t nhashes;
   double t0, last_print;
   bool tty;
   int64_t steps;
@@ -73,6 +83,7 @@ static int on_step(void *vctx, const gs_step_row *row) {
       p = c->host_params;
     }
     ph = hash_bytes(p, c->cfg->n * sizeof(float));
+    if (c->hashes && c->nhashes < (size_t)c->steps) c->hashes[c->nhashes++] = ph;
   }
   if (c->csv >= 0) {
     char line[4096];
@@ -149,14 +160,26 @@ static int one_configuration(const gs_opts *o, const gs_rank_env *env, gs_err *e
 }
 
 /* Rank 0: everyone's rows and spans -> the run's summary -> run.json,
- * trace.json, and the table when no launcher will print it. */
+ * trace.json; under another launcher also steps.csv with every rank's rows,
+ * report.json, the charts and the table, as our launcher would write them. */
 static int summarize(const gs_opts *o, const gs_rank_env *env, gs_run_info *info,
                      gs_rank_result *results, gs_err *e) {
   gs_summary s;
   GS_TRY(gs_summarize(info, results, &s, e));
   const char *out_dir = env->run_dir ? env->run_dir : o->out;
   int rc = out_dir ? gs_results_write_run(out_dir, &s, info, results, e) : GS_OK;
-  if (rc == GS_OK && !env->launched) gs_summary_print(stdout, &s);
+  if (rc == GS_OK && !env->launched) {
+    gs_summary_scaling(&s, 1, o->strong);
+    gs_summary_print(stdout, &s);
+    gs_opts job = *o; /* the report's configuration: this job's one run */
+    job.worlds[0] = info->world;
+    job.nworlds = 1;
+    if (out_dir) rc = gs_results_write_steps(out_dir, info, results, e);
+    if (rc == GS_OK && out_dir) rc = gs_report_write(out_dir, &job, &s, 1, false, e);
+    if (rc == GS_OK && out_dir && !o->quiet)
+      printf("results: %s/report.json, steps.csv, trace.json, *.svg (launcher: %s)\n", out_dir,
+             env->source);
+  }
   gs_summary_free(&s);
   return rc;
 }
@@ -196,8 +219,17 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   char settings[4096];
   gs_opts_settings(o, mode, world, settings, sizeof settings);
   const char *out_dir = env->run_dir ? env->run_dir : o->out;
-  /* a job without our launcher: rank 0 heads steps.csv before anyone trains */
-  if (rank == 0 && !env->launched && out_dir) gs_csv_header_once(out_dir);
+  /* another launcher: rank 0 begins steps.csv before anyone trains (a rerun
+   * never appends to an old one); the others keep their rows for the gather */
+  if (!env->launched && rank == 0 && out_dir) {
+    int fd = gs_csv_start(out_dir, &e);
+    if (fd < 0) { rc = fd; goto fail; }
+    sc.csv = fd;
+  }
+  if (o->verify && !(sc.hashes = calloc((size_t)o->train.steps + 1, sizeof *sc.hashes))) {
+    rc = GS_FAIL(&e, GS_ENOMEM, "out of memory");
+    goto fail;
+  }
   if ((rc = gs_job_meet(&job, gs_job_backend(mode, k), &cfg, settings, &phase, &e)) < 0)
     goto fail;
   char run_id[GS_RUN_ID_CHARS + 1];
@@ -211,7 +243,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   phase = "backend";
   if ((rc = gs_job_open(&job, &cfg, &sync, &e)) < 0) goto fail;
 
-  if (out_dir) {
+  if (out_dir && env->launched) {
     char path[4096];
     snprintf(path, sizeof path, "%s/steps.csv", out_dir);
     sc.csv = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -247,6 +279,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   snprintf(mine.host, sizeof mine.host, "%s", job.hostname);
   mine.rows = (gs_step_row *)gs_trainer_rows(t, &mine.nrows);
   mine.spans = (gs_span *)gs_trainer_spans(t, &mine.nspans);
+  for (size_t i = 0; i < mine.nrows && i < sc.nhashes; i++) mine.rows[i].param_hash = sc.hashes[i];
   if (rank != 0) {
     if ((rc = gs_rdv_send_stats(job.rdv, rank, &mine, job.timeout_ms, &e)) < 0) goto fail;
     /* fault injection for the tests: a rank that stalls once it is done */
@@ -288,6 +321,7 @@ cleanup:
 done:
   if (sc.csv >= 0) close(sc.csv);
   free(sc.host_params);
+  free(sc.hashes);
   if (results) {
     results[0].rows = NULL; /* rank 0's own rows and spans belong to the trainer */
     results[0].spans = NULL;

@@ -310,10 +310,12 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob
       snprintf(msg, sizeof msg, "rank %u registered, but this job's ranks are 0..%d "
                "(WORLD_SIZE=%d on rank 0)", rk, world - 1, world);
     else if (regs[rk].used)
-      snprintf(msg, sizeof msg, "rank %u registered twice (two processes with RANK=%u)", rk, rk);
+      snprintf(msg, sizeof msg, "rank %u registered twice (two processes with RANK=%u); give "
+               "each process of the job its own rank", rk, rk);
     else if ((int)rg->world != world)
-      snprintf(msg, sizeof msg, "rank %u was started with world size %u, rank 0 with %d", rk,
-               rg->world, world);
+      snprintf(msg, sizeof msg, "rank %u was started with world size %u, rank 0 with %d; give "
+               "every rank the same WORLD_SIZE (torchrun --nnodes x --nproc_per_node, mpirun "
+               "-np, srun -n, bench --nnodes x --nproc-per-node)", rk, rg->world, world);
     else if ((rg->endpoint && strlen(rg->endpoint) >= GS_ENDPOINT_MAX) ||
              (rg->host && strlen(rg->host) >= GS_HOST_MAX))
       snprintf(msg, sizeof msg, "rank %u registered an endpoint or host name longer than %d "

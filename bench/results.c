@@ -2,7 +2,9 @@
  * written (atomically: a fresh temporary file in the same directory,
  * fsync, rename, fsync of the directory, so a file is complete or absent):
  *   steps.csv             one row per rank per step, appended as the run
- *                         goes; its header and its rows come from one
+ *                         goes (under another launcher than ours, rank 0
+ *                         rewrites it with every rank's gathered rows at
+ *                         the end); its header and its rows come from one
  *                         column list;
  *   runs/<id>/run.json    the run's summary (summary_json.c), which the
  *                         launcher reads back;
@@ -171,6 +173,53 @@ void gs_csv_header_once(const char *dir) {
   ssize_t n = write(fd, h, strlen(h));
   (void)n;
   close(fd);
+}
+
+int gs_csv_start(const char *dir, gs_err *e) {
+  char path[4096];
+  GS_TRY(gs_mkdirs(dir, e));
+  snprintf(path, sizeof path, "%s/steps.csv", dir);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const char *h = CSV_HEADER + 1;
+  size_t n = strlen(h);
+  if (fd < 0 || write(fd, h, n) != (ssize_t)n) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    return GS_FAIL(e, GS_EIO, "cannot write %s: %s", path, strerror(err));
+  }
+  return fd;
+}
+
+int gs_results_write_steps(const char *dir, const gs_run_info *info,
+                           const gs_rank_result *ranks, gs_err *e) {
+  size_t most = 0, cap = 1 << 16, len = strlen(CSV_HEADER + 1);
+  for (int r = 0; r < info->world; r++)
+    if (ranks[r].nrows > most) most = ranks[r].nrows;
+  char *buf = malloc(cap);
+  if (!buf) return GS_FAIL(e, GS_ENOMEM, "out of memory writing steps.csv");
+  memcpy(buf, CSV_HEADER + 1, len);
+  /* step by step, rank by rank, as a reader of one step wants them */
+  for (size_t i = 0; i < most; i++)
+    for (int r = 0; r < info->world; r++) {
+      if (i >= ranks[r].nrows) continue;
+      const gs_step_row *row = &ranks[r].rows[i];
+      int n;
+      while ((n = gs_csv_row(buf + len, cap - len, info, row, row->param_hash)) < 0) {
+        char *more = cap < ((size_t)1 << 40) ? realloc(buf, cap * 2) : NULL;
+        if (!more) {
+          free(buf);
+          return GS_FAIL(e, GS_ENOMEM, "out of memory writing steps.csv");
+        }
+        buf = more;
+        cap *= 2;
+      }
+      len += (size_t)n;
+    }
+  char path[4200];
+  snprintf(path, sizeof path, "%s/steps.csv", dir);
+  int rc = gs_write_atomic(path, buf, len, e);
+  free(buf);
+  return rc;
 }
 
 /* Chrome trace-event JSON: pid = rank, tid = track; ts in microseconds

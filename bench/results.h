@@ -1,6 +1,7 @@
 /* results.h (internal to bench/): the files one run leaves, and the atomic
  * writes every file of the bench goes through:
- *   steps.csv             one row per rank per step, appended as the run goes;
+ *   steps.csv             one row per rank per step, appended as the run goes
+ *                         (another launcher's: rank 0's, then everyone's);
  *   runs/<id>/run.json    the run's summary (gs_summary as JSON);
  *   runs/<id>/trace.json  the run's Chrome trace (one process per rank). */
 #ifndef GS_BENCH_RESULTS_H
@@ -16,6 +17,12 @@
 void gs_csv_header_once(const char *dir);
 int gs_csv_row(char *buf, size_t cap, const gs_run_info *run, const gs_step_row *row,
                uint64_t param_hash);
+/* A job that another launcher started: rank 0 begins dir/steps.csv afresh
+ * (header only; returns the open descriptor for its own rows as they go),
+ * and at the end replaces it atomically with every rank's gathered rows. */
+int gs_csv_start(const char *dir, gs_err *e);
+int gs_results_write_steps(const char *dir, const gs_run_info *info,
+                           const gs_rank_result *ranks, gs_err *e);
 
 /* Write run.json (s) and trace.json (the ranks' spans) under
  * dir/runs/<s->id>/, atomically; read a run.json back (every metric must

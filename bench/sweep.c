@@ -16,6 +16,11 @@
 
 int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   gs_err e = {0};
+  if (o->save_params && o->nworlds > 1) {
+    fprintf(stderr, "bench: --save-params saves one run's parameters, but --world is %d worlds "
+            "by default; give one --world\n", o->nworlds);
+    return 2;
+  }
   char outbuf[512]; /* o->out while the sweep runs */
   char run_id[GS_RUN_ID_CHARS + 1];
   gs_run_id_new(run_id);

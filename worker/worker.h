@@ -69,6 +69,9 @@ typedef struct gs_step_row {
   int32_t has_server;
   double server_reduce_s, server_update_s;
   uint64_t server_bytes_sent, server_bytes_recv;
+  /* --verify: the hash of the parameters after the step (0: not hashed);
+   * the trainer leaves it 0, bench fills it in for the gather */
+  uint64_t param_hash;
 } gs_step_row;
 
 /* One timeline span (Chrome trace "X" event). */

@@ -1,8 +1,11 @@
 /* test_job.c: the job start's pure parts (bench/job.c).
  *
- *  - which rank this is, from torchrun's, Open MPI's and Slurm's variables
- *    (and our launcher's), and clear errors for values out of range or a
- *    missing MASTER_PORT;
+ *  - which rank this is, from torchrun's, Open MPI's, MPICH's and Slurm's
+ *    variables (and our launcher's), and clear errors naming the variable
+ *    for values out of range, half a pair (RANK without WORLD_SIZE), a local
+ *    rank outside its host's, or a missing MASTER_PORT; the rendezvous port
+ *    next to torchrun's agent store, Slurm's master from the node list and
+ *    its port from the job id;
  *  - the binding rule on loopback: our launcher and a loopback MASTER_ADDR
  *    ("127.0.0.1", "localhost", "127.0.0.2") bind loopback only, the
  *    rendezvous included (never "*" or 0.0.0.0); --bind 0.0.0.0 is the only
@@ -22,7 +25,12 @@ static const char *VARS[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SI
                              "GS_RUN_DIR", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                              "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
                              "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                             "SLURM_NTASKS_PER_NODE"};
+                             "SLURM_NTASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE",
+                             "SLURM_NODEID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+                             "SLURM_JOB_ID", "SLURM_STEP_ID", "PMI_RANK", "PMI_SIZE",
+                             "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "GROUP_RANK",
+                             "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
+                             "GS_RENDEZVOUS_PORT", "GS_NODE_LAUNCH"};
 
 static void clear(void) {
   for (size_t i = 0; i < sizeof VARS / sizeof VARS[0]; i++) unsetenv(VARS[i]);
@@ -42,7 +50,7 @@ static void environments(void) {
   setenv("MASTER_ADDR", "node0", 1);
   setenv("MASTER_PORT", "29500", 1);
   CHECK_OK(gs_rank_env_read(&env, &e), &e);
-  CHECK(env.present && !env.launched && !strcmp(env.source, "torchrun") && env.rank == 2 &&
+  CHECK(env.present && !env.launched && !strcmp(env.source, "env") && env.rank == 2 &&
         env.world == 4 && env.local_rank == 0 && env.local_world == 2 &&
         !strcmp(env.master_addr, "node0") && env.master_port == 29500 && env.port_fd == -1);
 
@@ -74,6 +82,99 @@ static void environments(void) {
   CHECK_OK(gs_rank_env_read(&env, &e), &e);
   CHECK(!strcmp(env.source, "slurm") && env.rank == 3 && env.local_rank == 1 &&
         env.local_world == 4);
+
+  /* torchrun: its agent's store holds MASTER_PORT, the rendezvous the next */
+  clear();
+  setenv("RANK", "3", 1);
+  setenv("WORLD_SIZE", "4", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  setenv("GROUP_RANK", "1", 1);
+  setenv("MASTER_PORT", "29500", 1);
+  setenv("TORCHELASTIC_RUN_ID", "none", 1);
+  setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  CHECK_OK(gs_rank_env_read(&env, &e), &e);
+  CHECK(!strcmp(env.source, "torchrun") && env.node_rank == 1 && env.master_port == 29501 &&
+        env.port_derived, "%s node %d port %d", env.source, env.node_rank, env.master_port);
+  setenv("TORCHELASTIC_USE_AGENT_STORE", "False", 1); /* c10d: MASTER_PORT is free */
+  CHECK_OK(gs_rank_env_read(&env, &e), &e);
+  CHECK(env.master_port == 29500 && !env.port_derived);
+  setenv("GS_RENDEZVOUS_PORT", "31000", 1);
+  CHECK_OK(gs_rank_env_read(&env, &e), &e);
+  CHECK(env.master_port == 31000);
+  unsetenv("GS_RENDEZVOUS_PORT");
+  setenv("LOCAL_RANK", "2", 1);
+  gs_err_clear(&e);
+  CHECK(gs_rank_env_read(&env, &e) == GS_EINVAL && strstr(e.msg, "LOCAL_RANK=2") &&
+        strstr(e.msg, "LOCAL_WORLD_SIZE=2"), "%s", e.msg);
+  gs_err_clear(&e);
+
+  /* half a pair names the other half */
+  clear();
+  setenv("RANK", "1", 1);
+  gs_err_clear(&e);
+  CHECK(gs_rank_env_read(&env, &e) == GS_EINVAL && strstr(e.msg, "RANK=1 is set but "
+        "WORLD_SIZE is not") && strstr(e.msg, "set WORLD_SIZE"), "%s", e.msg);
+  gs_err_clear(&e);
+  clear();
+  setenv("WORLD_SIZE", "4", 1);
+  gs_err_clear(&e);
+  CHECK(gs_rank_env_read(&env, &e) == GS_EINVAL && strstr(e.msg, "WORLD_SIZE=4 is set but "
+        "RANK is not"), "%s", e.msg);
+  gs_err_clear(&e);
+  clear();
+  setenv("PMI_SIZE", "4", 1);
+  gs_err_clear(&e);
+  CHECK(gs_rank_env_read(&env, &e) == GS_EINVAL && strstr(e.msg, "PMI_RANK is not"), "%s",
+        e.msg);
+  gs_err_clear(&e);
+
+  /* MPICH / Hydra; MPI without MASTER_PORT says how to pass it */
+  clear();
+  setenv("PMI_RANK", "2", 1);
+  setenv("PMI_SIZE", "4", 1);
+  setenv("MPI_LOCALRANKID", "0", 1);
+  setenv("MPI_LOCALNRANKS", "2", 1);
+  gs_err_clear(&e);
+  CHECK(gs_rank_env_read(&env, &e) == GS_EINVAL && strstr(e.msg, "-genv MASTER_PORT"), "%s",
+        e.msg);
+  gs_err_clear(&e);
+  setenv("MASTER_PORT", "1234", 1);
+  CHECK_OK(gs_rank_env_read(&env, &e), &e);
+  CHECK(!strcmp(env.source, "mpich") && env.rank == 2 && env.world == 4 &&
+        env.local_rank == 0 && env.local_world == 2);
+  setenv("PMI_RANK", "4", 1);
+  gs_err_clear(&e);
+  CHECK(gs_rank_env_read(&env, &e) == GS_EINVAL && strstr(e.msg, "PMI_RANK=4") &&
+        strstr(e.msg, "PMI_SIZE=4"), "%s", e.msg);
+  gs_err_clear(&e);
+  clear();
+  setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  gs_err_clear(&e);
+  CHECK(gs_rank_env_read(&env, &e) == GS_EINVAL && strstr(e.msg, "-x MASTER_PORT"), "%s",
+        e.msg);
+  gs_err_clear(&e);
+
+  /* srun: the step's first node hosts task 0; a port from the job id */
+  clear();
+  setenv("SLURM_PROCID", "5", 1);
+  setenv("SLURM_NTASKS", "6", 1);
+  setenv("SLURM_LOCALID", "0", 1);
+  setenv("SLURM_NODEID", "2", 1);
+  setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2),1", 1);
+  setenv("SLURM_STEP_NODELIST", "gpu[07-09,12],login1", 1);
+  setenv("SLURM_JOB_ID", "4242", 1);
+  setenv("SLURM_STEP_ID", "1", 1);
+  CHECK_OK(gs_rank_env_read(&env, &e), &e);
+  CHECK(!strcmp(env.source, "slurm") && env.rank == 5 && env.local_world == 1 &&
+        env.node_rank == 2 && !strcmp(env.master_addr, "gpu07") && env.port_derived &&
+        env.master_port == 20000 + (4242 * 16 + 1) % 40000, "%s %d %s %d", env.source,
+        env.local_world, env.master_addr, env.master_port);
+  setenv("SLURM_STEP_NODELIST", "a1,b2", 1);
+  setenv("MASTER_PORT", "29500", 1);
+  CHECK_OK(gs_rank_env_read(&env, &e), &e);
+  CHECK(!strcmp(env.master_addr, "a1") && env.master_port == 29500 && !env.port_derived);
 
   clear();
   setenv("RANK", "0", 1);
