@@ -164,5 +164,5 @@ done:
   if (c.k) c.k->destroy(c.k);
   free(rows);
   if (rc == GS_OK) return 0;
-  return gs_interrupted ? 130 : starting && rc == GS_EINVAL ? 2 : 1;
+  return gs_interrupted ? gs_interrupt_status() : starting && rc == GS_EINVAL ? 2 : 1;
 }

@@ -183,6 +183,9 @@ int gs_rank_main(const gs_opts *o, gs_mode m, const gs_rank_env *env);
 int gs_bench_kernels(const gs_opts *o, int local_rank, int threads, gs_kernels **k, gs_err *e);
 /* SIGINT / SIGTERM set gs_interrupted; SIGPIPE is ignored. */
 void gs_bench_signals(void);
+/* The exit status of a run stopped by a signal: 128 + its number (130
+ * SIGINT, 143 SIGTERM), as shells report it. */
+int gs_interrupt_status(void);
 
 /* ---- the launcher (launch.c) ---- */
 /* Spawn world ranks of one run on this machine with argv + overrides and

@@ -161,7 +161,7 @@ int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s
   /* Wait for everyone. After the first failure (or an interrupt) the others
    * have the job's timeout to stop by themselves, then they are killed. */
   double kill_at = rc ? gs_now() + timeout_s + 2.0 : 0;
-  bool forwarded = false, killed = false;
+  bool forwarded = false, killed = false, lingering = false;
   int left = 0;
   for (int r = 0; r < n; r++) left += pids[r] > 0;
   while (left > 0) {
@@ -172,6 +172,12 @@ int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s
       done[r] = true;
       left--;
       bool ok = WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0;
+      /* rank 0 ends the job once every rank has reported: the others have
+       * the timeout to exit too (a stopped one would hold the launcher) */
+      if (ok && r == 0 && first_rank == 0 && !kill_at) {
+        kill_at = gs_now() + timeout_s + 2.0;
+        lingering = true;
+      }
       /* the first rank to fail with a usage error (2) makes the run one */
       if (!ok && rc == 0 && WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 2) rc = 2;
       if (!ok && !killed) {
@@ -185,7 +191,7 @@ int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s
     }
     if (gs_interrupted && !forwarded) {
       for (int r = 0; r < n; r++)
-        if (pids[r] > 0 && !done[r]) kill(pids[r], SIGINT);
+        if (pids[r] > 0 && !done[r]) kill(pids[r], gs_interrupted > 0 ? gs_interrupted : SIGINT);
       forwarded = true;
       double grace = gs_now() + 5.0;
       if (!kill_at || kill_at > grace) kill_at = grace;
@@ -196,7 +202,12 @@ int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s
         if (pids[r] > 0 && !done[r]) {
           kill(pids[r], SIGKILL);
           size_t used = strlen(why);
-          if (used + 8 < cap)
+          /* after the job's end its measurements are whole: a warning */
+          if (lingering && rc == 0)
+            fprintf(stderr, "bench: warning: rank %d did not exit within %.0f s of the job's end "
+                    "(stopped or stuck): killed; every rank's measurements were in\n",
+                    first_rank + r, timeout_s + 2.0);
+          else if (used + 8 < cap)
             snprintf(why + used, cap - used, "%srank %d still running: killed", used ? "; " : "",
                      first_rank + r);
         }

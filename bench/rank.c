@@ -17,7 +17,7 @@
  *
  * Any failure prints one line naming this rank, the phase and the cause,
  * tells rank 0 when it can, and exits non-zero; an interrupt (SIGINT /
- * SIGTERM) stops at the next wait and exits 130. steps.csv is flushed per
+ * SIGTERM) stops at the next wait and exits 130 (143). steps.csv is flushed per
  * row, so a killed run keeps every completed step. */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,10 +31,9 @@
 #include "bench/report.h"
 #include "bench/results.h"
 
-static void on_signal(int sig) {
-  (void)sig;
-  gs_interrupted = 1;
-}
+static void on_signal(int sig) { gs_interrupted = sig; }
+
+int gs_interrupt_status(void) { return 128 + (gs_interrupted > 0 ? gs_interrupted : SIGINT); }
 
 void gs_bench_signals(void) {
   struct sigaction sa;
@@ -334,5 +333,5 @@ done:
   if (rc == GS_OK) return 0;
   /* a wrong value that only the model or the data could judge (a model
    * that does not fit the data, say) is still a usage error */
-  return rc == GS_EINTR ? 130 : rc == GS_EINVAL && !strcmp(phase, "setup") ? 2 : 1;
+  return rc == GS_EINTR ? gs_interrupt_status() : rc == GS_EINVAL && !strcmp(phase, "setup") ? 2 : 1;
 }

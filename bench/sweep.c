@@ -59,7 +59,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
       for (int ik = 0; ik < o->nbucket_mbs && !status; ik++)
         for (int id = 0; id < o->nmodes && !status; id++)
           for (int iw = 0; iw < o->nworlds && !status; iw++) {
-            if (gs_interrupted) { status = 130; break; }
+            if (gs_interrupted) { status = gs_interrupt_status(); break; }
             gs_mode mode = o->modes[id];
             int world = o->worlds[iw];
             if (mode == GS_MODE_LOCAL && world != 1) continue;
@@ -94,7 +94,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
                                  .port_fd = -1, .run_dir = o->out};
               snprintf(env.master_addr, sizeof env.master_addr, "127.0.0.1");
               rc = gs_rank_main(o, mode, &env);
-              if (rc == 130) gs_interrupted = 1;
+              if (rc > 128 && rc < 160) gs_interrupted = rc - 128;
             } else {
               gs_launch l = {.argc = argc, .argv = argv, .run_dir = o->out, .world = world,
                              .timeout_s = o->timeout_s};
@@ -108,7 +108,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
             if (rc) {
               if (mode != GS_MODE_LOCAL)
                 fprintf(stderr, "bench: %s world %d failed: %s\n", gs_mode_name(mode), world, why);
-              status = gs_interrupted ? 130 : rc == 2 ? 2 : 1;
+              status = gs_interrupted ? gs_interrupt_status() : rc == 2 ? 2 : 1;
               break;
             }
             if (o->collective) continue;
