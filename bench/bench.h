@@ -67,6 +67,7 @@ typedef struct gs_opts {
   const char *out;           /* results directory */
   const char *save_params;
   bool quiet;
+  bool version;              /* --version: print what this build is, and stop */
   int64_t log_every;         /* progress line every N steps (0: a tenth of the run) */
   bool json;                 /* collective: also write the table as JSON */
   bool verify;               /* hash parameters every step (steps.csv) */

@@ -22,6 +22,9 @@ int gs_bench_main(int argc, char **argv) {
   } else if (help) {
     gs_opts_usage(stdout);
     rc = 0;
+  } else if (o.version) {
+    gs_version_print(stdout);
+    rc = 0;
   } else {
     rc = run(&o, argc, argv);
   }

@@ -368,6 +368,8 @@ static const flag FLAGS[] = {
   WORD("load-params", "DIR", NULL, NULL, "start from these parameters (.npy per tensor)", p_str,
        train.load_params),
   SWITCH("quiet", 'q', NULL, "no progress lines (the tables still print)", quiet, 1),
+  SWITCH("version", 0, NULL, "print the version, git revision, build type, CPU code path and "
+         "library versions, and stop", version, 1),
   {"log-every", 0, "N", NULL, "a tenth of the steps",
    "progress line every N steps when stdout is not a terminal", p_whole, M(log_every),
    W(log_every), 0, 1, 1e12},
@@ -484,6 +486,8 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
   shorts[ns] = 0;
   memset(&longs[NFLAGS], 0, sizeof longs[NFLAGS]);
 
+  const char *collective_only = NULL;
+  char collective_name[64];
   optind = 0;  /* 0, not 1: also forgets a half-read "-abc" of an earlier parse */
   opterr = 0;
   int c;
@@ -508,6 +512,10 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
     }
     int rc = f->parse(o, f, optarg, e);
     if (rc < 0) return rc;
+    /* a flag that does nothing without --collective is an error then
+     * (checked once every flag is read: --collective may come later) */
+    if (!strncmp(f->help, "collective:", 11) && !collective_only)
+      collective_only = flag_name(f, collective_name, sizeof collective_name);
     if (rc > 0) {
       *help = true;
       return GS_OK;
@@ -516,6 +524,9 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
   if (optind < argc)
     return GS_FAIL(e, GS_EINVAL, "unexpected argument '%s' (flags start with --; see bench "
                    "--help)", argv[optind]);
+  if (collective_only && !o->collective)
+    return GS_FAIL(e, GS_EINVAL, "%s belongs to the collective benchmark and does nothing in a "
+                   "training run: add --collective allreduce, or drop it", collective_only);
   return resolve(o, e);
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/utsname.h>
 #include <unistd.h>
+#include <sodium.h>
 #include <zmq.h>
 
 #include <cblas.h>
@@ -18,6 +19,12 @@
 
 #define GS_REPORT_SCHEMA 1
 
+
+static void zmq_version_text(char *buf, size_t cap) {
+  int maj, min, pat;
+  zmq_version(&maj, &min, &pat);
+  snprintf(buf, cap, "%d.%d.%d", maj, min, pat);
+}
 
 static json_t *environment(void) {
   char cpu[256] = "unknown", host[256] = "";
@@ -38,10 +45,8 @@ static json_t *environment(void) {
   gethostname(host, sizeof host - 1);
   struct utsname u;
   uname(&u);
-  int zmaj, zmin, zpat;
-  zmq_version(&zmaj, &zmin, &zpat);
   char zv[32];
-  snprintf(zv, sizeof zv, "%d.%d.%d", zmaj, zmin, zpat);
+  zmq_version_text(zv, sizeof zv);
   const char *blas = openblas_get_config(), *isa = "unknown";
   gs_isa_select(&isa, NULL);
   return json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}}", "cpu", cpu, "cores",
@@ -49,6 +54,22 @@ static json_t *environment(void) {
                    "kernel", u.release, "git_revision", GS_GIT_REVISION, "libraries", "zeromq", zv,
                    "openblas", blas ? blas : "", "protobuf_c", protobuf_c_version(), "jansson",
                    JANSSON_VERSION);
+}
+
+void gs_version_print(FILE *f) {
+  char zv[32];
+  zmq_version_text(zv, sizeof zv);
+  const char *isa = "unknown", *blas = openblas_get_config();
+  gs_isa_select(&isa, NULL);
+  fprintf(f, "gradsync %s (git %s), %s build\n", GS_VERSION, GS_GIT_REVISION, GS_BUILD_TYPE);
+  fprintf(f, "CPU code path: %s (GS_ISA=scalar|avx2|avx512 forces one)\n", isa);
+  fprintf(f, "libraries: ZeroMQ %s (CURVE %s), libsodium %s, protobuf-c %s, jansson %s, "
+          "%s\n", zv, zmq_has("curve") ? "yes" : "no", sodium_version_string(),
+          protobuf_c_version(), JANSSON_VERSION, blas ? blas : "?");
+  gs_err e = {0};
+  gs_kernels *k = gs_kernels_cuda(0, &e);
+  fprintf(f, "GPU (--device cuda): %s\n", k ? "available" : e.msg);
+  if (k) k->destroy(k);
 }
 
 static json_t *configuration(const gs_opts *o) {

@@ -26,6 +26,9 @@ int gs_report_write(const char *dir, const gs_opts *o, const gs_summary *runs, s
 int gs_report_redraw(const char *dir, FILE *out, gs_err *e);
 /* Free n summaries and the array. */
 void gs_summaries_free(gs_summary *runs, size_t n);
+/* --version: version, git revision, build type, CPU code path, libraries,
+ * and whether a GPU is usable (or why not). */
+void gs_version_print(FILE *f);
 
 /* The collective benchmark (collective.c), as one rank of a job. */
 int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env);

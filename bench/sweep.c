@@ -14,11 +14,37 @@
 #include "bench/results.h"
 #include "bench/version.h"
 
+/* Every model with the data, on the CPU at the first batch: a wrong
+ * --model, --data or --load-params is found before any rank starts or any
+ * directory is made. */
+static int check_models(const gs_opts *o, gs_err *e) {
+  gs_kernels *k = gs_kernels_cpu(1, e);
+  if (!k) return e->code;
+  int rc = GS_OK;
+  for (int i = 0; i < o->nmodels && rc == GS_OK; i++) {
+    gs_train_opts to = o->train;
+    to.model = o->models[i];
+    to.batch = o->batches[0];
+    to.rank = 0;
+    to.world = 1;
+    to.precision = GS_F32;
+    gs_trainer *t = NULL;
+    rc = gs_trainer_create(&to, k, &t, e);
+    if (t) gs_trainer_destroy(t);
+  }
+  k->destroy(k);
+  return rc;
+}
+
 int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   gs_err e = {0};
   if (o->save_params && o->nworlds > 1) {
     fprintf(stderr, "bench: --save-params saves one run's parameters, but --world is %d worlds "
             "by default; give one --world\n", o->nworlds);
+    return 2;
+  }
+  if (!o->collective && check_models(o, &e) < 0) {
+    fprintf(stderr, "bench: %s\n", e.msg);
     return 2;
   }
   char outbuf[512]; /* o->out while the sweep runs */

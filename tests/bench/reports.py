@@ -9,7 +9,9 @@
   and leaves it as it was; the SVGs parse as XML with an <svg>
   root; trace.json loads as Chrome trace events with one process per rank
   and spans that fit in the run; --help documents every flag; bad flags and
-  values are exit-2 usage errors naming the flag.
+  values are exit-2 usage errors naming the flag; a collective flag in a
+  training run names --collective; a wrong --model or --data fails before
+  any directory is made; --version says what the build is.
 
     reports.py BENCH"""
 import json
@@ -112,5 +114,21 @@ for args, name in ((["--mode", "dp"], "--mode"), (["--world", "0"], "--world"),
                    (["--out"], "--out"), (["--quiet=1"], "--quiet")):
     r = run(args)
     check(r.returncode == 2 and name in r.stderr, f"{args}: exit {r.returncode}, {r.stderr.strip()}")
+
+# a collective flag in a training run names --collective
+for args in (["-n", "5"], ["--json"], ["-b", "1M", "--mode", "ring"]):
+    r = run(args)
+    check(r.returncode == 2 and "--collective" in r.stderr,
+          f"{args} without --collective: exit {r.returncode}, {r.stderr.strip()}")
+# a wrong model or data is found before anything starts: no results directory
+for args, what in ((["--model", "nosuch"], "nosuch"), (["--data", "idx:/nonexistent,/no"],
+                                                      "/nonexistent")):
+    nd = os.path.join(tmpdir(), "never")
+    r = run(args + ["--out", nd])
+    check(r.returncode == 2 and what in r.stderr and not os.path.exists(nd),
+          f"{args}: exit {r.returncode}, made {nd}: {os.path.exists(nd)}, {r.stderr.strip()}")
+v = run(["--version"])
+check(v.returncode == 0 and "gradsync" in v.stdout and "git" in v.stdout and "ZeroMQ" in v.stdout
+      and "CPU code path" in v.stdout, f"--version: {v.stdout!r}")
 
 finish("reports")
