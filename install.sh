@@ -24,14 +24,15 @@ quiet() {
 }
 
 pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libzmq3-dev
-      libprotobuf-c-dev protobuf-c-compiler libjansson-dev python3 python3-numpy
+      libprotobuf-c-dev protobuf-c-compiler libjansson-dev libsodium-dev python3 python3-numpy
       libxml2-utils)
 # the test suite's peers and references: PyTorch (its SGD and training as
 # the reference, Gloo, torchrun); clang and its libFuzzer runtime for the
 # fuzz suite; the launchers bench is tested under (Open MPI, MPICH, Slurm
-# with munge)
+# with munge); iproute2 and nftables for the fault tests (in private
+# namespaces); Chromium to open report.html as a user would
 [ "${1:-}" = "--deps" ] && pkgs+=(python3-torch clang libclang-rt-14-dev openmpi-bin mpich
-                                 slurm-wlm munge)
+                                 slurm-wlm munge iproute2 nftables chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

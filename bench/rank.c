@@ -176,7 +176,7 @@ static int summarize(const gs_opts *o, const gs_rank_env *env, gs_run_info *info
     if (out_dir) rc = gs_results_write_steps(out_dir, info, results, e);
     if (rc == GS_OK && out_dir) rc = gs_report_write(out_dir, &job, &s, 1, false, e);
     if (rc == GS_OK && out_dir && !o->quiet)
-      printf("results: %s/report.json, steps.csv, trace.json, *.svg (launcher: %s)\n", out_dir,
+      printf("results: %s/report.html, report.json, steps.csv, trace.json, *.svg (launcher: %s)\n", out_dir,
              env->source);
   }
   gs_summary_free(&s);

@@ -13,6 +13,7 @@
 #include <cblas.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "bench/html.h"
 #include "bench/report.h"
 #include "bench/results.h"
 #include "bench/version.h"
@@ -93,8 +94,9 @@ static json_t *configuration(const gs_opts *o) {
                         "dynamic_loss_scale", t->dynamic_scale, "compute_ms", t->compute_ms,
                         "first_bucket_mb", t->first_bucket_mb, "ps_dedicated", o->dedicated,
                         "timeout_s", o->timeout_s, "device", o->device);
-  json_object_set_new(c, "overlap", o->overlap < 0 ? json_string("mode default")
-                                                   : json_boolean(o->overlap == 1));
+  /* a string in every case: "on", "off", or the mode's default */
+  json_object_set_new(c, "overlap", json_string(o->overlap < 0 ? "mode default"
+                                                : o->overlap == 1 ? "on" : "off"));
   return c;
 }
 
@@ -172,10 +174,11 @@ int gs_report_write(const char *dir, const gs_opts *o, const gs_summary *runs, s
   char path[4200];
   snprintf(path, sizeof path, "%s/report.json", dir);
   int rc = gs_json_write_atomic(path, rep, e);
+  if (rc == GS_OK) rc = merge_traces(dir, runs, n, e);
+  if (rc == GS_OK) rc = gs_charts_write(dir, runs, n, e);
+  if (rc == GS_OK) rc = gs_html_write(dir, rep, e);
   json_decref(rep);
-  if (rc < 0) return rc;
-  GS_TRY(merge_traces(dir, runs, n, e));
-  return gs_charts_write(dir, runs, n, e);
+  return rc;
 }
 
 void gs_summaries_free(gs_summary *runs, size_t n) {
@@ -203,12 +206,13 @@ int gs_report_redraw(const char *dir, FILE *out, gs_err *e) {
   for (size_t i = 0; rc == GS_OK && i < n; i++)
     if ((rc = gs_summary_from_json(json_array_get(arr, i), &runs[i], e)) < 0)
       gs_err_prefix(e, "%s: ", path);
-  json_decref(rep);
   if (rc == GS_OK) {
     for (size_t i = 0; i < n; i++) gs_summary_print(out, &runs[i]);
     if (n > 1) gs_summary_print_comparison(out, runs, n);
     rc = gs_charts_write(dir, runs, n, e);
   }
+  if (rc == GS_OK) rc = gs_html_write(dir, rep, e);
+  json_decref(rep);
   gs_summaries_free(runs, n);
   return rc;
 }

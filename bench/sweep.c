@@ -159,7 +159,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
       fprintf(stderr, "bench: %s\n", e.msg);
       if (!status) status = 1;
     } else {
-      printf("\nresults: %s/report.json, steps.csv, trace.json, *.svg\n", o->out);
+      printf("\nresults: %s/report.html, report.json, steps.csv, trace.json, *.svg\n", o->out);
     }
   }
   if (status && !o->collective)
