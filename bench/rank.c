@@ -229,7 +229,11 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     rc = GS_FAIL(&e, GS_ENOMEM, "out of memory");
     goto fail;
   }
-  if ((rc = gs_job_meet(&job, gs_job_backend(mode, k), &cfg, settings, &phase, &e)) < 0)
+  /* One rank has nothing to synchronize: DataParallel on one device and
+   * DDP at world 1 skip it, so every mode runs the local step there and
+   * world 1 is the same baseline for all. */
+  const gs_backend *be = gs_job_backend(world == 1 ? GS_MODE_LOCAL : mode, k);
+  if ((rc = gs_job_meet(&job, be, &cfg, settings, &phase, &e)) < 0)
     goto fail;
   char run_id[GS_RUN_ID_CHARS + 1];
   gs_run_id_of_job(cfg.job, run_id);
