@@ -25,32 +25,18 @@ import subprocess
 import sys
 import time
 
-if os.environ.get("GS_BIND_NETNS") != "1":
-    try:
-        r = subprocess.run(["unshare", "-rn", "true"], capture_output=True)
-    except OSError:
-        r = None
-    if r is None or r.returncode != 0:
-        print("bind: skipped: no private network namespace here (unshare -rn failed)")
-        sys.exit(77)
-    env = dict(os.environ, GS_BIND_NETNS="1")
-    sys.exit(subprocess.run(["unshare", "-rn", sys.executable] + sys.argv, env=env).returncode)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import in_namespaces  # noqa: E402
 
-from common import BENCH, SMALL, check, finish, steps_csv, tmpdir  # noqa: E402
+in_namespaces("-rn", "GS_BIND_NETNS", "bind")
+
+from common import BENCH, SMALL, check, finish, free_port, steps_csv, tmpdir  # noqa: E402
 
 for cmd in (["ip", "link", "set", "lo", "up"], ["ip", "addr", "add", "10.9.9.1/32", "dev", "lo"],
             ["ip", "addr", "add", "10.9.9.2/32", "dev", "lo"]):
     if subprocess.run(cmd).returncode != 0:
         print(f"bind: skipped: {' '.join(cmd)} failed")
         sys.exit(77)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("10.9.9.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def sockets():
@@ -69,7 +55,7 @@ def sockets():
 
 def start(mode, master, extra, steps, out, secret="bind test secret"):
     procs = []
-    port = free_port()
+    port = free_port("10.9.9.1")
     for rank in (0, 1):
         env = {k: v for k, v in os.environ.items()
                if k not in ("GS_LAUNCHED", "GS_PORT_FD", "GS_JOB_SECRET")}

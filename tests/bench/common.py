@@ -12,7 +12,9 @@ import os
 import shutil
 import subprocess
 import sys
+import socket
 import tempfile
+import time
 
 import numpy as np
 
@@ -67,6 +69,60 @@ def max_rel(a, b):
 
 def same_bits(a, b):
     return a.keys() == b.keys() and all(np.array_equal(a[k].view(np.uint32), b[k].view(np.uint32)) for k in a)
+
+
+def children_of(pid):
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
+    return [int(x) for x in out.stdout.split()]
+
+
+def rank_pid(launcher, rank):
+    """the pid of rank `rank` among the launcher's children (RANK in its environment)"""
+    for pid in children_of(launcher):
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if f"RANK={rank}".encode() in env:
+            return pid
+    return None
+
+
+def wait_rows(d, n, timeout=60):
+    """whether d/steps.csv reaches n rows within timeout seconds"""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        try:
+            if len(steps_csv(d)) >= n:
+                return True
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def free_port(host="127.0.0.1"):
+    s = socket.socket()
+    s.bind((host, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def in_namespaces(flags, marker, name):
+    """re-run this script under `unshare FLAGS` (once: marker in the
+    environment says it is there), or exit 77 saying why it cannot"""
+    if os.environ.get(marker) == "1":
+        return
+    try:
+        r = subprocess.run(["unshare", flags, "true"], capture_output=True)
+    except OSError:
+        r = None
+    if r is None or r.returncode != 0:
+        print(f"{name}: skipped: no private namespaces here (unshare {flags} failed)")
+        sys.exit(77)
+    env = dict(os.environ, **{marker: "1"})
+    sys.exit(subprocess.run(["unshare", flags, sys.executable] + sys.argv, env=env).returncode)
 
 
 def steps_csv(d):

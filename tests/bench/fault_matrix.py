@@ -33,18 +33,13 @@ import sys
 import tempfile
 import time
 
-if os.environ.get("GS_FAULTS_NS") != "1":
-    try:
-        r = subprocess.run(["unshare", "-rnm", "true"], capture_output=True)
-    except OSError:
-        r = None
-    if r is None or r.returncode != 0:
-        print("fault_matrix: skipped: no private namespaces here (unshare -rnm failed)")
-        sys.exit(77)
-    env = dict(os.environ, GS_FAULTS_NS="1")
-    sys.exit(subprocess.run(["unshare", "-rnm", sys.executable] + sys.argv, env=env).returncode)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import in_namespaces  # noqa: E402
 
-from common import BENCH, SMALL, check, finish, load_params, steps_csv, tmpdir  # noqa: E402
+in_namespaces("-rnm", "GS_FAULTS_NS", "fault_matrix")
+
+from common import (BENCH, check, children_of, finish, load_params, rank_pid,  # noqa: E402
+                    steps_csv, tmpdir, wait_rows)
 
 if subprocess.run(["ip", "link", "set", "lo", "up"]).returncode != 0:
     print("fault_matrix: skipped: cannot bring up loopback in the namespace")
@@ -64,34 +59,6 @@ def start(mode, world, steps, out, extra=(), env=None):
                                               str(steps), "--timeout", str(TIMEOUT), "--out", out]
                             + list(extra), env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-
-
-def children_of(pid):
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
-    return [int(x) for x in out.stdout.split()]
-
-
-def rank_pid(launcher, rank):
-    for pid in children_of(launcher):
-        try:
-            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if f"RANK={rank}".encode() in env:
-            return pid
-    return None
-
-
-def wait_rows(d, n, timeout=60):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        try:
-            if len(steps_csv(d)) >= n:
-                return True
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.05)
-    return False
 
 
 def end(p, what, timeout=60):

@@ -16,39 +16,11 @@ import signal
 import subprocess
 import time
 
-from common import BENCH, SMALL, check, finish, run, steps_csv, tmpdir
+from common import (BENCH, SMALL, check, children_of, finish, rank_pid, steps_csv, tmpdir,
+                    wait_rows)
 
 LONG = ["--model", "mlp:784-256-10", "--synthetic-samples", "4096", "--threads", "1",
         "--batch", "16", "--steps", "100000", "--warmup", "0"]
-
-
-def children_of(pid):
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
-    return [int(x) for x in out.stdout.split()]
-
-
-def rank_pid(launcher, rank):
-    """the pid of rank `rank` among the launcher's children (RANK in its environment)"""
-    for pid in children_of(launcher):
-        try:
-            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if f"RANK={rank}".encode() in env:
-            return pid
-    return None
-
-
-def wait_rows(d, n, timeout=60):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        try:
-            if len(steps_csv(d)) >= n:
-                return True
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.1)
-    return False
 
 
 for mode in ("ps", "ring"):

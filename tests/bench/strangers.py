@@ -13,23 +13,14 @@ stranger must receive no welcome and no job token.
     strangers.py BENCH STRANGER"""
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 
-from common import BENCH, SMALL, check, finish, load_params, tmpdir
+from common import BENCH, SMALL, check, finish, free_port, load_params, tmpdir
 
 STRANGER = os.path.abspath(sys.argv[2])
 ARGS = SMALL + ["--world", "2", "--batch", "8", "--steps", "1500", "--warmup", "0", "--timeout", "30"]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def start(rank, mode, port, out, params):

@@ -78,6 +78,21 @@ static void push_env(Gradsync__Envelope *env, Gradsync__Push *p, uint64_t job, u
   env->push = p;
 }
 
+/* Every rank ends with the single-process reference's bits (and r is
+ * freed). */
+static void final_is_reference(job_opts *o, job_result *r, const char *part) {
+  float *ref = malloc((size_t)(o->steps + 1) * o->n * sizeof(float));
+  REQUIRE(ref, "out of memory");
+  bool sk[16];
+  float sc[16];
+  reference(o, ref, sk, sc);
+  for (int i = 0; i < o->world; i++)
+    REQUIRE(same_bits(result_params(r, o->steps, i), ref + (size_t)o->steps * o->n, o->n, part),
+          "rank %d", i);
+  free(ref);
+  result_free(r);
+}
+
 /* ----------------------------------------------------------- part A */
 
 typedef struct spammer {
@@ -202,15 +217,7 @@ static void part_a(bool dedicated) {
   for (int i = 0; i < o.world; i++) REQUIRE(r->rc[i] == 0, "rank %d: %s", i, r->err[i]);
   REQUIRE(rc == 0, "job failed");
   REQUIRE(sp.rounds >= 3, "only %d rounds of bad messages were sent", sp.rounds);
-  float *ref = malloc((size_t)(o.steps + 1) * o.n * sizeof(float));
-  bool sk[16];
-  float sc[16];
-  reference(&o, ref, sk, sc);
-  for (int i = 0; i < o.world; i++)
-    REQUIRE(same_bits(result_params(r, o.steps, i), ref + (size_t)o.steps * o.n, o.n, "part A"),
-          "rank %d", i);
-  free(ref);
-  result_free(r);
+  final_is_reference(&o, r, "part A");
   printf("ok: %d rounds of 25 malformed messages from a stray and from a stranger without the secret: dropped, the %s server kept "
          "serving and computed the reference bits\n", sp.rounds + 1,
          dedicated ? "dedicated" : "in-process");
@@ -589,15 +596,7 @@ static void part_c(void) {
   REQUIRE(rc == 0, "job failed");
   REQUIRE(z.ready && z.sent > 0, "the raw ZMTP peer did not get through the handshake "
           "(ready %d, %d messages sent)", z.ready, z.sent);
-  float *ref = malloc((size_t)(o.steps + 1) * o.n * sizeof(float));
-  bool sk[16];
-  float sc[16];
-  reference(&o, ref, sk, sc);
-  for (int i = 0; i < o.world; i++)
-    REQUIRE(same_bits(result_params(r, o.steps, i), ref + (size_t)o.steps * o.n, o.n, "part C"),
-          "rank %d", i);
-  free(ref);
-  result_free(r);
+  final_is_reference(&o, r, "part C");
   printf("ok: a peer with the secret, the token and a 300-byte routing identity sent %d "
          "messages over raw ZMTP: dropped, and the job computed the reference bits\n", z.sent);
 }
