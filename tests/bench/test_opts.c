@@ -116,9 +116,16 @@ static void ranges(void) {
   gs_opts o;
   gs_err e = {0};
   CHECK_OK(parse(&o, &e, "--timeout", "86400", "--seed", "18446744073709551615", "--steps",
-                 "100000000", "-e", "64G", "--world", "1024", NULL), &e);
-  CHECK(o.train.seed == UINT64_MAX && o.timeout_s == 86400 && o.max_bytes == 64ull << 30);
+                 "100000000", "--world", "1024", NULL), &e);
+  CHECK(o.train.seed == UINT64_MAX && o.timeout_s == 86400);
   gs_opts_free(&o);
+  CHECK_OK(parse(&o, &e, "--collective", "allreduce", "--mode", "ring", "-e", "64G", NULL), &e);
+  CHECK(o.max_bytes == 64ull << 30);
+  gs_opts_free(&o);
+  /* a collective flag without --collective names it, wherever it comes */
+  CHECK(parse(&o, &e, "-n", "5", NULL) == GS_EINVAL && strstr(e.msg, "--collective"), "%s", e.msg);
+  gs_opts_free(&o);
+  gs_err_clear(&e);
   CHECK_OK(parse(&o, &e, "--bind", "0.0.0.0", "--precision", "fp16", NULL), &e);
   CHECK(!strcmp(o.bind, "0.0.0.0") && o.train.loss_scale == 65536.0f && o.train.dynamic_scale);
   gs_opts_free(&o);

@@ -73,7 +73,8 @@ for args, name in bad[:-1]:
 with tempfile.TemporaryDirectory(prefix="gs_cli_") as tmp:
     # ---- data errors
     r = run(SMALL + ["--data", f"idx:{tmp}/none.idx,{tmp}/none2.idx", "--steps", "1"])
-    check(r.returncode == 1 and f"{tmp}/none.idx" in r.stderr, f"missing file: {r.stderr}")
+    # found before any rank starts: a usage error
+    check(r.returncode == 2 and f"{tmp}/none.idx" in r.stderr, f"missing file: {r.stderr}")
     img, lab = f"{tmp}/img", f"{tmp}/lab"
     with open(img, "wb") as f:
         f.write(bytes([0, 0, 8, 3]) + (10).to_bytes(4, "big") + (28).to_bytes(4, "big") * 2)
@@ -103,7 +104,7 @@ with tempfile.TemporaryDirectory(prefix="gs_cli_") as tmp:
               f"{k} did not survive numpy -> bench -> numpy")
     np.save(f"{src}/fc2.bias.npy", np.zeros(10))  # float64
     r = run(SMALL + ["--steps", "0", "--load-params", src])
-    check(r.returncode == 1 and "fc2.bias.npy" in r.stderr and "<f8" in r.stderr,
+    check(r.returncode == 2 and "fc2.bias.npy" in r.stderr and "<f8" in r.stderr,
           f"float64 checkpoint: {r.stderr}")
 
     # ---- determinism: same seed, byte-identical checkpoints
