@@ -68,6 +68,8 @@ typedef struct gs_opts {
   const char *save_params;
   bool quiet;
   bool version;              /* --version: print what this build is, and stop */
+  const char *command_line;  /* argv as typed, for report.json */
+  double started;            /* wall-clock seconds when bench started */
   int64_t log_every;         /* progress line every N steps (0: a tenth of the run) */
   bool json;                 /* collective: also write the table as JSON */
   bool verify;               /* hash parameters every step (steps.csv) */

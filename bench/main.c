@@ -26,6 +26,12 @@ int gs_bench_main(int argc, char **argv) {
     gs_version_print(stdout);
     rc = 0;
   } else {
+    static char cmd[4096];
+    size_t used = 0;
+    for (int i = 0; i < argc && used + 2 < sizeof cmd; i++)
+      used += (size_t)snprintf(cmd + used, sizeof cmd - used, "%s%s", i ? " " : "", argv[i]);
+    o.command_line = cmd;
+    o.started = gs_wall();
     rc = run(&o, argc, argv);
   }
   gs_opts_free(&o);

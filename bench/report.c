@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 #include <sodium.h>
 #include <zmq.h>
@@ -50,11 +51,16 @@ static json_t *environment(void) {
   zmq_version_text(zv, sizeof zv);
   const char *blas = openblas_get_config(), *isa = "unknown";
   gs_isa_select(&isa, NULL);
-  return json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}}", "cpu", cpu, "cores",
-                   (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "isa", isa, "hostname", host,
-                   "kernel", u.release, "git_revision", GS_GIT_REVISION, "libraries", "zeromq", zv,
-                   "openblas", blas ? blas : "", "protobuf_c", protobuf_c_version(), "jansson",
-                   JANSSON_VERSION);
+  gs_err ge = {0};
+  gs_kernels *k = gs_kernels_cuda(0, &ge);
+  if (k) k->destroy(k);
+  return json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}",
+                   "cpu", cpu, "cores", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "isa", isa,
+                   "hostname", host, "kernel", u.release, "version", GS_VERSION, "git_revision",
+                   GS_GIT_REVISION, "build_type", GS_BUILD_TYPE, "gpu",
+                   k ? "available" : "none", "libraries", "zeromq", zv, "openblas",
+                   blas ? blas : "", "protobuf_c", protobuf_c_version(), "jansson",
+                   JANSSON_VERSION, "libsodium", sodium_version_string());
 }
 
 void gs_version_print(FILE *f) {
@@ -115,7 +121,18 @@ json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, bool 
                         GS_REPORT_SCHEMA, "generator", "gradsync bench", "interrupted",
                         interrupted, "config", configuration(o), "environment", environment(),
                         "runs", arr, "metrics", "see README.md#report-schema");
-  if (!j) GS_FAIL(e, GS_ENOMEM, "out of memory writing report.json");
+  if (!j) {
+    GS_FAIL(e, GS_ENOMEM, "out of memory writing report.json");
+    return NULL;
+  }
+  char started[40] = "";
+  time_t t0 = (time_t)o->started;
+  struct tm tm;
+  if (o->started > 0 && gmtime_r(&t0, &tm)) strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  const char *run_id = getenv("GS_RUN_ID");
+  json_object_set_new(j, "command_line", json_string(o->command_line ? o->command_line : ""));
+  json_object_set_new(j, "started", json_string(started));
+  json_object_set_new(j, "run_id", json_string(run_id ? run_id : n ? runs[0].run_id : ""));
   return j;
 }
 

@@ -44,8 +44,14 @@ check(open(os.path.join(d, "steps.csv")).read() == before, "a reused --out chang
 for k in ("config", "environment", "runs"):
     check(k in rep, f"report.json lacks {k}")
 env = rep.get("environment", {})
-for k in ("cpu", "cores", "hostname", "git_revision", "libraries"):
+for k in ("cpu", "cores", "hostname", "git_revision", "libraries", "version", "build_type", "gpu",
+          "isa"):
     check(k in env, f"environment lacks {k}")
+check(isinstance(rep.get("command_line"), str) and "--mode" in rep["command_line"],
+      f"command_line {rep.get('command_line')!r}")
+check(isinstance(rep.get("started"), str) and rep["started"].endswith("Z"), f"started {rep.get('started')!r}")
+check(rep.get("overlap", rep["config"].get("overlap")) in ("mode default", "on", "off"),
+      f"config overlap {rep['config'].get('overlap')!r} is not one of its strings")
 runs = rep.get("runs", [])
 check(sorted((x["mode"], x["world"]) for x in runs) == [("ps", 1), ("ps", 2), ("ring", 1), ("ring", 2)],
       f"runs: {[(x['mode'], x['world']) for x in runs]}")
