@@ -1,8 +1,9 @@
 /* perf.c: the collective benchmark's core, nccl-tests style (allreduce.h).
  *
- * For each size: `warmup` untimed collectives, then `iters` timed ones. Each
- * iteration poisons dst (NaN bits), times the collective alone, then checks
- * every element against the exact expected sum: rank r contributes
+ * For each size: `warmup` untimed collectives, then `iters` timed ones back
+ * to back (nothing else between them, as nccl-tests times), then, with
+ * check, one more that poisons dst (NaN bits) first and is checked element
+ * by element against the exact expected sum: rank r contributes
  * ((i + 7r) mod 11) - 5 to element i, small integers whose sum is exact in
  * fp32, fp16 and bf16 in any order, and different on every rank (for
  * r < 11), so a lost or doubled contribution shows. The expected value
@@ -148,8 +149,10 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
     size_t n = bytes / sizeof(float);
     double total = 0, dt;
     uint64_t wrong = 0;
-    for (int it = -o->warmup; it < o->iters; it++) {
-      if (o->check) {
+    /* timed back to back, as nccl-tests does; then one more, checked */
+    for (int it = -o->warmup; it < o->iters + (o->check ? 1 : 0); it++) {
+      bool checked = it == o->iters;
+      if (checked) {
         if (poison) to_buf(o, dst, poison, bytes);
         else memset(dst, 0xff, bytes);
       }
@@ -158,8 +161,8 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
         gs_err_prefix(e, "%zu-byte all-reduce, iteration %d: ", bytes, it);
         goto out;
       }
-      if (it >= 0) total += dt;
-      if (o->check && it >= 0) {
+      if (it >= 0 && !checked) total += dt;
+      if (checked) {
         if ((rc = from_buf(o, hdst, dst, bytes, e)) < 0) goto out;
         for (size_t i = 0, j = 0; i < n; i++, j = j == 10 ? 0 : j + 1) wrong += hdst[i] != expect[j];
       }
@@ -214,8 +217,9 @@ void gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const gs_
           title ? title : "allreduce", o->world, o->iters, o->warmup);
   fprintf(f, "# algbw = size / time; busbw = algbw x 2(n-1)/n = algbw x %.3f "
           "(GB/s = 1e9 bytes/s)\n", o->world > 1 ? 2.0 * (o->world - 1) / o->world : 0.0);
-  fprintf(f, "# #wrong: elements differing from the exact sum over every iteration and rank "
-          "(integer inputs: tolerance 0)\n");
+  fprintf(f, "# time: mean of the timed iterations, run back to back, max over ranks; #wrong: "
+          "elements differing from the exact sum in one more, checked, iteration, over every "
+          "rank (integer inputs: tolerance 0)\n");
   fprintf(f, "#%11s %12s %6s %6s %11s %8s %8s %8s\n", "size", "count", "type", "redop",
           "time", "algbw", "busbw", "#wrong");
   fprintf(f, "#%11s %12s %6s %6s %11s %8s %8s %8s\n", "(B)", "(elements)", "", "", "(us)",

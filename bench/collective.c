@@ -15,7 +15,9 @@
  * sum: the same transport, the other topology. Buffers live on the
  * kernels' device. Rank 0 prints the table (busbw formula beside it) and
  * writes collective-<mode>-w<N>.json with --json. */
+#include <sched.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,12 +106,28 @@ static int write_json(const gs_opts *o, gs_mode mode, int world, const char *dev
   return rc;
 }
 
+/* As mpirun --bind-to core and ring_perf: each rank on its own core when
+ * the host has one for each, before any thread starts (ZeroMQ's I/O thread
+ * and BLAS inherit it), so that ranks do not migrate onto each other.
+ * Returns whether it pinned. */
+static bool pin(const gs_rank_env *env) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int local = env->local_world > 0 ? env->local_world : env->world;
+  int lr = env->local_rank >= 0 ? env->local_rank : env->rank;
+  if (cores < 1 || local > cores || getenv("GS_NO_PIN")) return false;
+  cpu_set_t cs;
+  CPU_ZERO(&cs);
+  CPU_SET(lr % (int)cores, &cs);
+  return sched_setaffinity(0, sizeof cs, &cs) == 0;
+}
+
 int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   gs_err e = {0};
   int rank = env->rank, world = env->world, rc = GS_OK;
   coll c = {.o = o, .mode = mode};
   gs_perf_row *rows = NULL;
   gs_bench_signals();
+  bool pinned = pin(env);
 
   bool starting = true; /* a wrong value only the job start can judge is a usage error */
   if ((rc = gs_job_start(&c.job, o, env, &e)) < 0) goto fail;
@@ -138,10 +156,11 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     char title[200];
     const char *isa = "unknown";
     gs_isa_select(&isa, NULL);
-    snprintf(title, sizeof title, "gradsync %s%s on %s (CPU code path %s), transport %s",
-             gs_mode_name(mode), o->dedicated && mode == GS_MODE_PS ? " (dedicated server)" : "",
-             c.k->name, isa,
-             c.k->device == GS_DEV_CUDA && mode == GS_MODE_RING ? "NCCL" : "ZeroMQ tcp");
+    snprintf(title, sizeof title, "gradsync %s%s on %s (CPU code path %s), transport %s, "
+             "ranks %s", gs_mode_name(mode),
+             o->dedicated && mode == GS_MODE_PS ? " (dedicated server)" : "", c.k->name, isa,
+             c.k->device == GS_DEV_CUDA && mode == GS_MODE_RING ? "NCCL" : "ZeroMQ tcp",
+             pinned ? "pinned to cores (GS_NO_PIN=1: not)" : "not pinned (more ranks than cores)");
     gs_perf_print(stdout, &p, title, rows, nrows);
     double sum = 0;
     for (int i = 0; i < nrows; i++) sum += rows[i].busbw;
