@@ -62,31 +62,36 @@ static void row_to_pb(const gs_step_row *r, Gradsync__StepRow *p) {
   p->param_hash = r->param_hash;
 }
 
+/* proto3 leaves a zero out of the wire, -0.0 included: the receiver reads
+ * +0.0. Read every real as the sender's wire would deliver it, so that a
+ * row means the same on both sides. */
+static double plain(double v) { return v + 0.0; }
+
 static void row_from_pb(const Gradsync__StepRow *p, gs_step_row *r) {
   memset(r, 0, sizeof *r);
   r->step = p->step;
   r->rank = p->rank;
   r->epoch = p->epoch;
-  r->t_start = p->t_start;
-  r->t_end = p->t_end;
-  r->step_s = p->step_s;
-  r->data_s = p->data_s;
-  r->forward_s = p->forward_s;
-  r->backward_s = p->backward_s;
-  r->wait_s = p->wait_s;
-  r->reduce_s = p->reduce_s;
-  r->update_s = p->update_s;
+  r->t_start = plain(p->t_start);
+  r->t_end = plain(p->t_end);
+  r->step_s = plain(p->step_s);
+  r->data_s = plain(p->data_s);
+  r->forward_s = plain(p->forward_s);
+  r->backward_s = plain(p->backward_s);
+  r->wait_s = plain(p->wait_s);
+  r->reduce_s = plain(p->reduce_s);
+  r->update_s = plain(p->update_s);
   r->bytes_sent = p->bytes_sent;
   r->bytes_recv = p->bytes_recv;
-  r->loss = p->loss;
-  r->scale = p->scale;
+  r->loss = plain(p->loss);
+  r->scale = plain(p->scale);
   r->skipped = p->skipped;
   r->correct = p->correct;
   r->samples = p->samples;
   r->rss_bytes = p->rss_bytes;
   r->has_server = p->has_server;
-  r->server_reduce_s = p->server_reduce_s;
-  r->server_update_s = p->server_update_s;
+  r->server_reduce_s = plain(p->server_reduce_s);
+  r->server_update_s = plain(p->server_update_s);
   r->server_bytes_sent = p->server_bytes_sent;
   r->server_bytes_recv = p->server_bytes_recv;
   r->param_hash = p->param_hash;
@@ -199,8 +204,8 @@ int gs_measurements_unpack(const uint8_t *data, size_t len, uint64_t steps, uint
     const Gradsync__TraceSpan *p = m->spans[i];
     gs_span *s = &x->spans[i];
     memset(s, 0, sizeof *s);
-    s->t0 = p->t0;
-    s->t1 = p->t1;
+    s->t0 = plain(p->t0);
+    s->t1 = plain(p->t1);
     s->track = p->track;
     s->bucket = p->bucket;
     memcpy(s->name, p->name, strlen(p->name));
