@@ -41,7 +41,10 @@ static void check_ranges(const gs_opts *o) {
              o->iters, o->warmup_iters);
   FUZZ_CHECK(o->train.data && *o->train.data && o->device, "empty data or device%s", "");
   if (o->save_params) {
-    int runs = o->nmodes * o->nworlds * o->nmodels * o->nbatches * o->nbucket_mbs;
+    /* without --world the launcher's world counts (the sweep checks its
+     * default list itself) */
+    int runs = o->nmodes * (o->world_given ? o->nworlds : 1) * o->nmodels * o->nbatches *
+               o->nbucket_mbs;
     FUZZ_CHECK(runs == 1, "--save-params with %d runs", runs);
   }
 }
