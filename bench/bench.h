@@ -58,6 +58,13 @@ typedef struct gs_opts {
   bool encrypt;              /* --encrypt: CURVE on every data socket */
   int threads;               /* BLAS threads per rank; 0: cores / local ranks */
 
+  /* emulated hosts (cluster.c): 0 hosts and no link: one machine's loopback */
+  int hosts;                 /* --hosts K: K hosts per run (0: --link alone, one per rank) */
+  const char *link_arg;      /* --link RATE as given (tc units: 100mbit, 1gbit) */
+  const char *latency_arg;   /* --latency D as given (100us, 2ms) */
+  uint64_t link_bps;         /* resolved: bit/s each direction; 0: no emulated hosts */
+  double latency_s;          /* resolved: one-way host-to-host delay */
+
   /* bench's own multi-node launch (0 nodes: not asked for) */
   int nnodes, node_rank, nproc_per_node;
   const char *master_addr;   /* NULL: MASTER_ADDR */
@@ -96,6 +103,9 @@ typedef struct gs_opts {
  * by the same parsers before argv. GS_EINVAL with a message naming the flag
  * on a usage error; *help set when --help was asked. */
 int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e);
+/* --hosts / --link / --latency (cluster.c): parse and check them against
+ * the sweep (every world splits evenly over the hosts). */
+int gs_cluster_resolve(gs_opts *o, gs_err *e);
 void gs_opts_usage(FILE *f);
 void gs_opts_free(gs_opts *o);
 

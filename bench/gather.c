@@ -11,6 +11,7 @@
  * allocates (sizes overflow-checked), every row's rank and step, every
  * span's track and name, and turns a malformed report into that rank's
  * failure, not a crash. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +232,13 @@ int gs_rdv_send_stats(gs_rdv *r, int rank, const gs_rank_result *mine, int timeo
   st.span_bytes = 0;
   st.host = (char *)mine->host;
   st.peak_rss_bytes = mine->peak_rss;
+  st.link_host = mine->link_host;
+  st.link_tx_bytes = mine->link_tx;
+  st.link_rx_bytes = mine->link_rx;
+  st.link_window_s = mine->link_window_s;
+  st.link_busy_tx_s = mine->link_busy_tx_s;
+  st.link_busy_rx_s = mine->link_busy_rx_s;
+  st.link_busy_s = mine->link_busy_s;
   void *sock = gs_rdv_socket(r);
   uint64_t job = gs_rdv_job_token(r);
   gs_wire_env(&env, job, (uint32_t)rank);
@@ -285,6 +293,20 @@ static int take_stats(const gs_wire_msg *m, gs_rank_result *x, gs_err *e) {
   }
   snprintf(x->host, sizeof x->host, "%s", st->host ? st->host : "");
   x->peak_rss = st->peak_rss_bytes;
+  double w = st->link_window_s;
+  if (st->link_host >= -1 && isfinite(w) && w >= 0 && st->link_busy_tx_s >= 0 &&
+      st->link_busy_tx_s <= w && st->link_busy_rx_s >= 0 && st->link_busy_rx_s <= w &&
+      st->link_busy_s >= 0 && st->link_busy_s <= w) {
+    x->link_host = st->link_host;
+    x->link_tx = st->link_tx_bytes;
+    x->link_rx = st->link_rx_bytes;
+    x->link_window_s = w;
+    x->link_busy_tx_s = st->link_busy_tx_s;
+    x->link_busy_rx_s = st->link_busy_rx_s;
+    x->link_busy_s = st->link_busy_s;
+  } else {
+    x->link_host = -1; /* a reading that cannot be one counts as none */
+  }
   return GS_OK;
 }
 

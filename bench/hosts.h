@@ -59,6 +59,10 @@ typedef struct gs_hosts_cfg {
  * at 0 (hosts_links.c says why these). */
 void gs_hosts_tbf(uint64_t rate_bps, uint64_t *burst_bytes, uint64_t *limit_bytes);
 
+/* What a saturated link of rate_bps shows in its counters per second (and
+ * so carries of TCP payload): the rate less every segment's headers. */
+double gs_hosts_counted_Bps(uint64_t rate_bps);
+
 /* Parse a tc-style rate: a number with bit, kbit, mbit, gbit or tbit
  * (powers of 1000, as tc reads them), e.g. "100mbit", "1gbit", "2.5gbit". */
 int gs_hosts_parse_rate(const char *s, uint64_t *bps, gs_err *e);
@@ -110,8 +114,23 @@ typedef struct gs_link_stat {
   uint64_t up_bytes;        /* host -> switch (eth0 tx) */
   uint64_t down_bytes;      /* switch -> host (eth0 rx) */
   double up_busy_s, down_busy_s;
+  double any_busy_s;        /* busy in either direction */
 } gs_link_stat;
 int gs_hosts_link(gs_hosts *c, int h, gs_link_stat *out, gs_err *e);
+
+/* The busy-time accounting of one link (hosts_links.c says how), for any
+ * reader of its counters: start with a first reading, update with each. */
+typedef struct gs_link_acc {
+  double full_Bps;          /* gs_hosts_counted_Bps of the rate */
+  gs_link_stat last;        /* the latest reading, busy times accumulated */
+  double up_work_s, down_work_s;   /* counted, not yet spent as busy time */
+} gs_link_acc;
+void gs_link_acc_start(gs_link_acc *a, uint64_t rate_bps, double now, uint64_t tx, uint64_t rx);
+void gs_link_acc_update(gs_link_acc *a, double now, uint64_t tx, uint64_t rx);
+
+/* eth0's rx and tx bytes in the text of a /proc/<pid>/net/dev: 0, or -1
+ * when it has no eth0 line. */
+int gs_netdev_eth0(const char *text, uint64_t *rx, uint64_t *tx);
 
 /* Fraction of [a.t, b.t] that the link was busy in each direction. */
 void gs_link_busy(const gs_link_stat *a, const gs_link_stat *b, double *up, double *down);

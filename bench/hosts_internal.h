@@ -18,8 +18,7 @@ typedef struct gs_node {
   char addr[16];         /* hosts only */
   /* counters (hosts only), guarded by gs_hosts.mu */
   int devfd;             /* /proc/<pid>/net/dev */
-  gs_link_stat last;
-  double up_work_s, down_work_s;   /* counted, not yet spent as busy time */
+  gs_link_acc acc;
 } gs_node;
 
 struct gs_hosts {

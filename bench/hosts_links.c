@@ -54,6 +54,8 @@
  * once, so they grow at (MSS / frame) of the rate, MTU 1500. */
 #define COUNTED_FRACTION ((1500.0 - 52) / (1500.0 + 14))
 
+double gs_hosts_counted_Bps(uint64_t rate_bps) { return (double)rate_bps / 8 * COUNTED_FRACTION; }
+
 void gs_hosts_tbf(uint64_t rate_bps, uint64_t *burst_bytes, uint64_t *limit_bytes) {
   uint64_t burst = (uint64_t)((double)rate_bps / 8 * BURST_S);
   if (burst < BURST_MIN) burst = BURST_MIN;
@@ -80,6 +82,17 @@ int gs_hosts_parse_rate(const char *s, uint64_t *bps, gs_err *e) {
                  "(e.g. 100mbit, 1gbit)", s ? s : "");
 }
 
+int gs_netdev_eth0(const char *text, uint64_t *rx, uint64_t *tx) {
+  for (const char *line = text; line && *line;
+       line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    while (*line == ' ') line++;
+    if (strncmp(line, "eth0:", 5) != 0) continue;
+    if (sscanf(line + 5, "%" SCNu64 " %*u %*u %*u %*u %*u %*u %*u %" SCNu64, rx, tx) == 2)
+      return 0;
+  }
+  return -1;
+}
+
 /* eth0's received and transmitted bytes in one host's namespace. */
 static int read_eth0(const gs_node *n, uint64_t *rx, uint64_t *tx) {
   char buf[4096];
@@ -92,35 +105,40 @@ static int read_eth0(const gs_node *n, uint64_t *rx, uint64_t *tx) {
     if (r == 0 || (len += (size_t)r) == sizeof buf - 1) break;
   }
   buf[len] = '\0';
-  for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-    while (*line == ' ') line++;
-    if (strncmp(line, "eth0:", 5) != 0) continue;
-    if (sscanf(line + 5, "%" SCNu64 " %*u %*u %*u %*u %*u %*u %*u %" SCNu64, rx, tx) == 2)
-      return 0;
-  }
-  return -1;
+  return gs_netdev_eth0(buf, rx, tx);
+}
+
+void gs_link_acc_start(gs_link_acc *a, uint64_t rate_bps, double now, uint64_t tx, uint64_t rx) {
+  memset(a, 0, sizeof *a);
+  a->full_Bps = gs_hosts_counted_Bps(rate_bps);
+  a->last = (gs_link_stat){.t = now, .up_bytes = tx, .down_bytes = rx};
+}
+
+void gs_link_acc_update(gs_link_acc *a, double now, uint64_t tx, uint64_t rx) {
+  gs_link_stat *s = &a->last;
+  double dt = now - s->t;
+  if (dt < 0) dt = 0;
+  a->up_work_s += (double)(tx - s->up_bytes) / a->full_Bps;
+  a->down_work_s += (double)(rx - s->down_bytes) / a->full_Bps;
+  double up = a->up_work_s < dt ? a->up_work_s : dt;
+  double down = a->down_work_s < dt ? a->down_work_s : dt;
+  a->up_work_s -= up;
+  a->down_work_s -= down;
+  s->up_busy_s += up;
+  s->down_busy_s += down;
+  /* busy at all: at least the busier direction's share of the interval
+   * (exact when one direction covers the other, as a short interval's do) */
+  s->any_busy_s += up > down ? up : down;
+  s->up_bytes = tx;
+  s->down_bytes = rx;
+  s->t = now;
 }
 
 /* Bring host h's reading up to now; call with mu held. */
 static int sample(gs_hosts *c, int h, double now) {
-  gs_node *n = &c->host[h];
   uint64_t rx, tx;
-  if (read_eth0(n, &rx, &tx) < 0) return -1;
-  gs_link_stat *s = &n->last;
-  double dt = now - s->t;
-  if (dt < 0) dt = 0;
-  double full = (double)c->rate / 8 * COUNTED_FRACTION;  /* counted bytes/s when busy */
-  n->up_work_s += (double)(tx - s->up_bytes) / full;
-  n->down_work_s += (double)(rx - s->down_bytes) / full;
-  double up = n->up_work_s < dt ? n->up_work_s : dt;
-  double down = n->down_work_s < dt ? n->down_work_s : dt;
-  n->up_work_s -= up;
-  n->down_work_s -= down;
-  s->up_busy_s += up;
-  s->down_busy_s += down;
-  s->up_bytes = tx;
-  s->down_bytes = rx;
-  s->t = now;
+  if (read_eth0(&c->host[h], &rx, &tx) < 0) return -1;
+  gs_link_acc_update(&c->host[h].acc, now, tx, rx);
   return 0;
 }
 
@@ -143,7 +161,7 @@ int gs_hosts_links_open(gs_hosts *c, gs_err *e) {
     if (n->devfd < 0 || read_eth0(n, &rx, &tx) < 0)
       return GS_FAIL(e, GS_EIO, "emulated hosts: cannot read host %d's link counters in %s",
                      h, path);
-    n->last = (gs_link_stat){.t = gs_now(), .up_bytes = tx, .down_bytes = rx};
+    gs_link_acc_start(&n->acc, c->rate, gs_now(), tx, rx);
   }
   return GS_OK;
 }
@@ -167,7 +185,7 @@ int gs_hosts_link(gs_hosts *c, int h, gs_link_stat *out, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL, "emulated hosts: no host %d (there are %d)", h, c->k);
   pthread_mutex_lock(&c->mu);
   int rc = sample(c, h, gs_now());
-  *out = c->host[h].last;
+  *out = c->host[h].acc.last;
   pthread_mutex_unlock(&c->mu);
   if (rc < 0)
     return GS_FAIL(e, GS_EIO, "emulated hosts: cannot read host %d's link counters", h);

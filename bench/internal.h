@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "bench/bench.h"
+#include "bench/hosts.h"
 #include "worker/sync.h"
 
 #define GS_HOST_MAX 256
@@ -71,6 +72,12 @@ typedef struct gs_rank_result {
   int rank;
   char host[GS_HOST_MAX];
   uint64_t peak_rss;
+  /* emulated hosts: the first rank of each host reads its link's counters
+   * over the measured steps (host -1: not read) */
+  int link_host;
+  uint64_t link_tx, link_rx;
+  double link_window_s;
+  double link_busy_tx_s, link_busy_rx_s, link_busy_s; /* busy time in the window */
   gs_step_row *rows;
   size_t nrows;
   gs_span *spans;
@@ -107,6 +114,10 @@ typedef struct gs_rank_env {
   bool port_derived;        /* not MASTER_PORT itself (torchrun's agent store, Slurm) */
   int port_fd;              /* our launcher: where rank 0 writes its port */
   const char *run_dir;      /* our launcher: where rank 0 writes run.json */
+  /* our launcher on emulated hosts (cluster.c): this rank's host h of K,
+   * its address there; hosts 0: none */
+  int host, hosts;
+  char host_addr[GS_ADDR_MAX];
 } gs_rank_env;
 int gs_rank_env_read(gs_rank_env *env, gs_err *e);
 
@@ -187,6 +198,18 @@ void gs_bench_signals(void);
  * SIGINT, 143 SIGTERM), as shells report it. */
 int gs_interrupt_status(void);
 
+/* ---- emulated hosts (cluster.c) ---- */
+/* The hosts one run of the sweep gets: 0 for none (no --link, local mode,
+ * world 1). */
+int gs_cluster_hosts(const gs_opts *o, gs_mode mode, int world);
+/* A thread watching this process's host link (eth0 of its network
+ * namespace) every period_s; a reading gives bytes and busy time so far
+ * (hosts.h gs_link_stat: up = tx, down = rx). Stop frees it. */
+typedef struct gs_link_watch gs_link_watch;
+int gs_link_watch_start(uint64_t rate_bps, double period_s, gs_link_watch **w, gs_err *e);
+void gs_link_watch_read(gs_link_watch *w, gs_link_stat *out);
+void gs_link_watch_stop(gs_link_watch *w);
+
 /* ---- the launcher (launch.c) ---- */
 /* Spawn world ranks of one run on this machine with argv + overrides and
  * wait for them; 0 when every rank succeeded. */
@@ -198,6 +221,9 @@ typedef struct gs_launch {
   double timeout_s;
   const char *extra[32];    /* override flags appended to argv */
   int nextra;
+  int hosts;                /* > 0: on that many emulated hosts (cluster.c) */
+  uint64_t link_bps;
+  double latency_s;
 } gs_launch;
 int gs_launch_run(const gs_launch *l, char *why, size_t cap);
 /* Wait for n spawned ranks (pids[i] is rank first_rank + i; 0: none to

@@ -11,18 +11,20 @@
  *      own store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True), so the
  *      rendezvous then takes MASTER_PORT + 1; GS_RENDEZVOUS_PORT overrides
  *      both. Our launcher sets the torchrun variables plus GS_LAUNCHED,
- *      GS_PORT_FD (where rank 0 writes its port) and GS_RUN_DIR;
+ *      GS_PORT_FD (where rank 0 writes its port) and GS_RUN_DIR, and on
+ *      emulated hosts GS_HOST, GS_HOSTS and GS_HOST_ADDR (cluster.c);
  *   2. which address the sockets bind: a local job (our launcher, or
  *      MASTER_ADDR a loopback address) binds loopback only; a multi-node job
  *      binds the address this host uses to reach MASTER_ADDR (its route's
  *      source: MASTER_ADDR itself on rank 0), or --bind ADDR. The wildcard
  *      0.0.0.0 only when --bind 0.0.0.0 asks for it; peers are then told
- *      the route's address instead;
+ *      the route's address instead. A rank on an emulated host binds that
+ *      host's address;
  *   3. the job secret: --secret-file or GS_JOB_SECRET (our launcher makes
  *      a fresh one per job); a job that is not local refuses to start
  *      without one. Every registration and every data connection proves it;
  *   4. the rendezvous: rank 0 listens at MASTER_ADDR:MASTER_PORT (our
- *      launcher: an ephemeral loopback port, written to GS_PORT_FD);
+ *      launcher: an ephemeral port, written to GS_PORT_FD);
  *   5. which backend runs a mode on a device, and one round of
  *      prepare -> bootstrap (rank 0) -> rendezvous -> open, which the
  *      collective benchmark repeats per message size. */
@@ -195,6 +197,12 @@ int gs_rank_env_read(gs_rank_env *env, gs_err *e) {
   if ((rc = get_int("GS_PORT_FD", 0, 1 << 20, &env->port_fd, e)) < 0) return rc;
   if (rc == 0) env->port_fd = -1;
   env->run_dir = getenv("GS_RUN_DIR");
+  if (env->launched && getenv("GS_HOSTS")) { /* on emulated hosts (cluster.c) */
+    if ((rc = get_int("GS_HOSTS", 1, 1 << 20, &env->hosts, e)) < 0) return rc;
+    if ((rc = get_int("GS_HOST", 0, env->hosts - 1, &env->host, e)) < 0) return rc;
+    snprintf(env->host_addr, sizeof env->host_addr, "%s",
+             getenv("GS_HOST_ADDR") ? getenv("GS_HOST_ADDR") : "");
+  }
   if (!env->launched && (rc = rendezvous_port(env, e)) < 0) return rc;
   if (env->port_fd < 0 && env->master_port == 0 && env->world > 1)
     return GS_FAIL(e, GS_EINVAL, "environment: %s says rank %d of %d, but MASTER_PORT is not "
@@ -273,6 +281,10 @@ int gs_job_addrs_resolve(const gs_rank_env *env, const char *bind, gs_job_addrs 
                    env->master_addr);
   if (a->wildcard) {
     snprintf(a->bind, sizeof a->bind, "0.0.0.0");
+  } else if (env->hosts > 0) { /* an emulated host: its own address (peers on it
+                                 * reach it over its loopback) */
+    GS_TRY(ipv4_of("GS_HOST_ADDR", env->host_addr, a->bind, e));
+    snprintf(a->advertise, sizeof a->advertise, "%s", a->bind);
   } else if (bind) {
     GS_TRY(ipv4_of("--bind", bind, a->bind, e));
     GS_TRY(check_own(a->bind, e));
@@ -281,7 +293,7 @@ int gs_job_addrs_resolve(const gs_rank_env *env, const char *bind, gs_job_addrs 
     snprintf(a->bind, sizeof a->bind, "%s", a->advertise);
   }
   if (env->port_fd >= 0) /* our launcher: an ephemeral port it reads back */
-    snprintf(a->rendezvous, sizeof a->rendezvous, "tcp://127.0.0.1:*");
+    snprintf(a->rendezvous, sizeof a->rendezvous, "tcp://%s:*", a->master);
   else
     snprintf(a->rendezvous, sizeof a->rendezvous, "tcp://%s:%d",
              env->rank == 0 && a->wildcard ? "0.0.0.0" : a->master, env->master_port);
@@ -382,6 +394,8 @@ int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e)
   j->timeout_ms = (int)(o->timeout_s * 1000.0);
   snprintf(j->hostname, sizeof j->hostname, "localhost");
   gethostname(j->hostname, sizeof j->hostname - 1);
+  if (env->hosts > 0) /* emulated hosts share the machine's name */
+    snprintf(j->hostname, sizeof j->hostname, "host%d", env->host);
   GS_TRY(gs_job_addrs_resolve(env, o->bind, &j->addr, e));
   GS_TRY(gs_job_secret(o->secret_file, j->addr.local, o->encrypt, &j->cred, e));
   /* Rank 0 listens first: our launcher waits for the port before it starts
@@ -416,7 +430,8 @@ int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e)
 int gs_job_threads(const gs_job *j, const gs_opts *o) {
   if (o->threads > 0) return o->threads;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  int ranks = j->local_world > 0 ? j->local_world : j->world;
+  /* emulated hosts share this machine's cores: every rank counts */
+  int ranks = j->local_world > 0 && j->env.hosts == 0 ? j->local_world : j->world;
   int per = (int)((cores < 1 ? 1 : cores) / ranks);
   return per < 1 ? 1 : per;
 }

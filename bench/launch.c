@@ -12,6 +12,7 @@
  * launcher are forwarded, and stragglers are killed after a grace period.
  * That watching (gs_launch_watch) also serves bench --nnodes (nodes.c). */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -22,41 +23,119 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench/hosts.h"
 #include "bench/internal.h"
 
-static pid_t spawn(const gs_launch *l, int rank, int port, int port_fd, const char *secret) {
-  pid_t pid = fork();
-  if (pid != 0) return pid;
-  /* child: die with the launcher, become rank `rank` */
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  char v[32];
-  snprintf(v, sizeof v, "%d", rank);
-  setenv("RANK", v, 1);
-  setenv("LOCAL_RANK", v, 1);
-  snprintf(v, sizeof v, "%d", l->world);
-  setenv("WORLD_SIZE", v, 1);
-  setenv("LOCAL_WORLD_SIZE", v, 1);
-  setenv("MASTER_ADDR", "127.0.0.1", 1);
-  snprintf(v, sizeof v, "%d", port);
-  setenv("MASTER_PORT", v, 1);
-  setenv("GS_LAUNCHED", "1", 1);
-  setenv("GS_JOB_SECRET", secret, 1);
-  if (l->run_dir) setenv("GS_RUN_DIR", l->run_dir, 1);
-  if (port_fd >= 0) {
-    snprintf(v, sizeof v, "%d", port_fd);
-    setenv("GS_PORT_FD", v, 1);
+/* The environment of rank `rank`: ours, with the job's variables set (a
+ * variable given as NULL is removed). Built before fork: the launcher may
+ * have threads (the link sampler), and a forked child may not malloc. */
+typedef struct envvar {
+  const char *key;
+  char val[128];
+  bool set;
+} envvar;
+
+static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, const char *secret,
+                        gs_hosts *c) {
+  int per_host = c ? l->world / l->hosts : l->world, h = rank / per_host;
+  gs_host_info hi = {0};
+  if (c) gs_hosts_info(c, h, &hi);
+  static const char *const keys[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR", "MASTER_PORT", "GS_LAUNCHED", "GS_JOB_SECRET", "GS_RUN_DIR", "GS_PORT_FD",
+    "GS_HOST", "GS_HOSTS", "GS_HOST_ADDR"};
+  enum { NV = sizeof keys / sizeof keys[0] };
+  envvar v[NV];
+  memset(v, 0, sizeof v);
+  for (int i = 0; i < NV; i++) v[i].key = keys[i];
+#define PUT(i, ...) (v[i].set = true, snprintf(v[i].val, sizeof v[i].val, __VA_ARGS__))
+  PUT(0, "%d", rank);
+  PUT(1, "%d", rank % per_host);
+  PUT(2, "%d", l->world);
+  PUT(3, "%d", per_host);
+  if (c) {
+    gs_host_info h0;
+    gs_hosts_info(c, 0, &h0);
+    PUT(4, "%s", h0.addr);
   } else {
-    unsetenv("GS_PORT_FD");
+    PUT(4, "127.0.0.1");
   }
+  PUT(5, "%d", port);
+  PUT(6, "1");
+  PUT(7, "%s", secret);
+  if (l->run_dir) PUT(8, "%s", l->run_dir);
+  if (port_fd >= 0) PUT(9, "%d", port_fd);
+  if (c) {
+    PUT(10, "%d", h);
+    PUT(11, "%d", l->hosts);
+    PUT(12, "%s", hi.addr);
+  }
+#undef PUT
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **envp = calloc(n + NV + 1, sizeof *envp);
+  if (!envp) return NULL;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    bool ours = false;
+    for (int j = 0; j < NV && !ours; j++) {
+      size_t kl = strlen(v[j].key);
+      ours = !strncmp(environ[i], v[j].key, kl) && environ[i][kl] == '=';
+    }
+    if (!ours && !(envp[m++] = strdup(environ[i]))) goto oom;
+  }
+  for (int j = 0; j < NV; j++)
+    if (v[j].set && asprintf(&envp[m++], "%s=%s", v[j].key, v[j].val) < 0) {
+      envp[--m] = NULL;
+      goto oom;
+    }
+  return envp;
+oom:
+  for (size_t i = 0; i < m; i++) free(envp[i]);
+  free(envp);
+  return NULL;
+}
+
+static void envp_free(char **envp) {
+  for (size_t i = 0; envp && envp[i]; i++) free(envp[i]);
+  free(envp);
+}
+
+/* Start rank `rank`: this executable again, argv plus the run's flags, on
+ * its emulated host when there is a cluster. */
+static pid_t spawn(const gs_launch *l, int rank, int port, int port_fd, const char *secret,
+                   gs_hosts *c, char *why, size_t cap) {
+  char **envp = rank_envp(l, rank, port, port_fd, secret, c);
   char **argv = calloc((size_t)(l->argc + l->nextra + 1), sizeof *argv);
-  if (!argv) _exit(127);
+  if (!envp || !argv) {
+    envp_free(envp);
+    free(argv);
+    snprintf(why, cap, "out of memory starting rank %d", rank);
+    return -1;
+  }
   int n = 0;
   for (int i = 0; i < l->argc; i++) argv[n++] = l->argv[i];
   for (int i = 0; i < l->nextra; i++) argv[n++] = (char *)l->extra[i];
   argv[n] = NULL;
-  execv("/proc/self/exe", argv);
-  fprintf(stderr, "bench: cannot start rank %d: %s\n", rank, strerror(errno));
-  _exit(127);
+  pid_t pid = -1;
+  if (c) {
+    gs_err e = {0};
+    argv[0] = "/proc/self/exe";
+    if (gs_hosts_spawn(c, rank / (l->world / l->hosts), argv, envp, &pid, &e) < 0) {
+      snprintf(why, cap, "rank %d: %s", rank, e.msg);
+      pid = -1;
+    }
+  } else if ((pid = fork()) == 0) {
+    /* child: die with the launcher, become rank `rank` */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    execve("/proc/self/exe", argv, envp);
+    fprintf(stderr, "bench: cannot start rank %d: %s\n", rank, strerror(errno));
+    _exit(127);
+  } else if (pid < 0) {
+    snprintf(why, cap, "fork rank %d: %s", rank, strerror(errno));
+  }
+  envp_free(envp);
+  free(argv);
+  return pid;
 }
 
 static void describe(int rank, int status, char *buf, size_t cap) {
@@ -89,38 +168,54 @@ static int read_port(int fd, pid_t rank0, double timeout_s, int *status) {
   return -1;
 }
 
+/* The run's emulated hosts, or NULL for this machine's loopback. */
+static int cluster_open(const gs_launch *l, gs_hosts **c, char *why, size_t cap) {
+  *c = NULL;
+  if (l->hosts <= 0) return 0;
+  gs_hosts_cfg cfg = {.hosts = l->hosts, .rate_bps = l->link_bps, .delay_s = l->latency_s};
+  gs_err e = {0};
+  if (gs_hosts_create(&cfg, c, &e) < 0) {
+    snprintf(why, cap, "%s", e.msg);
+    return e.code == GS_EINVAL ? 2 : 1;
+  }
+  return 0;
+}
+
 int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
   int world = l->world;
-  pid_t *pids = calloc((size_t)world, sizeof *pids);
   int rc = 0, status0 = 0;
   *why = 0;
+  gs_hosts *c = NULL;
+  if ((rc = cluster_open(l, &c, why, cap))) return rc;
+  pid_t *pids = calloc((size_t)world, sizeof *pids);
   /* a fresh secret per job: a rank of an earlier job cannot join this one */
   char secret[2 * GS_KEY_BYTES + 1];
   gs_secret_new(secret);
+  int fds[2] = {-1, -1};
   if (!pids) {
     snprintf(why, cap, "out of memory");
-    return 1;
-  }
-  int fds[2];
-  if (pipe(fds) < 0) {
+    rc = 1;
+  } else if (pipe(fds) < 0) {
     snprintf(why, cap, "pipe: %s", strerror(errno));
+    rc = 1;
+  }
+  if (rc) {
     free(pids);
-    return 1;
+    if (c) gs_hosts_destroy(c);
+    return rc;
   }
   fcntl(fds[0], F_SETFD, FD_CLOEXEC);
   fflush(NULL);
   /* world 1 has no rendezvous: nothing to wait for */
-  pids[0] = spawn(l, 0, 0, world > 1 ? fds[1] : -1, secret);
+  pids[0] = spawn(l, 0, 0, world > 1 ? fds[1] : -1, secret, c, why, cap);
   close(fds[1]);
-  if (pids[0] < 0) {
-    snprintf(why, cap, "fork: %s", strerror(errno));
-    close(fds[0]);
-    free(pids);
-    return 1;
-  }
-  int port = world > 1 ? read_port(fds[0], pids[0], l->timeout_s, &status0) : 1;
+  int port = -3;
+  if (pids[0] > 0) port = world > 1 ? read_port(fds[0], pids[0], l->timeout_s, &status0) : 1;
   close(fds[0]);
-  if (port <= 0) {
+  if (pids[0] <= 0) {
+    pids[0] = 0;
+    rc = 1;
+  } else if (port <= 0) {
     if (port == -2) {
       pids[0] = 0; /* reaped */
       describe(0, status0, why, cap);
@@ -131,15 +226,15 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
     rc = 1;
   }
   for (int r = 1; r < world && !rc; r++) {
-    pids[r] = spawn(l, r, port, -1, secret);
+    pids[r] = spawn(l, r, port, -1, secret, c, why, cap);
     if (pids[r] < 0) {
-      snprintf(why, cap, "fork rank %d: %s", r, strerror(errno));
       pids[r] = 0;
       rc = 1;
     }
   }
   rc = gs_launch_watch(pids, world, 0, rc, l->timeout_s, why, cap);
   free(pids);
+  if (c) gs_hosts_destroy(c);
   return rc;
 }
 

@@ -57,6 +57,12 @@ static int run(gs_opts *op, int argc, char **argv) {
     fprintf(stderr, "bench: %s\n", e.msg);
     return 2;
   }
+  if (env.present && !env.launched && o.link_bps) {
+    fprintf(stderr, "bench: --link emulates hosts for ranks bench starts itself, and %s "
+            "started this one: run bench without a launcher, or drop --hosts/--link\n",
+            env.source);
+    return 2;
+  }
   if (env.present) {
     /* one rank of a job: our launcher's child, torchrun, mpirun, mpiexec,
      * srun or bench --nnodes */

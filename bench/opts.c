@@ -348,6 +348,13 @@ static const flag FLAGS[] = {
        secret_file),
   SWITCH("encrypt", 0, "off", "encrypt every data connection (ZeroMQ CURVE, keys from the job "
          "secret)", encrypt, 1),
+  {"hosts", 0, "K", NULL, "--link alone: one host per rank", "emulated hosts (network "
+   "namespaces, needs root): ranks spread host-major over K hosts", p_whole, M(hosts), W(hosts),
+   0, 1, 250},
+  WORD("link", "RATE", NULL, NULL, "emulated hosts' links, each direction (tc units: 100mbit, "
+       "1gbit)", p_str, link_arg),
+  WORD("latency", "D", NULL, "0", "emulated links' one-way host-to-host delay (100us, 2ms)",
+       p_str, latency_arg),
   {"threads", 0, "N", NULL, "cores / local ranks", "BLAS threads per rank", p_whole, M(threads),
    W(threads), 0, 1, 1024},
   NUM("nnodes", 0, "N", NULL, "multi-node without another launcher: run this command on each "
@@ -576,6 +583,7 @@ static int resolve(gs_opts *o, gs_err *e) {
       if (o->modes[i] == GS_MODE_LOCAL)
         return GS_FAIL(e, GS_EINVAL, "--collective needs --mode ps or ring");
   }
+  GS_TRY(gs_cluster_resolve(o, e));
   if (o->save_params) {
     /* without --world, a rank of a job (torchrun, --nnodes, ...) takes its
      * world from the launcher; the sweep checks its default list itself */

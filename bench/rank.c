@@ -60,6 +60,8 @@ typedef struct step_ctx {
   double t0, last_print;
   bool tty;
   int64_t steps;
+  gs_link_watch *link;     /* the first rank of an emulated host: its link */
+  gs_link_stat link0, link1;  /* at the start and the end of the measured steps */
 } step_ctx;
 
 /* FNV-1a over the parameter bytes: the same bits give the same hash on
@@ -103,6 +105,8 @@ static int on_step(void *vctx, const gs_step_row *row) {
       c->csv = -1;
     }
   }
+  if (c->link && row->step + 1 == c->run.warmup) gs_link_watch_read(c->link, &c->link0);
+  if (c->link && row->step + 1 == c->steps) gs_link_watch_read(c->link, &c->link1);
   if (c->rank == 0 && !c->o->quiet) {
     double now = gs_now();
     int64_t done = row->step + 1;
@@ -193,6 +197,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   gs_trainer *t = NULL;
   gs_sync *sync = NULL;
   gs_rank_result *results = NULL;
+  size_t *bucket_bytes = NULL; /* the cost model's plan, for the summary */
   gs_run_info info = gs_run_info_of(o, mode, world);
   step_ctx sc = {.o = o, .mode = mode, .rank = rank, .world = world, .csv = -1, .run = info};
   gs_sync_config cfg;
@@ -254,6 +259,10 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   }
   if (o->verify && k->device != GS_DEV_CPU) sc.host_params = malloc(cfg.n * sizeof(float) + 1);
   sc.t0 = gs_now();
+  if (env->hosts > 0 && job.local_rank == 0) {
+    if ((rc = gs_link_watch_start(o->link_bps, 0.005, &sc.link, &e)) < 0) goto fail;
+    gs_link_watch_read(sc.link, &sc.link0);
+  }
   sc.tty = isatty(1) && !getenv("GS_TEST");
   sc.steps = o->train.steps;
 
@@ -278,7 +287,16 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   }
 
   phase = "gathering measurements";
-  gs_rank_result mine = {.rank = rank, .peak_rss = peak_rss()};
+  gs_rank_result mine = {.rank = rank, .peak_rss = peak_rss(), .link_host = -1};
+  if (sc.link && sc.link1.t > sc.link0.t) {
+    mine.link_host = env->host;
+    mine.link_tx = sc.link1.up_bytes - sc.link0.up_bytes;
+    mine.link_rx = sc.link1.down_bytes - sc.link0.down_bytes;
+    mine.link_window_s = sc.link1.t - sc.link0.t;
+    mine.link_busy_tx_s = sc.link1.up_busy_s - sc.link0.up_busy_s;
+    mine.link_busy_rx_s = sc.link1.down_busy_s - sc.link0.down_busy_s;
+    mine.link_busy_s = sc.link1.any_busy_s - sc.link0.any_busy_s;
+  }
   snprintf(mine.host, sizeof mine.host, "%s", job.hostname);
   mine.rows = (gs_step_row *)gs_trainer_rows(t, &mine.nrows);
   mine.spans = (gs_span *)gs_trainer_spans(t, &mine.nspans);
@@ -301,6 +319,10 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   info.threads = threads;
   info.nparams = cfg.n;
   info.nbuckets = cfg.nbuckets;
+  bucket_bytes = calloc((size_t)cfg.nbuckets + 1, sizeof *bucket_bytes);
+  for (int b = 0; bucket_bytes && b < cfg.nbuckets; b++)
+    bucket_bytes[b] = cfg.buckets[b].count * gs_dtype_size(cfg.wire);
+  info.bucket_bytes = bucket_bytes;
   info.wire = cfg.wire;
   info.overlap = cfg.overlap;
   info.wall_end = gs_wall();
@@ -325,6 +347,8 @@ done:
   if (sc.csv >= 0) close(sc.csv);
   free(sc.host_params);
   free(sc.hashes);
+  free(bucket_bytes);
+  gs_link_watch_stop(sc.link);
   if (results) {
     results[0].rows = NULL; /* rank 0's own rows and spans belong to the trainer */
     results[0].spans = NULL;

@@ -26,7 +26,9 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       .mode = mode, .world = world, .model = t->model, .data = t->data, .batch = t->batch,
       .bucket_mb = t->bucket_mb, .first_bucket_mb = t->first_bucket_mb,
       .precision = t->precision, .wire = t->precision, .warmup = o->warmup,
-      .dedicated = o->dedicated && mode == GS_MODE_PS, .accuracy = NAN, .eval_loss = NAN};
+      .dedicated = o->dedicated && mode == GS_MODE_PS, .accuracy = NAN, .eval_loss = NAN,
+      .hosts = gs_cluster_hosts(o, mode, world), .link_bps = (double)o->link_bps,
+      .latency_s = o->latency_s, .delay = o->latency_s > 0 ? "netem" : "none"};
 }
 
 void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {
@@ -269,7 +271,9 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   s->eval_loss = measured ? info->eval_loss : NAN;
   free(sorted);
   free(rs);
-  return GS_OK;
+  int rc = gs_summary_links(info, ranks, s, e);
+  if (rc < 0) gs_summary_free(s);
+  return rc;
 }
 
 void gs_summary_free(gs_summary *s) {
@@ -284,7 +288,10 @@ void gs_summary_free(gs_summary *s) {
   free(s->launcher);
   free(s->run_id);
   free(s->cost_model.formula);
+  free(s->cost_model.bottleneck);
   free(s->step_time_s);
+  free(s->link_delay);
+  free(s->links);
   memset(s, 0, sizeof *s);
 }
 

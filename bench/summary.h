@@ -40,6 +40,13 @@ typedef struct gs_run_info {
   int nbuckets;
   double wall_start, wall_end;
   double accuracy, eval_loss; /* NaN: not measured */
+  /* emulated hosts: K (0: none), link rate (bit/s) and one-way delay, and
+   * how the delay was made ("netem", "none") */
+  int hosts;
+  double link_bps, latency_s;
+  const char *delay;
+  const size_t *bucket_bytes; /* nbuckets wire sizes in readiness order (the cost
+                                 model's plan); NULL: no prediction */
 } gs_run_info;
 
 /* The run info of one combination of o's sweep (model, batch and bucket
@@ -67,12 +74,26 @@ typedef struct gs_server_summary {
   double model_bytes_sent, model_bytes_recv;
 } gs_server_summary;
 
-/* The cost model's bytes per step (README "Cost model"). */
+/* The cost model's bytes per step (README "Cost model"), and on emulated
+ * hosts its time (summary_links.c; NaN / "" elsewhere). */
 typedef struct gs_cost_model {
   char *formula;
   double S_bytes;
   double master_bytes_sent, master_bytes_recv, worker_bytes_sent, worker_bytes_recv;
+  double comm_s_predicted;     /* communication the step waits for (model.h exposed_s) */
+  double comm_s_measured;      /* mean wait + reduction of the ranks that wait for it */
+  double comm_s_without_overlap, step_s_predicted, link_busy_predicted;
+  char *bottleneck;
 } gs_cost_model;
+
+/* One emulated host's link over the measured steps, from its counters. */
+typedef struct gs_link_summary {
+  int host;
+  double tx_bytes, rx_bytes;   /* per step: host -> switch, switch -> host */
+  double model_tx_bytes, model_rx_bytes; /* what the cost model says they carry */
+  double window_s;             /* the measured steps' wall time */
+  double busy_tx, busy_rx, busy; /* fraction of window_s each direction sent; max */
+} gs_link_summary;
 
 typedef struct gs_summary {
   char *id;
@@ -106,6 +127,11 @@ typedef struct gs_summary {
   gs_cost_model cost_model;
   double *step_time_s;         /* steps entries, the warm-up included */
   double accuracy, eval_loss;  /* NaN: not measured */
+  int hosts;                   /* emulated hosts (0: one machine's loopback) */
+  double link_rate_bps, link_latency_s; /* meaningful when hosts > 0 */
+  char *link_delay;            /* "netem" or "none" */
+  gs_link_summary *links;      /* nlinks entries, by host */
+  int nlinks;
 } gs_summary;
 
 /* The summary of one run from every rank's measurements (ranks[0..world-1]
@@ -115,6 +141,10 @@ typedef struct gs_summary {
 int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *out,
                  gs_err *e);
 void gs_summary_free(gs_summary *s);
+/* The links and the cost model's time of a run on emulated hosts (part of
+ * gs_summarize; summary_links.c). */
+int gs_summary_links(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *s,
+                     gs_err *e);
 
 /* scaling_efficiency of every run: throughput(N) / (N x throughput(1))
  * against the world-1 run of the same mode, model, bucket size and batch

@@ -68,7 +68,24 @@ static const field SERVER_FIELDS[] = {
 static const field COST_FIELDS[] = {
   COST(K_STR, formula), COST(K_REAL, S_bytes), COST(K_REAL, master_bytes_sent),
   COST(K_REAL, master_bytes_recv), COST(K_REAL, worker_bytes_sent),
-  COST(K_REAL, worker_bytes_recv),
+  COST(K_REAL, worker_bytes_recv), COST(K_NULLABLE, comm_s_predicted),
+  COST(K_NULLABLE, comm_s_measured), COST(K_NULLABLE, comm_s_without_overlap),
+  COST(K_NULLABLE, step_s_predicted), COST(K_NULLABLE, link_busy_predicted),
+  COST(K_STR, bottleneck),
+};
+
+/* emulated hosts: "hosts", "link" ({...} or null without hosts), "links" */
+static const field HOSTS_FIELD[] = {RUN(K_INT, hosts)};
+static const field LINK_FIELDS[] = {
+  {"rate_bps", K_REAL, offsetof(gs_summary, link_rate_bps)},
+  {"latency_s", K_REAL, offsetof(gs_summary, link_latency_s)},
+  {"delay", K_STR, offsetof(gs_summary, link_delay)},
+};
+#define LINK(k, m) {#m, k, offsetof(gs_link_summary, m)}
+static const field LINKS_FIELDS[] = {
+  LINK(K_INT, host), LINK(K_REAL, tx_bytes), LINK(K_REAL, rx_bytes),
+  LINK(K_NULLABLE, model_tx_bytes), LINK(K_NULLABLE, model_rx_bytes), LINK(K_REAL, window_s),
+  LINK(K_REAL, busy_tx), LINK(K_REAL, busy_rx), LINK(K_REAL, busy),
 };
 
 #define NF(a) (sizeof a / sizeof a[0])
@@ -141,6 +158,18 @@ json_t *gs_summary_json(const gs_summary *s, gs_err *e) {
   if (rc == GS_OK) {
     json_t *cm = object_of(COST_FIELDS, NF(COST_FIELDS), &s->cost_model, id, e);
     rc = cm && !json_object_set_new(j, "cost_model", cm) ? GS_OK : GS_EINVAL;
+  }
+  if (rc == GS_OK) rc = put_fields(j, HOSTS_FIELD, NF(HOSTS_FIELD), s, id, e);
+  if (rc == GS_OK) {
+    json_t *link = s->hosts > 0 ? object_of(LINK_FIELDS, NF(LINK_FIELDS), s, id, e) : json_null();
+    rc = link && !json_object_set_new(j, "link", link) ? GS_OK : GS_EINVAL;
+  }
+  json_t *links = json_array();
+  if (rc == GS_OK) rc = json_object_set_new(j, "links", links) ? GS_ENOMEM : GS_OK;
+  else json_decref(links);
+  for (int i = 0; rc == GS_OK && i < s->nlinks; i++) {
+    json_t *row = object_of(LINKS_FIELDS, NF(LINKS_FIELDS), &s->links[i], id, e);
+    rc = row && !json_array_append_new(links, row) ? GS_OK : GS_EINVAL;
   }
   json_t *series = json_array();
   if (rc == GS_OK) rc = json_object_set_new(j, "step_time_s", series) ? GS_ENOMEM : GS_OK;
@@ -289,6 +318,25 @@ static int read_run(json_t *j, gs_summary *s, gs_err *e) {
   if (!cm) return e->code;
   GS_TRY(read_fields(cm, COST_FIELDS, NF(COST_FIELDS), &s->cost_model, where, "cost_model.", e));
 
+  GS_TRY(read_fields(j, HOSTS_FIELD, NF(HOSTS_FIELD), s, where, "", e));
+  json_t *link = member(j, "link", where, e);
+  if (!link) return e->code;
+  if (s->hosts > 0) GS_TRY(read_fields(link, LINK_FIELDS, NF(LINK_FIELDS), s, where, "link.", e));
+  else if (!(s->link_delay = strdup("none"))) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  json_t *links = member(j, "links", where, e);
+  if (!links) return e->code;
+  if (!json_is_array(links) || json_array_size(links) > (size_t)(s->hosts > 0 ? s->hosts : 0))
+    return GS_FAIL(e, GS_EPROTO, "run %s: links is not an array of at most %d hosts", where,
+                   s->hosts);
+  s->links = calloc(json_array_size(links) + 1, sizeof *s->links);
+  if (!s->links) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  for (size_t i = 0; i < json_array_size(links); i++) {
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "links[%zu].", i);
+    GS_TRY(read_fields(json_array_get(links, i), LINKS_FIELDS, NF(LINKS_FIELDS), &s->links[i],
+                       where, prefix, e));
+    s->nlinks++;
+  }
   json_t *series = member(j, "step_time_s", where, e);
   if (!series) return e->code;
   if (!json_is_array(series) || json_array_size(series) != (size_t)s->steps)

@@ -123,7 +123,9 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
               if (rc > 128 && rc < 160) gs_interrupted = rc - 128;
             } else {
               gs_launch l = {.argc = argc, .argv = argv, .run_dir = o->out, .world = world,
-                             .timeout_s = o->timeout_s};
+                             .timeout_s = o->timeout_s,
+                             .hosts = gs_cluster_hosts(o, mode, world),
+                             .link_bps = o->link_bps, .latency_s = o->latency_s};
               const char *extra[] = {"--mode", gs_mode_name(mode), "--world", sworld,
                                      "--model", o->models[im], "--batch", sbatch,
                                      "--bucket-mb", sbucket};

@@ -16,6 +16,8 @@ static void human_bytes(double b, char *buf, size_t cap) {
   snprintf(buf, cap, i ? "%.2f %s" : "%.0f %s", b, u[i]);
 }
 
+static void print_links(FILE *f, const gs_summary *s);
+
 void gs_summary_print(FILE *f, const gs_summary *s) {
   fprintf(f, "\n== %s  world %d  %s  batch %d/rank  %s  %s%s ==\n", gs_mode_name(s->mode),
           s->world, s->model, s->batch, gs_dtype_name(s->precision),
@@ -64,6 +66,33 @@ void gs_summary_print(FILE *f, const gs_summary *s) {
   fprintf(f, "  cost model: %s\n              master %s each way, other ranks %s each way per "
           "step (vs model = measured sent+recv / model)\n",
           cm->formula, m1, m2);
+  print_links(f, s);
+}
+
+/* emulated hosts: what each link carried (its counters) against the cost
+ * model, how busy it was, and the model's communication time */
+static void print_links(FILE *f, const gs_summary *s) {
+  if (s->hosts <= 0) return;
+  fprintf(f, "  %d emulated hosts, links %.4g Mbit/s each way, delay %.4g us (%s); per measured "
+          "step, from each link's counters:\n", s->hosts, s->link_rate_bps / 1e6,
+          s->link_latency_s * 1e6, s->link_delay);
+  fprintf(f, "  host       sent      model       recv      model   busy: sending  receiving  "
+          "either\n");
+  for (int i = 0; i < s->nlinks; i++) {
+    const gs_link_summary *l = &s->links[i];
+    char a[32], b[32], c[32], d[32];
+    human_bytes(l->tx_bytes, a, sizeof a);
+    human_bytes(l->model_tx_bytes, b, sizeof b);
+    human_bytes(l->rx_bytes, c, sizeof c);
+    human_bytes(l->model_rx_bytes, d, sizeof d);
+    fprintf(f, "  %-4d %10s %10s %10s %10s   %13.0f%% %9.0f%% %6.0f%%\n", l->host, a, b, c, d,
+            100 * l->busy_tx, 100 * l->busy_rx, 100 * l->busy);
+  }
+  const gs_cost_model *cm = &s->cost_model;
+  if (isfinite(cm->comm_s_predicted) && isfinite(cm->comm_s_measured))
+    fprintf(f, "  communication per step: model %.2f ms, measured %.2f ms (%+.0f%%); the model's "
+            "bottleneck: %s\n", cm->comm_s_predicted * 1e3, cm->comm_s_measured * 1e3,
+            100 * (cm->comm_s_measured / cm->comm_s_predicted - 1), cm->bottleneck);
 }
 
 /* the same configuration but for the mode: the pairs the comparison sets

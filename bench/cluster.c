@@ -1,0 +1,181 @@
+/* cluster.c: emulated hosts in a bench run. What --hosts, --link and
+ * --latency mean (checked with the other flags, before anything starts),
+ * how many hosts one run of the sweep gets, and the link counters a rank
+ * reads of its own host.
+ *
+ * Placement is host-major, as torchrun places ranks on nodes: with N ranks
+ * on K hosts, rank r is on host r / (N/K), and the ps master (rank 0) is on
+ * host 0. --link without --hosts puts each rank on a host of its own, so a
+ * sweep over --world is a sweep over hosts. World 1 has nothing to
+ * synchronize and runs without a cluster. The cluster itself (namespaces,
+ * veth pairs, tc) is hosts.c's; launch.c builds one per run. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "bench/hosts.h"
+#include "bench/internal.h"
+
+/* "100us", "2ms", "0.5s", "0": seconds in [0, 10) */
+static int parse_delay(const char *s, double *out, gs_err *e) {
+  static const struct {
+    const char *unit;
+    double scale;
+  } units[] = {{"us", 1e-6}, {"ms", 1e-3}, {"s", 1}, {"", 1}};
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end != s && errno == 0 && isfinite(v) && v >= 0)
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+      if (!strcmp(end, units[i].unit) && (v == 0 || *end) && v * units[i].scale < 10) {
+        *out = v * units[i].scale;
+        return GS_OK;
+      }
+  return GS_FAIL(e, GS_EINVAL, "--latency %s: a one-way delay under 10 s with its unit, e.g. "
+                 "100us or 2ms (0 for none)", s);
+}
+
+int gs_cluster_resolve(gs_opts *o, gs_err *e) {
+  if (!o->link_arg) {
+    if (o->hosts || o->latency_arg)
+      return GS_FAIL(e, GS_EINVAL, "%s needs --link RATE, the emulated links' rate (e.g. --link "
+                     "1gbit)", o->hosts ? "--hosts" : "--latency");
+    return GS_OK;
+  }
+  GS_TRY(gs_hosts_parse_rate(o->link_arg, &o->link_bps, e));
+  if (o->link_bps < 8000)
+    return GS_FAIL(e, GS_EINVAL, "--link %s: at least 8kbit", o->link_arg);
+  if (o->latency_arg) GS_TRY(parse_delay(o->latency_arg, &o->latency_s, e));
+  if (o->nnodes > 0)
+    return GS_FAIL(e, GS_EINVAL, "--link emulates hosts on this machine, and --nnodes runs on "
+                   "real ones: give one or the other");
+  if (!o->world_given && o->hosts) { /* the natural run: one world, K hosts */
+    o->worlds[0] = o->hosts;
+    o->nworlds = 1;
+  }
+  for (int i = 0; i < o->nworlds; i++) {
+    int w = o->worlds[i], k = o->hosts ? o->hosts : w;
+    if (w == 1) continue;
+    if (w < k || w % k)
+      return GS_FAIL(e, GS_EINVAL, "--hosts %d: world %d does not split evenly over %d hosts "
+                     "(ranks are placed host-major, world / hosts on each): give worlds that "
+                     "are multiples of %d", k, w, k, k);
+  }
+  return GS_OK;
+}
+
+int gs_cluster_hosts(const gs_opts *o, gs_mode mode, int world) {
+  if (!o->link_bps || mode == GS_MODE_LOCAL || world == 1) return 0;
+  return o->hosts ? o->hosts : world;
+}
+
+/* The first rank of each emulated host watches its host's link from inside
+ * (its network namespace's eth0), so that the counters cover exactly the
+ * measured steps: a thread reads them every period and turns them into
+ * busy time (gs_link_acc). */
+struct gs_link_watch {
+  int fd;                   /* /proc/self/net/dev */
+  double period;
+  gs_link_acc acc;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool stop;
+};
+
+static int read_counters(int fd, uint64_t *tx, uint64_t *rx) {
+  char buf[8192];
+  size_t len = 0;
+  if (lseek(fd, 0, SEEK_SET) < 0) return -1;
+  for (;;) {
+    ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0 || (len += (size_t)n) == sizeof buf - 1) break;
+  }
+  buf[len] = '\0';
+  return gs_netdev_eth0(buf, rx, tx);
+}
+
+/* with mu held */
+static void sample(gs_link_watch *w) {
+  uint64_t tx, rx;
+  if (read_counters(w->fd, &tx, &rx) == 0) gs_link_acc_update(&w->acc, gs_now(), tx, rx);
+}
+
+static void *watcher(void *arg) {
+  gs_link_watch *w = arg;
+  pthread_mutex_lock(&w->mu);
+  while (!w->stop) {
+    sample(w);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long ns = ts.tv_nsec + (long)(w->period * 1e9);
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    while (!w->stop && pthread_cond_timedwait(&w->cv, &w->mu, &ts) == 0) {
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+  return NULL;
+}
+
+int gs_link_watch_start(uint64_t rate_bps, double period_s, gs_link_watch **out, gs_err *e) {
+  *out = NULL;
+  gs_link_watch *w = calloc(1, sizeof *w);
+  if (!w) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  uint64_t tx, rx;
+  w->period = period_s;
+  w->fd = open("/proc/self/net/dev", O_RDONLY | O_CLOEXEC);
+  if (w->fd < 0 || read_counters(w->fd, &tx, &rx) < 0) {
+    if (w->fd >= 0) close(w->fd);
+    free(w);
+    return GS_FAIL(e, GS_EIO, "cannot read this host's link counters (eth0 in "
+                   "/proc/self/net/dev): is this rank on an emulated host?");
+  }
+  gs_link_acc_start(&w->acc, rate_bps, gs_now(), tx, rx);
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&w->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  int rc = pthread_create(&w->thread, NULL, watcher, w);
+  if (rc != 0) {
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    close(w->fd);
+    free(w);
+    return GS_FAIL(e, GS_EIO, "cannot start the link watcher: %s", strerror(rc));
+  }
+  *out = w;
+  return GS_OK;
+}
+
+void gs_link_watch_read(gs_link_watch *w, gs_link_stat *out) {
+  pthread_mutex_lock(&w->mu);
+  sample(w);
+  *out = w->acc.last;
+  pthread_mutex_unlock(&w->mu);
+}
+
+void gs_link_watch_stop(gs_link_watch *w) {
+  if (!w) return;
+  pthread_mutex_lock(&w->mu);
+  w->stop = true;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  pthread_join(w->thread, NULL);
+  pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->mu);
+  close(w->fd);
+  free(w);
+}
