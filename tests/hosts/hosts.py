@@ -23,10 +23,11 @@ import ctypes
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
+
+from leftover import snapshot, wait_clean
 
 TOOL, CASE = sys.argv[1], sys.argv[2]
 RATE = 100e6
@@ -147,94 +148,6 @@ def case_reach():
         check(moved < 0.01 * payload, "and not on link %d (%d bytes: ARP at most)" % (h, moved))
 
 
-# ---- what a run leaves on the machine ----
-
-def netns_of(pid):
-    try:
-        return os.stat("/proc/%s/ns/net" % pid).st_ino
-    except OSError:
-        return None
-
-
-def snapshot():
-    """netns inode -> pids, the root namespace's veths and 10.77 addresses,
-    and `ip netns list`."""
-    ns = {}
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            ino = netns_of(pid)
-            if ino:
-                ns.setdefault(ino, set()).add(int(pid))
-    veth = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
-                          text=True).stdout
-    addrs = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True).stdout
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return ns, sorted(l.split(":")[1].strip() for l in veth.splitlines()), \
-        "10.77." in addrs, names
-
-
-def reap():
-    """We are the subreaper of whatever the killed tool left: collect it."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def ours(pid, me):
-    """Whether pid descends from this test (the tool's orphans are ours)."""
-    for _ in range(64):
-        try:
-            with open("/proc/%d/stat" % pid) as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            return False
-        if ppid == me:
-            return True
-        if ppid <= 1:
-            return False
-        pid = ppid
-    return False
-
-
-def leftovers(before, cluster_inos, pids):
-    ns0, veth0, addr0, names0 = before
-    ns1, veth1, addr1, names1 = snapshot()
-    me = os.getpid()
-    left = []
-    for ino in cluster_inos:
-        if ino in ns1:
-            left.append("namespace %d of the run (processes %s)" % (ino, sorted(ns1[ino])))
-    for ino, holders in ns1.items():
-        if ino not in ns0 and any(ours(p, me) for p in holders):
-            left.append("a new namespace %d held by our processes %s" % (ino, sorted(holders)))
-    for pid in pids:
-        if os.path.exists("/proc/%d" % pid) and ours(pid, me):
-            left.append("process %d of the run" % pid)
-    if set(veth1) - set(veth0):
-        left.append("veths in the root namespace: %s" % sorted(set(veth1) - set(veth0)))
-    if addr1 and not addr0:
-        left.append("a 10.77 address in the root namespace")
-    if names1 != names0 or os.path.exists("/run/netns") and os.listdir("/run/netns"):
-        left.append("names in /run/netns: %r" % names1)
-    return left
-
-
-def wait_clean(before, cluster_inos, pids, what):
-    deadline = time.time() + 10
-    while True:
-        reap()
-        left = leftovers(before, cluster_inos, pids)
-        if not left or time.time() > deadline:
-            break
-        time.sleep(0.05)
-    check(not left, "after %s nothing of the run remains%s" %
-          (what, (": " + "; ".join(left)) if left else ""))
-
-
 def run_ids(events):
     inos, pids = [], []
     for e in events:
@@ -257,7 +170,7 @@ def case_teardown():
     check(rc == 0, "a normal run succeeds (%s)" % err.strip())
     inos, pids = run_ids(ev)
     check(len(inos) == 4 and len(set(inos)) == 4, "it made four namespaces: %s" % inos)
-    wait_clean(before, inos, pids, "a normal run")
+    wait_clean(before, inos, pids, "a normal run", check)
 
     p = subprocess.Popen([TOOL, "--json", "--hosts", "3", "--bytes", str(64 * MIB),
                           "--msg", str(MIB)], stdout=subprocess.PIPE, text=True)
@@ -277,13 +190,13 @@ def case_teardown():
     p.kill()
     p.wait(timeout=10)
     p.stdout.close()
-    wait_clean(before, inos, pids, "SIGKILL of the tool mid-stream")
+    wait_clean(before, inos, pids, "SIGKILL of the tool mid-stream", check)
 
     rc, ev, err = run(["--hosts", "3", "--burst", "10G"])
     check(rc != 0 and "tc" in err and "burst" in err,
           "a build that tc refuses halfway fails with tc's word: %s" % err.strip())
     check(not [e for e in ev if e["event"] == "cluster"], "and offers no cluster")
-    wait_clean(before, [], [], "a build that failed halfway")
+    wait_clean(before, [], [], "a build that failed halfway", check)
 
 
 def case_delay():
@@ -323,7 +236,7 @@ def case_nocap():
           "with an error that names the capability and how to get it: %s" % err.strip())
     check(not ev, "and builds nothing: %s" % ev)
     if have_caps():
-        wait_clean(before, [], [], "the refused run")
+        wait_clean(before, [], [], "the refused run", check)
 
 
 {"stream": case_stream, "reach": case_reach, "teardown": case_teardown, "delay": case_delay,

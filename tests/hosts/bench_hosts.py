@@ -1,0 +1,190 @@
+#!/usr/bin/python3
+"""bench_hosts.py BENCH CASE: the real bench on emulated hosts (--hosts,
+--link).
+
+  equiv   2 and 4 hosts (one rank each), and 4 ranks on 2 hosts, in ps and
+          ring: the parameters are bitwise those of the same run over
+          loopback, and those of one process with the whole batch (to 1e-5:
+          only the summation order differs); report.json names the hosts
+          and the link
+  bytes   each link's counters over the measured steps carry what the cost
+          model says (within 5%, plus TCP/IP headers); in ps mode host 0's
+          link is the busiest; the cost model's communication time is there
+  kill    SIGKILL of the launcher mid-run: no namespace, veth or process of
+          the run remains, nothing in /run/netns
+  nocap   without CAP_NET_ADMIN: a clear error naming it, non-zero exit
+
+All but nocap need root (CAP_NET_ADMIN + CAP_SYS_ADMIN) and exit 77 (skip)
+elsewhere, saying why."""
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from common import (BENCH, SMALL, check, finish, load_params, max_rel, report, run,  # noqa: E402
+                    same_bits, steps_csv, tmpdir)
+from leftover import snapshot, wait_clean  # noqa: E402
+
+CASE = sys.argv[2]
+HEADERS = 66 / 1448       # Ethernet/IP/TCP headers per full segment
+FIXED = 64 * 1024         # per step: acknowledgements, ZMTP frames, ARP
+
+
+def have_caps():
+    with open("/proc/self/status") as f:
+        eff = [int(l.split()[1], 16) for l in f if l.startswith("CapEff:")][0]
+    return os.geteuid() == 0 and eff & (1 << 12) and eff & (1 << 21)
+
+
+def need_root():
+    if not have_caps():
+        print("SKIP: emulated hosts need root with CAP_NET_ADMIN and CAP_SYS_ADMIN (euid %d)"
+              % os.geteuid())
+        sys.exit(77)
+
+
+B, STEPS = 8, 5
+BASE = SMALL + ["--no-shuffle", "--steps", str(STEPS), "--lr", "0.05", "--momentum", "0.9",
+                "--seed", "5", "--warmup", "0", "--batch", str(B)]
+
+
+def case_equiv():
+    need_root()
+    for world, hosts in ((2, 2), (4, 4), (4, 2)):
+        ref_dir = tmpdir()
+        r = run(BASE[:-1] + [str(world * B), "--mode", "local", "--save-params", ref_dir + "/p",
+                             "--out", ref_dir])
+        if not check(r.returncode == 0, f"local batch {world * B}: {r.stderr}"):
+            continue
+        ref = load_params(ref_dir + "/p")
+        for mode in ("ps", "ring"):
+            got = {}
+            for where in ("loopback", "hosts"):
+                d = tmpdir()
+                flags = ["--hosts", str(hosts), "--link", "1gbit"] if where == "hosts" else []
+                r = run(BASE + ["--mode", mode, "--world", str(world), "--save-params", d + "/p",
+                                "--out", d, "--verify"] + flags)
+                if check(r.returncode == 0, f"{mode} world {world} on {where}: {r.stderr}"):
+                    got[where] = load_params(d + "/p")
+                    run0 = report(d)["runs"][0]
+                    want = hosts if where == "hosts" else 0
+                    check(run0["hosts"] == want and len(run0["links"]) == want,
+                          f"{mode} world {world} on {where}: report.json says hosts "
+                          f"{run0['hosts']} with {len(run0['links'])} links, expected {want}")
+                    if where == "hosts":
+                        check(run0["link"]["rate_bps"] == 1e9,
+                              f"report.json link: {run0['link']}")
+                        hashes = {(row["step"], row["param_hash"]) for row in steps_csv(d)}
+                        check(len(hashes) == STEPS,
+                              f"{mode} world {world} on {hosts} hosts: ranks differ ({hashes})")
+            if len(got) == 2:
+                check(same_bits(got["hosts"], got["loopback"]),
+                      f"{mode} world {world} on {hosts} hosts: parameters differ from loopback")
+                err = max_rel(got["hosts"], ref)
+                check(err <= 1e-5, f"{mode} world {world} on {hosts} hosts vs one process: "
+                      f"relative error {err:.2e}")
+
+
+def case_bytes():
+    need_root()
+    flags = ["--model", "mlp:784-512-512-10", "--synthetic-samples", "2048", "--threads", "1",
+             "--timeout", "30", "--quiet", "--steps", "8", "--warmup", "2", "--batch", "16",
+             "--link", "1gbit"]
+    for mode, world, hosts in (("ps", 4, 4), ("ring", 4, 4), ("ps", 4, 2)):
+        d = tmpdir()
+        r = run(flags + ["--mode", mode, "--world", str(world), "--hosts", str(hosts),
+                         "--out", d])
+        if not check(r.returncode == 0, f"{mode} world {world} on {hosts} hosts: {r.stderr}"):
+            continue
+        run0 = report(d)["runs"][0]
+        links = run0["links"]
+        check([l["host"] for l in links] == list(range(hosts)),
+              f"{mode}: one link per host, in order: {[l['host'] for l in links]}")
+        for l in links:
+            for way in ("tx", "rx"):
+                got, model = l[way + "_bytes"], l["model_" + way + "_bytes"]
+                lo, hi = 0.95 * model, model * (1.05 + HEADERS) + FIXED
+                check(lo <= got <= hi, f"{mode} {hosts} hosts, host {l['host']} {way}: "
+                      f"{got:.0f} bytes/step, the model says {model:.0f} (allowed {lo:.0f}.."
+                      f"{hi:.0f})")
+            check(0 < l["busy"] <= 1 and l["busy_tx"] <= l["busy"] + 1e-9 and
+                  l["busy_rx"] <= l["busy"] + 1e-9,
+                  f"{mode} host {l['host']}: busy fractions {l['busy_tx']}, {l['busy_rx']}, "
+                  f"{l['busy']}")
+        if mode == "ps" and hosts == world:  # (N-1) S on host 0's link, S on the others
+            check(all(links[0]["rx_bytes"] > 1.5 * l["rx_bytes"] for l in links[1:]),
+                  f"ps: host 0's link carries the most: {[l['rx_bytes'] for l in links]}")
+        cm = run0["cost_model"]
+        check(cm["comm_s_predicted"] and cm["comm_s_predicted"] > 0 and
+              cm["comm_s_measured"] > 0 and cm["bottleneck"],
+              f"{mode}: the cost model's time is in report.json: {cm}")
+
+
+def case_kill():
+    need_root()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1, 0, 0, 0) != 0:   # PR_SET_CHILD_SUBREAPER: the orphans are ours
+        check(False, "cannot become a subreaper: %s" % os.strerror(ctypes.get_errno()))
+        return
+    before = snapshot()
+    d = tmpdir()
+    env = dict(os.environ)
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GS_LAUNCHED"):
+        env.pop(k, None)
+    p = subprocess.Popen([BENCH] + SMALL + ["--mode", "ring", "--world", "3", "--link",
+                                            "100mbit", "--steps", "100000", "--out", d],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if len(steps_csv(d)) >= 6:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.1)
+    me = os.stat("/proc/self/ns/net").st_ino
+    pids, inos, rank_inos = [], set(), set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            ino = os.stat(f"/proc/{pid}/ns/net").st_ino
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        # the cluster's holders are forks of the launcher, its ranks execs of it
+        if ino != me and (cmd.startswith(os.fsencode(BENCH)) or
+                          cmd.startswith(b"/proc/self/exe")):
+            pids.append(int(pid))
+            inos.add(ino)
+            if cmd.startswith(b"/proc/self/exe"):
+                rank_inos.add(ino)
+    check(len(rank_inos) == 3 and len(inos) == 4,
+          f"mid-run 3 ranks live in 3 host namespaces, beside the switch's ({len(rank_inos)} "
+          f"of {len(inos)} namespaces; pids {pids})")
+    p.kill()
+    p.wait(timeout=10)
+    wait_clean(before, sorted(inos), pids, "SIGKILL of the launcher mid-run", check)
+
+
+def case_nocap():
+    prefix = []
+    if have_caps():
+        if not shutil.which("setpriv"):
+            print("SKIP: setpriv (util-linux) is needed to drop CAP_NET_ADMIN")
+            sys.exit(77)
+        prefix = ["setpriv", "--inh-caps=-net_admin", "--bounding-set=-net_admin"]
+    d = tmpdir()
+    r = subprocess.run(prefix + [BENCH] + SMALL + ["--mode", "ps", "--world", "2", "--link",
+                                                   "1gbit", "--steps", "2", "--out", d],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode != 0, f"without CAP_NET_ADMIN bench fails (exit {r.returncode})")
+    check("CAP_NET_ADMIN" in r.stderr, f"naming the capability: {r.stderr.strip()}")
+
+
+{"equiv": case_equiv, "bytes": case_bytes, "kill": case_kill, "nocap": case_nocap}[CASE]()
+finish("bench on emulated hosts: " + CASE)
