@@ -486,6 +486,8 @@ void gs_hosts_destroy(gs_hosts *c) {
 
 int gs_hosts_count(const gs_hosts *c) { return c->k; }
 
+bool gs_hosts_has_delay(const gs_hosts *c) { return c->delay > 0; }
+
 int gs_hosts_info(const gs_hosts *c, int h, gs_host_info *out) {
   memset(out, 0, sizeof *out);
   if (h < GS_HOSTS_SWITCH || h >= c->k) return GS_EINVAL;

@@ -36,6 +36,7 @@
 #ifndef GS_BENCH_HOSTS_H
 #define GS_BENCH_HOSTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -80,6 +81,8 @@ int gs_hosts_create(const gs_hosts_cfg *cfg, gs_hosts **out, gs_err *e);
 void gs_hosts_destroy(gs_hosts *c);
 
 int gs_hosts_count(const gs_hosts *c);
+/* Whether its links delay packets (netem). */
+bool gs_hosts_has_delay(const gs_hosts *c);
 
 typedef struct gs_host_info {
   int host;                 /* h, or GS_HOSTS_SWITCH */

@@ -118,6 +118,7 @@ typedef struct gs_rank_env {
    * its address there; hosts 0: none */
   int host, hosts;
   char host_addr[GS_ADDR_MAX];
+  double delay_line_s;      /* > 0: the links' delay is the wire's delay line (no netem) */
 } gs_rank_env;
 int gs_rank_env_read(gs_rank_env *env, gs_err *e);
 

@@ -202,6 +202,12 @@ int gs_rank_env_read(gs_rank_env *env, gs_err *e) {
     if ((rc = get_int("GS_HOST", 0, env->hosts - 1, &env->host, e)) < 0) return rc;
     snprintf(env->host_addr, sizeof env->host_addr, "%s",
              getenv("GS_HOST_ADDR") ? getenv("GS_HOST_ADDR") : "");
+    const char *d = getenv("GS_DELAY_LINE");
+    char *end = NULL;
+    if (d && *d) env->delay_line_s = strtod(d, &end);
+    if (d && *d && (*end || !(env->delay_line_s >= 0 && env->delay_line_s < 10)))
+      return GS_FAIL(e, GS_EINVAL, "environment: GS_DELAY_LINE=%s is not a delay in seconds "
+                     "(0..10)", d);
   }
   if (!env->launched && (rc = rendezvous_port(env, e)) < 0) return rc;
   if (env->port_fd < 0 && env->master_port == 0 && env->world > 1)
@@ -396,6 +402,8 @@ int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e)
   gethostname(j->hostname, sizeof j->hostname - 1);
   if (env->hosts > 0) /* emulated hosts share the machine's name */
     snprintf(j->hostname, sizeof j->hostname, "host%d", env->host);
+  if (env->hosts > 0 && env->delay_line_s > 0)
+    gs_wire_delay(env->delay_line_s, env->host, env->world / env->hosts);
   GS_TRY(gs_job_addrs_resolve(env, o->bind, &j->addr, e));
   GS_TRY(gs_job_secret(o->secret_file, j->addr.local, o->encrypt, &j->cred, e));
   /* Rank 0 listens first: our launcher waits for the port before it starts

@@ -42,7 +42,7 @@ static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, con
   if (c) gs_hosts_info(c, h, &hi);
   static const char *const keys[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
     "MASTER_ADDR", "MASTER_PORT", "GS_LAUNCHED", "GS_JOB_SECRET", "GS_RUN_DIR", "GS_PORT_FD",
-    "GS_HOST", "GS_HOSTS", "GS_HOST_ADDR"};
+    "GS_HOST", "GS_HOSTS", "GS_HOST_ADDR", "GS_DELAY_LINE"};
   enum { NV = sizeof keys / sizeof keys[0] };
   envvar v[NV];
   memset(v, 0, sizeof v);
@@ -68,6 +68,7 @@ static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, con
     PUT(10, "%d", h);
     PUT(11, "%d", l->hosts);
     PUT(12, "%s", hi.addr);
+    if (l->latency_s > 0 && !gs_hosts_has_delay(c)) PUT(13, "%.9g", l->latency_s);
   }
 #undef PUT
   size_t n = 0;
@@ -174,7 +175,10 @@ static int cluster_open(const gs_launch *l, gs_hosts **c, char *why, size_t cap)
   if (l->hosts <= 0) return 0;
   gs_hosts_cfg cfg = {.hosts = l->hosts, .rate_bps = l->link_bps, .delay_s = l->latency_s};
   gs_err e = {0};
-  if (gs_hosts_create(&cfg, c, &e) < 0) {
+  /* the delay: netem where the kernel has it, else the wire's delay line */
+  int netem = l->latency_s > 0 ? gs_hosts_netem(&e) : 1;
+  if (netem == 0) cfg.delay_s = 0;
+  if (netem < 0 || gs_hosts_create(&cfg, c, &e) < 0) {
     snprintf(why, cap, "%s", e.msg);
     return e.code == GS_EINVAL ? 2 : 1;
   }

@@ -326,6 +326,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   info.wire = cfg.wire;
   info.overlap = cfg.overlap;
   info.wall_end = gs_wall();
+  if (info.hosts > 0 && o->latency_s > 0) info.delay = env->delay_line_s > 0 ? "delay line" : "netem";
   if ((rc = summarize(o, env, &info, results, &e)) < 0) goto fail;
   goto done;
 

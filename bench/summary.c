@@ -28,7 +28,7 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       .precision = t->precision, .wire = t->precision, .warmup = o->warmup,
       .dedicated = o->dedicated && mode == GS_MODE_PS, .accuracy = NAN, .eval_loss = NAN,
       .hosts = gs_cluster_hosts(o, mode, world), .link_bps = (double)o->link_bps,
-      .latency_s = o->latency_s, .delay = o->latency_s > 0 ? "netem" : "none"};
+      .latency_s = o->latency_s, .delay = "none"};
 }
 
 void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {

@@ -194,9 +194,8 @@ void gs_link_tell(gs_link *l, const char *phase, const char *msg) {
   err.message = (char *)msg;
   env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
   env.error = &err;
-  size_t len = gradsync__envelope__get_packed_size(&env);
+  size_t len = gs_wire_pack(&env, l->hbuf, sizeof l->hbuf);
   if (len > sizeof l->hbuf) return;
-  gradsync__envelope__pack(&env, l->hbuf);
   zmq_send(l->push, l->hbuf, len, ZMQ_DONTWAIT); /* best effort, never blocks */
 }
 
@@ -415,10 +414,9 @@ static void released(void *data, void *hint) {
 int gs_link_send(gs_link *l, const Gradsync__Envelope *env, const void *data, size_t bytes,
                  atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, const gs_link_where *w,
                  gs_err *e) {
-  size_t hlen = gradsync__envelope__get_packed_size(env);
+  size_t hlen = gs_wire_pack(env, l->hbuf, sizeof l->hbuf);
   if (hlen > sizeof l->hbuf)
     return GS_FAIL(e, GS_EINVAL, "rank %d: a header of %zu bytes", l->c.rank, hlen);
-  gradsync__envelope__pack(env, l->hbuf);
   /* an empty payload travels as no payload frame */
   if (zmq_send(l->push, l->hbuf, hlen, bytes ? ZMQ_SNDMORE : 0) < 0) goto fail;
   int rc = 0;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SLICE_MS 100
@@ -80,19 +81,66 @@ static int wait_out(void *sock, int timeout_ms, gs_err *e) {
   return wait_for(sock, ZMQ_POLLOUT, timeout_ms, e);
 }
 
+/* The delay line (wire.h): set once per process before any socket. */
+static struct {
+  double delay_s;
+  int host, per_host;
+} line;
+
+void gs_wire_delay(double delay_s, int host, int per_host) {
+  line.delay_s = delay_s > 0 ? delay_s : 0;
+  line.host = host;
+  line.per_host = per_host > 0 ? per_host : 1;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Hold a message from another host until its stamp + the delay. A stamp
+ * from the future (no sender of this machine makes one) waits no longer
+ * than the delay itself. Frames behind it wait in the socket meanwhile, so
+ * a stream is delayed, not slowed. */
+static void delay_line(const Gradsync__Envelope *env) {
+  if (!(line.delay_s > 0) || !env->sent_ns) return;
+  int from = env->rank == GS_SERVER_RANK ? 0 : (int)(env->rank / (uint32_t)line.per_host);
+  if (from == line.host) return; /* the same host: its loopback has no delay */
+  uint64_t d = (uint64_t)(line.delay_s * 1e9), now = now_ns();
+  uint64_t due = env->sent_ns > now ? now + d : env->sent_ns + d;
+  if (due <= now) return;
+  struct timespec ts = {.tv_sec = (time_t)(due / 1000000000u), .tv_nsec = (long)(due % 1000000000u)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !gs_interrupted) {
+  }
+}
+
+size_t gs_wire_pack(const Gradsync__Envelope *env, uint8_t *buf, size_t cap) {
+  Gradsync__Envelope stamped;
+  if (line.delay_s > 0) {
+    stamped = *env;
+    stamped.sent_ns = now_ns();
+    env = &stamped;
+  }
+  size_t n = gradsync__envelope__get_packed_size(env);
+  if (n > cap) return n;
+  return gradsync__envelope__pack(env, buf);
+}
+
 int gs_wire_send(void *sock, const void *id, size_t idlen, const Gradsync__Envelope *env,
                  const void *data, size_t len, zmq_free_fn *release, void *hint,
                  int timeout_ms, uint64_t *bytes, gs_err *e) {
   uint8_t stackbuf[512];
-  size_t hlen = gradsync__envelope__get_packed_size(env);
-  uint8_t *hbuf = hlen <= sizeof stackbuf ? stackbuf : malloc(hlen);
+  /* room for the header with a delay line's stamp (a fixed64: 9 bytes) */
+  size_t cap = gradsync__envelope__get_packed_size(env) + 9;
+  uint8_t *hbuf = cap <= sizeof stackbuf ? stackbuf : malloc(cap);
   int rc = GS_OK;
   bool payload_owned = release != NULL; /* we must call release if we never hand it over */
   if (!hbuf) {
     rc = GS_FAIL(e, GS_ENOMEM, "out of memory packing a %s header", gs_wire_kind(env));
     goto out;
   }
-  gradsync__envelope__pack(env, hbuf);
+  size_t hlen = gs_wire_pack(env, hbuf, cap);
 
   int w = wait_out(sock, timeout_ms, e);
   if (w < 0) { rc = w; goto out; }
@@ -231,6 +279,7 @@ int gs_wire_read(void *sock, bool router, uint64_t job, size_t max_payload,
                    m->env->rank, (unsigned long long)m->env->job);
   if (m->env->body_case == GRADSYNC__ENVELOPE__BODY__NOT_SET)
     return GS_FAIL(e, GS_EPROTO, "an empty message from rank %u", m->env->rank);
+  delay_line(m->env);
   return GS_OK;
 }
 

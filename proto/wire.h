@@ -44,6 +44,20 @@ typedef struct gs_wire_msg {
   char peer[64];                  /* a ROUTER's sender's address ("" unknown) */
 } gs_wire_msg;
 
+/* The emulated links' delay line, for kernels without netem: with delay_s
+ * > 0 every message sent carries its send time (CLOCK_MONOTONIC, which all
+ * network namespaces of one machine share), and one received from a rank
+ * on another emulated host (rank / per_host != host; the ps server counts
+ * as host 0) is handed over no earlier than that time + delay_s. Set once
+ * per process, before any message; 0 (the default) turns it off. */
+void gs_wire_delay(double delay_s, int host, int per_host);
+
+/* Pack env into buf (the delay line's stamp added when it is on); returns
+ * the packed size, which is larger than cap when it did not fit (nothing
+ * written then). gs_wire_send packs with it; so do senders that pack their
+ * own headers. */
+size_t gs_wire_pack(const Gradsync__Envelope *env, uint8_t *buf, size_t cap);
+
 /* A readable name for the kind of an envelope ("push", "params", ...). */
 const char *gs_wire_kind(const Gradsync__Envelope *env);
 
