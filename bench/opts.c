@@ -270,6 +270,12 @@ static int p_collective(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   return GS_OK;
 }
 
+static int p_peer(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  if (strcmp(a, "torch")) return bad(e, f, a, "the one peer is torch (PyTorch DDP, gloo)");
+  o->peer = a;
+  return GS_OK;
+}
+
 static int p_bind(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   if (!*a || strlen(a) > 200 || !strcmp(a, "*"))
     return bad(e, f, a, "an IPv4 address of this host (0.0.0.0 for every interface)");
@@ -373,12 +379,15 @@ static const flag FLAGS[] = {
   {"log-every", 0, "N", NULL, "a tenth of the steps",
    "progress line every N steps when stdout is not a terminal", p_whole, M(log_every),
    W(log_every), 0, 1, 1e12},
-  SWITCH("json", 0, NULL, "collective: also write the table as JSON", json, 1),
+  SWITCH("json", 0, NULL, "collective: print where the table's JSON is written (always, in "
+         "--out)", json, 1),
   SWITCH("verify", 0, NULL, "hash the parameters on every rank after every step (steps.csv "
          "param_hash)", verify, 1),
   SWITCH("eval", 0, NULL, "report training-set accuracy at the end", eval, 1),
   WORD("report", "DIR", NULL, NULL, "no training: print the tables of DIR/report.json and draw "
        "its charts again", p_str, report),
+  WORD("peer", "NAME", NULL, NULL, "torch: also train PyTorch DDP (gloo) on the same model, "
+       "batch, data and worlds, a row beside ps and ring", p_peer, peer),
   WORD("collective", "OP", NULL, NULL, "allreduce: benchmark the backend alone, as nccl-tests "
        "(-b -e -f -n -w -c below)", p_collective, collective),
   NUM("minbytes", 'b', "SIZE", "8", "collective: smallest size", p_size, min_bytes, 0,

@@ -128,9 +128,12 @@ void gs_summary_scaling(gs_summary *runs, size_t n, bool strong);
 json_t *gs_summary_json(const gs_summary *s, gs_err *e);
 int gs_summary_from_json(json_t *j, gs_summary *out, gs_err *e);
 
-/* Terminal tables (tables.c): one run, and the runs side by side. */
+/* Terminal tables (tables.c): one run, and the runs side by side with the
+ * peers' rows (report.json's "peers"; NULL: none) and a notice beside
+ * them (NULL or "": none). */
 void gs_summary_print(FILE *f, const gs_summary *s);
-void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n);
+void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json_t *peers,
+                                 const char *notice);
 
 /* SVG charts (charts.c): scaling.svg, efficiency.svg, breakdown.svg,
  * bytes.svg and memory.svg in dir. */
