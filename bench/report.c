@@ -260,10 +260,8 @@ int gs_report_redraw(const char *dir, FILE *out, gs_err *e) {
       gs_err_prefix(e, "%s: ", path);
   if (rc == GS_OK) {
     for (size_t i = 0; i < n; i++) gs_summary_print(out, &runs[i]);
-    json_t *peers = json_object_get(rep, "peers");
-    if (n > 1 || json_array_size(peers))
-      gs_summary_print_comparison(out, runs, n, peers, json_string_value(json_object_get(
-                                  rep, "oversubscribed_notice")));
+    gs_summary_print_comparison(out, runs, n, json_object_get(rep, "peers"),
+                                json_string_value(json_object_get(rep, "oversubscribed_notice")));
     rc = gs_charts_write(dir, runs, n, e);
   }
   if (rc == GS_OK) rc = gs_html_write(dir, rep, e);

@@ -130,7 +130,7 @@ int gs_summary_from_json(json_t *j, gs_summary *out, gs_err *e);
 
 /* Terminal tables (tables.c): one run, and the runs side by side with the
  * peers' rows (report.json's "peers"; NULL: none) and a notice beside
- * them (NULL or "": none). */
+ * them (NULL or "": none); with one run and no peer, the notice alone. */
 void gs_summary_print(FILE *f, const gs_summary *s);
 void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json_t *peers,
                                  const char *notice);

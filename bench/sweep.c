@@ -191,10 +191,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
       if (runs[i].world > most) most = runs[i].world;
     char notice[256];
     gs_oversubscribed(most, notice, sizeof notice);
-    if (nruns > 1 || json_array_size(peers))
-      gs_summary_print_comparison(stdout, runs, nruns, peers, notice);
-    else if (*notice)
-      printf("\n  NOTE: %s.\n", notice);
+    gs_summary_print_comparison(stdout, runs, nruns, peers, notice);
     fflush(stdout);
     gs_err_clear(&e);
     if (gs_report_write(o->out, o, runs, nruns, peers, status != 0, &e) < 0) {

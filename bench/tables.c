@@ -96,6 +96,10 @@ static void print_peer(FILE *f, json_t *p, const gs_summary *runs, size_t n, boo
 
 void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json_t *peers,
                                  const char *notice) {
+  if (n < 2 && !json_array_size(peers)) { /* nothing to compare: the notice alone */
+    if (notice && *notice) fprintf(f, "\n  NOTE: %s.\n", notice);
+    return;
+  }
   fprintf(f, "\n== ps vs ring%s ==\n", json_array_size(peers) ? " (and peers, measured in this "
           "same invocation)" : "");
   if (notice && *notice) fprintf(f, "  NOTE: %s.\n", notice);
