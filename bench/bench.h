@@ -78,9 +78,10 @@ typedef struct gs_opts {
   const char *command_line;  /* argv as typed, for report.json */
   double started;            /* wall-clock seconds when bench started */
   int64_t log_every;         /* progress line every N steps (0: a tenth of the run) */
-  bool json;                 /* collective: also write the table as JSON */
+  bool json;                 /* collective: print where the JSON table went */
   bool verify;               /* hash parameters every step (steps.csv) */
   bool eval;                 /* accuracy after training */
+  const char *peer;          /* --peer torch: PyTorch DDP measured beside (NULL: none) */
   const char *report;        /* --report DIR: tables and charts again from DIR/report.json */
 
   /* collective benchmark (nccl-tests flags) */

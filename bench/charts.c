@@ -1,168 +1,132 @@
-/* charts.c: three SVG charts from the runs' summaries, readable in any browser:
- *   scaling.svg    throughput vs world size per mode, with each mode's
- *                  ideal line (N x its world-1 throughput, or its smallest
- *                  world scaled linearly);
+/* charts.c: the SVG charts of the runs' summaries, readable in any browser
+ * (charts_ranks.c draws the per-rank memory, timeline and bus bandwidth):
+ *   scaling.svg    throughput vs world size (log2 axis) per mode, with each
+ *                  mode's ideal curve (N x its smallest world's throughput
+ *                  per rank);
+ *   efficiency.svg scaling efficiency (summary.h) vs world size, ideal 1;
  *   breakdown.svg  per run, one stacked bar per rank: compute, exposed
  *                  communication, reduction, optimizer, idle (ms per step)
  *                  -> the ps master's imbalance at a glance;
  *   bytes.svg      per run, bytes sent + received per rank per step, with
  *                  the cost model's figure marked.
- * Plain SVG 1.1 text, written atomically; nice tick steps (1, 2, 5 x 10^k). */
+ * Drawn with svg.c's pieces. */
 #include <math.h>
-#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench/results.h"
 #include "bench/summary.h"
+#include "bench/svg.h"
 
-typedef struct buf {
-  char *s;
-  size_t n, cap;
-} buf;
+typedef gs_svg buf;
+#define put gs_svg_put
 
-static void put(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(buf *b, const char *fmt, ...) {
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int need = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-    va_end(ap);
-    if (need < 0) return;
-    if (b->s && b->n + (size_t)need < b->cap) {
-      b->n += (size_t)need;
-      return;
-    }
-    size_t cap = (b->cap ? b->cap * 2 : 8192) + (size_t)need;
-    char *s = realloc(b->s, cap);
-    if (!s) return;
-    b->s = s;
-    b->cap = cap;
-  }
-}
+static void world_tick(double v, char *text, size_t cap) { snprintf(text, cap, "%g", v); }
 
-
-static double nice_step(double range, int ticks) {
-  double raw = range / ticks, p = pow(10, floor(log10(raw > 0 ? raw : 1))), f = raw / p;
-  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
-}
-
-static const char *mode_color(const char *mode) {
-  return !strcmp(mode, "ps") ? "#d95f02" : !strcmp(mode, "ring") ? "#1b9e77" : "#7570b3";
-}
-
-static void header(buf *b, int w, int h, const char *title) {
-  put(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-         "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
-         "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-         "<text x=\"%d\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">%s"
-         "</text>\n", w, h, w, h, w / 2, title);
-}
-
-/* axes with a y scale from 0 to ymax; returns the rounded ymax */
-static double y_axis(buf *b, int x0, int y0, int x1, int y1, double ymax, const char *label) {
-  double step = nice_step(ymax > 0 ? ymax : 1, 5);
-  double top = ceil((ymax > 0 ? ymax : 1) / step) * step;
-  for (double v = 0; v <= top * 1.0001; v += step) {
-    double y = y0 - (v / top) * (y0 - y1);
-    put(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>\n", x0, y, x1, y);
-    put(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", x0 - 6, y + 4, v);
-  }
-  put(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", x0, y0, x1, y0);
-  put(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", x0, y0, x0, y1);
-  put(b, "<text transform=\"translate(%d,%d) rotate(-90)\" text-anchor=\"middle\">%s</text>\n",
-      x0 - 50, (y0 + y1) / 2, label);
-  return top;
-}
-
-static int save(const char *dir, const char *name, buf *b, gs_err *e) {
-  put(b, "</svg>\n");
-  char path[4200];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  int rc = b->s ? gs_write_atomic(path, b->s, b->n, e) : GS_FAIL(e, GS_ENOMEM, "out of memory");
-  free(b->s);
-  return rc;
-}
-
-static int scaling(const char *dir, const gs_summary *runs, size_t n, gs_err *e) {
-  int W = 720, H = 440, x0 = 80, x1 = 560, y0 = 380, y1 = 50;
-  int worlds[64], nw = 0;
-  double ymax = 0;
+/* the distinct worlds of the runs, ascending */
+static int worlds_of(const gs_summary *runs, size_t n, int *worlds, int cap) {
+  int nw = 0;
   for (size_t i = 0; i < n; i++) {
-    int w = runs[i].world;
     bool seen = false;
-    for (int k = 0; k < nw; k++) seen |= worlds[k] == w;
-    if (!seen && nw < 64) worlds[nw++] = w;
-    double t = runs[i].throughput_samples_per_s;
-    if (t > ymax) ymax = t;
+    for (int k = 0; k < nw; k++) seen |= worlds[k] == runs[i].world;
+    if (!seen && nw < cap) worlds[nw++] = runs[i].world;
   }
   for (int a = 0; a < nw; a++)
     for (int c = a + 1; c < nw; c++)
       if (worlds[c] < worlds[a]) { int t = worlds[a]; worlds[a] = worlds[c]; worlds[c] = t; }
-  /* ideal lines may reach above the measurements */
-  const gs_mode modes[] = {GS_MODE_PS, GS_MODE_RING, GS_MODE_LOCAL};
+  return nw;
+}
+
+static const gs_mode MODES[] = {GS_MODE_PS, GS_MODE_RING, GS_MODE_LOCAL};
+
+/* measured worlds that are not powers of two get their own small label */
+static void odd_world_ticks(buf *b, const int *worlds, int nw, int x0, int y0, double l2lo,
+                            double span) {
+  for (int k = 0; k < nw; k++)
+    if (worlds[k] & (worlds[k] - 1))
+      put(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"10\" fill=\"#666\">"
+          "%d</text>\n", x0 + (log2(worlds[k]) - l2lo) * span, y0 + 30, worlds[k]);
+}
+
+/* throughput (samples/s) or scaling efficiency against world size on a
+ * log2 axis, one line per mode. Throughput's ideal is N x the mode's
+ * smallest world's throughput per rank, sampled densely because a linear
+ * law is a curve on a log axis; efficiency's ideal is the flat 1. */
+static int scaling(const char *dir, const gs_summary *runs, size_t n, bool eff, gs_err *e) {
+  int W = 720, H = 440, x0 = 80, x1 = 560, y0 = 370, y1 = 50;
+  int worlds[64];
+  int nw = worlds_of(runs, n, worlds, 64);
+  double ymax = eff ? 1 : 0;
   double base_t[3] = {0}, base_w[3] = {0};
   for (int m = 0; m < 3; m++)
     for (size_t i = 0; i < n; i++) {
-      if (runs[i].mode != modes[m]) continue;
-      if (base_w[m] == 0 || runs[i].world < base_w[m]) {
-        base_w[m] = runs[i].world;
-        base_t[m] = runs[i].throughput_samples_per_s;
+      const gs_summary *r = &runs[i];
+      double v = eff ? r->scaling_efficiency : r->throughput_samples_per_s;
+      if (!isnan(v) && v > ymax) ymax = v;
+      if (r->mode == MODES[m] && (base_w[m] == 0 || r->world < base_w[m])) {
+        base_w[m] = r->world;
+        base_t[m] = r->throughput_samples_per_s;
       }
     }
-  for (int m = 0; m < 3; m++)
-    if (base_w[m] > 0) {
-      double ideal = base_t[m] / base_w[m] * worlds[nw - 1];
-      if (ideal > ymax) ymax = ideal;
-    }
+  for (int m = 0; m < 3 && !eff; m++)
+    if (base_w[m] > 0 && base_t[m] / base_w[m] * worlds[nw - 1] > ymax)
+      ymax = base_t[m] / base_w[m] * worlds[nw - 1];
   buf b = {0};
-  header(&b, W, H, "Throughput vs world size (dashed: ideal linear scaling)");
-  double top = y_axis(&b, x0, y0, x1, y1, ymax, "global samples / s");
-  double span = nw > 1 ? (double)(x1 - x0 - 60) / (nw - 1) : 0;
-#define XPOS(idx) (x0 + 30 + (idx) * span + (nw == 1 ? (x1 - x0 - 60) / 2.0 : 0))
-  for (int k = 0; k < nw; k++)
-    put(&b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>\n", XPOS(k), y0 + 18,
-        worlds[k]);
-  put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">world size (ranks)</text>\n",
-      (x0 + x1) / 2, y0 + 40);
-  int legend = 0;
+  gs_svg_header(&b, W, H, eff ? "Scaling efficiency vs world size (dashed: ideal 1.0)"
+                              : "Throughput vs world size (dashed: ideal linear scaling)");
+  double top = gs_svg_y_axis(&b, x0, y0, x1, y1, ymax * (eff ? 1.1 : 1),
+                             eff ? "throughput(N) / (N x throughput(1))" : "global samples / s");
+  double l2lo, span;
+  gs_svg_log2_x_axis(&b, x0, y0, x1, y1, worlds[0], worlds[nw - 1], world_tick,
+                     "world size (ranks, log2 scale)", &l2lo, &span);
+  odd_world_ticks(&b, worlds, nw, x0, y0, l2lo, span);
+#define XW(w) (x0 + (log2(w) - l2lo) * span)
+#define YV(v) (y0 - (v) / top * (y0 - y1))
+  if (eff)
+    put(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\" "
+        "stroke-dasharray=\"5,4\"/>\n", x0, YV(1.0), x1, YV(1.0));
+  int legend = 0, drawn = 0;
   for (int m = 0; m < 3; m++) {
     if (base_w[m] == 0) continue;
-    const char *name = gs_mode_name(modes[m]), *col = mode_color(name);
+    const char *name = gs_mode_name(MODES[m]), *col = gs_svg_mode_color(name);
     buf pts = {0}, ideal = {0};
-    for (int k = 0; k < nw; k++) {
+    for (int k = 0; k < nw; k++)
       for (size_t i = 0; i < n; i++) {
         const gs_summary *r = &runs[i];
-        if (r->mode != modes[m] || r->world != worlds[k]) continue;
-        double y = y0 - r->throughput_samples_per_s / top * (y0 - y1);
-        put(&pts, "%.1f,%.1f ", XPOS(k), y);
-        put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>%s world %d: %.1f "
-            "samples/s</title></circle>\n", XPOS(k), y, col, name, worlds[k],
-            r->throughput_samples_per_s);
+        double v = eff ? r->scaling_efficiency : r->throughput_samples_per_s;
+        if (r->mode != MODES[m] || r->world != worlds[k] || isnan(v)) continue;
+        put(&pts, "%.1f,%.1f ", XW(worlds[k]), YV(v));
+        put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>%s world %d: %.3g"
+            "%s</title></circle>\n", XW(worlds[k]), YV(v), col, name, worlds[k], v,
+            eff ? "" : " samples/s");
+        drawn++;
         break;
       }
-      double iy = y0 - base_t[m] / base_w[m] * worlds[k] / top * (y0 - y1);
-      put(&ideal, "%.1f,%.1f ", XPOS(k), iy);
+    for (int k = 0; !eff && nw > 1 && k <= 48; k++) {
+      double w = exp2(log2(base_w[m]) + (log2(worlds[nw - 1]) - log2(base_w[m])) * k / 48.0);
+      put(&ideal, "%.1f,%.1f ", XW(w), YV(base_t[m] / base_w[m] * w));
     }
     if (pts.s)
-      put(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n", pts.s, col);
-    if (ideal.s && nw > 1)
+      put(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n", pts.s,
+          col);
+    if (ideal.s && base_w[m] < worlds[nw - 1])
       put(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1\" "
           "stroke-dasharray=\"5,4\"/>\n", ideal.s, col);
     free(pts.s);
     free(ideal.s);
-    put(&b, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"4\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">"
-        "%s</text>\n", x1 + 30, y1 + 20 * legend + 6, col, x1 + 50, y1 + 20 * legend + 12, name);
-    legend++;
+    gs_svg_legend(&b, x1 + 30, y1 + 20 * legend++, col, name);
   }
-#undef XPOS
-  return save(dir, "scaling.svg", &b, e);
+  if (eff && !drawn)
+    put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#666\">no world-1 run of "
+        "the same mode to compare with</text>\n", (x0 + x1) / 2, (y0 + y1) / 2);
+#undef XW
+#undef YV
+  return gs_svg_save(dir, eff ? "efficiency.svg" : "scaling.svg", &b, e);
 }
 
-static const char *PART_NAMES[] = {"compute (fwd+bwd)", "exposed communication", "reduction",
-                                   "optimizer", "idle"};
-static const char *PART_COLORS[] = {"#4c78a8", "#e45756", "#f58518", "#54a24b", "#bab0ac"};
+#define PART_NAMES gs_svg_part_names
+#define PART_COLORS gs_svg_part_colors
 
 /* one bar: a rank, or a dedicated server (which only reduces and updates) */
 typedef struct bar {
@@ -208,11 +172,11 @@ static int bars(const char *dir, const gs_summary *runs, size_t nruns, bool byte
   int W = x0 + nbars * (barw + 4) + (int)nruns * gap + 230, H = 450;
   if (W < 640) W = 640;
   buf b = {0};
-  header(&b, W, H, bytes ? "Bytes on the wire per rank per step (sent + received; "
+  gs_svg_header(&b, W, H, bytes ? "Bytes on the wire per rank per step (sent + received; "
                            "black tick: cost model)"
                          : "Where each rank's step goes (ms per step)");
   int x1 = W - 210;
-  double top = y_axis(&b, x0, y0, x1, y1, ymax * scale, bytes ? "MiB per step" : "ms per step");
+  double top = gs_svg_y_axis(&b, x0, y0, x1, y1, ymax * scale, bytes ? "MiB per step" : "ms per step");
   int x = x0 + 15;
   for (size_t i = 0; i < nruns; i++) {
     const gs_summary *r = &runs[i];
@@ -225,7 +189,7 @@ static int bars(const char *dir, const gs_summary *runs, size_t nruns, bool byte
         double v = (row.sent + row.recv) * scale;
         double h = v / top * (y0 - y1);
         put(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"><title>%s "
-            "%s: %.3f MiB/step</title></rect>\n", x, y0 - h, barw, h, mode_color(mode), r->id,
+            "%s: %.3f MiB/step</title></rect>\n", x, y0 - h, barw, h, gs_svg_mode_color(mode), r->id,
             row.server ? "server" : "rank", v);
         double m = (row.model_sent + row.model_recv) * scale;
         double my = y0 - m / top * (y0 - y1);
@@ -262,13 +226,16 @@ static int bars(const char *dir, const gs_summary *runs, size_t nruns, bool byte
   else
     for (int m = 0; m < 2; m++)
       put(&b, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" "
-          "y=\"%d\">%s</text>\n", x1 + 20, y1 + 20 * m, mode_color(m ? "ring" : "ps"), x1 + 38,
+          "y=\"%d\">%s</text>\n", x1 + 20, y1 + 20 * m, gs_svg_mode_color(m ? "ring" : "ps"), x1 + 38,
           y1 + 20 * m + 10, m ? "ring" : "ps");
-  return save(dir, bytes ? "bytes.svg" : "breakdown.svg", &b, e);
+  return gs_svg_save(dir, bytes ? "bytes.svg" : "breakdown.svg", &b, e);
 }
 
 int gs_charts_write(const char *dir, const gs_summary *runs, size_t n, gs_err *e) {
-  GS_TRY(scaling(dir, runs, n, e));
+  GS_TRY(scaling(dir, runs, n, false, e));
+  GS_TRY(scaling(dir, runs, n, true, e));
+  GS_TRY(gs_charts_memory(dir, runs, n, e));
+  GS_TRY(gs_charts_hosts(dir, runs, n, e));
   GS_TRY(bars(dir, runs, n, false, e));
   return bars(dir, runs, n, true, e);
 }

@@ -14,7 +14,9 @@
  * cuda); ps = every rank pushes to the server, which sums, and pulls the
  * sum: the same transport, the other topology. Buffers live on the
  * kernels' device. Rank 0 prints the table (busbw formula beside it) and
- * writes collective-<mode>-w<N>.json with --json. */
+ * writes it as collective-<mode>-w<N>.json into the results directory,
+ * from which the launcher draws busbw.svg and report.html (rank 0 draws
+ * them itself under another launcher). */
 #include <sched.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -77,7 +79,7 @@ static int step(void *vc, const float *src, float *dst, size_t count, int64_t it
   return c->s->ops->end_step(c->s, &st, e);
 }
 
-static int write_json(const gs_opts *o, gs_mode mode, int world, const char *device,
+static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world, const char *device,
                       const gs_perf_row *rows, int nrows, gs_err *e) {
   json_t *arr = json_array();
   for (int i = 0; i < nrows; i++)
@@ -98,11 +100,11 @@ static int write_json(const gs_opts *o, gs_mode mode, int world, const char *dev
                           "units", "GB/s = 1e9 bytes/s; time in microseconds per all-reduce, "
                           "the max over ranks of each rank's mean", "rows", arr);
   char path[4200];
-  GS_TRY(gs_mkdirs(o->out, e));
-  snprintf(path, sizeof path, "%s/collective-%s-w%d.json", o->out, gs_mode_name(mode), world);
+  GS_TRY(gs_mkdirs(dir, e));
+  snprintf(path, sizeof path, "%s/collective-%s-w%d.json", dir, gs_mode_name(mode), world);
   int rc = gs_json_write_atomic(path, doc, e);
   json_decref(doc);
-  if (rc == GS_OK) printf("# written: %s\n", path);
+  if (rc == GS_OK && o->json) printf("# written: %s\n", path);
   return rc;
 }
 
@@ -165,7 +167,10 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     double sum = 0;
     for (int i = 0; i < nrows; i++) sum += rows[i].busbw;
     printf("# Avg bus bandwidth    : %.4f GB/s\n", nrows ? sum / nrows : 0.0);
-    if (o->json && (rc = write_json(o, mode, world, c.k->name, rows, nrows, &e)) < 0) goto fail;
+    /* the table as JSON always: the launcher draws busbw.svg and report.html from it */
+    const char *dir = env->run_dir ? env->run_dir : o->out;
+    if (dir && (rc = write_json(o, dir, mode, world, c.k->name, rows, nrows, &e)) < 0) goto fail;
+    if (dir && !env->launched && (rc = gs_report_collective(dir, o, &e)) < 0) goto fail;
   }
   for (int i = 0; i < nrows; i++)
     if (rows[i].wrong && rows[i].wrong != UINT64_MAX) {

@@ -1,7 +1,9 @@
 /* html.c: report.html, the run's results as one self-contained page.
  *
  * Everything is inside the file: the configuration and environment, the
- * ps-vs-ring comparison, one per-rank table per run (the master's extra
+ * ps-vs-ring comparison (with the peers measured in the same invocation,
+ * and a notice when the ranks outnumber the cores), or the collective
+ * benchmark's tables, one per-rank table per run (the master's extra
  * time, bytes and memory side by side with the workers'), the cost model
  * beside the measurement where a run has one, and every SVG chart of the
  * results directory inlined (no <img src>, no script, no font or style
@@ -130,6 +132,11 @@ static const char *const rank_heads[] = {
     "rank", "host", "compute (s)", "wait (s)", "reduce (s)", "update (s)", "busy (s)",
     "idle (s)", "step (s)", "sent (B/step)", "recv (B/step)", "vs model", "peak RSS (B)"};
 
+static const char *const coll_cols[] = {"size_bytes", "count", "time_us", "algbw_gbps",
+                                        "busbw_gbps", "wrong"};
+static const char *const coll_heads[] = {"size (B)", "count", "time (us)", "algbw (GB/s)",
+                                         "busbw (GB/s)", "wrong"};
+
 #define NCOLS(a) ((int)(sizeof(a) / sizeof(a[0])))
 
 static int by_name(const struct dirent **a, const struct dirent **b) {
@@ -172,7 +179,8 @@ static const char *style =
     "table{border-collapse:collapse;margin:0.5em 0 1.5em}th,td{border:1px solid #ccc;"
     "padding:3px 8px;text-align:right}th{background:#f3f3f3}table.kv th{text-align:left}"
     "td:nth-child(2){text-align:left}figure{display:inline-block;margin:1em}"
-    "figcaption{text-align:center;color:#666;font-size:90%}h2{border-bottom:1px solid #ddd}";
+    "figcaption{text-align:center;color:#666;font-size:90%}p.notice{background:#fff4d6;"
+    "border:1px solid #e0c060;padding:6px 10px}h2{border-bottom:1px solid #ddd}";
 
 int gs_html_write(const char *dir, json_t *report, gs_err *e) {
   char *text = NULL;
@@ -182,17 +190,47 @@ int gs_html_write(const char *dir, json_t *report, gs_err *e) {
   json_t *runs = json_object_get(report, "runs");
   fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
              "<title>gradsync report</title>\n<style>%s</style></head><body>\n"
-             "<h1>gradsync: ps vs ring</h1>\n<p>", style);
+             "<h1>gradsync: %s</h1>\n<p>", style,
+          json_object_get(report, "collective") ? "the all-reduce alone" : "ps vs ring");
   cell(f, json_object_get(json_object_get(report, "environment"), "hostname"));
-  fprintf(f, " &middot; %zu run(s)%s</p>\n", json_array_size(runs),
+  fprintf(f, " &middot; %zu run(s)%s</p>\n", json_array_size(runs) +
+          json_array_size(json_object_get(report, "collective")),
           json_is_true(json_object_get(report, "interrupted")) ? " &middot; <b>interrupted: "
           "only the runs that completed</b>" : "");
-  fprintf(f, "<h2>Comparison</h2>\n");
-  array_table(f, runs, run_cols, run_heads, NCOLS(run_cols));
-  fprintf(f, "<h2>Charts</h2>\n");
-  if (!inline_charts(f, dir)) fprintf(f, "<p>no charts in this results directory</p>\n");
+  /* the measured runs, then the peers measured in the same invocation */
+  json_t *rows = json_array(), *peers = json_object_get(report, "peers");
+  json_array_extend(rows, runs);
+  if (json_is_array(peers)) json_array_extend(rows, peers);
+  if (json_array_size(rows)) {
+    fprintf(f, "<h2>Comparison</h2>\n");
+    const char *notice = json_string_value(json_object_get(report, "oversubscribed_notice"));
+    if (notice) {
+      fprintf(f, "<p class=\"notice\"><b>Note:</b> ");
+      esc(f, notice);
+      fprintf(f, ".</p>\n");
+    }
+    array_table(f, rows, run_cols, run_heads, NCOLS(run_cols));
+    if (json_array_size(peers))
+      fprintf(f, "<p>The rows after ps and ring are peers, measured in this same invocation on "
+                 "the same model, batch per rank, world and synthetic data.</p>\n");
+  }
+  json_decref(rows);
   size_t i;
   json_t *r;
+  json_array_foreach(json_object_get(report, "collective"), i, r) {
+    fprintf(f, "<h2>All-reduce: ");
+    cell(f, json_object_get(r, "mode"));
+    fprintf(f, ", world ");
+    cell(f, json_object_get(r, "world"));
+    fprintf(f, "</h2>\n<p>");
+    cell(f, json_object_get(r, "busbw_formula"));
+    fprintf(f, "; ");
+    cell(f, json_object_get(r, "units"));
+    fprintf(f, "</p>\n");
+    array_table(f, json_object_get(r, "rows"), coll_cols, coll_heads, NCOLS(coll_cols));
+  }
+  fprintf(f, "<h2>Charts</h2>\n");
+  if (!inline_charts(f, dir)) fprintf(f, "<p>no charts in this results directory</p>\n");
   json_array_foreach(runs, i, r) {
     fprintf(f, "<h2>");
     const char *id = json_string_value(json_object_get(r, "id"));

@@ -264,9 +264,12 @@ static int p_device(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   return GS_OK;
 }
 
-static int p_collective(gs_opts *o, const flag *f, const char *a, gs_err *e) {
-  if (strcmp(a, "allreduce")) return bad(e, f, a, "the one collective is allreduce");
-  o->collective = a;
+/* a word with one value so far: the one its help begins with ("word: ...") */
+static int p_one(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  int n = (int)strcspn(f->help, ":");
+  if ((int)strlen(a) != n || strncmp(a, f->help, (size_t)n))
+    return bad(e, f, a, "the one value so far is %.*s", n, f->help);
+  *AT(o, f, const char *) = a;
   return GS_OK;
 }
 
@@ -380,14 +383,17 @@ static const flag FLAGS[] = {
   {"log-every", 0, "N", NULL, "a tenth of the steps",
    "progress line every N steps when stdout is not a terminal", p_whole, M(log_every),
    W(log_every), 0, 1, 1e12},
-  SWITCH("json", 0, NULL, "collective: also write the table as JSON", json, 1),
+  SWITCH("json", 0, NULL, "collective: print where the table's JSON is written (always, in "
+         "--out)", json, 1),
   SWITCH("verify", 0, NULL, "hash the parameters on every rank after every step (steps.csv "
          "param_hash)", verify, 1),
   SWITCH("eval", 0, NULL, "report training-set accuracy at the end", eval, 1),
   WORD("report", "DIR", NULL, NULL, "no training: print the tables of DIR/report.json and draw "
        "its charts again", p_str, report),
+  WORD("peer", "NAME", NULL, NULL, "torch: also train PyTorch DDP (gloo) on the same model, "
+       "batch, data and worlds, a row beside ps and ring", p_one, peer),
   WORD("collective", "OP", NULL, NULL, "allreduce: benchmark the backend alone, as nccl-tests "
-       "(-b -e -f -n -w -c below)", p_collective, collective),
+       "(-b -e -f -n -w -c below)", p_one, collective),
   NUM("minbytes", 'b', "SIZE", "8", "collective: smallest size", p_size, min_bytes, 0,
       64.0 * 1024 * 1024 * 1024),
   NUM("maxbytes", 'e', "SIZE", "256M", "collective: largest size", p_size, max_bytes, 0,

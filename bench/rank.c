@@ -178,7 +178,7 @@ static int summarize(const gs_opts *o, const gs_rank_env *env, gs_run_info *info
     job.worlds[0] = info->world;
     job.nworlds = 1;
     if (out_dir) rc = gs_results_write_steps(out_dir, info, results, e);
-    if (rc == GS_OK && out_dir) rc = gs_report_write(out_dir, &job, &s, 1, false, e);
+    if (rc == GS_OK && out_dir) rc = gs_report_write(out_dir, &job, &s, 1, NULL, false, e);
     if (rc == GS_OK && out_dir && !o->quiet)
       printf("results: %s/report.html, report.json, steps.csv, trace.json, *.svg (launcher: %s)\n", out_dir,
              env->source);

@@ -106,8 +106,18 @@ static json_t *configuration(const gs_opts *o) {
   return c;
 }
 
-json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, bool interrupted,
-                       gs_err *e) {
+bool gs_oversubscribed(int max_world, char *buf, size_t cap) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  buf[0] = 0;
+  if (cores < 1 || max_world <= cores) return false;
+  snprintf(buf, cap, "%d ranks on %ld online CPU core(s): ranks outnumber cores, so the "
+           "comparison measures the OS scheduler as much as the synchronization", max_world,
+           cores);
+  return true;
+}
+
+json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, json_t *peers,
+                       bool interrupted, gs_err *e) {
   json_t *arr = json_array();
   for (size_t i = 0; arr && i < n; i++) {
     json_t *r = gs_summary_json(&runs[i], e);
@@ -133,6 +143,14 @@ json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, bool 
   json_object_set_new(j, "command_line", json_string(o->command_line ? o->command_line : ""));
   json_object_set_new(j, "started", json_string(started));
   json_object_set_new(j, "run_id", json_string(run_id ? run_id : n ? runs[0].run_id : ""));
+  int most = 0;
+  for (size_t i = 0; i < n; i++)
+    if (runs[i].world > most) most = runs[i].world;
+  char notice[256];
+  bool over = gs_oversubscribed(most, notice, sizeof notice);
+  json_object_set_new(j, "oversubscribed", json_boolean(over));
+  json_object_set_new(j, "oversubscribed_notice", over ? json_string(notice) : json_null());
+  json_object_set_new(j, "peers", peers ? json_deep_copy(peers) : json_array());
   return j;
 }
 
@@ -185,8 +203,8 @@ static int merge_traces(const char *dir, const gs_summary *runs, size_t n, gs_er
 }
 
 int gs_report_write(const char *dir, const gs_opts *o, const gs_summary *runs, size_t n,
-                    bool interrupted, gs_err *e) {
-  json_t *rep = gs_report_json(o, runs, n, interrupted, e);
+                    json_t *peers, bool interrupted, gs_err *e) {
+  json_t *rep = gs_report_json(o, runs, n, peers, interrupted, e);
   if (!rep) return e->code;
   char path[4200];
   snprintf(path, sizeof path, "%s/report.json", dir);
@@ -195,6 +213,23 @@ int gs_report_write(const char *dir, const gs_opts *o, const gs_summary *runs, s
   if (rc == GS_OK) rc = gs_charts_write(dir, runs, n, e);
   if (rc == GS_OK) rc = gs_html_write(dir, rep, e);
   json_decref(rep);
+  return rc;
+}
+
+int gs_report_collective(const char *dir, const gs_opts *o, gs_err *e) {
+  json_t *tables = gs_collective_tables(dir);
+  if (!tables || json_array_size(tables) == 0) {
+    json_decref(tables);
+    return GS_OK;
+  }
+  json_t *doc = json_pack("{s:i, s:s, s:o, s:o, s:s}", "schema_version", GS_REPORT_SCHEMA,
+                          "generator", "gradsync bench --collective", "collective", tables,
+                          "environment", environment(), "command_line",
+                          o->command_line ? o->command_line : "");
+  if (!doc) return GS_FAIL(e, GS_ENOMEM, "out of memory writing the collective report");
+  int rc = gs_charts_busbw(dir, json_object_get(doc, "collective"), e);
+  if (rc == GS_OK) rc = gs_html_write(dir, doc, e);
+  json_decref(doc);
   return rc;
 }
 
@@ -225,7 +260,8 @@ int gs_report_redraw(const char *dir, FILE *out, gs_err *e) {
       gs_err_prefix(e, "%s: ", path);
   if (rc == GS_OK) {
     for (size_t i = 0; i < n; i++) gs_summary_print(out, &runs[i]);
-    if (n > 1) gs_summary_print_comparison(out, runs, n);
+    gs_summary_print_comparison(out, runs, n, json_object_get(rep, "peers"),
+                                json_string_value(json_object_get(rep, "oversubscribed_notice")));
     rc = gs_charts_write(dir, runs, n, e);
   }
   if (rc == GS_OK) rc = gs_html_write(dir, rep, e);

@@ -13,13 +13,21 @@
 /* Launch every run of the sweep; returns the process exit code. */
 int gs_sweep_main(gs_opts *o, int argc, char **argv);
 
-/* report.json from the runs' summaries, the environment and the
- * configuration (a new reference; NULL with e set). */
-json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, bool interrupted,
-                       gs_err *e);
+/* report.json from the runs' summaries, the peers' rows (peer.c; NULL:
+ * none), the environment and the configuration (a new reference; NULL with
+ * e set). */
+json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, json_t *peers,
+                       bool interrupted, gs_err *e);
 /* Write report.json, the SVG charts and trace.json into dir. */
 int gs_report_write(const char *dir, const gs_opts *o, const gs_summary *runs, size_t n,
-                    bool interrupted, gs_err *e);
+                    json_t *peers, bool interrupted, gs_err *e);
+/* The collective benchmark's report: busbw.svg and report.html from every
+ * collective-*.json table of dir (nothing when there is none). */
+int gs_report_collective(const char *dir, const gs_opts *o, gs_err *e);
+/* The ranks outnumber this machine's online cores: a notice for the
+ * comparison (the runs then measure scheduling as much as synchronization)
+ * written into buf, or false with buf empty. */
+bool gs_oversubscribed(int max_world, char *buf, size_t cap);
 /* --report DIR: print the tables of DIR/report.json's runs to out and draw
  * its charts again; every metric must be in the file (GS_EPROTO naming the
  * missing one otherwise). */
@@ -29,6 +37,14 @@ void gs_summaries_free(gs_summary *runs, size_t n);
 /* --version: version, git revision, build type, CPU code path, libraries,
  * and whether a GPU is usable (or why not). */
 void gs_version_print(FILE *f);
+
+/* --peer torch (peer.c): whether the peer can run what o asks (a usage
+ * error GS_EINVAL otherwise, torch missing included), and one run of it at
+ * world with o->train's model, batch and bucket: its result as a row of
+ * report.json's "peers" (a new reference). */
+extern const char *const GS_PEER_LABEL;
+int gs_peer_check(const gs_opts *o, gs_err *e);
+int gs_peer_run(const gs_opts *o, int world, json_t **row, gs_err *e);
 
 /* The collective benchmark (collective.c), as one rank of a job. */
 int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env);

@@ -9,7 +9,8 @@
  *   runs/<id>/run.json    the run's summary (summary_json.c), which the
  *                         launcher reads back;
  *   runs/<id>/trace.json  the run's Chrome trace: one process per rank,
- *                         one track per thread. */
+ *                         one track per thread;
+ *   timeline-<id>.svg     a few of its steps rank by rank (charts_ranks.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -289,7 +290,7 @@ int gs_results_write_run(const char *dir, const gs_summary *s, const gs_run_info
   snprintf(path, sizeof path, "%s/trace.json", sub);
   rc = gs_json_write_atomic(path, tr, e);
   json_decref(tr);
-  return rc;
+  return rc == GS_OK ? gs_charts_timeline(dir, s->id, info, ranks, e) : rc;
 }
 
 int gs_results_read_run(const char *dir, const gs_run_info *info, gs_summary *out, gs_err *e) {

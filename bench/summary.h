@@ -158,11 +158,28 @@ void gs_summary_scaling(gs_summary *runs, size_t n, bool strong);
 json_t *gs_summary_json(const gs_summary *s, gs_err *e);
 int gs_summary_from_json(json_t *j, gs_summary *out, gs_err *e);
 
-/* Terminal tables (tables.c): one run, and the runs side by side. */
+/* Terminal tables (tables.c): one run, and the runs side by side with the
+ * peers' rows (report.json's "peers"; NULL: none) and a notice beside
+ * them (NULL or "": none); with one run and no peer, the notice alone. */
 void gs_summary_print(FILE *f, const gs_summary *s);
-void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n);
+void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json_t *peers,
+                                 const char *notice);
 
-/* SVG charts (charts.c): scaling.svg, breakdown.svg, bytes.svg in dir. */
+/* SVG charts (charts.c): scaling.svg, efficiency.svg, breakdown.svg,
+ * bytes.svg and memory.svg in dir. */
 int gs_charts_write(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
+/* charts_ranks.c: memory.svg (peak RSS per rank); timeline-<id>.svg, a
+ * few measured steps of one run rank by rank, from its rows; and the
+ * collective benchmark's busbw.svg from the tables gs_collective_tables
+ * read (every collective-*.json of dir, as a new array). */
+int gs_charts_memory(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
+/* charts_hosts.c: hosts.svg (step time against hosts, measured and the
+ * cost model) and links.svg (each host's link busy), for runs on emulated
+ * hosts; nothing otherwise. */
+int gs_charts_hosts(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
+int gs_charts_timeline(const char *dir, const char *id, const gs_run_info *info,
+                       const gs_rank_result *ranks, gs_err *e);
+json_t *gs_collective_tables(const char *dir);
+int gs_charts_busbw(const char *dir, json_t *tables, gs_err *e);
 
 #endif

@@ -321,8 +321,14 @@ static int read_run(json_t *j, gs_summary *s, gs_err *e) {
   GS_TRY(read_fields(j, HOSTS_FIELD, NF(HOSTS_FIELD), s, where, "", e));
   json_t *link = member(j, "link", where, e);
   if (!link) return e->code;
-  if (s->hosts > 0) GS_TRY(read_fields(link, LINK_FIELDS, NF(LINK_FIELDS), s, where, "link.", e));
-  else if (!(s->link_delay = strdup("none"))) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  if (s->hosts > 0) {
+    GS_TRY(read_fields(link, LINK_FIELDS, NF(LINK_FIELDS), s, where, "link.", e));
+  } else if (!json_is_null(link)) {
+    return GS_FAIL(e, GS_EPROTO, "run %s: link is %s without hosts, expected null", where,
+                   type_name(link));
+  } else if (!(s->link_delay = strdup("none"))) {
+    return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  }
   json_t *links = member(j, "links", where, e);
   if (!links) return e->code;
   if (!json_is_array(links) || json_array_size(links) > (size_t)(s->hosts > 0 ? s->hosts : 0))

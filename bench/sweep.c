@@ -2,7 +2,8 @@
  * --bucket-mb x --mode x --world is one run: its ranks are spawned on this
  * machine (launch.c), rank 0 of the run writes runs/<id>/run.json, and
  * after the last run (or an interrupt, with what completed) the reports
- * are written once, atomically. steps.csv fills as the runs go. */
+ * are written once, atomically. With --peer, the peer (peer.c) runs every
+ * world of each model, batch and bucket after ps and ring did. steps.csv fills as the runs go. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,36 @@ static int check_models(const gs_opts *o, gs_err *e) {
   return rc;
 }
 
+/* The batch per rank at world: with --strong the global batch of the
+ * first world split evenly (0 when it does not split). */
+static int batch_at(const gs_opts *o, int batch, int world) {
+  if (!o->strong) return batch;
+  long global = (long)batch * o->worlds[0];
+  return global % world ? 0 : (int)(global / world);
+}
+
+/* --peer: the peer at every world of one model, batch and bucket, after
+ * ps and ring ran them */
+static int run_peers(gs_opts *o, int batch, json_t *peers) {
+  for (int iw = 0; iw < o->nworlds; iw++) {
+    if (gs_interrupted) return gs_interrupt_status();
+    int world = o->worlds[iw];
+    o->train.batch = batch_at(o, batch, world);
+    if (!o->train.batch) continue;
+    if (!o->quiet)
+      fprintf(stderr, "bench: peer %s world %d, batch %d per rank\n", GS_PEER_LABEL, world,
+              o->train.batch);
+    gs_err e = {0};
+    json_t *row = NULL;
+    if (gs_peer_run(o, world, &row, &e) < 0) {
+      fprintf(stderr, "bench: %s\n", e.msg);
+      return gs_interrupted ? gs_interrupt_status() : 1;
+    }
+    json_array_append_new(peers, row);
+  }
+  return 0;
+}
+
 int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   gs_err e = {0};
   if (o->save_params && o->nworlds > 1) {
@@ -43,7 +74,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
             "by default; give one --world\n", o->nworlds);
     return 2;
   }
-  if (!o->collective && check_models(o, &e) < 0) {
+  if ((!o->collective && check_models(o, &e) < 0) || gs_peer_check(o, &e) < 0) {
     fprintf(stderr, "bench: %s\n", e.msg);
     return 2;
   }
@@ -79,25 +110,22 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   gs_summary *runs = NULL;
   size_t nruns = 0;
   int status = 0;
-  int base_world = o->worlds[0];
+  json_t *peers = json_array();
   for (int im = 0; im < o->nmodels && !status; im++)
     for (int ib = 0; ib < o->nbatches && !status; ib++)
-      for (int ik = 0; ik < o->nbucket_mbs && !status; ik++)
+      for (int ik = 0; ik < o->nbucket_mbs && !status; ik++) {
         for (int id = 0; id < o->nmodes && !status; id++)
           for (int iw = 0; iw < o->nworlds && !status; iw++) {
             if (gs_interrupted) { status = gs_interrupt_status(); break; }
             gs_mode mode = o->modes[id];
             int world = o->worlds[iw];
             if (mode == GS_MODE_LOCAL && world != 1) continue;
-            int batch = o->batches[ib];
-            if (o->strong) {
-              long global = (long)batch * base_world;
-              if (global % world) {
-                fprintf(stderr, "bench: --strong: global batch %ld does not split over %d "
-                        "ranks; skipping world %d\n", global, world, world);
-                continue;
-              }
-              batch = (int)(global / world);
+            int batch = batch_at(o, o->batches[ib], world);
+            if (!batch) {
+              fprintf(stderr, "bench: --strong: global batch %ld does not split over %d "
+                      "ranks; skipping world %d\n", (long)o->batches[ib] * o->worlds[0], world,
+                      world);
+              continue;
             }
             o->train.model = o->models[im];
             o->train.batch = batch;
@@ -151,21 +179,42 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
             runs = more;
             gs_summary_print(stdout, &runs[nruns++]);
           }
+        if (o->peer && !status) {
+          o->train.model = o->models[im];
+          o->train.bucket_mb = o->bucket_mbs[ik];
+          status = run_peers(o, o->batches[ib], peers);
+        }
+      }
 
   if (!o->collective && nruns > 0) {
     gs_summary_scaling(runs, nruns, o->strong);
-    if (nruns > 1) gs_summary_print_comparison(stdout, runs, nruns);
+    int most = 0;
+    for (size_t i = 0; i < nruns; i++)
+      if (runs[i].world > most) most = runs[i].world;
+    char notice[256];
+    gs_oversubscribed(most, notice, sizeof notice);
+    gs_summary_print_comparison(stdout, runs, nruns, peers, notice);
     fflush(stdout);
     gs_err_clear(&e);
-    if (gs_report_write(o->out, o, runs, nruns, status != 0, &e) < 0) {
+    if (gs_report_write(o->out, o, runs, nruns, peers, status != 0, &e) < 0) {
       fprintf(stderr, "bench: %s\n", e.msg);
       if (!status) status = 1;
     } else {
       printf("\nresults: %s/report.html, report.json, steps.csv, trace.json, *.svg\n", o->out);
     }
   }
+  if (o->collective && !status) {
+    gs_err_clear(&e);
+    if (gs_report_collective(o->out, o, &e) < 0) {
+      fprintf(stderr, "bench: %s\n", e.msg);
+      status = 1;
+    } else if (!o->quiet) {
+      printf("\nresults: %s/report.html, busbw.svg, collective-*.json\n", o->out);
+    }
+  }
   if (status && !o->collective)
     fprintf(stderr, "bench: what was measured is in %s/steps.csv\n", o->out);
   gs_summaries_free(runs, nruns);
+  json_decref(peers);
   return status;
 }

@@ -102,32 +102,64 @@ static bool same_config(const gs_summary *a, const gs_summary *b) {
          a->bucket_mb == b->bucket_mb;
 }
 
-void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n) {
-  fprintf(f, "\n== ps vs ring ==\n");
-  fprintf(f, "  %-5s %-24s %6s %5s %10s %9s %9s %8s %8s %14s\n", "mode", "model", "batch",
+/* a peer's row in the comparison's columns, and how ps and ring compare
+ * with it at its world */
+static void print_peer(FILE *f, json_t *p, const gs_summary *runs, size_t n, bool row) {
+  const char *mode = json_string_value(json_object_get(p, "mode"));
+  const char *model = json_string_value(json_object_get(p, "model"));
+  int world = (int)json_integer_value(json_object_get(p, "world"));
+  int batch = (int)json_integer_value(json_object_get(p, "batch"));
+  double tp = json_number_value(json_object_get(p, "throughput_samples_per_s"));
+  if (row) {
+    fprintf(f, "  %-16s %-24.24s %6d %5d %10.1f %9.2f %9s %8s %8s %14s\n", mode ? mode : "peer",
+            model ? model : "", batch, world, tp,
+            1e3 * json_number_value(json_object_get(p, "step_time_s_median")), "-", "-", "-",
+            "-");
+    return;
+  }
+  for (size_t i = 0; i < n && tp > 0; i++)
+    if (runs[i].world == world && runs[i].batch == batch && model && !strcmp(runs[i].model, model))
+      fprintf(f, "    world %d: %s is %.2fx the throughput of %s\n", world,
+              gs_mode_name(runs[i].mode), runs[i].throughput_samples_per_s / tp, mode);
+}
+
+void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json_t *peers,
+                                 const char *notice) {
+  if (n < 2 && !json_array_size(peers)) { /* nothing to compare: the notice alone */
+    if (notice && *notice) fprintf(f, "\n  NOTE: %s.\n", notice);
+    return;
+  }
+  fprintf(f, "\n== ps vs ring%s ==\n", json_array_size(peers) ? " (and peers, measured in this "
+          "same invocation)" : "");
+  if (notice && *notice) fprintf(f, "  NOTE: %s.\n", notice);
+  fprintf(f, "  %-16s %-24s %6s %5s %10s %9s %9s %8s %8s %14s\n", "mode", "model", "batch",
           "world", "samples/s", "step ms", "imbalance", "scaling", "master", "rank 0 B/step");
   for (size_t i = 0; i < n; i++) {
     const gs_summary *r = &runs[i];
     char sc[16] = "-";
     if (!isnan(r->scaling_efficiency)) snprintf(sc, sizeof sc, "%.2f", r->scaling_efficiency);
     const gs_rank_summary *r0 = &r->per_rank[0];
-    fprintf(f, "  %-5s %-24.24s %6d %5d %10.1f %9.2f %9.2f %8s %7.1f%% %14.0f\n",
+    fprintf(f, "  %-16s %-24.24s %6d %5d %10.1f %9.2f %9.2f %8s %7.1f%% %14.0f\n",
             gs_mode_name(r->mode), r->model, r->batch, r->world, r->throughput_samples_per_s,
             1e3 * r->step_time_s_median, r->imbalance, sc, 100 * r->master_traffic_share,
             r0->bytes_sent + r0->bytes_recv);
   }
+  size_t k;
+  json_t *p;
+  json_array_foreach(peers, k, p) print_peer(f, p, runs, n, true);
   /* ring / ps ratio for each world both ran */
   for (size_t i = 0; i < n; i++) {
     const gs_summary *r = &runs[i];
     if (r->mode != GS_MODE_RING) continue;
     for (size_t j = 0; j < n; j++) {
-      const gs_summary *p = &runs[j];
-      if (p->mode != GS_MODE_PS || !same_config(p, r)) continue;
-      double tp = p->throughput_samples_per_s;
+      const gs_summary *q = &runs[j];
+      if (q->mode != GS_MODE_PS || !same_config(q, r)) continue;
+      double tp = q->throughput_samples_per_s;
       if (tp > 0)
         fprintf(f, "  world %d %s: ring is %.2fx the throughput of ps; ps imbalance %.2f vs "
                 "ring %.2f\n", r->world, r->model, r->throughput_samples_per_s / tp,
-                p->imbalance, r->imbalance);
+                q->imbalance, r->imbalance);
     }
   }
+  json_array_foreach(peers, k, p) print_peer(f, p, runs, n, false);
 }

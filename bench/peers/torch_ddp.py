@@ -10,7 +10,8 @@ the sum of the measured steps' times (the first --warmup steps left out).
 It prints one JSON object on stdout (rank 0), the measured figures only.
 
 Threads are set per rank as bench sets them (cores / world unless
---threads), through torch.set_num_threads and OPENBLAS_NUM_THREADS before
+--threads), through torch.set_num_threads and OPENBLAS_NUM_THREADS,
+OMP_NUM_THREADS and MKL_NUM_THREADS before
 torch is imported (Debian's OpenBLAS uses every core otherwise), with
 OMP_WAIT_POLICY=passive so torch's OpenMP workers do not spin against the
 other ranks (see torch_single.py). Ranks are pinned one per core when
@@ -121,7 +122,8 @@ def rank_main(rank, a, port, q):
 
 def main():
     a = parse()
-    for var, val in (("OPENBLAS_NUM_THREADS", str(a.threads)), ("OMP_NUM_THREADS", str(a.threads))):
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        val = str(a.threads)
         os.environ[var] = val
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     import torch

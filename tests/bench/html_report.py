@@ -4,12 +4,18 @@
 A ps-vs-ring sweep writes report.html; Chromium loads it from disk with no
 network, and: no console message is logged (an error in the page would
 be), the rendered DOM holds the comparison table and one inline <svg> per
-chart of the results directory, each non-empty with axis labels (<text>),
-nothing is fetched from outside the file (no src= or href= to anything
-but in-page anchors), and a screenshot is written (its path is printed).
+chart of the results directory: scaling, efficiency, breakdown, bytes,
+memory (one bar per rank, as report.json's peak RSS) and one timeline per
+run (every rank's phases), each with a title, both axes, axis labels and
+marks; nothing is fetched from outside the file (no src= or href= to
+anything but in-page anchors), and a screenshot is written (its path is
+printed). Ranks outnumbering the cores put a notice beside the comparison
+(report.json, the terminal, the page); the collective benchmark's page
+shows busbw vs size with one line per mode.
 Skipped (exit 77) without chromium.
 
     html_report.py BENCH"""
+import json
 import os
 import re
 import shutil
@@ -38,18 +44,93 @@ check(not external, f"report.html refers to files or the network: {external[:3]}
 profile = tmpdir()
 common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
           f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0"]
-dom = subprocess.run(common + ["--dump-dom", "file://" + page], capture_output=True, text=True,
-                     timeout=120)
-check(dom.returncode == 0, f"chromium --dump-dom failed: {dom.stderr[-400:]}")
-console = [l for l in dom.stderr.splitlines() if "CONSOLE" in l or "Uncaught" in l]
-check(not console, f"console messages: {console[:3]}")
-svgs = re.findall(r"<svg\b.*?</svg>", dom.stdout, re.S)
-check(len(svgs) == len(charts), f"{len(svgs)} charts rendered, {len(charts)} in the directory")
-for i, s in enumerate(svgs):
+
+
+def rendered(page):
+    """the DOM Chromium renders from page, after checking it logged nothing"""
+    dom = subprocess.run(common + ["--dump-dom", "file://" + page], capture_output=True,
+                         text=True, timeout=120)
+    check(dom.returncode == 0, f"chromium --dump-dom {page} failed: {dom.stderr[-400:]}")
+    console = [l for l in dom.stderr.splitlines() if "CONSOLE" in l or "Uncaught" in l]
+    check(not console, f"{page}: console messages: {console[:3]}")
+    return dom.stdout
+
+
+def figures(html):
+    """{file name: its inline <svg>} from the page's figures"""
+    return {name: svg for svg, name in re.findall(
+        r"<figure>\s*(<svg\b.*?</svg>)\s*<figcaption>([^<]+)</figcaption>", html, re.S)}
+
+
+def chart_ok(name, s):
+    """a title, both axes drawn, labels on both, and marks"""
     texts = re.findall(r"<text\b[^>]*>([^<]+)</text>", s)
-    check(len(texts) >= 3, f"chart {i + 1} has {len(texts)} labels: no axes or title")
-    check(re.search(r"<(rect|path|line|polyline|circle)\b", s), f"chart {i + 1} draws nothing")
-check("<table" in dom.stdout and "samples/s" in dom.stdout, "no comparison table in the page")
+    check(re.search(r'<text\b[^>]*font-weight="bold"[^>]*>[^<]{8,}</text>', s),
+          f"{name}: no title")
+    check(len(re.findall(r'<line\b[^>]*stroke="black"', s)) >= 2, f"{name}: no axes")
+    check(re.search(r'rotate\(-90\)"[^>]*>[^<]+</text>', s), f"{name}: no y axis label")
+    check(len(texts) >= 6, f"{name}: {len(texts)} labels: no tick or x axis labels")
+    check(re.search(r"<(rect|polyline|circle)\b[^>]*(fill|stroke)=\"#[0-9a-f]{6}\"", s),
+          f"{name}: draws nothing")
+
+
+dom = rendered(page)
+figs = figures(dom)
+check(sorted(figs) == charts, f"{sorted(figs)} rendered, {charts} in the directory")
+rep = json.load(open(os.path.join(d, "report.json")))
+want = {"scaling.svg", "efficiency.svg", "breakdown.svg", "bytes.svg", "memory.svg"}
+want |= {f"timeline-{x['id']}.svg" for x in rep["runs"]}
+check(set(charts) == want, f"charts {charts}, expected {sorted(want)}")
+for name, s in figs.items():
+    chart_ok(name, s)
+for x in rep["runs"]:  # the timeline: one lane label per rank, every rank's phases drawn
+    s = figs.get(f"timeline-{x['id']}.svg", "")
+    for rank in range(x["world"]):
+        check(re.search(rf"<title>rank {rank} step \d+ compute", s),
+              f"timeline of {x['id']}: no compute of rank {rank}")
+for name, word in (("scaling.svg", "log2"), ("efficiency.svg", "ideal 1.0"),
+                   ("memory.svg", "peak RSS")):
+    check(word in figs.get(name, ""), f"{name} does not say {word!r}")
+# the memory chart: one bar per rank of every run, as report.json's peak_rss_bytes
+bars = re.findall(r"<title>([^<]+) rank (\d+): ([\d.]+) MiB</title>", figs.get("memory.svg", ""))
+check(len(bars) == sum(x["world"] for x in rep["runs"]), f"memory.svg: {len(bars)} bars")
+for rid, rank, mib in bars:
+    run_ = next(x for x in rep["runs"] if x["id"] == rid)
+    rss = run_["per_rank"][int(rank)]["peak_rss_bytes"]
+    check(rss > 0 and abs(float(mib) - rss / 2**20) < 0.06, f"memory.svg {rid} rank {rank}: "
+          f"{mib} MiB vs peak_rss_bytes {rss}")
+check("<table" in dom and "samples/s" in dom, "no comparison table in the page")
+
+# ranks outnumbering the cores: a notice beside the comparison
+cores = os.sysconf("SC_NPROCESSORS_ONLN")
+if cores + 1 <= 8:
+    o = tmpdir()
+    r = run(SMALL + ["--mode", "ps,ring", "--world", str(cores + 1), "--batch", "8", "--steps",
+                     "4", "--warmup", "1", "--out", o])
+    check(r.returncode == 0, f"oversubscribed sweep: {r.stderr}")
+    j = json.load(open(os.path.join(o, "report.json")))
+    check(j.get("oversubscribed") is True and "outnumber" in (j.get("oversubscribed_notice") or ""),
+          f"world {cores + 1} on {cores} cores: report.json {j.get('oversubscribed')!r}")
+    check("NOTE:" in r.stdout and "outnumber" in r.stdout, "no notice beside the table")
+    odom = rendered(os.path.join(o, "report.html"))
+    check(re.search(r'class="notice"[^>]*>.*?outnumber', odom, re.S),
+          "report.html: no oversubscription notice")
+else:
+    print(f"html_report: the oversubscription notice not checked ({cores} cores)")
+
+# the collective benchmark: busbw vs size, one line per mode, in its own report.html
+c = tmpdir()
+r = run(["--mode", "ps,ring", "--world", "2", "--collective", "allreduce", "-b", "8", "-e", "64K",
+         "-f", "4", "-n", "2", "-w", "1", "--threads", "1", "--timeout", "20", "--out", c])
+check(r.returncode == 0, f"collective sweep: {r.stderr}")
+cfigs = figures(rendered(os.path.join(c, "report.html"))) if r.returncode == 0 else {}
+bw = cfigs.get("busbw.svg", "")
+check(bw, f"collective report.html charts: {sorted(cfigs)}")
+if bw:
+    chart_ok("busbw.svg", bw)
+    check(len(re.findall(r"<polyline\b", bw)) == 2 and "ps, world 2" in bw and
+          "ring, world 2" in bw, "busbw.svg: not one line per mode")
+    check(len(re.findall(r"<circle\b", bw)) == 2 * 7, "busbw.svg: not one point per size")
 
 shot = os.path.join(d, "report.png")
 s = subprocess.run(common + [f"--screenshot={shot}", "--window-size=1200,2400",
@@ -59,5 +140,5 @@ check(s.returncode == 0 and os.path.getsize(shot) > 10000 if os.path.exists(shot
 keep = os.path.join(os.environ.get("TMPDIR", "/tmp"), "gradsync-report.png")
 if os.path.exists(shot):
     shutil.copy(shot, keep)
-    print(f"html_report: {len(svgs)} charts rendered; screenshot {keep}")
+    print(f"html_report: {len(figs)} charts rendered; screenshot {keep}")
 finish("html_report")

@@ -17,7 +17,7 @@ import shutil
 
 from common import SMALL, check, finish, run, tmpdir
 
-CHARTS = ("scaling.svg", "breakdown.svg", "bytes.svg")
+CHARTS = ("scaling.svg", "efficiency.svg", "breakdown.svg", "bytes.svg", "memory.svg")
 
 d = tmpdir()
 r = run(SMALL + ["--mode", "ps,ring", "--world", "1,2", "--ps-dedicated", "--batch", "8",

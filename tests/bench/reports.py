@@ -43,6 +43,13 @@ check(again.returncode == 2 and "already holds a run" in again.stderr,
 check(open(os.path.join(d, "steps.csv")).read() == before, "a reused --out changed steps.csv")
 for k in ("config", "environment", "runs"):
     check(k in rep, f"report.json lacks {k}")
+# ranks outnumber the online cores or not: worlds 1 and 2 here
+over = 2 > os.sysconf("SC_NPROCESSORS_ONLN")
+check(rep.get("oversubscribed") is over and (rep.get("oversubscribed_notice") is None) != over,
+      f"report.json oversubscribed {rep.get('oversubscribed')!r}, notice "
+      f"{rep.get('oversubscribed_notice')!r}, with 2 ranks on {os.cpu_count()} cores")
+check(("NOTE:" in r.stdout) == over, "the oversubscription notice printed or not as it should")
+check(rep.get("peers") == [], f"report.json peers without --peer: {rep.get('peers')!r}")
 env = rep.get("environment", {})
 for k in ("cpu", "cores", "hostname", "git_revision", "libraries", "version", "build_type", "gpu",
           "isa"):
@@ -84,7 +91,7 @@ for x in runs:
 rows = steps_csv(d)
 check(len(rows) == STEPS * (1 + 2) * 2, f"steps.csv has {len(rows)} rows")
 
-for name in ("scaling.svg", "breakdown.svg", "bytes.svg"):
+for name in ("scaling.svg", "efficiency.svg", "breakdown.svg", "bytes.svg", "memory.svg"):
     try:
         root = ET.parse(os.path.join(d, name)).getroot()
         check(root.tag.endswith("svg"), f"{name}: root is {root.tag}")
@@ -109,11 +116,12 @@ check(h.returncode == 0, "--help exit")
 flags = [w.split()[0] for w in h.stdout.split("--")[1:]]
 for f in ("mode", "world", "model", "batch", "bucket-mb", "strong", "steps", "precision",
           "loss-scale", "overlap", "ps-dedicated", "timeout", "device", "out", "collective",
-          "quiet", "json"):
+          "quiet", "json", "peer"):
     check(f"--{f}" in h.stdout, f"--help lacks --{f}")
 for args, name in ((["--mode", "dp"], "--mode"), (["--world", "0"], "--world"),
                    (["--world", "2,x"], "--world"), (["--bucket-mb", "0"], "--bucket-mb"),
                    (["--timeout", "-1"], "--timeout"), (["--collective", "bcast"], "--collective"),
+                   (["--peer", "tf"], "--peer"),
                    (["-b", "1Q"], "-b"), (["-f", "1"], "-f"), (["-n", "0"], "-n"),
                    (["-c", "2"], "-c"), (["--mode", "local", "--world", "2"], "--mode local"),
                    (["--save-params", "x", "--world", "1,2"], "--save-params"),

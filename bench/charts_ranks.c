@@ -1,0 +1,225 @@
+/* charts_ranks.c: the charts that look at ranks one by one, and the
+ * collective benchmark's chart:
+ *   memory.svg            peak resident memory (the high-water mark each
+ *                         rank measured, ru_maxrss) per rank, grouped by
+ *                         run: the ps master's extra buffers at a glance;
+ *   timeline-<run>.svg    a few measured steps of one run, one lane per
+ *                         rank, each step's compute, exposed communication
+ *                         wait, reduction and optimizer at the time the rank
+ *                         did them (its own wall clock), idle as the gaps:
+ *                         the imbalance as it happens, step by step;
+ *   busbw.svg             bus bandwidth vs message size (log2) from the
+ *                         collective-<mode>-w<N>.json tables, one line each.
+ * Drawn with svg.c's pieces. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/results.h"
+#include "bench/summary.h"
+#include "bench/svg.h"
+
+#define put gs_svg_put
+
+int gs_charts_memory(const char *dir, const gs_summary *runs, size_t n, gs_err *e) {
+  int nbars = 0;
+  double ymax = 0, MiB = 1024.0 * 1024.0;
+  for (size_t i = 0; i < n; i++)
+    for (int r = 0; r < runs[i].world; r++) {
+      nbars++;
+      if (runs[i].per_rank[r].peak_rss_bytes / MiB > ymax)
+        ymax = runs[i].per_rank[r].peak_rss_bytes / MiB;
+    }
+  int barw = 22, gap = 30, x0 = 90, y0 = 380, y1 = 50;
+  int W = x0 + nbars * (barw + 4) + (int)n * gap + 160, H = 450;
+  if (W < 640) W = 640;
+  int x1 = W - 140;
+  gs_svg b = {0};
+  gs_svg_header(&b, W, H, "Peak memory per rank (resident set high-water mark)");
+  double top = gs_svg_y_axis(&b, x0, y0, x1, y1, ymax, "peak RSS (MiB)");
+  int x = x0 + 15;
+  bool seen[4] = {0};
+  for (size_t i = 0; i < n; i++) {
+    const gs_summary *s = &runs[i];
+    const char *mode = gs_mode_name(s->mode);
+    int gx = x;
+    for (int r = 0; r < s->world; r++) {
+      double v = s->per_rank[r].peak_rss_bytes / MiB, h = v / top * (y0 - y1);
+      put(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"><title>%s rank "
+          "%d: %.1f MiB</title></rect>\n", x, y0 - h, barw, h, gs_svg_mode_color(mode), s->id, r,
+          v);
+      put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"10\">%d</text>\n",
+          x + barw / 2, y0 + 13, r);
+      x += barw + 4;
+    }
+    seen[s->mode < 3 ? s->mode : 3] = true;
+    put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"11\">%s w%d</text>\n",
+        (gx + x - 4) / 2, y0 + 30, mode, s->world);
+    x += gap;
+  }
+  put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">rank, grouped by run</text>\n",
+      (x0 + x1) / 2, y0 + 52);
+  int legend = 0;
+  for (int m = 0; m < 3; m++)
+    if (seen[m])
+      gs_svg_legend(&b, x1 + 20, y1 + 20 * legend++, gs_svg_mode_color(gs_mode_name(m)),
+                    gs_mode_name(m));
+  return gs_svg_save(dir, "memory.svg", &b, e);
+}
+
+/* the last few measured steps: enough to see a pattern, few enough to
+ * read each phase */
+#define TIMELINE_STEPS 4
+
+int gs_charts_timeline(const char *dir, const char *id, const gs_run_info *info,
+                       const gs_rank_result *ranks, gs_err *e) {
+  int N = info->world;
+  size_t steps = SIZE_MAX;
+  for (int r = 0; r < N; r++)
+    if (ranks[r].nrows < steps) steps = ranks[r].nrows;
+  if (steps == 0 || steps == SIZE_MAX) return GS_OK;
+  size_t first = steps > TIMELINE_STEPS ? steps - TIMELINE_STEPS : 0;
+  if (info->warmup > 0 && first < (size_t)info->warmup && (size_t)info->warmup < steps)
+    first = (size_t)info->warmup;
+  double t0 = INFINITY, t1 = -INFINITY;
+  for (int r = 0; r < N; r++)
+    for (size_t t = first; t < steps; t++) {
+      const gs_step_row *row = &ranks[r].rows[t];
+      if (row->t_start < t0) t0 = row->t_start;
+      if (row->t_start + row->step_s > t1) t1 = row->t_start + row->step_s;
+    }
+  double span_ms = (t1 - t0) * 1e3;
+  if (!(span_ms > 0)) return GS_OK;
+  int lane = N > 16 ? 14 : 26, x0 = 90, x1 = 700, y1 = 50;
+  int y0 = y1 + N * (lane + 6) + 10, W = 900, H = y0 + 70;
+  char title[600], name[600];
+  snprintf(title, sizeof title, "Per-rank timeline, %s world %d: steps %zu-%zu (gaps: idle)",
+           gs_mode_name(info->mode), N, first, steps - 1);
+  gs_svg b = {0};
+  gs_svg_header(&b, W, H, title);
+  double step = gs_svg_nice_step(span_ms, 6);
+#define XT(s) (x0 + ((s) - t0) * 1e3 / span_ms * (x1 - x0))
+  for (double v = 0; v <= span_ms * 1.0001; v += step) {
+    double x = x0 + v / span_ms * (x1 - x0);
+    put(&b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e0e0e0\"/>\n", x, y0, x,
+        y1);
+    put(&b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", x, y0 + 16, v);
+  }
+  put(&b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", x0, y0, x1, y0);
+  put(&b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", x0, y0, x0, y1);
+  put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">time (ms, from the first shown step's "
+      "start)</text>\n", (x0 + x1) / 2, y0 + 38);
+  put(&b, "<text transform=\"translate(%d,%d) rotate(-90)\" text-anchor=\"middle\">rank</text>\n",
+      x0 - 60, (y0 + y1) / 2);
+  for (int r = 0; r < N; r++) {
+    double y = y1 + 6 + r * (lane + 6);
+    put(&b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%d%s</text>\n", x0 - 6,
+        y + lane / 2.0 + 4, r, info->mode == GS_MODE_PS && r == 0 && !info->dedicated ? " (ps)"
+                                                                                       : "");
+    put(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"%s\" "
+        "fill-opacity=\"0.35\"/>\n", x0, y, x1 - x0, lane, gs_svg_part_colors[4]);
+    for (size_t t = first; t < steps; t++) {
+      const gs_step_row *row = &ranks[r].rows[t];
+      double part[4] = {row->data_s + row->forward_s + row->backward_s, row->wait_s,
+                        row->reduce_s, row->update_s};
+      double at = row->t_start;
+      for (int p = 0; p < 4; p++) {
+        if (!(part[p] > 0)) continue;
+        put(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"%s\"><title>rank "
+            "%d step %lld %s: %.3f ms</title></rect>\n", XT(at), y,
+            XT(at + part[p]) - XT(at), lane, gs_svg_part_colors[p], r, (long long)row->step,
+            gs_svg_part_names[p], part[p] * 1e3);
+        at += part[p];
+      }
+      put(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n",
+          XT(row->t_start), y, XT(row->t_start), y + lane);
+    }
+  }
+#undef XT
+  for (int p = 0; p < 5; p++)
+    gs_svg_legend(&b, x1 + 20, y1 + 20 * p, gs_svg_part_colors[p], gs_svg_part_names[p]);
+  snprintf(name, sizeof name, "timeline-%s.svg", id);
+  return gs_svg_save(dir, name, &b, e);
+}
+
+static void size_tick(double v, char *buf, size_t cap) {
+  const char *u[] = {"B", "K", "M", "G"};
+  int i = 0;
+  while (v >= 1024 && i < 3) {
+    v /= 1024;
+    i++;
+  }
+  snprintf(buf, cap, "%g%s", v, u[i]);
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b) {
+  return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int is_table(const struct dirent *d) {
+  size_t n = strlen(d->d_name);
+  return !strncmp(d->d_name, "collective-", 11) && n > 16 && !strcmp(d->d_name + n - 5, ".json");
+}
+
+json_t *gs_collective_tables(const char *dir) {
+  struct dirent **ents = NULL;
+  int n = scandir(dir, &ents, is_table, by_name);
+  json_t *all = json_array();
+  for (int i = 0; i < n; i++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
+    json_t *t = json_load_file(path, 0, NULL);
+    if (json_is_array(json_object_get(t, "rows"))) json_array_append(all, t);
+    json_decref(t);
+    free(ents[i]);
+  }
+  free(ents);
+  return all;
+}
+
+int gs_charts_busbw(const char *dir, json_t *tables, gs_err *e) {
+  double lo = INFINITY, hi = 0, ymax = 0;
+  size_t i, k;
+  json_t *t, *row;
+  json_array_foreach(tables, i, t) json_array_foreach(json_object_get(t, "rows"), k, row) {
+    double s = json_number_value(json_object_get(row, "size_bytes"));
+    double bw = json_number_value(json_object_get(row, "busbw_gbps"));
+    if (s > 0 && s < lo) lo = s;
+    if (s > hi) hi = s;
+    if (bw > ymax) ymax = bw;
+  }
+  if (!(hi > 0)) return GS_OK;
+  int W = 760, H = 440, x0 = 80, x1 = 580, y0 = 370, y1 = 50;
+  gs_svg b = {0};
+  gs_svg_header(&b, W, H, "All-reduce bus bandwidth vs message size (busbw = algbw x 2(N-1)/N)");
+  double top = gs_svg_y_axis(&b, x0, y0, x1, y1, ymax, "bus bandwidth (GB/s)");
+  double l2lo, span;
+  gs_svg_log2_x_axis(&b, x0, y0, x1, y1, lo, hi, size_tick, "message size (bytes, log2 scale)",
+                     &l2lo, &span);
+  json_array_foreach(tables, i, t) {
+    const char *mode = json_string_value(json_object_get(t, "mode"));
+    int world = (int)json_integer_value(json_object_get(t, "world"));
+    /* one colour per mode; a dash pattern per world when several ran */
+    const char *col = gs_svg_mode_color(mode ? mode : "");
+    gs_svg pts = {0};
+    json_array_foreach(json_object_get(t, "rows"), k, row) {
+      double s = json_number_value(json_object_get(row, "size_bytes"));
+      double bw = json_number_value(json_object_get(row, "busbw_gbps"));
+      if (!(s > 0)) continue;
+      double x = x0 + (log2(s) - l2lo) * span, y = y0 - bw / top * (y0 - y1);
+      put(&pts, "%.1f,%.1f ", x, y);
+      put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s w%d, %.0f bytes: "
+          "%.4g GB/s</title></circle>\n", x, y, col, mode ? mode : "?", world, s, bw);
+    }
+    if (pts.s)
+      put(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s/>\n",
+          pts.s, col, i % 2 ? " stroke-dasharray=\"6,3\"" : "");
+    free(pts.s);
+    char lab[64];
+    snprintf(lab, sizeof lab, "%s, world %d", mode ? mode : "?", world);
+    gs_svg_legend(&b, x1 + 20, y1 + 20 * (int)i, col, lab);
+  }
+  return gs_svg_save(dir, "busbw.svg", &b, e);
+}
