@@ -79,12 +79,16 @@ typedef struct gs_ring gs_ring;
 typedef enum gs_algo { GS_ALGO_RING = 0, GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_AUTO } gs_algo;
 
 /* Where auto leaves recursive doubling for the ring, in float32 bytes (as
- * small_bytes, so fp16 and fp32 pick alike). Measured on the 2-core
- * loopback machine as the size where the ring's time falls below rd's,
- * at world 2 and 4, with
+ * small_bytes, so fp16 and fp32 pick alike): the largest size at which rd
+ * was faster than the ring at both world 2 and world 4 (direct was never
+ * faster than rd at world 4), measured on a 2-core machine over loopback
+ * with
  *   bench --mode=ring --collective allreduce -b 8 -e 4M --world W --algo A
- * for A in ring, rd, direct, the runs interleaved, medians of 3. */
-#define GS_ALGO_AUTO_MAX_BYTES ((size_t)32 << 10)
+ * for W in 2, 4 and A in ring, rd, direct, the runs interleaved, the
+ * median of 3 per size. rd moves log2(N) x the buffer per rank against the
+ * ring's 2(N-1)/N, so at larger worlds the crossover comes sooner: measure
+ * again before trusting it there. */
+#define GS_ALGO_AUTO_MAX_BYTES ((size_t)256 << 10)
 
 /* "ring", "rd", "direct", "auto". */
 const char *gs_algo_name(gs_algo a);

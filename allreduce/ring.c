@@ -591,6 +591,7 @@ void gs_ring_close(gs_ring *r, bool ok, const char *why) {
     char msg[512];
     snprintf(msg, sizeof msg, "rank %d aborted%s%s", r->o.rank, why ? ": " : "", why ? why : "");
     gs_link_tell_once(r->link, "abort", msg);
+    gs_mesh_tell(r->mesh, msg);
   }
   ring_free(r, !ok);
 }

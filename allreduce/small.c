@@ -67,7 +67,8 @@ gs_algo gs_algo_pick(gs_algo a, size_t count, int world) {
 }
 
 /* Where a message belongs, for errors: "recursive doubling round 2/3 of
- * bucket 0, step 14". */
+ * bucket 0, step 14". rd's rounds on the wire: 0 the fold-in, 1..rounds,
+ * rounds + 1 the fold-out. */
 typedef struct where_ctx {
   const gs_ring *r;
   int phase, round, rounds;
@@ -75,9 +76,12 @@ typedef struct where_ctx {
 
 static void msg_where(const void *ctx, char *buf, size_t cap) {
   const where_ctx *c = ctx;
-  snprintf(buf, cap, "%s %d/%d of bucket %d, step %" PRId64,
-           c->phase == PH_RD ? "recursive doubling round" : "direct exchange round", c->round + 1,
-           c->rounds, c->r->cur_bucket, c->r->cur_step);
+  char what[64];
+  if (c->phase == PH_DIRECT) snprintf(what, sizeof what, "the direct exchange");
+  else if (c->round == 0) snprintf(what, sizeof what, "the fold-in of recursive doubling");
+  else if (c->round > c->rounds) snprintf(what, sizeof what, "the fold-out of recursive doubling");
+  else snprintf(what, sizeof what, "recursive doubling round %d/%d", c->round, c->rounds);
+  snprintf(buf, cap, "%s of bucket %d, step %" PRId64, what, c->r->cur_bucket, c->r->cur_step);
 }
 
 static int send_whole(gs_ring *r, int peer, const where_ctx *wc, const void *data, size_t n,
@@ -186,8 +190,7 @@ int gs_small_rd(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stat
   const int R = N - P;
   const double t0 = gs_now();
   if (src != dst && n) k->copy(k, dst, src, n * sizeof(float));
-  /* fold in: round 0 of rounds + 2, the rounds proper 1..rounds, fold out last */
-  where_ctx wc = {.r = r, .phase = PH_RD, .round = 0, .rounds = rounds + 2};
+  where_ctx wc = {.r = r, .phase = PH_RD, .round = 0, .rounds = rounds};
   int nr; /* the rank among the P, or -1: dropped out */
   int rc = GS_OK;
   if (me < 2 * R) {
@@ -229,7 +232,7 @@ int gs_small_direct(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_
   const int N = r->o.world, me = r->o.rank;
   const gs_dtype w = r->o.wire;
   const double t0 = gs_now();
-  where_ctx wc = {.r = r, .phase = PH_DIRECT, .round = 0, .rounds = 1};
+  where_ctx wc = {.r = r, .phase = PH_DIRECT, .round = 0, .rounds = 0};
   const void *own = src;
   if (w != GS_F32) {
     double a = gs_now();
