@@ -1,11 +1,12 @@
 /* ring_hello.c: connecting the ring, and the handshake before the first
  * collective: every rank's configuration (world, largest collective, wire
- * dtype, chunk and small-message sizes, bucket plan, algorithm, mesh
- * endpoint) travels once around
- * the ring (round i: rank r forwards origin r - i), so every rank compares
- * every configuration and fails alike, naming each rank's value, on a
- * mismatch instead of hanging or silently corrupting (baidu-allreduce
- * exchanges buffer lengths first for the same reason). */
+ * dtype, chunk and small-message sizes, bucket plan, algorithm) travels
+ * once around the ring (round i: rank r forwards origin r - i), so every
+ * rank compares every configuration and fails alike, naming each rank's
+ * value, on a mismatch instead of hanging or silently corrupting
+ * (baidu-allreduce exchanges buffer lengths first for the same reason).
+ * The mesh endpoints of rd and direct travel with it, and the mesh is
+ * connected once the configurations agree. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
