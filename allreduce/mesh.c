@@ -195,8 +195,15 @@ int gs_mesh_recv(gs_mesh *m, int peer, bool spin, gs_wire_msg *out, uint64_t *by
                      where(w, wb, sizeof wb), gs_now() - t0, peer);
     gs_wire_msg msg;
     gs_err we = {0};
+    errno = 0;
     int rc = gs_wire_read(m->pull, false, m->job, m->max_payload, NULL, &msg, &we);
     *bytes += msg.bytes;
+    /* While peers' connections are being set up, the socket may say
+     * readable with nothing to read yet: wait again, nothing was dropped. */
+    if (rc == GS_EIO && errno == EAGAIN && msg.bytes == 0) {
+      gs_wire_msg_close(&msg);
+      continue;
+    }
     if (rc == GS_EINTR) {
       gs_wire_msg_close(&msg);
       return GS_FAIL(e, rc, "rank %d: ring interrupted", m->rank);

@@ -13,9 +13,14 @@
  *                           every rank, at worlds 2..5
  *   test_small mismatch     ranks given different algorithms: a clear error
  *                           naming the algorithm on every rank, at once
+ *   test_small sync         through the ring's sync.h backend: a sum_only
+ *                           session runs the algorithm it is given (the bytes
+ *                           each rank sends are that algorithm's), training
+ *                           runs the ring whatever it is given
  *   test_small abort        a rank that closes with !ok in the middle of rd
  *                           or direct collectives: the others stop soon
  *                           with its cause, not their timeout */
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +284,80 @@ static int body_abort(th_shared *sh, int rank, int world, void *arg) {
   return 0;
 }
 
+/* Payload bytes rank `rank` sends in one all-reduce of n floats. */
+static double algo_bytes(gs_algo a, int rank, int world, size_t n) {
+  double S = (double)n * sizeof(float);
+  if (a == GS_ALGO_RING) return 2.0 * (world - 1) / world * S;
+  if (a == GS_ALGO_DIRECT) return (world - 1) * S;
+  int P = 1, rounds = 0;
+  while (P * 2 <= world) P *= 2, rounds++;
+  int R = world - P;
+  if (rank < 2 * R) return rank % 2 == 0 ? S : (rounds + 1) * S;
+  return rounds * S;
+}
+
+#define SYNC_N 40000u /* above the ring's whole-vector threshold */
+
+static int body_sync(th_shared *sh, int rank, int world, void *arg) {
+  (void)arg;
+  gs_err e = {0};
+  float *params = K->alloc(K, SYNC_N * sizeof(float)), *grads = K->alloc(K, SYNC_N * sizeof(float));
+  gs_bucket bucket = {0, SYNC_N};
+  /* sum_only with ring, rd, direct; then training given rd */
+  const gs_algo given[4] = {GS_ALGO_RING, GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_RD};
+  int bad = 0;
+  for (int c = 0; c < 4; c++) {
+    bool sum_only = c < 3;
+    gs_sync_config cfg = {.rank = rank, .world = world, .timeout_ms = 20000, .job = 0xabc,
+                          .host = "127.0.0.1", .k = K, .params = params, .grads = grads,
+                          .n = SYNC_N, .buckets = &bucket, .nbuckets = 1,
+                          .sgd = {.lr = 0.5f}, .wire = GS_F32, .sum_only = sum_only,
+                          .algo = (int)given[c]};
+    gs_scaler_init(&cfg.scaler, 1, false);
+    for (size_t i = 0; i < SYNC_N; i++) {
+      grads[i] = contribution(rank, i, c);
+      params[i] = 0;
+    }
+    void *state;
+    char ep[GS_ENDPOINT_MAX];
+    const char *eps[TH_MAX_WORLD];
+    gs_sync *s;
+    gs_sync_stats st;
+    memset(&st, 0, sizeof st);
+    if (gs_ring_backend.prepare(&cfg, &state, ep, &e) < 0) return report(sh, rank, &e);
+    if (th_exchange(sh, c, rank, ep, eps) < 0) return 1;
+    cfg.endpoints = eps;
+    if (gs_ring_backend.open(state, &cfg, &s, &e) < 0 || s->ops->begin_step(s, 0, &e) < 0 ||
+        s->ops->bucket_ready(s, 0, &e) < 0 || s->ops->end_step(s, &st, &e) < 0 ||
+        s->ops->close(s, true, &e) < 0)
+      return report(sh, rank, &e);
+    gs_algo want = sum_only ? given[c] : GS_ALGO_RING;
+    double payload = algo_bytes(want, rank, world, SYNC_N), ratio = (double)st.bytes_sent / payload;
+    if (ratio < 1.0 || ratio > 1.01) {
+      fprintf(stderr, "rank %d: %s given %s sent %llu bytes: %s would send %.0f (+ headers)\n",
+              rank, sum_only ? "sum_only" : "training", gs_algo_name(given[c]),
+              (unsigned long long)st.bytes_sent, gs_algo_name(want), payload);
+      bad++;
+    }
+    size_t wrong = 0;
+    for (size_t i = 0; i < SYNC_N; i++) {
+      float sum = 0;
+      for (int r = 0; r < world; r++) sum += contribution(r, i, c);
+      /* training: one SGD step from 0 with the mean gradient */
+      float want_p = sum_only ? sum : -0.5f * (sum / (float)world);
+      wrong += fabsf(params[i] - want_p) > (sum_only ? 0.0f : 1e-6f);
+    }
+    if (wrong) {
+      fprintf(stderr, "rank %d: %s given %s: %zu wrong parameters\n", rank,
+              sum_only ? "sum_only" : "training", gs_algo_name(given[c]), wrong);
+      bad++;
+    }
+  }
+  K->release(K, params);
+  K->release(K, grads);
+  return bad;
+}
+
 /* ------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
@@ -332,6 +411,12 @@ int main(int argc, char **argv) {
       CHECK(sh->f64[r][0] < 4.0, "rank %d: the error took %.1f s", r, sh->f64[r][0]);
     }
     th_free(sh);
+  } else if (!strcmp(what, "sync")) {
+    for (int w = 2; w <= 5; w++) {
+      th_shared *sh = th_run(w, body_sync, NULL, 60, NULL);
+      CHECK(sh && th_failures(sh) == 0, "sync world %d failed", w);
+      th_free(sh);
+    }
   } else if (!strcmp(what, "abort")) {
     const gs_algo algos[2] = {GS_ALGO_RD, GS_ALGO_DIRECT};
     for (int a = 0; a < 2; a++) {
