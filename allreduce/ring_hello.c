@@ -161,7 +161,7 @@ int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
     gs_link_told(r->link);
     return rc;
   }
-  rc = gs_small_connect(r, e);
+  rc = gs_small_connect(r, endpoints, e);
   if (rc < 0) return gs_ring_fail(r, e, rc);
   return GS_OK;
 }

@@ -86,9 +86,10 @@ void gs_mesh_close(gs_mesh *m, bool abort);
 /* ---- rd and direct (small.c) ---- */
 /* In prepare, after the link: the mesh and buffers when o.algo may need
  * them; gs_small_connect after the handshake (every rank's mesh endpoint
- * came with it); gs_small_free before the link closes. */
+ * came with it; endpoints: the ring's, as gs_ring_connect got them);
+ * gs_small_free before the link closes. */
 int gs_small_prepare(gs_ring *r, gs_err *e);
-int gs_small_connect(gs_ring *r, gs_err *e);
+int gs_small_connect(gs_ring *r, const char *const *endpoints, gs_err *e);
 void gs_small_free(gs_ring *r, bool abort);
 int gs_small_rd(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stats *st, gs_err *e);
 int gs_small_direct(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stats *st,

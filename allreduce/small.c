@@ -281,12 +281,35 @@ int gs_small_prepare(gs_ring *r, gs_err *e) {
   return gs_mesh_open(r, gs_link_zmq_context(r->link), max_payload, &r->mesh, r->mesh_ep, e);
 }
 
-int gs_small_connect(gs_ring *r, gs_err *e) {
+/* Rank i's mesh socket is bound where its ring socket is, so it is reached
+ * at the host of the ring endpoint the launcher published (which may
+ * differ from the one the rank wrote, behind a wildcard bind) and the port
+ * of the mesh endpoint the handshake brought. */
+static void mesh_address(const char *ring_ep, const char *mesh_ep, char out[GS_ENDPOINT_MAX]) {
+  const char *rc = ring_ep ? strrchr(ring_ep, ':') : NULL, *mc = strrchr(mesh_ep, ':');
+  if (!rc || !mc || strncmp(ring_ep, "tcp://", 6) || rc < ring_ep + 6)
+    snprintf(out, GS_ENDPOINT_MAX, "%s", mesh_ep);
+  else
+    snprintf(out, GS_ENDPOINT_MAX, "%.*s%s", (int)(rc - ring_ep), ring_ep, mc);
+}
+
+int gs_small_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
   if (!r->mesh) return GS_OK;
-  const char **eps = calloc((size_t)r->o.world, sizeof *eps);
-  if (!eps) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", r->o.rank);
-  for (int i = 0; i < r->o.world; i++) eps[i] = r->cfgs[i].mesh_ep;
-  int rc = gs_mesh_connect(r->mesh, eps, r->o.job, e);
+  int N = r->o.world;
+  char (*addr)[GS_ENDPOINT_MAX] = calloc((size_t)N, sizeof *addr);
+  const char **eps = calloc((size_t)N, sizeof *eps);
+  int rc = GS_OK;
+  if (!addr || !eps) {
+    rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", r->o.rank);
+  } else {
+    for (int i = 0; i < N; i++) {
+      if (r->cfgs[i].mesh_ep[0])
+        mesh_address(endpoints ? endpoints[i] : NULL, r->cfgs[i].mesh_ep, addr[i]);
+      eps[i] = addr[i];
+    }
+    rc = gs_mesh_connect(r->mesh, eps, r->o.job, e);
+  }
+  free(addr);
   free(eps);
   return rc;
 }
