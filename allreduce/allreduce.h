@@ -63,6 +63,41 @@ typedef struct gs_ring gs_ring;
 
 #define GS_RING_NO_SMALL SIZE_MAX
 
+/* Which algorithm a collective runs (allreduce/small.c draws rd and
+ * direct). The zero value is the ring, so every existing caller keeps it.
+ *   ring    reduce-scatter + all-gather, 2(N-1) dependent hops (with the
+ *           whole-vector all-gather below small_bytes): bandwidth-optimal;
+ *   rd      recursive doubling: log2 N rounds of whole-buffer exchanges
+ *           with partner rank ^ 2^k (ranks beyond the largest power of two
+ *           fold in first and get the result back last);
+ *   direct  every rank sends its whole buffer to every other rank (one
+ *           round) and sums all N in rank order;
+ *   auto    rd up to GS_ALGO_AUTO_MAX_BYTES, the ring above.
+ * rd and direct open a socket to every rank (a mesh) besides the ring's
+ * two; every algorithm gives every rank the same bits, and the same bits
+ * run after run. */
+typedef enum gs_algo { GS_ALGO_RING = 0, GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_AUTO } gs_algo;
+
+/* Where auto leaves recursive doubling for the ring, in float32 bytes (as
+ * small_bytes, so fp16 and fp32 pick alike): the largest size at which rd
+ * was faster than the ring at both world 2 and world 4 (direct was never
+ * faster than rd at world 4), measured on a 2-core machine over loopback
+ * with
+ *   bench --mode=ring --collective allreduce -b 8 -e 4M --world W --algo A
+ * for W in 2, 4 and A in ring, rd, direct, the runs interleaved, the
+ * median of 3 per size. rd moves log2(N) x the buffer per rank against the
+ * ring's 2(N-1)/N, so at larger worlds the crossover comes sooner: measure
+ * again before trusting it there. */
+#define GS_ALGO_AUTO_MAX_BYTES ((size_t)256 << 10)
+
+/* "ring", "rd", "direct", "auto". */
+const char *gs_algo_name(gs_algo a);
+/* The name's algorithm, or -1. */
+int gs_algo_parse(const char *s);
+/* The algorithm a collective of count float32 elements runs under a: auto
+ * resolved by size; world 1 has nothing to exchange (ring). */
+gs_algo gs_algo_pick(gs_algo a, size_t count, int world);
+
 typedef struct gs_ring_opts {
   int rank, world;
   int timeout_ms;            /* every receive; <= 0: 30 s */
@@ -72,6 +107,8 @@ typedef struct gs_ring_opts {
   gs_kernels *k;             /* the math (adds, conversions, copies) */
   gs_dtype wire;             /* dtype of chunks on the wire (F32, F16, BF16) */
   size_t max_count;          /* largest collective, elements (sizes staging) */
+  gs_algo algo;              /* 0: the ring; every rank must pass the same
+                                (the handshake checks it) */
   /* Tuning; 0 picks the default, which the environment can override
    * (GS_RING_CHUNK, GS_RING_SMALL, GS_RING_INFLIGHT, GS_RING_SPIN_US,
    * GS_RING_IO_THREADS, GS_RING_SOCKBUF,
@@ -171,6 +208,8 @@ typedef struct gs_perf_opts {
   /* Optional, untimed: called before the first collective on a new
    * (src, dst, count), e.g. to open a backend session for that size. */
   int (*setup)(void *ctx, const float *src, float *dst, size_t count, gs_err *e);
+  /* Optional: the algorithm a size runs (a column of the table). */
+  const char *(*algo_of)(void *ctx, size_t count);
 } gs_perf_opts;
 
 typedef struct gs_perf_row {
@@ -179,6 +218,7 @@ typedef struct gs_perf_row {
   double algbw, busbw;          /* GB/s, 1e9 bytes per second */
   uint64_t wrong;               /* elements that differed, over every
                                    iteration and rank (-1 unchecked) */
+  const char *algo;             /* what ran (gs_perf_opts.algo_of), or NULL */
 } gs_perf_row;
 
 /* Allocate src/dst for max_bytes, and for each size: warmup, then iters

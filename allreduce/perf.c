@@ -194,6 +194,7 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
     row->algbw = tmax > 0 ? (double)bytes / tmax / 1e9 : 0;
     row->busbw = row->algbw * (o->world > 1 ? 2.0 * (o->world - 1) / o->world : 0.0);
     row->wrong = o->check ? wsum : UINT64_MAX;
+    row->algo = o->algo_of ? o->algo_of(ctx, n) : NULL;
   }
 out:
   if (o->k) {
@@ -220,8 +221,11 @@ void gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const gs_
   fprintf(f, "# time: mean of the timed iterations, run back to back, max over ranks; #wrong: "
           "elements differing from the exact sum in one more, checked, iteration, over every "
           "rank (integer inputs: tolerance 0)\n");
-  fprintf(f, "#%11s %12s %6s %6s %11s %8s %8s %8s\n", "size", "count", "type", "redop",
-          "time", "algbw", "busbw", "#wrong");
+  /* the algorithm column only where the backend names one */
+  bool algo = false;
+  for (int i = 0; i < nrows; i++) algo |= rows[i].algo != NULL;
+  fprintf(f, "#%11s %12s %6s %6s %11s %8s %8s %8s%s\n", "size", "count", "type", "redop",
+          "time", "algbw", "busbw", "#wrong", algo ? "   algo" : "");
   fprintf(f, "#%11s %12s %6s %6s %11s %8s %8s %8s\n", "(B)", "(elements)", "", "", "(us)",
           "(GB/s)", "(GB/s)", "");
   for (int i = 0; i < nrows; i++) {
@@ -229,8 +233,10 @@ void gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const gs_
     char wrong[24];
     if (r->wrong == UINT64_MAX) snprintf(wrong, sizeof wrong, "N/A");
     else snprintf(wrong, sizeof wrong, "%" PRIu64, r->wrong);
-    fprintf(f, "%12zu %12zu %6s %6s %11.2f %8.3f %8.3f %8s\n", r->bytes, r->count, "float",
+    fprintf(f, "%12zu %12zu %6s %6s %11.2f %8.3f %8.3f %8s", r->bytes, r->count, "float",
             "sum", r->time_us, r->algbw, r->busbw, wrong);
+    if (algo) fprintf(f, " %6s", r->algo ? r->algo : "-");
+    fputc('\n', f);
   }
   fflush(f);
 }

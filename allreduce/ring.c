@@ -71,7 +71,8 @@
  * Small collectives (<= small_bytes): the ring's 2(N-1) dependent hops are
  * pure latency, so every rank instead sends its whole vector around the
  * ring (N-1 hops) and sums the N vectors locally in rank order, which again
- * gives every rank the same bits. */
+ * gives every rank the same bits. Recursive doubling and direct exchange,
+ * over a socket to every rank, are small.c's (gs_ring_opts.algo). */
 #include <inttypes.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -227,6 +228,7 @@ static void ring_free(gs_ring *r, bool abort) {
     for (size_t i = 0; i < r->nhold; i++) zmq_msg_close(&r->hold[i]);
     free(r->hold);
   }
+  gs_small_free(r, abort);
   gs_link_close(r->link, abort); /* releases whatever ZeroMQ still held */
   gs_kernels *k = r->o.k;
   if (k) {
@@ -241,6 +243,7 @@ static void ring_free(gs_ring *r, bool abort) {
 int gs_ring_fail(gs_ring *r, gs_err *e, int code) {
   r->broken = true;
   if (e && code != GS_EINTR && r->link) gs_link_tell_once(r->link, "ring", e->msg);
+  if (e && code != GS_EINTR) gs_mesh_tell(r->mesh, e->msg);
   return code;
 }
 
@@ -323,6 +326,7 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
                     .sockbuf = sockbuf, .io_threads = io_threads, .host = r->host,
                     .max_payload = max_payload, .cred = o->cred};
   rc = gs_link_open(&lc, &r->link, endpoint, e);
+  if (rc == GS_OK) rc = gs_small_prepare(r, e);
 out:
   if (rc < 0) {
     ring_free(r, true);
@@ -546,7 +550,12 @@ int gs_ring_allreduce(gs_ring *r, const float *src, float *dst, size_t count, in
   /* by float32 size, so fp16 and fp32 pick the same algorithm (and half
    * the bytes) */
   bool small = r->small_bytes != GS_RING_NO_SMALL && count * sizeof(float) <= r->small_bytes;
-  int rc = small ? small_path(r, src, dst, count, st, e) : ring_path(r, src, dst, count, st, e);
+  int rc;
+  switch (gs_algo_pick(r->o.algo, count, r->o.world)) {
+  case GS_ALGO_RD: rc = gs_small_rd(r, src, dst, count, st, e); break;
+  case GS_ALGO_DIRECT: rc = gs_small_direct(r, src, dst, count, st, e); break;
+  default: rc = small ? small_path(r, src, dst, count, st, e) : ring_path(r, src, dst, count, st, e);
+  }
   if (rc == GS_OK) rc = k->sync(k, e);
   if (rc < 0) return gs_ring_fail(r, e, rc);
   return GS_OK;
@@ -567,7 +576,10 @@ void gs_ring_set_job(gs_ring *r, uint64_t job) {
 }
 
 void gs_ring_interrupt(gs_ring *r) {
-  if (r) gs_link_interrupt(r->link);
+  if (r) {
+    gs_link_interrupt(r->link);
+    gs_mesh_interrupt(r->mesh);
+  }
 }
 
 size_t gs_ring_chunk_bytes(const gs_ring *r) { return r ? r->chunk_bytes : 0; }
@@ -579,6 +591,7 @@ void gs_ring_close(gs_ring *r, bool ok, const char *why) {
     char msg[512];
     snprintf(msg, sizeof msg, "rank %d aborted%s%s", r->o.rank, why ? ": " : "", why ? why : "");
     gs_link_tell_once(r->link, "abort", msg);
+    gs_mesh_tell(r->mesh, msg);
   }
   ring_free(r, !ok);
 }

@@ -1,10 +1,12 @@
 /* ring_hello.c: connecting the ring, and the handshake before the first
  * collective: every rank's configuration (world, largest collective, wire
- * dtype, chunk and small-message sizes, bucket plan) travels once around
- * the ring (round i: rank r forwards origin r - i), so every rank compares
- * every configuration and fails alike, naming each rank's value, on a
- * mismatch instead of hanging or silently corrupting (baidu-allreduce
- * exchanges buffer lengths first for the same reason). */
+ * dtype, chunk and small-message sizes, bucket plan, algorithm) travels
+ * once around the ring (round i: rank r forwards origin r - i), so every
+ * rank compares every configuration and fails alike, naming each rank's
+ * value, on a mismatch instead of hanging or silently corrupting
+ * (baidu-allreduce exchanges buffer lengths first for the same reason).
+ * The mesh endpoints of rd and direct travel with it, and the mesh is
+ * connected once the configurations agree. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +23,8 @@ static void my_cfg(const gs_ring *r, hello_cfg *c) {
   c->nbuckets = r->o.nbuckets;
   c->plan_hash = r->o.plan_hash;
   c->sum_only = r->o.sum_only;
+  c->algo = (uint32_t)r->o.algo;
+  snprintf(c->mesh_ep, sizeof c->mesh_ep, "%s", r->mesh_ep);
 }
 
 /* Field f of a configuration, as a number. */
@@ -33,7 +37,8 @@ static uint64_t cfg_field(const hello_cfg *c, int f) {
   case 4: return c->plan_hash;
   case 5: return c->chunk_bytes;
   case 6: return c->small_bytes;
-  default: return c->sum_only;
+  case 7: return c->sum_only;
+  default: return c->algo;
   }
 }
 
@@ -43,17 +48,18 @@ static int compare_cfgs(gs_ring *r, gs_err *e) {
   static const char *what[] = {"the world size", "the buffer length (elements)", "the wire dtype",
                                "the number of buckets", "the bucket plan (offsets and sizes)",
                                "the chunk size", "the small-message threshold",
-                               "the collective-benchmark mode"};
+                               "the collective-benchmark mode", "the algorithm"};
   static const char *hint[] = {" (launch every rank with the same --world)",
                                " (every rank must build the same model)",
                                " (use the same --precision everywhere)",
                                " (use the same bucket sizes everywhere)",
                                " (use the same bucket sizes everywhere)",
                                " (GS_RING_CHUNK must be the same on every rank)",
-                               " (GS_RING_SMALL must be the same on every rank)", ""};
+                               " (GS_RING_SMALL must be the same on every rank)", "",
+                               " (use the same --algo everywhere)"};
   int N = r->o.world;
   const hello_cfg *c = r->cfgs;
-  for (int f = 0; f < 8; f++) {
+  for (int f = 0; f < 9; f++) {
     bool differs = false;
     for (int i = 1; i < N; i++) differs |= cfg_field(&c[i], f) != cfg_field(&c[0], f);
     if (!differs) continue;
@@ -65,6 +71,7 @@ static int compare_cfgs(gs_ring *r, gs_err *e) {
       if (f == 2) snprintf(v, sizeof v, "%s", gs_dtype_name((gs_dtype)x));
       else if (f == 4) snprintf(v, sizeof v, "%016" PRIx64, x);
       else if (f == 7) snprintf(v, sizeof v, "%s", x ? "sum-only" : "training");
+      else if (f == 8) snprintf(v, sizeof v, "%s", gs_algo_name((gs_algo)x));
       else snprintf(v, sizeof v, "%" PRIu64, x);
       len += (size_t)snprintf(list + len, sizeof list - len, "%s rank %d: %s", i ? "," : "", i, v);
     }
@@ -108,6 +115,8 @@ int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
     h.nbuckets = c->nbuckets;
     h.plan_hash = c->plan_hash;
     h.sum_only = c->sum_only;
+    h.algo = c->algo;
+    h.mesh_endpoint = (char *)c->mesh_ep;
     env.body_case = GRADSYNC__ENVELOPE__BODY_RING_HELLO;
     env.ring_hello = &h;
     char ctxmsg[96];
@@ -142,12 +151,17 @@ int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
     d->nbuckets = g->nbuckets;
     d->plan_hash = g->plan_hash;
     d->sum_only = g->sum_only;
+    d->algo = g->algo;
+    snprintf(d->mesh_ep, sizeof d->mesh_ep, "%s", g->mesh_endpoint ? g->mesh_endpoint : "");
   }
   rc = compare_cfgs(r, e);
   /* Every rank found the same mismatch: nobody needs to be told. */
   if (rc < 0) {
     r->broken = true;
     gs_link_told(r->link);
+    return rc;
   }
-  return rc;
+  rc = gs_small_connect(r, endpoints, e);
+  if (rc < 0) return gs_ring_fail(r, e, rc);
+  return GS_OK;
 }

@@ -11,13 +11,17 @@
 #include "allreduce/allreduce.h"
 #include "proto/wire.h"
 
-enum { PH_RS = 0, PH_AG = 1, PH_SMALL = 2 };
+enum { PH_RS = 0, PH_AG = 1, PH_SMALL = 2, PH_RD = 3, PH_DIRECT = 4 };
+
+typedef struct gs_mesh gs_mesh;
 
 typedef struct hello_cfg {
   bool have;
   uint32_t world, nbuckets, dtype;
   uint64_t count, chunk_bytes, small_bytes, plan_hash;
   bool sum_only;
+  uint32_t algo;
+  char mesh_ep[GS_ENDPOINT_MAX];
 } hello_cfg;
 
 struct gs_ring {
@@ -40,6 +44,12 @@ struct gs_ring {
   int inflight;              /* chunks in flight per link */
   hello_cfg *cfgs;           /* handshake: every rank's configuration */
 
+  /* rd and direct (small.c): a socket to every rank, and their buffers */
+  gs_mesh *mesh;
+  char mesh_ep[GS_ENDPOINT_MAX];
+  float *own;                /* this rank's contribution when src == dst */
+  gs_wire_msg *got;          /* direct: every rank's buffer */
+
   /* what is being done, for error messages */
   int64_t cur_step;
   int cur_bucket;
@@ -48,8 +58,41 @@ struct gs_ring {
 
 static inline int gs_ring_mod(int a, int n) { return ((a % n) + n) % n; }
 
-/* The ring stops: tell the right neighbour why (unless it knows), and mark
- * the ring unusable. Returns code. */
+/* The ring stops: tell the right neighbour why (unless it knows), and every
+ * rank on the mesh, and mark the ring unusable. Returns code. */
 int gs_ring_fail(gs_ring *r, gs_err *e, int code);
+
+/* ---- the mesh (mesh.c) ----
+ * One PULL socket per rank in the link's ZeroMQ context, and a PUSH to
+ * every other rank's; receives from one peer, keeping what others send
+ * early. Errors name this rank, the peer and where (w). */
+int gs_mesh_open(const gs_ring *r, void *zctx, size_t max_payload, gs_mesh **out,
+                 char endpoint[GS_ENDPOINT_MAX], gs_err *e);
+/* endpoints: every rank's mesh endpoint (this rank's is not used). */
+int gs_mesh_connect(gs_mesh *m, const char *const *endpoints, uint64_t job, gs_err *e);
+/* Send env + payload (copied) to peer. */
+int gs_mesh_send(gs_mesh *m, int peer, const Gradsync__Envelope *env, const void *data,
+                 size_t bytes, uint64_t *sent, const gs_link_where *w, gs_err *e);
+/* The next message from peer (close it with gs_wire_msg_close); an Error
+ * from any rank is GS_EPEER with its cause. spin: poll a moment first. */
+int gs_mesh_recv(gs_mesh *m, int peer, bool spin, gs_wire_msg *out, uint64_t *bytes,
+                 const gs_link_where *w, gs_err *e);
+/* Tell every peer why this rank stops (once, best effort, never blocks). */
+void gs_mesh_tell(gs_mesh *m, const char *msg);
+void gs_mesh_interrupt(gs_mesh *m);
+/* Before the link's context ends. */
+void gs_mesh_close(gs_mesh *m, bool abort);
+
+/* ---- rd and direct (small.c) ---- */
+/* In prepare, after the link: the mesh and buffers when o.algo may need
+ * them; gs_small_connect after the handshake (every rank's mesh endpoint
+ * came with it; endpoints: the ring's, as gs_ring_connect got them);
+ * gs_small_free before the link closes. */
+int gs_small_prepare(gs_ring *r, gs_err *e);
+int gs_small_connect(gs_ring *r, const char *const *endpoints, gs_err *e);
+void gs_small_free(gs_ring *r, bool abort);
+int gs_small_rd(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stats *st, gs_err *e);
+int gs_small_direct(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stats *st,
+                    gs_err *e);
 
 #endif

@@ -336,6 +336,9 @@ static int rb_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
      * bucket sizes; the collective benchmark may take the small-message
      * path, as NCCL picks its algorithm by size. */
     .small_bytes = c->sum_only ? 0 : GS_RING_NO_SMALL,
+    /* Training keeps the ring for every bucket, so its parameters stay
+     * those of the one summation order the tests and the reference know. */
+    .algo = c->sum_only ? (gs_algo)c->algo : GS_ALGO_RING,
     .span = c->span,
     .span_ctx = c->span_ctx,
   };

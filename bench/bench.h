@@ -90,6 +90,7 @@ typedef struct gs_opts {
   double factor;
   int iters, warmup_iters;
   bool check;
+  int algo;                  /* --algo: allreduce.h gs_algo (the ring's) */
 
   /* what was given on the command line (join mode re-checks these) */
   bool world_given, mode_given;

@@ -61,11 +61,12 @@ static int setup(void *vc, const float *src, float *dst, size_t count, gs_err *e
   cfg->wire = GS_F32;
   gs_scaler_init(&cfg->scaler, 1.0f, false);
   cfg->sum_only = true;
+  cfg->algo = c->o->algo;
   cfg->dedicated = c->o->dedicated;
   char settings[512];
   snprintf(settings, sizeof settings, "collective=allreduce\nmode=%s\nworld=%d\ncount=%zu\n"
-           "device=%s\nps_dedicated=%d\n", gs_mode_name(c->mode), c->job.world, count,
-           c->k->name, c->o->dedicated);
+           "device=%s\nps_dedicated=%d\nalgo=%s\n", gs_mode_name(c->mode), c->job.world, count,
+           c->k->name, c->o->dedicated, gs_algo_name((gs_algo)c->o->algo));
   GS_TRY(gs_job_meet(&c->job, gs_job_backend(c->mode, c->k), cfg, settings, NULL, e));
   return gs_job_open(&c->job, cfg, &c->s, e);
 }
@@ -79,16 +80,26 @@ static int step(void *vc, const float *src, float *dst, size_t count, int64_t it
   return c->s->ops->end_step(c->s, &st, e);
 }
 
+/* The ring's algorithm for a size, as the ring picks it (NCCL picks its own:
+ * none named). */
+static const char *algo_of(void *vc, size_t count) {
+  coll *c = vc;
+  if (c->mode != GS_MODE_RING || c->k->device != GS_DEV_CPU) return NULL;
+  return gs_algo_name(gs_algo_pick((gs_algo)c->o->algo, count, c->job.world));
+}
+
 static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world, const char *device,
                       const gs_perf_row *rows, int nrows, gs_err *e) {
   json_t *arr = json_array();
-  for (int i = 0; i < nrows; i++)
-    json_array_append_new(arr, json_pack("{s:I, s:I, s:s, s:s, s:f, s:f, s:f, s:I}", "size_bytes",
-                                         (json_int_t)rows[i].bytes, "count",
-                                         (json_int_t)rows[i].count, "type", "float", "redop",
-                                         "sum", "time_us", rows[i].time_us, "algbw_gbps",
-                                         rows[i].algbw, "busbw_gbps", rows[i].busbw, "wrong",
-                                         (json_int_t)rows[i].wrong));
+  for (int i = 0; i < nrows; i++) {
+    json_t *row = json_pack("{s:I, s:I, s:s, s:s, s:f, s:f, s:f, s:I}", "size_bytes",
+                            (json_int_t)rows[i].bytes, "count", (json_int_t)rows[i].count, "type",
+                            "float", "redop", "sum", "time_us", rows[i].time_us, "algbw_gbps",
+                            rows[i].algbw, "busbw_gbps", rows[i].busbw, "wrong",
+                            (json_int_t)rows[i].wrong);
+    if (rows[i].algo) json_object_set_new(row, "algo", json_string(rows[i].algo));
+    json_array_append_new(arr, row);
+  }
   const char *isa = "unknown";
   gs_isa_select(&isa, NULL);
   json_t *doc = json_pack("{s:i, s:s, s:s, s:i, s:s, s:s, s:b, s:i, s:i, s:s, s:s, s:o}",
@@ -99,6 +110,8 @@ static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world
                           o->warmup_iters, "busbw_formula", "busbw = algbw * 2(N-1)/N",
                           "units", "GB/s = 1e9 bytes/s; time in microseconds per all-reduce, "
                           "the max over ranks of each rank's mean", "rows", arr);
+  if (mode == GS_MODE_RING && !strcmp(device, "cpu"))
+    json_object_set_new(doc, "algo", json_string(gs_algo_name((gs_algo)o->algo)));
   char path[4200];
   GS_TRY(gs_mkdirs(dir, e));
   snprintf(path, sizeof path, "%s/collective-%s-w%d.json", dir, gs_mode_name(mode), world);
@@ -140,7 +153,8 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   gs_perf_opts p = {.rank = rank, .world = world, .min_bytes = o->min_bytes,
                     .max_bytes = o->max_bytes, .factor = o->factor, .iters = o->iters,
                     .warmup = o->warmup_iters, .check = o->check, .wire = GS_F32,
-                    .k = c.k->device == GS_DEV_CPU ? NULL : c.k, .setup = setup};
+                    .k = c.k->device == GS_DEV_CPU ? NULL : c.k, .setup = setup,
+                    .algo_of = algo_of};
   if (p.min_bytes < sizeof(float)) p.min_bytes = sizeof(float);
   int cap = gs_perf_sizes(&p);
   rows = calloc((size_t)(cap > 0 ? cap : 1), sizeof *rows);

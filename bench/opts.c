@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allreduce/allreduce.h"
 #include "bench/bench.h"
 
 typedef struct flag flag;
@@ -273,6 +274,13 @@ static int p_one(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   return GS_OK;
 }
 
+static int p_algo(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  int v = gs_algo_parse(a);
+  if (v < 0) return bad(e, f, a, "ring, rd, direct or auto");
+  o->algo = v;
+  return GS_OK;
+}
+
 static int p_bind(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   if (!*a || strlen(a) > 200 || !strcmp(a, "*"))
     return bad(e, f, a, "an IPv4 address of this host (0.0.0.0 for every interface)");
@@ -404,6 +412,9 @@ static const flag FLAGS[] = {
       1e6),
   NUM("check", 'c', "0|1", "1", "collective: check every result against the exact sum",
       p_bool01, check, 0, 1),
+  WORD("algo", "A", "auto", NULL, "collective: the ring's algorithm: ring, rd (recursive "
+       "doubling), direct (every rank to every rank), or auto (rd for small sizes, ring above)",
+       p_algo, algo),
   {"help", 'h', NULL, NULL, NULL, "this text", p_help, 0, 0, 0, 0, 0},
 };
 #define NFLAGS (sizeof FLAGS / sizeof FLAGS[0])

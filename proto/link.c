@@ -134,6 +134,8 @@ out:
 
 void gs_link_set_job(gs_link *l, uint64_t job) { l->c.job = job; }
 
+void *gs_link_zmq_context(gs_link *l) { return l->ctx; }
+
 int gs_link_connect(gs_link *l, const char *right, gs_err *e) {
   if (!right || !*right)
     return GS_FAIL(e, GS_EINVAL, "rank %d: no endpoint for rank %d (right); the launcher must "

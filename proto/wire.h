@@ -135,6 +135,9 @@ typedef struct gs_link_where {
  * to endpoint. */
 int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_MAX], gs_err *e);
 void gs_link_set_job(gs_link *l, uint64_t job);
+/* The link's ZeroMQ context (its credential handler serves every socket in
+ * it), for more sockets of the same job; closed by gs_link_close. */
+void *gs_link_zmq_context(gs_link *l);
 /* Connect the PUSH socket to the right neighbour. */
 int gs_link_connect(gs_link *l, const char *right, gs_err *e);
 /* Send env + payload: copied (flag and fwd NULL), zero-copy from data with

@@ -106,6 +106,8 @@ typedef struct gs_sync_config {
    * the element-wise SUM over ranks of grads in params (ps: the server sums
    * and every worker pulls; ring: all-reduce, then copy). */
   bool sum_only;
+  int algo;                 /* ring, sum_only: allreduce.h gs_algo (0: the
+                               ring); training always runs the ring */
   int device;               /* GPU ordinal for the CUDA paths */
   int local_rank, local_world;  /* ranks on this host (NCCL GPU checks) */
 
