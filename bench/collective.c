@@ -79,8 +79,8 @@ static int step(void *vc, const float *src, float *dst, size_t count, int64_t it
   return c->s->ops->end_step(c->s, &st, e);
 }
 
-static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world, const char *device,
-                      const gs_perf_row *rows, int nrows, gs_err *e) {
+static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world,
+                      const char *device, const gs_perf_row *rows, int nrows, gs_err *e) {
   json_t *arr = json_array();
   for (int i = 0; i < nrows; i++)
     json_array_append_new(arr, json_pack("{s:I, s:I, s:s, s:s, s:f, s:f, s:f, s:I}", "size_bytes",
