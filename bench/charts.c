@@ -176,7 +176,8 @@ static int bars(const char *dir, const gs_summary *runs, size_t nruns, bool byte
                            "black tick: cost model)"
                          : "Where each rank's step goes (ms per step)");
   int x1 = W - 210;
-  double top = gs_svg_y_axis(&b, x0, y0, x1, y1, ymax * scale, bytes ? "MiB per step" : "ms per step");
+  double top = gs_svg_y_axis(&b, x0, y0, x1, y1, ymax * scale,
+                             bytes ? "MiB per step" : "ms per step");
   int x = x0 + 15;
   for (size_t i = 0; i < nruns; i++) {
     const gs_summary *r = &runs[i];
@@ -189,8 +190,8 @@ static int bars(const char *dir, const gs_summary *runs, size_t nruns, bool byte
         double v = (row.sent + row.recv) * scale;
         double h = v / top * (y0 - y1);
         put(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"><title>%s "
-            "%s: %.3f MiB/step</title></rect>\n", x, y0 - h, barw, h, gs_svg_mode_color(mode), r->id,
-            row.server ? "server" : "rank", v);
+            "%s: %.3f MiB/step</title></rect>\n", x, y0 - h, barw, h, gs_svg_mode_color(mode),
+            r->id, row.server ? "server" : "rank", v);
         double m = (row.model_sent + row.model_recv) * scale;
         double my = y0 - m / top * (y0 - y1);
         put(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\" "
@@ -220,14 +221,11 @@ static int bars(const char *dir, const gs_summary *runs, size_t nruns, bool byte
       "run</text>\n", (x0 + x1) / 2, y0 + 52);
   if (!bytes)
     for (int p = 0; p < 5; p++)
-      put(&b, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" "
-          "y=\"%d\">%s</text>\n", x1 + 20, y1 + 20 * p, PART_COLORS[p], x1 + 38, y1 + 20 * p + 10,
-          PART_NAMES[p]);
+      gs_svg_legend(&b, x1 + 20, y1 + 20 * p, PART_COLORS[p], PART_NAMES[p]);
   else
     for (int m = 0; m < 2; m++)
-      put(&b, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" "
-          "y=\"%d\">%s</text>\n", x1 + 20, y1 + 20 * m, gs_svg_mode_color(m ? "ring" : "ps"), x1 + 38,
-          y1 + 20 * m + 10, m ? "ring" : "ps");
+      gs_svg_legend(&b, x1 + 20, y1 + 20 * m, gs_svg_mode_color(m ? "ring" : "ps"),
+                    m ? "ring" : "ps");
   return gs_svg_save(dir, bytes ? "bytes.svg" : "breakdown.svg", &b, e);
 }
 

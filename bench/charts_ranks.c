@@ -6,8 +6,10 @@
  *   timeline-<run>.svg    a few measured steps of one run, one lane per
  *                         rank, each step's compute, exposed communication
  *                         wait, reduction and optimizer at the time the rank
- *                         did them (its own wall clock), idle as the gaps:
- *                         the imbalance as it happens, step by step;
+ *                         did them (its own wall clock), idle as the gaps,
+ *                         and under each lane what its backend thread was
+ *                         moving (push / pull, reduce-scatter / all-gather,
+ *                         overlapped or not): the imbalance as it happens;
  *   busbw.svg             bus bandwidth vs message size (log2) from the
  *                         collective-<mode>-w<N>.json tables, one line each.
  * Drawn with svg.c's pieces. */
@@ -72,6 +74,7 @@ int gs_charts_memory(const char *dir, const gs_summary *runs, size_t n, gs_err *
 /* the last few measured steps: enough to see a pattern, few enough to
  * read each phase */
 #define TIMELINE_STEPS 4
+#define COMM_COLOR "#9467bd"
 
 int gs_charts_timeline(const char *dir, const char *id, const gs_run_info *info,
                        const gs_rank_result *ranks, gs_err *e) {
@@ -88,12 +91,17 @@ int gs_charts_timeline(const char *dir, const char *id, const gs_run_info *info,
     for (size_t t = first; t < steps; t++) {
       const gs_step_row *row = &ranks[r].rows[t];
       if (row->t_start < t0) t0 = row->t_start;
-      if (row->t_start + row->step_s > t1) t1 = row->t_start + row->step_s;
+      /* the parts as the rank timed them may add up past its step time */
+      double parts = row->data_s + row->forward_s + row->backward_s + row->wait_s +
+                     row->reduce_s + row->update_s;
+      double end = row->t_start + (parts > row->step_s ? parts : row->step_s);
+      if (end > t1) t1 = end;
     }
   double span_ms = (t1 - t0) * 1e3;
   if (!(span_ms > 0)) return GS_OK;
-  int lane = N > 16 ? 14 : 26, x0 = 90, x1 = 700, y1 = 50;
-  int y0 = y1 + N * (lane + 6) + 10, W = 900, H = y0 + 70;
+  int lane = N > 16 ? 14 : 26, pitch = lane + 12, x0 = 90, x1 = 700, y1 = 50;
+  int y0 = y1 + N * pitch + 10, W = 960, H = y0 + 70;
+  if (H < y1 + 6 * 20 + 20) H = y1 + 6 * 20 + 20; /* room for the legend */
   char title[600], name[600];
   snprintf(title, sizeof title, "Per-rank timeline, %s world %d: steps %zu-%zu (gaps: idle)",
            gs_mode_name(info->mode), N, first, steps - 1);
@@ -114,7 +122,7 @@ int gs_charts_timeline(const char *dir, const char *id, const gs_run_info *info,
   put(&b, "<text transform=\"translate(%d,%d) rotate(-90)\" text-anchor=\"middle\">rank</text>\n",
       x0 - 60, (y0 + y1) / 2);
   for (int r = 0; r < N; r++) {
-    double y = y1 + 6 + r * (lane + 6);
+    double y = y1 + 6 + r * pitch;
     put(&b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%d%s</text>\n", x0 - 6,
         y + lane / 2.0 + 4, r, info->mode == GS_MODE_PS && r == 0 && !info->dedicated ? " (ps)"
                                                                                        : "");
@@ -136,10 +144,24 @@ int gs_charts_timeline(const char *dir, const char *id, const gs_run_info *info,
       put(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n",
           XT(row->t_start), y, XT(row->t_start), y + lane);
     }
+    /* what the backend thread moved meanwhile (overlapped or not): a strip
+     * under the lane, from the rank's spans */
+    for (size_t i = 0; i < ranks[r].nspans; i++) {
+      const gs_span *sp = &ranks[r].spans[i];
+      double a = sp->t0 > t0 ? sp->t0 : t0, z = sp->t1 < t1 ? sp->t1 : t1;
+      if (sp->track != 1 || !(z > a)) continue;
+      char nm[sizeof sp->name + 1];
+      memcpy(nm, sp->name, sizeof sp->name);
+      nm[sizeof sp->name] = 0;
+      put(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"5\" fill=\"%s\"><title>rank "
+          "%d backend: %s, %.3f ms</title></rect>\n", XT(a), y + lane + 1, XT(z) - XT(a),
+          COMM_COLOR, r, nm, (sp->t1 - sp->t0) * 1e3);
+    }
   }
 #undef XT
   for (int p = 0; p < 5; p++)
     gs_svg_legend(&b, x1 + 20, y1 + 20 * p, gs_svg_part_colors[p], gs_svg_part_names[p]);
+  gs_svg_legend(&b, x1 + 20, y1 + 100, COMM_COLOR, "backend thread (strip)");
   snprintf(name, sizeof name, "timeline-%s.svg", id);
   return gs_svg_save(dir, name, &b, e);
 }

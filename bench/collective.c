@@ -88,8 +88,8 @@ static const char *algo_of(void *vc, size_t count) {
   return gs_algo_name(gs_algo_pick((gs_algo)c->o->algo, count, c->job.world));
 }
 
-static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world, const char *device,
-                      const gs_perf_row *rows, int nrows, gs_err *e) {
+static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world,
+                      const char *device, const gs_perf_row *rows, int nrows, gs_err *e) {
   json_t *arr = json_array();
   for (int i = 0; i < nrows; i++) {
     json_t *row = json_pack("{s:I, s:I, s:s, s:s, s:f, s:f, s:f, s:I}", "size_bytes",

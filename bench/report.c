@@ -106,12 +106,27 @@ static json_t *configuration(const gs_opts *o) {
   return c;
 }
 
-bool gs_oversubscribed(int max_world, char *buf, size_t cap) {
+/* the most ranks of one run that shared a host (ranks on several nodes
+ * each count against their own node's cores) */
+static int most_per_host(const gs_summary *runs, size_t n) {
+  int most = 0;
+  for (size_t i = 0; i < n; i++)
+    for (int a = 0; a < runs[i].world; a++) {
+      int same = 0;
+      for (int b = 0; b < runs[i].world; b++)
+        same += !strcmp(runs[i].per_rank[a].host, runs[i].per_rank[b].host);
+      if (same > most) most = same;
+    }
+  return most;
+}
+
+bool gs_oversubscribed(const gs_summary *runs, size_t n, char *buf, size_t cap) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int most = most_per_host(runs, n);
   buf[0] = 0;
-  if (cores < 1 || max_world <= cores) return false;
-  snprintf(buf, cap, "%d ranks on %ld online CPU core(s): ranks outnumber cores, so the "
-           "comparison measures the OS scheduler as much as the synchronization", max_world,
+  if (cores < 1 || most <= cores) return false;
+  snprintf(buf, cap, "%d ranks on a host with %ld online CPU core(s): ranks outnumber cores, so "
+           "the comparison measures the OS scheduler as much as the synchronization", most,
            cores);
   return true;
 }
@@ -143,11 +158,8 @@ json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, json_
   json_object_set_new(j, "command_line", json_string(o->command_line ? o->command_line : ""));
   json_object_set_new(j, "started", json_string(started));
   json_object_set_new(j, "run_id", json_string(run_id ? run_id : n ? runs[0].run_id : ""));
-  int most = 0;
-  for (size_t i = 0; i < n; i++)
-    if (runs[i].world > most) most = runs[i].world;
   char notice[256];
-  bool over = gs_oversubscribed(most, notice, sizeof notice);
+  bool over = gs_oversubscribed(runs, n, notice, sizeof notice);
   json_object_set_new(j, "oversubscribed", json_boolean(over));
   json_object_set_new(j, "oversubscribed_notice", over ? json_string(notice) : json_null());
   json_object_set_new(j, "peers", peers ? json_deep_copy(peers) : json_array());

@@ -24,10 +24,10 @@ int gs_report_write(const char *dir, const gs_opts *o, const gs_summary *runs, s
 /* The collective benchmark's report: busbw.svg and report.html from every
  * collective-*.json table of dir (nothing when there is none). */
 int gs_report_collective(const char *dir, const gs_opts *o, gs_err *e);
-/* The ranks outnumber this machine's online cores: a notice for the
- * comparison (the runs then measure scheduling as much as synchronization)
- * written into buf, or false with buf empty. */
-bool gs_oversubscribed(int max_world, char *buf, size_t cap);
+/* A run's ranks on one host outnumber this machine's online cores: a
+ * notice for the comparison (the runs then measure scheduling as much as
+ * synchronization) written into buf, or false with buf empty. */
+bool gs_oversubscribed(const gs_summary *runs, size_t n, char *buf, size_t cap);
 /* --report DIR: print the tables of DIR/report.json's runs to out and draw
  * its charts again; every metric must be in the file (GS_EPROTO naming the
  * missing one otherwise). */

@@ -188,11 +188,8 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
 
   if (!o->collective && nruns > 0) {
     gs_summary_scaling(runs, nruns, o->strong);
-    int most = 0;
-    for (size_t i = 0; i < nruns; i++)
-      if (runs[i].world > most) most = runs[i].world;
     char notice[256];
-    gs_oversubscribed(most, notice, sizeof notice);
+    gs_oversubscribed(runs, nruns, notice, sizeof notice);
     gs_summary_print_comparison(stdout, runs, nruns, peers, notice);
     fflush(stdout);
     gs_err_clear(&e);

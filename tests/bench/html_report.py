@@ -88,6 +88,9 @@ for x in rep["runs"]:  # the timeline: one lane label per rank, every rank's pha
     for rank in range(x["world"]):
         check(re.search(rf"<title>rank {rank} step \d+ compute", s),
               f"timeline of {x['id']}: no compute of rank {rank}")
+        check(x["mode"] != "ring" or x["world"] < 2 or
+              re.search(rf"<title>rank {rank} backend: ", s),
+              f"timeline of {x['id']}: no backend strip for rank {rank}")
 for name, word in (("scaling.svg", "log2"), ("efficiency.svg", "ideal 1.0"),
                    ("memory.svg", "peak RSS")):
     check(word in figs.get(name, ""), f"{name} does not say {word!r}")

@@ -91,7 +91,8 @@ for x in runs:
 rows = steps_csv(d)
 check(len(rows) == STEPS * (1 + 2) * 2, f"steps.csv has {len(rows)} rows")
 
-for name in ("scaling.svg", "efficiency.svg", "breakdown.svg", "bytes.svg", "memory.svg"):
+CHARTS = ("scaling.svg", "efficiency.svg", "breakdown.svg", "bytes.svg", "memory.svg")
+for name in CHARTS:
     try:
         root = ET.parse(os.path.join(d, name)).getroot()
         check(root.tag.endswith("svg"), f"{name}: root is {root.tag}")
