@@ -117,6 +117,16 @@ def case_bytes():
         if mode == "ps" and hosts == world:  # (N-1) S on host 0's link, S on the others
             check(all(links[0]["rx_bytes"] > 1.5 * l["rx_bytes"] for l in links[1:]),
                   f"ps: host 0's link carries the most: {[l['rx_bytes'] for l in links]}")
+        for chart, words in (("hosts.svg", ("emulated hosts", "step time")),
+                             ("links.svg", ("link busy", "host"))):
+            try:
+                with open(os.path.join(d, chart)) as f:
+                    svg = f.read()
+            except OSError as err:
+                svg = str(err)
+            check(svg.startswith("<?xml") and all(w in svg for w in words) and
+                  ("<rect" in svg or "<circle" in svg),
+                  f"{mode}: {chart} is drawn with its axes ({words}): {svg[:120]!r}")
         cm = run0["cost_model"]
         check(cm["comm_s_predicted"] and cm["comm_s_predicted"] > 0 and
               cm["comm_s_measured"] > 0 and cm["bottleneck"],
