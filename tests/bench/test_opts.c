@@ -134,8 +134,38 @@ static void ranges(void) {
   refused("--batch", "--batch", NULL);
 }
 
+/* emulated hosts: the flags that need --link, a world the hosts do not
+ * divide, a rate or delay that is not one */
+static void hosts(void) {
+  gs_opts o;
+  gs_err e = {0};
+  const char *bad[][6] = {
+      {"--hosts", "2", NULL, NULL, NULL, "--link"},
+      {"--latency", "1ms", NULL, NULL, NULL, "--link"},
+      {"--link", "fast", NULL, NULL, NULL, "link rate"},
+      {"--link", "1gbit", "--latency", "5", NULL, "--latency"},
+      {"--link", "1gbit", "--latency", "20s", NULL, "--latency"},
+      {"--link", "1gbit", "--hosts", "3", "--world=4", "split evenly"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = parse(&o, &e, bad[i][0], bad[i][1], bad[i][2], bad[i][3], bad[i][4], NULL);
+    CHECK(rc == GS_EINVAL && strstr(e.msg, bad[i][5]), "%s %s %s: rc %d, \"%s\"", bad[i][0],
+          bad[i][1], bad[i][2] ? bad[i][2] : "", rc, e.msg);
+    gs_opts_free(&o);
+    gs_err_clear(&e);
+  }
+  CHECK_OK(parse(&o, &e, "--link", "2.5gbit", "--latency", "100us", "--hosts", "2", NULL), &e);
+  CHECK(o.link_bps == 2500000000ull && fabs(o.latency_s - 100e-6) < 1e-15 && o.nworlds == 1 &&
+        o.worlds[0] == 2, "%llu %g %d", (unsigned long long)o.link_bps, o.latency_s, o.nworlds);
+  gs_opts_free(&o);
+  CHECK_OK(parse(&o, &e, "--link", "100mbit", "--world", "2,4,8", NULL), &e);
+  CHECK(o.link_bps == 100000000ull && o.nworlds == 3 && o.hosts == 0);
+  gs_opts_free(&o);
+}
+
 int main(void) {
   defaults_agree();
+  hosts();
   help_shows_the_defaults();
   ranges();
   return check_done("test_opts");
