@@ -327,7 +327,9 @@ void gs_calibrate_print(FILE *f, const gs_cm_calib *c, const gs_calib_notes *n) 
       "average + SGD with momentum over %zu parameters", n->optim_params);
   ROW("compute.forward_s_per_sample", c->fwd_s, "s", c->fwd_s * 1e3, "ms",
       "%s, %s: median of %d steps after a warm-up", c->model, c->precision, n->compute_steps);
-  ROW("compute.backward_s_per_sample", c->bwd_s, "s", c->bwd_s * 1e3, "ms", "the same steps");
+  ROW("compute.backward_s_per_sample", c->bwd_s, "s", c->bwd_s * 1e3, "ms", "the same steps%s",
+      strncmp(c->model, "mlp:", 4) && strcmp(c->model, "lenet")
+          ? " (a profile: its compute is emulated, --compute-ms per step)" : "");
   if (c->has_link) {
     ROW("link.rate_Bps", c->link_Bps, "B/s", c->link_Bps * 8 / 1e9, "Gbit/s",
         "given (--link): a what-if network");

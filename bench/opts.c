@@ -379,7 +379,7 @@ static const flag FLAGS[] = {
        "hosts the rendezvous", p_str, master_addr),
   {"master-port", 0, "PORT", NULL, "$MASTER_PORT", "--nnodes: the rendezvous' port on node 0 "
    "(free on that machine)", p_whole, M(master_port), W(master_port), 0, 1, 65535},
-  WORD("out", "DIR", NULL, "results/<timestamp>[-<launcher>]", "where reports are written",
+  WORD("out", "DIR", NULL, "results/<timestamp>[-<launcher>]", "where reports are written (--calibrate: the calibration file)",
        p_str, out),
   WORD("save-params", "DIR", NULL, NULL, "save the final parameters (.npy per tensor)", p_str,
        save_params),
@@ -468,6 +468,9 @@ void gs_opts_usage(FILE *f) {
           "  bench --mode=local --model lenet --data cifar10:data_batch_1.bin --save-params p\n"
           "  bench --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr 10.0.0.1 \\\n"
           "        --master-port 29500 --mode ring   (and --node-rank 1 on the other machine)\n"
+          "  bench --calibrate --model resnet50      this machine's constants for the cost model\n"
+          "  bench --project --world 8,64,512,4096 --hosts-per 8 --link 100gbit --latency 5us \\\n"
+          "        --model resnet50 --calibration F  the cost model's prediction (no rank starts)\n"
           "Launch conventions: started by torchrun (RANK, WORLD_SIZE), Open MPI mpirun\n"
           "(OMPI_COMM_WORLD_*), MPICH mpiexec (PMI_RANK, PMI_SIZE) or Slurm srun\n"
           "(SLURM_PROCID, SLURM_NTASKS), bench joins as that one rank, with MASTER_ADDR /\n"
