@@ -565,17 +565,17 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
   if (optind < argc)
     return GS_FAIL(e, GS_EINVAL, "unexpected argument '%s' (flags start with --; see bench "
                    "--help)", argv[optind]);
+  for (size_t i = 0; i < NFLAGS && (o->calibrate || o->project); i++) {
+    const char *why = given[i] ? gs_model_flag_refused(o, FLAGS[i].name) : NULL;
+    char name[64];
+    if (why) return GS_FAIL(e, GS_EINVAL, "%s %s", flag_name(&FLAGS[i], name, sizeof name), why);
+  }
   if (collective_only && !o->collective)
     return GS_FAIL(e, GS_EINVAL, "%s belongs to the collective benchmark and does nothing in a "
                    "training run: add --collective allreduce, or drop it", collective_only);
   if (project_only && !o->project)
     return GS_FAIL(e, GS_EINVAL, "%s belongs to --project and does nothing here: add --project, "
                    "or drop it", project_only);
-  for (size_t i = 0; i < NFLAGS && (o->calibrate || o->project); i++) {
-    const char *why = given[i] ? gs_model_flag_refused(o, FLAGS[i].name) : NULL;
-    char name[64];
-    if (why) return GS_FAIL(e, GS_EINVAL, "%s %s", flag_name(&FLAGS[i], name, sizeof name), why);
-  }
   return resolve(o, e);
 }
 
