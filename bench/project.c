@@ -178,8 +178,9 @@ static void panel(gs_svg *b, const gs_cm_projection *p, int nmodes, bool eff, in
 static int chart(const char *dir, const gs_cm_projection *p, int nmodes, gs_err *e) {
   gs_svg b = {0};
   char title[256];
-  snprintf(title, sizeof title, "Cost model: %s, %.3g Gbit/s links, %d ranks per host", p->model,
-           p->machine.link_Bps * 8 / 1e9, p->ranks_per_host);
+  snprintf(title, sizeof title, "Cost model: %s, %.3g Gbit/s links, %d rank%s per host",
+           p->model, p->machine.link_Bps * 8 / 1e9, p->ranks_per_host,
+           p->ranks_per_host == 1 ? "" : "s");
   gs_svg_header(&b, 720, 800, title);
   panel(&b, p, nmodes, false, 50, 370);
   panel(&b, p, nmodes, true, 450, 770);
