@@ -275,7 +275,8 @@ int gs_project_main(const gs_opts *o) {
     fprintf(stderr, "bench: --out %s: %s\n", dir, e.msg);
     rc = 1;
   } else {
-    printf("wrote %s/projection.json and %s/projection.svg\n", dir, dir);
+    printf("wrote %s/projection.json and %s/projection.svg%s\n", dir, dir,
+           o->calibration ? "" : ", beside calibration.json (this machine's)");
   }
   json_decref(j);
   gs_cm_projection_free(&p);
