@@ -65,6 +65,12 @@ typedef struct gs_opts {
   uint64_t link_bps;         /* resolved: bit/s each direction; 0: no emulated hosts */
   double latency_s;          /* resolved: one-way host-to-host delay */
 
+  /* the cost model (project.c): no rank starts */
+  bool calibrate;            /* --calibrate: measure this machine, write a calibration */
+  bool project;              /* --project: predict big worlds from a calibration */
+  const char *calibration;   /* --calibration F (NULL: calibrate afresh) */
+  int hosts_per;             /* --hosts-per N: ranks per host in a projection */
+
   /* bench's own multi-node launch (0 nodes: not asked for) */
   int nnodes, node_rank, nproc_per_node;
   const char *master_addr;   /* NULL: MASTER_ADDR */
@@ -108,6 +114,12 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e);
 /* --hosts / --link / --latency (cluster.c): parse and check them against
  * the sweep (every world splits evenly over the hosts). */
 int gs_cluster_resolve(gs_opts *o, gs_err *e);
+/* "100us", "2ms": --latency's one-way delay in seconds */
+int gs_cluster_parse_delay(const char *s, double *out, gs_err *e);
+/* --calibrate / --project (project.c): which flags they take (NULL: name is
+ * fine; else the sentence of the error), then their own checks */
+const char *gs_model_flag_refused(const gs_opts *o, const char *name);
+int gs_model_resolve(gs_opts *o, gs_err *e);
 void gs_opts_usage(FILE *f);
 void gs_opts_free(gs_opts *o);
 

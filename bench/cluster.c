@@ -25,7 +25,7 @@
 #include "bench/internal.h"
 
 /* "100us", "2ms", "0.5s", "0": seconds in [0, 10) */
-static int parse_delay(const char *s, double *out, gs_err *e) {
+int gs_cluster_parse_delay(const char *s, double *out, gs_err *e) {
   static const struct {
     const char *unit;
     double scale;
@@ -53,7 +53,7 @@ int gs_cluster_resolve(gs_opts *o, gs_err *e) {
   GS_TRY(gs_hosts_parse_rate(o->link_arg, &o->link_bps, e));
   if (o->link_bps < 8000)
     return GS_FAIL(e, GS_EINVAL, "--link %s: at least 8kbit", o->link_arg);
-  if (o->latency_arg) GS_TRY(parse_delay(o->latency_arg, &o->latency_s, e));
+  if (o->latency_arg) GS_TRY(gs_cluster_parse_delay(o->latency_arg, &o->latency_s, e));
   if (o->nnodes > 0)
     return GS_FAIL(e, GS_EINVAL, "--link emulates hosts on this machine, and --nnodes runs on "
                    "real ones: give one or the other");

@@ -1,12 +1,14 @@
-/* main.c: bench's entry: parse the flags, then be a rank (the environment
- * says so), run the collective benchmark, launch the sweep, or draw a
- * finished sweep's tables and charts again (--report). */
+/* main.c: bench's entry: parse the flags, then calibrate or project with the
+ * cost model (no rank), be a rank (the environment says so), run the
+ * collective benchmark, launch the sweep, or draw a finished sweep's tables
+ * and charts again (--report). */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "allreduce/allreduce.h"
 #include "bench/internal.h"
+#include "bench/project.h"
 #include "bench/report.h"
 
 static int run(gs_opts *o, int argc, char **argv);
@@ -48,6 +50,9 @@ static int run(gs_opts *op, int argc, char **argv) {
     fprintf(stderr, "bench: %s\n", e.msg);
     return 2;
   }
+  /* the cost model's commands start no rank, whatever the environment says */
+  if (o.calibrate) return gs_calibrate_main(&o);
+  if (o.project) return gs_project_main(&o);
   if (o.report) {
     if (gs_report_redraw(o.report, stdout, &e) == GS_OK) return 0;
     fprintf(stderr, "bench: --report %s: %s\n", o.report, e.msg);

@@ -303,8 +303,8 @@ static const flag FLAGS[] = {
   LIST("mode", "LIST", "ps,ring", "ps (DataParallel-style parameter server), ring (DDP-style "
        "all-reduce), local (one process, no communication); a list runs each", p_modes, modes,
        nmodes, 0, 0),
-  LIST("world", "LIST", "1,2,4", "ranks per run, e.g. 1,2,4,8 (a sweep)", p_worlds, worlds,
-       nworlds, 1, 1024),
+  LIST("world", "LIST", "1,2,4", "ranks per run, e.g. 1,2,4,8 (a sweep; up to 1024, or "
+       "1048576 with --project)", p_worlds, worlds, nworlds, 1, 1 << 20),
   LIST("model", "LIST", "mlp:784-2048-2048-10",
        "mlp:IN-H1-..-OUT, lenet, or a profile: resnet50, vgg16, bert-base", p_str_list, models,
        nmodels, 0, 0),
@@ -379,7 +379,7 @@ static const flag FLAGS[] = {
        "hosts the rendezvous", p_str, master_addr),
   {"master-port", 0, "PORT", NULL, "$MASTER_PORT", "--nnodes: the rendezvous' port on node 0 "
    "(free on that machine)", p_whole, M(master_port), W(master_port), 0, 1, 65535},
-  WORD("out", "DIR", NULL, "results/<timestamp>[-<launcher>]", "where reports are written",
+  WORD("out", "DIR", NULL, "results/<timestamp>[-<launcher>]", "where reports are written (--calibrate: the calibration file)",
        p_str, out),
   WORD("save-params", "DIR", NULL, NULL, "save the final parameters (.npy per tensor)", p_str,
        save_params),
@@ -415,6 +415,16 @@ static const flag FLAGS[] = {
   WORD("algo", "A", "auto", NULL, "collective: the ring's algorithm: ring, rd (recursive "
        "doubling), direct (every rank to every rank), or auto (rd for small sizes, ring above)",
        p_algo, algo),
+  SWITCH("calibrate", 0, NULL, "no training: measure this machine for the cost model "
+         "(transport, kernels, optimizer, --model's compute at --batch) and write a calibration "
+         "to --out FILE [results/calibration-<timestamp>.json]; --link/--latency add a what-if "
+         "network. Edit the file by hand for a GPU (docs/model.md)", calibrate, 1),
+  SWITCH("project", 0, NULL, "no training: predict ps, ring and sharded ps at --world sizes "
+         "over --link/--latency from a calibration: table, projection.json, projection.svg in "
+         "--out DIR [results/<timestamp>-projection]", project, 1),
+  WORD("calibration", "F", NULL, "a fresh calibration of this machine", "project: the "
+       "calibration to predict from (bench --calibrate's file, or edited)", p_str, calibration),
+  NUM("hosts-per", 0, "N", "1", "project: ranks per host", p_whole, hosts_per, 1, 1 << 20),
   {"help", 'h', NULL, NULL, NULL, "this text", p_help, 0, 0, 0, 0, 0},
 };
 #define NFLAGS (sizeof FLAGS / sizeof FLAGS[0])
@@ -458,6 +468,9 @@ void gs_opts_usage(FILE *f) {
           "  bench --mode=local --model lenet --data cifar10:data_batch_1.bin --save-params p\n"
           "  bench --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr 10.0.0.1 \\\n"
           "        --master-port 29500 --mode ring   (and --node-rank 1 on the other machine)\n"
+          "  bench --calibrate --model resnet50      this machine's constants for the cost model\n"
+          "  bench --project --world 8,64,512,4096 --hosts-per 8 --link 100gbit --latency 5us \\\n"
+          "        --model resnet50 --calibration F  the cost model's prediction (no rank starts)\n"
           "Launch conventions: started by torchrun (RANK, WORLD_SIZE), Open MPI mpirun\n"
           "(OMPI_COMM_WORLD_*), MPICH mpiexec (PMI_RANK, PMI_SIZE) or Slurm srun\n"
           "(SLURM_PROCID, SLURM_NTASKS), bench joins as that one rank, with MASTER_ADDR /\n"
@@ -510,8 +523,9 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
   shorts[ns] = 0;
   memset(&longs[NFLAGS], 0, sizeof longs[NFLAGS]);
 
-  const char *collective_only = NULL;
-  char collective_name[64];
+  const char *collective_only = NULL, *project_only = NULL;
+  char collective_name[64], project_name[64];
+  bool given[NFLAGS] = {false};
   optind = 0;  /* 0, not 1: also forgets a half-read "-abc" of an earlier parse */
   opterr = 0;
   int c;
@@ -540,6 +554,9 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
      * (checked once every flag is read: --collective may come later) */
     if (!strncmp(f->help, "collective:", 11) && !collective_only)
       collective_only = flag_name(f, collective_name, sizeof collective_name);
+    if (!strncmp(f->help, "project:", 8) && !project_only)
+      project_only = flag_name(f, project_name, sizeof project_name);
+    given[f - FLAGS] = true;
     if (rc > 0) {
       *help = true;
       return GS_OK;
@@ -548,13 +565,26 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
   if (optind < argc)
     return GS_FAIL(e, GS_EINVAL, "unexpected argument '%s' (flags start with --; see bench "
                    "--help)", argv[optind]);
+  for (size_t i = 0; i < NFLAGS && (o->calibrate || o->project); i++) {
+    const char *why = given[i] ? gs_model_flag_refused(o, FLAGS[i].name) : NULL;
+    char name[64];
+    if (why) return GS_FAIL(e, GS_EINVAL, "%s %s", flag_name(&FLAGS[i], name, sizeof name), why);
+  }
   if (collective_only && !o->collective)
     return GS_FAIL(e, GS_EINVAL, "%s belongs to the collective benchmark and does nothing in a "
                    "training run: add --collective allreduce, or drop it", collective_only);
+  if (project_only && !o->project)
+    return GS_FAIL(e, GS_EINVAL, "%s belongs to --project and does nothing here: add --project, "
+                   "or drop it", project_only);
   return resolve(o, e);
 }
 
 static int resolve(gs_opts *o, gs_err *e) {
+  if (o->calibrate || o->project) return gs_model_resolve(o, e);
+  for (int i = 0; i < o->nworlds; i++)
+    if (o->worlds[i] > 1024)
+      return GS_FAIL(e, GS_EINVAL, "--world %d: a run starts at most 1024 ranks (--project "
+                     "predicts larger worlds)", o->worlds[i]);
   /* Without --mode and --world, saving or loading parameters means the
    * single-process reference: one run whose parameters mean something. */
   if (!o->mode_given && !o->world_given && !o->collective && !o->report &&

@@ -163,10 +163,46 @@ static void hosts(void) {
   gs_opts_free(&o);
 }
 
+/* --calibrate and --project start no rank: worlds past 1024 are theirs,
+ * the network is parsed without emulated hosts, and a flag they ignore, or
+ * a --project flag elsewhere, is an error naming it */
+static void model_commands(void) {
+  gs_opts o;
+  gs_err e = {0};
+  CHECK_OK(parse(&o, &e, "--project", "--world", "8,4096", "--hosts-per", "8", "--link",
+                 "100gbit", "--latency", "5us", NULL), &e);
+  CHECK(o.project && o.nworlds == 2 && o.worlds[1] == 4096 && o.hosts_per == 8 &&
+        o.link_bps == 100000000000ull && fabs(o.latency_s - 5e-6) < 1e-12 && o.hosts == 0,
+        "--project flags: worlds %d, per host %d, link %llu, latency %g", o.nworlds,
+        o.hosts_per, (unsigned long long)o.link_bps, o.latency_s);
+  gs_opts_free(&o);
+  CHECK_OK(parse(&o, &e, "--calibrate", "--threads", "2", NULL), &e);
+  CHECK(o.calibrate && o.threads == 2 && o.link_bps == 0, "--calibrate --threads 2");
+  gs_opts_free(&o);
+  refused("--world", "--world", "4096");
+  refused("--hosts-per", "--hosts-per", "8");
+  refused("--calibration", "--calibration", "c.json");
+  CHECK(parse(&o, &e, "--project", "--world", "8", "--link", "1gbit", "--steps", "3", NULL) ==
+            GS_EINVAL && strstr(e.msg, "--steps") && strstr(e.msg, "--project"),
+        "--project --steps: %s", e.msg);
+  gs_opts_free(&o);
+  e = (gs_err){0};
+  CHECK(parse(&o, &e, "--calibrate", "--project", NULL) == GS_EINVAL &&
+            strstr(e.msg, "--calibrate") && strstr(e.msg, "--project"),
+        "--calibrate --project: %s", e.msg);
+  gs_opts_free(&o);
+  e = (gs_err){0};
+  CHECK(parse(&o, &e, "--project", "--world", "8", "--minbytes", "8", "--link", "1gbit",
+              NULL) == GS_EINVAL && strstr(e.msg, "--minbytes") && strstr(e.msg, "--project"),
+        "--project --minbytes: %s", e.msg);
+  gs_opts_free(&o);
+}
+
 int main(void) {
   defaults_agree();
   hosts();
   help_shows_the_defaults();
   ranges();
+  model_commands();
   return check_done("test_opts");
 }

@@ -1,5 +1,6 @@
 /* example.c: prints a cost-model projection from key=value arguments, to
- * reproduce the tables of docs/model.md until bench --project exists:
+ * reproduce the tables of docs/model.md with every input as a number (bench
+ * --project takes them from a calibration file instead):
  *
  *   model_example model=resnet50 worlds=8,64,512,4096 per_host=8 \
  *     link_gbit=100 latency_us=5 alpha_us=5 local_GBps=100 reduce_GBps=300 \

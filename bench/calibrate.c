@@ -1,0 +1,340 @@
+/* calibrate.c: what `bench --calibrate` measures on this machine for the
+ * cost model (model.h), each part short so the whole stays within seconds:
+ *
+ *   transport  a ZeroMQ PAIR ping-pong between two threads over tcp
+ *              loopback at sizes 64 B .. 8 MiB, half round trips fitted to
+ *              t = alpha + m / bandwidth (gs_cm_fit_p2p);
+ *   reduce     the kernels' add (dst += src, fp32) at 1 .. 16 MiB, fitted
+ *              to t = c + m / rate (gs_cm_fit_reduce); copy the same way;
+ *   optimizer  gs_update_apply (average + SGD with momentum) over 4M
+ *              parameters: parameters per second;
+ *   compute    --model at --batch through the trainer and the local
+ *              backend: forward and backward per sample, the median of the
+ *              steps after a warm-up.
+ *
+ * Every timing is the best of a few repetitions: the figure is what the
+ * machine can do, not what a busy moment made of it. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "bench/internal.h"
+#include "bench/model.h"
+#include "bench/project.h"
+#include "worker/worker.h"
+
+#define REPS 5
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* ---- transport ---- */
+
+typedef struct echo {
+  void *ctx;
+  char endpoint[256];
+  int rc;
+} echo;
+
+/* the far end: send every message back, until an empty one */
+static void *echo_main(void *arg) {
+  echo *a = arg;
+  void *s = zmq_socket(a->ctx, ZMQ_PAIR);
+  int linger = 0, timeout = 10000;
+  a->rc = -1;
+  if (!s) return NULL;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+  if (zmq_connect(s, a->endpoint) == 0) {
+    for (;;) {
+      zmq_msg_t m;
+      zmq_msg_init(&m);
+      if (zmq_msg_recv(&m, s, 0) < 0) break;
+      if (zmq_msg_size(&m) == 0) {
+        a->rc = 0;
+        zmq_msg_close(&m);
+        break;
+      }
+      if (zmq_msg_send(&m, s, 0) < 0) {
+        zmq_msg_close(&m);
+        break;
+      }
+    }
+  }
+  zmq_close(s);
+  return NULL;
+}
+
+/* the best time of REPS batches of round trips of `bytes`, halved */
+static int ping(void *s, char *buf, size_t bytes, double *half, gs_err *e) {
+  int rounds = bytes >= (1u << 20) ? 4 : bytes >= (1u << 16) ? 20 : 200;
+  double best = INFINITY;
+  for (int r = -1; r < REPS; r++) { /* r = -1: warm-up */
+    double t0 = gs_now();
+    for (int i = 0; i < rounds; i++)
+      if (zmq_send(s, buf, bytes, 0) < 0 || zmq_recv(s, buf, bytes, 0) != (int)bytes)
+        return GS_FAIL(e, GS_EIO, "calibration, transport: ping-pong of %zu bytes over tcp "
+                       "loopback: %s", bytes, zmq_strerror(zmq_errno()));
+    double t = (gs_now() - t0) / rounds;
+    if (r >= 0 && t < best) best = t;
+  }
+  *half = best / 2;
+  return GS_OK;
+}
+
+static int transport(gs_cm_calib *c, gs_calib_notes *n, gs_err *e) {
+  static const size_t sizes[] = {64, 4096, 65536, 1 << 20, 8 << 20};
+  enum { NS = sizeof sizes / sizeof sizes[0] };
+  gs_cm_point pts[NS];
+  int rc = GS_OK;
+  echo a = {.ctx = zmq_ctx_new(), .rc = -1};
+  void *s = a.ctx ? zmq_socket(a.ctx, ZMQ_PAIR) : NULL;
+  char *buf = malloc(sizes[NS - 1]);
+  size_t len = sizeof a.endpoint;
+  int linger = 0, timeout = 10000;
+  if (!s || !buf) {
+    rc = GS_FAIL(e, GS_EIO, "calibration, transport: cannot open a ZeroMQ socket: %s",
+                 zmq_strerror(zmq_errno()));
+    goto out;
+  }
+  memset(buf, 1, sizes[NS - 1]);
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+  zmq_setsockopt(s, ZMQ_SNDTIMEO, &timeout, sizeof timeout);
+  if (zmq_bind(s, "tcp://127.0.0.1:*") < 0 ||
+      zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, a.endpoint, &len) < 0) {
+    rc = GS_FAIL(e, GS_EIO, "calibration, transport: cannot bind tcp://127.0.0.1:*: %s",
+                 zmq_strerror(zmq_errno()));
+    goto out;
+  }
+  pthread_t th;
+  if (pthread_create(&th, NULL, echo_main, &a) != 0) {
+    rc = GS_FAIL(e, GS_EIO, "calibration, transport: cannot start the echo thread");
+    goto out;
+  }
+  for (int i = 0; i < NS && rc == GS_OK; i++) {
+    pts[i] = (gs_cm_point){.world = 1, .bytes = (double)sizes[i]};
+    rc = ping(s, buf, sizes[i], &pts[i].seconds, e);
+  }
+  zmq_send(s, "", 0, 0); /* the echo's end */
+  pthread_join(th, NULL);
+  if (rc == GS_OK) {
+    gs_cm_fit f;
+    rc = gs_cm_fit_p2p(pts, NS, &f, NULL, e);
+    if (rc == GS_OK && !(f.beta_s > 0))
+      rc = GS_FAIL(e, GS_EIO, "calibration, transport: the ping-pong times do not grow with "
+                   "the size (a busy machine?): run it again");
+    if (rc == GS_OK) {
+      /* a negative intercept is noise around a small alpha: the smallest
+       * message's time bounds it */
+      c->alpha_s = f.alpha_s > 0 ? f.alpha_s : pts[0].seconds;
+      c->local_Bps = 1 / f.beta_s;
+      n->transport_rms = f.rms_rel;
+    }
+  }
+out:
+  free(buf);
+  if (s) zmq_close(s);
+  if (a.ctx) zmq_ctx_term(a.ctx);
+  snprintf(c->transport, sizeof c->transport, "zmq-tcp-loopback");
+  return rc;
+}
+
+/* ---- kernels and optimizer ---- */
+
+/* bytes per second of add (copy = false) or copy over 1..16 MiB */
+static int kernel_rate(gs_kernels *k, bool copy, float *dst, const float *src, double *rate,
+                       double *rms, gs_err *e) {
+  static const size_t floats[] = {1 << 18, 1 << 20, 1 << 22};
+  enum { NS = sizeof floats / sizeof floats[0] };
+  gs_cm_point pts[NS];
+  for (int i = 0; i < NS; i++) {
+    double best = INFINITY;
+    for (int r = -1; r < REPS; r++) {
+      double t0 = gs_now();
+      if (copy) k->copy(k, dst, src, floats[i] * sizeof(float));
+      else k->add(k, floats[i], dst, src);
+      GS_TRY(k->sync(k, e));
+      double t = gs_now() - t0;
+      if (r >= 0 && t < best) best = t;
+    }
+    pts[i] = (gs_cm_point){.world = 1, .bytes = (double)(floats[i] * sizeof(float)),
+                           .seconds = best};
+  }
+  gs_cm_fit f;
+  if (gs_cm_fit_reduce(pts, NS, &f, NULL, e) == GS_OK && f.gamma_s > 0) {
+    *rate = 1 / f.gamma_s;
+    *rms = f.rms_rel;
+  } else { /* the largest size's plain rate */
+    *rate = pts[NS - 1].bytes / pts[NS - 1].seconds;
+    *rms = NAN;
+  }
+  return GS_OK;
+}
+
+static int kernels(gs_kernels *k, gs_cm_calib *c, gs_calib_notes *n, gs_err *e) {
+  const size_t N = 1 << 22; /* 16 MiB of fp32 */
+  float *a = k->alloc(k, N * sizeof(float)), *b = k->alloc(k, N * sizeof(float));
+  int rc = a && b ? GS_OK : GS_FAIL(e, GS_ENOMEM, "calibration: out of memory (2 x 16 MiB)");
+  if (rc == GS_OK) {
+    for (size_t i = 0; i < N; i++) b[i] = (float)(i % 7) * 1e-3f;
+    rc = kernel_rate(k, false, a, b, &c->reduce_Bps, &n->reduce_rms, e);
+  }
+  if (rc == GS_OK) rc = kernel_rate(k, true, a, b, &c->copy_Bps, &n->copy_rms, e);
+  gs_update u;
+  bool init = false;
+  if (rc == GS_OK) {
+    gs_sgd h = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 0};
+    rc = gs_update_init(&u, k, N, 1, h, GS_F32, (gs_scaler){0}, e);
+    init = rc == GS_OK;
+  }
+  double best = INFINITY;
+  for (int r = -1; r < REPS && rc == GS_OK; r++) {
+    gs_update_range range = {.offset = 0, .count = N, .grad = b};
+    gs_update_result res;
+    double t0 = gs_now();
+    rc = gs_update_apply(&u, a, &range, 1, true, true, &res, e);
+    if (rc == GS_OK) rc = k->sync(k, e);
+    double t = gs_now() - t0;
+    if (r >= 0 && t < best) best = t;
+  }
+  if (rc == GS_OK) {
+    c->optim_pps = (double)N / best;
+    n->optim_params = N;
+  }
+  if (init) gs_update_free(&u);
+  if (a) k->release(k, a);
+  if (b) k->release(k, b);
+  return rc;
+}
+
+/* ---- compute ---- */
+
+static int compute(const gs_opts *o, gs_kernels *k, gs_cm_calib *c, gs_calib_notes *n,
+                   gs_err *e) {
+  enum { WARM = 2, TIMED = 5 };
+  gs_train_opts to = o->train;
+  to.model = o->models[0];
+  to.batch = o->batches[0];
+  to.rank = 0;
+  to.world = 1;
+  to.steps = WARM + TIMED;
+  if (!strcmp(to.data, "synthetic")) to.synthetic_samples = (int64_t)to.batch * to.steps;
+  gs_trainer *t = NULL;
+  gs_sync *s = NULL;
+  int rc = gs_trainer_create(&to, k, &t, e);
+  if (rc < 0) {
+    gs_err_prefix(e, "--model %s: ", to.model);
+    return GS_EINVAL;
+  }
+  gs_sync_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  gs_trainer_sync_config(t, &cfg);
+  cfg.rank = 0;
+  cfg.world = 1;
+  cfg.timeout_ms = 60000;
+  rc = gs_sync_local(&cfg, &s, e);
+  if (rc == GS_OK) {
+    rc = gs_trainer_run(t, s, NULL, NULL, e);
+    gs_err ce = {0};
+    int crc = s->ops->close(s, rc == GS_OK, &ce);
+    if (rc == GS_OK && crc < 0) {
+      rc = crc;
+      *e = ce;
+    }
+  }
+  size_t nrows = 0;
+  const gs_step_row *rows = rc == GS_OK ? gs_trainer_rows(t, &nrows) : NULL;
+  if (rc == GS_OK && nrows < WARM + 1)
+    rc = GS_FAIL(e, GS_EIO, "calibration, compute: %zu steps ran, %d expected", nrows,
+                 WARM + TIMED);
+  if (rc == GS_OK) {
+    double fw[WARM + TIMED], bw[WARM + TIMED];
+    int m = 0;
+    for (size_t i = WARM; i < nrows && m < TIMED; i++, m++) {
+      fw[m] = rows[i].forward_s / to.batch;
+      bw[m] = rows[i].backward_s / to.batch;
+    }
+    qsort(fw, (size_t)m, sizeof fw[0], cmp_double);
+    qsort(bw, (size_t)m, sizeof bw[0], cmp_double);
+    c->fwd_s = fw[m / 2];
+    c->bwd_s = bw[m / 2];
+    n->compute_steps = m;
+    snprintf(c->model, sizeof c->model, "%s", to.model);
+    snprintf(c->precision, sizeof c->precision, "%s", gs_dtype_name(to.precision));
+    if (rc == GS_OK && strlen(to.model) >= sizeof c->model)
+      rc = GS_FAIL(e, GS_EINVAL, "--model %s: a calibration holds model names of up to %zu "
+                   "characters", to.model, sizeof c->model - 1);
+  } else {
+    gs_err_prefix(e, "calibration, compute of %s: ", to.model);
+  }
+  gs_trainer_destroy(t);
+  return rc;
+}
+
+int gs_calibrate_measure(const gs_opts *o, gs_cm_calib *c, gs_calib_notes *n, gs_err *e) {
+  memset(c, 0, sizeof *c);
+  memset(n, 0, sizeof *n);
+  n->threads = o->threads > 0 ? o->threads : 1;
+  gs_kernels *k = gs_kernels_cpu(n->threads, e);
+  if (!k) return e->code ? e->code : GS_EDEVICE;
+  double t0 = gs_now();
+  int rc = compute(o, k, c, n, e); /* first: a wrong --model fails at once */
+  if (rc == GS_OK) rc = kernels(k, c, n, e);
+  k->destroy(k);
+  if (rc == GS_OK) rc = transport(c, n, e);
+  if (rc == GS_OK && o->link_bps) {
+    c->has_link = true;
+    c->link_Bps = (double)o->link_bps / 8;
+    c->link_latency_s = o->latency_s;
+  }
+  n->seconds = gs_now() - t0;
+  if (rc == GS_OK) rc = gs_cm_calib_check(c, e);
+  return rc;
+}
+
+void gs_calibrate_print(FILE *f, const gs_cm_calib *c, const gs_calib_notes *n) {
+  char rms[3][32];
+  const double r[3] = {n->transport_rms, n->reduce_rms, n->copy_rms};
+  for (int i = 0; i < 3; i++)
+    if (isnan(r[i])) snprintf(rms[i], sizeof rms[i], "the largest size's rate");
+    else snprintf(rms[i], sizeof rms[i], "fit rms %.1f%%", 100 * r[i]);
+  fprintf(f, "calibration (%.1f s, %d BLAS thread%s):\n", n->seconds, n->threads,
+          n->threads == 1 ? "" : "s");
+  fprintf(f, "  %-30s %12s %-8s %12s  %s\n", "field", "value", "unit", "", "measured as");
+#define ROW(key, v, unit, human, hunit, ...)                                                 \
+  do {                                                                                       \
+    char h[32];                                                                              \
+    snprintf(h, sizeof h, "%.3g %s", human, hunit);                                          \
+    fprintf(f, "  %-30s %12.4e %-8s %12s  ", key, v, unit, h);                               \
+    fprintf(f, __VA_ARGS__);                                                                 \
+    fputc('\n', f);                                                                          \
+  } while (0)
+  ROW("transport.alpha_s", c->alpha_s, "s", c->alpha_s * 1e6, "us",
+      "per message: ZeroMQ ping-pong over tcp loopback, 64 B..8 MiB (%s)", rms[0]);
+  ROW("transport.bandwidth_Bps", c->local_Bps, "B/s", c->local_Bps / 1e9, "GB/s",
+      "bytes per second of the same fit");
+  ROW("reduce_Bps", c->reduce_Bps, "B/s", c->reduce_Bps / 1e9, "GB/s",
+      "dst += src, fp32, 1..16 MiB (%s)", rms[1]);
+  ROW("copy_Bps", c->copy_Bps, "B/s", c->copy_Bps / 1e9, "GB/s", "memory copy, 1..16 MiB (%s)",
+      rms[2]);
+  ROW("optimizer_params_per_s", c->optim_pps, "params/s", c->optim_pps / 1e9, "G/s",
+      "average + SGD with momentum over %zu parameters", n->optim_params);
+  ROW("compute.forward_s_per_sample", c->fwd_s, "s", c->fwd_s * 1e3, "ms",
+      "%s, %s: median of %d steps after a warm-up", c->model, c->precision, n->compute_steps);
+  ROW("compute.backward_s_per_sample", c->bwd_s, "s", c->bwd_s * 1e3, "ms", "the same steps%s",
+      strncmp(c->model, "mlp:", 4) && strcmp(c->model, "lenet")
+          ? " (a profile: its compute is emulated, --compute-ms per step)" : "");
+  if (c->has_link) {
+    ROW("link.rate_Bps", c->link_Bps, "B/s", c->link_Bps * 8 / 1e9, "Gbit/s",
+        "given (--link): a what-if network");
+    ROW("link.latency_s", c->link_latency_s, "s", c->link_latency_s * 1e6, "us",
+        "given (--latency)");
+  }
+#undef ROW
+}

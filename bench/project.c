@@ -1,0 +1,284 @@
+/* project.c: bench --calibrate and bench --project (project.h): which flags
+ * they take, their checks, and their mains. Neither starts a rank nor an
+ * emulated host: --calibrate measures this machine (calibrate.c) and writes
+ * the calibration record; --project feeds a calibration (a file, or a fresh
+ * one of this machine when none is given), the network of --link and
+ * --latency and the real bucket plan of --model to the cost model, and
+ * writes its table, projection.json and projection.svg. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/internal.h"
+#include "bench/project.h"
+#include "bench/results.h"
+#include "bench/svg.h"
+#include "bench/version.h"
+
+/* ---- flags ---- */
+
+static bool among(const char *name, const char *const *list) {
+  for (; *list; list++)
+    if (!strcmp(name, *list)) return true;
+  return false;
+}
+
+static const char *const COMMON[] = {"calibrate", "project", "model", "batch", "precision",
+                                     "link", "latency", "out", "quiet", "help", NULL};
+/* what only measuring compute uses */
+static const char *const MEASURE[] = {"compute-ms", "threads", "data", NULL};
+static const char *const PROJECT[] = {"world", "bucket-mb", "first-bucket-mb", "overlap",
+                                      "no-overlap", "hosts-per", "calibration", NULL};
+
+const char *gs_model_flag_refused(const gs_opts *o, const char *name) {
+  if (among(name, COMMON)) return NULL;
+  if (!strcmp(name, "hosts"))
+    return "emulates hosts for training runs; --calibrate and --project start none (a "
+           "projection takes --hosts-per N, its ranks per host)";
+  if (o->project) {
+    if (among(name, PROJECT)) return NULL;
+    if (among(name, MEASURE))
+      return o->calibration ? "is for calibrating, and --calibration gives the calibration: "
+                              "drop one"
+                            : NULL;
+    return "does nothing with --project (it takes --world, --model, --batch, --bucket-mb, "
+           "--first-bucket-mb, --precision, --overlap, --no-overlap, --link, --latency, "
+           "--hosts-per, --calibration, --out, --quiet; without --calibration also --threads, "
+           "--compute-ms, --data)";
+  }
+  if (among(name, MEASURE)) return NULL;
+  return "does nothing with --calibrate (it takes --model, --batch, --precision, --threads, "
+         "--compute-ms, --data, --link, --latency, --out, --quiet)";
+}
+
+int gs_model_resolve(gs_opts *o, gs_err *e) {
+  const char *cmd = o->project ? "--project" : "--calibrate";
+  if (o->calibrate && o->project)
+    return GS_FAIL(e, GS_EINVAL, "--calibrate and --project: give one (--project without "
+                   "--calibration calibrates this machine first)");
+  if (o->nmodels > 1) return GS_FAIL(e, GS_EINVAL, "--model: %s takes one model", cmd);
+  if (o->nbatches > 1) return GS_FAIL(e, GS_EINVAL, "--batch: %s takes one batch", cmd);
+  if (o->nbucket_mbs > 1) return GS_FAIL(e, GS_EINVAL, "--bucket-mb: %s takes one size", cmd);
+  if (o->link_arg) {
+    GS_TRY(gs_hosts_parse_rate(o->link_arg, &o->link_bps, e));
+    if (o->link_bps < 8000) return GS_FAIL(e, GS_EINVAL, "--link %s: at least 8kbit", o->link_arg);
+  }
+  if (o->latency_arg) GS_TRY(gs_cluster_parse_delay(o->latency_arg, &o->latency_s, e));
+  if (o->calibrate && o->latency_arg && !o->link_arg)
+    return GS_FAIL(e, GS_EINVAL, "--latency needs --link RATE in a calibration (its what-if "
+                   "network has both)");
+  if (!o->project) return GS_OK;
+  if (!o->world_given)
+    return GS_FAIL(e, GS_EINVAL, "--project needs --world, the worlds to predict (e.g. --world "
+                   "8,64,512,4096)");
+  if (!o->calibration && !o->link_arg)
+    return GS_FAIL(e, GS_EINVAL, "--project needs the network between hosts: give --link RATE "
+                   "(e.g. 100gbit) and --latency D (e.g. 5us), or a --calibration with a \"link\" "
+                   "part");
+  for (int i = 0; i < o->nworlds; i++)
+    if (o->worlds[i] > o->hosts_per && o->worlds[i] % o->hosts_per)
+      return GS_FAIL(e, GS_EINVAL, "--world %d is not a multiple of --hosts-per %d (every host "
+                     "holds the same number of ranks)", o->worlds[i], o->hosts_per);
+  return GS_OK;
+}
+
+/* ---- --calibrate ---- */
+
+static void stamp(char *buf, size_t cap, const char *fmt) {
+  time_t now = time(NULL);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  strftime(buf, cap, fmt, &tm);
+}
+
+/* the message of a failed measurement: 2 when it names a flag */
+static int measure_failed(const gs_err *e) {
+  fprintf(stderr, "bench: %s\n", e->msg);
+  return e->code == GS_EINVAL ? 2 : 1;
+}
+
+int gs_calibrate_main(const gs_opts *o) {
+  gs_err e = {0};
+  char path[512];
+  if (o->out) snprintf(path, sizeof path, "%s", o->out);
+  else stamp(path, sizeof path, "results/calibration-%Y%m%d-%H%M%S.json");
+  if (!o->quiet)
+    fprintf(stderr, "bench: calibrating this machine for %s at batch %d (a few seconds)\n",
+            o->models[0], o->batches[0]);
+  gs_cm_calib c;
+  gs_calib_notes n;
+  if (gs_calibrate_measure(o, &c, &n, &e) < 0) return measure_failed(&e);
+  snprintf(c.comment, sizeof c.comment, "bench --calibrate, gradsync %s (git %s)", GS_VERSION,
+           GS_GIT_REVISION);
+  gs_calibrate_print(stdout, &c, &n);
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  if ((slash && *dir && gs_mkdirs(dir, &e) < 0) || gs_cm_calib_write(path, &c, &e) < 0) {
+    fprintf(stderr, "bench: --out %s: %s\n", path, e.msg);
+    return 1;
+  }
+  printf("wrote %s (bench --project --calibration %s uses it; edit it by hand for other "
+         "hardware, e.g. a GPU's compute per sample: docs/model.md)\n", path, path);
+  return 0;
+}
+
+/* ---- --project ---- */
+
+static const char *mode_color(gs_cm_mode m) {
+  switch (m) {
+  case GS_CM_PS: return gs_svg_mode_color("ps");
+  case GS_CM_RING: return gs_svg_mode_color("ring");
+  case GS_CM_SPS_COLO: return "#e7298a";
+  case GS_CM_SPS_HOSTS: return "#7570b3";
+  default: return "#666666";
+  }
+}
+
+static void world_tick(double v, char *buf, size_t cap) { snprintf(buf, cap, "%.0f", v); }
+
+/* one panel: samples/s (eff = false) or efficiency against log2 world */
+static void panel(gs_svg *b, const gs_cm_projection *p, int nmodes, bool eff, int y1, int y0) {
+  int x0 = 90, x1 = 560;
+  double ymax = eff ? 1.1 : 0, lo = INFINITY, hi = 0;
+  for (int i = 0; i < p->nrows; i++) {
+    if (!eff) ymax = fmax(ymax, p->rows[i].samples_per_s);
+    lo = fmin(lo, p->rows[i].world);
+    hi = fmax(hi, p->rows[i].world);
+  }
+  double top = gs_svg_y_axis(b, x0, y0, x1, y1, ymax,
+                             eff ? "scaling efficiency" : "global samples / s");
+  double l2lo, span;
+  gs_svg_log2_x_axis(b, x0, y0, x1, y1, lo, hi, world_tick, "world size (ranks, log2 scale)",
+                     &l2lo, &span);
+  for (int k = 0; k < nmodes; k++) {
+    gs_cm_mode m = p->rows[k].mode;
+    gs_svg pts = {0};
+    for (int i = k; i < p->nrows; i += nmodes) {
+      const gs_cm_result *r = &p->rows[i];
+      double v = eff ? r->efficiency : r->samples_per_s;
+      double x = x0 + (log2(r->world) - l2lo) * span, y = y0 - v / top * (y0 - y1);
+      gs_svg_put(&pts, "%.1f,%.1f ", x, y);
+      gs_svg_put(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>%s world %d: "
+                 "%.3g%s, step %.4g ms, %s</title></circle>\n", x, y, mode_color(m),
+                 gs_cm_mode_name(m), r->world, v, eff ? "" : " samples/s", r->step_s * 1e3,
+                 gs_cm_bottleneck_name(r->bottleneck));
+    }
+    if (pts.s)
+      gs_svg_put(b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n",
+                 pts.s, mode_color(m));
+    free(pts.s);
+    if (!eff) gs_svg_legend(b, x1 + 30, y1 + 20 * k, mode_color(m), gs_cm_mode_name(m));
+  }
+}
+
+static int chart(const char *dir, const gs_cm_projection *p, int nmodes, gs_err *e) {
+  gs_svg b = {0};
+  char title[256];
+  snprintf(title, sizeof title, "Cost model: %s, %.3g Gbit/s links, %d rank%s per host",
+           p->model, p->machine.link_Bps * 8 / 1e9, p->ranks_per_host,
+           p->ranks_per_host == 1 ? "" : "s");
+  gs_svg_header(&b, 720, 800, title);
+  panel(&b, p, nmodes, false, 50, 370);
+  panel(&b, p, nmodes, true, 450, 770);
+  return gs_svg_save(dir, "projection.svg", &b, e);
+}
+
+/* the calibration of --calibration, or a fresh one of this machine (kept
+ * beside the projection); 0, or the exit status */
+static int calibration(const gs_opts *o, const char *dir, gs_cm_calib *c) {
+  gs_err e = {0};
+  if (o->calibration) {
+    if (gs_cm_calib_read(o->calibration, c, &e) < 0) {
+      fprintf(stderr, "bench: --calibration %s: %s\n", o->calibration, e.msg);
+      return 2;
+    }
+    return 0;
+  }
+  if (!o->quiet)
+    fprintf(stderr, "bench: no --calibration: calibrating this machine first (bench "
+            "--calibrate writes one to reuse)\n");
+  gs_calib_notes n;
+  gs_opts mo = *o;
+  mo.link_bps = 0; /* the network is --link's, set below */
+  if (gs_calibrate_measure(&mo, c, &n, &e) < 0) return measure_failed(&e);
+  char path[600];
+  snprintf(path, sizeof path, "%s/calibration.json", dir);
+  if (gs_mkdirs(dir, &e) < 0 || gs_cm_calib_write(path, c, &e) < 0) {
+    fprintf(stderr, "bench: --out %s: %s\n", dir, e.msg);
+    return 1;
+  }
+  if (!o->quiet) gs_calibrate_print(stderr, c, &n);
+  return 0;
+}
+
+int gs_project_main(const gs_opts *o) {
+  gs_err e = {0};
+  char dir[512];
+  if (o->out) snprintf(dir, sizeof dir, "%s", o->out);
+  else stamp(dir, sizeof dir, "results/%Y%m%d-%H%M%S-projection");
+  const char *model = o->models[0];
+  gs_dtype wire = o->train.precision;
+  gs_cm_plan plan;
+  if (gs_cm_plan_model(model, wire, o->train.first_bucket_mb, o->bucket_mbs[0], &plan, &e) < 0) {
+    fprintf(stderr, "bench: %s\n", e.msg); /* it names --model */
+    return 2;
+  }
+  gs_cm_calib c;
+  int rc = calibration(o, dir, &c);
+  const char *src = o->calibration ? o->calibration : "a fresh calibration of this machine";
+  if (!rc && (strcmp(c.model, model) || strcmp(c.precision, gs_dtype_name(wire)))) {
+    fprintf(stderr, "bench: --calibration %s measured the compute of %s in %s, and this "
+            "projection is of --model %s in --precision %s: give those, or run bench "
+            "--calibrate --model %s --precision %s (or edit the file's \"compute\")\n", src,
+            c.model, c.precision, model, gs_dtype_name(wire), model, gs_dtype_name(wire));
+    rc = 2;
+  }
+  gs_cm_machine m;
+  if (!rc) {
+    gs_cm_calib_machine(&c, &m);
+    if (o->link_bps) m.link_Bps = (double)o->link_bps / 8;
+    if (o->latency_arg) m.link_latency_s = o->latency_s;
+    if (!o->link_bps && !c.has_link) {
+      fprintf(stderr, "bench: --project needs the network between hosts: give --link RATE "
+              "(e.g. 100gbit) and --latency D (e.g. 5us), or a --calibration with a \"link\" "
+              "part\n");
+      rc = 2;
+    }
+  }
+  gs_cm_projection p = {0};
+  if (!rc) {
+    gs_cm_proj_in in = {.model = model, .plan = &plan, .worlds = o->worlds,
+                        .nworlds = o->nworlds, .ranks_per_host = o->hosts_per,
+                        .batch = o->batches[0], .fwd_s = c.fwd_s, .bwd_s = c.bwd_s,
+                        .overlap = o->overlap, .barrier = wire != GS_F32};
+    if (gs_cm_project(&m, &in, &p, &e) < 0) {
+      fprintf(stderr, "bench: %s\n", e.msg);
+      rc = 2;
+    }
+  }
+  gs_cm_plan_free(&plan);
+  if (rc) return rc;
+  printf("calibration: %s (%s)\n", src, c.transport);
+  gs_cm_print_table(stdout, &p);
+  json_t *j = gs_cm_projection_json(&p);
+  char path[600];
+  snprintf(path, sizeof path, "%s/projection.json", dir);
+  json_object_set_new(j, "calibration", json_string(src));
+  json_object_set_new(j, "calibration_record", gs_cm_calib_json(&c));
+  if (o->command_line) json_object_set_new(j, "command", json_string(o->command_line));
+  if (gs_mkdirs(dir, &e) < 0 || gs_json_write_atomic(path, j, &e) < 0 ||
+      chart(dir, &p, p.nrows / o->nworlds, &e) < 0) {
+    fprintf(stderr, "bench: --out %s: %s\n", dir, e.msg);
+    rc = 1;
+  } else {
+    printf("wrote %s/projection.json and %s/projection.svg%s\n", dir, dir,
+           o->calibration ? "" : ", beside calibration.json (this machine's)");
+  }
+  json_decref(j);
+  gs_cm_projection_free(&p);
+  return rc;
+}
