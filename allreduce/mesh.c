@@ -123,10 +123,9 @@ int gs_mesh_connect(gs_mesh *m, const char *const *endpoints, uint64_t job, gs_e
 
 int gs_mesh_send(gs_mesh *m, int peer, const Gradsync__Envelope *env, const void *data,
                  size_t bytes, uint64_t *sent, const gs_link_where *w, gs_err *e) {
-  size_t hlen = gradsync__envelope__get_packed_size(env);
+  size_t hlen = gs_wire_pack(env, m->hbuf, sizeof m->hbuf);
   if (hlen > sizeof m->hbuf)
     return GS_FAIL(e, GS_EINVAL, "rank %d: a header of %zu bytes", m->rank, hlen);
-  gradsync__envelope__pack(env, m->hbuf);
   void *s = m->push[peer];
   if (zmq_send(s, m->hbuf, hlen, bytes ? ZMQ_SNDMORE : 0) < 0 ||
       (bytes && zmq_send(s, data, bytes, 0) < 0)) {
@@ -254,9 +253,8 @@ void gs_mesh_tell(gs_mesh *m, const char *msg) {
   err.message = (char *)msg;
   env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;
   env.error = &err;
-  size_t len = gradsync__envelope__get_packed_size(&env);
+  size_t len = gs_wire_pack(&env, m->hbuf, sizeof m->hbuf);
   if (len > sizeof m->hbuf) return;
-  gradsync__envelope__pack(&env, m->hbuf);
   for (int p = 0; p < m->world; p++)
     if (m->push[p]) zmq_send(m->push[p], m->hbuf, len, ZMQ_DONTWAIT); /* best effort */
 }

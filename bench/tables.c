@@ -7,6 +7,10 @@
 #include "bench/summary.h"
 
 static void human_bytes(double b, char *buf, size_t cap) {
+  if (isnan(b)) {
+    snprintf(buf, cap, "-");
+    return;
+  }
   const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int i = 0;
   while (b >= 1024 && i < 4) {
@@ -82,7 +86,7 @@ static void print_links(FILE *f, const gs_summary *s) {
     const gs_link_summary *l = &s->links[i];
     char a[32], b[32], c[32], d[32];
     human_bytes(l->tx_bytes, a, sizeof a);
-    human_bytes(l->model_tx_bytes, b, sizeof b);
+    human_bytes(l->model_tx_bytes, b, sizeof b); /* "-": no model (a dedicated server) */
     human_bytes(l->rx_bytes, c, sizeof c);
     human_bytes(l->model_rx_bytes, d, sizeof d);
     fprintf(f, "  %-4d %10s %10s %10s %10s   %13.0f%% %9.0f%% %6.0f%%\n", l->host, a, b, c, d,

@@ -10,6 +10,9 @@
   bytes   each link's counters over the measured steps carry what the cost
           model says (within 5%, plus TCP/IP headers); in ps mode host 0's
           link is the busiest; the cost model's communication time is there
+  delay   --latency D: each step of ps waits at least 2D (push and pull
+          cross the links), the collective's recursive doubling 2D per
+          all-reduce at world 4; the report names how (netem or delay line)
   kill    SIGKILL of the launcher mid-run: no namespace, veth or process of
           the run remains, nothing in /run/netns
   nocap   without CAP_NET_ADMIN: a clear error naming it, non-zero exit
@@ -133,6 +136,31 @@ def case_bytes():
               f"{mode}: the cost model's time is in report.json: {cm}")
 
 
+def case_delay():
+    need_root()
+    D = 0.004
+    d = tmpdir()
+    r = run(SMALL + ["--mode", "ps", "--world", "2", "--link", "1gbit", "--latency", "4ms",
+                     "--steps", "12", "--warmup", "2", "--out", d])
+    if check(r.returncode == 0, f"ps with --latency 4ms: {r.stderr}"):
+        run0 = report(d)["runs"][0]
+        check(run0["link"]["latency_s"] == D and run0["link"]["delay"] in ("netem", "delay line"),
+              f"report.json link: {run0['link']}")
+        check(run0["step_time_s_median"] >= 2 * D,
+              f"a ps step waits for a push and a pull across the link: "
+              f"{run0['step_time_s_median'] * 1e3:.2f} ms < 2 x 4 ms")
+        check(run0["cost_model"]["comm_s_predicted"] >= 2 * D,
+              f"the cost model counts the delay: {run0['cost_model']}")
+    d = tmpdir()
+    r = run(["--mode", "ring", "--collective", "allreduce", "--algo", "rd", "-b", "8", "-e",
+             "1K", "-n", "5", "-w", "1", "--world", "4", "--link", "1gbit", "--latency", "4ms",
+             "--timeout", "30", "--out", d])
+    times = [float(l.split()[4]) for l in r.stdout.splitlines()
+             if l.strip() and l.split()[0].isdigit()]
+    check(r.returncode == 0 and times and all(t >= 2 * D * 1e6 for t in times),
+          f"rd at world 4 crosses the links twice per all-reduce: {times} us ({r.stderr})")
+
+
 def case_kill():
     need_root()
     libc = ctypes.CDLL(None, use_errno=True)
@@ -196,5 +224,6 @@ def case_nocap():
     check("CAP_NET_ADMIN" in r.stderr, f"naming the capability: {r.stderr.strip()}")
 
 
-{"equiv": case_equiv, "bytes": case_bytes, "kill": case_kill, "nocap": case_nocap}[CASE]()
+{"equiv": case_equiv, "bytes": case_bytes, "delay": case_delay, "kill": case_kill,
+ "nocap": case_nocap}[CASE]()
 finish("bench on emulated hosts: " + CASE)
