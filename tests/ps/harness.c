@@ -486,3 +486,16 @@ void reference(const job_opts *o, float *ref, bool *skipped, float *scales) {
   free(bk);
   k->destroy(k);
 }
+
+void push_env(Gradsync__Envelope *env, Gradsync__Push *p, uint64_t job, uint32_t rank,
+                     uint64_t step, uint32_t bucket, uint64_t off, uint64_t cnt) {
+  gs_wire_env(env, job, rank);
+  gradsync__push__init(p);
+  p->step = step;
+  p->bucket = bucket;
+  p->offset = off;
+  p->count = cnt;
+  p->dtype = GRADSYNC__DTYPE__F32;
+  env->body_case = GRADSYNC__ENVELOPE__BODY_PUSH;
+  env->push = p;
+}

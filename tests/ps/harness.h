@@ -23,6 +23,7 @@
 #include <stdlib.h>
 
 #include "kernels/kernels.h"
+#include "proto/wire.h"
 #include "worker/sync.h"
 #include "tests/check.h"
 
@@ -102,5 +103,10 @@ bool same_bits(const float *a, const float *b, size_t n, const char *what);
  * (o->steps entries each). */
 float *check_reference(const job_opts *o, job_result *r, const char *what, bool *skipped,
                        float *scales);
+
+/* A Push header for step / bucket / [off, off + cnt) of float32, claiming
+ * `rank` of job `job` (for tests that speak to a server by hand). */
+void push_env(Gradsync__Envelope *env, Gradsync__Push *p, uint64_t job, uint32_t rank,
+              uint64_t step, uint32_t bucket, uint64_t off, uint64_t cnt);
 
 #endif
