@@ -107,16 +107,20 @@ static json_t *configuration(const gs_opts *o) {
 }
 
 /* the most ranks of one run that shared a host (ranks on several nodes
- * each count against their own node's cores) */
+ * each count against their own node's cores; emulated hosts share this
+ * machine's) */
 static int most_per_host(const gs_summary *runs, size_t n) {
   int most = 0;
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++) {
+    /* emulated hosts all run on this machine's cores */
+    if (runs[i].hosts > 0 && runs[i].world > most) most = runs[i].world;
     for (int a = 0; a < runs[i].world; a++) {
       int same = 0;
       for (int b = 0; b < runs[i].world; b++)
         same += !strcmp(runs[i].per_rank[a].host, runs[i].per_rank[b].host);
       if (same > most) most = same;
     }
+  }
   return most;
 }
 
