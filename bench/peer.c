@@ -75,6 +75,9 @@ int gs_peer_check(const gs_opts *o, gs_err *e) {
   if (o->collective)
     return GS_FAIL(e, GS_EINVAL, "--peer compares training runs; the collective benchmark has "
                    "none: drop --peer or --collective");
+  if (o->link_bps)
+    return GS_FAIL(e, GS_EINVAL, "--peer torch runs over this machine's loopback, not over "
+                   "emulated links (--link): its row would not share the network; drop one");
   if (strcmp(o->train.data, "synthetic"))
     return GS_FAIL(e, GS_EINVAL, "--peer torch trains on synthetic data only (--data %s)",
                    o->train.data);
