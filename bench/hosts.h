@@ -97,7 +97,7 @@ typedef struct gs_host_info {
 int gs_hosts_info(const gs_hosts *c, int h, gs_host_info *out);
 
 /* Fork a process into host h's network namespace (and the cluster's PID
- * namespace) and exec argv (PATH searched; envp NULL: this environment).
+ * namespace, with a /proc of its own in a private mount namespace) and exec argv (PATH searched; envp NULL: this environment).
  * It is the caller's child: wait for it with waitpid(*pid). It gets SIGKILL
  * if the calling thread dies. Fails with a clear error if exec fails. */
 int gs_hosts_spawn(gs_hosts *c, int h, char *const argv[], char *const envp[], pid_t *pid,
