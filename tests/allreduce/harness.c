@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -126,4 +127,29 @@ uint64_t th_hash(const void *p, size_t n) {
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
   return h;
+}
+
+int th_worlds_agree(int lo, int hi, th_body body, double deadline_s) {
+  int bad = 0;
+  for (int w = lo; w <= hi; w++) {
+    double t0 = gs_now();
+    th_shared *sh = th_run(w, body, NULL, deadline_s, NULL);
+    if (!sh) {
+      printf("FAIL: world %d: fork failed\n", w);
+      return bad + 1;
+    }
+    int failed = th_failures(sh), slots = (int)sh->u64[0][TH_SLOTS - 1];
+    if (failed) printf("FAIL: world %d: %d ranks failed\n", w, failed);
+    if (slots <= 0) printf("FAIL: world %d: no results\n", w);
+    bad += failed > 0 || slots <= 0;
+    for (int c = 0; c < slots; c++)
+      for (int r = 1; r < w; r++)
+        if (sh->u64[r][c] != sh->u64[0][c]) {
+          printf("FAIL: world %d, case %d: rank %d's result differs from rank 0's\n", w, c, r);
+          bad++;
+        }
+    printf("world %d: %d cases, %.1f s\n", w, slots, gs_now() - t0);
+    th_free(sh);
+  }
+  return bad;
 }

@@ -55,4 +55,10 @@ int th_failures(const th_shared *sh);
 
 uint64_t th_hash(const void *p, size_t n);
 
+/* Run body at every world lo..hi: every rank must succeed, and each publish
+ * in u64[rank][0..slots) the same results as rank 0 (slots, > 0, in rank
+ * 0's u64[0][TH_SLOTS - 1]). Prints a line per world and one per failure;
+ * returns the number of failures. */
+int th_worlds_agree(int lo, int hi, th_body body, double deadline_s);
+
 #endif

@@ -371,21 +371,7 @@ int main(int argc, char **argv) {
   const char *what = argc > 1 ? argv[1] : "sums";
   if (!strcmp(what, "sums")) {
     int lo = argc > 2 ? atoi(argv[2]) : 2, hi = argc > 3 ? atoi(argv[3]) : lo;
-    for (int w = lo; w <= hi; w++) {
-      double t0 = gs_now();
-      th_shared *sh = th_run(w, body_sums, NULL, 120, NULL);
-      CHECK(sh, "fork failed");
-      if (!sh) break;
-      CHECK(th_failures(sh) == 0, "world %d: %d ranks failed", w, th_failures(sh));
-      int slots = (int)sh->u64[0][TH_SLOTS - 1];
-      CHECK(slots > 0, "world %d: no results", w);
-      for (int s = 0; s < slots; s++)
-        for (int r = 1; r < w; r++)
-          CHECK(sh->u64[r][s] == sh->u64[0][s], "world %d, case %d: rank %d's result differs "
-                "from rank 0's", w, s, r);
-      printf("world %d: %d cases, %.1f s\n", w, slots, gs_now() - t0);
-      th_free(sh);
-    }
+    CHECK(th_worlds_agree(lo, hi, body_sums, 120) == 0, "worlds %d..%d", lo, hi);
   } else if (!strcmp(what, "lowp")) {
     for (int w = 2; w <= 5; w++) {
       th_shared *sh = th_run(w, body_lowp, NULL, 60, NULL);
