@@ -153,3 +153,31 @@ int th_worlds_agree(int lo, int hi, th_body body, double deadline_s) {
   }
   return bad;
 }
+
+void th_ring_opts(gs_ring_opts *o, int rank, int world, size_t max_count, gs_kernels *k) {
+  memset(o, 0, sizeof *o);
+  o->rank = rank;
+  o->world = world;
+  o->timeout_ms = 20000;
+  o->job = 0x5eed;
+  o->host = "127.0.0.1";
+  o->k = k;
+  o->wire = GS_F32;
+  o->max_count = max_count;
+}
+
+int th_ring_open(th_shared *sh, int round, gs_ring_opts *o, gs_ring **out, gs_err *e) {
+  char ep[GS_ENDPOINT_MAX];
+  int rc = gs_ring_prepare(o, out, ep, e);
+  if (rc < 0) return rc;
+  const char *eps[TH_MAX_WORLD];
+  if (th_exchange(sh, round, o->rank, ep, eps) < 0)
+    return GS_FAIL(e, GS_ETIMEOUT, "endpoint exchange failed");
+  return gs_ring_connect(*out, eps, e);
+}
+
+int th_report(th_shared *sh, int rank, const gs_err *e) {
+  snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e->msg);
+  fprintf(stderr, "rank %d: %s (%s:%d)\n", rank, e->msg, e->file ? e->file : "?", e->line);
+  return 1;
+}

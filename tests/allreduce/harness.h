@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "allreduce/allreduce.h"
 #include "tests/check.h"
 #include "worker/sync.h"
 
@@ -60,5 +61,13 @@ uint64_t th_hash(const void *p, size_t n);
  * 0's u64[0][TH_SLOTS - 1]). Prints a line per world and one per failure;
  * returns the number of failures. */
 int th_worlds_agree(int lo, int hi, th_body body, double deadline_s);
+
+/* The tests' ring: options (loopback, job 0x5eed, fp32, 20 s timeout) for
+ * rank of world on kernels k; prepare, exchange endpoints through the
+ * shared page (round), connect. */
+void th_ring_opts(gs_ring_opts *o, int rank, int world, size_t max_count, gs_kernels *k);
+int th_ring_open(th_shared *sh, int round, gs_ring_opts *o, gs_ring **out, gs_err *e);
+/* Keep a rank's error in the shared page (and on stderr); returns 1. */
+int th_report(th_shared *sh, int rank, const gs_err *e);
 
 #endif

@@ -56,33 +56,8 @@ typedef struct ring_set {
   const char *eps[TH_MAX_WORLD];
 } ring_set;
 
-static int open_ring(th_shared *sh, int round, gs_ring_opts *o, gs_ring **out, gs_err *e) {
-  char ep[GS_ENDPOINT_MAX];
-  int rc = gs_ring_prepare(o, out, ep, e);
-  if (rc < 0) return rc;
-  const char *eps[TH_MAX_WORLD];
-  if (th_exchange(sh, round, o->rank, ep, eps) < 0)
-    return GS_FAIL(e, GS_ETIMEOUT, "endpoint exchange failed");
-  return gs_ring_connect(*out, eps, e);
-}
 
-static void base_opts(gs_ring_opts *o, int rank, int world, size_t max_count) {
-  memset(o, 0, sizeof *o);
-  o->rank = rank;
-  o->world = world;
-  o->timeout_ms = 20000;
-  o->job = 0x5eed;
-  o->host = "127.0.0.1";
-  o->k = K;
-  o->wire = GS_F32;
-  o->max_count = max_count;
-}
 
-static int report(th_shared *sh, int rank, const gs_err *e) {
-  snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e->msg);
-  fprintf(stderr, "rank %d: %s (%s:%d)\n", rank, e->msg, e->file ? e->file : "?", e->line);
-  return 1;
-}
 
 /* ------------------------------------------------------------------ */
 
@@ -103,12 +78,12 @@ static int body_lengths(th_shared *sh, int rank, int world, void *arg) {
   gs_ring *rings[2] = {0};
   gs_ring_opts o;
   /* ring 0: 4 KiB chunks, never the small path; ring 1: the defaults */
-  base_opts(&o, rank, world, PRIME_LARGE);
+  th_ring_opts(&o, rank, world, PRIME_LARGE, K);
   o.chunk_bytes = 4096;
   o.small_bytes = GS_RING_NO_SMALL;
-  if (open_ring(sh, 0, &o, &rings[0], &e) < 0) return report(sh, rank, &e);
-  base_opts(&o, rank, world, PRIME_LARGE);
-  if (open_ring(sh, 1, &o, &rings[1], &e) < 0) return report(sh, rank, &e);
+  if (th_ring_open(sh, 0, &o, &rings[0], &e) < 0) return th_report(sh, rank, &e);
+  th_ring_opts(&o, rank, world, PRIME_LARGE, K);
+  if (th_ring_open(sh, 1, &o, &rings[1], &e) < 0) return th_report(sh, rank, &e);
   float *src = gs_alloc(PRIME_LARGE * sizeof(float), &e);
   float *dst = gs_alloc(PRIME_LARGE * sizeof(float), &e);
   size_t lens[16];
@@ -126,7 +101,7 @@ static int body_lengths(th_shared *sh, int rank, int world, void *arg) {
         if (!inplace) memset(dst, 0xff, n * sizeof(float));
         gs_ring_stats st = {0};
         if (gs_ring_allreduce(rings[ri], src, out, n, step++, slot, &st, &e) < 0)
-          return report(sh, rank, &e);
+          return th_report(sh, rank, &e);
         size_t wrong = 0, first = 0;
         for (size_t i = 0; i < n; i++) {
           float want = 0;
@@ -217,12 +192,12 @@ static int body_order(th_shared *sh, int rank, int world, void *arg) {
   gs_ring *ring, *small;
   gs_ring_opts o;
   const size_t n = 200003;
-  base_opts(&o, rank, world, n);
+  th_ring_opts(&o, rank, world, n, K);
   o.chunk_bytes = 8192;
   o.small_bytes = GS_RING_NO_SMALL;
-  if (open_ring(sh, 0, &o, &ring, &e) < 0) return report(sh, rank, &e);
-  base_opts(&o, rank, world, n);
-  if (open_ring(sh, 1, &o, &small, &e) < 0) return report(sh, rank, &e);
+  if (th_ring_open(sh, 0, &o, &ring, &e) < 0) return th_report(sh, rank, &e);
+  th_ring_opts(&o, rank, world, n, K);
+  if (th_ring_open(sh, 1, &o, &small, &e) < 0) return th_report(sh, rank, &e);
   float *buf = gs_alloc(n * sizeof(float), &e);
   uint64_t seed = 42;
   int bad = 0;
@@ -230,7 +205,7 @@ static int body_order(th_shared *sh, int rank, int world, void *arg) {
   for (int rep = 0; rep < 3; rep++) {
     for (size_t i = 0; i < n; i++) buf[i] = randf(seed, rank, i);
     if (rank == rep % world) usleep(20000);
-    if (gs_ring_allreduce(ring, buf, buf, n, rep, 0, NULL, &e) < 0) return report(sh, rank, &e);
+    if (gs_ring_allreduce(ring, buf, buf, n, rep, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
     size_t wrong = 0;
     for (size_t i = 0; i < n; i++) wrong += buf[i] != ref_ring(seed, world, n, i);
     if (wrong) {
@@ -243,7 +218,7 @@ static int body_order(th_shared *sh, int rank, int world, void *arg) {
   /* small path: rank order */
   size_t m = 1000;
   for (size_t i = 0; i < m; i++) buf[i] = randf(seed, rank, i);
-  if (gs_ring_allreduce(small, buf, buf, m, 9, 0, NULL, &e) < 0) return report(sh, rank, &e);
+  if (gs_ring_allreduce(small, buf, buf, m, 9, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
   size_t wrong = 0;
   for (size_t i = 0; i < m; i++) wrong += buf[i] != ref_small(seed, world, i);
   if (wrong) {
@@ -264,23 +239,23 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
   const size_t n = 100003;
   gs_ring *r32, *r16, *rbf, *r16s;
   gs_ring_opts o;
-  base_opts(&o, rank, world, n);
+  th_ring_opts(&o, rank, world, n, K);
   o.chunk_bytes = 4096;
   o.small_bytes = GS_RING_NO_SMALL;
-  if (open_ring(sh, 0, &o, &r32, &e) < 0) return report(sh, rank, &e);
+  if (th_ring_open(sh, 0, &o, &r32, &e) < 0) return th_report(sh, rank, &e);
   o.wire = GS_F16;
-  if (open_ring(sh, 1, &o, &r16, &e) < 0) return report(sh, rank, &e);
+  if (th_ring_open(sh, 1, &o, &r16, &e) < 0) return th_report(sh, rank, &e);
   o.wire = GS_BF16;
-  if (open_ring(sh, 2, &o, &rbf, &e) < 0) return report(sh, rank, &e);
-  base_opts(&o, rank, world, n);
+  if (th_ring_open(sh, 2, &o, &rbf, &e) < 0) return th_report(sh, rank, &e);
+  th_ring_opts(&o, rank, world, n, K);
   o.wire = GS_F16;
-  if (open_ring(sh, 3, &o, &r16s, &e) < 0) return report(sh, rank, &e);
+  if (th_ring_open(sh, 3, &o, &r16s, &e) < 0) return th_report(sh, rank, &e);
   float *src = gs_alloc(n * sizeof(float), &e), *dst = gs_alloc(n * sizeof(float), &e);
   uint64_t seed = 7;
   for (size_t i = 0; i < n; i++) src[i] = randf(seed, rank, i);
   int bad = 0;
   gs_ring_stats s32 = {0}, s16 = {0}, sbf = {0};
-  if (gs_ring_allreduce(r32, src, dst, n, 0, 0, &s32, &e) < 0) return report(sh, rank, &e);
+  if (gs_ring_allreduce(r32, src, dst, n, 0, 0, &s32, &e) < 0) return th_report(sh, rank, &e);
   struct {
     gs_ring *r;
     gs_dtype t;
@@ -289,7 +264,7 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
   } cases[2] = {{r16, GS_F16, &s16, 4e-3}, {rbf, GS_BF16, &sbf, 3e-2}};
   for (int c = 0; c < 2; c++) {
     if (gs_ring_allreduce(cases[c].r, src, dst, n, 1 + c, 0, cases[c].st, &e) < 0)
-      return report(sh, rank, &e);
+      return th_report(sh, rank, &e);
     size_t wrong = 0, far = 0;
     for (size_t i = 0; i < n; i++) {
       double exact = 0;
@@ -315,7 +290,7 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
   /* fp16 through the small path, in place */
   size_t m = 777;
   for (size_t i = 0; i < m; i++) dst[i] = randf(seed, rank, i);
-  if (gs_ring_allreduce(r16s, dst, dst, m, 5, 0, NULL, &e) < 0) return report(sh, rank, &e);
+  if (gs_ring_allreduce(r16s, dst, dst, m, 5, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
   size_t wrong = 0;
   for (size_t i = 0; i < m; i++) wrong += dst[i] != ref_small_lp(GS_F16, seed, world, i);
   if (wrong) {
@@ -339,10 +314,10 @@ static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
   gs_ring *r;
   gs_ring_opts o;
   /* handshake: rank 1 was built for 1000 elements, the others for 999 */
-  base_opts(&o, rank, world, rank == 1 ? 1000 : 999);
+  th_ring_opts(&o, rank, world, rank == 1 ? 1000 : 999, K);
   o.timeout_ms = 5000;
   double t0 = gs_now();
-  int rc = open_ring(sh, 0, &o, &r, &e);
+  int rc = th_ring_open(sh, 0, &o, &r, &e);
   sh->f64[rank][0] = gs_now() - t0;
   sh->u64[rank][0] = (uint64_t)(-rc);
   snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
@@ -351,9 +326,9 @@ static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
    * path) and then 50 / 60 (small path) on a fresh ring */
   for (int pass = 0; pass < 2; pass++) {
     gs_err e2 = {0};
-    base_opts(&o, rank, world, 10000);
+    th_ring_opts(&o, rank, world, 10000, K);
     o.timeout_ms = 5000;
-    if (open_ring(sh, 1 + pass, &o, &r, &e2) < 0) return report(sh, rank, &e2);
+    if (th_ring_open(sh, 1 + pass, &o, &r, &e2) < 0) return th_report(sh, rank, &e2);
     size_t n = pass == 0 ? (rank == 2 ? 5000 : 6000) : (rank == 2 ? 50 : 60);
     float *buf = gs_alloc(10000 * sizeof(float), &e2);
     t0 = gs_now();
@@ -393,11 +368,11 @@ static int body_junk(th_shared *sh, int rank, int world, void *arg) {
   gs_err e = {0};
   gs_ring *r;
   gs_ring_opts o;
-  base_opts(&o, rank, world, 1000);
+  th_ring_opts(&o, rank, world, 1000, K);
   o.timeout_ms = 5000;
-  if (gs_cred_derive(&o.cred, "job secret", 10, false, &e) < 0) return report(sh, rank, &e);
+  if (gs_cred_derive(&o.cred, "job secret", 10, false, &e) < 0) return th_report(sh, rank, &e);
   char ep[GS_ENDPOINT_MAX];
-  if (gs_ring_prepare(&o, &r, ep, &e) < 0) return report(sh, rank, &e);
+  if (gs_ring_prepare(&o, &r, ep, &e) < 0) return th_report(sh, rank, &e);
   const char *eps[TH_MAX_WORLD];
   if (th_exchange(sh, 0, rank, ep, eps) < 0) return 1;
   void *ctx = NULL, *s[3] = {0};
@@ -447,9 +422,9 @@ static int body_fault(th_shared *sh, int rank, int world, void *arg) {
   gs_ring *r;
   gs_ring_opts o;
   const size_t n = 4u << 20;
-  base_opts(&o, rank, world, n);
+  th_ring_opts(&o, rank, world, n, K);
   o.timeout_ms = f->timeout_ms;
-  if (open_ring(sh, 0, &o, &r, &e) < 0) return report(sh, rank, &e);
+  if (th_ring_open(sh, 0, &o, &r, &e) < 0) return th_report(sh, rank, &e);
   float *buf = gs_alloc(n * sizeof(float), &e);
   th_barrier(sh, 0);
   for (int64_t it = 0;; it++) {
@@ -467,7 +442,7 @@ static int body_fault(th_shared *sh, int rank, int world, void *arg) {
     }
     int rc = gs_ring_allreduce(r, buf, buf, n - (size_t)it, it, (int)(it % 3), NULL, &e);
     if (rc < 0) {
-      report(sh, rank, &e);
+      th_report(sh, rank, &e);
       gs_ring_close(r, false, NULL);
       return 1;
     }

@@ -95,33 +95,12 @@ static float ref(gs_algo a, gs_dtype t, uint64_t seed, int N, size_t i) {
 
 /* ------------------------------------------------------------------ */
 
-static int open_ring(th_shared *sh, int round, gs_ring_opts *o, gs_ring **out, gs_err *e) {
-  char ep[GS_ENDPOINT_MAX];
-  int rc = gs_ring_prepare(o, out, ep, e);
-  if (rc < 0) return rc;
-  const char *eps[TH_MAX_WORLD];
-  if (th_exchange(sh, round, o->rank, ep, eps) < 0)
-    return GS_FAIL(e, GS_ETIMEOUT, "endpoint exchange failed");
-  return gs_ring_connect(*out, eps, e);
-}
+
+
 
 static void base_opts(gs_ring_opts *o, int rank, int world, size_t max_count, gs_algo a) {
-  memset(o, 0, sizeof *o);
-  o->rank = rank;
-  o->world = world;
-  o->timeout_ms = 20000;
-  o->job = 0x5eed;
-  o->host = "127.0.0.1";
-  o->k = K;
-  o->wire = GS_F32;
-  o->max_count = max_count;
+  th_ring_opts(o, rank, world, max_count, K);
   o->algo = a;
-}
-
-static int report(th_shared *sh, int rank, const gs_err *e) {
-  snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e->msg);
-  fprintf(stderr, "rank %d: %s (%s:%d)\n", rank, e->msg, e->file ? e->file : "?", e->line);
-  return 1;
 }
 
 static size_t lengths_for(int world, size_t *out) {
@@ -142,10 +121,10 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
   gs_ring_opts o;
   for (int a = 0; a < NALGOS; a++) {
     base_opts(&o, rank, world, MAXN, ALGOS[a]);
-    if (open_ring(sh, a, &o, &rings[a], &e) < 0) return report(sh, rank, &e);
+    if (th_ring_open(sh, a, &o, &rings[a], &e) < 0) return th_report(sh, rank, &e);
   }
   float *src = gs_alloc(MAXN * sizeof(float), &e), *dst = gs_alloc(MAXN * sizeof(float), &e);
-  if (!src || !dst) return report(sh, rank, &e);
+  if (!src || !dst) return th_report(sh, rank, &e);
   size_t lens[16];
   size_t nl = lengths_for(world, lens);
   int slot = 0, bad = 0;
@@ -164,7 +143,7 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
         /* a late rank: the others' next messages wait for it in its queues */
         if (rank == slot % world && slot % 7 == 0) usleep(5000);
         if (gs_ring_allreduce(rings[a], src, out, n, step++, slot, NULL, &e) < 0)
-          return report(sh, rank, &e);
+          return th_report(sh, rank, &e);
         size_t wrong = 0, first = 0;
         for (size_t i = 0; i < n; i++) {
           float want = 0;
@@ -208,7 +187,7 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
   const gs_dtype types[2] = {GS_F16, GS_BF16};
   const size_t n = 1001;
   float *buf = gs_alloc(n * sizeof(float), &e), *out = gs_alloc(n * sizeof(float), &e);
-  if (!buf || !out) return report(sh, rank, &e);
+  if (!buf || !out) return th_report(sh, rank, &e);
   int bad = 0, slot = 0;
   for (int a = 0; a < 2; a++) {
     for (int t = 0; t < 2; t++, slot++) {
@@ -216,13 +195,13 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
       gs_ring_opts o;
       base_opts(&o, rank, world, n, ALGOS[a]);
       o.wire = types[t];
-      if (open_ring(sh, slot, &o, &r, &e) < 0) return report(sh, rank, &e);
+      if (th_ring_open(sh, slot, &o, &r, &e) < 0) return th_report(sh, rank, &e);
       uint64_t seed = 11 + (uint64_t)slot;
       for (size_t i = 0; i < n; i++) buf[i] = randf(seed, rank, i);
       /* out of place, then the same in place: the same bits */
       if (gs_ring_allreduce(r, buf, out, n, 0, 0, NULL, &e) < 0 ||
           gs_ring_allreduce(r, buf, buf, n, 1, 0, NULL, &e) < 0)
-        return report(sh, rank, &e);
+        return th_report(sh, rank, &e);
       size_t wrong = 0;
       for (size_t i = 0; i < n; i++) wrong += out[i] != ref(ALGOS[a], types[t], seed, world, i);
       if (wrong || memcmp(out, buf, n * sizeof(float))) {
@@ -249,7 +228,7 @@ static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
   gs_ring_opts o;
   base_opts(&o, rank, world, 100, rank == 1 ? GS_ALGO_DIRECT : GS_ALGO_RD);
   double t0 = gs_now();
-  int rc = open_ring(sh, 0, &o, &r, &e);
+  int rc = th_ring_open(sh, 0, &o, &r, &e);
   sh->u64[rank][0] = (uint64_t)-rc;
   sh->f64[rank][0] = gs_now() - t0;
   snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
@@ -264,7 +243,7 @@ static int body_abort(th_shared *sh, int rank, int world, void *arg) {
   gs_ring *r;
   gs_ring_opts o;
   base_opts(&o, rank, world, 64, a);
-  if (open_ring(sh, 0, &o, &r, &e) < 0) return report(sh, rank, &e);
+  if (th_ring_open(sh, 0, &o, &r, &e) < 0) return th_report(sh, rank, &e);
   float buf[64];
   int rc = GS_OK;
   double t_fail = 0;
@@ -324,13 +303,13 @@ static int body_sync(th_shared *sh, int rank, int world, void *arg) {
     gs_sync *s;
     gs_sync_stats st;
     memset(&st, 0, sizeof st);
-    if (gs_ring_backend.prepare(&cfg, &state, ep, &e) < 0) return report(sh, rank, &e);
+    if (gs_ring_backend.prepare(&cfg, &state, ep, &e) < 0) return th_report(sh, rank, &e);
     if (th_exchange(sh, c, rank, ep, eps) < 0) return 1;
     cfg.endpoints = eps;
     if (gs_ring_backend.open(state, &cfg, &s, &e) < 0 || s->ops->begin_step(s, 0, &e) < 0 ||
         s->ops->bucket_ready(s, 0, &e) < 0 || s->ops->end_step(s, &st, &e) < 0 ||
         s->ops->close(s, true, &e) < 0)
-      return report(sh, rank, &e);
+      return th_report(sh, rank, &e);
     gs_algo want = sum_only ? given[c] : GS_ALGO_RING;
     double payload = algo_bytes(want, rank, world, SYNC_N), ratio = (double)st.bytes_sent / payload;
     if (ratio < 1.0 || ratio > 1.01) {
