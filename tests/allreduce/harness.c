@@ -181,3 +181,19 @@ int th_report(th_shared *sh, int rank, const gs_err *e) {
   fprintf(stderr, "rank %d: %s (%s:%d)\n", rank, e->msg, e->file ? e->file : "?", e->line);
   return 1;
 }
+
+float th_contribution(int rank, size_t i, int salt) {
+  return (float)((int)((i + 7u * (size_t)rank + 3u * (size_t)salt) % 11u) - 5);
+}
+
+/* splitmix64: deterministic per (seed, rank, i) values */
+uint64_t th_mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+float th_randf(uint64_t seed, int rank, size_t i) {
+  uint64_t x = th_mix(seed * 1000003u + (uint64_t)rank * 7919u + th_mix(i));
+  return (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}

@@ -70,4 +70,11 @@ int th_ring_open(th_shared *sh, int round, gs_ring_opts *o, gs_ring **out, gs_er
 /* Keep a rank's error in the shared page (and on stderr); returns 1. */
 int th_report(th_shared *sh, int rank, const gs_err *e);
 
+/* Test values: small integers whose sum is exact in any order and dtype,
+ * different on every rank (salt varies them per case) */
+float th_contribution(int rank, size_t i, int salt);
+/* splitmix64, and deterministic values in [-1, 1) per (seed, rank, i) */
+uint64_t th_mix(uint64_t x);
+float th_randf(uint64_t seed, int rank, size_t i);
+
 #endif

@@ -35,22 +35,6 @@
 
 static gs_kernels *K;
 
-static float contribution(int rank, size_t i, int salt) {
-  return (float)((int)((i + 7u * (size_t)rank + 3u * (size_t)salt) % 11u) - 5);
-}
-
-/* splitmix64: deterministic per (seed, rank, i) values */
-static uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-static float randf(uint64_t seed, int rank, size_t i) {
-  uint64_t x = mix(seed * 1000003u + (uint64_t)rank * 7919u + mix(i));
-  return (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
 typedef struct ring_set {
   gs_ring *r;
   const char *eps[TH_MAX_WORLD];
@@ -96,7 +80,7 @@ static int body_lengths(th_shared *sh, int rank, int world, void *arg) {
       if (ri == 0 && n == PRIME_LARGE && world > 4) n = 1000003; /* keep 8 ranks brisk */
       for (int inplace = 0; inplace < 2; inplace++, slot++) {
         int salt = slot;
-        for (size_t i = 0; i < n; i++) src[i] = contribution(rank, i, salt);
+        for (size_t i = 0; i < n; i++) src[i] = th_contribution(rank, i, salt);
         float *out = inplace ? src : dst;
         if (!inplace) memset(dst, 0xff, n * sizeof(float));
         gs_ring_stats st = {0};
@@ -105,7 +89,7 @@ static int body_lengths(th_shared *sh, int rank, int world, void *arg) {
         size_t wrong = 0, first = 0;
         for (size_t i = 0; i < n; i++) {
           float want = 0;
-          for (int r = 0; r < world; r++) want += contribution(r, i, salt);
+          for (int r = 0; r < world; r++) want += th_contribution(r, i, salt);
           if (out[i] != want && wrong++ == 0) first = i;
         }
         if (wrong) {
@@ -115,7 +99,7 @@ static int body_lengths(th_shared *sh, int rank, int world, void *arg) {
         }
         if (!inplace) {
           for (size_t i = 0; i < n; i++)
-            if (src[i] != contribution(rank, i, salt)) {
+            if (src[i] != th_contribution(rank, i, salt)) {
               fprintf(stderr, "rank %d: out-of-place all-reduce changed src[%zu]\n", rank, i);
               bad++;
               break;
@@ -157,13 +141,13 @@ static void seg_of(size_t n, int N, size_t i, int *seg) {
 static float ref_ring(uint64_t seed, int N, size_t n, size_t i) {
   int j;
   seg_of(n, N, i, &j);
-  float acc = randf(seed, j, i);
-  for (int t = 1; t < N; t++) acc = randf(seed, (j + t) % N, i) + acc;
+  float acc = th_randf(seed, j, i);
+  for (int t = 1; t < N; t++) acc = th_randf(seed, (j + t) % N, i) + acc;
   return acc;
 }
 static float ref_small(uint64_t seed, int N, size_t i) {
-  float acc = randf(seed, 0, i);
-  for (int r = 1; r < N; r++) acc += randf(seed, r, i);
+  float acc = th_randf(seed, 0, i);
+  for (int r = 1; r < N; r++) acc += th_randf(seed, r, i);
   return acc;
 }
 
@@ -177,13 +161,13 @@ static float from_lp(gs_dtype t, uint16_t h) {
 static float ref_ring_lp(gs_dtype t, uint64_t seed, int N, size_t n, size_t i) {
   int j;
   seg_of(n, N, i, &j);
-  uint16_t h = to_lp(t, randf(seed, j, i));
-  for (int s = 1; s < N; s++) h = to_lp(t, randf(seed, (j + s) % N, i) + from_lp(t, h));
+  uint16_t h = to_lp(t, th_randf(seed, j, i));
+  for (int s = 1; s < N; s++) h = to_lp(t, th_randf(seed, (j + s) % N, i) + from_lp(t, h));
   return from_lp(t, h);
 }
 static float ref_small_lp(gs_dtype t, uint64_t seed, int N, size_t i) {
-  float acc = from_lp(t, to_lp(t, randf(seed, 0, i)));
-  for (int r = 1; r < N; r++) acc += from_lp(t, to_lp(t, randf(seed, r, i)));
+  float acc = from_lp(t, to_lp(t, th_randf(seed, 0, i)));
+  for (int r = 1; r < N; r++) acc += from_lp(t, to_lp(t, th_randf(seed, r, i)));
   return from_lp(t, to_lp(t, acc));
 }
 
@@ -203,7 +187,7 @@ static int body_order(th_shared *sh, int rank, int world, void *arg) {
   int bad = 0;
   /* ring path; a few rounds with random pauses on one rank, to vary timing */
   for (int rep = 0; rep < 3; rep++) {
-    for (size_t i = 0; i < n; i++) buf[i] = randf(seed, rank, i);
+    for (size_t i = 0; i < n; i++) buf[i] = th_randf(seed, rank, i);
     if (rank == rep % world) usleep(20000);
     if (gs_ring_allreduce(ring, buf, buf, n, rep, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
     size_t wrong = 0;
@@ -217,7 +201,7 @@ static int body_order(th_shared *sh, int rank, int world, void *arg) {
   }
   /* small path: rank order */
   size_t m = 1000;
-  for (size_t i = 0; i < m; i++) buf[i] = randf(seed, rank, i);
+  for (size_t i = 0; i < m; i++) buf[i] = th_randf(seed, rank, i);
   if (gs_ring_allreduce(small, buf, buf, m, 9, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
   size_t wrong = 0;
   for (size_t i = 0; i < m; i++) wrong += buf[i] != ref_small(seed, world, i);
@@ -252,7 +236,7 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
   if (th_ring_open(sh, 3, &o, &r16s, &e) < 0) return th_report(sh, rank, &e);
   float *src = gs_alloc(n * sizeof(float), &e), *dst = gs_alloc(n * sizeof(float), &e);
   uint64_t seed = 7;
-  for (size_t i = 0; i < n; i++) src[i] = randf(seed, rank, i);
+  for (size_t i = 0; i < n; i++) src[i] = th_randf(seed, rank, i);
   int bad = 0;
   gs_ring_stats s32 = {0}, s16 = {0}, sbf = {0};
   if (gs_ring_allreduce(r32, src, dst, n, 0, 0, &s32, &e) < 0) return th_report(sh, rank, &e);
@@ -268,7 +252,7 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
     size_t wrong = 0, far = 0;
     for (size_t i = 0; i < n; i++) {
       double exact = 0;
-      for (int r = 0; r < world; r++) exact += randf(seed, r, i);
+      for (int r = 0; r < world; r++) exact += th_randf(seed, r, i);
       wrong += dst[i] != ref_ring_lp(cases[c].t, seed, world, n, i);
       far += fabs(dst[i] - exact) > cases[c].tol * world;
     }
@@ -289,7 +273,7 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
   }
   /* fp16 through the small path, in place */
   size_t m = 777;
-  for (size_t i = 0; i < m; i++) dst[i] = randf(seed, rank, i);
+  for (size_t i = 0; i < m; i++) dst[i] = th_randf(seed, rank, i);
   if (gs_ring_allreduce(r16s, dst, dst, m, 5, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
   size_t wrong = 0;
   for (size_t i = 0; i < m; i++) wrong += dst[i] != ref_small_lp(GS_F16, seed, world, i);

@@ -36,22 +36,6 @@ static gs_kernels *K;
 static const gs_algo ALGOS[] = {GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_AUTO};
 #define NALGOS 3
 
-static float contribution(int rank, size_t i, int salt) {
-  return (float)((int)((i + 7u * (size_t)rank + 3u * (size_t)salt) % 11u) - 5);
-}
-
-/* splitmix64: deterministic per (seed, rank, i) values */
-static uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-static float randf(uint64_t seed, int rank, size_t i) {
-  uint64_t x = mix(seed * 1000003u + (uint64_t)rank * 7919u + mix(i));
-  return (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
 /* ------------------------------------------------------------------ */
 /* the documented orders, emulated element by element */
 
@@ -66,8 +50,8 @@ static float wire(gs_dtype t, float x) { return t == GS_F32 ? x : from_lp(t, to_
 
 /* rank order 0..N-1, each contribution as the wire carries it */
 static float ref_direct(gs_dtype t, uint64_t seed, int N, size_t i) {
-  float acc = wire(t, randf(seed, 0, i));
-  for (int r = 1; r < N; r++) acc += wire(t, randf(seed, r, i));
+  float acc = wire(t, th_randf(seed, 0, i));
+  for (int r = 1; r < N; r++) acc += wire(t, th_randf(seed, r, i));
   return wire(t, acc);
 }
 
@@ -80,8 +64,8 @@ static float ref_rd(gs_dtype t, uint64_t seed, int N, size_t i) {
   int R = N - P;
   float cur[TH_MAX_WORLD], next[TH_MAX_WORLD];
   for (int nr = 0; nr < P; nr++)
-    cur[nr] = nr < R ? wire(t, randf(seed, 2 * nr + 1, i)) + wire(t, randf(seed, 2 * nr, i))
-                     : randf(seed, nr + R, i);
+    cur[nr] = nr < R ? wire(t, th_randf(seed, 2 * nr + 1, i)) + wire(t, th_randf(seed, 2 * nr, i))
+                     : th_randf(seed, nr + R, i);
   for (int mask = 1; mask < P; mask <<= 1) {
     for (int nr = 0; nr < P; nr++) next[nr] = wire(t, cur[nr]) + wire(t, cur[nr ^ mask]);
     memcpy(cur, next, sizeof cur);
@@ -137,7 +121,7 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
         bool inplace = kind & 1, random = kind & 2;
         uint64_t seed = (uint64_t)slot + 1;
         for (size_t i = 0; i < n; i++)
-          src[i] = random ? randf(seed, rank, i) : contribution(rank, i, slot);
+          src[i] = random ? th_randf(seed, rank, i) : th_contribution(rank, i, slot);
         float *out = inplace ? src : dst;
         if (!inplace) memset(dst, 0xff, n * sizeof(float));
         /* a late rank: the others' next messages wait for it in its queues */
@@ -148,7 +132,7 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
         for (size_t i = 0; i < n; i++) {
           float want = 0;
           if (!random)
-            for (int r = 0; r < world; r++) want += contribution(r, i, slot);
+            for (int r = 0; r < world; r++) want += th_contribution(r, i, slot);
           else if (ran != GS_ALGO_RING)
             want = ref(ran, GS_F32, seed, world, i);
           else
@@ -164,7 +148,7 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
         }
         if (!inplace)
           for (size_t i = 0; i < n; i++)
-            if (src[i] != (random ? randf(seed, rank, i) : contribution(rank, i, slot))) {
+            if (src[i] != (random ? th_randf(seed, rank, i) : th_contribution(rank, i, slot))) {
               fprintf(stderr, "rank %d: out-of-place %s changed src[%zu]\n", rank,
                       gs_algo_name(ran), i);
               bad++;
@@ -197,7 +181,7 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
       o.wire = types[t];
       if (th_ring_open(sh, slot, &o, &r, &e) < 0) return th_report(sh, rank, &e);
       uint64_t seed = 11 + (uint64_t)slot;
-      for (size_t i = 0; i < n; i++) buf[i] = randf(seed, rank, i);
+      for (size_t i = 0; i < n; i++) buf[i] = th_randf(seed, rank, i);
       /* out of place, then the same in place: the same bits */
       if (gs_ring_allreduce(r, buf, out, n, 0, 0, NULL, &e) < 0 ||
           gs_ring_allreduce(r, buf, buf, n, 1, 0, NULL, &e) < 0)
@@ -294,7 +278,7 @@ static int body_sync(th_shared *sh, int rank, int world, void *arg) {
                           .algo = (int)given[c]};
     gs_scaler_init(&cfg.scaler, 1, false);
     for (size_t i = 0; i < SYNC_N; i++) {
-      grads[i] = contribution(rank, i, c);
+      grads[i] = th_contribution(rank, i, c);
       params[i] = 0;
     }
     void *state;
@@ -321,7 +305,7 @@ static int body_sync(th_shared *sh, int rank, int world, void *arg) {
     size_t wrong = 0;
     for (size_t i = 0; i < SYNC_N; i++) {
       float sum = 0;
-      for (int r = 0; r < world; r++) sum += contribution(r, i, c);
+      for (int r = 0; r < world; r++) sum += th_contribution(r, i, c);
       /* training: one SGD step from 0 with the mean gradient */
       float want_p = sum_only ? sum : -0.5f * (sum / (float)world);
       wrong += fabsf(params[i] - want_p) > (sum_only ? 0.0f : 1e-6f);
