@@ -197,3 +197,11 @@ float th_randf(uint64_t seed, int rank, size_t i) {
   uint64_t x = th_mix(seed * 1000003u + (uint64_t)rank * 7919u + th_mix(i));
   return (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
+
+gs_kernels *th_start(void) {
+  signal(SIGPIPE, SIG_IGN);
+  gs_err e = {0};
+  gs_kernels *k = gs_kernels_cpu(1, &e);
+  if (!k) fprintf(stderr, "%s\n", e.msg);
+  return k;
+}

@@ -77,4 +77,8 @@ float th_contribution(int rank, size_t i, int salt);
 uint64_t th_mix(uint64_t x);
 float th_randf(uint64_t seed, int rank, size_t i);
 
+/* A test's start: SIGPIPE ignored, one-thread CPU kernels (NULL, said on
+ * stderr, when they cannot be made). */
+gs_kernels *th_start(void);
+
 #endif

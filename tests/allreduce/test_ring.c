@@ -479,13 +479,8 @@ static int check_fault(int world, int kind, int victim) {
 /* ------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
-  signal(SIGPIPE, SIG_IGN);
-  gs_err e = {0};
-  K = gs_kernels_cpu(1, &e);
-  if (!K) {
-    fprintf(stderr, "%s\n", e.msg);
-    return 1;
-  }
+  K = th_start();
+  if (!K) return 1;
   const char *what = argc > 1 ? argv[1] : "lengths";
   if (!strcmp(what, "lengths")) {
     int lo = argc > 2 ? atoi(argv[2]) : 1, hi = argc > 3 ? atoi(argv[3]) : lo;

@@ -324,13 +324,8 @@ static int body_sync(th_shared *sh, int rank, int world, void *arg) {
 /* ------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
-  signal(SIGPIPE, SIG_IGN);
-  gs_err e = {0};
-  K = gs_kernels_cpu(1, &e);
-  if (!K) {
-    fprintf(stderr, "%s\n", e.msg);
-    return 1;
-  }
+  K = th_start();
+  if (!K) return 1;
   const char *what = argc > 1 ? argv[1] : "sums";
   if (!strcmp(what, "sums")) {
     int lo = argc > 2 ? atoi(argv[2]) : 2, hi = argc > 3 ? atoi(argv[3]) : lo;
