@@ -258,9 +258,11 @@ size_t gs_perf_max_count(const gs_perf_opts *o);
 
 /* Print the table to f (a FILE*) in nccl-tests' layout (perf_print.c):
  * our header lines, its two-line column header, one line per row, and its
- * "Out of bounds values" and "Avg bus bandwidth" lines. Returns the
- * average busbw (over both placements, as nccl-tests). */
-double gs_perf_print(void *f, const gs_perf_opts *o, const char *title, const gs_perf_row *rows,
-                     int nrows);
+ * "Out of bounds values" and "Avg bus bandwidth" lines. */
+void gs_perf_print(void *f, const gs_perf_opts *o, const char *title, const gs_perf_row *rows,
+                   int nrows);
+/* Those two closing figures: the mean busbw over both placements (the
+ * return) and the number of results with a wrong value. */
+double gs_perf_summary(const gs_perf_row *rows, int nrows, int *errors);
 
 #endif

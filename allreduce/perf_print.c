@@ -29,7 +29,21 @@ static void body(FILE *f, const gs_perf_time *t) {
   else fprintf(f, "  %6g", (double)t->wrong);
 }
 
-double gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const gs_perf_row *rows,
+/* as nccl-tests: the results (size and placement) with a wrong value, the
+ * mean busbw of both placements */
+double gs_perf_summary(const gs_perf_row *rows, int nrows, int *errors) {
+  double bw = 0;
+  *errors = 0;
+  for (int i = 0; i < nrows; i++)
+    for (int p = 0; p < 2; p++) {
+      const gs_perf_time *t = p ? &rows[i].ip : &rows[i].oop;
+      *errors += t->wrong && t->wrong != UINT64_MAX;
+      bw += t->busbw;
+    }
+  return nrows ? bw / (2.0 * nrows) : 0.0;
+}
+
+void gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const gs_perf_row *rows,
                      int nrows) {
   FILE *f = fp;
   const char *type = gs_perf_type_name(o->wire), *op = gs_redop_name(o->op);
@@ -53,8 +67,6 @@ double gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const g
   fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s \n", "(B)",
           "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
           "");
-  int errors = 0;
-  double bw = 0;
   for (int i = 0; i < nrows; i++) {
     const gs_perf_row *r = &rows[i];
     fprintf(f, "%12zu  %12zu  %8s  %6s  %6d", r->bytes, r->count, type, op, -1);
@@ -62,18 +74,11 @@ double gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const g
     body(f, &r->ip);
     if (algo) fprintf(f, "  %6s", r->algo ? r->algo : "-");
     fputc('\n', f);
-    for (int p = 0; p < 2; p++) {
-      const gs_perf_time *t = p ? &r->ip : &r->oop;
-      errors += t->wrong && t->wrong != UINT64_MAX;
-      bw += t->busbw;
-    }
   }
-  /* as nccl-tests: the results with a wrong value, the mean busbw of both
-   * placements */
-  bw = nrows ? bw / (2.0 * nrows) : 0.0;
+  int errors;
+  double bw = gs_perf_summary(rows, nrows, &errors);
   fprintf(f, "# %-20s : %d %s\n", "Out of bounds values", errors, errors ? "FAILED" : "OK");
   fprintf(f, "# %-20s : %g \n", "Avg bus bandwidth", bw);
   fprintf(f, "#\n");
   fflush(f);
-  return bw;
 }

@@ -112,11 +112,9 @@ static json_t *json_time(const gs_perf_time *t) {
 /* rows: our flat out-of-place figures (what the charts and report.html
  * read), and both placements as nccl-tests' -J writes them */
 static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world,
-                      const char *device, const gs_perf_row *rows, int nrows, double avg_busbw,
-                      gs_err *e) {
+                      const char *device, const gs_perf_row *rows, int nrows, gs_err *e) {
   const char *type = gs_perf_type_name(o->dtype), *op = gs_redop_name((gs_redop)o->redop);
   json_t *arr = json_array();
-  int errors = 0;
   for (int i = 0; i < nrows; i++) {
     const gs_perf_row *r = &rows[i];
     json_t *row = json_pack("{s:I, s:I, s:s, s:s, s:f, s:f, s:f, s:I, s:I, s:s, s:o, s:o}",
@@ -128,9 +126,9 @@ static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world
                             json_time(&r->ip));
     if (r->algo) json_object_set_new(row, "algo", json_string(r->algo));
     json_array_append_new(arr, row);
-    errors += (r->oop.wrong && r->oop.wrong != UINT64_MAX) +
-              (r->ip.wrong && r->ip.wrong != UINT64_MAX);
   }
+  int errors;
+  double avg_busbw = gs_perf_summary(rows, nrows, &errors);
   const char *isa = "unknown";
   gs_isa_select(&isa, NULL);
   json_t *doc = json_pack("{s:i, s:s, s:s, s:i, s:s, s:s, s:b, s:i, s:i, s:s, s:s, s:o}",
@@ -212,10 +210,10 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
              o->dedicated && mode == GS_MODE_PS ? " (dedicated server)" : "", c.k->name, isa,
              c.k->device == GS_DEV_CUDA && mode == GS_MODE_RING ? "NCCL" : "ZeroMQ tcp",
              pinned ? "pinned to cores (GS_NO_PIN=1: not)" : "not pinned (more ranks than cores)");
-    double avg = gs_perf_print(stdout, &p, title, rows, nrows);
+    gs_perf_print(stdout, &p, title, rows, nrows);
     /* the table as JSON always: the launcher draws busbw.svg and report.html from it */
     const char *dir = env->run_dir ? env->run_dir : o->out;
-    if (dir && (rc = write_json(o, dir, mode, world, c.k->name, rows, nrows, avg, &e)) < 0) goto fail;
+    if (dir && (rc = write_json(o, dir, mode, world, c.k->name, rows, nrows, &e)) < 0) goto fail;
     if (dir && !env->launched && (rc = gs_report_collective(dir, o, &e)) < 0) goto fail;
   }
   for (int i = 0; i < nrows * 2; i++) {
