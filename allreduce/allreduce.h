@@ -191,9 +191,19 @@ size_t gs_ring_small_bytes(const gs_ring *r);
 
 /* ---- the collective benchmark, nccl-tests style ---- */
 
-/* One collective over a backend: dst = sum over ranks of src. */
+/* One collective over a backend: dst = sum over ranks of src (src == dst:
+ * in place). */
 typedef int (*gs_coll_fn)(void *ctx, const float *src, float *dst, size_t count, int64_t iter,
                           gs_err *e);
+
+/* nccl-tests' -o: avg is the sum, then one fp32 multiply by 1/N on every
+ * rank (NCCL's post-divide), timed with the collective. */
+typedef enum gs_redop { GS_REDOP_SUM = 0, GS_REDOP_AVG = 1 } gs_redop;
+const char *gs_redop_name(gs_redop op);  /* "sum", "avg" */
+int gs_redop_parse(const char *s);       /* -1 if not one of them */
+/* nccl-tests' -d names of the wire dtypes: "float", "half", "bfloat16" */
+const char *gs_perf_type_name(gs_dtype t);
+int gs_perf_type_parse(const char *s);   /* -1 if not one of them */
 
 typedef struct gs_perf_opts {
   int rank, world;
@@ -201,7 +211,11 @@ typedef struct gs_perf_opts {
   double factor;                /* -f (>1); sizes min, min*f, ... <= max */
   int iters, warmup;            /* -n, -w */
   bool check;                   /* -c: exact check of every iteration */
-  gs_dtype wire;                /* for the tolerance column (exact in all) */
+  gs_redop op;                  /* -o */
+  /* -d: the dtype the wire carries, which the table counts: a size is
+   * count x its bytes, as nccl-tests counts its buffers (ours stay fp32,
+   * converted at the wire). The inputs are exact in all three. */
+  gs_dtype wire;
   /* Where src/dst live: NULL = host memory; a device table = its memory
    * (filled and checked through to_device / to_host, outside the timing). */
   gs_kernels *k;
@@ -212,22 +226,28 @@ typedef struct gs_perf_opts {
   const char *(*algo_of)(void *ctx, size_t count);
 } gs_perf_opts;
 
-typedef struct gs_perf_row {
-  size_t bytes, count;          /* float32 elements */
+/* One placement's figures (nccl-tests' four columns). */
+typedef struct gs_perf_time {
   double time_us;               /* mean per iteration, max over ranks */
   double algbw, busbw;          /* GB/s, 1e9 bytes per second */
-  uint64_t wrong;               /* elements that differed, over every
-                                   iteration and rank (-1 unchecked) */
+  uint64_t wrong;               /* elements that differed, over every rank
+                                   (UINT64_MAX: unchecked) */
+} gs_perf_time;
+
+typedef struct gs_perf_row {
+  size_t bytes, count;          /* count elements of the wire dtype */
+  gs_perf_time oop, ip;         /* out of place (src != dst), in place */
   const char *algo;             /* what ran (gs_perf_opts.algo_of), or NULL */
 } gs_perf_row;
 
-/* Allocate src/dst for max_bytes, and for each size: warmup, then iters
- * timed collectives, each checked against the exact expected sum (the
- * inputs are small integers, so every summation order is exact; the check
- * is outside the timed region). The time of a size is the mean over
- * iterations of this rank's time, then the max over ranks (exchanged with
- * fn itself). rows gets one row per size (at most *nrows; *nrows set to
- * the number written). */
+/* Allocate src/dst for max_bytes, and for each size, out of place then in
+ * place: warmup, then iters timed collectives back to back, then (check)
+ * one more checked against the exact expected result (the inputs are small
+ * integers, so every summation order is exact; the check is outside the
+ * timed region). The time of a size is the mean over iterations of this
+ * rank's time, then the max over ranks (exchanged with fn itself). rows
+ * gets one row per size (at most *nrows; *nrows set to the number
+ * written). */
 int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_row *rows,
                       int *nrows, gs_err *e);
 
@@ -236,9 +256,13 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
 int gs_perf_sizes(const gs_perf_opts *o);
 size_t gs_perf_max_count(const gs_perf_opts *o);
 
-/* Print the nccl-tests table (header with the busbw formula, one line per
- * row) to f (a FILE*). */
+/* Print the table to f (a FILE*) in nccl-tests' layout (perf_print.c):
+ * our header lines, its two-line column header, one line per row, and its
+ * "Out of bounds values" and "Avg bus bandwidth" lines. */
 void gs_perf_print(void *f, const gs_perf_opts *o, const char *title, const gs_perf_row *rows,
                    int nrows);
+/* Those two closing figures: the mean busbw over both placements (the
+ * return) and the number of results with a wrong value. */
+double gs_perf_summary(const gs_perf_row *rows, int nrows, int *errors);
 
 #endif

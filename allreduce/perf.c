@@ -1,21 +1,24 @@
 /* perf.c: the collective benchmark's core, nccl-tests style (allreduce.h).
  *
- * For each size: `warmup` untimed collectives, then `iters` timed ones back
- * to back (nothing else between them, as nccl-tests times), then, with
- * check, one more that poisons dst (NaN bits) first and is checked element
- * by element against the exact expected sum: rank r contributes
- * ((i + 7r) mod 11) - 5 to element i, small integers whose sum is exact in
- * fp32, fp16 and bf16 in any order, and different on every rank (for
- * r < 11), so a lost or doubled contribution shows. The expected value
- * depends only on i mod 11. A size's time is the mean over iterations on
- * each rank, then the max over ranks, exchanged through the collective
- * itself: each rank writes its time (10 ns units) and wrong count as base-64
- * digits into its own slots of a zeroed vector, values that every wire
- * dtype carries exactly.
+ * For each size, out of place (src != dst) then in place (src == dst):
+ * `warmup` untimed collectives, then `iters` timed ones back to back
+ * (nothing else between them, as nccl-tests times; in place, each one
+ * reduces the previous result again, as there), then, with check, one more
+ * on fresh inputs, checked element by element against the exact expected
+ * value (out of place, dst is poisoned with NaN bits first): rank r
+ * contributes ((i + 7r) mod 11) - 5 to element i, small integers whose sum
+ * is exact in fp32, fp16 and bf16 in any order, and different on every
+ * rank (for r < 11), so a lost or doubled contribution shows. avg is that
+ * exact sum times the fp32 1/N, the one rounding the collective does too,
+ * so it is checked bit for bit as well. The expected value depends only on
+ * i mod 11. A time is the mean over iterations on each rank, then the max
+ * over ranks, exchanged through the collective itself: each rank writes its
+ * times (10 ns units) and wrong counts as base-64 digits into its own slots
+ * of a zeroed vector, values that every wire dtype carries exactly.
  *
  *   algbw = bytes / time         busbw = algbw * 2 (N - 1) / N
  * (nccl-tests' definitions: busbw is what each link carried, comparable
- * across world sizes.) */
+ * across world sizes; bytes = count x the wire dtype's size.) */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +28,7 @@
 #include "allreduce/allreduce.h"
 
 #define DIGITS 6 /* base-64 digits per exchanged number: 2^36 */
+#define SLOTS 4  /* numbers per rank: time and wrong, out of place and in place */
 
 static void put(float *v, uint64_t x) {
   for (int d = 0; d < DIGITS; d++, x >>= 6) v[d] = (float)(x & 63u);
@@ -39,23 +43,42 @@ static float contribution(int rank, size_t i) {
   return (float)((int)((i + 7u * (size_t)rank) % 11u) - 5);
 }
 
+const char *gs_redop_name(gs_redop op) { return op == GS_REDOP_AVG ? "avg" : "sum"; }
+int gs_redop_parse(const char *s) {
+  return !s ? -1 : !strcmp(s, "sum") ? GS_REDOP_SUM : !strcmp(s, "avg") ? GS_REDOP_AVG : -1;
+}
+const char *gs_perf_type_name(gs_dtype t) {
+  return t == GS_F16 ? "half" : t == GS_BF16 ? "bfloat16" : "float";
+}
+int gs_perf_type_parse(const char *s) {
+  for (int t = GS_F32; t <= GS_BF16; t++)
+    if (s && !strcmp(s, gs_perf_type_name((gs_dtype)t))) return t;
+  return -1;
+}
+
+static size_t elt(const gs_perf_opts *o) { return gs_dtype_size(o->wire); }
+
+/* The sizes: min, min*f, ... up to max, whole elements, no repeats. */
+static size_t next_size(const gs_perf_opts *o, double *b, size_t prev) {
+  for (; *b <= (double)o->max_bytes + 0.5;
+       *b = o->factor > 1.0 ? *b * o->factor : *b + (double)o->min_bytes) {
+    size_t sz = (size_t)*b / elt(o) * elt(o);
+    if (sz && sz != prev) return sz;
+  }
+  return 0;
+}
+
 int gs_perf_sizes(const gs_perf_opts *o) {
   if (!o || o->min_bytes == 0 || o->max_bytes < o->min_bytes) return 0;
   int n = 0;
-  size_t prev = 0;
-  for (double b = (double)o->min_bytes; b <= (double)o->max_bytes + 0.5;
-       b = o->factor > 1.0 ? b * o->factor : b + (double)o->min_bytes) {
-    size_t sz = (size_t)b / sizeof(float) * sizeof(float);
-    if (sz == 0 || sz == prev) continue;
-    prev = sz;
-    n++;
-  }
+  double b = (double)o->min_bytes;
+  for (size_t sz = 0; (sz = next_size(o, &b, sz)) != 0;) n++;
   return n;
 }
 
 size_t gs_perf_max_count(const gs_perf_opts *o) {
-  size_t x = 2 * DIGITS * (size_t)(o->world > 0 ? o->world : 1);
-  size_t m = o->max_bytes / sizeof(float);
+  size_t x = SLOTS * DIGITS * (size_t)(o->world > 0 ? o->world : 1);
+  size_t m = o->max_bytes / elt(o);
   return m > x ? m : x;
 }
 
@@ -84,159 +107,184 @@ static int from_buf(const gs_perf_opts *o, void *host, const void *src, size_t b
   return o->k->sync(o->k, e);
 }
 
-/* One collective on (src, dst, n), after setup when the triple is new. */
-static int one(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, const float *src, float *dst,
-               size_t n, int64_t iter, const float **last_src, size_t *last_n, double *dt,
+/* What one run carries from size to size. */
+typedef struct bench {
+  gs_coll_fn fn;
+  void *ctx;
+  const gs_perf_opts *o;
+  float *src, *dst, *xchg, *xsum;   /* on the device */
+  float *hsrc, *hdst, *poison, *hx, *hxs;
+  float expect[11];
+  int64_t iter;
+  const float *last_src;
+  size_t last_n;
+} bench;
+
+/* One collective on (src, dst, n), after setup when the pair is new; avg
+ * scales the sum by 1/N inside the timed region. */
+static int one(bench *b, const float *src, float *dst, size_t n, gs_redop op, double *dt,
                gs_err *e) {
-  if (o->setup && (src != *last_src || n != *last_n)) {
-    GS_TRY(o->setup(ctx, src, dst, n, e));
-    *last_src = src;
-    *last_n = n;
+  const gs_perf_opts *o = b->o;
+  if (o->setup && (src != b->last_src || n != b->last_n)) {
+    GS_TRY(o->setup(b->ctx, src, dst, n, e));
+    b->last_src = src;
+    b->last_n = n;
   }
   double t0 = gs_now();
-  int rc = fn(ctx, src, dst, n, iter, e);
+  int rc = b->fn(b->ctx, src, dst, n, b->iter++, e);
+  if (rc == GS_OK && op == GS_REDOP_AVG) {
+    float inv = 1.0f / (float)o->world;
+    if (o->k) o->k->scale(o->k, n, inv, dst);
+    else
+      for (size_t i = 0; i < n; i++) dst[i] *= inv;
+  }
   if (rc == GS_OK && o->k) rc = o->k->sync(o->k, e);
   *dt = gs_now() - t0;
   return rc;
+}
+
+/* One placement of one size: the mean time of this rank and its wrong
+ * count (in place: src == dst, refilled with the inputs first). */
+static int place(bench *b, float *src, float *dst, size_t n, double *mean, uint64_t *wrong,
+                 gs_err *e) {
+  const gs_perf_opts *o = b->o;
+  size_t bytes = n * sizeof(float);
+  double total = 0, dt;
+  *wrong = 0;
+  if (src == dst) to_buf(o, dst, b->hsrc, bytes);
+  for (int it = -o->warmup; it < o->iters + (o->check ? 1 : 0); it++) {
+    bool checked = it == o->iters;
+    if (checked && src == dst) to_buf(o, dst, b->hsrc, bytes);
+    else if (checked && b->poison) to_buf(o, dst, b->poison, bytes);
+    else if (checked) memset(dst, 0xff, bytes);
+    int rc = one(b, src, dst, n, o->op, &dt, e);
+    if (rc < 0) {
+      gs_err_prefix(e, "%zu-byte all-reduce (%s), iteration %d: ", n * elt(o),
+                    src == dst ? "in place" : "out of place", it);
+      return rc;
+    }
+    if (it >= 0 && !checked) total += dt;
+    if (checked) {
+      GS_TRY(from_buf(o, b->hdst, dst, bytes, e));
+      for (size_t i = 0, j = 0; i < n; i++, j = j == 10 ? 0 : j + 1)
+        *wrong += b->hdst[i] != b->expect[j];
+    }
+  }
+  *mean = total / o->iters;
+  return GS_OK;
+}
+
+/* Max over ranks of the mean times, sum of the wrong counts, into row. */
+static int exchange(bench *b, const double mean[2], const uint64_t wrong[2], gs_perf_row *row,
+                    gs_err *e) {
+  const gs_perf_opts *o = b->o;
+  size_t xn = SLOTS * DIGITS * (size_t)o->world;
+  const uint64_t lim = ((uint64_t)1 << (6 * DIGITS)) - 1;
+  memset(b->hx, 0, xn * sizeof(float));
+  float *mine = b->hx + SLOTS * DIGITS * (size_t)o->rank;
+  for (int p = 0; p < 2; p++) {
+    uint64_t t10ns = (uint64_t)llround(mean[p] * 1e8);
+    put(mine + 2 * p * DIGITS, t10ns < lim ? t10ns : lim);
+    put(mine + (2 * p + 1) * DIGITS, wrong[p] < lim ? wrong[p] : lim);
+  }
+  to_buf(o, b->xchg, b->hx, xn * sizeof(float));
+  double dt;
+  int rc = one(b, b->xchg, b->xsum, xn, GS_REDOP_SUM, &dt, e);
+  if (rc == GS_OK) rc = from_buf(o, b->hxs, b->xsum, xn * sizeof(float), e);
+  if (rc < 0) {
+    gs_err_prefix(e, "exchanging the timings of the %zu-byte all-reduce: ", row->bytes);
+    return rc;
+  }
+  for (int p = 0; p < 2; p++) {
+    double tmax = 0;
+    uint64_t wsum = 0;
+    for (int r = 0; r < o->world; r++) {
+      const float *theirs = b->hxs + SLOTS * DIGITS * (size_t)r;
+      double t = (double)get(theirs + 2 * p * DIGITS) * 1e-8;
+      if (t > tmax) tmax = t;
+      wsum += get(theirs + (2 * p + 1) * DIGITS);
+    }
+    gs_perf_time *pt = p == 0 ? &row->oop : &row->ip;
+    pt->time_us = tmax * 1e6;
+    pt->algbw = tmax > 0 ? (double)row->bytes / tmax / 1e9 : 0;
+    pt->busbw = pt->algbw * (o->world > 1 ? 2.0 * (o->world - 1) / o->world : 0.0);
+    pt->wrong = o->check ? wsum : UINT64_MAX;
+  }
+  return GS_OK;
+}
+
+static void bench_free(bench *b) {
+  const gs_perf_opts *o = b->o;
+  if (o->k) {
+    gs_free(b->hsrc);
+    gs_free(b->hdst);
+  }
+  gs_free(b->poison);
+  gs_free(b->hx);
+  gs_free(b->hxs);
+  buf_free(o, b->src);
+  buf_free(o, b->dst);
+  buf_free(o, b->xchg);
+  buf_free(o, b->xsum);
 }
 
 int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_row *rows,
                       int *nrows, gs_err *e) {
   int cap = *nrows;
   *nrows = 0;
-  if (!fn || !o || o->world < 1 || o->iters < 1 || o->warmup < 0)
-    return GS_FAIL(e, GS_EINVAL, "allreduce perf: bad options (iters >= 1, warmup >= 0)");
+  if (!fn || !o || o->world < 1 || o->iters < 1 || o->warmup < 0 ||
+      (o->op != GS_REDOP_SUM && o->op != GS_REDOP_AVG) || o->wire > GS_BF16)
+    return GS_FAIL(e, GS_EINVAL, "allreduce perf: bad options (iters >= 1, warmup >= 0, op sum "
+                   "or avg, wire fp32, fp16 or bf16)");
   int nsizes = gs_perf_sizes(o);
   if (nsizes == 0)
     return GS_FAIL(e, GS_EINVAL, "allreduce perf: no sizes between %zu and %zu bytes (min >= "
-                   "4 bytes, max >= min)", o->min_bytes, o->max_bytes);
-  size_t maxn = o->max_bytes / sizeof(float);
-  size_t xn = 2 * DIGITS * (size_t)o->world;
-  float *src = buf_alloc(o, maxn * sizeof(float), e);
-  float *dst = buf_alloc(o, maxn * sizeof(float), e);
-  float *xchg = buf_alloc(o, xn * sizeof(float), e);
-  float *xsum = buf_alloc(o, xn * sizeof(float), e);
+                   "%zu bytes, max >= min)", o->min_bytes, o->max_bytes, elt(o));
+  size_t maxn = o->max_bytes / elt(o), mb = maxn * sizeof(float);
+  size_t xb = SLOTS * DIGITS * (size_t)o->world * sizeof(float);
+  bench b = {.fn = fn, .ctx = ctx, .o = o};
+  b.src = buf_alloc(o, mb, e);
+  b.dst = buf_alloc(o, mb, e);
+  b.xchg = buf_alloc(o, xb, e);
+  b.xsum = buf_alloc(o, xb, e);
   /* host side: the inputs, the poison, what comes back, the exchange */
-  float *hsrc = o->k ? gs_alloc(maxn * sizeof(float), e) : src;
-  float *hdst = o->k ? gs_alloc(maxn * sizeof(float), e) : dst;
-  float *poison = o->k && o->check ? gs_alloc(maxn * sizeof(float), e) : NULL;
-  float *hx = gs_alloc(xn * sizeof(float), e), *hxs = gs_alloc(xn * sizeof(float), e);
+  b.hsrc = o->k ? gs_alloc(mb, e) : b.src;
+  b.hdst = o->k ? gs_alloc(mb, e) : b.dst;
+  b.poison = o->k && o->check ? gs_alloc(mb, e) : NULL;
+  b.hx = gs_alloc(xb, e);
+  b.hxs = gs_alloc(xb, e);
   int rc = GS_OK;
-  if (!src || !dst || !xchg || !xsum || !hsrc || !hdst || !hx || !hxs ||
-      (o->k && o->check && !poison)) {
+  if (!b.src || !b.dst || !b.xchg || !b.xsum || !b.hsrc || !b.hdst || !b.hx || !b.hxs ||
+      (o->k && o->check && !b.poison)) {
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for %zu-byte benchmark buffers",
-                 o->rank, o->max_bytes);
+                 o->rank, mb);
     goto out;
   }
-  for (size_t i = 0; i < maxn; i++) hsrc[i] = contribution(o->rank, i);
-  if (o->k) to_buf(o, src, hsrc, maxn * sizeof(float));
-  if (poison) memset(poison, 0xff, maxn * sizeof(float));
-  float expect[11];
+  for (size_t i = 0; i < maxn; i++) b.hsrc[i] = contribution(o->rank, i);
+  if (o->k) to_buf(o, b.src, b.hsrc, mb);
+  if (b.poison) memset(b.poison, 0xff, mb);
   for (size_t j = 0; j < 11; j++) {
     float s = 0;
     for (int r = 0; r < o->world; r++) s += contribution(r, j);
-    expect[j] = s;
+    b.expect[j] = o->op == GS_REDOP_AVG ? s * (1.0f / (float)o->world) : s;
   }
 
-  int64_t iter = 0;
-  size_t prev = 0, last_n = 0;
-  const float *last_src = NULL;
-  for (double b = (double)o->min_bytes; b <= (double)o->max_bytes + 0.5 && *nrows < cap;
-       b = o->factor > 1.0 ? b * o->factor : b + (double)o->min_bytes) {
-    size_t bytes = (size_t)b / sizeof(float) * sizeof(float);
-    if (bytes == 0 || bytes == prev) continue;
-    prev = bytes;
-    size_t n = bytes / sizeof(float);
-    double total = 0, dt;
-    uint64_t wrong = 0;
-    /* timed back to back, as nccl-tests does; then one more, checked */
-    for (int it = -o->warmup; it < o->iters + (o->check ? 1 : 0); it++) {
-      bool checked = it == o->iters;
-      if (checked) {
-        if (poison) to_buf(o, dst, poison, bytes);
-        else memset(dst, 0xff, bytes);
-      }
-      rc = one(fn, ctx, o, src, dst, n, iter++, &last_src, &last_n, &dt, e);
-      if (rc < 0) {
-        gs_err_prefix(e, "%zu-byte all-reduce, iteration %d: ", bytes, it);
-        goto out;
-      }
-      if (it >= 0 && !checked) total += dt;
-      if (checked) {
-        if ((rc = from_buf(o, hdst, dst, bytes, e)) < 0) goto out;
-        for (size_t i = 0, j = 0; i < n; i++, j = j == 10 ? 0 : j + 1) wrong += hdst[i] != expect[j];
-      }
-    }
-    /* max over ranks of the mean time, sum of the wrong counts */
-    memset(hx, 0, xn * sizeof(float));
-    const uint64_t lim = ((uint64_t)1 << (6 * DIGITS)) - 1;
-    uint64_t t10ns = (uint64_t)llround(total / o->iters * 1e8);
-    put(hx + 2 * DIGITS * (size_t)o->rank, t10ns < lim ? t10ns : lim);
-    put(hx + 2 * DIGITS * (size_t)o->rank + DIGITS, wrong < lim ? wrong : lim);
-    to_buf(o, xchg, hx, xn * sizeof(float));
-    rc = one(fn, ctx, o, xchg, xsum, xn, iter++, &last_src, &last_n, &dt, e);
-    if (rc == GS_OK) rc = from_buf(o, hxs, xsum, xn * sizeof(float), e);
-    if (rc < 0) {
-      gs_err_prefix(e, "exchanging the timings of the %zu-byte all-reduce: ", bytes);
+  double at = (double)o->min_bytes;
+  for (size_t bytes = 0; *nrows < cap && (bytes = next_size(o, &at, bytes)) != 0;) {
+    size_t n = bytes / elt(o);
+    double mean[2];
+    uint64_t wrong[2];
+    if ((rc = place(&b, b.src, b.dst, n, &mean[0], &wrong[0], e)) < 0 ||
+        (rc = place(&b, b.dst, b.dst, n, &mean[1], &wrong[1], e)) < 0)
       goto out;
-    }
-    double tmax = 0;
-    uint64_t wsum = 0;
-    for (int r = 0; r < o->world; r++) {
-      double t = (double)get(hxs + 2 * DIGITS * (size_t)r) * 1e-8;
-      if (t > tmax) tmax = t;
-      wsum += get(hxs + 2 * DIGITS * (size_t)r + DIGITS);
-    }
-    gs_perf_row *row = &rows[(*nrows)++];
+    gs_perf_row *row = &rows[*nrows];
     row->bytes = bytes;
     row->count = n;
-    row->time_us = tmax * 1e6;
-    row->algbw = tmax > 0 ? (double)bytes / tmax / 1e9 : 0;
-    row->busbw = row->algbw * (o->world > 1 ? 2.0 * (o->world - 1) / o->world : 0.0);
-    row->wrong = o->check ? wsum : UINT64_MAX;
+    if ((rc = exchange(&b, mean, wrong, row, e)) < 0) goto out;
     row->algo = o->algo_of ? o->algo_of(ctx, n) : NULL;
+    (*nrows)++;
   }
 out:
-  if (o->k) {
-    gs_free(hsrc);
-    gs_free(hdst);
-  }
-  gs_free(poison);
-  gs_free(hx);
-  gs_free(hxs);
-  buf_free(o, src);
-  buf_free(o, dst);
-  buf_free(o, xchg);
-  buf_free(o, xsum);
+  bench_free(&b);
   return rc;
-}
-
-void gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const gs_perf_row *rows,
-                   int nrows) {
-  FILE *f = fp;
-  fprintf(f, "# %s: all-reduce (sum) of float32, %d ranks, %d iterations after %d warm-up\n",
-          title ? title : "allreduce", o->world, o->iters, o->warmup);
-  fprintf(f, "# algbw = size / time; busbw = algbw x 2(n-1)/n = algbw x %.3f "
-          "(GB/s = 1e9 bytes/s)\n", o->world > 1 ? 2.0 * (o->world - 1) / o->world : 0.0);
-  fprintf(f, "# time: mean of the timed iterations, run back to back, max over ranks; #wrong: "
-          "elements differing from the exact sum in one more, checked, iteration, over every "
-          "rank (integer inputs: tolerance 0)\n");
-  /* the algorithm column only where the backend names one */
-  bool algo = false;
-  for (int i = 0; i < nrows; i++) algo |= rows[i].algo != NULL;
-  fprintf(f, "#%11s %12s %6s %6s %11s %8s %8s %8s%s\n", "size", "count", "type", "redop",
-          "time", "algbw", "busbw", "#wrong", algo ? "   algo" : "");
-  fprintf(f, "#%11s %12s %6s %6s %11s %8s %8s %8s\n", "(B)", "(elements)", "", "", "(us)",
-          "(GB/s)", "(GB/s)", "");
-  for (int i = 0; i < nrows; i++) {
-    const gs_perf_row *r = &rows[i];
-    char wrong[24];
-    if (r->wrong == UINT64_MAX) snprintf(wrong, sizeof wrong, "N/A");
-    else snprintf(wrong, sizeof wrong, "%" PRIu64, r->wrong);
-    fprintf(f, "%12zu %12zu %6s %6s %11.2f %8.3f %8.3f %8s", r->bytes, r->count, "float",
-            "sum", r->time_us, r->algbw, r->busbw, wrong);
-    if (algo) fprintf(f, " %6s", r->algo ? r->algo : "-");
-    fputc('\n', f);
-  }
-  fflush(f);
 }

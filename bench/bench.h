@@ -97,6 +97,9 @@ typedef struct gs_opts {
   int iters, warmup_iters;
   bool check;
   int algo;                  /* --algo: allreduce.h gs_algo (the ring's) */
+  const char *redop_arg, *dtype_arg;  /* -o, -d as given (collective.c checks them) */
+  int redop;                 /* allreduce.h gs_redop */
+  gs_dtype dtype;            /* the wire dtype -d names */
 
   /* what was given on the command line (join mode re-checks these) */
   bool world_given, mode_given;
@@ -120,6 +123,8 @@ int gs_cluster_parse_delay(const char *s, double *out, gs_err *e);
  * fine; else the sentence of the error), then their own checks */
 const char *gs_model_flag_refused(const gs_opts *o, const char *name);
 int gs_model_resolve(gs_opts *o, gs_err *e);
+/* --collective's -o and -d (collective.c): nccl-tests' names to ours */
+int gs_collective_resolve(gs_opts *o, gs_err *e);
 void gs_opts_usage(FILE *f);
 void gs_opts_free(gs_opts *o);
 

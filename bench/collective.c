@@ -58,15 +58,16 @@ static int setup(void *vc, const float *src, float *dst, size_t count, gs_err *e
   cfg->n = count;
   cfg->buckets = &c->bucket;
   cfg->nbuckets = 1;
-  cfg->wire = GS_F32;
+  cfg->wire = c->o->dtype;
   gs_scaler_init(&cfg->scaler, 1.0f, false);
   cfg->sum_only = true;
   cfg->algo = c->o->algo;
   cfg->dedicated = c->o->dedicated;
   char settings[512];
   snprintf(settings, sizeof settings, "collective=allreduce\nmode=%s\nworld=%d\ncount=%zu\n"
-           "device=%s\nps_dedicated=%d\nalgo=%s\n", gs_mode_name(c->mode), c->job.world, count,
-           c->k->name, c->o->dedicated, gs_algo_name((gs_algo)c->o->algo));
+           "device=%s\nps_dedicated=%d\nalgo=%s\nop=%s\ndtype=%s\n", gs_mode_name(c->mode),
+           c->job.world, count, c->k->name, c->o->dedicated, gs_algo_name((gs_algo)c->o->algo),
+           gs_redop_name((gs_redop)c->o->redop), gs_dtype_name(c->o->dtype));
   GS_TRY(gs_job_meet(&c->job, gs_job_backend(c->mode, c->k), cfg, settings, NULL, e));
   return gs_job_open(&c->job, cfg, &c->s, e);
 }
@@ -88,18 +89,46 @@ static const char *algo_of(void *vc, size_t count) {
   return gs_algo_name(gs_algo_pick((gs_algo)c->o->algo, count, c->job.world));
 }
 
+int gs_collective_resolve(gs_opts *o, gs_err *e) {
+  int op = gs_redop_parse(o->redop_arg), t = gs_perf_type_parse(o->dtype_arg);
+  if (op < 0)
+    return GS_FAIL(e, GS_EINVAL, "-o (--op) '%s': sum or avg (prod, min and max are not "
+                   "supported)", o->redop_arg);
+  if (t < 0)
+    return GS_FAIL(e, GS_EINVAL, "-d (--datatype) '%s': float, half or bfloat16 (the wire "
+                   "dtypes; double and the integer types are not supported)", o->dtype_arg);
+  o->redop = op;
+  o->dtype = (gs_dtype)t;
+  return GS_OK;
+}
+
+/* one placement's figures, under nccl-tests' JSON names (time in us) */
+static json_t *json_time(const gs_perf_time *t) {
+  return json_pack("{s:f, s:f, s:f, s:o}", "time", t->time_us, "alg_bw", t->algbw, "bus_bw",
+                   t->busbw, "nwrong", t->wrong == UINT64_MAX ? json_null()
+                   : json_integer((json_int_t)t->wrong));
+}
+
+/* rows: our flat out-of-place figures (what the charts and report.html
+ * read), and both placements as nccl-tests' -J writes them */
 static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world,
                       const char *device, const gs_perf_row *rows, int nrows, gs_err *e) {
+  const char *type = gs_perf_type_name(o->dtype), *op = gs_redop_name((gs_redop)o->redop);
   json_t *arr = json_array();
   for (int i = 0; i < nrows; i++) {
-    json_t *row = json_pack("{s:I, s:I, s:s, s:s, s:f, s:f, s:f, s:I}", "size_bytes",
-                            (json_int_t)rows[i].bytes, "count", (json_int_t)rows[i].count, "type",
-                            "float", "redop", "sum", "time_us", rows[i].time_us, "algbw_gbps",
-                            rows[i].algbw, "busbw_gbps", rows[i].busbw, "wrong",
-                            (json_int_t)rows[i].wrong);
-    if (rows[i].algo) json_object_set_new(row, "algo", json_string(rows[i].algo));
+    const gs_perf_row *r = &rows[i];
+    json_t *row = json_pack("{s:I, s:I, s:s, s:s, s:f, s:f, s:f, s:I, s:I, s:s, s:o, s:o}",
+                            "size_bytes", (json_int_t)r->bytes, "count", (json_int_t)r->count,
+                            "type", type, "redop", op, "time_us", r->oop.time_us, "algbw_gbps",
+                            r->oop.algbw, "busbw_gbps", r->oop.busbw, "wrong",
+                            (json_int_t)r->oop.wrong, "size", (json_int_t)r->bytes, "root",
+                            "-1", "out_of_place", json_time(&r->oop), "in_place",
+                            json_time(&r->ip));
+    if (r->algo) json_object_set_new(row, "algo", json_string(r->algo));
     json_array_append_new(arr, row);
   }
+  int errors;
+  double avg_busbw = gs_perf_summary(rows, nrows, &errors);
   const char *isa = "unknown";
   gs_isa_select(&isa, NULL);
   json_t *doc = json_pack("{s:i, s:s, s:s, s:i, s:s, s:s, s:b, s:i, s:i, s:s, s:s, s:o}",
@@ -110,6 +139,9 @@ static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world
                           o->warmup_iters, "busbw_formula", "busbw = algbw * 2(N-1)/N",
                           "units", "GB/s = 1e9 bytes/s; time in microseconds per all-reduce, "
                           "the max over ranks of each rank's mean", "rows", arr);
+  json_object_set_new(doc, "out_of_bounds", json_pack("{s:i, s:b}", "count", errors, "okay",
+                                                      errors == 0));
+  json_object_set_new(doc, "average_bus_bandwidth", json_pack("{s:f}", "bandwidth", avg_busbw));
   if (mode == GS_MODE_RING && !strcmp(device, "cpu"))
     json_object_set_new(doc, "algo", json_string(gs_algo_name((gs_algo)o->algo)));
   char path[4200];
@@ -152,10 +184,11 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
 
   gs_perf_opts p = {.rank = rank, .world = world, .min_bytes = o->min_bytes,
                     .max_bytes = o->max_bytes, .factor = o->factor, .iters = o->iters,
-                    .warmup = o->warmup_iters, .check = o->check, .wire = GS_F32,
+                    .warmup = o->warmup_iters, .check = o->check,
+                    .op = (gs_redop)o->redop, .wire = o->dtype,
                     .k = c.k->device == GS_DEV_CPU ? NULL : c.k, .setup = setup,
                     .algo_of = algo_of};
-  if (p.min_bytes < sizeof(float)) p.min_bytes = sizeof(float);
+  if (p.min_bytes < gs_dtype_size(p.wire)) p.min_bytes = gs_dtype_size(p.wire);
   int cap = gs_perf_sizes(&p);
   rows = calloc((size_t)(cap > 0 ? cap : 1), sizeof *rows);
   if (!rows) { rc = GS_FAIL(&e, GS_ENOMEM, "out of memory"); goto fail; }
@@ -178,20 +211,20 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
              c.k->device == GS_DEV_CUDA && mode == GS_MODE_RING ? "NCCL" : "ZeroMQ tcp",
              pinned ? "pinned to cores (GS_NO_PIN=1: not)" : "not pinned (more ranks than cores)");
     gs_perf_print(stdout, &p, title, rows, nrows);
-    double sum = 0;
-    for (int i = 0; i < nrows; i++) sum += rows[i].busbw;
-    printf("# Avg bus bandwidth    : %.4f GB/s\n", nrows ? sum / nrows : 0.0);
     /* the table as JSON always: the launcher draws busbw.svg and report.html from it */
     const char *dir = env->run_dir ? env->run_dir : o->out;
     if (dir && (rc = write_json(o, dir, mode, world, c.k->name, rows, nrows, &e)) < 0) goto fail;
     if (dir && !env->launched && (rc = gs_report_collective(dir, o, &e)) < 0) goto fail;
   }
-  for (int i = 0; i < nrows; i++)
-    if (rows[i].wrong && rows[i].wrong != UINT64_MAX) {
-      rc = GS_FAIL(&e, GS_EMISMATCH, "%llu wrong value(s) in the %zu-byte all-reduce (exact "
-                   "integer sums expected)", (unsigned long long)rows[i].wrong, rows[i].bytes);
+  for (int i = 0; i < nrows * 2; i++) {
+    const gs_perf_time *t = i % 2 ? &rows[i / 2].ip : &rows[i / 2].oop;
+    if (t->wrong && t->wrong != UINT64_MAX) {
+      rc = GS_FAIL(&e, GS_EMISMATCH, "%llu wrong value(s) in the %zu-byte all-reduce, %s (exact "
+                   "results expected)", (unsigned long long)t->wrong, rows[i / 2].bytes,
+                   i % 2 ? "in place" : "out of place");
       goto fail;
     }
+  }
   goto done;
 fail:
   close_session(&c, false, NULL);

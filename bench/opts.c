@@ -415,6 +415,10 @@ static const flag FLAGS[] = {
   WORD("algo", "A", "auto", NULL, "collective: the ring's algorithm: ring, rd (recursive "
        "doubling), direct (every rank to every rank), or auto (rd for small sizes, ring above)",
        p_algo, algo),
+  NUM("op", 'o', "OP", "sum", "collective: the reduction: sum, or avg (the sum / N)", p_str,
+      redop_arg, 0, 0),
+  NUM("datatype", 'd', "TYPE", "float", "collective: the wire's dtype: float, half or bfloat16 "
+      "(size = count x 4 or 2 bytes)", p_str, dtype_arg, 0, 0),
   SWITCH("calibrate", 0, NULL, "no training: measure this machine for the cost model "
          "(transport, kernels, optimizer, --model's compute at --batch) and write a calibration "
          "to --out FILE [results/calibration-<timestamp>.json]; --link/--latency add a what-if "
@@ -629,6 +633,7 @@ static int resolve(gs_opts *o, gs_err *e) {
     for (int i = 0; i < o->nmodes; i++)
       if (o->modes[i] == GS_MODE_LOCAL)
         return GS_FAIL(e, GS_EINVAL, "--collective needs --mode ps or ring");
+    GS_TRY(gs_collective_resolve(o, e));
   }
   GS_TRY(gs_cluster_resolve(o, e));
   if (o->save_params) {

@@ -92,7 +92,7 @@ static int body(th_shared *sh, int rank, int world, void *arg) {
     gs_perf_print(stdout, &p, title, rows, n);
   }
   bool wrong = false;
-  for (int i = 0; i < n && p.check; i++) wrong |= rows[i].wrong != 0;
+  for (int i = 0; i < n && p.check; i++) wrong |= rows[i].oop.wrong || rows[i].ip.wrong;
   gs_ring_close(c.r, rc == 0, NULL);
   free(rows);
   k->destroy(k);

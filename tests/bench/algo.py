@@ -15,7 +15,8 @@ import re
 
 from common import check, finish, run, tmpdir
 
-ROW = re.compile(r"^\s+(\d+)\s+\d+\s+float\s+sum\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(\d+)\s+(\S+)$", re.M)
+ROW = re.compile(r"^\s+(\d+)\s+\d+\s+float\s+sum\s+-1\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(\d+)"
+                 r"\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+0\s+(\S+)$", re.M)
 
 
 def collective(world, algo, lo, hi, factor):

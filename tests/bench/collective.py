@@ -1,10 +1,18 @@
 #!/usr/bin/python3
-"""collective.py: `bench --collective allreduce` as nccl-tests users read it.
+"""collective.py: `bench --collective allreduce` read the way a script reads
+nccl-tests' all_reduce_perf output.
 
-For ring and ps (world 2 and 3): one table row per size from -b to -e by
--f, numbers in every column, busbw = algbw x 2(N-1)/N, zero wrong values
-(every iteration checked against the exact sum), and --json writes the same
-rows machine-readably.
+The parser below knows only nccl-tests' layout: a data row is size, count,
+type, redop, root, then time/algbw/busbw/#wrong out of place and the same in
+place (an optional last column, as -T's timestamp: here the ring's
+algorithm); the table closes with "# Out of bounds values : N OK|FAILED" and
+"# Avg bus bandwidth    : X". For ring and ps at world 2 and 3 (and with
+-o avg, -d half / bfloat16): every line of the table parses, the sizes are
+-b to -e by -f in whole elements of the type, the columns hold what was
+asked, busbw = algbw x 2(N-1)/N, #wrong is 0 both ways, 0 out-of-bounds
+values, the average is the mean busbw of both placements, and the JSON
+holds the same rows. Wrong -o / -d values, or either without --collective,
+are usage errors (exit 2) naming the flag.
 
     collective.py BENCH"""
 import json
@@ -13,36 +21,145 @@ import re
 
 from common import check, finish, run, tmpdir
 
-for mode, world in (("ring", 2), ("ring", 3), ("ps", 2), ("ps", 3)):
+NUM = r"([\d.]+(?:e[+-]?\d+)?)"
+WRONG = r"(\d+|N/A)"
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)" +
+                 (r"\s+" + NUM + r"\s+" + NUM + r"\s+" + NUM + r"\s+" + WRONG) * 2 +
+                 r"(?:\s+(\S+))?\s*$")
+OOB = re.compile(r"^# Out of bounds values : (\d+) (OK|FAILED)\s*$", re.M)
+AVG = re.compile(r"^# Avg bus bandwidth    : " + NUM + r"\s*$", re.M)
+HEAD1 = re.compile(r"^#\s+out-of-place\s+in-place\s*$", re.M)
+HEAD2 = re.compile(r"^#\s+size\s+count\s+type\s+redop\s+root\s+time\s+algbw\s+busbw\s+#wrong"
+                   r"\s+time\s+algbw\s+busbw\s+#wrong(?:\s+\S+)?\s*$", re.M)
+
+
+def parse(out):
+    """(rows, lines that are neither a row nor a comment, out-of-bounds, avg) of the table
+    between its column header and its "Out of bounds" line, as nccl-tests scripts do"""
+    lines = out.splitlines()
+    start = next((i for i, l in enumerate(lines) if HEAD2.match(l)), None)
+    end = next((i for i, l in enumerate(lines) if OOB.match(l)), None)
+    if start is None or end is None:
+        return [], ["no column header or no 'Out of bounds' line"], None, None
+    rows, bad = [], []
+    for l in lines[start + 1:end]:
+        m = ROW.match(l)
+        if m:
+            g = m.groups()
+            rows.append({"size": int(g[0]), "count": int(g[1]), "type": g[2], "redop": g[3],
+                         "root": int(g[4]),
+                         "oop": tuple(g[5:9]), "ip": tuple(g[9:13]), "extra": g[13]})
+        elif not l.startswith("#"):
+            bad.append(l)
+    oob = OOB.search(out)
+    avg = AVG.search(out)
+    return rows, bad, (int(oob.group(1)), oob.group(2)), float(avg.group(1)) if avg else None
+
+
+# the parser reads all_reduce_perf's own output (an older release: 5-wide #wrong)
+NCCL = """#
+#                                                              out-of-place                       in-place          
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       
+           8             2     float     sum      -1    36.29    0.00    0.00      0    35.02    0.00    0.00      0
+   134217728      33554432     float     sum      -1   1563.5   85.85  150.23      0   1561.4   85.96  150.43      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 37.6657 
+#
+"""
+rows, bad, oob, avg = parse(NCCL)
+check(len(rows) == 2 and not bad and rows[1]["ip"] == ("1561.4", "85.96", "150.43", "0") and
+      oob == (0, "OK") and avg == 37.6657, f"nccl-tests' own output: {rows} {bad} {oob} {avg}")
+rows, bad, _, _ = parse(NCCL.replace("   85.85", ""))
+check(len(rows) == 1 and len(bad) == 1, "a row with a column missing parses")
+
+
+def sizes(lo, hi, factor, elt):
+    """nccl-tests' -b -e -f, in whole elements"""
+    out, b = [], float(lo)
+    while b <= hi + 0.5:
+        s = int(b) // elt * elt
+        if s and (not out or s != out[-1]):
+            out.append(s)
+        b *= factor
+    return out
+
+
+def collective(mode, world, lo, hi, factor, op="sum", dtype="float"):
+    what = f"{mode} w{world} -o {op} -d {dtype}"
     d = tmpdir()
-    r = run(["--mode", mode, "--world", str(world), "--collective", "allreduce", "-b", "8",
-             "-e", "1M", "-f", "4", "-n", "3", "-w", "1", "--json", "--timeout", "20",
-             "--threads", "1", "--out", d])
-    if not check(r.returncode == 0, f"{mode} w{world}: exit {r.returncode}: {r.stderr}"):
-        continue
-    check("busbw = algbw x 2(n-1)/n" in r.stdout.lower(), f"{mode}: no formula beside the table")
-    # the ring names its algorithm per size in a last column (algo.py checks it)
-    rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+float\s+sum\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)"
-                      r"(?:\s+(?:ring|rd|direct))?$", r.stdout, re.M)
-    sizes = [int(x[0]) for x in rows]
-    check(sizes == [8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288],
-          f"{mode} w{world}: sizes {sizes}")
-    for size, count, t, alg, bus, wrong in rows:
-        check(int(count) * 4 == int(size), "count x 4 != size")
-        check(float(t) > 0, "time not positive")
-        check(int(wrong) == 0, f"{mode} w{world} size {size}: {wrong} wrong")
-        a, b = float(alg), float(bus)
-        exp_alg = int(size) / (float(t) * 1e-6) / 1e9
-        check(abs(a - exp_alg) <= 0.0011 + 0.01 * exp_alg, f"algbw {a} != size/time {exp_alg}")
-        check(abs(b - a * 2 * (world - 1) / world) <= 0.0011 + 0.01 * b, f"busbw {b} vs algbw {a}")
+    args = ["--mode", mode, "--world", str(world), "--collective", "allreduce", "-b", str(lo),
+            "-e", str(hi), "-f", str(factor), "-n", "3", "-w", "1", "--json", "--timeout", "20",
+            "--threads", "1", "--out", d]
+    if op != "sum":
+        args += ["-o", op]
+    if dtype != "float":
+        args += ["-d", dtype]
+    r = run(args)
+    if not check(r.returncode == 0, f"{what}: exit {r.returncode}: {r.stderr}"):
+        return
+    out = r.stdout
+    check("busbw = algbw x 2(n-1)/n" in out.lower(), f"{what}: no formula beside the table")
+    check(HEAD1.search(out) and HEAD2.search(out), f"{what}: no nccl-tests header:\n{out}")
+    rows, bad, oob, avg = parse(out)
+    check(not bad, f"{what}: lines that do not parse: {bad}")
+    elt = 4 if dtype == "float" else 2
+    want = sizes(lo, hi, factor, elt)
+    check([x["size"] for x in rows] == want, f"{what}: sizes {[x['size'] for x in rows]}, "
+          f"expected {want}")
+    bus = []
+    for x in rows:
+        check(x["count"] * elt == x["size"], f"{what}: count {x['count']} x {elt} != size")
+        check((x["type"], x["redop"], x["root"]) == (dtype, op, -1),
+              f"{what}: type/redop/root {x['type']} {x['redop']} {x['root']}")
+        for where in ("oop", "ip"):
+            t, alg, b, wrong = x[where]
+            t, a, b = float(t), float(alg), float(b)
+            check(t > 0, f"{what} {x['size']} {where}: time {t}")
+            check(wrong == "0", f"{what} size {x['size']} {where}: {wrong} wrong")
+            exp_alg = x["size"] / (t * 1e-6) / 1e9
+            check(abs(a - exp_alg) <= 0.0051 + 0.01 * exp_alg,
+                  f"{what}: algbw {a} != size/time {exp_alg}")
+            check(abs(b - a * 2 * (world - 1) / world) <= 0.0126 + 0.01 * b,
+                  f"{what}: busbw {b} vs algbw {a}")
+            bus.append(b)
+    check(oob == (0, "OK"), f"{what}: out of bounds line {oob}")
+    check(avg is not None and bus and abs(avg - sum(bus) / len(bus)) <= 0.006 + 0.01 * avg,
+          f"{what}: avg bus bandwidth {avg}, rows' mean {sum(bus) / max(len(bus), 1)}")
     path = os.path.join(d, f"collective-{mode}-w{world}.json")
     try:
         j = json.load(open(path))
         check(j["world"] == world and j["mode"] == mode and len(j["rows"]) == len(rows),
               f"{path}: {j.get('world')} {j.get('mode')} {len(j.get('rows', []))} rows")
-        check(all(isinstance(x["busbw_gbps"], float) and x["wrong"] == 0 for x in j["rows"]),
-              f"{path}: rows")
-    except (OSError, ValueError, KeyError) as e:
+        for x, jr in zip(rows, j["rows"]):
+            check(jr["size"] == x["size"] and jr["type"] == dtype and jr["redop"] == op,
+                  f"{path}: row {jr}")
+            for where, key in (("oop", "out_of_place"), ("ip", "in_place")):
+                p = jr[key]
+                check(isinstance(p["bus_bw"], float) and p["nwrong"] == 0 and
+                      abs(p["time"] - float(x[where][0])) <= 0.006 + 0.01 * p["time"],
+                      f"{path}: {key} {p} vs the table's {x[where]}")
+            check(jr["busbw_gbps"] == jr["out_of_place"]["bus_bw"], f"{path}: flat busbw")
+        check(j["out_of_bounds"] == {"count": 0, "okay": True}, f"{path}: out_of_bounds")
+    except (OSError, ValueError, KeyError, TypeError) as e:
         check(False, f"{path}: {e}")
+
+
+for mode, world in (("ring", 2), ("ring", 3), ("ps", 2), ("ps", 3)):
+    collective(mode, world, 8, 1 << 20, 4)
+collective("ring", 3, 6, 40000, 5, "avg", "half")
+collective("ps", 3, 6, 40000, 5, "avg", "bfloat16")
+collective("ring", 2, 4, 4096, 8, "sum", "bfloat16")
+
+# usage errors name the flag and what it takes
+for args, flag in ((["--collective", "allreduce", "-o", "prod"], "-o"),
+                   (["--collective", "allreduce", "-d", "double"], "-d"),
+                   (["--steps", "2", "-o", "avg"], "-o"),
+                   (["--steps", "2", "--datatype", "half"], "-d")):
+    r = run(["--mode", "ring", "--world", "2"] + args, timeout=60)
+    check(r.returncode == 2 and flag in r.stderr, f"{args}: exit {r.returncode}, {r.stderr}")
+    if "--collective" in args:
+        check("sum or avg" in r.stderr or "float, half or bfloat16" in r.stderr,
+              f"{args}: the supported values are not named: {r.stderr}")
 
 finish("collective")
