@@ -165,6 +165,36 @@ void gs_ring_set_job(gs_ring *r, uint64_t job);
 int gs_ring_allreduce(gs_ring *r, const float *src, float *dst, size_t count, int64_t step,
                       int bucket, gs_ring_stats *st, gs_err *e);
 
+/* ---- the other collectives on the same ring (ring_coll.c) ----
+ * The layout of the parted collectives: count elements cut in world parts
+ * in rank order, rank r's part at gs_ring_part(count, world, r) (the first
+ * count mod world parts one element longer; parts may be empty when count <
+ * world). Same contract as gs_ring_allreduce otherwise: every rank calls
+ * with the same count, step and (for broadcast and reduce) root; on failure
+ * the ring is unusable. Sums are in a fixed order, whatever the timing.
+ *
+ *   reduce_scatter  src: count elements; on return dst's part `rank`
+ *                   (dst + off, len) holds that part's sum over ranks; the
+ *                   rest of dst (count elements) holds partial sums.
+ *                   src == dst allowed. The all-reduce's first phase.
+ *   all_gather      src: this rank's part (len elements; src == dst + off
+ *                   allowed); on return dst (count elements) holds every
+ *                   rank's part, the same bits on every rank. Its second.
+ *   broadcast       dst = root's src on every rank (src read only on root;
+ *                   src == dst allowed): a chain root -> root+1 -> ...
+ *   reduce          root's dst = sum over ranks of src: a chain root+1 ->
+ *                   ... -> root, each hop adding its own; dst on the other
+ *                   ranks is scratch (partial sums, or untouched). */
+void gs_ring_part(size_t count, int world, int rank, size_t *off, size_t *len);
+int gs_ring_reduce_scatter(gs_ring *r, const float *src, float *dst, size_t count, int64_t step,
+                           gs_ring_stats *st, gs_err *e);
+int gs_ring_all_gather(gs_ring *r, const float *src, float *dst, size_t count, int64_t step,
+                       gs_ring_stats *st, gs_err *e);
+int gs_ring_broadcast(gs_ring *r, const float *src, float *dst, size_t count, int root,
+                      int64_t step, gs_ring_stats *st, gs_err *e);
+int gs_ring_reduce(gs_ring *r, const float *src, float *dst, size_t count, int root,
+                   int64_t step, gs_ring_stats *st, gs_err *e);
+
 /* Make a gs_ring_allreduce running in another thread fail soon (within
  * ~50 ms) with GS_EINTR. */
 void gs_ring_interrupt(gs_ring *r);

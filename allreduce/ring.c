@@ -93,8 +93,6 @@
 #define DEFAULT_SPIN_US 100
 #define SPIN_MAX_BYTES ((size_t)4 << 20)
 
-static const char *phase_name[] = {"reduce-scatter", "all-gather", "all-gather of whole vectors"};
-
 /* "256K", "4M", "1G" or plain bytes; returns fallback when unset/invalid. */
 static size_t env_size(const char *name, size_t fallback) {
   const char *s = getenv(name);
@@ -112,7 +110,7 @@ static size_t env_size(const char *name, size_t fallback) {
   return (size_t)v;
 }
 
-static void seg_range(size_t n, int N, int j, size_t *off, size_t *len) {
+void gs_ring_seg_range(size_t n, int N, int j, size_t *off, size_t *len) {
   size_t q = n / (size_t)N, rem = n % (size_t)N, uj = (size_t)j;
   *len = q + (uj < rem);
   *off = uj * q + (uj < rem ? uj : rem);
@@ -131,92 +129,8 @@ static size_t chunks_per_segment(const gs_ring *r, size_t n) {
   return segmax ? (segmax + ce - 1) / ce : 1;
 }
 
-typedef struct want {
-  int phase, ring_step, segment, chunk;
-  size_t offset, count;
-} want;
+size_t gs_ring_chunks(const gs_ring *r, size_t n) { return chunks_per_segment(r, n); }
 
-/* Where a chunk belongs, put in words only when an error needs it:
- * "reduce-scatter step 2/3 of bucket 3, step 14". */
-typedef struct where_ctx {
-  const gs_ring *r;
-  const want *w;
-  char buf[160];
-} where_ctx;
-
-static void chunk_where(const void *ctx, char *buf, size_t cap) {
-  const where_ctx *c = ctx;
-  snprintf(buf, cap, "%s step %d/%d of bucket %d, step %" PRId64, phase_name[c->w->phase],
-           c->w->ring_step + 1, c->r->o.world - 1, c->r->cur_bucket, c->r->cur_step);
-}
-
-static const char *wtext(where_ctx *c) {
-  chunk_where(c, c->buf, sizeof c->buf);
-  return c->buf;
-}
-
-/* Receive the chunk w describes; payload holds its bytes. */
-static int recv_chunk(gs_ring *r, const want *w, zmq_msg_t *payload, uint64_t *bytes,
-                      gs_err *e) {
-  where_ctx wc = {.r = r, .w = w};
-  gs_link_where lw = {.fn = chunk_where, .ctx = &wc};
-  Gradsync__Envelope *env;
-  int rc = gs_link_recv(r->link, "chunk", &lw, r->spin_now, &env, payload, bytes, e);
-  if (rc < 0) return rc;
-  if (env->body_case != GRADSYNC__ENVELOPE__BODY_CHUNK || !env->chunk)
-    return GS_FAIL(e, GS_EPROTO, "rank %d: a %s message from rank %d (left) where a chunk was "
-                   "expected, in %s", r->o.rank, gs_wire_kind(env), r->left, wtext(&wc));
-  const Gradsync__Chunk *c = env->chunk;
-  gs_dtype dt = gs_wire_dtype(c->dtype);
-  if (c->total != r->cur_total)
-    return GS_FAIL(e, GS_EMISMATCH, "rank %d: rank %d (left) all-reduces %" PRIu64 " elements "
-                   "and rank %d %zu, in %s: every rank must pass the same count", r->o.rank,
-                   r->left, (uint64_t)c->total, r->o.rank, r->cur_total, wtext(&wc));
-  if (c->step != (uint64_t)r->cur_step || c->bucket != (uint32_t)r->cur_bucket ||
-      c->phase != (uint32_t)w->phase || c->ring_step != (uint32_t)w->ring_step ||
-      c->segment != (uint32_t)w->segment || c->chunk != (uint32_t)w->chunk ||
-      c->offset != w->offset || c->count != w->count || dt != r->o.wire ||
-      (int)c->dtype != (int)gs_wire_pbdtype(dt))
-    return GS_FAIL(e, GS_EPROTO, "rank %d: unexpected chunk from rank %d (left) in %s: got "
-                   "step %" PRIu64 " bucket %u %s step %u segment %u chunk %u offset %" PRIu64
-                   " count %" PRIu64 " %s, expected step %" PRId64 " bucket %d segment %d "
-                   "chunk %d offset %zu count %zu %s (ranks out of step, or configured "
-                   "differently)", r->o.rank, r->left, wtext(&wc), (uint64_t)c->step, c->bucket,
-                   c->phase <= PH_SMALL ? phase_name[c->phase] : "unknown-phase", c->ring_step + 1,
-                   c->segment, c->chunk, (uint64_t)c->offset, (uint64_t)c->count,
-                   gs_dtype_name(dt), r->cur_step, r->cur_bucket, w->segment, w->chunk,
-                   w->offset, w->count, gs_dtype_name(r->o.wire));
-  size_t want_bytes = w->count * gs_dtype_size(r->o.wire);
-  if (zmq_msg_size(payload) != want_bytes)
-    return GS_FAIL(e, GS_EPROTO, "rank %d: a chunk from rank %d (left) in %s holds %zu bytes; "
-                   "its header promises %zu (%zu x %s): truncated or corrupt", r->o.rank,
-                   r->left, wtext(&wc), zmq_msg_size(payload), want_bytes, w->count,
-                   gs_dtype_name(r->o.wire));
-  return GS_OK;
-}
-
-static int send_chunk(gs_ring *r, const want *w, const void *data, atomic_uint *flag,
-                      zmq_msg_t *fwd, uint64_t *sent, gs_err *e) {
-  Gradsync__Envelope env;
-  Gradsync__Chunk ch = GRADSYNC__CHUNK__INIT;
-  gs_wire_env(&env, r->o.job, (uint32_t)r->o.rank);
-  ch.step = (uint64_t)r->cur_step;
-  ch.bucket = (uint32_t)r->cur_bucket;
-  ch.phase = (uint32_t)w->phase;
-  ch.ring_step = (uint32_t)w->ring_step;
-  ch.segment = (uint32_t)w->segment;
-  ch.chunk = (uint32_t)w->chunk;
-  ch.offset = w->offset;
-  ch.count = w->count;
-  ch.dtype = gs_wire_pbdtype(r->o.wire);
-  ch.total = r->cur_total;
-  env.body_case = GRADSYNC__ENVELOPE__BODY_CHUNK;
-  env.chunk = &ch;
-  where_ctx wc = {.r = r, .w = w};
-  gs_link_where lw = {.fn = chunk_where, .ctx = &wc};
-  return gs_link_send(r->link, &env, data, w->count * gs_dtype_size(r->o.wire), flag, fwd, sent,
-                      &lw, e);
-}
 
 static void ring_free(gs_ring *r, bool abort) {
   if (!r) return;
@@ -351,23 +265,23 @@ static int small_path(gs_ring *r, const float *src, float *dst, size_t n, gs_rin
     red += gs_now() - a;
     own = r->stage;
   }
-  want wt = {.phase = PH_SMALL, .ring_step = 0, .segment = me, .chunk = 0, .offset = 0,
+  gs_ring_want wt = {.phase = PH_SMALL, .ring_step = 0, .segment = me, .chunk = 0, .offset = 0,
              .count = n};
-  int rc = send_chunk(r, &wt, own, NULL, NULL, &st->bytes_sent, e);
+  int rc = gs_ring_send_chunk(r, &wt, own, NULL, NULL, &st->bytes_sent, e);
   if (rc < 0) return rc;
   for (int s = 0; s < N - 1; s++) {
     int origin = gs_ring_mod(me - 1 - s, N);
-    want wr = {.phase = PH_SMALL, .ring_step = s, .segment = origin, .chunk = 0, .offset = 0,
+    gs_ring_want wr = {.phase = PH_SMALL, .ring_step = s, .segment = origin, .chunk = 0, .offset = 0,
                .count = n};
     zmq_msg_close(&r->held[origin]);
-    rc = recv_chunk(r, &wr, &r->held[origin], &st->bytes_recv, e);
+    rc = gs_ring_recv_chunk(r, &wr, &r->held[origin], &st->bytes_recv, e);
     if (rc < 0) return rc;
     if (s < N - 2) {
       zmq_msg_t fwd;
       zmq_msg_init(&fwd);
       zmq_msg_copy(&fwd, &r->held[origin]);
       wr.ring_step = s + 1;
-      rc = send_chunk(r, &wr, NULL, NULL, &fwd, &st->bytes_sent, e);
+      rc = gs_ring_send_chunk(r, &wr, NULL, NULL, &fwd, &st->bytes_sent, e);
       zmq_msg_close(&fwd);
       if (rc < 0) return rc;
     }
@@ -413,23 +327,24 @@ static int small_path(gs_ring *r, const float *src, float *dst, size_t n, gs_rin
 typedef struct ring_geom {
   int N, me;
   size_t n, C, per;
+  int rot;   /* data segment = ring segment - rot (a phase alone: rank r owns segment r) */
 } ring_geom;
 
-static void geom(const ring_geom *g, size_t k, bool send, want *w) {
+static void geom(const ring_geom *g, size_t k, bool send, gs_ring_want *w) {
   w->phase = k < g->per ? PH_RS : PH_AG;
   w->ring_step = (int)((k % g->per) / g->C);
   w->chunk = (int)(k % g->C);
   int s = w->ring_step;
   w->segment = w->phase == PH_RS ? gs_ring_mod(g->me - s - !send, g->N) : gs_ring_mod(g->me + send - s, g->N);
   size_t so, sl, co, cl;
-  seg_range(g->n, g->N, w->segment, &so, &sl);
+  gs_ring_seg_range(g->n, g->N, gs_ring_mod(w->segment - g->rot, g->N), &so, &sl);
   chunk_range(sl, g->C, (size_t)w->chunk, &co, &cl);
   w->offset = so + co;
   w->count = cl;
 }
 
-static int ring_path(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stats *st,
-                     gs_err *e) {
+int gs_ring_phases(gs_ring *r, const float *src, float *dst, size_t n, int phases,
+                   gs_ring_stats *st, gs_err *e) {
   gs_kernels *k = r->o.k;
   const int N = r->o.world, me = r->o.rank;
   const gs_dtype w = r->o.wire;
@@ -437,24 +352,32 @@ static int ring_path(gs_ring *r, const float *src, float *dst, size_t n, gs_ring
   const bool lp = w != GS_F32;
   const size_t C = chunks_per_segment(r, n);
   const size_t per = (size_t)(N - 1) * C; /* messages per phase */
-  const size_t M = 2 * per;
+  /* the messages [k0, M) of the all-reduce's stream; send k of them */
+  const size_t k0 = phases & GS_RING_RS ? 0 : per, M = phases & GS_RING_AG ? 2 * per : per;
   const size_t W = r->inflight > 0 && (size_t)r->inflight < C ? (size_t)r->inflight : C;
-  const ring_geom g = {N, me, n, C, per};
+  const ring_geom g = {N, me, n, C, per, phases == (GS_RING_RS | GS_RING_AG) ? 0 : 1};
   uint8_t *stage = r->stage;
   const double t0 = gs_now();
   double t_rs = t0, red = 0;
   int rc = GS_OK;
+  if (phases == GS_RING_AG && lp) {
+    /* own segment to the wire dtype, kept as the others will hold it */
+    size_t so, sl;
+    gs_ring_seg_range(n, N, me, &so, &sl);
+    k->convert(k, w, stage + so * ws, GS_F32, dst + so, sl);
+    k->convert(k, GS_F32, dst + so, w, stage + so * ws, sl);
+  }
 
   /* Message k leaves once message k - W has been received and handled,
    * so W chunks are in flight on every link; k >= C also needs message
    * k - C (the same chunk one ring step earlier), which W <= C ensures. */
-  for (size_t kk = 0; kk < M + W; kk++) {
-    if (kk >= W) { /* receive and handle message kk - W */
+  for (size_t kk = k0; kk < M + W; kk++) {
+    if (kk >= k0 + W) { /* receive and handle message kk - W */
       size_t kr = kk - W;
-      want wr;
+      gs_ring_want wr;
       geom(&g, kr, false, &wr);
       zmq_msg_t msg;
-      rc = recv_chunk(r, &wr, &msg, &st->bytes_recv, e);
+      rc = gs_ring_recv_chunk(r, &wr, &msg, &st->bytes_recv, e);
       if (rc < 0) {
         zmq_msg_close(&msg);
         return rc;
@@ -490,7 +413,7 @@ static int ring_path(gs_ring *r, const float *src, float *dst, size_t n, gs_ring
       }
     }
     if (kk < M) { /* send message kk */
-      want wn;
+      gs_ring_want wn;
       geom(&g, kk, true, &wn);
       const void *data = NULL;
       atomic_uint *flag = NULL;
@@ -508,45 +431,56 @@ static int ring_path(gs_ring *r, const float *src, float *dst, size_t n, gs_ring
         data = lp ? (const void *)(stage + wn.offset * ws)
                   : (const void *)((kk < C ? src : dst) + wn.offset);
       }
-      rc = send_chunk(r, &wn, fwd ? NULL : data, flag, fwd, &st->bytes_sent, e);
+      rc = gs_ring_send_chunk(r, &wn, fwd ? NULL : data, flag, fwd, &st->bytes_sent, e);
       if (rc < 0) return rc;
     }
   }
   /* Hand the buffers back only when ZeroMQ holds none of them. */
-  for (size_t i = 0; i < per + C; i++) {
-    rc = gs_link_wait_released(r->link, &r->flags[i], "the end of a collective", e);
-    if (rc < 0) return rc;
-  }
+  GS_TRY(gs_ring_wait_flags(r, per + C, e));
   st->reduce_s += red;
   double t1 = gs_now();
-  span(r, "reduce-scatter", t0, t_rs);
-  span(r, "all-gather", t_rs, t1);
+  if (phases & GS_RING_RS) span(r, "reduce-scatter", t0, t_rs);
+  if (phases & GS_RING_AG) span(r, "all-gather", phases & GS_RING_RS ? t_rs : t0, t1);
   return GS_OK;
+}
+
+int gs_ring_wait_flags(gs_ring *r, size_t n, gs_err *e) {
+  for (size_t i = 0; i < n; i++)
+    GS_TRY(gs_link_wait_released(r->link, &r->flags[i], "the end of a collective", e));
+  return GS_OK;
+}
+
+int gs_ring_enter(gs_ring *r, const void *src, const void *dst, size_t count, int64_t step,
+                  int bucket, const char *what, gs_err *e) {
+  if (!r) return GS_FAIL(e, GS_EINVAL, "ring: %s on no ring", what);
+  if (r->broken)
+    return GS_FAIL(e, GS_EPEER, "rank %d: the ring failed earlier; close it", r->o.rank);
+  if (!r->connected)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: %s before gs_ring_connect", r->o.rank, what);
+  if (count > r->o.max_count)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: %s of %zu elements on a ring prepared for at most "
+                   "%zu", r->o.rank, what, count, r->o.max_count);
+  if (count > 0 && (!src || !dst))
+    return GS_FAIL(e, GS_EINVAL, "rank %d: %s with a NULL buffer", r->o.rank, what);
+  if (r->o.world == 1) return 1;
+  r->cur_step = step;
+  r->cur_bucket = bucket;
+  r->cur_total = count;
+  r->spin_now = count * sizeof(float) <= SPIN_MAX_BYTES;
+  return 0;
 }
 
 int gs_ring_allreduce(gs_ring *r, const float *src, float *dst, size_t count, int64_t step,
                       int bucket, gs_ring_stats *st, gs_err *e) {
   gs_ring_stats local = {0};
   if (!st) st = &local;
-  if (!r) return GS_FAIL(e, GS_EINVAL, "ring: all-reduce on no ring");
-  if (r->broken)
-    return GS_FAIL(e, GS_EPEER, "rank %d: the ring failed earlier; close it", r->o.rank);
-  if (!r->connected)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: gs_ring_allreduce before gs_ring_connect", r->o.rank);
-  if (count > r->o.max_count)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: all-reduce of %zu elements on a ring prepared for "
-                   "at most %zu", r->o.rank, count, r->o.max_count);
-  if (count > 0 && (!src || !dst))
-    return GS_FAIL(e, GS_EINVAL, "rank %d: all-reduce with a NULL buffer", r->o.rank);
+  int in = gs_ring_enter(r, src, dst, count, step, bucket, "all-reduce", e);
+  if (in < 0) return in;
   gs_kernels *k = r->o.k;
-  if (r->o.world == 1) {
+  if (in == 1) {
     if (src != dst && count) k->copy(k, dst, src, count * sizeof(float));
     return k->sync(k, e);
   }
-  r->cur_step = step;
-  r->cur_bucket = bucket;
-  r->cur_total = count;
-  r->spin_now = count * sizeof(float) <= SPIN_MAX_BYTES;
   /* by float32 size, so fp16 and fp32 pick the same algorithm (and half
    * the bytes) */
   bool small = r->small_bytes != GS_RING_NO_SMALL && count * sizeof(float) <= r->small_bytes;
@@ -554,7 +488,8 @@ int gs_ring_allreduce(gs_ring *r, const float *src, float *dst, size_t count, in
   switch (gs_algo_pick(r->o.algo, count, r->o.world)) {
   case GS_ALGO_RD: rc = gs_small_rd(r, src, dst, count, st, e); break;
   case GS_ALGO_DIRECT: rc = gs_small_direct(r, src, dst, count, st, e); break;
-  default: rc = small ? small_path(r, src, dst, count, st, e) : ring_path(r, src, dst, count, st, e);
+  default: rc = small ? small_path(r, src, dst, count, st, e)
+              : gs_ring_phases(r, src, dst, count, GS_RING_RS | GS_RING_AG, st, e);
   }
   if (rc == GS_OK) rc = k->sync(k, e);
   if (rc < 0) return gs_ring_fail(r, e, rc);

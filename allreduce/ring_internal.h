@@ -11,7 +11,8 @@
 #include "allreduce/allreduce.h"
 #include "proto/wire.h"
 
-enum { PH_RS = 0, PH_AG = 1, PH_SMALL = 2, PH_RD = 3, PH_DIRECT = 4 };
+enum { PH_RS = 0, PH_AG = 1, PH_SMALL = 2, PH_RD = 3, PH_DIRECT = 4, PH_BCAST = 5,
+       PH_REDUCE = 6, PH_COUNT };
 
 typedef struct gs_mesh gs_mesh;
 
@@ -55,6 +56,41 @@ struct gs_ring {
   int cur_bucket;
   size_t cur_total;
 };
+
+/* One chunk of a collective: where it belongs, as its header says. */
+typedef struct gs_ring_want {
+  int phase, ring_step, segment, chunk;
+  size_t offset, count;
+} gs_ring_want;
+
+/* ring_chunk.c: receive from the left the chunk w describes (payload holds
+ * its bytes; anything else is an error naming the neighbour), or send one
+ * to the right: data zero-copy with flag (may be NULL: then data must
+ * outlive the collective), or fwd, a received message passed on. */
+int gs_ring_recv_chunk(gs_ring *r, const gs_ring_want *w, zmq_msg_t *payload, uint64_t *bytes,
+                       gs_err *e);
+int gs_ring_send_chunk(gs_ring *r, const gs_ring_want *w, const void *data, atomic_uint *flag,
+                       zmq_msg_t *fwd, uint64_t *sent, gs_err *e);
+
+/* ring.c: the checks every collective starts with (a connected, unbroken
+ * ring, count <= max_count, buffers), then the labels its chunks carry.
+ * what names the collective in errors. 1: world 1 (nothing to exchange),
+ * 0: go on, < 0: the error. */
+int gs_ring_enter(gs_ring *r, const void *src, const void *dst, size_t count, int64_t step,
+                  int bucket, const char *what, gs_err *e);
+/* ring.c: rank r's part of count elements split in N (rank r gets
+ * q + (r < count mod N) elements, in rank order). */
+void gs_ring_seg_range(size_t n, int N, int j, size_t *off, size_t *len);
+/* ring.c: the pipelined ring over count elements. Phases: GS_RING_RS,
+ * GS_RING_AG or both (the all-reduce). Alone, a phase numbers data segments
+ * so that rank r owns data segment r (allreduce.h's layout); both: the
+ * all-reduce's own numbering. Chunks per segment: chunks_per_segment. */
+enum { GS_RING_RS = 1, GS_RING_AG = 2 };
+int gs_ring_phases(gs_ring *r, const float *src, float *dst, size_t n, int phases,
+                   gs_ring_stats *st, gs_err *e);
+size_t gs_ring_chunks(const gs_ring *r, size_t n);
+/* ring.c: wait until ZeroMQ holds none of the first n flags' chunks. */
+int gs_ring_wait_flags(gs_ring *r, size_t n, gs_err *e);
 
 static inline int gs_ring_mod(int a, int n) { return ((a % n) + n) % n; }
 

@@ -1,0 +1,201 @@
+/* ring_coll.c: the collectives besides all-reduce on the same ZeroMQ ring
+ * (allreduce.h): reduce-scatter and all-gather, the all-reduce's two
+ * phases run alone (ring.c's pipeline), and broadcast and reduce, chains
+ * around the ring, cut into the same chunks and pipelined.
+ *
+ *                 rank 0 (root)                 broadcast: the root's chunks
+ *               ^             \                 go right, each rank keeps and
+ *              /               v                forwards them; N-1 hops of
+ *         rank 3               rank 1           latency, each link carries
+ *              ^               /                the vector once (busbw =
+ *               \             v                 algbw).
+ *                  rank 2
+ *
+ *   broadcast, root 0:  0 -> 1 -> 2 -> 3        (3 does not forward)
+ *   reduce,    root 0:  1 -> 2 -> 3 -> 0        (each adds its own: the sum
+ *                                               is ((g1 + g2) + g3) + g0)
+ *
+ * Every chunk i of the vector (segment i / C, chunk i % C, as the
+ * all-reduce cuts it) travels the chain independently: a rank forwards
+ * chunk i as soon as it has it, while the next one arrives, so the time is
+ * about one vector over one link plus N-2 chunk hops. Sums run in a fixed
+ * order whatever the timing; with a 16-bit wire dtype each hop adds in
+ * fp32 and rounds once for the next hop, the root keeps the rounded value
+ * (as the all-reduce's owner does), and a broadcast's root keeps what it
+ * sent, so replicated results are the same bits everywhere. */
+#include <string.h>
+
+#include "allreduce/ring_internal.h"
+
+void gs_ring_part(size_t count, int world, int rank, size_t *off, size_t *len) {
+  gs_ring_seg_range(count, world, rank, off, len);
+}
+
+/* the collective's end: the device's queue, then a failure goes around */
+static int leave(gs_ring *r, int rc, gs_err *e) {
+  if (rc == GS_OK) rc = r->o.k->sync(r->o.k, e);
+  if (rc < 0) return gs_ring_fail(r, e, rc);
+  return GS_OK;
+}
+
+int gs_ring_reduce_scatter(gs_ring *r, const float *src, float *dst, size_t count, int64_t step,
+                           gs_ring_stats *st, gs_err *e) {
+  gs_ring_stats local = {0};
+  int in = gs_ring_enter(r, src, dst, count, step, 0, "reduce-scatter", e);
+  if (in < 0) return in;
+  if (in == 1) {
+    if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * sizeof(float));
+    return r->o.k->sync(r->o.k, e);
+  }
+  return leave(r, gs_ring_phases(r, src, dst, count, GS_RING_RS, st ? st : &local, e), e);
+}
+
+int gs_ring_all_gather(gs_ring *r, const float *src, float *dst, size_t count, int64_t step,
+                       gs_ring_stats *st, gs_err *e) {
+  gs_ring_stats local = {0};
+  int in = gs_ring_enter(r, dst, dst, count, step, 0, "all-gather", e);
+  if (in < 0) return in;
+  size_t off, len;
+  gs_ring_part(count, r->o.world, r->o.rank, &off, &len);
+  if (len && !src) return GS_FAIL(e, GS_EINVAL, "rank %d: all-gather with a NULL buffer", r->o.rank);
+  if (len && src != dst + off) r->o.k->copy(r->o.k, dst + off, src, len * sizeof(float));
+  if (in == 1) return r->o.k->sync(r->o.k, e);
+  return leave(r, gs_ring_phases(r, dst, dst, count, GS_RING_AG, st ? st : &local, e), e);
+}
+
+/* chunk i of a vector of n elements cut in N segments of C chunks */
+static void chunk_of(const gs_ring *r, size_t n, size_t C, size_t i, int phase, int ring_step,
+                     gs_ring_want *w) {
+  size_t so, sl, co, cl;
+  gs_ring_seg_range(n, r->o.world, (int)(i / C), &so, &sl);
+  gs_ring_seg_range(sl, (int)C, (int)(i % C), &co, &cl);
+  *w = (gs_ring_want){.phase = phase, .ring_step = ring_step, .segment = (int)(i / C),
+                      .chunk = (int)(i % C), .offset = so + co, .count = cl};
+}
+
+static int check_root(const gs_ring *r, int root, const char *what, gs_err *e) {
+  if (root < 0 || root >= r->o.world)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: %s with root %d in a world of %d (0 <= root < world)",
+                   r->o.rank, what, root, r->o.world);
+  return GS_OK;
+}
+
+static int bcast_chain(gs_ring *r, const float *src, float *dst, size_t n, int root,
+                       gs_ring_stats *st, gs_err *e) {
+  gs_kernels *k = r->o.k;
+  const int N = r->o.world, pos = gs_ring_mod(r->o.rank - root, N);
+  const gs_dtype w = r->o.wire;
+  const size_t ws = gs_dtype_size(w), C = gs_ring_chunks(r, n), M = (size_t)N * C;
+  uint8_t *stage = r->stage;
+  int rc = GS_OK;
+  for (size_t i = 0; i < M && rc == GS_OK; i++) {
+    gs_ring_want wt;
+    if (pos == 0) {
+      chunk_of(r, n, C, i, PH_BCAST, 0, &wt);
+      const void *data = src + wt.offset;
+      if (w != GS_F32) {
+        k->convert(k, w, stage + wt.offset * ws, GS_F32, src + wt.offset, wt.count);
+        data = stage + wt.offset * ws;
+        /* the root keeps what it sent */
+        k->convert(k, GS_F32, dst + wt.offset, w, data, wt.count);
+      } else if (src != dst) {
+        k->copy(k, dst + wt.offset, src + wt.offset, wt.count * sizeof(float));
+      }
+      rc = gs_ring_send_chunk(r, &wt, data, &r->flags[i], NULL, &st->bytes_sent, e);
+      continue;
+    }
+    chunk_of(r, n, C, i, PH_BCAST, pos - 1, &wt);
+    zmq_msg_t msg;
+    rc = gs_ring_recv_chunk(r, &wt, &msg, &st->bytes_recv, e);
+    if (rc == GS_OK && pos < N - 1) {
+      zmq_msg_t fwd;
+      zmq_msg_init(&fwd);
+      zmq_msg_copy(&fwd, &msg);
+      wt.ring_step = pos;
+      rc = gs_ring_send_chunk(r, &wt, NULL, NULL, &fwd, &st->bytes_sent, e);
+      zmq_msg_close(&fwd);
+    }
+    if (rc == GS_OK) k->convert(k, GS_F32, dst + wt.offset, w, zmq_msg_data(&msg), wt.count);
+    zmq_msg_close(&msg);
+  }
+  if (rc == GS_OK && pos == 0) rc = gs_ring_wait_flags(r, M, e);
+  return rc;
+}
+
+int gs_ring_broadcast(gs_ring *r, const float *src, float *dst, size_t count, int root,
+                      int64_t step, gs_ring_stats *st, gs_err *e) {
+  gs_ring_stats local = {0};
+  if (r) GS_TRY(check_root(r, root, "broadcast", e));
+  /* only the root reads src */
+  int in = gs_ring_enter(r, r && r->o.rank == root ? src : dst, dst, count, step, 0,
+                         "broadcast", e);
+  if (in < 0) return in;
+  if (in == 1) {
+    if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * sizeof(float));
+    return r->o.k->sync(r->o.k, e);
+  }
+  return leave(r, bcast_chain(r, src, dst, count, root, st ? st : &local, e), e);
+}
+
+static int reduce_chain(gs_ring *r, const float *src, float *dst, size_t n, int root,
+                        gs_ring_stats *st, gs_err *e) {
+  gs_kernels *k = r->o.k;
+  const int N = r->o.world, pos = gs_ring_mod(r->o.rank - root - 1, N);
+  const gs_dtype w = r->o.wire;
+  const bool lp = w != GS_F32;
+  const size_t ws = gs_dtype_size(w), C = gs_ring_chunks(r, n), M = (size_t)N * C;
+  uint8_t *stage = r->stage;
+  int rc = GS_OK;
+  for (size_t i = 0; i < M && rc == GS_OK; i++) {
+    gs_ring_want wt;
+    const void *data;
+    if (pos == 0) {
+      chunk_of(r, n, C, i, PH_REDUCE, 0, &wt);
+      data = src + wt.offset;
+      if (lp) {
+        k->convert(k, w, stage + wt.offset * ws, GS_F32, src + wt.offset, wt.count);
+        data = stage + wt.offset * ws;
+      }
+      rc = gs_ring_send_chunk(r, &wt, data, &r->flags[i], NULL, &st->bytes_sent, e);
+      continue;
+    }
+    chunk_of(r, n, C, i, PH_REDUCE, pos - 1, &wt);
+    zmq_msg_t msg;
+    rc = gs_ring_recv_chunk(r, &wt, &msg, &st->bytes_recv, e);
+    if (rc < 0) {
+      zmq_msg_close(&msg);
+      break;
+    }
+    double a = gs_now();
+    float *d = dst + wt.offset;
+    if (src != dst) k->copy(k, d, src + wt.offset, wt.count * sizeof(float));
+    k->add_lp(k, w, wt.count, d, zmq_msg_data(&msg));
+    zmq_msg_close(&msg);
+    data = d;
+    if (lp) { /* what the next hop gets; the root keeps exactly that */
+      k->convert(k, w, stage + wt.offset * ws, GS_F32, d, wt.count);
+      data = stage + wt.offset * ws;
+      if (pos == N - 1) k->convert(k, GS_F32, d, w, data, wt.count);
+    }
+    st->reduce_s += gs_now() - a;
+    if (pos < N - 1) {
+      wt.ring_step = pos;
+      rc = gs_ring_send_chunk(r, &wt, data, &r->flags[i], NULL, &st->bytes_sent, e);
+    }
+  }
+  if (rc == GS_OK) rc = gs_ring_wait_flags(r, M, e);
+  return rc;
+}
+
+int gs_ring_reduce(gs_ring *r, const float *src, float *dst, size_t count, int root,
+                   int64_t step, gs_ring_stats *st, gs_err *e) {
+  gs_ring_stats local = {0};
+  if (r) GS_TRY(check_root(r, root, "reduce", e));
+  int in = gs_ring_enter(r, src, dst, count, step, 0, "reduce", e);
+  if (in < 0) return in;
+  if (in == 1) {
+    if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * sizeof(float));
+    return r->o.k->sync(r->o.k, e);
+  }
+  return leave(r, reduce_chain(r, src, dst, count, root, st ? st : &local, e), e);
+}
