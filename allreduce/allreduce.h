@@ -61,6 +61,11 @@ int gs_nccl_check_gpus(int rank, int local_rank, int local_world, int device, in
 
 typedef struct gs_ring gs_ring;
 
+/* The bare ring under a session the ring backend opened (NULL for any
+ * other session): the collective benchmark runs the other collectives on
+ * it, between steps (the session's thread is idle then). */
+gs_ring *gs_ring_sync_ring(gs_sync *s);
+
 #define GS_RING_NO_SMALL SIZE_MAX
 
 /* Which algorithm a collective runs (allreduce/small.c draws rd and
@@ -221,8 +226,27 @@ size_t gs_ring_small_bytes(const gs_ring *r);
 
 /* ---- the collective benchmark, nccl-tests style ---- */
 
-/* One collective over a backend: dst = sum over ranks of src (src == dst:
- * in place). */
+/* The collectives the benchmark runs, by nccl-tests' names. Over count
+ * elements in src and dst (src == dst: in place), parts as gs_ring_part
+ * with count a multiple of the world (equal parts):
+ *   all_reduce      dst = sum over ranks of src
+ *   reduce_scatter  dst's part `rank` = that part's sum (the rest unread)
+ *   all_gather      dst = every rank's part of its src
+ *   broadcast       dst = root's src
+ *   reduce          root's dst = sum over ranks of src (others unread)
+ * busbw = algbw x 2(N-1)/N, (N-1)/N, (N-1)/N, 1, 1: what each link
+ * carries, as nccl-tests counts it (size: the full vector). */
+typedef enum gs_coll {
+  GS_COLL_ALL_REDUCE = 0, GS_COLL_REDUCE_SCATTER, GS_COLL_ALL_GATHER, GS_COLL_BROADCAST,
+  GS_COLL_REDUCE
+} gs_coll;
+const char *gs_coll_name(gs_coll c);   /* "all_reduce", "reduce_scatter", ... */
+int gs_coll_parse(const char *s);      /* those, and "allreduce"; -1 if none */
+double gs_coll_busbw_factor(gs_coll c, int world);
+bool gs_coll_has_op(gs_coll c);        /* a reduction (all_gather, broadcast: none) */
+bool gs_coll_has_root(gs_coll c);      /* broadcast, reduce */
+
+/* One collective over a backend, as gs_coll says (src == dst: in place). */
 typedef int (*gs_coll_fn)(void *ctx, const float *src, float *dst, size_t count, int64_t iter,
                           gs_err *e);
 
@@ -254,6 +278,11 @@ typedef struct gs_perf_opts {
   int (*setup)(void *ctx, const float *src, float *dst, size_t count, gs_err *e);
   /* Optional: the algorithm a size runs (a column of the table). */
   const char *(*algo_of)(void *ctx, size_t count);
+  gs_coll coll;                 /* what fn runs (0: all_reduce) */
+  int root;                     /* -r: broadcast's and reduce's root */
+  /* The all-reduce the timings are exchanged through (NULL: fn, which must
+   * then be one); setup is called for it as for fn. */
+  gs_coll_fn sum;
 } gs_perf_opts;
 
 /* One placement's figures (nccl-tests' four columns). */
@@ -265,7 +294,9 @@ typedef struct gs_perf_time {
 } gs_perf_time;
 
 typedef struct gs_perf_row {
-  size_t bytes, count;          /* count elements of the wire dtype */
+  size_t bytes, count;          /* bytes: the full vector; count: elements of
+                                   the wire dtype per rank, as nccl-tests
+                                   prints (the part, for a parted one) */
   gs_perf_time oop, ip;         /* out of place (src != dst), in place */
   const char *algo;             /* what ran (gs_perf_opts.algo_of), or NULL */
 } gs_perf_row;

@@ -16,9 +16,16 @@
  * times (10 ns units) and wrong counts as base-64 digits into its own slots
  * of a zeroed vector, values that every wire dtype carries exactly.
  *
- *   algbw = bytes / time         busbw = algbw * 2 (N - 1) / N
+ *   algbw = bytes / time         busbw = algbw * gs_coll_busbw_factor
  * (nccl-tests' definitions: busbw is what each link carried, comparable
- * across world sizes; bytes = count x the wire dtype's size.) */
+ * across world sizes; bytes = count x the wire dtype's size.)
+ *
+ * The other collectives (gs_coll) run on the same inputs and check what
+ * each rank must hold: its part of the exact sum (reduce_scatter), every
+ * rank's part of its contributions (all_gather), the root's contributions
+ * (broadcast), the exact sum on the root (reduce); the timings go through
+ * the all-reduce o->sum. Parted ones run sizes that are whole multiples of
+ * N elements (nccl-tests rounds the part down as well). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -43,6 +50,32 @@ static float contribution(int rank, size_t i) {
   return (float)((int)((i + 7u * (size_t)rank) % 11u) - 5);
 }
 
+static const char *coll_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                   "reduce"};
+const char *gs_coll_name(gs_coll c) {
+  return (unsigned)c <= GS_COLL_REDUCE ? coll_names[c] : "unknown";
+}
+int gs_coll_parse(const char *s) {
+  if (s && !strcmp(s, "allreduce")) return GS_COLL_ALL_REDUCE;
+  for (int c = 0; s && c <= GS_COLL_REDUCE; c++)
+    if (!strcmp(s, coll_names[c])) return c;
+  return -1;
+}
+double gs_coll_busbw_factor(gs_coll c, int world) {
+  double n = world;
+  switch (c) {
+  case GS_COLL_ALL_REDUCE: return 2.0 * (n - 1) / n;
+  case GS_COLL_REDUCE_SCATTER:
+  case GS_COLL_ALL_GATHER: return (n - 1) / n;
+  default: return 1.0;
+  }
+}
+bool gs_coll_has_op(gs_coll c) { return c != GS_COLL_ALL_GATHER && c != GS_COLL_BROADCAST; }
+bool gs_coll_has_root(gs_coll c) { return c == GS_COLL_BROADCAST || c == GS_COLL_REDUCE; }
+static bool parted(gs_coll c) {
+  return c == GS_COLL_REDUCE_SCATTER || c == GS_COLL_ALL_GATHER;
+}
+
 const char *gs_redop_name(gs_redop op) { return op == GS_REDOP_AVG ? "avg" : "sum"; }
 int gs_redop_parse(const char *s) {
   return !s ? -1 : !strcmp(s, "sum") ? GS_REDOP_SUM : !strcmp(s, "avg") ? GS_REDOP_AVG : -1;
@@ -58,11 +91,13 @@ int gs_perf_type_parse(const char *s) {
 
 static size_t elt(const gs_perf_opts *o) { return gs_dtype_size(o->wire); }
 
-/* The sizes: min, min*f, ... up to max, whole elements, no repeats. */
+/* The sizes: min, min*f, ... up to max, whole elements (whole multiples
+ * of N elements for a parted collective), no repeats. */
 static size_t next_size(const gs_perf_opts *o, double *b, size_t prev) {
+  size_t q = parted(o->coll) && o->world > 1 ? (size_t)o->world : 1;
   for (; *b <= (double)o->max_bytes + 0.5;
        *b = o->factor > 1.0 ? *b * o->factor : *b + (double)o->min_bytes) {
-    size_t sz = (size_t)*b / elt(o) * elt(o);
+    size_t sz = (size_t)*b / elt(o) / q * q * elt(o);
     if (sz && sz != prev) return sz;
   }
   return 0;
@@ -122,8 +157,8 @@ typedef struct bench {
 
 /* One collective on (src, dst, n), after setup when the pair is new; avg
  * scales the sum by 1/N inside the timed region. */
-static int one(bench *b, const float *src, float *dst, size_t n, gs_redop op, double *dt,
-               gs_err *e) {
+static int one(bench *b, gs_coll_fn fn, const float *src, float *dst, size_t n, gs_redop op,
+               double *dt, gs_err *e) {
   const gs_perf_opts *o = b->o;
   if (o->setup && (src != b->last_src || n != b->last_n)) {
     GS_TRY(o->setup(b->ctx, src, dst, n, e));
@@ -131,7 +166,7 @@ static int one(bench *b, const float *src, float *dst, size_t n, gs_redop op, do
     b->last_n = n;
   }
   double t0 = gs_now();
-  int rc = b->fn(b->ctx, src, dst, n, b->iter++, e);
+  int rc = fn(b->ctx, src, dst, n, b->iter++, e);
   if (rc == GS_OK && op == GS_REDOP_AVG) {
     float inv = 1.0f / (float)o->world;
     if (o->k) o->k->scale(o->k, n, inv, dst);
@@ -141,6 +176,32 @@ static int one(bench *b, const float *src, float *dst, size_t n, gs_redop op, do
   if (rc == GS_OK && o->k) rc = o->k->sync(o->k, e);
   *dt = gs_now() - t0;
   return rc;
+}
+
+/* Elements of hdst (n of them) that differ from what this rank must hold. */
+static uint64_t count_wrong(const bench *b, size_t n) {
+  const gs_perf_opts *o = b->o;
+  const int me = o->rank, N = o->world;
+  size_t lo = 0, hi = n, part = n / (size_t)N;
+  uint64_t wrong = 0;
+  switch (o->coll) {
+  case GS_COLL_REDUCE_SCATTER:
+    lo = (size_t)me * part;
+    hi = lo + part;
+    break;
+  case GS_COLL_REDUCE:
+    if (me != o->root) hi = 0;
+    break;
+  case GS_COLL_ALL_GATHER:
+    for (size_t i = 0; i < n; i++) wrong += b->hdst[i] != contribution((int)(i / part), i);
+    return wrong;
+  case GS_COLL_BROADCAST:
+    for (size_t i = 0; i < n; i++) wrong += b->hdst[i] != contribution(o->root, i);
+    return wrong;
+  default: break;
+  }
+  for (size_t i = lo; i < hi; i++) wrong += b->hdst[i] != b->expect[i % 11];
+  return wrong;
 }
 
 /* One placement of one size: the mean time of this rank and its wrong
@@ -157,17 +218,16 @@ static int place(bench *b, float *src, float *dst, size_t n, double *mean, uint6
     if (checked && src == dst) to_buf(o, dst, b->hsrc, bytes);
     else if (checked && b->poison) to_buf(o, dst, b->poison, bytes);
     else if (checked) memset(dst, 0xff, bytes);
-    int rc = one(b, src, dst, n, o->op, &dt, e);
+    int rc = one(b, b->fn, src, dst, n, gs_coll_has_op(o->coll) ? o->op : GS_REDOP_SUM, &dt, e);
     if (rc < 0) {
-      gs_err_prefix(e, "%zu-byte all-reduce (%s), iteration %d: ", n * elt(o),
+      gs_err_prefix(e, "%zu-byte %s (%s), iteration %d: ", n * elt(o), gs_coll_name(o->coll),
                     src == dst ? "in place" : "out of place", it);
       return rc;
     }
     if (it >= 0 && !checked) total += dt;
     if (checked) {
       GS_TRY(from_buf(o, b->hdst, dst, bytes, e));
-      for (size_t i = 0, j = 0; i < n; i++, j = j == 10 ? 0 : j + 1)
-        *wrong += b->hdst[i] != b->expect[j];
+      *wrong = count_wrong(b, n);
     }
   }
   *mean = total / o->iters;
@@ -189,10 +249,11 @@ static int exchange(bench *b, const double mean[2], const uint64_t wrong[2], gs_
   }
   to_buf(o, b->xchg, b->hx, xn * sizeof(float));
   double dt;
-  int rc = one(b, b->xchg, b->xsum, xn, GS_REDOP_SUM, &dt, e);
+  int rc = one(b, o->sum ? o->sum : b->fn, b->xchg, b->xsum, xn, GS_REDOP_SUM, &dt, e);
   if (rc == GS_OK) rc = from_buf(o, b->hxs, b->xsum, xn * sizeof(float), e);
   if (rc < 0) {
-    gs_err_prefix(e, "exchanging the timings of the %zu-byte all-reduce: ", row->bytes);
+    gs_err_prefix(e, "exchanging the timings of the %zu-byte %s: ", row->bytes,
+                  gs_coll_name(o->coll));
     return rc;
   }
   for (int p = 0; p < 2; p++) {
@@ -207,7 +268,7 @@ static int exchange(bench *b, const double mean[2], const uint64_t wrong[2], gs_
     gs_perf_time *pt = p == 0 ? &row->oop : &row->ip;
     pt->time_us = tmax * 1e6;
     pt->algbw = tmax > 0 ? (double)row->bytes / tmax / 1e9 : 0;
-    pt->busbw = pt->algbw * (o->world > 1 ? 2.0 * (o->world - 1) / o->world : 0.0);
+    pt->busbw = pt->algbw * gs_coll_busbw_factor(o->coll, o->world);
     pt->wrong = o->check ? wsum : UINT64_MAX;
   }
   return GS_OK;
@@ -233,13 +294,17 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
   int cap = *nrows;
   *nrows = 0;
   if (!fn || !o || o->world < 1 || o->iters < 1 || o->warmup < 0 ||
-      (o->op != GS_REDOP_SUM && o->op != GS_REDOP_AVG) || o->wire > GS_BF16)
-    return GS_FAIL(e, GS_EINVAL, "allreduce perf: bad options (iters >= 1, warmup >= 0, op sum "
-                   "or avg, wire fp32, fp16 or bf16)");
+      (o->op != GS_REDOP_SUM && o->op != GS_REDOP_AVG) || o->wire > GS_BF16 ||
+      (unsigned)o->coll > GS_COLL_REDUCE || o->root < 0 || o->root >= o->world ||
+      (o->coll != GS_COLL_ALL_REDUCE && !o->sum))
+    return GS_FAIL(e, GS_EINVAL, "collective perf: bad options (iters >= 1, warmup >= 0, op sum "
+                   "or avg, wire fp32, fp16 or bf16, 0 <= root < world, an all-reduce to "
+                   "exchange the timings)");
   int nsizes = gs_perf_sizes(o);
   if (nsizes == 0)
-    return GS_FAIL(e, GS_EINVAL, "allreduce perf: no sizes between %zu and %zu bytes (min >= "
-                   "%zu bytes, max >= min)", o->min_bytes, o->max_bytes, elt(o));
+    return GS_FAIL(e, GS_EINVAL, "%s perf: no sizes between %zu and %zu bytes (min >= "
+                   "%zu bytes%s, max >= min)", gs_coll_name(o->coll), o->min_bytes, o->max_bytes,
+                   elt(o), parted(o->coll) ? " x the world" : "");
   size_t maxn = o->max_bytes / elt(o), mb = maxn * sizeof(float);
   size_t xb = SLOTS * DIGITS * (size_t)o->world * sizeof(float);
   bench b = {.fn = fn, .ctx = ctx, .o = o};
@@ -279,7 +344,7 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
       goto out;
     gs_perf_row *row = &rows[*nrows];
     row->bytes = bytes;
-    row->count = n;
+    row->count = parted(o->coll) ? n / (size_t)o->world : n;
     if ((rc = exchange(&b, mean, wrong, row, e)) < 0) goto out;
     row->algo = o->algo_of ? o->algo_of(ctx, n) : NULL;
     (*nrows)++;

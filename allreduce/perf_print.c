@@ -46,16 +46,32 @@ double gs_perf_summary(const gs_perf_row *rows, int nrows, int *errors) {
 void gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const gs_perf_row *rows,
                      int nrows) {
   FILE *f = fp;
-  const char *type = gs_perf_type_name(o->wire), *op = gs_redop_name(o->op);
-  fprintf(f, "# %s: all-reduce (%s) of %s, %d ranks, %d iterations after %d warm-up\n",
-          title ? title : "allreduce", op, type, o->world, o->iters, o->warmup);
-  fprintf(f, "# algbw = size / time; busbw = algbw x 2(n-1)/n = algbw x %.3f "
-          "(GB/s = 1e9 bytes/s); size = count x %zu bytes (%s)\n",
-          o->world > 1 ? 2.0 * (o->world - 1) / o->world : 0.0, gs_dtype_size(o->wire), type);
+  const char *type = gs_perf_type_name(o->wire);
+  /* nccl-tests' columns: the op only for a reduction, the root only
+   * where there is one */
+  bool has_op = gs_coll_has_op(o->coll), parted = o->coll == GS_COLL_REDUCE_SCATTER ||
+                                                  o->coll == GS_COLL_ALL_GATHER;
+  const char *op = has_op ? gs_redop_name(o->op) : "none";
+  int root = gs_coll_has_root(o->coll) ? o->root : -1;
+  static const char *formula[] = {"2(n-1)/n", "(n-1)/n", "(n-1)/n", "1", "1"};
+  static const char *what[] = {
+      "the exact %s", "the exact %s of its part", "every rank's part (%s)",
+      "the root's vector (%s)", "the exact %s on the root"};
+  char rooted[32] = "";
+  if (root >= 0) snprintf(rooted, sizeof rooted, ", root %d", root);
+  fprintf(f, "# %s: %s (%s) of %s%s, %d ranks, %d iterations after %d warm-up\n",
+          title ? title : "collective", gs_coll_name(o->coll), op, type, rooted, o->world,
+          o->iters, o->warmup);
+  fprintf(f, "# algbw = size / time; busbw = algbw x %s = algbw x %.3f "
+          "(GB/s = 1e9 bytes/s); size = count x %s%zu bytes (%s)\n", formula[o->coll],
+          gs_coll_busbw_factor(o->coll, o->world),
+          parted ? "n x " : "", gs_dtype_size(o->wire), type);
+  char want[64];
+  snprintf(want, sizeof want, what[o->coll], op);
   fprintf(f, "# time: mean of the timed iterations, run back to back, max over ranks; #wrong: "
-          "elements differing from the exact %s in one more, checked, iteration, over every "
-          "rank (integer inputs%s: tolerance 0)\n", op,
-          o->op == GS_REDOP_AVG ? ", the sum times the fp32 1/N" : "");
+          "elements differing from %s in one more, checked, iteration, over every "
+          "rank (integer inputs%s: tolerance 0)\n", want,
+          has_op && o->op == GS_REDOP_AVG ? ", the sum times the fp32 1/N" : "");
   /* the algorithm column only where the backend names one */
   bool algo = false;
   for (int i = 0; i < nrows; i++) algo |= rows[i].algo != NULL;
@@ -69,7 +85,7 @@ void gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const gs_
           "");
   for (int i = 0; i < nrows; i++) {
     const gs_perf_row *r = &rows[i];
-    fprintf(f, "%12zu  %12zu  %8s  %6s  %6d", r->bytes, r->count, type, op, -1);
+    fprintf(f, "%12zu  %12zu  %8s  %6s  %6d", r->bytes, r->count, type, op, root);
     body(f, &r->oop);
     body(f, &r->ip);
     if (algo) fprintf(f, "  %6s", r->algo ? r->algo : "-");

@@ -420,6 +420,10 @@ static int rb_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
   return GS_OK;
 }
 
+gs_ring *gs_ring_sync_ring(gs_sync *s) {
+  return s && s->ops == &ring_ops ? ((rsync *)s)->ring : NULL;
+}
+
 const gs_backend gs_ring_backend = {
   .name = "ring",
   .prepare = rb_prepare,

@@ -91,7 +91,9 @@ typedef struct gs_opts {
   const char *report;        /* --report DIR: tables and charts again from DIR/report.json */
 
   /* collective benchmark (nccl-tests flags) */
-  const char *collective;    /* "allreduce" or NULL */
+  const char *collective;    /* --collective as given, or NULL */
+  int coll;                  /* allreduce.h gs_coll it names (collective.c) */
+  int root;                  /* -r: broadcast's and reduce's root */
   size_t min_bytes, max_bytes;
   double factor;
   int iters, warmup_iters;

@@ -1,5 +1,5 @@
-/* collective.c: `bench --collective allreduce`, the backends alone, as
- * nccl-tests' all_reduce_perf measures them. The timing, the sizes, the
+/* collective.c: `bench --collective C`, the backends alone, as nccl-tests'
+ * all_reduce_perf (reduce_scatter_perf, ...) measures them. The timing, the sizes, the
  * exact check and the table are the one harness in allreduce/perf.c
  * (gs_allreduce_perf); this file plugs a backend into it:
  *
@@ -12,7 +12,15 @@
  *
  * ring = reduce-scatter + all-gather over ZeroMQ (NCCL with --device
  * cuda); ps = every rank pushes to the server, which sums, and pulls the
- * sum: the same transport, the other topology. Buffers live on the
+ * sum: the same transport, the other topology.
+ *
+ * The other collectives (reduce_scatter, all_gather, broadcast, reduce)
+ * run on the bare ring under that session (gs_ring_sync_ring: the ring's
+ * phases alone, or chains), between its steps; the session's all-reduce
+ * still exchanges the timings. ps runs all_reduce only: its reduce and
+ * broadcast are the two halves of one push/pull exchange, not operations
+ * the server offers alone (README). NCCL's are not wired (no GPU to test
+ * them on): refused. Buffers live on the
  * kernels' device. Rank 0 prints the table (busbw formula beside it) and
  * writes it as collective-<mode>-w<N>.json into the results directory,
  * from which the launcher draws busbw.svg and report.html (rank 0 draws
@@ -37,6 +45,19 @@ typedef struct coll {
   gs_bucket bucket;
   gs_sync_config cfg;
 } coll;
+
+/* Is this collective run here, and how: NULL if so, else why not (for
+ * --mode ps or NCCL). */
+static const char *unsupported(gs_coll which, gs_mode mode, bool cuda) {
+  if (which == GS_COLL_ALL_REDUCE) return NULL;
+  if (mode == GS_MODE_PS)
+    return "runs on --mode ring only; --mode ps runs all_reduce (or allreduce): the server's "
+           "reduce and broadcast are the halves of its one push/pull exchange";
+  if (cuda)
+    return "runs on the CPU ring only (--device cpu); with --device cuda (NCCL) only all_reduce "
+           "is wired";
+  return NULL;
+}
 
 static int close_session(coll *c, bool ok, gs_err *e) {
   int rc = GS_OK;
@@ -64,10 +85,11 @@ static int setup(void *vc, const float *src, float *dst, size_t count, gs_err *e
   cfg->algo = c->o->algo;
   cfg->dedicated = c->o->dedicated;
   char settings[512];
-  snprintf(settings, sizeof settings, "collective=allreduce\nmode=%s\nworld=%d\ncount=%zu\n"
-           "device=%s\nps_dedicated=%d\nalgo=%s\nop=%s\ndtype=%s\n", gs_mode_name(c->mode),
-           c->job.world, count, c->k->name, c->o->dedicated, gs_algo_name((gs_algo)c->o->algo),
-           gs_redop_name((gs_redop)c->o->redop), gs_dtype_name(c->o->dtype));
+  snprintf(settings, sizeof settings, "collective=%s\nmode=%s\nworld=%d\ncount=%zu\n"
+           "device=%s\nps_dedicated=%d\nalgo=%s\nop=%s\ndtype=%s\nroot=%d\n",
+           gs_coll_name((gs_coll)c->o->coll), gs_mode_name(c->mode), c->job.world, count,
+           c->k->name, c->o->dedicated, gs_algo_name((gs_algo)c->o->algo),
+           gs_redop_name((gs_redop)c->o->redop), gs_dtype_name(c->o->dtype), c->o->root);
   GS_TRY(gs_job_meet(&c->job, gs_job_backend(c->mode, c->k), cfg, settings, NULL, e));
   return gs_job_open(&c->job, cfg, &c->s, e);
 }
@@ -81,16 +103,52 @@ static int step(void *vc, const float *src, float *dst, size_t count, int64_t it
   return c->s->ops->end_step(c->s, &st, e);
 }
 
+/* One of the other collectives on the session's bare ring (count: the
+ * full vector; all_gather's input is this rank's part of src). */
+static int ring_coll(void *vc, const float *src, float *dst, size_t count, int64_t iter,
+                     gs_err *e) {
+  coll *c = vc;
+  gs_ring *r = gs_ring_sync_ring(c->s);
+  if (!r) return GS_FAIL(e, GS_EINVAL, "%s: no ring under the session", gs_coll_name(c->o->coll));
+  size_t off, len;
+  switch ((gs_coll)c->o->coll) {
+  case GS_COLL_REDUCE_SCATTER: return gs_ring_reduce_scatter(r, src, dst, count, iter, NULL, e);
+  case GS_COLL_ALL_GATHER:
+    gs_ring_part(count, c->job.world, c->job.rank, &off, &len);
+    return gs_ring_all_gather(r, src + off, dst, count, iter, NULL, e);
+  case GS_COLL_BROADCAST: return gs_ring_broadcast(r, src, dst, count, c->o->root, iter, NULL, e);
+  case GS_COLL_REDUCE: return gs_ring_reduce(r, src, dst, count, c->o->root, iter, NULL, e);
+  default: return GS_FAIL(e, GS_EINVAL, "ring_coll: all_reduce runs through the session");
+  }
+}
+
 /* The ring's algorithm for a size, as the ring picks it (NCCL picks its own:
- * none named). */
+ * none named); the other collectives' ring phases or chain. */
 static const char *algo_of(void *vc, size_t count) {
   coll *c = vc;
   if (c->mode != GS_MODE_RING || c->k->device != GS_DEV_CPU) return NULL;
+  if (c->o->coll == GS_COLL_BROADCAST || c->o->coll == GS_COLL_REDUCE) return "chain";
+  if (c->o->coll != GS_COLL_ALL_REDUCE) return "ring";
   return gs_algo_name(gs_algo_pick((gs_algo)c->o->algo, count, c->job.world));
 }
 
 int gs_collective_resolve(gs_opts *o, gs_err *e) {
   int op = gs_redop_parse(o->redop_arg), t = gs_perf_type_parse(o->dtype_arg);
+  int which = gs_coll_parse(o->collective);
+  if (which < 0)
+    return GS_FAIL(e, GS_EINVAL, "--collective '%s': all_reduce (or allreduce), reduce_scatter, "
+                   "all_gather, broadcast or reduce (nccl-tests' names)", o->collective);
+  o->coll = which;
+  bool cuda = o->device && !strcmp(o->device, "cuda");
+  for (int i = 0; i < o->nmodes; i++) {
+    const char *why = unsupported((gs_coll)which, o->modes[i], cuda);
+    if (why)
+      return GS_FAIL(e, GS_EINVAL, "--collective %s %s", o->collective, why);
+  }
+  for (int i = 0; o->world_given && i < o->nworlds; i++)
+    if (o->root >= o->worlds[i])
+      return GS_FAIL(e, GS_EINVAL, "-r %d: the root is a rank of the world (0..%d at --world "
+                     "%d)", o->root, o->worlds[i] - 1, o->worlds[i]);
   if (op < 0)
     return GS_FAIL(e, GS_EINVAL, "-o (--op) '%s': sum or avg (prod, min and max are not "
                    "supported)", o->redop_arg);
@@ -113,7 +171,11 @@ static json_t *json_time(const gs_perf_time *t) {
  * read), and both placements as nccl-tests' -J writes them */
 static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world,
                       const char *device, const gs_perf_row *rows, int nrows, gs_err *e) {
-  const char *type = gs_perf_type_name(o->dtype), *op = gs_redop_name((gs_redop)o->redop);
+  const gs_coll which = (gs_coll)o->coll;
+  const char *type = gs_perf_type_name(o->dtype);
+  const char *op = gs_coll_has_op(which) ? gs_redop_name((gs_redop)o->redop) : "none";
+  char root[16];
+  snprintf(root, sizeof root, "%d", gs_coll_has_root(which) ? o->root : -1);
   json_t *arr = json_array();
   for (int i = 0; i < nrows; i++) {
     const gs_perf_row *r = &rows[i];
@@ -122,22 +184,25 @@ static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world
                             "type", type, "redop", op, "time_us", r->oop.time_us, "algbw_gbps",
                             r->oop.algbw, "busbw_gbps", r->oop.busbw, "wrong",
                             (json_int_t)r->oop.wrong, "size", (json_int_t)r->bytes, "root",
-                            "-1", "out_of_place", json_time(&r->oop), "in_place",
+                            root, "out_of_place", json_time(&r->oop), "in_place",
                             json_time(&r->ip));
     if (r->algo) json_object_set_new(row, "algo", json_string(r->algo));
     json_array_append_new(arr, row);
   }
   int errors;
   double avg_busbw = gs_perf_summary(rows, nrows, &errors);
+  static const char *formula[] = {"busbw = algbw * 2(N-1)/N", "busbw = algbw * (N-1)/N",
+                                  "busbw = algbw * (N-1)/N", "busbw = algbw", "busbw = algbw"};
   const char *isa = "unknown";
   gs_isa_select(&isa, NULL);
   json_t *doc = json_pack("{s:i, s:s, s:s, s:i, s:s, s:s, s:b, s:i, s:i, s:s, s:s, s:o}",
-                          "schema_version", 1, "collective", "allreduce", "mode",
+                          "schema_version", 1, "collective",
+                          which == GS_COLL_ALL_REDUCE ? "allreduce" : gs_coll_name(which), "mode",
                           gs_mode_name(mode), "world", world, "device", device, "isa", isa,
                           "ps_dedicated",
                           o->dedicated && mode == GS_MODE_PS, "iters", o->iters, "warmup_iters",
-                          o->warmup_iters, "busbw_formula", "busbw = algbw * 2(N-1)/N",
-                          "units", "GB/s = 1e9 bytes/s; time in microseconds per all-reduce, "
+                          o->warmup_iters, "busbw_formula", formula[which],
+                          "units", "GB/s = 1e9 bytes/s; time in microseconds per collective, "
                           "the max over ranks of each rank's mean", "rows", arr);
   json_object_set_new(doc, "out_of_bounds", json_pack("{s:i, s:b}", "count", errors, "okay",
                                                       errors == 0));
@@ -146,7 +211,11 @@ static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world
     json_object_set_new(doc, "algo", json_string(gs_algo_name((gs_algo)o->algo)));
   char path[4200];
   GS_TRY(gs_mkdirs(dir, e));
-  snprintf(path, sizeof path, "%s/collective-%s-w%d.json", dir, gs_mode_name(mode), world);
+  /* all_reduce's tables feed busbw.svg and report.html; the others sit
+   * beside them under their own names */
+  snprintf(path, sizeof path, "%s/%s-%s-w%d.json", dir,
+           which == GS_COLL_ALL_REDUCE ? "collective" : gs_coll_name(which), gs_mode_name(mode),
+           world);
   int rc = gs_json_write_atomic(path, doc, e);
   json_decref(doc);
   if (rc == GS_OK && o->json) printf("# written: %s\n", path);
@@ -181,19 +250,31 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   starting = false;
   if ((rc = gs_bench_kernels(o, c.job.local_rank, gs_job_threads(&c.job, o), &c.k, &e)) < 0)
     goto fail;
+  const gs_coll which = (gs_coll)o->coll;
+  const char *why = unsupported(which, mode, c.k->device == GS_DEV_CUDA);
+  if (why || o->root >= world) {
+    starting = true; /* usage */
+    if (why) rc = GS_FAIL(&e, GS_EINVAL, "--collective %s %s", gs_coll_name(which), why);
+    else rc = GS_FAIL(&e, GS_EINVAL, "-r %d: the root is a rank of the world (0..%d)", o->root,
+                      world - 1);
+    goto fail;
+  }
 
   gs_perf_opts p = {.rank = rank, .world = world, .min_bytes = o->min_bytes,
                     .max_bytes = o->max_bytes, .factor = o->factor, .iters = o->iters,
                     .warmup = o->warmup_iters, .check = o->check,
                     .op = (gs_redop)o->redop, .wire = o->dtype,
                     .k = c.k->device == GS_DEV_CPU ? NULL : c.k, .setup = setup,
-                    .algo_of = algo_of};
+                    .algo_of = algo_of, .coll = which,
+                    .root = gs_coll_has_root(which) ? o->root : 0,
+                    .sum = which == GS_COLL_ALL_REDUCE ? NULL : step};
   if (p.min_bytes < gs_dtype_size(p.wire)) p.min_bytes = gs_dtype_size(p.wire);
   int cap = gs_perf_sizes(&p);
   rows = calloc((size_t)(cap > 0 ? cap : 1), sizeof *rows);
   if (!rows) { rc = GS_FAIL(&e, GS_ENOMEM, "out of memory"); goto fail; }
   int nrows = cap;
-  rc = gs_allreduce_perf(step, &c, &p, rows, &nrows, &e);
+  rc = gs_allreduce_perf(which == GS_COLL_ALL_REDUCE ? step : ring_coll, &c, &p, rows, &nrows,
+                         &e);
   gs_err ce = {0};
   int crc = close_session(&c, rc == GS_OK, &ce);
   if (rc == GS_OK && crc < 0) {
@@ -214,13 +295,16 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     /* the table as JSON always: the launcher draws busbw.svg and report.html from it */
     const char *dir = env->run_dir ? env->run_dir : o->out;
     if (dir && (rc = write_json(o, dir, mode, world, c.k->name, rows, nrows, &e)) < 0) goto fail;
-    if (dir && !env->launched && (rc = gs_report_collective(dir, o, &e)) < 0) goto fail;
+    if (dir && !env->launched && which == GS_COLL_ALL_REDUCE &&
+        (rc = gs_report_collective(dir, o, &e)) < 0)
+      goto fail;
   }
   for (int i = 0; i < nrows * 2; i++) {
     const gs_perf_time *t = i % 2 ? &rows[i / 2].ip : &rows[i / 2].oop;
     if (t->wrong && t->wrong != UINT64_MAX) {
-      rc = GS_FAIL(&e, GS_EMISMATCH, "%llu wrong value(s) in the %zu-byte all-reduce, %s (exact "
+      rc = GS_FAIL(&e, GS_EMISMATCH, "%llu wrong value(s) in the %zu-byte %s, %s (exact "
                    "results expected)", (unsigned long long)t->wrong, rows[i / 2].bytes,
+                   gs_coll_name(which),
                    i % 2 ? "in place" : "out of place");
       goto fail;
     }
@@ -228,7 +312,7 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   goto done;
 fail:
   close_session(&c, false, NULL);
-  fprintf(stderr, "bench: rank %d: collective allreduce: %s\n", rank,
+  fprintf(stderr, "bench: rank %d: collective %s: %s\n", rank, gs_coll_name((gs_coll)o->coll),
           e.msg[0] ? e.msg : gs_strerror(rc));
 done:
   gs_job_close(&c.job);

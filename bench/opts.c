@@ -400,8 +400,11 @@ static const flag FLAGS[] = {
        "its charts again", p_str, report),
   WORD("peer", "NAME", NULL, NULL, "torch: also train PyTorch DDP (gloo) on the same model, "
        "batch, data and worlds, a row beside ps and ring", p_one, peer),
-  WORD("collective", "OP", NULL, NULL, "allreduce: benchmark the backend alone, as nccl-tests "
-       "(-b -e -f -n -w -c below)", p_one, collective),
+  WORD("collective", "OP", NULL, NULL, "benchmark the backend alone, as nccl-tests (-b -e -f -n "
+       "-w -c below): all_reduce (or allreduce), reduce_scatter, all_gather, broadcast, reduce",
+       p_str, collective),
+  NUM("root", 'r', "RANK", "0", "collective: broadcast's and reduce's root", p_whole, root, 0,
+      1e6),
   NUM("minbytes", 'b', "SIZE", "8", "collective: smallest size", p_size, min_bytes, 0,
       64.0 * 1024 * 1024 * 1024),
   NUM("maxbytes", 'e', "SIZE", "256M", "collective: largest size", p_size, max_bytes, 0,

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "allreduce/allreduce.h"
 #include "bench/report.h"
 #include "bench/results.h"
 #include "bench/version.h"
@@ -135,8 +136,8 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
             snprintf(sbatch, sizeof sbatch, "%d", batch);
             snprintf(sbucket, sizeof sbucket, "%.17g", o->bucket_mbs[ik]);
             if (!o->quiet && o->collective)
-              fprintf(stderr, "bench: collective allreduce, %s, world %d\n", gs_mode_name(mode),
-                      world);
+              fprintf(stderr, "bench: collective %s, %s, world %d\n", o->collective,
+                      gs_mode_name(mode), world);
             else if (!o->quiet)
               fprintf(stderr, "bench: run %s world %d, batch %d per rank, buckets %s MiB\n",
                       gs_mode_name(mode), world, batch, sbucket);
@@ -206,7 +207,8 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
       fprintf(stderr, "bench: %s\n", e.msg);
       status = 1;
     } else if (!o->quiet) {
-      printf("\nresults: %s/report.html, busbw.svg, collective-*.json\n", o->out);
+      printf("\nresults: %s/%s\n", o->out, o->coll == GS_COLL_ALL_REDUCE
+             ? "report.html, busbw.svg, collective-*.json" : "<collective>-<mode>-w<N>.json");
     }
   }
   if (status && !o->collective)
