@@ -14,6 +14,16 @@ values, the average is the mean busbw of both placements, and the JSON
 holds the same rows. Wrong -o / -d values, or either without --collective,
 are usage errors (exit 2) naming the flag.
 
+The other collectives, by nccl-tests' names (reduce_scatter, all_gather,
+broadcast, reduce; all_reduce as well as allreduce), on the ring at world
+2 and 3, -b 8 -e 1M -f 8: every row parses, the sizes are whole multiples
+of N elements for the parted ones (count = the part, as nccl-tests prints
+it), redop "none" where nccl-tests prints it and the root column -r's root
+(or -1), busbw = algbw x nccl-tests' factor for that collective, #wrong 0
+both ways, "Out of bounds values : 0 OK", and the JSON beside. --mode ps
+refuses them (exit 2), naming --mode and what ps runs; so does an unknown
+name or a root outside the world.
+
     collective.py BENCH"""
 import json
 import os
@@ -150,6 +160,80 @@ for mode, world in (("ring", 2), ("ring", 3), ("ps", 2), ("ps", 3)):
 collective("ring", 3, 6, 40000, 5, "avg", "half")
 collective("ps", 3, 6, 40000, 5, "avg", "bfloat16")
 collective("ring", 2, 4, 4096, 8, "sum", "bfloat16")
+
+# nccl-tests' busbw factors, as its src/*.cu GetBw compute them
+FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+          "all_gather": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0,
+          "reduce": lambda n: 1.0}
+PARTED = ("reduce_scatter", "all_gather")
+
+
+def other(coll, world, root=None, lo=8, hi=1 << 20, factor=8):
+    what = f"{coll} ring w{world}" + (f" -r {root}" if root is not None else "")
+    d = tmpdir()
+    args = ["--mode", "ring", "--world", str(world), "--collective", coll, "-b", str(lo), "-e",
+            str(hi), "-f", str(factor), "-n", "3", "-w", "1", "--timeout", "20", "--threads", "1",
+            "--out", d]
+    if root is not None:
+        args += ["-r", str(root)]
+    r = run(args)
+    if not check(r.returncode == 0, f"{what}: exit {r.returncode}: {r.stderr}"):
+        return
+    out = r.stdout
+    name = "all_reduce" if coll == "allreduce" else coll
+    rows, bad, oob, avg = parse(out)
+    check(not bad, f"{what}: lines that do not parse: {bad}")
+    q = world if name in PARTED else 1
+    want, b = [], float(lo)
+    while b <= hi + 0.5:
+        sz = int(b) // 4 // q * q * 4
+        if sz and (not want or sz != want[-1]):
+            want.append(sz)
+        b *= factor
+    check([x["size"] for x in rows] == want, f"{what}: sizes {[x['size'] for x in rows]}, "
+          f"expected {want}")
+    op = "none" if name in ("all_gather", "broadcast") else "sum"
+    rt = (root or 0) if name in ("broadcast", "reduce") else -1
+    for x in rows:
+        check(x["count"] == x["size"] // 4 // q, f"{what}: count {x['count']} for {x['size']} B")
+        check((x["type"], x["redop"], x["root"]) == ("float", op, rt),
+              f"{what}: type/redop/root {x['type']} {x['redop']} {x['root']}")
+        for where in ("oop", "ip"):
+            t, a, bw, wrong = x[where]
+            t, a, bw = float(t), float(a), float(bw)
+            check(wrong == "0", f"{what} size {x['size']} {where}: {wrong} wrong")
+            check(abs(bw - a * FACTOR[name](world)) <= 0.0126 + 0.01 * bw,
+                  f"{what}: busbw {bw} vs algbw {a} x {FACTOR[name](world)}")
+    check(oob == (0, "OK"), f"{what}: out of bounds line {oob}")
+    check(avg is not None, f"{what}: no average line")
+    path = os.path.join(d, "collective-ring-w%d.json" % world if name == "all_reduce"
+                        else f"{name}-ring-w{world}.json")
+    try:
+        j = json.load(open(path))
+        check(j["collective"] == ("allreduce" if name == "all_reduce" else name) and
+              len(j["rows"]) == len(rows) and
+              all(jr["root"] == str(rt) and jr["redop"] == op for jr in j["rows"]),
+              f"{path}: {j.get('collective')} {j.get('rows')}")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        check(False, f"{path}: {e}")
+
+
+for world in (2, 3):
+    for coll in ("reduce_scatter", "all_gather", "broadcast", "reduce"):
+        other(coll, world)
+other("broadcast", 3, root=2)
+other("reduce", 3, root=1)
+other("all_reduce", 2, lo=8, hi=4096)
+
+# ps runs all_reduce only: the others are refused naming --mode and what it runs
+for coll in ("reduce_scatter", "all_gather", "broadcast", "reduce"):
+    r = run(["--mode", "ps", "--world", "2", "--collective", coll, "-e", "64"], timeout=60)
+    check(r.returncode == 2 and "--mode ring" in r.stderr and "--mode ps runs all_reduce" in
+          r.stderr, f"ps {coll}: exit {r.returncode}, {r.stderr}")
+for args, words in ((["--collective", "gather"], "reduce_scatter, all_gather"),
+                    (["--collective", "reduce", "-r", "2"], "-r 2")):
+    r = run(["--mode", "ring", "--world", "2", "-e", "64"] + args, timeout=60)
+    check(r.returncode == 2 and words in r.stderr, f"{args}: exit {r.returncode}, {r.stderr}")
 
 # usage errors name the flag and what it takes
 for args, flag in ((["--collective", "allreduce", "-o", "prod"], "-o"),
