@@ -54,9 +54,8 @@ void gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const gs_
   const char *op = has_op ? gs_redop_name(o->op) : "none";
   int root = gs_coll_has_root(o->coll) ? o->root : -1;
   static const char *formula[] = {"2(n-1)/n", "(n-1)/n", "(n-1)/n", "1", "1"};
-  static const char *what[] = {
-      "the exact %s", "the exact %s of its part", "every rank's part (%s)",
-      "the root's vector (%s)", "the exact %s on the root"};
+  static const char *what[] = {"", " of its part", "every rank's part", "the root's vector",
+                               " on the root"};
   char rooted[32] = "";
   if (root >= 0) snprintf(rooted, sizeof rooted, ", root %d", root);
   fprintf(f, "# %s: %s (%s) of %s%s, %d ranks, %d iterations after %d warm-up\n",
@@ -67,7 +66,8 @@ void gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const gs_
           gs_coll_busbw_factor(o->coll, o->world),
           parted ? "n x " : "", gs_dtype_size(o->wire), type);
   char want[64];
-  snprintf(want, sizeof want, what[o->coll], op);
+  if (has_op) snprintf(want, sizeof want, "the exact %s%s", op, what[o->coll]);
+  else snprintf(want, sizeof want, "%s", what[o->coll]);
   fprintf(f, "# time: mean of the timed iterations, run back to back, max over ranks; #wrong: "
           "elements differing from %s in one more, checked, iteration, over every "
           "rank (integer inputs%s: tolerance 0)\n", want,
