@@ -18,6 +18,8 @@
  *                       and compare configurations with every rank
  *     gs_ring_allreduce dst = sum over ranks of src (src == dst allowed),
  *                       as often as needed, any count <= max_count
+ *     gs_ring_reduce_scatter, gs_ring_all_gather, gs_ring_broadcast,
+ *     gs_ring_reduce    the other collectives, on the same ring (below)
  *     gs_ring_close
  *
  * Buffers handed to gs_ring_allreduce must be host-addressable (they are
