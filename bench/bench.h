@@ -116,17 +116,6 @@ typedef struct gs_opts {
  * by the same parsers before argv. GS_EINVAL with a message naming the flag
  * on a usage error; *help set when --help was asked. */
 int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e);
-/* --hosts / --link / --latency (cluster.c): parse and check them against
- * the sweep (every world splits evenly over the hosts). */
-int gs_cluster_resolve(gs_opts *o, gs_err *e);
-/* "100us", "2ms": --latency's one-way delay in seconds */
-int gs_cluster_parse_delay(const char *s, double *out, gs_err *e);
-/* --calibrate / --project (project.c): which flags they take (NULL: name is
- * fine; else the sentence of the error), then their own checks */
-const char *gs_model_flag_refused(const gs_opts *o, const char *name);
-int gs_model_resolve(gs_opts *o, gs_err *e);
-/* --collective's -o and -d (collective.c): nccl-tests' names to ours */
-int gs_collective_resolve(gs_opts *o, gs_err *e);
 void gs_opts_usage(FILE *f);
 void gs_opts_free(gs_opts *o);
 

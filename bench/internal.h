@@ -199,6 +199,23 @@ void gs_bench_signals(void);
  * SIGINT, 143 SIGTERM), as shells report it. */
 int gs_interrupt_status(void);
 
+/* ---- flags (opts.c, opts_resolve.c) ---- */
+/* The checks and defaults that need several flags, after every one is read. */
+int gs_opts_resolve(gs_opts *o, gs_err *e);
+/* A finite number in [lo, hi] and nothing after it: 0, else -1. */
+int gs_parse_real(const char *s, double lo, double hi, double *out);
+/* --hosts / --link / --latency (cluster.c): parse and check them against
+ * the sweep (every world splits evenly over the hosts). */
+int gs_cluster_resolve(gs_opts *o, gs_err *e);
+/* "100us", "2ms": --latency's one-way delay in seconds */
+int gs_cluster_parse_delay(const char *s, double *out, gs_err *e);
+/* --calibrate / --project (project.c): which flags they take (NULL: name is
+ * fine; else the sentence of the error), then their own checks */
+const char *gs_model_flag_refused(const gs_opts *o, const char *name);
+int gs_model_resolve(gs_opts *o, gs_err *e);
+/* --collective's -o and -d (collective.c): nccl-tests' names to ours */
+int gs_collective_resolve(gs_opts *o, gs_err *e);
+
 /* ---- emulated hosts (cluster.c) ---- */
 /* The hosts one run of the sweep gets: 0 for none (no --link, local mode,
  * world 1). */

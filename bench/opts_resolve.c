@@ -1,0 +1,94 @@
+/* opts_resolve.c: what bench's flags mean together, once every one is read:
+ * the checks and defaults that need several of them (local means world 1,
+ * --save-params means one run, the loss scale of a precision, the
+ * collective's, the emulated hosts' and the model commands' own rules), and
+ * the settings string every rank of a job compares with rank 0's. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "allreduce/allreduce.h"
+#include "bench/internal.h"
+
+int gs_opts_resolve(gs_opts *o, gs_err *e) {
+  if (o->calibrate || o->project) return gs_model_resolve(o, e);
+  for (int i = 0; i < o->nworlds; i++)
+    if (o->worlds[i] > 1024)
+      return GS_FAIL(e, GS_EINVAL, "--world %d: a run starts at most 1024 ranks (--project "
+                     "predicts larger worlds)", o->worlds[i]);
+  /* Without --mode and --world, saving or loading parameters means the
+   * single-process reference: one run whose parameters mean something. */
+  if (!o->mode_given && !o->world_given && !o->collective && !o->report &&
+      (o->save_params || o->train.load_params)) {
+    o->modes[0] = GS_MODE_LOCAL;
+    o->nmodes = 1;
+    o->worlds[0] = 1;
+  }
+  /* local is one process: it runs at world 1 (alone, without --world, it
+   * means world 1; in a list it joins only the world-1 runs) */
+  if (o->nmodes == 1 && o->modes[0] == GS_MODE_LOCAL) {
+    if (!o->world_given) {
+      o->worlds[0] = 1;
+      o->nworlds = 1;
+    }
+    for (int j = 0; j < o->nworlds; j++)
+      if (o->worlds[j] != 1)
+        return GS_FAIL(e, GS_EINVAL, "--mode local is one process: it takes --world 1 (got %d)",
+                       o->worlds[j]);
+  }
+  /* the loss scale: GradScaler's dynamic one for fp16, 1 otherwise */
+  bool f16 = o->train.precision == GS_F16;
+  o->train.loss_scale = f16 ? 65536.0f : 1.0f;
+  o->train.dynamic_scale = f16;
+  if (o->loss_scale_arg) {
+    const char *a = o->loss_scale_arg;
+    double d;
+    o->loss_scale_set = true;
+    if (!strcmp(a, "dynamic")) {
+      o->train.loss_scale = 65536.0f;
+      o->train.dynamic_scale = true;
+    } else if (!gs_parse_real(a, 1e-30, 3.4e38, &d)) {
+      o->train.loss_scale = (float)d;
+      o->train.dynamic_scale = false;
+    } else {
+      return GS_FAIL(e, GS_EINVAL, "--loss-scale %s: 'dynamic' or a positive number", a);
+    }
+  }
+  if (o->min_bytes > o->max_bytes)
+    return GS_FAIL(e, GS_EINVAL, "-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
+  if (o->collective) {
+    for (int i = 0; i < o->nmodes; i++)
+      if (o->modes[i] == GS_MODE_LOCAL)
+        return GS_FAIL(e, GS_EINVAL, "--collective needs --mode ps or ring");
+    GS_TRY(gs_collective_resolve(o, e));
+  }
+  GS_TRY(gs_cluster_resolve(o, e));
+  if (o->save_params) {
+    /* without --world, a rank of a job (torchrun, --nnodes, ...) takes its
+     * world from the launcher; the sweep checks its default list itself */
+    int worlds = o->world_given ? o->nworlds : 1;
+    int runs = o->nmodes * worlds * o->nmodels * o->nbatches * o->nbucket_mbs;
+    if (runs != 1)
+      return GS_FAIL(e, GS_EINVAL, "--save-params saves one run's parameters, but these flags "
+                     "make %d runs; give one --mode, --world, --model, --batch and --bucket-mb",
+                     runs);
+  }
+  return GS_OK;
+}
+
+size_t gs_opts_settings(const gs_opts *o, gs_mode mode, int world, char *buf, size_t cap) {
+  const gs_train_opts *t = &o->train;
+  int n = snprintf(buf, cap,
+                   "mode=%s\nworld=%d\nmodel=%s\ndata=%s\nbatch=%d\nsteps=%lld\nlr=%.9g\n"
+                   "momentum=%.9g\nweight_decay=%.9g\nseed=%llu\nshuffle=%d\ndrop_last=%d\n"
+                   "precision=%s\nloss_scale=%.9g\ndynamic_scale=%d\ncompute_ms=%.9g\n"
+                   "bucket_mb=%.9g\nfirst_bucket_mb=%.9g\noverlap=%d\nps_dedicated=%d\n"
+                   "device=%s\nsamples=%lld\nload_params=%s\nverify=%d\n",
+                   gs_mode_name(mode), world, t->model, t->data, t->batch, (long long)t->steps,
+                   t->lr, t->momentum, t->weight_decay, (unsigned long long)t->seed, t->shuffle,
+                   t->drop_last, gs_dtype_name(t->precision), t->loss_scale, t->dynamic_scale,
+                   t->compute_ms, t->bucket_mb, t->first_bucket_mb, o->overlap, o->dedicated,
+                   o->device, (long long)t->synthetic_samples,
+                   t->load_params ? t->load_params : "", o->verify);
+  return n < 0 ? 0 : (size_t)n;
+}
