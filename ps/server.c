@@ -102,13 +102,26 @@ void gs_pss_set_id(uint8_t *dst, size_t *dlen, const zmq_msg_t *id) {
 /* Wait until ZeroMQ released every message that still points at bucket b
  * (and at the Welcome's parameters). Normally already the case: a worker
  * pushes step s+1 only after it received step s. */
+static bool holds(gs_ps_server *s, int b) {
+  for (int r = 0; r < s->world; r++)
+    if (atomic_load(&s->inflight[(size_t)b * s->world + r]) > 0) return true;
+  return atomic_load(&s->inflight_welcome) > 0;
+}
+
 static int wait_inflight(gs_ps_server *s, int b, gs_err *e) {
   double t0 = gs_now();
   struct timespec ts = {0, 50000};
-  while (atomic_load(&s->inflight[b]) > 0 || atomic_load(&s->inflight_welcome) > 0) {
-    if (gs_now() - t0 > s->timeout_ms / 1000.0)
+  while (holds(s, b)) {
+    if (gs_now() - t0 > s->timeout_ms / 1000.0) {
+      char who[256] = "";
+      size_t n = 0;
+      for (int r = 0; r < s->world && n + 16 < sizeof who; r++)
+        if (atomic_load(&s->inflight[(size_t)b * s->world + r]) > 0)
+          n += (size_t)snprintf(who + n, sizeof who - n, "%s%d", n ? ", " : "", r);
       return FAIL(s, e, GS_ETIMEOUT, "ps server: ZeroMQ still holds bucket %d's outgoing "
-                  "parameters after %.1f s (a worker is not reading)", b, s->timeout_ms / 1000.0);
+                  "parameters for rank(s) %s after %.1f s (not reading: dead or stalled)", b,
+                  n ? who : "joining", s->timeout_ms / 1000.0);
+    }
     nanosleep(&ts, NULL);
   }
   return GS_OK;
@@ -192,9 +205,10 @@ static int send_bucket(gs_ps_server *s, int b, bool skipped, bool last, gs_err *
   for (int r = 0; r < s->world; r++) {
     peer *pr = &s->peers[r];
     gs_err se = {0};
-    if (data) atomic_fetch_add(&s->inflight[b], 1);
+    atomic_int *held = &s->inflight[(size_t)b * s->world + r];
+    if (data) atomic_fetch_add(held, 1);
     int rc = gs_wire_send(s->sock, pr->id, pr->idlen, &env, data, len,
-                          data ? gs_pss_release_count : NULL, &s->inflight[b], s->timeout_ms,
+                          data ? gs_pss_release_count : NULL, held, s->timeout_ms,
                           pr->inproc ? NULL : &s->sent, &se);
     if (rc < 0)
       return FAIL(s, e, rc, "ps server: sending step %llu bucket %d to rank %d: %s",
@@ -535,7 +549,8 @@ void gs_ps_server_destroy(gs_ps_server *s) {
   struct timespec ts = {0, 1000000};
   for (;;) {
     int held = atomic_load(&s->inflight_welcome);
-    for (int b = 0; s->inflight && b < s->nb; b++) held += atomic_load(&s->inflight[b]);
+    for (size_t i = 0; s->inflight && i < (size_t)s->nb * s->world; i++)
+      held += atomic_load(&s->inflight[i]);
     if (held == 0) break;
     if (gs_now() - t0 > 5.0) {
       leak = true;

@@ -69,7 +69,8 @@ struct gs_ps_server {
   int round_rank;             /* whose push started the round */
   uint8_t *got;               /* [world * nb] */
   int complete;
-  atomic_int *inflight;       /* [nb] outgoing messages ZeroMQ still holds */
+  atomic_int *inflight;       /* [nb * world]: bucket b's outgoing messages to rank r
+                                 that ZeroMQ still holds, at b * world + r */
   atomic_int inflight_welcome;
   double reduce_s, update_s;  /* this step's, for the last Params */
   uint64_t sent, recv;        /* this step's wire bytes (inproc excluded) */

@@ -94,7 +94,7 @@ static int alloc_state(gs_ps_server *s, gs_scaler scaler, gs_err *e) {
   size_t w = (size_t)s->world, nb = (size_t)s->nb;
   s->peers = calloc(w, sizeof *s->peers);
   s->got = calloc(w * nb, 1);
-  s->inflight = calloc(nb, sizeof *s->inflight);
+  s->inflight = calloc(nb * w, sizeof *s->inflight);
   if (!s->peers || !s->got || !s->inflight)
     return GS_FAIL(e, GS_ENOMEM, "ps server: out of memory for %d ranks x %d buckets",
                    s->world, s->nb);
