@@ -155,6 +155,13 @@ int gs_collective_resolve(gs_opts *o, gs_err *e) {
   if (t < 0)
     return GS_FAIL(e, GS_EINVAL, "-d (--datatype) '%s': float, half or bfloat16 (the wire "
                    "dtypes; double and the integer types are not supported)", o->dtype_arg);
+  /* a flag that changes nothing is an error, as everywhere in bench */
+  if (op != GS_REDOP_SUM && !gs_coll_has_op((gs_coll)which))
+    return GS_FAIL(e, GS_EINVAL, "-o (--op) %s: --collective %s reduces nothing (nccl-tests "
+                   "prints its redop as none): drop -o", o->redop_arg, o->collective);
+  if (o->root != 0 && !gs_coll_has_root((gs_coll)which))
+    return GS_FAIL(e, GS_EINVAL, "-r %d: --collective %s has no root (broadcast and reduce "
+                   "do): drop -r", o->root, o->collective);
   o->redop = op;
   o->dtype = (gs_dtype)t;
   return GS_OK;

@@ -231,7 +231,9 @@ for coll in ("reduce_scatter", "all_gather", "broadcast", "reduce"):
     check(r.returncode == 2 and "--mode ring" in r.stderr and "--mode ps runs all_reduce" in
           r.stderr, f"ps {coll}: exit {r.returncode}, {r.stderr}")
 for args, words in ((["--collective", "gather"], "reduce_scatter, all_gather"),
-                    (["--collective", "reduce", "-r", "2"], "-r 2")):
+                    (["--collective", "reduce", "-r", "2"], "-r 2"),
+                    (["--collective", "all_gather", "-o", "avg"], "reduces nothing"),
+                    (["--collective", "all_reduce", "-r", "1"], "has no root")):
     r = run(["--mode", "ring", "--world", "2", "-e", "64"] + args, timeout=60)
     check(r.returncode == 2 and words in r.stderr, f"{args}: exit {r.returncode}, {r.stderr}")
 
