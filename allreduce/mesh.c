@@ -82,6 +82,9 @@ int gs_mesh_open(const gs_ring *r, void *zctx, size_t max_payload, gs_mesh **out
   zmq_setsockopt(m->pull, ZMQ_LINGER, &zero, sizeof zero);
   int64_t maxmsg = (int64_t)(max_payload > GS_HEADER_MAX ? max_payload : GS_HEADER_MAX) + 64;
   zmq_setsockopt(m->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+  /* as the ring's: a connection that never finishes its handshake is dropped */
+  int hs = m->timeout_ms < 5000 ? m->timeout_ms : 5000;
+  zmq_setsockopt(m->pull, ZMQ_HANDSHAKE_IVL, &hs, sizeof hs);
   rc = gs_cred_server(m->pull, &o->cred, e);
   char ep[GS_ENDPOINT_MAX];
   if (rc == GS_OK) rc = gs_wire_bind_any(m->pull, r->host, ep, sizeof ep, e);
