@@ -55,6 +55,7 @@ typedef struct gs_opts {
   const char *device;        /* cpu | cuda | auto */
   const char *bind;          /* --bind: address the sockets bind (NULL: job.c's rule) */
   const char *secret_file;   /* --secret-file: the job secret (else GS_JOB_SECRET) */
+  const char *transport;     /* --transport tcp | ipc (ranks of one machine) */
   bool encrypt;              /* --encrypt: CURVE on every data socket */
   int threads;               /* BLAS threads per rank; 0: cores / local ranks */
 

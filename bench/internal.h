@@ -155,6 +155,7 @@ typedef struct gs_job {
   int rank, world, local_rank;
   int local_world;          /* 0 until the rendezvous counted it */
   int timeout_ms;
+  bool ipc;                 /* --transport ipc: data sockets are Unix sockets */
   char hostname[GS_HOST_MAX];
   gs_rdv *rdv;
   /* the round under way: gs_job_meet .. gs_job_open */

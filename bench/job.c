@@ -405,6 +405,11 @@ int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e)
   if (env->hosts > 0 && env->delay_line_s > 0)
     gs_wire_delay(env->delay_line_s, env->host, env->world / env->hosts);
   GS_TRY(gs_job_addrs_resolve(env, o->bind, &j->addr, e));
+  j->ipc = o->transport && !strcmp(o->transport, "ipc");
+  if (j->ipc && (!j->addr.local || env->hosts > 0))
+    return GS_FAIL(e, GS_EINVAL, "rank %d: --transport ipc needs every rank on this machine "
+                   "(bench's own launcher, or MASTER_ADDR a loopback address); use tcp across "
+                   "machines", env->rank);
   GS_TRY(gs_job_secret(o->secret_file, j->addr.local, o->encrypt, &j->cred, e));
   /* Rank 0 listens first: our launcher waits for the port before it starts
    * anyone else. */
@@ -514,7 +519,7 @@ int gs_job_meet(gs_job *j, const gs_backend *be, gs_sync_config *cfg, const char
   cfg->rank = j->rank;
   cfg->world = j->world;
   cfg->timeout_ms = j->timeout_ms;
-  cfg->host = j->addr.bind;
+  cfg->host = j->ipc ? GS_WIRE_IPC : j->addr.bind;
   cfg->cred = j->cred;
   cfg->local_rank = j->local_rank;
   cfg->local_world = j->local_world > 0 ? j->local_world : 1;

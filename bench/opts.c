@@ -281,6 +281,12 @@ static int p_algo(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   return GS_OK;
 }
 
+static int p_transport(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  if (strcmp(a, "tcp") && strcmp(a, "ipc")) return bad(e, f, a, "tcp or ipc");
+  o->transport = a;
+  return GS_OK;
+}
+
 static int p_bind(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   if (!*a || strlen(a) > 200 || !strcmp(a, "*"))
     return bad(e, f, a, "an IPv4 address of this host (0.0.0.0 for every interface)");
@@ -354,6 +360,8 @@ static const flag FLAGS[] = {
   WORD("bind", "ADDR", NULL, "loopback for a local job, else this host's address toward "
        "MASTER_ADDR", "address this rank's sockets listen on; 0.0.0.0: every interface",
        p_bind, bind),
+  WORD("transport", "T", "tcp", NULL, "tcp | ipc: the data sockets; ipc (Unix sockets) joins "
+       "ranks of one machine only", p_transport, transport),
   WORD("secret-file", "F", NULL, "GS_JOB_SECRET; a fresh one for a local job",
        "the job secret every rank proves (a file of mode 0600, the same on every node)", p_str,
        secret_file),

@@ -2,6 +2,8 @@
 #include "proto/wire.h"
 
 #include <errno.h>
+#include <sodium.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,7 +306,12 @@ int gs_wire_expect_payload(const gs_wire_msg *m, uint64_t count, gs_dtype t, gs_
 
 int gs_wire_bind_any(void *sock, const char *host, char *endpoint, size_t cap, gs_err *e) {
   char addr[300];
-  snprintf(addr, sizeof addr, "tcp://%s:*", host && *host ? host : "127.0.0.1");
+  static atomic_uint seq;
+  if (host && !strcmp(host, GS_WIRE_IPC)) /* Linux's abstract namespace: no file to remove */
+    snprintf(addr, sizeof addr, "ipc://@gradsync-%d-%u-%08x", (int)getpid(),
+             atomic_fetch_add(&seq, 1u), randombytes_random());
+  else
+    snprintf(addr, sizeof addr, "tcp://%s:*", host && *host ? host : "127.0.0.1");
   if (zmq_bind(sock, addr) < 0)
     return GS_FAIL(e, GS_EIO, "cannot bind %s: %s (check the address belongs to this host)",
                    addr, zmq_strerror(errno));

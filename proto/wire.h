@@ -91,7 +91,13 @@ int gs_wire_expect_payload(const gs_wire_msg *m, uint64_t count, gs_dtype t, gs_
  * gs_interrupted: 1 readable, 0 timed out, GS_EINTR interrupted. */
 int gs_wire_wait(void *sock, int timeout_ms, gs_err *e);
 
-/* ZMQ_LAST_ENDPOINT of a socket just bound to "tcp://host:*". */
+/* The host that binds a Unix-domain socket instead of TCP (ranks of one
+ * machine): an abstract one, "ipc://@gradsync-<pid>-<n>-<random>", which
+ * leaves no file behind (the job's credential still guards it). */
+#define GS_WIRE_IPC "ipc"
+
+/* Bind to "tcp://host:*" (host GS_WIRE_IPC: a fresh abstract ipc name) and
+ * return ZMQ_LAST_ENDPOINT. */
 int gs_wire_bind_any(void *sock, const char *host, char *endpoint, size_t cap, gs_err *e);
 
 /* Socket options every data socket gets: no linger on abort, large kernel

@@ -296,9 +296,10 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
     const char *blob = c->bootstrap;
     size_t len = c->bootstrap_len;
     if (!blob || len < 7 || len > GS_ENDPOINT_MAX || blob[len - 1] != '\0' ||
-        strlen(blob) != len - 1 || strncmp(blob, "tcp://", 6) != 0) {
+        strlen(blob) != len - 1 || (strncmp(blob, "tcp://", 6) && strncmp(blob, "ipc://@", 7))) {
       rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: the bootstrap blob is not a ps server address "
-                   "(%zu bytes; expected \"tcp://host:port\" from rank 0's bootstrap)",
+                   "(%zu bytes; expected \"tcp://host:port\" or \"ipc://@name\" from rank 0's "
+                   "bootstrap)",
                    c->rank, len);
       goto fail;
     }
