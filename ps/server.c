@@ -115,12 +115,15 @@ static int wait_inflight(gs_ps_server *s, int b, gs_err *e) {
     if (gs_now() - t0 > s->timeout_ms / 1000.0) {
       char who[256] = "";
       size_t n = 0;
+      int many = 0;
       for (int r = 0; r < s->world && n + 16 < sizeof who; r++)
-        if (atomic_load(&s->inflight[(size_t)b * s->world + r]) > 0)
+        if (atomic_load(&s->inflight[(size_t)b * s->world + r]) > 0) {
           n += (size_t)snprintf(who + n, sizeof who - n, "%s%d", n ? ", " : "", r);
+          many++;
+        }
       return FAIL(s, e, GS_ETIMEOUT, "ps server: ZeroMQ still holds bucket %d's outgoing "
-                  "parameters for rank(s) %s after %.1f s (not reading: dead or stalled)", b,
-                  n ? who : "joining", s->timeout_ms / 1000.0);
+                  "parameters for %s %s after %.1f s (not reading: dead or stalled)", b,
+                  many > 1 ? "ranks" : "rank", n ? who : "joining", s->timeout_ms / 1000.0);
     }
     nanosleep(&ts, NULL);
   }
