@@ -91,24 +91,10 @@ struct gs_link_watch {
   bool stop;
 };
 
-static int read_counters(int fd, uint64_t *tx, uint64_t *rx) {
-  char buf[8192];
-  size_t len = 0;
-  if (lseek(fd, 0, SEEK_SET) < 0) return -1;
-  for (;;) {
-    ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return -1;
-    if (n == 0 || (len += (size_t)n) == sizeof buf - 1) break;
-  }
-  buf[len] = '\0';
-  return gs_netdev_eth0(buf, rx, tx);
-}
-
 /* with mu held */
 static void sample(gs_link_watch *w) {
   uint64_t tx, rx;
-  if (read_counters(w->fd, &tx, &rx) == 0) gs_link_acc_update(&w->acc, gs_now(), tx, rx);
+  if (gs_netdev_read_eth0(w->fd, &rx, &tx) == 0) gs_link_acc_update(&w->acc, gs_now(), tx, rx);
 }
 
 static void *watcher(void *arg) {
@@ -135,7 +121,7 @@ int gs_link_watch_start(uint64_t rate_bps, double period_s, gs_link_watch **out,
   uint64_t tx, rx;
   w->period = period_s;
   w->fd = open("/proc/self/net/dev", O_RDONLY | O_CLOEXEC);
-  if (w->fd < 0 || read_counters(w->fd, &tx, &rx) < 0) {
+  if (w->fd < 0 || gs_netdev_read_eth0(w->fd, &rx, &tx) < 0) {
     if (w->fd >= 0) close(w->fd);
     free(w);
     return GS_FAIL(e, GS_EIO, "cannot read this host's link counters (eth0 in "

@@ -131,9 +131,10 @@ typedef struct gs_link_acc {
 void gs_link_acc_start(gs_link_acc *a, uint64_t rate_bps, double now, uint64_t tx, uint64_t rx);
 void gs_link_acc_update(gs_link_acc *a, double now, uint64_t tx, uint64_t rx);
 
-/* eth0's rx and tx bytes in the text of a /proc/<pid>/net/dev: 0, or -1
- * when it has no eth0 line. */
-int gs_netdev_eth0(const char *text, uint64_t *rx, uint64_t *tx);
+/* eth0's rx and tx bytes from an open /proc/<pid>/net/dev, read again from
+ * its start (a seq_file starts over): 0, or -1 when it cannot be read or has
+ * no eth0 line. */
+int gs_netdev_read_eth0(int fd, uint64_t *rx, uint64_t *tx);
 
 /* Fraction of [a.t, b.t] that the link was busy in each direction. */
 void gs_link_busy(const gs_link_stat *a, const gs_link_stat *b, double *up, double *down);

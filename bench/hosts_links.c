@@ -82,7 +82,8 @@ int gs_hosts_parse_rate(const char *s, uint64_t *bps, gs_err *e) {
                  "(e.g. 100mbit, 1gbit)", s ? s : "");
 }
 
-int gs_netdev_eth0(const char *text, uint64_t *rx, uint64_t *tx) {
+/* eth0's rx and tx bytes in the text of a net/dev file */
+static int eth0_of(const char *text, uint64_t *rx, uint64_t *tx) {
   for (const char *line = text; line && *line;
        line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
     while (*line == ' ') line++;
@@ -93,19 +94,18 @@ int gs_netdev_eth0(const char *text, uint64_t *rx, uint64_t *tx) {
   return -1;
 }
 
-/* eth0's received and transmitted bytes in one host's namespace. */
-static int read_eth0(const gs_node *n, uint64_t *rx, uint64_t *tx) {
-  char buf[4096];
+int gs_netdev_read_eth0(int fd, uint64_t *rx, uint64_t *tx) {
+  char buf[8192];
   size_t len = 0;
-  if (lseek(n->devfd, 0, SEEK_SET) < 0) return -1;
+  if (lseek(fd, 0, SEEK_SET) < 0) return -1;
   for (;;) {
-    ssize_t r = read(n->devfd, buf + len, sizeof buf - 1 - len);
+    ssize_t r = read(fd, buf + len, sizeof buf - 1 - len);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return -1;
     if (r == 0 || (len += (size_t)r) == sizeof buf - 1) break;
   }
   buf[len] = '\0';
-  return gs_netdev_eth0(buf, rx, tx);
+  return eth0_of(buf, rx, tx);
 }
 
 void gs_link_acc_start(gs_link_acc *a, uint64_t rate_bps, double now, uint64_t tx, uint64_t rx) {
@@ -137,7 +137,7 @@ void gs_link_acc_update(gs_link_acc *a, double now, uint64_t tx, uint64_t rx) {
 /* Bring host h's reading up to now; call with mu held. */
 static int sample(gs_hosts *c, int h, double now) {
   uint64_t rx, tx;
-  if (read_eth0(&c->host[h], &rx, &tx) < 0) return -1;
+  if (gs_netdev_read_eth0(c->host[h].devfd, &rx, &tx) < 0) return -1;
   gs_link_acc_update(&c->host[h].acc, now, tx, rx);
   return 0;
 }
@@ -158,7 +158,7 @@ int gs_hosts_links_open(gs_hosts *c, gs_err *e) {
     snprintf(path, sizeof path, "/proc/%d/net/dev", (int)n->pid);
     n->devfd = open(path, O_RDONLY | O_CLOEXEC);
     uint64_t rx, tx;
-    if (n->devfd < 0 || read_eth0(n, &rx, &tx) < 0)
+    if (n->devfd < 0 || gs_netdev_read_eth0(n->devfd, &rx, &tx) < 0)
       return GS_FAIL(e, GS_EIO, "emulated hosts: cannot read host %d's link counters in %s",
                      h, path);
     gs_link_acc_start(&n->acc, c->rate, gs_now(), tx, rx);
