@@ -1,13 +1,15 @@
-/* link.c: a rank's links to its ring neighbours (wire.h, gs_link): a PULL
- * socket it binds for its left neighbour and a PUSH socket it connects to
+/* link.c: a rank's links to its ring neighbours (wire.h, gs_link): a
+ * ROUTER socket it binds for its left neighbour and a DEALER it connects to
  * its right one, with everything a stream between neighbours needs besides
  * the algorithm: socket options, a monitor that notices at once when the
  * left neighbour's connection drops, interrupt-aware waits (a short poll
  * first for latency, then sleep in slices), checked receives through
- * gs_wire_read into a fixed arena (no malloc per message), zero-copy sends
- * with a per-chunk "ZeroMQ still holds it" flag, and the relay of errors
- * around the ring so that every rank stops with the cause, not a timeout. */
-#include "proto/wire.h"
+ * gs_wire_read into a fixed arena (no malloc per message) that take each
+ * numbered message once and in order and acknowledge it, and the relay of
+ * errors around the ring so that every rank stops with the cause, not a
+ * timeout. Sending, and resending after a dropped connection, is
+ * link_send.c's. */
+#include "proto/link_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -18,38 +20,29 @@
 #include <time.h>
 
 #define SLICE_MS 50
-#define GONE_GRACE_S 0.25      /* after the left neighbour disconnects */
-#define HDR_MAX 4096           /* a chunk header is ~50 bytes; an Error ~1 KiB */
-#define ARENA_BYTES (64 << 10) /* protobuf-c unpack of one header of HDR_MAX */
+/* after the left neighbour's connection dropped: time for it to come back
+ * (ZeroMQ reconnects, and the sender resends what was lost) before the
+ * neighbour counts as gone */
+#define GONE_GRACE_S 1.0
 
-struct gs_link {
-  gs_link_cfg c;
-  char host[256];
-  void *ctx, *pull, *push, *mon;
-  gs_zap *zap;
-  bool told_right;           /* the right neighbour has been told why we stop */
-  int errors_sent;
-  double left_gone_at;       /* > 0: the left neighbour closed its connection */
-  uint32_t peer_fd[32];      /* open connections on the PULL socket */
-  int npeers;
-  unsigned dropped;           /* foreign messages, for the first few lines */
-  atomic_int stop;           /* gs_link_interrupt */
-  gs_wire_msg last;          /* the last message received (its env lives in the arena) */
-  ProtobufCAllocator alloc;  /* bump allocator over arena */
-  size_t arena_used;
-  uint8_t *arena;
-  uint8_t hbuf[HDR_MAX];
-};
-
-static void *arena_alloc(void *data, size_t size) {
-  gs_link *l = data;
+static void *bump_alloc(void *data, size_t size) {
+  gs_bump *b = data;
   size = (size + 15) & ~(size_t)15;
-  if (size > ARENA_BYTES - l->arena_used) return NULL;
-  void *p = l->arena + l->arena_used;
-  l->arena_used += size;
+  if (size > b->cap - b->used) return NULL;
+  void *p = b->buf + b->used;
+  b->used += size;
   return p;
 }
-static void arena_free(void *data, void *p) {}
+static void bump_free(void *data, void *p) {}
+
+void gs_bump_init(ProtobufCAllocator *a, gs_bump *b, uint8_t *buf, size_t cap) {
+  b->buf = buf;
+  b->cap = cap;
+  b->used = 0;
+  a->alloc = bump_alloc;
+  a->free = bump_free;
+  a->allocator_data = b;
+}
 
 static const char *where(const gs_link_where *w, char *buf, size_t cap) {
   if (!w || !w->fn) return "the ring";
@@ -69,14 +62,17 @@ int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_
   snprintf(l->host, sizeof l->host, "%s", c->host && *c->host ? c->host : "127.0.0.1");
   l->c.host = l->host;
   if (l->c.timeout_ms <= 0) l->c.timeout_ms = 30000;
-  l->alloc.alloc = arena_alloc;
-  l->alloc.free = arena_free;
-  l->alloc.allocator_data = l;
+  l->rx_next = 1;
+  snprintf(l->left_id, sizeof l->left_id, "gs-ring-%d", c->left);
+  snprintf(l->my_id, sizeof l->my_id, "gs-ring-%d", c->rank);
+  gs_bump_init(&l->ack_alloc, &l->ack_arena, l->ack_buf, sizeof l->ack_buf);
   int rc = GS_OK;
-  if (!(l->arena = gs_alloc(ARENA_BYTES, e))) {
+  uint8_t *arena = gs_alloc(ARENA_BYTES, e);
+  if (!arena) {
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", c->rank);
     goto out;
   }
+  gs_bump_init(&l->alloc, &l->arena, arena, ARENA_BYTES);
   l->ctx = zmq_ctx_new();
   if (!l->ctx) {
     rc = GS_FAIL(e, GS_EIO, "rank %d: zmq_ctx_new: %s", c->rank, zmq_strerror(errno));
@@ -86,12 +82,15 @@ int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_
   char who[64];
   snprintf(who, sizeof who, "rank %d: ring", c->rank);
   if ((rc = gs_zap_start(l->ctx, &c->cred, who, &l->zap, e)) < 0) goto out;
-  l->pull = zmq_socket(l->ctx, ZMQ_PULL);
+  /* a ROUTER, not a PULL, so that acknowledgements go back to the left
+   * neighbour; a reconnecting neighbour takes its routing id over */
+  l->pull = zmq_socket(l->ctx, ZMQ_ROUTER);
   if (!l->pull) {
     rc = GS_FAIL(e, GS_EIO, "rank %d: zmq_socket: %s", c->rank, zmq_strerror(errno));
     goto out;
   }
-  int zero = 0;
+  int zero = 0, one = 1;
+  zmq_setsockopt(l->pull, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
   zmq_setsockopt(l->pull, ZMQ_RCVHWM, &zero, sizeof zero);
   zmq_setsockopt(l->pull, ZMQ_LINGER, &zero, sizeof zero);
   if (c->sockbuf > 0) {
@@ -140,12 +139,15 @@ int gs_link_connect(gs_link *l, const char *right, gs_err *e) {
   if (!right || !*right)
     return GS_FAIL(e, GS_EINVAL, "rank %d: no endpoint for rank %d (right); the launcher must "
                    "pass every rank's prepare() endpoint", l->c.rank, l->c.right);
-  l->push = zmq_socket(l->ctx, ZMQ_PUSH);
+  l->push = zmq_socket(l->ctx, ZMQ_DEALER);
   if (!l->push)
     return GS_FAIL(e, GS_EIO, "rank %d: zmq_socket: %s", l->c.rank, zmq_strerror(errno));
   /* an orderly close flushes what the right neighbour still needs */
-  int zero = 0, linger = l->c.timeout_ms;
+  int zero = 0, linger = l->c.timeout_ms, ivl = 20;
   zmq_setsockopt(l->push, ZMQ_SNDHWM, &zero, sizeof zero);
+  zmq_setsockopt(l->push, ZMQ_RCVHWM, &zero, sizeof zero);
+  zmq_setsockopt(l->push, ZMQ_ROUTING_ID, l->my_id, strlen(l->my_id));
+  zmq_setsockopt(l->push, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
   zmq_setsockopt(l->push, ZMQ_LINGER, &linger, sizeof linger);
   if (l->c.sockbuf > 0) {
     zmq_setsockopt(l->push, ZMQ_SNDBUF, &l->c.sockbuf, sizeof l->c.sockbuf);
@@ -153,6 +155,17 @@ int gs_link_connect(gs_link *l, const char *right, gs_err *e) {
   }
   zmq_setsockopt(l->push, ZMQ_SNDTIMEO, &l->c.timeout_ms, sizeof l->c.timeout_ms);
   GS_TRY(gs_cred_client(l->push, &l->c.cred, e));
+  /* Learn when the connection to the right drops and comes back, to send
+   * again what was in flight. */
+  char monaddr[64];
+  snprintf(monaddr, sizeof monaddr, "inproc://gs-link-rmon-%p", (void *)l);
+  if (zmq_socket_monitor(l->push, monaddr, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) == 0) {
+    l->rmon = zmq_socket(l->ctx, ZMQ_PAIR);
+    if (l->rmon && zmq_connect(l->rmon, monaddr) < 0) {
+      zmq_close(l->rmon);
+      l->rmon = NULL;
+    }
+  }
   if (zmq_connect(l->push, right) < 0)
     return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank %d (right) at '%s': %s",
                    l->c.rank, l->c.right, right, zmq_strerror(errno));
@@ -166,15 +179,20 @@ void gs_link_close(gs_link *l, bool abort) {
     zmq_setsockopt(l->push, ZMQ_LINGER, &linger, sizeof linger);
   }
   gs_wire_msg_close(&l->last);
+  gs_link_log_free(l);
   if (l->mon) {
     zmq_socket_monitor(l->pull, NULL, 0);
     zmq_close(l->mon);
+  }
+  if (l->rmon) {
+    zmq_socket_monitor(l->push, NULL, 0);
+    zmq_close(l->rmon);
   }
   if (l->pull) zmq_close(l->pull);
   if (l->push) zmq_close(l->push);
   if (l->ctx) zmq_ctx_term(l->ctx); /* releases whatever ZeroMQ still held */
   gs_zap_join(l->zap);
-  gs_free(l->arena);
+  gs_free(l->arena.buf);
   free(l);
 }
 
@@ -210,7 +228,7 @@ void gs_link_told(gs_link *l) { l->told_right = true; }
 /* ------------------------------------------------------------------ */
 /* receiving */
 
-/* Monitor events of the PULL socket: the open TCP connections (the left
+/* Monitor events of the receiving socket: the open connections (the left
  * neighbour's, and any stranger's), by file descriptor. When the last of
  * them closes, the left neighbour is gone. */
 static void watch_left(gs_link *l) {
@@ -249,7 +267,7 @@ static void watch_left(gs_link *l) {
   }
 }
 
-/* Wait until the PULL socket has a message: 1, or 0 when the deadline (or
+/* Wait until the receiving socket has a message: 1, or 0 when the deadline (or
  * the grace after the left neighbour disconnected) passed. */
 static int wait_in(gs_link *l, double deadline, gs_err *e) {
   for (;;) {
@@ -262,15 +280,21 @@ static int wait_in(gs_link *l, double deadline, gs_err *e) {
     double left = end - now;
     int slice = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
     if (slice > SLICE_MS) slice = SLICE_MS;
-    zmq_pollitem_t it[2] = {{.socket = l->pull, .events = ZMQ_POLLIN},
-                            {.socket = l->mon, .events = ZMQ_POLLIN}};
-    int rc = zmq_poll(it, l->mon ? 2 : 1, slice);
+    /* the right side's acknowledgements and reconnections are served
+     * while we wait for the left */
+    zmq_pollitem_t it[4] = {{.socket = l->pull, .events = ZMQ_POLLIN}};
+    int n = 1, imon = -1;
+    if (l->mon) it[imon = n++] = (zmq_pollitem_t){.socket = l->mon, .events = ZMQ_POLLIN};
+    if (l->push) it[n++] = (zmq_pollitem_t){.socket = l->push, .events = ZMQ_POLLIN};
+    if (l->rmon) it[n++] = (zmq_pollitem_t){.socket = l->rmon, .events = ZMQ_POLLIN};
+    int rc = zmq_poll(it, n, slice);
     if (rc < 0) {
       if (errno == EINTR) continue;
       return GS_FAIL(e, GS_EIO, "rank %d: zmq_poll: %s", l->c.rank, zmq_strerror(errno));
     }
     if (it[0].revents & ZMQ_POLLIN) return 1;
-    if (l->mon && (it[1].revents & ZMQ_POLLIN)) watch_left(l);
+    if (imon > 0 && (it[imon].revents & ZMQ_POLLIN)) watch_left(l);
+    if (rc > 0) gs_link_right_events(l);
     if (left <= 0) return 0;
   }
 }
@@ -321,8 +345,8 @@ static int settle(gs_link *l, int code, const char *mine, const char *upstream,
   gs_err ignore = {0};
   while (wait_in(l, end, &ignore) == 1) {
     gs_wire_msg m;
-    l->arena_used = 0;
-    int rc = gs_wire_read(l->pull, false, l->c.job, l->c.max_payload, &l->alloc, &m, &ignore);
+    l->arena.used = 0;
+    int rc = gs_wire_read(l->pull, true, l->c.job, l->c.max_payload, &l->alloc, &m, &ignore);
     if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR && m.env->error->message) {
       snprintf(cause, sizeof cause, "%s", m.env->error->message);
       gs_link_tell(l, "ring", cause);
@@ -373,9 +397,9 @@ int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin
         return settle(l, GS_ETIMEOUT, mine, NULL, w, e);
       }
     }
-    l->arena_used = 0;
+    l->arena.used = 0;
     gs_err we = {0};
-    int rc = gs_wire_read(l->pull, false, l->c.job, l->c.max_payload, &l->alloc, &l->last, &we);
+    int rc = gs_wire_read(l->pull, true, l->c.job, l->c.max_payload, &l->alloc, &l->last, &we);
     *bytes += l->last.bytes;
     if (rc == GS_EINTR) return GS_FAIL(e, rc, "rank %d: ring interrupted", l->c.rank);
     if (rc < 0) {
@@ -391,6 +415,17 @@ int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin
       dropped(l, why);
       continue;
     }
+    /* A numbered message is taken once, in order: one sent again after a
+     * dropped connection may arrive twice, and the ones behind a lost one
+     * come again after it. */
+    if (env->seq) {
+      if (env->seq != l->rx_next) {
+        if (env->seq < l->rx_next) gs_link_ack(l);
+        continue;
+      }
+      l->rx_next++;
+      gs_link_ack(l);
+    }
     if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
       char m[900];
       snprintf(m, sizeof m, "%s", env->error->message ? env->error->message : "");
@@ -404,67 +439,4 @@ int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin
     *envp = env;
     return GS_OK;
   }
-}
-
-/* ------------------------------------------------------------------ */
-/* sending */
-
-static void released(void *data, void *hint) {
-  atomic_store_explicit((atomic_uint *)hint, 0u, memory_order_release);
-}
-
-int gs_link_send(gs_link *l, const Gradsync__Envelope *env, const void *data, size_t bytes,
-                 atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, const gs_link_where *w,
-                 gs_err *e) {
-  size_t hlen = gs_wire_pack(env, l->hbuf, sizeof l->hbuf);
-  if (hlen > sizeof l->hbuf)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: a header of %zu bytes", l->c.rank, hlen);
-  /* an empty payload travels as no payload frame */
-  if (zmq_send(l->push, l->hbuf, hlen, bytes ? ZMQ_SNDMORE : 0) < 0) goto fail;
-  int rc = 0;
-  if (bytes == 0) {
-  } else if (fwd) {
-    rc = zmq_msg_send(fwd, l->push, 0);
-  } else if (flag) {
-    zmq_msg_t m;
-    atomic_store_explicit(flag, 1u, memory_order_relaxed);
-    zmq_msg_init_data(&m, (void *)data, bytes, released, flag);
-    rc = zmq_msg_send(&m, l->push, 0);
-    if (rc < 0) {
-      int err = errno;
-      zmq_msg_close(&m); /* runs released() */
-      errno = err;
-    }
-  } else {
-    rc = zmq_send(l->push, data, bytes, 0);
-  }
-  if (rc < 0) goto fail;
-  *sent += hlen + bytes;
-  return GS_OK;
-fail:;
-  char wb[160];
-  if (errno == EAGAIN)
-    return GS_FAIL(e, GS_ETIMEOUT, "rank %d: could not queue a %s for rank %d (right) in %s "
-                   "within %.1f s", l->c.rank, gs_wire_kind(env), l->c.right,
-                   where(w, wb, sizeof wb), l->c.timeout_ms / 1000.0);
-  return GS_FAIL(e, GS_EIO, "rank %d: sending to rank %d (right) in %s: %s", l->c.rank,
-                 l->c.right, where(w, wb, sizeof wb), zmq_strerror(errno));
-}
-
-int gs_link_wait_released(gs_link *l, atomic_uint *flag, const char *what, gs_err *e) {
-  if (atomic_load_explicit(flag, memory_order_acquire) == 0) return GS_OK;
-  double deadline = gs_now() + l->c.timeout_ms / 1000.0;
-  long ns = 1000;
-  while (atomic_load_explicit(flag, memory_order_acquire) != 0) {
-    if (atomic_load(&l->stop) || gs_interrupted)
-      return GS_FAIL(e, GS_EINTR, "rank %d: ring interrupted", l->c.rank);
-    if (gs_now() > deadline)
-      return GS_FAIL(e, GS_ETIMEOUT, "rank %d: rank %d (right) took no data for %.1f s in %s "
-                     "(it died or stalled)", l->c.rank, l->c.right, l->c.timeout_ms / 1000.0,
-                     what);
-    struct timespec ts = {0, ns};
-    nanosleep(&ts, NULL);
-    if (ns < 1000000) ns *= 2;
-  }
-  return GS_OK;
 }

@@ -335,6 +335,15 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
   if (maxmsg < (int64_t)GS_HEADER_MAX) maxmsg = GS_HEADER_MAX;
   maxmsg += 64;
   zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+  /* a fixed routing id: after a dropped connection comes back the server
+   * still knows whose it is (it lets the new connection take it over) */
+  char rid[32];
+  snprintf(rid, sizeof rid, "gs-ps-%d", c->rank);
+  zmq_setsockopt(s->sock, ZMQ_ROUTING_ID, rid, strlen(rid));
+  int ivl = 20;
+  zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+  s->resent_step = -1;
+  if (!s->inproc) gs_ps_watch(s);
   if ((rc = gs_cred_client(s->sock, &c->cred, e)) < 0) goto fail;
   if (zmq_connect(s->sock, ep) < 0) {
     rc = GS_FAIL(e, GS_EIO, "ps rank %d: connecting to the ps server at %s: %s", c->rank, ep,

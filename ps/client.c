@@ -52,6 +52,8 @@ int gs_ps_kcheck(ps_sync *s, const char *what, gs_err *e) {
 
 /* ---------------------------------------------------------------- pushes */
 
+static int send_push(ps_sync *s, int b, const void *data, bool again, gs_err *e);
+
 static int push(ps_sync *s, int b, gs_err *e) {
   double t0 = gs_now();
   gs_kernels *k = s->c.k;
@@ -74,6 +76,81 @@ static int push(ps_sync *s, int b, gs_err *e) {
     data = host;
   }
   GS_TRY(gs_ps_kcheck(s, "staging gradients", e));
+  GS_TRY(send_push(s, b, data, false, e));
+  s->pushed[b] = 1;
+  s->last_progress = gs_now();
+  span(s, "push", b, t0);
+  return GS_OK;
+}
+
+/* ------------------------------------------------------ dropped connections
+ * ZeroMQ reconnects by itself, but what was in flight on a connection that
+ * dropped is gone. The gradients of the step are still where push() left
+ * them (end_step returns only when every bucket is back), so once the
+ * connection is back every bucket not answered yet goes again; the server
+ * takes a push it already has once, and answers one of a step it has
+ * finished with that step's parameters again (server.c, on_push). */
+
+void gs_ps_watch(ps_sync *s) {
+  char addr[64];
+  snprintf(addr, sizeof addr, "inproc://gs-ps-mon-%p", (void *)s);
+  if (zmq_socket_monitor(s->sock, addr, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) < 0) return;
+  s->mon = zmq_socket(s->st->zctx, ZMQ_PAIR);
+  if (s->mon && zmq_connect(s->mon, addr) < 0) {
+    zmq_close(s->mon);
+    s->mon = NULL;
+  }
+}
+
+/* Whether the connection came back after a drop since the last look. */
+static bool reconnected(ps_sync *s) {
+  bool back = false;
+  for (;;) {
+    zmq_msg_t ev;
+    zmq_msg_init(&ev);
+    if (!s->mon || zmq_msg_recv(&ev, s->mon, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&ev);
+      return back;
+    }
+    uint16_t id = 0;
+    if (zmq_msg_size(&ev) >= 2) memcpy(&id, zmq_msg_data(&ev), 2);
+    bool more = zmq_msg_more(&ev);
+    zmq_msg_close(&ev);
+    while (more) { /* the endpoint frame */
+      zmq_msg_init(&ev);
+      more = zmq_msg_recv(&ev, s->mon, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&ev);
+      zmq_msg_close(&ev);
+    }
+    if (id == ZMQ_EVENT_DISCONNECTED) s->dropped = true;
+    if (id == ZMQ_EVENT_CONNECTED && s->dropped) {
+      s->dropped = false;
+      back = true;
+    }
+  }
+}
+
+static int repush(ps_sync *s, gs_err *e) {
+  if (!reconnected(s) || !s->in_step) return GS_OK;
+  int n = 0;
+  for (int b = 0; b < s->c.nbuckets; b++) n += s->pushed[b] && !s->got[b];
+  fprintf(stderr, "ps rank %d: the connection to the ps server dropped and came back in step "
+          "%lld; pushing the %d bucket(s) not answered yet again\n", s->c.rank,
+          (long long)s->step, n);
+  s->resent_step = s->step;
+  for (int b = 0; b < s->c.nbuckets; b++) {
+    if (!s->pushed[b] || s->got[b]) continue;
+    size_t off = s->buckets[b].offset;
+    const void *data = s->cpu && s->c.wire == GS_F32 ? (const void *)(s->c.grads + off)
+                                                      : (char *)s->stage_host + off * s->wsize;
+    GS_TRY(send_push(s, b, data, true, e));
+  }
+  return GS_OK;
+}
+
+/* ----------------------------------------------------------------------- */
+
+static int send_push(ps_sync *s, int b, const void *data, bool again, gs_err *e) {
+  size_t off = s->buckets[b].offset, cnt = s->buckets[b].count, bytes = cnt * s->wsize;
   Gradsync__Envelope env;
   Gradsync__Push p = GRADSYNC__PUSH__INIT;
   gs_wire_env(&env, s->c.job, (uint32_t)s->c.rank);
@@ -82,6 +159,7 @@ static int push(ps_sync *s, int b, gs_err *e) {
   p.offset = off;
   p.count = cnt;
   p.dtype = gs_wire_pbdtype(s->c.wire);
+  p.again = again;
   env.body_case = GRADSYNC__ENVELOPE__BODY_PUSH;
   env.push = &p;
   atomic_fetch_add(&s->inflight, 1);
@@ -90,9 +168,6 @@ static int push(ps_sync *s, int b, gs_err *e) {
                    s->inproc ? NULL : &s->sent, &we) < 0)
     return GS_FAIL(e, we.code, "ps rank %d: pushing step %lld bucket %d to the ps server (%s): "
                    "%s", s->c.rank, (long long)s->step, b, s->server_ep, we.msg);
-  s->pushed[b] = 1;
-  s->last_progress = gs_now();
-  span(s, "push", b, t0);
   return GS_OK;
 }
 
@@ -101,6 +176,11 @@ static int push(ps_sync *s, int b, gs_err *e) {
 static int apply_params(ps_sync *s, gs_wire_msg *m, gs_err *e) {
   const Gradsync__Params *p = m->env->params;
   int r = s->c.rank;
+  /* the answers to pushes sent again after a dropped connection may come
+   * twice: the second is dropped */
+  bool again = s->resent_step >= 0 && p->step == (uint64_t)s->resent_step;
+  if (again && p->step + 1 == (uint64_t)s->step) return GS_OK;
+  if (again && p->bucket < (uint32_t)s->c.nbuckets && s->got[p->bucket]) return GS_OK;
   if (p->step != (uint64_t)s->step)
     return GS_FAIL(e, GS_EPROTO, "ps rank %d: the ps server sent parameters for step %llu "
                    "during step %lld", r, (unsigned long long)p->step, (long long)s->step);
@@ -202,6 +282,7 @@ static int recv_one(ps_sync *s, int timeout_ms, gs_err *e) {
 
 /* Apply whatever parameters already arrived, without waiting. */
 static int drain(ps_sync *s, gs_err *e) {
+  GS_TRY(repush(s, e));
   for (;;) {
     zmq_pollitem_t it = {.socket = s->sock, .events = ZMQ_POLLIN};
     if (zmq_poll(&it, 1, 0) <= 0) return GS_OK;
@@ -223,7 +304,9 @@ static int wait_params(ps_sync *s, gs_err *e) {
                      (long long)s->step, b, s->wait_ms / 1000.0, s->ngot, s->c.nbuckets,
                      s->has_server || (s->c.dedicated) ? "'s dedicated process" : "");
     }
-    GS_TRY(recv_one(s, (int)(left * 1000.0) + 1, e));
+    GS_TRY(repush(s, e));
+    int slice = (int)(left * 1000.0) + 1;
+    GS_TRY(recv_one(s, s->mon && slice > 50 ? 50 : slice, e));
   }
   span(s, "wait", -1, t0);
   return GS_OK;
@@ -238,6 +321,9 @@ static int wait_released(ps_sync *s, gs_err *e) {
                      "after %.1f s", s->c.rank, (long long)s->step, atomic_load(&s->inflight),
                      s->wait_ms / 1000.0);
     nanosleep(&ts, NULL);
+    int ev = 0; /* the socket's pending commands run in this thread */
+    size_t sz = sizeof ev;
+    zmq_getsockopt(s->sock, ZMQ_EVENTS, &ev, &sz);
   }
   return GS_OK;
 }
@@ -372,6 +458,10 @@ static int ps_close(gs_sync *base, bool ok, gs_err *e) {
   if (!orderly) {
     int linger = 200;
     zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
+  }
+  if (s->mon) {
+    zmq_socket_monitor(s->sock, NULL, 0);
+    zmq_close(s->mon);
   }
   zmq_close(s->sock);
   if (st->thread_started) {

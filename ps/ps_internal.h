@@ -42,6 +42,9 @@ typedef struct ps_sync {
   void *stage_host, *stage_dev;
   uint64_t stage_host_bytes, stage_dev_bytes;
   atomic_int inflight;
+  void *mon;        /* the DEALER's connection events (not inproc) */
+  bool dropped;     /* the connection dropped; push again once it is back */
+  int64_t resent_step; /* the step whose pushes went again (-1: none) */
 
   int64_t step;
   uint8_t *ready, *pushed, *got;
@@ -54,6 +57,8 @@ typedef struct ps_sync {
 } ps_sync;
 
 /* client.c */
+/* Watch the DEALER's connection for drops (tcp and ipc; not inproc). */
+void gs_ps_watch(ps_sync *s);
 extern const gs_sync_ops gs_ps_step_ops;
 /* the kernels' sticky error, with the rank, the step and what was done */
 int gs_ps_kcheck(ps_sync *s, const char *what, gs_err *e);

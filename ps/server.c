@@ -126,6 +126,11 @@ static int wait_inflight(gs_ps_server *s, int b, gs_err *e) {
                   many > 1 ? "ranks" : "rank", n ? who : "joining", s->timeout_ms / 1000.0);
     }
     nanosleep(&ts, NULL);
+    /* let the socket run its pending commands: a dead connection's queue
+     * (and what it holds) is let go only in this thread */
+    int ev = 0;
+    size_t sz = sizeof ev;
+    zmq_getsockopt(s->sock, ZMQ_EVENTS, &ev, &sz);
   }
   return GS_OK;
 }
@@ -155,7 +160,17 @@ static uint64_t final_sent(gs_ps_server *s, Gradsync__Envelope *env, Gradsync__P
 
 /* The parameters (or sums) of bucket b to every rank; last: this message
  * completes the step, so it carries the server's cost of the step. */
+static int send_bucket_to(gs_ps_server *s, int b, bool skipped, bool last, int only,
+                          gs_err *e);
 static int send_bucket(gs_ps_server *s, int b, bool skipped, bool last, gs_err *e) {
+  return send_bucket_to(s, b, skipped, last, -1, e);
+}
+
+/* only >= 0: to that rank alone, again (its connection dropped): the
+ * bucket still holds the finished step's parameters, since nobody can push
+ * the next step's before this rank has them. */
+static int send_bucket_to(gs_ps_server *s, int b, bool skipped, bool last, int only,
+                          gs_err *e) {
   size_t c = s->cnt[b], o = s->off[b];
   const float *src = s->sum_only ? gs_ps_reduce_sum(s->red, b) : s->master + o;
   /* mixed precision: parameters travel in the wire dtype like the
@@ -190,7 +205,7 @@ static int send_bucket(gs_ps_server *s, int b, bool skipped, bool last, gs_err *
   Gradsync__Envelope env;
   Gradsync__Params p = GRADSYNC__PARAMS__INIT;
   gs_wire_env(&env, s->o.job, GS_SERVER_RANK);
-  p.step = s->step;
+  p.step = only >= 0 ? s->last_step : s->step;
   p.bucket = (uint32_t)b;
   p.offset = o;
   p.count = c;
@@ -199,13 +214,20 @@ static int send_bucket(gs_ps_server *s, int b, bool skipped, bool last, gs_err *
   p.dtype = gs_wire_pbdtype(out);
   env.body_case = GRADSYNC__ENVELOPE__BODY_PARAMS;
   env.params = &p;
-  if (last) {
+  if (only >= 0) {
+    p.reduce_s = s->last_cost.reduce_s;
+    p.update_s = s->last_cost.update_s;
+    p.bytes_recv = s->last_cost.bytes_recv;
+    p.bytes_sent = s->last_cost.bytes_sent;
+  } else if (last) {
     p.reduce_s = s->reduce_s;
     p.update_s = s->update_s;
     p.bytes_recv = s->recv;
     p.bytes_sent = final_sent(s, &env, &p, len);
+    s->last_cost = p;
+    s->last_skipped = skipped;
   }
-  for (int r = 0; r < s->world; r++) {
+  for (int r = only >= 0 ? only : 0; r < (only >= 0 ? only + 1 : s->world); r++) {
     peer *pr = &s->peers[r];
     gs_err se = {0};
     atomic_int *held = &s->inflight[(size_t)b * s->world + r];
@@ -213,9 +235,16 @@ static int send_bucket(gs_ps_server *s, int b, bool skipped, bool last, gs_err *
     int rc = gs_wire_send(s->sock, pr->id, pr->idlen, &env, data, len,
                           data ? gs_pss_release_count : NULL, held, s->timeout_ms,
                           pr->inproc ? NULL : &s->sent, &se);
-    if (rc < 0)
+    if (rc == GS_EPEER && !pr->inproc) {
+      /* not connected now: a dropped connection that ZeroMQ is bringing
+       * back (the rank pushes again then, and gets this bucket), or a dead
+       * rank (its missing pushes name it at the deadline) */
+      gs_pss_warn(s, "rank %d is not connected (%s); it gets step %llu bucket %d "
+                  "when it pushes again", r, se.msg, (unsigned long long)p.step, b);
+    } else if (rc < 0) {
       return FAIL(s, e, rc, "ps server: sending step %llu bucket %d to rank %d: %s",
-                  (unsigned long long)s->step, b, r, se.msg);
+                  (unsigned long long)p.step, b, r, se.msg);
+    }
   }
   return GS_OK;
 }
@@ -290,6 +319,23 @@ static int bucket_done(gs_ps_server *s, int b, gs_err *e) {
 
 /* --------------------------------------------------------------- phases */
 
+/* A push sent again, of the step just finished, by a rank that has not
+ * started the next: its connection dropped before it had every bucket
+ * back, so it pushes what is missing again. (Sums for a collective are
+ * gone by then.) */
+static bool again(const gs_ps_server *s, int r, const Gradsync__Push *p) {
+  return p->again && s->stepped && !s->sum_only && p->step == s->last_step &&
+         s->peers[r].last_step == (int64_t)s->last_step && s->peers[r].pushed == 0 &&
+         p->bucket < (uint32_t)s->nb;
+}
+
+static int answer_again(gs_ps_server *s, int r, const Gradsync__Push *p, gs_err *e) {
+  gs_pss_warn(s, "rank %d pushed step %llu bucket %u again (its connection "
+              "dropped?); sending it that step's parameters again", r,
+              (unsigned long long)p->step, p->bucket);
+  return send_bucket_to(s, (int)p->bucket, s->last_skipped, false, r, e);
+}
+
 static int on_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
   const Gradsync__Push *p = m->env->push;
   if (!s->running)
@@ -297,6 +343,7 @@ static int on_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
                 "hello", r);
   if (s->peers[r].bye)
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed gradients after saying goodbye", r);
+  if (again(s, r, p)) return answer_again(s, r, p, e);
   if (!s->in_round) {
     if (s->stepped && p->step <= s->last_step)
       return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed gradients for step %llu, but "
@@ -325,9 +372,14 @@ static int on_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d, step %llu bucket %d: %s", r,
                 (unsigned long long)p->step, b, pe.msg);
   size_t i = (size_t)r * s->nb + b;
-  if (s->got[i])
+  if (s->got[i] && !p->again)
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed step %llu bucket %d twice", r,
                 (unsigned long long)p->step, b);
+  if (s->got[i]) { /* pushed again after a dropped connection: it is in the sum */
+    gs_pss_warn(s, "rank %d pushed step %llu bucket %d again (its connection "
+                "dropped?); the first push counts", r, (unsigned long long)p->step, b);
+    return GS_OK;
+  }
   if (!s->in_round) {
     s->in_round = true;
     s->step = p->step;
@@ -411,6 +463,13 @@ int gs_ps_server_create(const gs_ps_server_opts *o, gs_ps_server **out,
   gs_wire_tune(s->sock);
   int one = 1;
   zmq_setsockopt(s->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+  /* a rank whose connection dropped comes back with its routing id, and
+   * what was queued for the dead connection is let go at once (lingering
+   * would keep the parameters it points at held; the rank pushes again
+   * and gets them anew); the close lingers again, for the last words */
+  zmq_setsockopt(s->sock, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+  int zero = 0;
+  zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof zero);
   /* Frames larger than the model are an attack or a bug: ZeroMQ drops the
    * connection before buffering them. */
   int64_t maxmsg = (int64_t)(o->max_elems * sizeof(float));
@@ -543,7 +602,11 @@ void gs_ps_server_memory(gs_ps_server *s, uint64_t *device_bytes, uint64_t *host
 
 void gs_ps_server_destroy(gs_ps_server *s) {
   if (!s) return;
-  if (s->sock) zmq_close(s->sock);
+  if (s->sock) {
+    int linger = 2000;
+    zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_close(s->sock);
+  }
   /* Outgoing zero-copy messages point into the master copy, the sums and
    * hout: wait until ZeroMQ let go of them (sent, or dropped after the
    * linger period). */

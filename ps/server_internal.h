@@ -72,6 +72,8 @@ struct gs_ps_server {
   atomic_int *inflight;       /* [nb * world]: bucket b's outgoing messages to rank r
                                  that ZeroMQ still holds, at b * world + r */
   atomic_int inflight_welcome;
+  bool last_skipped;          /* the verdict on the last finished step */
+  Gradsync__Params last_cost; /* what its last Params reported, for answers again */
   double reduce_s, update_s;  /* this step's, for the last Params */
   uint64_t sent, recv;        /* this step's wire bytes (inproc excluded) */
 
