@@ -101,8 +101,8 @@ typedef struct gs_opts {
   bool check;
   int algo;                  /* --algo: allreduce.h gs_algo (the ring's) */
   const char *redop_arg, *dtype_arg;  /* -o, -d as given (collective.c checks them) */
-  int redop;                 /* allreduce.h gs_redop */
-  gs_dtype dtype;            /* the wire dtype -d names */
+  int redop;                 /* kernels.h gs_redop */
+  gs_dtype dtype;            /* the wire dtype -d names (F64, I32: buffers of it) */
 
   /* what was given on the command line (join mode re-checks these) */
   bool world_given, mode_given;

@@ -46,6 +46,27 @@ typedef struct coll {
   gs_sync_config cfg;
 } coll;
 
+/* Are these op and type run here: NULL if so, else why not (--mode ps and
+ * NCCL sum fp32 buffers, at most on a 16-bit wire). */
+static const char *unsupported_op(const char *flag, bool newish, gs_mode mode, bool cuda) {
+  static char why[300];
+  if (!newish) return NULL;
+  if (mode == GS_MODE_PS)
+    snprintf(why, sizeof why, "%s runs on --mode ring only: --mode ps sums fp32 gradients "
+             "(the server's one reduction; -o sum or avg, -d float, half or bfloat16)", flag);
+  else if (cuda)
+    snprintf(why, sizeof why, "%s runs on the CPU ring only (--device cpu): with --device cuda "
+             "(NCCL) -o sum or avg and -d float, half or bfloat16 are wired", flag);
+  else
+    return NULL;
+  return why;
+}
+
+/* The reduction a collective runs, and whether it goes through the
+ * session's all-reduce (training's sum) or the bare ring. */
+static bool new_op(int op) { return op != GS_REDOP_SUM && op != GS_REDOP_AVG; }
+static bool new_type(gs_dtype t) { return t == GS_F64 || t == GS_I32; }
+
 /* Is this collective run here, and how: NULL if so, else why not (for
  * --mode ps or NCCL). */
 static const char *unsupported(gs_coll which, gs_mode mode, bool cuda) {
@@ -67,7 +88,7 @@ static int close_session(coll *c, bool ok, gs_err *e) {
   return rc;
 }
 
-static int setup(void *vc, const float *src, float *dst, size_t count, gs_err *e) {
+static int setup(void *vc, const void *src, void *dst, size_t count, gs_err *e) {
   coll *c = vc;
   GS_TRY(close_session(c, true, e));
   gs_sync_config *cfg = &c->cfg;
@@ -75,7 +96,7 @@ static int setup(void *vc, const float *src, float *dst, size_t count, gs_err *e
   c->bucket = (gs_bucket){0, count};
   cfg->k = c->k;
   cfg->params = dst;
-  cfg->grads = (float *)src;
+  cfg->grads = (void *)src;
   cfg->n = count;
   cfg->buckets = &c->bucket;
   cfg->nbuckets = 1;
@@ -94,7 +115,7 @@ static int setup(void *vc, const float *src, float *dst, size_t count, gs_err *e
   return gs_job_open(&c->job, cfg, &c->s, e);
 }
 
-static int step(void *vc, const float *src, float *dst, size_t count, int64_t iter, gs_err *e) {
+static int step(void *vc, const void *src, void *dst, size_t count, int64_t iter, gs_err *e) {
   coll *c = vc;
   gs_sync_stats st;
   memset(&st, 0, sizeof st);
@@ -105,21 +126,24 @@ static int step(void *vc, const float *src, float *dst, size_t count, int64_t it
 
 /* One of the other collectives on the session's bare ring (count: the
  * full vector; all_gather's input is this rank's part of src). */
-static int ring_coll(void *vc, const float *src, float *dst, size_t count, int64_t iter,
+static int ring_coll(void *vc, const void *src, void *dst, size_t count, int64_t iter,
                      gs_err *e) {
   coll *c = vc;
   gs_ring *r = gs_ring_sync_ring(c->s);
   if (!r) return GS_FAIL(e, GS_EINVAL, "%s: no ring under the session", gs_coll_name(c->o->coll));
-  size_t off, len;
+  /* avg: the sum here, the post-division in the harness */
+  gs_redop op = c->o->redop == GS_REDOP_AVG ? GS_REDOP_SUM : (gs_redop)c->o->redop;
+  size_t off, len, es = gs_dtype_lp(c->o->dtype) ? sizeof(float) : gs_dtype_size(c->o->dtype);
   switch ((gs_coll)c->o->coll) {
-  case GS_COLL_REDUCE_SCATTER: return gs_ring_reduce_scatter(r, src, dst, count, iter, NULL, e);
+  case GS_COLL_ALL_REDUCE: return gs_ring_allreduce_op(r, op, src, dst, count, iter, 0, NULL, e);
+  case GS_COLL_REDUCE_SCATTER: return gs_ring_reduce_scatter(r, op, src, dst, count, iter, NULL, e);
   case GS_COLL_ALL_GATHER:
     gs_ring_part(count, c->job.world, c->job.rank, &off, &len);
-    return gs_ring_all_gather(r, src + off, dst, count, iter, NULL, e);
+    return gs_ring_all_gather(r, (const char *)src + off * es, dst, count, iter, NULL, e);
   case GS_COLL_BROADCAST: return gs_ring_broadcast(r, src, dst, count, c->o->root, iter, NULL, e);
-  case GS_COLL_REDUCE: return gs_ring_reduce(r, src, dst, count, c->o->root, iter, NULL, e);
-  default: return GS_FAIL(e, GS_EINVAL, "ring_coll: all_reduce runs through the session");
+  case GS_COLL_REDUCE: return gs_ring_reduce(r, op, src, dst, count, c->o->root, iter, NULL, e);
   }
+  return GS_FAIL(e, GS_EINVAL, "ring_coll: unknown collective %d", c->o->coll);
 }
 
 /* The ring's algorithm for a size, as the ring picks it (NCCL picks its own:
@@ -150,11 +174,21 @@ int gs_collective_resolve(gs_opts *o, gs_err *e) {
       return GS_FAIL(e, GS_EINVAL, "-r %d: the root is a rank of the world (0..%d at --world "
                      "%d)", o->root, o->worlds[i] - 1, o->worlds[i]);
   if (op < 0)
-    return GS_FAIL(e, GS_EINVAL, "-o (--op) '%s': sum or avg (prod, min and max are not "
-                   "supported)", o->redop_arg);
+    return GS_FAIL(e, GS_EINVAL, "-o (--op) '%s': sum, avg, prod, min or max", o->redop_arg);
   if (t < 0)
-    return GS_FAIL(e, GS_EINVAL, "-d (--datatype) '%s': float, half or bfloat16 (the wire "
-                   "dtypes; double and the integer types are not supported)", o->dtype_arg);
+    return GS_FAIL(e, GS_EINVAL, "-d (--datatype) '%s': float, half, bfloat16, double or int32 "
+                   "(the other integer types of nccl-tests are not supported)", o->dtype_arg);
+  for (int i = 0; i < o->nmodes; i++) {
+    char flag[96];
+    snprintf(flag, sizeof flag, "-o %s", o->redop_arg);
+    const char *why = unsupported_op(flag, new_op(op) && gs_coll_has_op((gs_coll)which),
+                                     o->modes[i], cuda);
+    if (!why) {
+      snprintf(flag, sizeof flag, "-d %s", o->dtype_arg);
+      why = unsupported_op(flag, new_type((gs_dtype)t), o->modes[i], cuda);
+    }
+    if (why) return GS_FAIL(e, GS_EINVAL, "%s", why);
+  }
   /* a flag that changes nothing is an error, as everywhere in bench */
   if (op != GS_REDOP_SUM && !gs_coll_has_op((gs_coll)which))
     return GS_FAIL(e, GS_EINVAL, "-o (--op) %s: --collective %s reduces nothing (nccl-tests "
@@ -258,7 +292,10 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   if ((rc = gs_bench_kernels(o, c.job.local_rank, gs_job_threads(&c.job, o), &c.k, &e)) < 0)
     goto fail;
   const gs_coll which = (gs_coll)o->coll;
-  const char *why = unsupported(which, mode, c.k->device == GS_DEV_CUDA);
+  const bool cuda = c.k->device == GS_DEV_CUDA;
+  const char *why = unsupported(which, mode, cuda);
+  if (!why) why = unsupported_op("-o", new_op(o->redop) && gs_coll_has_op(which), mode, cuda);
+  if (!why) why = unsupported_op("-d", new_type(o->dtype), mode, cuda);
   if (why || o->root >= world) {
     starting = true; /* usage */
     if (why) rc = GS_FAIL(&e, GS_EINVAL, "--collective %s %s", gs_coll_name(which), why);
@@ -274,14 +311,16 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
                     .k = c.k->device == GS_DEV_CPU ? NULL : c.k, .setup = setup,
                     .algo_of = algo_of, .coll = which,
                     .root = gs_coll_has_root(which) ? o->root : 0,
-                    .sum = which == GS_COLL_ALL_REDUCE ? NULL : step};
+                    .sum = which == GS_COLL_ALL_REDUCE && !new_op(o->redop) ? NULL : step};
   if (p.min_bytes < gs_dtype_size(p.wire)) p.min_bytes = gs_dtype_size(p.wire);
   int cap = gs_perf_sizes(&p);
   rows = calloc((size_t)(cap > 0 ? cap : 1), sizeof *rows);
   if (!rows) { rc = GS_FAIL(&e, GS_ENOMEM, "out of memory"); goto fail; }
   int nrows = cap;
-  rc = gs_allreduce_perf(which == GS_COLL_ALL_REDUCE ? step : ring_coll, &c, &p, rows, &nrows,
-                         &e);
+  /* training's all-reduce (the sum) through the session, as a step runs it;
+   * the other ops and collectives on its bare ring */
+  gs_coll_fn fn = which == GS_COLL_ALL_REDUCE && !new_op(o->redop) ? step : ring_coll;
+  rc = gs_allreduce_perf(fn, &c, &p, rows, &nrows, &e);
   gs_err ce = {0};
   int crc = close_session(&c, rc == GS_OK, &ce);
   if (rc == GS_OK && crc < 0) {
