@@ -93,7 +93,9 @@ typedef struct gs_opts {
 
   /* collective benchmark (nccl-tests flags) */
   const char *collective;    /* --collective as given, or NULL */
-  int coll;                  /* allreduce.h gs_coll it names (collective.c) */
+  int coll;                  /* allreduce.h gs_coll it names (collective.c); a
+                                comma list runs each in turn: colls[0..ncolls) */
+  int colls[8], ncolls;
   int root;                  /* -r: broadcast's and reduce's root */
   size_t min_bytes, max_bytes;
   double factor;

@@ -156,18 +156,51 @@ static const char *algo_of(void *vc, size_t count) {
   return gs_algo_name(gs_algo_pick((gs_algo)c->o->algo, count, c->job.world));
 }
 
+/* --collective's comma list, into o->colls (no repeats). */
+static int parse_list(gs_opts *o, gs_err *e) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", o->collective);
+  o->ncolls = 0;
+  char *save = NULL;
+  for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+    int c = gs_coll_parse(w);
+    if (c < 0)
+      return GS_FAIL(e, GS_EINVAL, "--collective '%s': all_reduce (or allreduce), "
+                     "reduce_scatter, all_gather, broadcast or reduce (nccl-tests' names), or a "
+                     "comma list of them", w);
+    for (int i = 0; i < o->ncolls; i++)
+      if (o->colls[i] == c)
+        return GS_FAIL(e, GS_EINVAL, "--collective %s names %s twice", o->collective, w);
+    if (o->ncolls == GS_COLL_REDUCE + 1)
+      return GS_FAIL(e, GS_EINVAL, "--collective %s: too many", o->collective);
+    o->colls[o->ncolls++] = c;
+  }
+  if (o->ncolls == 0)
+    return GS_FAIL(e, GS_EINVAL, "--collective '%s': name a collective", o->collective);
+  return GS_OK;
+}
+
 int gs_collective_resolve(gs_opts *o, gs_err *e) {
   int op = gs_redop_parse(o->redop_arg), t = gs_perf_type_parse(o->dtype_arg);
-  int which = gs_coll_parse(o->collective);
-  if (which < 0)
-    return GS_FAIL(e, GS_EINVAL, "--collective '%s': all_reduce (or allreduce), reduce_scatter, "
-                   "all_gather, broadcast or reduce (nccl-tests' names)", o->collective);
-  o->coll = which;
+  GS_TRY(parse_list(o, e));
+  o->coll = o->colls[0];
   bool cuda = o->device && !strcmp(o->device, "cuda");
-  for (int i = 0; i < o->nmodes; i++) {
-    const char *why = unsupported((gs_coll)which, o->modes[i], cuda);
-    if (why)
-      return GS_FAIL(e, GS_EINVAL, "--collective %s %s", o->collective, why);
+  bool any_op = false, any_root = false;
+  /* in a list, a collective runs in the modes that can run it (the sweep
+   * skips the others); it needs one at least */
+  for (int c = 0; c < o->ncolls; c++) {
+    const gs_coll which = (gs_coll)o->colls[c];
+    any_op |= gs_coll_has_op(which);
+    any_root |= gs_coll_has_root(which);
+    const char *why = NULL;
+    int runs = 0;
+    for (int i = 0; i < o->nmodes; i++) {
+      const char *w = unsupported(which, o->modes[i], cuda);
+      if (w && (!why || o->ncolls == 1)) why = w;
+      runs += !w;
+    }
+    if (why && (o->ncolls == 1 || runs == 0))
+      return GS_FAIL(e, GS_EINVAL, "--collective %s %s", gs_coll_name(which), why);
   }
   for (int i = 0; o->world_given && i < o->nworlds; i++)
     if (o->root >= o->worlds[i])
@@ -181,24 +214,28 @@ int gs_collective_resolve(gs_opts *o, gs_err *e) {
   for (int i = 0; i < o->nmodes; i++) {
     char flag[96];
     snprintf(flag, sizeof flag, "-o %s", o->redop_arg);
-    const char *why = unsupported_op(flag, new_op(op) && gs_coll_has_op((gs_coll)which),
-                                     o->modes[i], cuda);
+    const char *why = unsupported_op(flag, new_op(op) && any_op, o->modes[i], cuda);
     if (!why) {
       snprintf(flag, sizeof flag, "-d %s", o->dtype_arg);
       why = unsupported_op(flag, new_type((gs_dtype)t), o->modes[i], cuda);
     }
     if (why) return GS_FAIL(e, GS_EINVAL, "%s", why);
   }
-  /* a flag that changes nothing is an error, as everywhere in bench */
-  if (op != GS_REDOP_SUM && !gs_coll_has_op((gs_coll)which))
+  /* a flag that changes nothing is an error, as everywhere in bench (in a
+   * list, one that no collective of it takes) */
+  if (op != GS_REDOP_SUM && !any_op)
     return GS_FAIL(e, GS_EINVAL, "-o (--op) %s: --collective %s reduces nothing (nccl-tests "
                    "prints its redop as none): drop -o", o->redop_arg, o->collective);
-  if (o->root != 0 && !gs_coll_has_root((gs_coll)which))
+  if (o->root != 0 && !any_root)
     return GS_FAIL(e, GS_EINVAL, "-r %d: --collective %s has no root (broadcast and reduce "
                    "do): drop -r", o->root, o->collective);
   o->redop = op;
   o->dtype = (gs_dtype)t;
   return GS_OK;
+}
+
+const char *gs_collective_skip(const gs_opts *o, int which, gs_mode mode) {
+  return unsupported((gs_coll)which, mode, o->device && !strcmp(o->device, "cuda"));
 }
 
 /* one placement's figures, under nccl-tests' JSON names (time in us) */
@@ -210,8 +247,9 @@ static json_t *json_time(const gs_perf_time *t) {
 
 /* rows: our flat out-of-place figures (what the charts and report.html
  * read), and both placements as nccl-tests' -J writes them */
-static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world,
-                      const char *device, const gs_perf_row *rows, int nrows, gs_err *e) {
+static int write_json(const gs_opts *o, const char *dir, const char *run_id, gs_mode mode,
+                      int world, const char *device, const gs_perf_row *rows, int nrows,
+                      gs_err *e) {
   const gs_coll which = (gs_coll)o->coll;
   const char *type = gs_perf_type_name(o->dtype);
   const char *op = gs_coll_has_op(which) ? gs_redop_name((gs_redop)o->redop) : "none";
@@ -248,12 +286,16 @@ static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world
   json_object_set_new(doc, "out_of_bounds", json_pack("{s:i, s:b}", "count", errors, "okay",
                                                       errors == 0));
   json_object_set_new(doc, "average_bus_bandwidth", json_pack("{s:f}", "bandwidth", avg_busbw));
+  /* the invocation that wrote it: its report draws its own tables only */
+  json_object_set_new(doc, "run_id", json_string(run_id));
+  json_object_set_new(doc, "type", json_string(type));
+  json_object_set_new(doc, "redop", json_string(op));
   if (mode == GS_MODE_RING && !strcmp(device, "cpu"))
     json_object_set_new(doc, "algo", json_string(gs_algo_name((gs_algo)o->algo)));
   char path[4200];
   GS_TRY(gs_mkdirs(dir, e));
-  /* all_reduce's tables feed busbw.svg and report.html; the others sit
-   * beside them under their own names */
+  /* all_reduce's tables keep their first name; every table feeds busbw.svg
+   * and report.html */
   snprintf(path, sizeof path, "%s/%s-%s-w%d.json", dir,
            which == GS_COLL_ALL_REDUCE ? "collective" : gs_coll_name(which), gs_mode_name(mode),
            world);
@@ -293,6 +335,13 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     goto fail;
   const gs_coll which = (gs_coll)o->coll;
   const bool cuda = c.k->device == GS_DEV_CUDA;
+  if (o->ncolls > 1) {
+    starting = true; /* usage */
+    rc = GS_FAIL(&e, GS_EINVAL, "--collective %s: a list runs under bench's own launcher (bench "
+                 "--world N); under torchrun, mpirun or srun give one collective per job",
+                 o->collective);
+    goto fail;
+  }
   const char *why = unsupported(which, mode, cuda);
   if (!why) why = unsupported_op("-o", new_op(o->redop) && gs_coll_has_op(which), mode, cuda);
   if (!why) why = unsupported_op("-d", new_type(o->dtype), mode, cuda);
@@ -340,10 +389,16 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     gs_perf_print(stdout, &p, title, rows, nrows);
     /* the table as JSON always: the launcher draws busbw.svg and report.html from it */
     const char *dir = env->run_dir ? env->run_dir : o->out;
-    if (dir && (rc = write_json(o, dir, mode, world, c.k->name, rows, nrows, &e)) < 0) goto fail;
-    if (dir && !env->launched && which == GS_COLL_ALL_REDUCE &&
-        (rc = gs_report_collective(dir, o, &e)) < 0)
+    /* our launcher's invocation id; a job of another launcher is one run */
+    char own[GS_RUN_ID_CHARS + 1];
+    const char *rid = getenv("GS_RUN_ID");
+    if (!rid || !*rid) {
+      gs_run_id_new(own);
+      rid = own;
+    }
+    if (dir && (rc = write_json(o, dir, rid, mode, world, c.k->name, rows, nrows, &e)) < 0)
       goto fail;
+    if (dir && !env->launched && (rc = gs_report_collective(dir, o, rid, &e)) < 0) goto fail;
   }
   for (int i = 0; i < nrows * 2; i++) {
     const gs_perf_time *t = i % 2 ? &rows[i / 2].ip : &rows[i / 2].oop;

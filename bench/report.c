@@ -232,8 +232,8 @@ int gs_report_write(const char *dir, const gs_opts *o, const gs_summary *runs, s
   return rc;
 }
 
-int gs_report_collective(const char *dir, const gs_opts *o, gs_err *e) {
-  json_t *tables = gs_collective_tables(dir);
+int gs_report_collective(const char *dir, const gs_opts *o, const char *run_id, gs_err *e) {
+  json_t *tables = gs_collective_tables(dir, run_id);
   if (!tables || json_array_size(tables) == 0) {
     json_decref(tables);
     return GS_OK;
