@@ -166,8 +166,10 @@ void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json
                                  const char *notice);
 
 /* SVG charts (charts.c): scaling.svg, efficiency.svg, breakdown.svg,
- * bytes.svg and memory.svg in dir. */
-int gs_charts_write(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
+ * bytes.svg and memory.svg in dir; scaling.svg draws peers (report.json's
+ * "peers"; NULL: none) beside the modes. */
+int gs_charts_write(const char *dir, const gs_summary *runs, size_t n, json_t *peers,
+                    gs_err *e);
 /* charts_ranks.c: memory.svg (peak RSS per rank); timeline-<id>.svg, a
  * few measured steps of one run rank by rank, from its rows; and the
  * collective benchmark's busbw.svg from the tables gs_collective_tables

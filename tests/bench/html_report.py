@@ -9,7 +9,10 @@ memory (one bar per rank, as report.json's peak RSS) and one timeline per
 run (every rank's phases), each with a title, both axes, axis labels and
 marks; nothing is fetched from outside the file (no src= or href= to
 anything but in-page anchors), and a screenshot is written (its path is
-printed). Ranks outnumbering the cores put a notice beside the comparison
+printed). Where /usr/bin/python3 has torch, the sweep runs --peer torch as
+well and scaling.svg draws it as its own labelled line, a point per world
+at report.json's peer throughput (said, not checked, without torch). Ranks
+outnumbering the cores put a notice beside the comparison
 (report.json, the terminal, the page); the collective benchmark's page
 shows busbw vs size (log2) with one line per collective and mode, and a
 table per run; a second invocation into the same directory (a --collective
@@ -31,9 +34,11 @@ if not browser:
     print("html_report: skipped: no chromium here (Debian: apt-get install chromium)")
     sys.exit(77)
 
+have_torch = subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed"],
+                            capture_output=True).returncode == 0
 d = tmpdir()
 r = run(SMALL + ["--mode", "ps,ring", "--world", "1,2", "--batch", "8", "--steps", "8",
-                 "--warmup", "2", "--out", d])
+                 "--warmup", "2", "--out", d] + (["--peer", "torch"] if have_torch else []))
 check(r.returncode == 0, f"sweep: {r.stderr}")
 page = os.path.join(d, "report.html")
 check(os.path.exists(page), "no report.html")
@@ -105,6 +110,21 @@ for rid, rank, mib in bars:
     check(rss > 0 and abs(float(mib) - rss / 2**20) < 0.06, f"memory.svg {rid} rank {rank}: "
           f"{mib} MiB vs peak_rss_bytes {rss}")
 check("<table" in dom and "samples/s" in dom, "no comparison table in the page")
+# the peer on scaling.svg: its own labelled line, a point per world at its throughput
+if have_torch:
+    sc = figs.get("scaling.svg", "")
+    label = "torch-ddp (gloo)"
+    check(re.search(rf"<text [^>]*>{re.escape(label)}</text>", sc), "scaling.svg: no peer legend")
+    pts = re.findall(rf"<title>{re.escape(label)} world (\d+): ([\d.e+-]+) samples/s</title>", sc)
+    peers = {p["world"]: p["throughput_samples_per_s"] for p in rep.get("peers", [])}
+    check(sorted(int(w) for w, _ in pts) == sorted(peers) == [1, 2],
+          f"scaling.svg peer points {pts}, report.json peers at worlds {sorted(peers)}")
+    for w, v in pts:
+        tp = peers.get(int(w), 0)
+        check(abs(float(v) - tp) <= 0.005 * tp, f"scaling.svg peer world {w}: {v} vs {tp}")
+    check(len(re.findall(r"<polyline\b", sc)) >= 3, "scaling.svg: no peer line")
+else:
+    print("html_report: the peer on scaling.svg not checked (no torch for /usr/bin/python3)")
 
 # ranks outnumbering the cores: a notice beside the comparison
 cores = os.sysconf("SC_NPROCESSORS_ONLN")
