@@ -20,11 +20,15 @@
  * still exchanges the timings. ps runs all_reduce only: its reduce and
  * broadcast are the two halves of one push/pull exchange, not operations
  * the server offers alone (README). NCCL's are not wired (no GPU to test
- * them on): refused. Buffers live on the
+ * them on): refused. -d double / int32 and -o prod / min / max run on the
+ * CPU ring only (an all-reduce with prod, min or max on the bare ring too:
+ * the session's is training's sum); ps and NCCL refuse them. Buffers live on the
  * kernels' device. Rank 0 prints the table (busbw formula beside it) and
- * writes it as collective-<mode>-w<N>.json into the results directory,
- * from which the launcher draws busbw.svg and report.html (rank 0 draws
- * them itself under another launcher). */
+ * writes it as collective-<mode>-w<N>.json (all_reduce) or <name>-<mode>-
+ * w<N>.json into the results directory, tagged with the invocation's run
+ * id, from which the launcher draws busbw.svg and report.html (rank 0
+ * draws them itself under another launcher). A --collective list is the
+ * launcher's: it runs one collective per job (sweep.c). */
 #include <sched.h>
 #include <stdio.h>
 #include <unistd.h>
