@@ -112,7 +112,9 @@ typedef struct gs_ring_opts {
   const char *host;          /* address to bind ("127.0.0.1" when NULL) */
   gs_cred cred;              /* the job's credential (wire.h) */
   gs_kernels *k;             /* the math (adds, conversions, copies) */
-  gs_dtype wire;             /* dtype of chunks on the wire (F32, F16, BF16) */
+  gs_dtype wire;             /* dtype of chunks on the wire (F32, F16, BF16;
+                                F64 and I32: buffers of that type, for the
+                                collective benchmark) */
   size_t max_count;          /* largest collective, elements (sizes staging) */
   gs_algo algo;              /* 0: the ring; every rank must pass the same
                                 (the handshake checks it) */
@@ -169,11 +171,18 @@ void gs_ring_set_job(gs_ring *r, uint64_t job);
  * counters are ADDED to. On failure the right neighbour is told (so the
  * error travels around the ring) and the ring is unusable; ZeroMQ may still
  * hold parts of src/dst until gs_ring_close, so keep them alive until then. */
-int gs_ring_allreduce(gs_ring *r, const float *src, float *dst, size_t count, int64_t step,
+int gs_ring_allreduce(gs_ring *r, const void *src, void *dst, size_t count, int64_t step,
                       int bucket, gs_ring_stats *st, gs_err *e);
+/* The same with another reduction (sum, prod, min or max; avg is the
+ * caller's sum and post-division): every rank must pass the same op (each
+ * chunk carries it; a mismatch is an error). Buffers hold elements of the
+ * ring's wire dtype (fp32 under a 16-bit wire). Ops other than the sum, and
+ * the fp64 / int32 wires, need a CPU kernels table. */
+int gs_ring_allreduce_op(gs_ring *r, gs_redop op, const void *src, void *dst, size_t count,
+                         int64_t step, int bucket, gs_ring_stats *st, gs_err *e);
 
 /* ---- the other collectives on the same ring (ring_coll.c) ----
- * The layout of the parted collectives: count elements cut in world parts
+ * reduce_scatter and reduce take an op as gs_ring_allreduce_op. The layout of the parted collectives: count elements cut in world parts
  * in rank order, rank r's part at gs_ring_part(count, world, r) (the first
  * count mod world parts one element longer; parts may be empty when count <
  * world). Same contract as gs_ring_allreduce otherwise: every rank calls
@@ -193,13 +202,13 @@ int gs_ring_allreduce(gs_ring *r, const float *src, float *dst, size_t count, in
  *                   ... -> root, each hop adding its own; dst on the other
  *                   ranks is scratch (partial sums, or untouched). */
 void gs_ring_part(size_t count, int world, int rank, size_t *off, size_t *len);
-int gs_ring_reduce_scatter(gs_ring *r, const float *src, float *dst, size_t count, int64_t step,
-                           gs_ring_stats *st, gs_err *e);
-int gs_ring_all_gather(gs_ring *r, const float *src, float *dst, size_t count, int64_t step,
+int gs_ring_reduce_scatter(gs_ring *r, gs_redop op, const void *src, void *dst, size_t count,
+                           int64_t step, gs_ring_stats *st, gs_err *e);
+int gs_ring_all_gather(gs_ring *r, const void *src, void *dst, size_t count, int64_t step,
                        gs_ring_stats *st, gs_err *e);
-int gs_ring_broadcast(gs_ring *r, const float *src, float *dst, size_t count, int root,
+int gs_ring_broadcast(gs_ring *r, const void *src, void *dst, size_t count, int root,
                       int64_t step, gs_ring_stats *st, gs_err *e);
-int gs_ring_reduce(gs_ring *r, const float *src, float *dst, size_t count, int root,
+int gs_ring_reduce(gs_ring *r, gs_redop op, const void *src, void *dst, size_t count, int root,
                    int64_t step, gs_ring_stats *st, gs_err *e);
 
 /* Make a gs_ring_allreduce running in another thread fail soon (within
@@ -249,15 +258,17 @@ bool gs_coll_has_op(gs_coll c);        /* a reduction (all_gather, broadcast: no
 bool gs_coll_has_root(gs_coll c);      /* broadcast, reduce */
 
 /* One collective over a backend, as gs_coll says (src == dst: in place). */
-typedef int (*gs_coll_fn)(void *ctx, const float *src, float *dst, size_t count, int64_t iter,
+typedef int (*gs_coll_fn)(void *ctx, const void *src, void *dst, size_t count, int64_t iter,
                           gs_err *e);
 
-/* nccl-tests' -o: avg is the sum, then one fp32 multiply by 1/N on every
- * rank (NCCL's post-divide), timed with the collective. */
-typedef enum gs_redop { GS_REDOP_SUM = 0, GS_REDOP_AVG = 1 } gs_redop;
-const char *gs_redop_name(gs_redop op);  /* "sum", "avg" */
+/* nccl-tests' -o (kernels.h gs_redop): avg is the sum, then on every rank
+ * the post-division gs_postdiv_host (fp32 and double: times 1/N; int32:
+ * divided by N, truncated, as NCCL's ncclAvg for integers), timed with the
+ * collective; prod, min and max run in the reduction itself. */
+const char *gs_redop_name(gs_redop op);  /* "sum", "avg", "prod", "min", "max" */
 int gs_redop_parse(const char *s);       /* -1 if not one of them */
-/* nccl-tests' -d names of the wire dtypes: "float", "half", "bfloat16" */
+/* nccl-tests' -d names: "float", "half", "bfloat16" (the wire dtypes of
+ * fp32 buffers), "double", "int32" (buffers of that type, carried as is) */
 const char *gs_perf_type_name(gs_dtype t);
 int gs_perf_type_parse(const char *s);   /* -1 if not one of them */
 
@@ -269,15 +280,17 @@ typedef struct gs_perf_opts {
   bool check;                   /* -c: exact check of every iteration */
   gs_redop op;                  /* -o */
   /* -d: the dtype the wire carries, which the table counts: a size is
-   * count x its bytes, as nccl-tests counts its buffers (ours stay fp32,
-   * converted at the wire). The inputs are exact in all three. */
+   * count x its bytes, as nccl-tests counts its buffers. Buffers hold fp32
+   * under the 16-bit wires (converted at the wire), else the wire's own
+   * type (fp32, fp64, int32). The inputs are exact in every type and op. */
   gs_dtype wire;
   /* Where src/dst live: NULL = host memory; a device table = its memory
-   * (filled and checked through to_device / to_host, outside the timing). */
+   * (filled and checked through to_device / to_host, outside the timing;
+   * fp32 buffers only, op sum or avg). */
   gs_kernels *k;
   /* Optional, untimed: called before the first collective on a new
    * (src, dst, count), e.g. to open a backend session for that size. */
-  int (*setup)(void *ctx, const float *src, float *dst, size_t count, gs_err *e);
+  int (*setup)(void *ctx, const void *src, void *dst, size_t count, gs_err *e);
   /* Optional: the algorithm a size runs (a column of the table). */
   const char *(*algo_of)(void *ctx, size_t count);
   gs_coll coll;                 /* what fn runs (0: all_reduce) */

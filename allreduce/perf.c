@@ -5,16 +5,20 @@
  * (nothing else between them, as nccl-tests times; in place, each one
  * reduces the previous result again, as there), then, with check, one more
  * on fresh inputs, checked element by element against the exact expected
- * value (out of place, dst is poisoned with NaN bits first): rank r
- * contributes ((i + 7r) mod 11) - 5 to element i, small integers whose sum
- * is exact in fp32, fp16 and bf16 in any order, and different on every
- * rank (for r < 11), so a lost or doubled contribution shows. avg is that
- * exact sum times the fp32 1/N, the one rounding the collective does too,
- * so it is checked bit for bit as well. The expected value depends only on
- * i mod 11. A time is the mean over iterations on each rank, then the max
- * over ranks, exchanged through the collective itself: each rank writes its
+ * value (out of place, dst is poisoned first: NaN bits, or INT32_MIN for
+ * int32, which no result can be): rank r contributes ((i + 7r) mod 11) - 5
+ * to element i, small integers whose sum, min and max are exact in every
+ * type in any order, and different on every rank (for r < 11), so a lost
+ * or doubled contribution shows. prod takes 1, -1, 2 or -2 instead (the
+ * same pattern mapped), whose products are powers of two, exact in every
+ * type for N < 15 (nccl-tests keeps prod's inputs near 1 alike). avg is
+ * the exact sum, then the one post-division the collective does too
+ * (gs_postdiv_host: fp32 or double times 1/N, int32 divided by N), so it
+ * is checked bit for bit as well. The expected value depends only on i mod
+ * 11. A time is the mean over iterations on each rank, then the max over
+ * ranks, exchanged through the collective itself: each rank writes its
  * times (10 ns units) and wrong counts as base-64 digits into its own slots
- * of a zeroed vector, values that every wire dtype carries exactly.
+ * of a zeroed vector, values that every type carries exactly.
  *
  *   algbw = bytes / time         busbw = algbw * gs_coll_busbw_factor
  * (nccl-tests' definitions: busbw is what each link carried, comparable
@@ -37,17 +41,53 @@
 #define DIGITS 6 /* base-64 digits per exchanged number: 2^36 */
 #define SLOTS 4  /* numbers per rank: time and wrong, out of place and in place */
 
-static void put(float *v, uint64_t x) {
-  for (int d = 0; d < DIGITS; d++, x >>= 6) v[d] = (float)(x & 63u);
+/* Buffers hold fp32 under the 16-bit wires, else the wire's own type. */
+static gs_dtype elem_of(gs_dtype wire) { return gs_dtype_lp(wire) ? GS_F32 : wire; }
+
+/* Element i of a buffer of type t, as a double (every value here is exact
+ * in it) and back. */
+static double get_v(gs_dtype t, const void *p, size_t i) {
+  const char *c = (const char *)p + i * gs_dtype_size(t);
+  if (t == GS_F64) {
+    double v;
+    memcpy(&v, c, sizeof v);
+    return v;
+  }
+  if (t == GS_I32) {
+    int32_t v;
+    memcpy(&v, c, sizeof v);
+    return v;
+  }
+  float v;
+  memcpy(&v, c, sizeof v);
+  return v;
 }
-static uint64_t get(const float *v) {
+static void set_v(gs_dtype t, void *p, size_t i, double x) {
+  char *c = (char *)p + i * gs_dtype_size(t);
+  if (t == GS_F64) {
+    memcpy(c, &x, sizeof x);
+  } else if (t == GS_I32) {
+    int32_t v = (int32_t)x;
+    memcpy(c, &v, sizeof v);
+  } else {
+    float v = (float)x;
+    memcpy(c, &v, sizeof v);
+  }
+}
+
+static void put(gs_dtype t, void *v, size_t at, uint64_t x) {
+  for (int d = 0; d < DIGITS; d++, x >>= 6) set_v(t, v, at + (size_t)d, (double)(x & 63u));
+}
+static uint64_t get(gs_dtype t, const void *v, size_t at) {
   uint64_t x = 0;
-  for (int d = DIGITS - 1; d >= 0; d--) x = (x << 6) | (uint64_t)v[d];
+  for (int d = DIGITS - 1; d >= 0; d--) x = (x << 6) | (uint64_t)get_v(t, v, at + (size_t)d);
   return x;
 }
 
-static float contribution(int rank, size_t i) {
-  return (float)((int)((i + 7u * (size_t)rank) % 11u) - 5);
+static double contribution(gs_redop op, int rank, size_t i) {
+  int v = (int)((i + 7u * (size_t)rank) % 11u);
+  static const int prod[11] = {1, -1, 2, 1, -2, 1, -1, 1, 2, -1, 1};
+  return op == GS_REDOP_PROD ? prod[v] : v - 5;
 }
 
 static const char *coll_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
@@ -76,20 +116,28 @@ static bool parted(gs_coll c) {
   return c == GS_COLL_REDUCE_SCATTER || c == GS_COLL_ALL_GATHER;
 }
 
-const char *gs_redop_name(gs_redop op) { return op == GS_REDOP_AVG ? "avg" : "sum"; }
-int gs_redop_parse(const char *s) {
-  return !s ? -1 : !strcmp(s, "sum") ? GS_REDOP_SUM : !strcmp(s, "avg") ? GS_REDOP_AVG : -1;
+static const char *redop_names[] = {"sum", "avg", "prod", "min", "max"};
+const char *gs_redop_name(gs_redop op) {
+  return (unsigned)op <= GS_REDOP_MAX ? redop_names[op] : "unknown";
 }
+int gs_redop_parse(const char *s) {
+  for (int op = GS_REDOP_SUM; s && op <= GS_REDOP_MAX; op++)
+    if (!strcmp(s, redop_names[op])) return op;
+  return -1;
+}
+static const char *type_names[] = {"float", "half", "bfloat16", "double", "int32"};
 const char *gs_perf_type_name(gs_dtype t) {
-  return t == GS_F16 ? "half" : t == GS_BF16 ? "bfloat16" : "float";
+  return (unsigned)t <= GS_I32 ? type_names[t] : "unknown";
 }
 int gs_perf_type_parse(const char *s) {
-  for (int t = GS_F32; t <= GS_BF16; t++)
-    if (s && !strcmp(s, gs_perf_type_name((gs_dtype)t))) return t;
+  for (int t = GS_F32; s && t <= GS_I32; t++)
+    if (!strcmp(s, type_names[t])) return t;
   return -1;
 }
 
 static size_t elt(const gs_perf_opts *o) { return gs_dtype_size(o->wire); }
+/* the buffers' element size */
+static size_t es(const gs_perf_opts *o) { return gs_dtype_size(elem_of(o->wire)); }
 
 /* The sizes: min, min*f, ... up to max, whole elements (whole multiples
  * of N elements for a parted collective), no repeats. */
@@ -147,17 +195,18 @@ typedef struct bench {
   gs_coll_fn fn;
   void *ctx;
   const gs_perf_opts *o;
-  float *src, *dst, *xchg, *xsum;   /* on the device */
-  float *hsrc, *hdst, *poison, *hx, *hxs;
-  float expect[11];
+  gs_dtype t;                       /* the buffers' element type */
+  void *src, *dst, *xchg, *xsum;    /* on the device */
+  void *hsrc, *hdst, *poison, *hx, *hxs;
+  double expect[11];
   int64_t iter;
-  const float *last_src;
+  const void *last_src;
   size_t last_n;
 } bench;
 
 /* One collective on (src, dst, n), after setup when the pair is new; avg
  * scales the sum by 1/N inside the timed region. */
-static int one(bench *b, gs_coll_fn fn, const float *src, float *dst, size_t n, gs_redop op,
+static int one(bench *b, gs_coll_fn fn, const void *src, void *dst, size_t n, gs_redop op,
                double *dt, gs_err *e) {
   const gs_perf_opts *o = b->o;
   if (o->setup && (src != b->last_src || n != b->last_n)) {
@@ -168,10 +217,8 @@ static int one(bench *b, gs_coll_fn fn, const float *src, float *dst, size_t n, 
   double t0 = gs_now();
   int rc = fn(b->ctx, src, dst, n, b->iter++, e);
   if (rc == GS_OK && op == GS_REDOP_AVG) {
-    float inv = 1.0f / (float)o->world;
-    if (o->k) o->k->scale(o->k, n, inv, dst);
-    else
-      for (size_t i = 0; i < n; i++) dst[i] *= inv;
+    if (o->k) o->k->scale(o->k, n, 1.0f / (float)o->world, dst);
+    else rc = gs_postdiv_host(b->t, n, dst, o->world, e);
   }
   if (rc == GS_OK && o->k) rc = o->k->sync(o->k, e);
   *dt = gs_now() - t0;
@@ -193,31 +240,32 @@ static uint64_t count_wrong(const bench *b, size_t n) {
     if (me != o->root) hi = 0;
     break;
   case GS_COLL_ALL_GATHER:
-    for (size_t i = 0; i < n; i++) wrong += b->hdst[i] != contribution((int)(i / part), i);
+    for (size_t i = 0; i < n; i++)
+      wrong += get_v(b->t, b->hdst, i) != contribution(GS_REDOP_SUM, (int)(i / part), i);
     return wrong;
   case GS_COLL_BROADCAST:
-    for (size_t i = 0; i < n; i++) wrong += b->hdst[i] != contribution(o->root, i);
+    for (size_t i = 0; i < n; i++)
+      wrong += get_v(b->t, b->hdst, i) != contribution(GS_REDOP_SUM, o->root, i);
     return wrong;
   default: break;
   }
-  for (size_t i = lo; i < hi; i++) wrong += b->hdst[i] != b->expect[i % 11];
+  for (size_t i = lo; i < hi; i++) wrong += get_v(b->t, b->hdst, i) != b->expect[i % 11];
   return wrong;
 }
 
 /* One placement of one size: the mean time of this rank and its wrong
  * count (in place: src == dst, refilled with the inputs first). */
-static int place(bench *b, float *src, float *dst, size_t n, double *mean, uint64_t *wrong,
+static int place(bench *b, void *src, void *dst, size_t n, double *mean, uint64_t *wrong,
                  gs_err *e) {
   const gs_perf_opts *o = b->o;
-  size_t bytes = n * sizeof(float);
+  size_t bytes = n * es(o);
   double total = 0, dt;
   *wrong = 0;
   if (src == dst) to_buf(o, dst, b->hsrc, bytes);
   for (int it = -o->warmup; it < o->iters + (o->check ? 1 : 0); it++) {
     bool checked = it == o->iters;
     if (checked && src == dst) to_buf(o, dst, b->hsrc, bytes);
-    else if (checked && b->poison) to_buf(o, dst, b->poison, bytes);
-    else if (checked) memset(dst, 0xff, bytes);
+    else if (checked) to_buf(o, dst, b->poison, bytes);
     int rc = one(b, b->fn, src, dst, n, gs_coll_has_op(o->coll) ? o->op : GS_REDOP_SUM, &dt, e);
     if (rc < 0) {
       gs_err_prefix(e, "%zu-byte %s (%s), iteration %d: ", n * elt(o), gs_coll_name(o->coll),
@@ -240,17 +288,17 @@ static int exchange(bench *b, const double mean[2], const uint64_t wrong[2], gs_
   const gs_perf_opts *o = b->o;
   size_t xn = SLOTS * DIGITS * (size_t)o->world;
   const uint64_t lim = ((uint64_t)1 << (6 * DIGITS)) - 1;
-  memset(b->hx, 0, xn * sizeof(float));
-  float *mine = b->hx + SLOTS * DIGITS * (size_t)o->rank;
-  for (int p = 0; p < 2; p++) {
+  memset(b->hx, 0, xn * es(o));
+  size_t mine = SLOTS * DIGITS * (size_t)o->rank;
+  for (size_t p = 0; p < 2; p++) {
     uint64_t t10ns = (uint64_t)llround(mean[p] * 1e8);
-    put(mine + 2 * p * DIGITS, t10ns < lim ? t10ns : lim);
-    put(mine + (2 * p + 1) * DIGITS, wrong[p] < lim ? wrong[p] : lim);
+    put(b->t, b->hx, mine + 2 * p * DIGITS, t10ns < lim ? t10ns : lim);
+    put(b->t, b->hx, mine + (2 * p + 1) * DIGITS, wrong[p] < lim ? wrong[p] : lim);
   }
-  to_buf(o, b->xchg, b->hx, xn * sizeof(float));
+  to_buf(o, b->xchg, b->hx, xn * es(o));
   double dt;
   int rc = one(b, o->sum ? o->sum : b->fn, b->xchg, b->xsum, xn, GS_REDOP_SUM, &dt, e);
-  if (rc == GS_OK) rc = from_buf(o, b->hxs, b->xsum, xn * sizeof(float), e);
+  if (rc == GS_OK) rc = from_buf(o, b->hxs, b->xsum, xn * es(o), e);
   if (rc < 0) {
     gs_err_prefix(e, "exchanging the timings of the %zu-byte %s: ", row->bytes,
                   gs_coll_name(o->coll));
@@ -260,10 +308,10 @@ static int exchange(bench *b, const double mean[2], const uint64_t wrong[2], gs_
     double tmax = 0;
     uint64_t wsum = 0;
     for (int r = 0; r < o->world; r++) {
-      const float *theirs = b->hxs + SLOTS * DIGITS * (size_t)r;
-      double t = (double)get(theirs + 2 * p * DIGITS) * 1e-8;
+      size_t theirs = SLOTS * DIGITS * (size_t)r + 2 * (size_t)p * DIGITS;
+      double t = (double)get(b->t, b->hxs, theirs) * 1e-8;
       if (t > tmax) tmax = t;
-      wsum += get(theirs + (2 * p + 1) * DIGITS);
+      wsum += get(b->t, b->hxs, theirs + DIGITS);
     }
     gs_perf_time *pt = p == 0 ? &row->oop : &row->ip;
     pt->time_us = tmax * 1e6;
@@ -294,20 +342,22 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
   int cap = *nrows;
   *nrows = 0;
   if (!fn || !o || o->world < 1 || o->iters < 1 || o->warmup < 0 ||
-      (o->op != GS_REDOP_SUM && o->op != GS_REDOP_AVG) || o->wire > GS_BF16 ||
+      (unsigned)o->op > GS_REDOP_MAX || (unsigned)o->wire > GS_I32 ||
+      (o->k && (o->wire == GS_F64 || o->wire == GS_I32 || o->op > GS_REDOP_AVG)) ||
       (unsigned)o->coll > GS_COLL_REDUCE || o->root < 0 || o->root >= o->world ||
       (o->coll != GS_COLL_ALL_REDUCE && !o->sum))
-    return GS_FAIL(e, GS_EINVAL, "collective perf: bad options (iters >= 1, warmup >= 0, op sum "
-                   "or avg, wire fp32, fp16 or bf16, 0 <= root < world, an all-reduce to "
-                   "exchange the timings)");
+    return GS_FAIL(e, GS_EINVAL, "collective perf: bad options (iters >= 1, warmup >= 0, op sum, "
+                   "avg, prod, min or max, type float, half, bfloat16, double or int32; on a "
+                   "device float/half/bfloat16 and sum or avg; 0 <= root < world, an all-reduce "
+                   "to exchange the timings)");
   int nsizes = gs_perf_sizes(o);
   if (nsizes == 0)
     return GS_FAIL(e, GS_EINVAL, "%s perf: no sizes between %zu and %zu bytes (min >= "
                    "%zu bytes%s, max >= min)", gs_coll_name(o->coll), o->min_bytes, o->max_bytes,
                    elt(o), parted(o->coll) ? " x the world" : "");
-  size_t maxn = o->max_bytes / elt(o), mb = maxn * sizeof(float);
-  size_t xb = SLOTS * DIGITS * (size_t)o->world * sizeof(float);
-  bench b = {.fn = fn, .ctx = ctx, .o = o};
+  size_t maxn = o->max_bytes / elt(o), mb = maxn * es(o);
+  size_t xb = SLOTS * DIGITS * (size_t)o->world * es(o);
+  bench b = {.fn = fn, .ctx = ctx, .o = o, .t = elem_of(o->wire)};
   b.src = buf_alloc(o, mb, e);
   b.dst = buf_alloc(o, mb, e);
   b.xchg = buf_alloc(o, xb, e);
@@ -315,23 +365,38 @@ int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_r
   /* host side: the inputs, the poison, what comes back, the exchange */
   b.hsrc = o->k ? gs_alloc(mb, e) : b.src;
   b.hdst = o->k ? gs_alloc(mb, e) : b.dst;
-  b.poison = o->k && o->check ? gs_alloc(mb, e) : NULL;
+  b.poison = o->check ? gs_alloc(mb, e) : NULL;
   b.hx = gs_alloc(xb, e);
   b.hxs = gs_alloc(xb, e);
   int rc = GS_OK;
   if (!b.src || !b.dst || !b.xchg || !b.xsum || !b.hsrc || !b.hdst || !b.hx || !b.hxs ||
-      (o->k && o->check && !b.poison)) {
+      (o->check && !b.poison)) {
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for %zu-byte benchmark buffers",
                  o->rank, mb);
     goto out;
   }
-  for (size_t i = 0; i < maxn; i++) b.hsrc[i] = contribution(o->rank, i);
+  gs_redop op = gs_coll_has_op(o->coll) ? o->op : GS_REDOP_SUM;
+  for (size_t i = 0; i < maxn; i++) set_v(b.t, b.hsrc, i, contribution(op, o->rank, i));
   if (o->k) to_buf(o, b.src, b.hsrc, mb);
-  if (b.poison) memset(b.poison, 0xff, mb);
+  if (b.poison && b.t == GS_I32)
+    for (size_t i = 0; i < maxn; i++) set_v(b.t, b.poison, i, (double)INT32_MIN);
+  else if (b.poison) memset(b.poison, 0xff, mb);
+  /* the exact result of every element (small integers: any order gives
+   * it), then avg's post-division in the buffers' type */
   for (size_t j = 0; j < 11; j++) {
-    float s = 0;
-    for (int r = 0; r < o->world; r++) s += contribution(r, j);
-    b.expect[j] = o->op == GS_REDOP_AVG ? s * (1.0f / (float)o->world) : s;
+    double x = contribution(op, 0, j);
+    for (int r = 1; r < o->world; r++) {
+      double c = contribution(op, r, j);
+      x = op == GS_REDOP_PROD ? x * c : op == GS_REDOP_MIN ? (c < x ? c : x)
+          : op == GS_REDOP_MAX ? (c > x ? c : x) : x + c;
+    }
+    if (op == GS_REDOP_AVG) {
+      char one_v[8];
+      set_v(b.t, one_v, 0, x);
+      gs_postdiv_host(b.t, 1, one_v, o->world, NULL);
+      x = get_v(b.t, one_v, 0);
+    }
+    b.expect[j] = x;
   }
 
   double at = (double)o->min_bytes;

@@ -71,7 +71,9 @@ void gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const gs_
   fprintf(f, "# time: mean of the timed iterations, run back to back, max over ranks; #wrong: "
           "elements differing from %s in one more, checked, iteration, over every "
           "rank (integer inputs%s: tolerance 0)\n", want,
-          has_op && o->op == GS_REDOP_AVG ? ", the sum times the fp32 1/N" : "");
+          !has_op || o->op != GS_REDOP_AVG ? ""
+          : o->wire == GS_I32 ? ", the sum divided by N, truncated (NCCL's integer avg)"
+          : o->wire == GS_F64 ? ", the sum times the double 1/N" : ", the sum times the fp32 1/N");
   /* the algorithm column only where the backend names one */
   bool algo = false;
   for (int i = 0; i < nrows; i++) algo |= rows[i].algo != NULL;

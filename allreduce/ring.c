@@ -1,4 +1,5 @@
-/* ring.c: ring all-reduce of float32 buffers over ZeroMQ (allreduce.h).
+/* ring.c: ring all-reduce over ZeroMQ (allreduce.h), of float32 buffers
+ * (the collective benchmark's fp64 and int32 too, and its other ops).
  *
  * Every rank receives from its left neighbour (rank - 1) on a socket it bound
  * in gs_ring_prepare, and sends to its right neighbour (rank + 1). The
@@ -62,6 +63,10 @@
  * the neighbour. The sockets, every wait's timeout, the checked receive
  * and the relay of a failure around the ring (so every rank stops with the
  * cause) are proto/'s gs_link; the handshake is ring_hello.c's.
+ *
+ * Other reductions (prod, min, max) and types (fp64, int32: the wire is
+ * the buffer's own type) take the same paths; only the per-chunk math is
+ * gs_ring_combine's other branch, so the order, and the bits, stay fixed.
  *
  * Mixed precision: chunks travel in the wire dtype. Each hop adds the
  * received fp16/bf16 partial sum into its own fp32 values and rounds once
@@ -174,8 +179,12 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   if (o->world < 1 || o->rank < 0 || o->rank >= o->world)
     return GS_FAIL(e, GS_EINVAL, "ring: rank %d of world %d is impossible (0 <= rank < world)",
                    o->rank, o->world);
-  if (o->wire != GS_F32 && o->wire != GS_F16 && o->wire != GS_BF16)
+  if (o->wire != GS_F32 && o->wire != GS_F16 && o->wire != GS_BF16 && o->wire != GS_F64 &&
+      o->wire != GS_I32)
     return GS_FAIL(e, GS_EINVAL, "rank %d: ring: unknown wire dtype %d", o->rank, (int)o->wire);
+  if (!gs_dtype_lp(o->wire) && o->wire != GS_F32 && o->k->device != GS_DEV_CPU)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: ring: a %s wire needs host buffers and a CPU "
+                   "kernels table, not '%s'", o->rank, gs_dtype_name(o->wire), o->k->name);
   gs_ring *r = calloc(1, sizeof *r);
   if (!r) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", o->rank);
   r->o = *o;
@@ -221,9 +230,10 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
     for (size_t i = 0; i < C; i++) zmq_msg_init(&r->hold[i]);
   size_t small_elems = r->small_bytes == GS_RING_NO_SMALL ? 0 : r->small_bytes / sizeof(float);
   if (small_elems > o->max_count) small_elems = o->max_count;
-  r->scratch = k->alloc(k, small_elems * sizeof(float) + 64);
-  if (o->wire != GS_F32) r->stage = k->alloc(k, o->max_count * ws + 64);
-  if (!r->flags || !r->hold || !r->scratch || (o->wire != GS_F32 && !r->stage)) {
+  const bool lp = gs_dtype_lp(o->wire);
+  r->scratch = k->alloc(k, small_elems * gs_ring_es(r) + 64);
+  if (lp) r->stage = k->alloc(k, o->max_count * ws + 64);
+  if (!r->flags || !r->hold || !r->scratch || (lp && !r->stage)) {
     k->sync(k, e);
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the ring's buffers (%zu elements)",
                  o->rank, o->max_count);
@@ -250,12 +260,13 @@ out:
   return GS_OK;
 }
 
-static int small_path(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stats *st,
+static int small_path(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st,
                       gs_err *e) {
   gs_kernels *k = r->o.k;
   const int N = r->o.world, me = r->o.rank;
   const gs_dtype w = r->o.wire;
-  const bool lp = w != GS_F32;
+  const bool lp = gs_dtype_lp(w);
+  const size_t es = gs_ring_es(r);
   const double t0 = gs_now();
   double red = 0;
   const void *own = src;
@@ -290,22 +301,22 @@ static int small_path(gs_ring *r, const float *src, float *dst, size_t n, gs_rin
   double a = gs_now();
   if (!lp) {
     if (src == dst && me != 0) {
-      k->copy(k, r->scratch, dst, n * sizeof(float));
+      k->copy(k, r->scratch, dst, n * es);
       own = r->scratch;
     }
     for (int i = 0; i < N; i++) {
       const void *v = i == me ? own : zmq_msg_data(&r->held[i]);
       if (i == 0) {
-        if (v != dst) k->copy(k, dst, v, n * sizeof(float));
+        if (v != dst) k->copy(k, dst, v, n * es);
       } else {
-        k->add(k, n, dst, v);
+        gs_ring_combine(r, n, dst, v);
       }
     }
   } else {
     for (int i = 0; i < N; i++) {
       const void *v = i == me ? own : zmq_msg_data(&r->held[i]);
       if (i == 0) k->convert(k, GS_F32, dst, w, v, n);
-      else k->add_lp(k, w, n, dst, v);
+      else gs_ring_combine(r, n, dst, v);
     }
     /* the sum travels no further, but round it as the ring's owner does */
     k->convert(k, w, r->stage, GS_F32, dst, n);
@@ -343,13 +354,13 @@ static void geom(const ring_geom *g, size_t k, bool send, gs_ring_want *w) {
   w->count = cl;
 }
 
-int gs_ring_phases(gs_ring *r, const float *src, float *dst, size_t n, int phases,
+int gs_ring_phases(gs_ring *r, const void *src, void *dst, size_t n, int phases,
                    gs_ring_stats *st, gs_err *e) {
   gs_kernels *k = r->o.k;
   const int N = r->o.world, me = r->o.rank;
   const gs_dtype w = r->o.wire;
-  const size_t ws = gs_dtype_size(w);
-  const bool lp = w != GS_F32;
+  const size_t ws = gs_dtype_size(w), es = gs_ring_es(r);
+  const bool lp = gs_dtype_lp(w);
   const size_t C = chunks_per_segment(r, n);
   const size_t per = (size_t)(N - 1) * C; /* messages per phase */
   /* the messages [k0, M) of the all-reduce's stream; send k of them */
@@ -364,8 +375,8 @@ int gs_ring_phases(gs_ring *r, const float *src, float *dst, size_t n, int phase
     /* own segment to the wire dtype, kept as the others will hold it */
     size_t so, sl;
     gs_ring_seg_range(n, N, me, &so, &sl);
-    k->convert(k, w, stage + so * ws, GS_F32, dst + so, sl);
-    k->convert(k, GS_F32, dst + so, w, stage + so * ws, sl);
+    k->convert(k, w, stage + so * ws, GS_F32, gs_ring_at(r, dst, so), sl);
+    k->convert(k, GS_F32, gs_ring_at(r, dst, so), w, stage + so * ws, sl);
   }
 
   /* Message k leaves once message k - W has been received and handled,
@@ -382,12 +393,12 @@ int gs_ring_phases(gs_ring *r, const float *src, float *dst, size_t n, int phase
         zmq_msg_close(&msg);
         return rc;
       }
-      float *d = dst + wr.offset;
+      void *d = gs_ring_at(r, dst, wr.offset);
       if (wr.phase == PH_RS) {
         double a = gs_now();
         const void *p = zmq_msg_data(&msg);
-        if (src != dst) k->copy(k, d, src + wr.offset, wr.count * sizeof(float));
-        k->add_lp(k, w, wr.count, d, p);
+        if (src != dst) k->copy(k, d, gs_ring_at(r, src, wr.offset), wr.count * es);
+        gs_ring_combine(r, wr.count, d, p);
         if (lp) {
           /* what the next hop gets; the owner keeps exactly that */
           k->convert(k, w, stage + wr.offset * ws, GS_F32, d, wr.count);
@@ -407,7 +418,7 @@ int gs_ring_phases(gs_ring *r, const float *src, float *dst, size_t n, int phase
             return rc;
           }
         }
-        k->convert(k, GS_F32, d, w, zmq_msg_data(&msg), wr.count);
+        gs_ring_take(r, wr.count, d, zmq_msg_data(&msg));
         if (wr.ring_step < N - 2) zmq_msg_move(&r->hold[wr.chunk], &msg); /* to forward */
         zmq_msg_close(&msg);
       }
@@ -425,11 +436,12 @@ int gs_ring_phases(gs_ring *r, const float *src, float *dst, size_t n, int phase
         flag = &r->flags[slot];
         if (kk < C && lp) { /* our own segment, rounded to the wire dtype */
           double a = gs_now();
-          k->convert(k, w, stage + wn.offset * ws, GS_F32, src + wn.offset, wn.count);
+          k->convert(k, w, stage + wn.offset * ws, GS_F32, gs_ring_at(r, src, wn.offset),
+                     wn.count);
           red += gs_now() - a;
         }
         data = lp ? (const void *)(stage + wn.offset * ws)
-                  : (const void *)((kk < C ? src : dst) + wn.offset);
+                  : gs_ring_at(r, kk < C ? src : dst, wn.offset);
       }
       rc = gs_ring_send_chunk(r, &wn, fwd ? NULL : data, flag, fwd, &st->bytes_sent, e);
       if (rc < 0) return rc;
@@ -450,9 +462,20 @@ int gs_ring_wait_flags(gs_ring *r, size_t n, gs_err *e) {
   return GS_OK;
 }
 
-int gs_ring_enter(gs_ring *r, const void *src, const void *dst, size_t count, int64_t step,
-                  int bucket, const char *what, gs_err *e) {
+int gs_ring_enter(gs_ring *r, gs_redop op, const void *src, const void *dst, size_t count,
+                  int64_t step, int bucket, const char *what, gs_err *e) {
   if (!r) return GS_FAIL(e, GS_EINVAL, "ring: %s on no ring", what);
+  if (op != GS_REDOP_SUM && op != GS_REDOP_PROD && op != GS_REDOP_MIN && op != GS_REDOP_MAX)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: %s with reduction %d: sum, prod, min or max (avg is "
+                   "the sum, then the caller's post-division)", r->o.rank, what, (int)op);
+  if (op != GS_REDOP_SUM && r->o.k->device != GS_DEV_CPU)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: %s: reductions other than the sum run on a CPU "
+                   "kernels table, not '%s'", r->o.rank, what, r->o.k->name);
+  int ok = gs_reduce_host(op, r->o.wire, 0, NULL, NULL, e);
+  if (ok < 0) {
+    gs_err_prefix(e, "rank %d: %s: ", r->o.rank, what);
+    return ok;
+  }
   if (r->broken)
     return GS_FAIL(e, GS_EPEER, "rank %d: the ring failed earlier; close it", r->o.rank);
   if (!r->connected)
@@ -463,6 +486,7 @@ int gs_ring_enter(gs_ring *r, const void *src, const void *dst, size_t count, in
   if (count > 0 && (!src || !dst))
     return GS_FAIL(e, GS_EINVAL, "rank %d: %s with a NULL buffer", r->o.rank, what);
   if (r->o.world == 1) return 1;
+  r->cur_op = op;
   r->cur_step = step;
   r->cur_bucket = bucket;
   r->cur_total = count;
@@ -470,15 +494,38 @@ int gs_ring_enter(gs_ring *r, const void *src, const void *dst, size_t count, in
   return 0;
 }
 
-int gs_ring_allreduce(gs_ring *r, const float *src, float *dst, size_t count, int64_t step,
+void gs_ring_combine(gs_ring *r, size_t n, void *dst, const void *src) {
+  gs_kernels *k = r->o.k;
+  const gs_dtype w = r->o.wire;
+  if (r->cur_op == GS_REDOP_SUM && (w == GS_F32 || gs_dtype_lp(w))) {
+    k->add_lp(k, w, n, dst, src);
+    return;
+  }
+  /* on a CPU table only (prepare, enter), whose memory is the host's; the
+   * (op, type) pair passed gs_ring_enter's check, so this cannot fail */
+  (void)gs_reduce_host(r->cur_op, w, n, dst, src, NULL);
+}
+
+void gs_ring_take(gs_ring *r, size_t n, void *dst, const void *src) {
+  gs_kernels *k = r->o.k;
+  if (gs_dtype_lp(r->o.wire)) k->convert(k, GS_F32, dst, r->o.wire, src, n);
+  else k->copy(k, dst, src, n * gs_ring_es(r));
+}
+
+int gs_ring_allreduce(gs_ring *r, const void *src, void *dst, size_t count, int64_t step,
                       int bucket, gs_ring_stats *st, gs_err *e) {
+  return gs_ring_allreduce_op(r, GS_REDOP_SUM, src, dst, count, step, bucket, st, e);
+}
+
+int gs_ring_allreduce_op(gs_ring *r, gs_redop op, const void *src, void *dst, size_t count,
+                         int64_t step, int bucket, gs_ring_stats *st, gs_err *e) {
   gs_ring_stats local = {0};
   if (!st) st = &local;
-  int in = gs_ring_enter(r, src, dst, count, step, bucket, "all-reduce", e);
+  int in = gs_ring_enter(r, op, src, dst, count, step, bucket, "all-reduce", e);
   if (in < 0) return in;
   gs_kernels *k = r->o.k;
   if (in == 1) {
-    if (src != dst && count) k->copy(k, dst, src, count * sizeof(float));
+    if (src != dst && count) k->copy(k, dst, src, count * gs_ring_es(r));
     return k->sync(k, e);
   }
   /* by float32 size, so fp16 and fp32 pick the same algorithm (and half

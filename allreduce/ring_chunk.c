@@ -1,7 +1,7 @@
 /* ring_chunk.c: one chunk to the right neighbour and one from the left,
  * with the Chunk header every ring algorithm (ring.c, ring_coll.c) checks
- * on receipt: a chunk from another step, phase, segment or dtype, or with
- * another total count, is an error naming the neighbour and where. */
+ * on receipt: a chunk from another step, phase, segment, dtype or op, or
+ * with another total count, is an error naming the neighbour and where. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -47,6 +47,11 @@ int gs_ring_recv_chunk(gs_ring *r, const gs_ring_want *w, zmq_msg_t *payload, ui
     return GS_FAIL(e, GS_EMISMATCH, "rank %d: rank %d (left) all-reduces %" PRIu64 " elements "
                    "and rank %d %zu, in %s: every rank must pass the same count", r->o.rank,
                    r->left, (uint64_t)c->total, r->o.rank, r->cur_total, wtext(&wc));
+  if (c->redop != (uint32_t)r->cur_op)
+    return GS_FAIL(e, GS_EMISMATCH, "rank %d: rank %d (left) reduces with op %u and rank %d "
+                   "with op %u (0 sum, 2 prod, 3 min, 4 max), in %s: every rank must pass the "
+                   "same op", r->o.rank, r->left, c->redop, r->o.rank, (unsigned)r->cur_op,
+                   wtext(&wc));
   if (c->step != (uint64_t)r->cur_step || c->bucket != (uint32_t)r->cur_bucket ||
       c->phase != (uint32_t)w->phase || c->ring_step != (uint32_t)w->ring_step ||
       c->segment != (uint32_t)w->segment || c->chunk != (uint32_t)w->chunk ||
@@ -85,6 +90,7 @@ int gs_ring_send_chunk(gs_ring *r, const gs_ring_want *w, const void *data, atom
   ch.count = w->count;
   ch.dtype = gs_wire_pbdtype(r->o.wire);
   ch.total = r->cur_total;
+  ch.redop = (uint32_t)r->cur_op;
   env.body_case = GRADSYNC__ENVELOPE__BODY_CHUNK;
   env.chunk = &ch;
   where_ctx wc = {.r = r, .w = w};

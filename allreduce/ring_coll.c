@@ -19,7 +19,7 @@
  * all-reduce cuts it) travels the chain independently: a rank forwards
  * chunk i as soon as it has it, while the next one arrives, so the time is
  * about one vector over one link plus N-2 chunk hops. Sums run in a fixed
- * order whatever the timing; with a 16-bit wire dtype each hop adds in
+ * order whatever the timing (with any op: gs_ring_combine); with a 16-bit wire dtype each hop adds in
  * fp32 and rounds once for the next hop, the root keeps the rounded value
  * (as the all-reduce's owner does), and a broadcast's root keeps what it
  * sent, so replicated results are the same bits everywhere. */
@@ -38,27 +38,28 @@ static int leave(gs_ring *r, int rc, gs_err *e) {
   return GS_OK;
 }
 
-int gs_ring_reduce_scatter(gs_ring *r, const float *src, float *dst, size_t count, int64_t step,
-                           gs_ring_stats *st, gs_err *e) {
+int gs_ring_reduce_scatter(gs_ring *r, gs_redop op, const void *src, void *dst, size_t count,
+                           int64_t step, gs_ring_stats *st, gs_err *e) {
   gs_ring_stats local = {0};
-  int in = gs_ring_enter(r, src, dst, count, step, 0, "reduce-scatter", e);
+  int in = gs_ring_enter(r, op, src, dst, count, step, 0, "reduce-scatter", e);
   if (in < 0) return in;
   if (in == 1) {
-    if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * sizeof(float));
+    if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * gs_ring_es(r));
     return r->o.k->sync(r->o.k, e);
   }
   return leave(r, gs_ring_phases(r, src, dst, count, GS_RING_RS, st ? st : &local, e), e);
 }
 
-int gs_ring_all_gather(gs_ring *r, const float *src, float *dst, size_t count, int64_t step,
+int gs_ring_all_gather(gs_ring *r, const void *src, void *dst, size_t count, int64_t step,
                        gs_ring_stats *st, gs_err *e) {
   gs_ring_stats local = {0};
-  int in = gs_ring_enter(r, dst, dst, count, step, 0, "all-gather", e);
+  int in = gs_ring_enter(r, GS_REDOP_SUM, dst, dst, count, step, 0, "all-gather", e);
   if (in < 0) return in;
   size_t off, len;
   gs_ring_part(count, r->o.world, r->o.rank, &off, &len);
   if (len && !src) return GS_FAIL(e, GS_EINVAL, "rank %d: all-gather with a NULL buffer", r->o.rank);
-  if (len && src != dst + off) r->o.k->copy(r->o.k, dst + off, src, len * sizeof(float));
+  void *mine = gs_ring_at(r, dst, off);
+  if (len && src != mine) r->o.k->copy(r->o.k, mine, src, len * gs_ring_es(r));
   if (in == 1) return r->o.k->sync(r->o.k, e);
   return leave(r, gs_ring_phases(r, dst, dst, count, GS_RING_AG, st ? st : &local, e), e);
 }
@@ -80,26 +81,28 @@ static int check_root(const gs_ring *r, int root, const char *what, gs_err *e) {
   return GS_OK;
 }
 
-static int bcast_chain(gs_ring *r, const float *src, float *dst, size_t n, int root,
+static int bcast_chain(gs_ring *r, const void *src, void *dst, size_t n, int root,
                        gs_ring_stats *st, gs_err *e) {
   gs_kernels *k = r->o.k;
   const int N = r->o.world, pos = gs_ring_mod(r->o.rank - root, N);
   const gs_dtype w = r->o.wire;
-  const size_t ws = gs_dtype_size(w), C = gs_ring_chunks(r, n), M = (size_t)N * C;
+  const size_t ws = gs_dtype_size(w), es = gs_ring_es(r), C = gs_ring_chunks(r, n);
+  const size_t M = (size_t)N * C;
   uint8_t *stage = r->stage;
   int rc = GS_OK;
   for (size_t i = 0; i < M && rc == GS_OK; i++) {
     gs_ring_want wt;
     if (pos == 0) {
       chunk_of(r, n, C, i, PH_BCAST, 0, &wt);
-      const void *data = src + wt.offset;
-      if (w != GS_F32) {
-        k->convert(k, w, stage + wt.offset * ws, GS_F32, src + wt.offset, wt.count);
+      const void *data = gs_ring_at(r, src, wt.offset);
+      void *d = gs_ring_at(r, dst, wt.offset);
+      if (gs_dtype_lp(w)) {
+        k->convert(k, w, stage + wt.offset * ws, GS_F32, data, wt.count);
         data = stage + wt.offset * ws;
         /* the root keeps what it sent */
-        k->convert(k, GS_F32, dst + wt.offset, w, data, wt.count);
+        k->convert(k, GS_F32, d, w, data, wt.count);
       } else if (src != dst) {
-        k->copy(k, dst + wt.offset, src + wt.offset, wt.count * sizeof(float));
+        k->copy(k, d, data, wt.count * es);
       }
       rc = gs_ring_send_chunk(r, &wt, data, &r->flags[i], NULL, &st->bytes_sent, e);
       continue;
@@ -115,35 +118,36 @@ static int bcast_chain(gs_ring *r, const float *src, float *dst, size_t n, int r
       rc = gs_ring_send_chunk(r, &wt, NULL, NULL, &fwd, &st->bytes_sent, e);
       zmq_msg_close(&fwd);
     }
-    if (rc == GS_OK) k->convert(k, GS_F32, dst + wt.offset, w, zmq_msg_data(&msg), wt.count);
+    if (rc == GS_OK) gs_ring_take(r, wt.count, gs_ring_at(r, dst, wt.offset), zmq_msg_data(&msg));
     zmq_msg_close(&msg);
   }
   if (rc == GS_OK && pos == 0) rc = gs_ring_wait_flags(r, M, e);
   return rc;
 }
 
-int gs_ring_broadcast(gs_ring *r, const float *src, float *dst, size_t count, int root,
+int gs_ring_broadcast(gs_ring *r, const void *src, void *dst, size_t count, int root,
                       int64_t step, gs_ring_stats *st, gs_err *e) {
   gs_ring_stats local = {0};
   if (r) GS_TRY(check_root(r, root, "broadcast", e));
   /* only the root reads src */
-  int in = gs_ring_enter(r, r && r->o.rank == root ? src : dst, dst, count, step, 0,
-                         "broadcast", e);
+  int in = gs_ring_enter(r, GS_REDOP_SUM, r && r->o.rank == root ? src : dst, dst, count, step,
+                         0, "broadcast", e);
   if (in < 0) return in;
   if (in == 1) {
-    if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * sizeof(float));
+    if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * gs_ring_es(r));
     return r->o.k->sync(r->o.k, e);
   }
   return leave(r, bcast_chain(r, src, dst, count, root, st ? st : &local, e), e);
 }
 
-static int reduce_chain(gs_ring *r, const float *src, float *dst, size_t n, int root,
+static int reduce_chain(gs_ring *r, const void *src, void *dst, size_t n, int root,
                         gs_ring_stats *st, gs_err *e) {
   gs_kernels *k = r->o.k;
   const int N = r->o.world, pos = gs_ring_mod(r->o.rank - root - 1, N);
   const gs_dtype w = r->o.wire;
-  const bool lp = w != GS_F32;
-  const size_t ws = gs_dtype_size(w), C = gs_ring_chunks(r, n), M = (size_t)N * C;
+  const bool lp = gs_dtype_lp(w);
+  const size_t ws = gs_dtype_size(w), es = gs_ring_es(r), C = gs_ring_chunks(r, n);
+  const size_t M = (size_t)N * C;
   uint8_t *stage = r->stage;
   int rc = GS_OK;
   for (size_t i = 0; i < M && rc == GS_OK; i++) {
@@ -151,9 +155,9 @@ static int reduce_chain(gs_ring *r, const float *src, float *dst, size_t n, int 
     const void *data;
     if (pos == 0) {
       chunk_of(r, n, C, i, PH_REDUCE, 0, &wt);
-      data = src + wt.offset;
+      data = gs_ring_at(r, src, wt.offset);
       if (lp) {
-        k->convert(k, w, stage + wt.offset * ws, GS_F32, src + wt.offset, wt.count);
+        k->convert(k, w, stage + wt.offset * ws, GS_F32, data, wt.count);
         data = stage + wt.offset * ws;
       }
       rc = gs_ring_send_chunk(r, &wt, data, &r->flags[i], NULL, &st->bytes_sent, e);
@@ -167,9 +171,9 @@ static int reduce_chain(gs_ring *r, const float *src, float *dst, size_t n, int 
       break;
     }
     double a = gs_now();
-    float *d = dst + wt.offset;
-    if (src != dst) k->copy(k, d, src + wt.offset, wt.count * sizeof(float));
-    k->add_lp(k, w, wt.count, d, zmq_msg_data(&msg));
+    void *d = gs_ring_at(r, dst, wt.offset);
+    if (src != dst) k->copy(k, d, gs_ring_at(r, src, wt.offset), wt.count * es);
+    gs_ring_combine(r, wt.count, d, zmq_msg_data(&msg));
     zmq_msg_close(&msg);
     data = d;
     if (lp) { /* what the next hop gets; the root keeps exactly that */
@@ -187,14 +191,14 @@ static int reduce_chain(gs_ring *r, const float *src, float *dst, size_t n, int 
   return rc;
 }
 
-int gs_ring_reduce(gs_ring *r, const float *src, float *dst, size_t count, int root,
+int gs_ring_reduce(gs_ring *r, gs_redop op, const void *src, void *dst, size_t count, int root,
                    int64_t step, gs_ring_stats *st, gs_err *e) {
   gs_ring_stats local = {0};
   if (r) GS_TRY(check_root(r, root, "reduce", e));
-  int in = gs_ring_enter(r, src, dst, count, step, 0, "reduce", e);
+  int in = gs_ring_enter(r, op, src, dst, count, step, 0, "reduce", e);
   if (in < 0) return in;
   if (in == 1) {
-    if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * sizeof(float));
+    if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * gs_ring_es(r));
     return r->o.k->sync(r->o.k, e);
   }
   return leave(r, reduce_chain(r, src, dst, count, root, st ? st : &local, e), e);

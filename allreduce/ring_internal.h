@@ -36,7 +36,7 @@ struct gs_ring {
   bool connected, broken;
 
   void *stage;               /* max_count elements of the wire dtype (wire != F32) */
-  float *scratch;            /* small path: own fp32 vector when src == dst */
+  void *scratch;             /* small path: own vector when src == dst */
   atomic_uint *flags;        /* per chunk sent zero-copy: ZeroMQ still holds it */
   size_t nflags;
   zmq_msg_t *held;           /* small path: the N vectors */
@@ -48,10 +48,12 @@ struct gs_ring {
   /* rd and direct (small.c): a socket to every rank, and their buffers */
   gs_mesh *mesh;
   char mesh_ep[GS_ENDPOINT_MAX];
-  float *own;                /* this rank's contribution when src == dst */
+  void *own;                 /* this rank's contribution when src == dst */
   gs_wire_msg *got;          /* direct: every rank's buffer */
 
-  /* what is being done, for error messages */
+  /* what is being done, for error messages; cur_op: the reduction (sum,
+   * prod, min, max), which every chunk carries */
+  gs_redop cur_op;
   int64_t cur_step;
   int cur_bucket;
   size_t cur_total;
@@ -76,8 +78,26 @@ int gs_ring_send_chunk(gs_ring *r, const gs_ring_want *w, const void *data, atom
  * ring, count <= max_count, buffers), then the labels its chunks carry.
  * what names the collective in errors. 1: world 1 (nothing to exchange),
  * 0: go on, < 0: the error. */
-int gs_ring_enter(gs_ring *r, const void *src, const void *dst, size_t count, int64_t step,
-                  int bucket, const char *what, gs_err *e);
+int gs_ring_enter(gs_ring *r, gs_redop op, const void *src, const void *dst, size_t count,
+                  int64_t step, int bucket, const char *what, gs_err *e);
+
+/* The element type of the ring's buffers is fp32 under a 16-bit wire (each
+ * hop converts), else the wire dtype itself: es is its size in bytes. */
+static inline size_t gs_ring_es(const gs_ring *r) {
+  return gs_dtype_lp(r->o.wire) ? sizeof(float) : gs_dtype_size(r->o.wire);
+}
+/* Element i of a ring buffer. */
+static inline void *gs_ring_at(const gs_ring *r, const void *p, size_t i) {
+  return (char *)p + i * gs_ring_es(r);
+}
+/* ring.c: dst (n buffer elements) op= src (n wire elements), the current
+ * collective's op: training's sum through the table (add / add_lp, the
+ * paths the tests compare), every other op and type through
+ * gs_reduce_host. A failure is sticky on the table (its sync reports it). */
+void gs_ring_combine(gs_ring *r, size_t n, void *dst, const void *src);
+/* ring.c: dst (n buffer elements) = src (n wire elements): a conversion
+ * under a 16-bit wire, else a copy. */
+void gs_ring_take(gs_ring *r, size_t n, void *dst, const void *src);
 /* ring.c: rank r's part of count elements split in N (rank r gets
  * q + (r < count mod N) elements, in rank order). */
 void gs_ring_seg_range(size_t n, int N, int j, size_t *off, size_t *len);
@@ -86,7 +106,7 @@ void gs_ring_seg_range(size_t n, int N, int j, size_t *off, size_t *len);
  * so that rank r owns data segment r (allreduce.h's layout); both: the
  * all-reduce's own numbering. Chunks per segment: chunks_per_segment. */
 enum { GS_RING_RS = 1, GS_RING_AG = 2 };
-int gs_ring_phases(gs_ring *r, const float *src, float *dst, size_t n, int phases,
+int gs_ring_phases(gs_ring *r, const void *src, void *dst, size_t n, int phases,
                    gs_ring_stats *st, gs_err *e);
 size_t gs_ring_chunks(const gs_ring *r, size_t n);
 /* ring.c: wait until ZeroMQ holds none of the first n flags' chunks. */
@@ -127,8 +147,8 @@ void gs_mesh_close(gs_mesh *m, bool abort);
 int gs_small_prepare(gs_ring *r, gs_err *e);
 int gs_small_connect(gs_ring *r, const char *const *endpoints, gs_err *e);
 void gs_small_free(gs_ring *r, bool abort);
-int gs_small_rd(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stats *st, gs_err *e);
-int gs_small_direct(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stats *st,
+int gs_small_rd(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st, gs_err *e);
+int gs_small_direct(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st,
                     gs_err *e);
 
 #endif

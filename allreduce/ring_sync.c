@@ -87,8 +87,13 @@ static int check_config(const gs_sync_config *c, gs_err *e) {
                    c->nbuckets);
   if (c->n > 0 && (!c->grads || !c->params))
     return GS_FAIL(e, GS_EINVAL, "rank %d: ring: no parameter or gradient buffer", c->rank);
-  if (c->wire != GS_F32 && c->wire != GS_F16 && c->wire != GS_BF16)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: ring: unknown wire dtype %d", c->rank, (int)c->wire);
+  /* fp64 and int32 are the collective benchmark's (its one bucket is the
+   * buffer, of that type); training's gradients are fp32 */
+  bool bench_type = (c->wire == GS_F64 || c->wire == GS_I32) && c->sum_only && c->nbuckets <= 1;
+  if (c->wire != GS_F32 && c->wire != GS_F16 && c->wire != GS_BF16 && !bench_type)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: ring: wire dtype %s (%d): fp32, fp16 or bf16 (fp64 "
+                   "and int32 in the collective benchmark only)", c->rank,
+                   gs_dtype_name(c->wire), (int)c->wire);
   for (int i = 0; i < c->nbuckets; i++) {
     const gs_bucket *b = &c->buckets[i];
     if (b->offset > c->n || b->count > c->n - b->offset)
@@ -399,7 +404,9 @@ static int rb_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
                                        .grad = c->grads + c->buckets[b].offset};
     gs_sgd sgd = c->sgd;
     if (c->sum_only) sgd.momentum = 0.0f;
-    if (rc == GS_OK && (rc = gs_update_init(&s->u, c->k, c->n, c->world, sgd, c->wire, c->scaler,
+    /* sum_only never applies an update; the optimizer knows the wire dtypes */
+    gs_dtype uw = c->wire == GS_F64 || c->wire == GS_I32 ? GS_F32 : c->wire;
+    if (rc == GS_OK && (rc = gs_update_init(&s->u, c->k, c->n, c->world, sgd, uw, c->scaler,
                                             e)) < 0)
       gs_err_prefix(e, "rank %d: ", c->rank);
     if (rc == GS_OK) {

@@ -35,7 +35,11 @@
  * dtype, and a rank keeps exactly what it sent (rd rounds its partial sum
  * before each round; direct sums the rounded buffers), so both sides of
  * every add hold the same operands; the result is rounded once more, as
- * the ring's owner keeps the rounded value. */
+ * the ring's owner keeps the rounded value.
+ *
+ * Other ops (prod, min, max) and types (fp64, int32) go the same ways with
+ * gs_ring_combine's math; min and max are commutative bit for bit
+ * (gs_reduce_host), as rd's partners need. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +101,7 @@ static int send_whole(gs_ring *r, int peer, const where_ctx *wc, const void *dat
   ch.count = n;
   ch.dtype = gs_wire_pbdtype(r->o.wire);
   ch.total = r->cur_total;
+  ch.redop = (uint32_t)r->cur_op;
   env.body_case = GRADSYNC__ENVELOPE__BODY_CHUNK;
   env.chunk = &ch;
   gs_link_where lw = {.fn = msg_where, .ctx = wc};
@@ -121,10 +126,15 @@ static int recv_whole(gs_ring *r, int peer, const where_ctx *wc, size_t n, gs_wi
     return GS_FAIL(e, GS_EMISMATCH, "rank %d: rank %d all-reduces %" PRIu64 " elements and rank "
                    "%d %zu, in %s: every rank must pass the same count", r->o.rank, peer,
                    (uint64_t)c->total, r->o.rank, r->cur_total, wb);
+  if (c->redop != (uint32_t)r->cur_op)
+    return GS_FAIL(e, GS_EMISMATCH, "rank %d: rank %d reduces with op %u and rank %d with op %u "
+                   "(0 sum, 2 prod, 3 min, 4 max), in %s: every rank must pass the same op",
+                   r->o.rank, peer, c->redop, r->o.rank, (unsigned)r->cur_op, wb);
   gs_dtype dt = gs_wire_dtype(c->dtype);
   if (c->step != (uint64_t)r->cur_step || c->bucket != (uint32_t)r->cur_bucket ||
       c->phase != (uint32_t)wc->phase || c->ring_step != (uint32_t)wc->round ||
-      c->segment != (uint32_t)peer || c->offset != 0 || c->count != n || dt != r->o.wire)
+      c->segment != (uint32_t)peer || c->offset != 0 || c->count != n || dt != r->o.wire ||
+      (int)c->dtype != (int)gs_wire_pbdtype(dt))
     return GS_FAIL(e, GS_EPROTO, "rank %d: unexpected buffer from rank %d in %s: got step %"
                    PRIu64 " bucket %u phase %u round %u count %" PRIu64 " %s (ranks out of "
                    "step, or configured differently)", r->o.rank, peer, wb, (uint64_t)c->step,
@@ -142,7 +152,7 @@ static const void *payload(gs_wire_msg *m) {
 }
 
 /* dst = dst rounded to the wire dtype (kept in stage too, for sending). */
-static void round_wire(gs_ring *r, float *dst, size_t n) {
+static void round_wire(gs_ring *r, void *dst, size_t n) {
   gs_kernels *k = r->o.k;
   k->convert(k, r->o.wire, r->stage, GS_F32, dst, n);
   k->convert(k, GS_F32, dst, r->o.wire, r->stage, n);
@@ -153,32 +163,31 @@ static void span(gs_ring *r, const char *name, double t0) {
 }
 
 /* Send dst (rounded to the wire dtype first) to peer. */
-static int send_dst(gs_ring *r, int peer, const where_ctx *wc, float *dst, size_t n,
+static int send_dst(gs_ring *r, int peer, const where_ctx *wc, void *dst, size_t n,
                     gs_ring_stats *st, gs_err *e) {
-  if (r->o.wire == GS_F32) return send_whole(r, peer, wc, dst, n, st, e);
+  if (!gs_dtype_lp(r->o.wire)) return send_whole(r, peer, wc, dst, n, st, e);
   double a = gs_now();
   round_wire(r, dst, n);
   st->reduce_s += gs_now() - a;
   return send_whole(r, peer, wc, r->stage, n, st, e);
 }
 
-/* dst += peer's buffer (or dst = it, when copy). */
-static int take(gs_ring *r, int peer, const where_ctx *wc, float *dst, size_t n, bool copy,
+/* dst op= peer's buffer (or dst = it, when copy). */
+static int take(gs_ring *r, int peer, const where_ctx *wc, void *dst, size_t n, bool copy,
                 gs_ring_stats *st, gs_err *e) {
   gs_wire_msg m;
   int rc = recv_whole(r, peer, wc, n, &m, st, e);
   if (rc == GS_OK && n) {
-    gs_kernels *k = r->o.k;
     double a = gs_now();
-    if (copy) k->convert(k, GS_F32, dst, r->o.wire, payload(&m), n);
-    else k->add_lp(k, r->o.wire, n, dst, payload(&m));
+    if (copy) gs_ring_take(r, n, dst, payload(&m));
+    else gs_ring_combine(r, n, dst, payload(&m));
     st->reduce_s += gs_now() - a;
   }
   gs_wire_msg_close(&m);
   return rc;
 }
 
-int gs_small_rd(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stats *st,
+int gs_small_rd(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st,
                 gs_err *e) {
   gs_kernels *k = r->o.k;
   const int N = r->o.world, me = r->o.rank;
@@ -189,7 +198,8 @@ int gs_small_rd(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stat
   }
   const int R = N - P;
   const double t0 = gs_now();
-  if (src != dst && n) k->copy(k, dst, src, n * sizeof(float));
+  const bool lp = gs_dtype_lp(r->o.wire);
+  if (src != dst && n) k->copy(k, dst, src, n * gs_ring_es(r));
   where_ctx wc = {.r = r, .phase = PH_RD, .round = 0, .rounds = rounds};
   int nr; /* the rank among the P, or -1: dropped out */
   int rc = GS_OK;
@@ -198,7 +208,7 @@ int gs_small_rd(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stat
       rc = send_dst(r, me + 1, &wc, dst, n, st, e);
       nr = -1;
     } else {
-      if (r->o.wire != GS_F32) round_wire(r, dst, n); /* as the partner's was */
+      if (lp) round_wire(r, dst, n); /* as the partner's was */
       rc = take(r, me - 1, &wc, dst, n, false, st, e);
       nr = me / 2;
     }
@@ -214,33 +224,35 @@ int gs_small_rd(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stat
       GS_TRY(send_dst(r, peer, &wc, dst, n, st, e));
       GS_TRY(take(r, peer, &wc, dst, n, false, st, e));
     }
-    if (r->o.wire != GS_F32) round_wire(r, dst, n);
+    if (lp) round_wire(r, dst, n);
   }
   wc.round = rounds + 1;
   if (me < 2 * R) {
-    if (me % 2 == 1) rc = send_whole(r, me - 1, &wc, r->o.wire == GS_F32 ? (const void *)dst
-                                                                           : r->stage, n, st, e);
+    if (me % 2 == 1) rc = send_whole(r, me - 1, &wc, lp ? r->stage : (const void *)dst, n, st,
+                                     e);
     else rc = take(r, me + 1, &wc, dst, n, true, st, e);
   }
   span(r, "recursive doubling", t0);
   return rc;
 }
 
-int gs_small_direct(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_stats *st,
+int gs_small_direct(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st,
                     gs_err *e) {
   gs_kernels *k = r->o.k;
   const int N = r->o.world, me = r->o.rank;
   const gs_dtype w = r->o.wire;
+  const bool lp = gs_dtype_lp(w);
+  const size_t es = gs_ring_es(r);
   const double t0 = gs_now();
   where_ctx wc = {.r = r, .phase = PH_DIRECT, .round = 0, .rounds = 0};
   const void *own = src;
-  if (w != GS_F32) {
+  if (lp) {
     double a = gs_now();
     k->convert(k, w, r->stage, GS_F32, src, n);
     st->reduce_s += gs_now() - a;
     own = r->stage;
   } else if (src == dst && me != 0 && n) {
-    k->copy(k, r->own, src, n * sizeof(float)); /* dst takes v_0 first */
+    k->copy(k, r->own, src, n * es); /* dst takes v_0 first */
     own = r->own;
   }
   /* each rank starts with its right neighbour, so no rank is everyone's first */
@@ -252,11 +264,11 @@ int gs_small_direct(gs_ring *r, const float *src, float *dst, size_t n, gs_ring_
   double a = gs_now();
   for (int i = 0; i < N && n; i++) {
     const void *v = i == me ? own : payload(&r->got[i]);
-    if (i > 0) k->add_lp(k, w, n, dst, v);
-    else if (w != GS_F32) k->convert(k, GS_F32, dst, w, v, n);
-    else if (v != dst) k->copy(k, dst, v, n * sizeof(float));
+    if (i > 0) gs_ring_combine(r, n, dst, v);
+    else if (lp) k->convert(k, GS_F32, dst, w, v, n);
+    else if (v != dst) k->copy(k, dst, v, n * es);
   }
-  if (w != GS_F32 && n) round_wire(r, dst, n);
+  if (lp && n) round_wire(r, dst, n);
   st->reduce_s += gs_now() - a;
   for (int i = 0; i < N; i++) gs_wire_msg_close(&r->got[i]);
   span(r, "direct exchange", t0);
@@ -271,7 +283,7 @@ int gs_small_prepare(gs_ring *r, gs_err *e) {
   gs_kernels *k = o->k;
   size_t ws = gs_dtype_size(o->wire);
   r->got = calloc((size_t)o->world, sizeof *r->got);
-  if (o->algo == GS_ALGO_DIRECT) r->own = k->alloc(k, o->max_count * sizeof(float) + 64);
+  if (o->algo == GS_ALGO_DIRECT) r->own = k->alloc(k, o->max_count * gs_ring_es(r) + 64);
   if (!r->got || (o->algo == GS_ALGO_DIRECT && !r->own)) {
     k->sync(k, e);
     return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the mesh's buffers (%zu elements)",

@@ -93,7 +93,9 @@ typedef struct gs_opts {
 
   /* collective benchmark (nccl-tests flags) */
   const char *collective;    /* --collective as given, or NULL */
-  int coll;                  /* allreduce.h gs_coll it names (collective.c) */
+  int coll;                  /* allreduce.h gs_coll it names (collective.c); a
+                                comma list runs each in turn: colls[0..ncolls) */
+  int colls[8], ncolls;
   int root;                  /* -r: broadcast's and reduce's root */
   size_t min_bytes, max_bytes;
   double factor;
@@ -101,8 +103,8 @@ typedef struct gs_opts {
   bool check;
   int algo;                  /* --algo: allreduce.h gs_algo (the ring's) */
   const char *redop_arg, *dtype_arg;  /* -o, -d as given (collective.c checks them) */
-  int redop;                 /* allreduce.h gs_redop */
-  gs_dtype dtype;            /* the wire dtype -d names */
+  int redop;                 /* kernels.h gs_redop */
+  gs_dtype dtype;            /* the wire dtype -d names (F64, I32: buffers of it) */
 
   /* what was given on the command line (join mode re-checks these) */
   bool world_given, mode_given;

@@ -2,7 +2,8 @@
  * (charts_ranks.c draws the per-rank memory, timeline and bus bandwidth):
  *   scaling.svg    throughput vs world size (log2 axis) per mode, with each
  *                  mode's ideal curve (N x its smallest world's throughput
- *                  per rank);
+ *                  per rank), and each peer measured in the same invocation
+ *                  (report.json's "peers", e.g. torch-ddp) as its own line;
  *   efficiency.svg scaling efficiency (summary.h) vs world size, ideal 1;
  *   breakdown.svg  per run, one stacked bar per rank: compute, exposed
  *                  communication, reduction, optimizer, idle (ms per step)
@@ -49,11 +50,52 @@ static void odd_world_ticks(buf *b, const int *worlds, int nw, int x0, int y0, d
           "%d</text>\n", x0 + (log2(worlds[k]) - l2lo) * span, y0 + 30, worlds[k]);
 }
 
+/* The peers' throughput on scaling.svg: one line per peer label, a point
+ * per world of the axis (the first row of that world: as the modes'). */
+static void peer_lines(buf *b, json_t *peers, const int *worlds, int nw, int x0, int y0, int y1,
+                       double l2lo, double span, double top, int x_legend, int legend) {
+  const char *labels[4];
+  int nl = 0;
+  size_t i;
+  json_t *p;
+  json_array_foreach(peers, i, p) {
+    const char *m = json_string_value(json_object_get(p, "mode"));
+    bool seen = !m;
+    for (int k = 0; m && k < nl; k++) seen |= !strcmp(labels[k], m);
+    if (!seen && nl < 4) labels[nl++] = m;
+  }
+  for (int l = 0; l < nl; l++) {
+    const char *col = gs_svg_mode_color(labels[l]);
+    buf pts = {0};
+    for (int k = 0; k < nw; k++)
+      json_array_foreach(peers, i, p) {
+        const char *m = json_string_value(json_object_get(p, "mode"));
+        double v = json_number_value(json_object_get(p, "throughput_samples_per_s"));
+        if (!m || strcmp(m, labels[l]) || json_integer_value(json_object_get(p, "world")) !=
+            worlds[k] || !(v > 0))
+          continue;
+        double x = x0 + (log2(worlds[k]) - l2lo) * span, y = y0 - v / top * (y0 - y1);
+        put(&pts, "%.1f,%.1f ", x, y);
+        put(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" fill=\"%s\"><title>%s "
+            "world %d: %.3g samples/s</title></rect>\n", x - 4, y - 4, col, labels[l], worlds[k],
+            v);
+        break;
+      }
+    if (pts.s)
+      put(b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+          "stroke-dasharray=\"2,3\"/>\n", pts.s, col);
+    free(pts.s);
+    gs_svg_legend(b, x_legend, y1 + 20 * (legend + l), col, labels[l]);
+  }
+}
+
 /* throughput (samples/s) or scaling efficiency against world size on a
  * log2 axis, one line per mode. Throughput's ideal is N x the mode's
  * smallest world's throughput per rank, sampled densely because a linear
- * law is a curve on a log axis; efficiency's ideal is the flat 1. */
-static int scaling(const char *dir, const gs_summary *runs, size_t n, bool eff, gs_err *e) {
+ * law is a curve on a log axis; efficiency's ideal is the flat 1. peers:
+ * report.json's, drawn on the throughput chart (NULL: none). */
+static int scaling(const char *dir, const gs_summary *runs, size_t n, json_t *peers, bool eff,
+                   gs_err *e) {
   int W = 720, H = 440, x0 = 80, x1 = 560, y0 = 370, y1 = 50;
   int worlds[64];
   int nw = worlds_of(runs, n, worlds, 64);
@@ -72,6 +114,12 @@ static int scaling(const char *dir, const gs_summary *runs, size_t n, bool eff, 
   for (int m = 0; m < 3 && !eff; m++)
     if (base_w[m] > 0 && base_t[m] / base_w[m] * worlds[nw - 1] > ymax)
       ymax = base_t[m] / base_w[m] * worlds[nw - 1];
+  size_t pi;
+  json_t *p;
+  json_array_foreach(eff ? NULL : peers, pi, p) {
+    double v = json_number_value(json_object_get(p, "throughput_samples_per_s"));
+    if (v > ymax) ymax = v;
+  }
   buf b = {0};
   gs_svg_header(&b, W, H, eff ? "Scaling efficiency vs world size (dashed: ideal 1.0)"
                               : "Throughput vs world size (dashed: ideal linear scaling)");
@@ -117,6 +165,8 @@ static int scaling(const char *dir, const gs_summary *runs, size_t n, bool eff, 
     free(ideal.s);
     gs_svg_legend(&b, x1 + 30, y1 + 20 * legend++, col, name);
   }
+  if (!eff && json_array_size(peers))
+    peer_lines(&b, peers, worlds, nw, x0, y0, y1, l2lo, span, top, x1 + 30, legend);
   if (eff && !drawn)
     put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#666\">no world-1 run of "
         "the same mode to compare with</text>\n", (x0 + x1) / 2, (y0 + y1) / 2);
@@ -229,9 +279,10 @@ static int bars(const char *dir, const gs_summary *runs, size_t nruns, bool byte
   return gs_svg_save(dir, bytes ? "bytes.svg" : "breakdown.svg", &b, e);
 }
 
-int gs_charts_write(const char *dir, const gs_summary *runs, size_t n, gs_err *e) {
-  GS_TRY(scaling(dir, runs, n, false, e));
-  GS_TRY(scaling(dir, runs, n, true, e));
+int gs_charts_write(const char *dir, const gs_summary *runs, size_t n, json_t *peers,
+                    gs_err *e) {
+  GS_TRY(scaling(dir, runs, n, peers, false, e));
+  GS_TRY(scaling(dir, runs, n, NULL, true, e));
   GS_TRY(gs_charts_memory(dir, runs, n, e));
   GS_TRY(gs_charts_hosts(dir, runs, n, e));
   GS_TRY(bars(dir, runs, n, false, e));

@@ -20,11 +20,15 @@
  * still exchanges the timings. ps runs all_reduce only: its reduce and
  * broadcast are the two halves of one push/pull exchange, not operations
  * the server offers alone (README). NCCL's are not wired (no GPU to test
- * them on): refused. Buffers live on the
+ * them on): refused. -d double / int32 and -o prod / min / max run on the
+ * CPU ring only (an all-reduce with prod, min or max on the bare ring too:
+ * the session's is training's sum); ps and NCCL refuse them. Buffers live on the
  * kernels' device. Rank 0 prints the table (busbw formula beside it) and
- * writes it as collective-<mode>-w<N>.json into the results directory,
- * from which the launcher draws busbw.svg and report.html (rank 0 draws
- * them itself under another launcher). */
+ * writes it as collective-<mode>-w<N>.json (all_reduce) or <name>-<mode>-
+ * w<N>.json into the results directory, tagged with the invocation's run
+ * id, from which the launcher draws busbw.svg and report.html (rank 0
+ * draws them itself under another launcher). A --collective list is the
+ * launcher's: it runs one collective per job (sweep.c). */
 #include <sched.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -45,6 +49,27 @@ typedef struct coll {
   gs_bucket bucket;
   gs_sync_config cfg;
 } coll;
+
+/* Are these op and type run here: NULL if so, else why not (--mode ps and
+ * NCCL sum fp32 buffers, at most on a 16-bit wire). */
+static const char *unsupported_op(const char *flag, bool newish, gs_mode mode, bool cuda) {
+  static char why[300];
+  if (!newish) return NULL;
+  if (mode == GS_MODE_PS)
+    snprintf(why, sizeof why, "%s runs on --mode ring only: --mode ps sums fp32 gradients "
+             "(the server's one reduction; -o sum or avg, -d float, half or bfloat16)", flag);
+  else if (cuda)
+    snprintf(why, sizeof why, "%s runs on the CPU ring only (--device cpu): with --device cuda "
+             "(NCCL) -o sum or avg and -d float, half or bfloat16 are wired", flag);
+  else
+    return NULL;
+  return why;
+}
+
+/* The reduction a collective runs, and whether it goes through the
+ * session's all-reduce (training's sum) or the bare ring. */
+static bool new_op(int op) { return op != GS_REDOP_SUM && op != GS_REDOP_AVG; }
+static bool new_type(gs_dtype t) { return t == GS_F64 || t == GS_I32; }
 
 /* Is this collective run here, and how: NULL if so, else why not (for
  * --mode ps or NCCL). */
@@ -67,7 +92,7 @@ static int close_session(coll *c, bool ok, gs_err *e) {
   return rc;
 }
 
-static int setup(void *vc, const float *src, float *dst, size_t count, gs_err *e) {
+static int setup(void *vc, const void *src, void *dst, size_t count, gs_err *e) {
   coll *c = vc;
   GS_TRY(close_session(c, true, e));
   gs_sync_config *cfg = &c->cfg;
@@ -75,7 +100,7 @@ static int setup(void *vc, const float *src, float *dst, size_t count, gs_err *e
   c->bucket = (gs_bucket){0, count};
   cfg->k = c->k;
   cfg->params = dst;
-  cfg->grads = (float *)src;
+  cfg->grads = (void *)src;
   cfg->n = count;
   cfg->buckets = &c->bucket;
   cfg->nbuckets = 1;
@@ -94,7 +119,7 @@ static int setup(void *vc, const float *src, float *dst, size_t count, gs_err *e
   return gs_job_open(&c->job, cfg, &c->s, e);
 }
 
-static int step(void *vc, const float *src, float *dst, size_t count, int64_t iter, gs_err *e) {
+static int step(void *vc, const void *src, void *dst, size_t count, int64_t iter, gs_err *e) {
   coll *c = vc;
   gs_sync_stats st;
   memset(&st, 0, sizeof st);
@@ -105,21 +130,24 @@ static int step(void *vc, const float *src, float *dst, size_t count, int64_t it
 
 /* One of the other collectives on the session's bare ring (count: the
  * full vector; all_gather's input is this rank's part of src). */
-static int ring_coll(void *vc, const float *src, float *dst, size_t count, int64_t iter,
+static int ring_coll(void *vc, const void *src, void *dst, size_t count, int64_t iter,
                      gs_err *e) {
   coll *c = vc;
   gs_ring *r = gs_ring_sync_ring(c->s);
   if (!r) return GS_FAIL(e, GS_EINVAL, "%s: no ring under the session", gs_coll_name(c->o->coll));
-  size_t off, len;
+  /* avg: the sum here, the post-division in the harness */
+  gs_redop op = c->o->redop == GS_REDOP_AVG ? GS_REDOP_SUM : (gs_redop)c->o->redop;
+  size_t off, len, es = gs_dtype_lp(c->o->dtype) ? sizeof(float) : gs_dtype_size(c->o->dtype);
   switch ((gs_coll)c->o->coll) {
-  case GS_COLL_REDUCE_SCATTER: return gs_ring_reduce_scatter(r, src, dst, count, iter, NULL, e);
+  case GS_COLL_ALL_REDUCE: return gs_ring_allreduce_op(r, op, src, dst, count, iter, 0, NULL, e);
+  case GS_COLL_REDUCE_SCATTER: return gs_ring_reduce_scatter(r, op, src, dst, count, iter, NULL, e);
   case GS_COLL_ALL_GATHER:
     gs_ring_part(count, c->job.world, c->job.rank, &off, &len);
-    return gs_ring_all_gather(r, src + off, dst, count, iter, NULL, e);
+    return gs_ring_all_gather(r, (const char *)src + off * es, dst, count, iter, NULL, e);
   case GS_COLL_BROADCAST: return gs_ring_broadcast(r, src, dst, count, c->o->root, iter, NULL, e);
-  case GS_COLL_REDUCE: return gs_ring_reduce(r, src, dst, count, c->o->root, iter, NULL, e);
-  default: return GS_FAIL(e, GS_EINVAL, "ring_coll: all_reduce runs through the session");
+  case GS_COLL_REDUCE: return gs_ring_reduce(r, op, src, dst, count, c->o->root, iter, NULL, e);
   }
+  return GS_FAIL(e, GS_EINVAL, "ring_coll: unknown collective %d", c->o->coll);
 }
 
 /* The ring's algorithm for a size, as the ring picks it (NCCL picks its own:
@@ -132,39 +160,86 @@ static const char *algo_of(void *vc, size_t count) {
   return gs_algo_name(gs_algo_pick((gs_algo)c->o->algo, count, c->job.world));
 }
 
+/* --collective's comma list, into o->colls (no repeats). */
+static int parse_list(gs_opts *o, gs_err *e) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", o->collective);
+  o->ncolls = 0;
+  char *save = NULL;
+  for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+    int c = gs_coll_parse(w);
+    if (c < 0)
+      return GS_FAIL(e, GS_EINVAL, "--collective '%s': all_reduce (or allreduce), "
+                     "reduce_scatter, all_gather, broadcast or reduce (nccl-tests' names), or a "
+                     "comma list of them", w);
+    for (int i = 0; i < o->ncolls; i++)
+      if (o->colls[i] == c)
+        return GS_FAIL(e, GS_EINVAL, "--collective %s names %s twice", o->collective, w);
+    if (o->ncolls == GS_COLL_REDUCE + 1)
+      return GS_FAIL(e, GS_EINVAL, "--collective %s: too many", o->collective);
+    o->colls[o->ncolls++] = c;
+  }
+  if (o->ncolls == 0)
+    return GS_FAIL(e, GS_EINVAL, "--collective '%s': name a collective", o->collective);
+  return GS_OK;
+}
+
 int gs_collective_resolve(gs_opts *o, gs_err *e) {
   int op = gs_redop_parse(o->redop_arg), t = gs_perf_type_parse(o->dtype_arg);
-  int which = gs_coll_parse(o->collective);
-  if (which < 0)
-    return GS_FAIL(e, GS_EINVAL, "--collective '%s': all_reduce (or allreduce), reduce_scatter, "
-                   "all_gather, broadcast or reduce (nccl-tests' names)", o->collective);
-  o->coll = which;
+  GS_TRY(parse_list(o, e));
+  o->coll = o->colls[0];
   bool cuda = o->device && !strcmp(o->device, "cuda");
-  for (int i = 0; i < o->nmodes; i++) {
-    const char *why = unsupported((gs_coll)which, o->modes[i], cuda);
-    if (why)
-      return GS_FAIL(e, GS_EINVAL, "--collective %s %s", o->collective, why);
+  bool any_op = false, any_root = false;
+  /* in a list, a collective runs in the modes that can run it (the sweep
+   * skips the others); it needs one at least */
+  for (int c = 0; c < o->ncolls; c++) {
+    const gs_coll which = (gs_coll)o->colls[c];
+    any_op |= gs_coll_has_op(which);
+    any_root |= gs_coll_has_root(which);
+    const char *why = NULL;
+    int runs = 0;
+    for (int i = 0; i < o->nmodes; i++) {
+      const char *w = unsupported(which, o->modes[i], cuda);
+      if (w && (!why || o->ncolls == 1)) why = w;
+      runs += !w;
+    }
+    if (why && (o->ncolls == 1 || runs == 0))
+      return GS_FAIL(e, GS_EINVAL, "--collective %s %s", gs_coll_name(which), why);
   }
   for (int i = 0; o->world_given && i < o->nworlds; i++)
     if (o->root >= o->worlds[i])
       return GS_FAIL(e, GS_EINVAL, "-r %d: the root is a rank of the world (0..%d at --world "
                      "%d)", o->root, o->worlds[i] - 1, o->worlds[i]);
   if (op < 0)
-    return GS_FAIL(e, GS_EINVAL, "-o (--op) '%s': sum or avg (prod, min and max are not "
-                   "supported)", o->redop_arg);
+    return GS_FAIL(e, GS_EINVAL, "-o (--op) '%s': sum, avg, prod, min or max", o->redop_arg);
   if (t < 0)
-    return GS_FAIL(e, GS_EINVAL, "-d (--datatype) '%s': float, half or bfloat16 (the wire "
-                   "dtypes; double and the integer types are not supported)", o->dtype_arg);
-  /* a flag that changes nothing is an error, as everywhere in bench */
-  if (op != GS_REDOP_SUM && !gs_coll_has_op((gs_coll)which))
+    return GS_FAIL(e, GS_EINVAL, "-d (--datatype) '%s': float, half, bfloat16, double or int32 "
+                   "(the other integer types of nccl-tests are not supported)", o->dtype_arg);
+  for (int i = 0; i < o->nmodes; i++) {
+    char flag[96];
+    snprintf(flag, sizeof flag, "-o %s", o->redop_arg);
+    const char *why = unsupported_op(flag, new_op(op) && any_op, o->modes[i], cuda);
+    if (!why) {
+      snprintf(flag, sizeof flag, "-d %s", o->dtype_arg);
+      why = unsupported_op(flag, new_type((gs_dtype)t), o->modes[i], cuda);
+    }
+    if (why) return GS_FAIL(e, GS_EINVAL, "%s", why);
+  }
+  /* a flag that changes nothing is an error, as everywhere in bench (in a
+   * list, one that no collective of it takes) */
+  if (op != GS_REDOP_SUM && !any_op)
     return GS_FAIL(e, GS_EINVAL, "-o (--op) %s: --collective %s reduces nothing (nccl-tests "
                    "prints its redop as none): drop -o", o->redop_arg, o->collective);
-  if (o->root != 0 && !gs_coll_has_root((gs_coll)which))
+  if (o->root != 0 && !any_root)
     return GS_FAIL(e, GS_EINVAL, "-r %d: --collective %s has no root (broadcast and reduce "
                    "do): drop -r", o->root, o->collective);
   o->redop = op;
   o->dtype = (gs_dtype)t;
   return GS_OK;
+}
+
+const char *gs_collective_skip(const gs_opts *o, int which, gs_mode mode) {
+  return unsupported((gs_coll)which, mode, o->device && !strcmp(o->device, "cuda"));
 }
 
 /* one placement's figures, under nccl-tests' JSON names (time in us) */
@@ -176,8 +251,9 @@ static json_t *json_time(const gs_perf_time *t) {
 
 /* rows: our flat out-of-place figures (what the charts and report.html
  * read), and both placements as nccl-tests' -J writes them */
-static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world,
-                      const char *device, const gs_perf_row *rows, int nrows, gs_err *e) {
+static int write_json(const gs_opts *o, const char *dir, const char *run_id, gs_mode mode,
+                      int world, const char *device, const gs_perf_row *rows, int nrows,
+                      gs_err *e) {
   const gs_coll which = (gs_coll)o->coll;
   const char *type = gs_perf_type_name(o->dtype);
   const char *op = gs_coll_has_op(which) ? gs_redop_name((gs_redop)o->redop) : "none";
@@ -214,12 +290,16 @@ static int write_json(const gs_opts *o, const char *dir, gs_mode mode, int world
   json_object_set_new(doc, "out_of_bounds", json_pack("{s:i, s:b}", "count", errors, "okay",
                                                       errors == 0));
   json_object_set_new(doc, "average_bus_bandwidth", json_pack("{s:f}", "bandwidth", avg_busbw));
+  /* the invocation that wrote it: its report draws its own tables only */
+  json_object_set_new(doc, "run_id", json_string(run_id));
+  json_object_set_new(doc, "type", json_string(type));
+  json_object_set_new(doc, "redop", json_string(op));
   if (mode == GS_MODE_RING && !strcmp(device, "cpu"))
     json_object_set_new(doc, "algo", json_string(gs_algo_name((gs_algo)o->algo)));
   char path[4200];
   GS_TRY(gs_mkdirs(dir, e));
-  /* all_reduce's tables feed busbw.svg and report.html; the others sit
-   * beside them under their own names */
+  /* all_reduce's tables keep their first name; every table feeds busbw.svg
+   * and report.html */
   snprintf(path, sizeof path, "%s/%s-%s-w%d.json", dir,
            which == GS_COLL_ALL_REDUCE ? "collective" : gs_coll_name(which), gs_mode_name(mode),
            world);
@@ -258,7 +338,17 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   if ((rc = gs_bench_kernels(o, c.job.local_rank, gs_job_threads(&c.job, o), &c.k, &e)) < 0)
     goto fail;
   const gs_coll which = (gs_coll)o->coll;
-  const char *why = unsupported(which, mode, c.k->device == GS_DEV_CUDA);
+  const bool cuda = c.k->device == GS_DEV_CUDA;
+  if (o->ncolls > 1) {
+    starting = true; /* usage */
+    rc = GS_FAIL(&e, GS_EINVAL, "--collective %s: a list runs under bench's own launcher (bench "
+                 "--world N); under torchrun, mpirun or srun give one collective per job",
+                 o->collective);
+    goto fail;
+  }
+  const char *why = unsupported(which, mode, cuda);
+  if (!why) why = unsupported_op("-o", new_op(o->redop) && gs_coll_has_op(which), mode, cuda);
+  if (!why) why = unsupported_op("-d", new_type(o->dtype), mode, cuda);
   if (why || o->root >= world) {
     starting = true; /* usage */
     if (why) rc = GS_FAIL(&e, GS_EINVAL, "--collective %s %s", gs_coll_name(which), why);
@@ -274,14 +364,16 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
                     .k = c.k->device == GS_DEV_CPU ? NULL : c.k, .setup = setup,
                     .algo_of = algo_of, .coll = which,
                     .root = gs_coll_has_root(which) ? o->root : 0,
-                    .sum = which == GS_COLL_ALL_REDUCE ? NULL : step};
+                    .sum = which == GS_COLL_ALL_REDUCE && !new_op(o->redop) ? NULL : step};
   if (p.min_bytes < gs_dtype_size(p.wire)) p.min_bytes = gs_dtype_size(p.wire);
   int cap = gs_perf_sizes(&p);
   rows = calloc((size_t)(cap > 0 ? cap : 1), sizeof *rows);
   if (!rows) { rc = GS_FAIL(&e, GS_ENOMEM, "out of memory"); goto fail; }
   int nrows = cap;
-  rc = gs_allreduce_perf(which == GS_COLL_ALL_REDUCE ? step : ring_coll, &c, &p, rows, &nrows,
-                         &e);
+  /* training's all-reduce (the sum) through the session, as a step runs it;
+   * the other ops and collectives on its bare ring */
+  gs_coll_fn fn = which == GS_COLL_ALL_REDUCE && !new_op(o->redop) ? step : ring_coll;
+  rc = gs_allreduce_perf(fn, &c, &p, rows, &nrows, &e);
   gs_err ce = {0};
   int crc = close_session(&c, rc == GS_OK, &ce);
   if (rc == GS_OK && crc < 0) {
@@ -301,10 +393,16 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     gs_perf_print(stdout, &p, title, rows, nrows);
     /* the table as JSON always: the launcher draws busbw.svg and report.html from it */
     const char *dir = env->run_dir ? env->run_dir : o->out;
-    if (dir && (rc = write_json(o, dir, mode, world, c.k->name, rows, nrows, &e)) < 0) goto fail;
-    if (dir && !env->launched && which == GS_COLL_ALL_REDUCE &&
-        (rc = gs_report_collective(dir, o, &e)) < 0)
+    /* our launcher's invocation id; a job of another launcher is one run */
+    char own[GS_RUN_ID_CHARS + 1];
+    const char *rid = getenv("GS_RUN_ID");
+    if (!rid || !*rid) {
+      gs_run_id_new(own);
+      rid = own;
+    }
+    if (dir && (rc = write_json(o, dir, rid, mode, world, c.k->name, rows, nrows, &e)) < 0)
       goto fail;
+    if (dir && !env->launched && (rc = gs_report_collective(dir, o, rid, &e)) < 0) goto fail;
   }
   for (int i = 0; i < nrows * 2; i++) {
     const gs_perf_time *t = i % 2 ? &rows[i / 2].ip : &rows[i / 2].oop;

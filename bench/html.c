@@ -191,7 +191,7 @@ int gs_html_write(const char *dir, json_t *report, gs_err *e) {
   fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
              "<title>gradsync report</title>\n<style>%s</style></head><body>\n"
              "<h1>gradsync: %s</h1>\n<p>", style,
-          json_object_get(report, "collective") ? "the all-reduce alone" : "ps vs ring");
+          json_object_get(report, "collective") ? "the collectives alone" : "ps vs ring");
   cell(f, json_object_get(json_object_get(report, "environment"), "hostname"));
   fprintf(f, " &middot; %zu run(s)%s</p>\n", json_array_size(runs) +
           json_array_size(json_object_get(report, "collective")),
@@ -218,10 +218,17 @@ int gs_html_write(const char *dir, json_t *report, gs_err *e) {
   size_t i;
   json_t *r;
   json_array_foreach(json_object_get(report, "collective"), i, r) {
-    fprintf(f, "<h2>All-reduce: ");
+    fprintf(f, "<h2>");
+    const char *name = json_string_value(json_object_get(r, "collective"));
+    esc(f, !name || !strcmp(name, "allreduce") ? "all_reduce" : name);
+    fprintf(f, ": ");
     cell(f, json_object_get(r, "mode"));
     fprintf(f, ", world ");
     cell(f, json_object_get(r, "world"));
+    fprintf(f, ", ");
+    cell(f, json_object_get(r, "type"));
+    fprintf(f, ", ");
+    cell(f, json_object_get(r, "redop"));
     fprintf(f, "</h2>\n<p>");
     cell(f, json_object_get(r, "busbw_formula"));
     fprintf(f, "; ");

@@ -226,14 +226,14 @@ int gs_report_write(const char *dir, const gs_opts *o, const gs_summary *runs, s
   snprintf(path, sizeof path, "%s/report.json", dir);
   int rc = gs_json_write_atomic(path, rep, e);
   if (rc == GS_OK) rc = merge_traces(dir, runs, n, e);
-  if (rc == GS_OK) rc = gs_charts_write(dir, runs, n, e);
+  if (rc == GS_OK) rc = gs_charts_write(dir, runs, n, peers, e);
   if (rc == GS_OK) rc = gs_html_write(dir, rep, e);
   json_decref(rep);
   return rc;
 }
 
-int gs_report_collective(const char *dir, const gs_opts *o, gs_err *e) {
-  json_t *tables = gs_collective_tables(dir);
+int gs_report_collective(const char *dir, const gs_opts *o, const char *run_id, gs_err *e) {
+  json_t *tables = gs_collective_tables(dir, run_id);
   if (!tables || json_array_size(tables) == 0) {
     json_decref(tables);
     return GS_OK;
@@ -278,7 +278,7 @@ int gs_report_redraw(const char *dir, FILE *out, gs_err *e) {
     for (size_t i = 0; i < n; i++) gs_summary_print(out, &runs[i]);
     gs_summary_print_comparison(out, runs, n, json_object_get(rep, "peers"),
                                 json_string_value(json_object_get(rep, "oversubscribed_notice")));
-    rc = gs_charts_write(dir, runs, n, e);
+    rc = gs_charts_write(dir, runs, n, json_object_get(rep, "peers"), e);
   }
   if (rc == GS_OK) rc = gs_html_write(dir, rep, e);
   json_decref(rep);

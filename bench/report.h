@@ -21,9 +21,11 @@ json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, json_
 /* Write report.json, the SVG charts and trace.json into dir. */
 int gs_report_write(const char *dir, const gs_opts *o, const gs_summary *runs, size_t n,
                     json_t *peers, bool interrupted, gs_err *e);
-/* The collective benchmark's report: busbw.svg and report.html from every
- * collective-*.json table of dir (nothing when there is none). */
-int gs_report_collective(const char *dir, const gs_opts *o, gs_err *e);
+/* The collective benchmark's report: busbw.svg and report.html from the
+ * tables of dir that invocation run_id wrote (every collective of it; none
+ * of an earlier invocation into the same directory); nothing when there is
+ * none. */
+int gs_report_collective(const char *dir, const gs_opts *o, const char *run_id, gs_err *e);
 /* A run's ranks on one host outnumber this machine's online cores: a
  * notice for the comparison (the runs then measure scheduling as much as
  * synchronization) written into buf, or false with buf empty. */
@@ -46,6 +48,9 @@ extern const char *const GS_PEER_LABEL;
 int gs_peer_check(const gs_opts *o, gs_err *e);
 int gs_peer_run(const gs_opts *o, int world, json_t **row, gs_err *e);
 
+/* Why mode cannot run collective coll (NULL: it can): the sweep skips such
+ * pairs of a --collective list. */
+const char *gs_collective_skip(const gs_opts *o, int coll, gs_mode mode);
 /* The collective benchmark (collective.c), as one rank of a job. */
 int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env);
 

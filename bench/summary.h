@@ -166,12 +166,17 @@ void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json
                                  const char *notice);
 
 /* SVG charts (charts.c): scaling.svg, efficiency.svg, breakdown.svg,
- * bytes.svg and memory.svg in dir. */
-int gs_charts_write(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
+ * bytes.svg and memory.svg in dir; scaling.svg draws peers (report.json's
+ * "peers"; NULL: none) beside the modes. */
+int gs_charts_write(const char *dir, const gs_summary *runs, size_t n, json_t *peers,
+                    gs_err *e);
 /* charts_ranks.c: memory.svg (peak RSS per rank); timeline-<id>.svg, a
  * few measured steps of one run rank by rank, from its rows; and the
  * collective benchmark's busbw.svg from the tables gs_collective_tables
- * read (every collective-*.json of dir, as a new array). */
+ * read (every collective's table of dir, collective-*.json for all_reduce
+ * and <collective>-*.json for the others, that invocation run_id wrote, or
+ * all of them when run_id is NULL; as a new array), one series per
+ * collective, mode and world. */
 int gs_charts_memory(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
 /* charts_hosts.c: hosts.svg (step time against hosts, measured and the
  * cost model) and links.svg (each host's link busy), for runs on emulated
@@ -179,7 +184,7 @@ int gs_charts_memory(const char *dir, const gs_summary *runs, size_t n, gs_err *
 int gs_charts_hosts(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
 int gs_charts_timeline(const char *dir, const char *id, const gs_run_info *info,
                        const gs_rank_result *ranks, gs_err *e);
-json_t *gs_collective_tables(const char *dir);
+json_t *gs_collective_tables(const char *dir, const char *run_id);
 int gs_charts_busbw(const char *dir, json_t *tables, gs_err *e);
 
 #endif

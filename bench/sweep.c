@@ -115,8 +115,18 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   for (int im = 0; im < o->nmodels && !status; im++)
     for (int ib = 0; ib < o->nbatches && !status; ib++)
       for (int ik = 0; ik < o->nbucket_mbs && !status; ik++) {
+        /* a --collective list: each collective in turn, every mode and world */
+        for (int ic = 0; ic < (o->collective ? o->ncolls : 1) && !status; ic++)
         for (int id = 0; id < o->nmodes && !status; id++)
           for (int iw = 0; iw < o->nworlds && !status; iw++) {
+            if (o->collective) o->coll = o->colls[ic];
+            if (o->collective && gs_collective_skip(o, o->coll, o->modes[id])) {
+              if (!o->quiet && iw == 0)
+                fprintf(stderr, "bench: collective %s: not on --mode %s (%s)\n",
+                        gs_coll_name((gs_coll)o->coll), gs_mode_name(o->modes[id]),
+                        gs_collective_skip(o, o->coll, o->modes[id]));
+              continue;
+            }
             if (gs_interrupted) { status = gs_interrupt_status(); break; }
             gs_mode mode = o->modes[id];
             int world = o->worlds[iw];
@@ -131,13 +141,14 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
             o->train.model = o->models[im];
             o->train.batch = batch;
             o->train.bucket_mb = o->bucket_mbs[ik];
-            char sworld[16], sbatch[16], sbucket[32];
+            char sworld[16], sbatch[16], sbucket[32], sroot[16];
+            snprintf(sroot, sizeof sroot, "%d", o->root);
             snprintf(sworld, sizeof sworld, "%d", world);
             snprintf(sbatch, sizeof sbatch, "%d", batch);
             snprintf(sbucket, sizeof sbucket, "%.17g", o->bucket_mbs[ik]);
             if (!o->quiet && o->collective)
-              fprintf(stderr, "bench: collective %s, %s, world %d\n", o->collective,
-                      gs_mode_name(mode), world);
+              fprintf(stderr, "bench: collective %s, %s, world %d\n",
+                      gs_coll_name((gs_coll)o->coll), gs_mode_name(mode), world);
             else if (!o->quiet)
               fprintf(stderr, "bench: run %s world %d, batch %d per rank, buckets %s MiB\n",
                       gs_mode_name(mode), world, batch, sbucket);
@@ -160,6 +171,15 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
                                      "--bucket-mb", sbucket};
               memcpy(l.extra, extra, sizeof extra);
               l.nextra = (int)(sizeof extra / sizeof extra[0]);
+              if (o->collective) { /* this collective alone; -o, -r where it takes them */
+                const gs_coll c = (gs_coll)o->coll;
+                l.extra[l.nextra++] = "--collective";
+                l.extra[l.nextra++] = gs_coll_name(c);
+                l.extra[l.nextra++] = "-o";
+                l.extra[l.nextra++] = gs_coll_has_op(c) ? o->redop_arg : "sum";
+                l.extra[l.nextra++] = "-r";
+                l.extra[l.nextra++] = gs_coll_has_root(c) ? sroot : "0";
+              }
               rc = gs_launch_run(&l, why, sizeof why);
             }
             if (rc) {
@@ -203,12 +223,12 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   }
   if (o->collective && !status) {
     gs_err_clear(&e);
-    if (gs_report_collective(o->out, o, &e) < 0) {
+    if (gs_report_collective(o->out, o, run_id, &e) < 0) {
       fprintf(stderr, "bench: %s\n", e.msg);
       status = 1;
     } else if (!o->quiet) {
-      printf("\nresults: %s/%s\n", o->out, o->coll == GS_COLL_ALL_REDUCE
-             ? "report.html, busbw.svg, collective-*.json" : "<collective>-<mode>-w<N>.json");
+      printf("\nresults: %s/report.html, busbw.svg, collective-<mode>-w<N>.json (all_reduce), "
+             "<collective>-<mode>-w<N>.json\n", o->out);
     }
   }
   if (status && !o->collective)

@@ -5,12 +5,20 @@
 
 #include "kernels/kernels.h"
 
-size_t gs_dtype_size(gs_dtype t) { return t == GS_F32 ? 4 : 2; }
+size_t gs_dtype_size(gs_dtype t) {
+  switch (t) {
+  case GS_F16: case GS_BF16: return 2;
+  case GS_F64: return 8;
+  default: return 4;
+  }
+}
 
 const char *gs_dtype_name(gs_dtype t) {
   switch (t) {
   case GS_F16: return "fp16";
   case GS_BF16: return "bf16";
+  case GS_F64: return "fp64";
+  case GS_I32: return "int32";
   default: return "fp32";
   }
 }

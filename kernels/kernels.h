@@ -43,11 +43,45 @@
 
 #include "kernels/util.h"
 
-typedef enum gs_dtype { GS_F32 = 0, GS_F16 = 1, GS_BF16 = 2 } gs_dtype;
+/* F64 and I32 are the collective benchmark's element types (its -d double
+ * and int32): they travel as themselves and no table op takes them; only
+ * gs_reduce_host below reduces them. Training and the table know the first
+ * three (the wire dtypes). */
+typedef enum gs_dtype { GS_F32 = 0, GS_F16 = 1, GS_BF16 = 2, GS_F64 = 3, GS_I32 = 4 } gs_dtype;
 size_t gs_dtype_size(gs_dtype t);
-const char *gs_dtype_name(gs_dtype t);
-/* "fp32" / "fp16" / "bf16" (also "f32", "float16", "bfloat16"); -1 if unknown. */
+const char *gs_dtype_name(gs_dtype t);   /* also "fp64", "int32" */
+/* "fp32" / "fp16" / "bf16" (also "f32", "float16", "bfloat16"): the wire
+ * dtypes only; -1 otherwise. */
 int gs_dtype_parse(const char *s);
+/* F16 and BF16: buffers hold fp32 and the wire rounds (the ring's and the
+ * server's mixed precision); every other type is its own storage. */
+static inline bool gs_dtype_lp(gs_dtype t) { return t == GS_F16 || t == GS_BF16; }
+
+/* nccl-tests' -o. avg is the sum, then the caller's post-division
+ * (gs_postdiv_host): NCCL divides after summing for integers and so do we
+ * for every type, so avg is never an op a reduction runs. */
+typedef enum gs_redop {
+  GS_REDOP_SUM = 0, GS_REDOP_AVG = 1, GS_REDOP_PROD = 2, GS_REDOP_MIN = 3, GS_REDOP_MAX = 4
+} gs_redop;
+
+/* dst[i] = dst[i] op src[i], i < n, in host memory at any byte address (one
+ * plain C loop per type, whatever gs_isa_select picked: it is the only path,
+ * so there is nothing to force). t: F32, F64 or I32, dst and src both of
+ * it; or F16 / BF16: dst fp32, src in t (the ring's mixed precision, as
+ * add_lp). op: sum, prod, min or max (GS_EINVAL otherwise, or for another
+ * type). Exact rules, so that every rank and every order agree:
+ *  - I32 sum and prod wrap modulo 2^32 (NCCL's), never C's undefined overflow;
+ *  - min and max are commutative bit for bit: a NaN wins over a number (of
+ *    two NaNs the smaller bit pattern), min(-0, +0) = -0, max = +0; so the
+ *    partners of recursive doubling, which apply op in opposite orders,
+ *    hold the same bits;
+ *  - floating sum and prod round once per element, as a + b and a * b. */
+int gs_reduce_host(gs_redop op, gs_dtype t, size_t n, void *dst, const void *src, gs_err *e);
+/* avg's post-division of a sum over world ranks, in place: F32 x *= the
+ * fp32 1/world; F64 x *= the double 1/world; I32 x /= world truncated
+ * toward zero (C's /), which is what NCCL's ncclAvg does for integers
+ * (FuncSumPostDiv: the sum, then an integer division). */
+int gs_postdiv_host(gs_dtype t, size_t n, void *x, int world, gs_err *e);
 
 typedef enum gs_device { GS_DEV_CPU = 0, GS_DEV_CUDA = 1 } gs_device;
 

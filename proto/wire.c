@@ -44,6 +44,8 @@ gs_dtype gs_wire_dtype(Gradsync__DType t) {
   switch (t) {
   case GRADSYNC__DTYPE__F16: return GS_F16;
   case GRADSYNC__DTYPE__BF16: return GS_BF16;
+  case GRADSYNC__DTYPE__F64: return GS_F64;
+  case GRADSYNC__DTYPE__I32: return GS_I32;
   default: return GS_F32;
   }
 }
@@ -52,6 +54,8 @@ Gradsync__DType gs_wire_pbdtype(gs_dtype t) {
   switch (t) {
   case GS_F16: return GRADSYNC__DTYPE__F16;
   case GS_BF16: return GRADSYNC__DTYPE__BF16;
+  case GS_F64: return GRADSYNC__DTYPE__F64;
+  case GS_I32: return GRADSYNC__DTYPE__I32;
   default: return GRADSYNC__DTYPE__F32;
   }
 }

@@ -48,7 +48,7 @@ typedef struct ctx {
   gs_ring *r;
 } ctx;
 
-static int coll(void *c, const float *src, float *dst, size_t count, int64_t iter, gs_err *e) {
+static int coll(void *c, const void *src, void *dst, size_t count, int64_t iter, gs_err *e) {
   return gs_ring_allreduce(((ctx *)c)->r, src, dst, count, iter, 0, NULL, e);
 }
 

@@ -39,10 +39,10 @@ static size_t lengths_for(int world, size_t *out) {
 static int run(gs_ring *r, int c, const float *src, float *dst, size_t n, int root, int64_t step,
                gs_err *e) {
   switch (c) {
-  case RS: return gs_ring_reduce_scatter(r, src, dst, n, step, NULL, e);
+  case RS: return gs_ring_reduce_scatter(r, GS_REDOP_SUM, src, dst, n, step, NULL, e);
   case AG: return gs_ring_all_gather(r, src, dst, n, step, NULL, e);
   case BC: return gs_ring_broadcast(r, src, dst, n, root, step, NULL, e);
-  default: return gs_ring_reduce(r, src, dst, n, root, step, NULL, e);
+  default: return gs_ring_reduce(r, GS_REDOP_SUM, src, dst, n, root, step, NULL, e);
   }
 }
 

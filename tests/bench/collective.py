@@ -7,12 +7,14 @@ type, redop, root, then time/algbw/busbw/#wrong out of place and the same in
 place (an optional last column, as -T's timestamp: here the ring's
 algorithm); the table closes with "# Out of bounds values : N OK|FAILED" and
 "# Avg bus bandwidth    : X". For ring and ps at world 2 and 3 (and with
--o avg, -d half / bfloat16): every line of the table parses, the sizes are
+-o avg, -d half / bfloat16; on the ring -d double and int32, -o prod, min
+and max, int32's avg): every line of the table parses, the sizes are
 -b to -e by -f in whole elements of the type, the columns hold what was
 asked, busbw = algbw x 2(N-1)/N, #wrong is 0 both ways, 0 out-of-bounds
 values, the average is the mean busbw of both placements, and the JSON
 holds the same rows. Wrong -o / -d values, or either without --collective,
-are usage errors (exit 2) naming the flag.
+are usage errors (exit 2) naming the flag; so are the types and ops --mode
+ps cannot do (double, int32, prod, min, max), naming the flag and the mode.
 
 The other collectives, by nccl-tests' names (reduce_scatter, all_gather,
 broadcast, reduce; all_reduce as well as allreduce), on the ring at world
@@ -20,7 +22,9 @@ broadcast, reduce; all_reduce as well as allreduce), on the ring at world
 of N elements for the parted ones (count = the part, as nccl-tests prints
 it), redop "none" where nccl-tests prints it and the root column -r's root
 (or -1), busbw = algbw x nccl-tests' factor for that collective, #wrong 0
-both ways, "Out of bounds values : 0 OK", and the JSON beside. --mode ps
+both ways, "Out of bounds values : 0 OK", and the JSON beside; the same
+with -d double / int32 and -o prod / min / max where the collective
+reduces. --mode ps
 refuses them (exit 2), naming --mode and what ps runs; so does an unknown
 name or a root outside the world.
 
@@ -84,6 +88,9 @@ rows, bad, _, _ = parse(NCCL.replace("   85.85", ""))
 check(len(rows) == 1 and len(bad) == 1, "a row with a column missing parses")
 
 
+ELT = {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int32": 4}
+
+
 def sizes(lo, hi, factor, elt):
     """nccl-tests' -b -e -f, in whole elements"""
     out, b = [], float(lo)
@@ -113,7 +120,7 @@ def collective(mode, world, lo, hi, factor, op="sum", dtype="float"):
     check(HEAD1.search(out) and HEAD2.search(out), f"{what}: no nccl-tests header:\n{out}")
     rows, bad, oob, avg = parse(out)
     check(not bad, f"{what}: lines that do not parse: {bad}")
-    elt = 4 if dtype == "float" else 2
+    elt = ELT[dtype]
     want = sizes(lo, hi, factor, elt)
     check([x["size"] for x in rows] == want, f"{what}: sizes {[x['size'] for x in rows]}, "
           f"expected {want}")
@@ -160,6 +167,13 @@ for mode, world in (("ring", 2), ("ring", 3), ("ps", 2), ("ps", 3)):
 collective("ring", 3, 6, 40000, 5, "avg", "half")
 collective("ps", 3, 6, 40000, 5, "avg", "bfloat16")
 collective("ring", 2, 4, 4096, 8, "sum", "bfloat16")
+# the other types and ops: rd below 256 KiB, the ring above (auto)
+collective("ring", 3, 8, 1 << 20, 8, "prod", "double")
+collective("ring", 2, 4, 1 << 20, 16, "min", "int32")
+collective("ring", 3, 6, 40000, 5, "max", "half")
+collective("ring", 3, 8, 40000, 5, "avg", "int32")
+collective("ring", 2, 8, 40000, 5, "sum", "double")
+collective("ring", 3, 4, 4096, 8, "prod", "bfloat16")
 
 # nccl-tests' busbw factors, as its src/*.cu GetBw compute them
 FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
@@ -168,14 +182,19 @@ FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (
 PARTED = ("reduce_scatter", "all_gather")
 
 
-def other(coll, world, root=None, lo=8, hi=1 << 20, factor=8):
-    what = f"{coll} ring w{world}" + (f" -r {root}" if root is not None else "")
+def other(coll, world, root=None, lo=8, hi=1 << 20, factor=8, op=None, dtype="float"):
+    what = (f"{coll} ring w{world}" + (f" -r {root}" if root is not None else "") +
+            (f" -o {op}" if op else "") + f" -d {dtype}")
     d = tmpdir()
     args = ["--mode", "ring", "--world", str(world), "--collective", coll, "-b", str(lo), "-e",
             str(hi), "-f", str(factor), "-n", "3", "-w", "1", "--timeout", "20", "--threads", "1",
             "--out", d]
     if root is not None:
         args += ["-r", str(root)]
+    if op:
+        args += ["-o", op]
+    if dtype != "float":
+        args += ["-d", dtype]
     r = run(args)
     if not check(r.returncode == 0, f"{what}: exit {r.returncode}: {r.stderr}"):
         return
@@ -184,19 +203,21 @@ def other(coll, world, root=None, lo=8, hi=1 << 20, factor=8):
     rows, bad, oob, avg = parse(out)
     check(not bad, f"{what}: lines that do not parse: {bad}")
     q = world if name in PARTED else 1
+    elt = ELT[dtype]
     want, b = [], float(lo)
     while b <= hi + 0.5:
-        sz = int(b) // 4 // q * q * 4
+        sz = int(b) // elt // q * q * elt
         if sz and (not want or sz != want[-1]):
             want.append(sz)
         b *= factor
     check([x["size"] for x in rows] == want, f"{what}: sizes {[x['size'] for x in rows]}, "
           f"expected {want}")
-    op = "none" if name in ("all_gather", "broadcast") else "sum"
+    op = "none" if name in ("all_gather", "broadcast") else op or "sum"
     rt = (root or 0) if name in ("broadcast", "reduce") else -1
     for x in rows:
-        check(x["count"] == x["size"] // 4 // q, f"{what}: count {x['count']} for {x['size']} B")
-        check((x["type"], x["redop"], x["root"]) == ("float", op, rt),
+        check(x["count"] == x["size"] // elt // q,
+              f"{what}: count {x['count']} for {x['size']} B")
+        check((x["type"], x["redop"], x["root"]) == (dtype, op, rt),
               f"{what}: type/redop/root {x['type']} {x['redop']} {x['root']}")
         for where in ("oop", "ip"):
             t, a, bw, wrong = x[where]
@@ -224,6 +245,13 @@ for world in (2, 3):
 other("broadcast", 3, root=2)
 other("reduce", 3, root=1)
 other("all_reduce", 2, lo=8, hi=4096)
+other("reduce_scatter", 3, op="min", dtype="double")
+other("reduce_scatter", 2, op="prod", dtype="int32", hi=1 << 16)
+other("reduce", 3, root=1, op="prod", dtype="int32")
+other("reduce", 2, op="max", dtype="half", hi=1 << 16)
+other("reduce", 3, root=2, op="avg", dtype="double", hi=1 << 16)
+other("all_gather", 2, dtype="int32", hi=1 << 16)
+other("broadcast", 3, root=2, dtype="double", hi=1 << 16)
 
 # ps runs all_reduce only: the others are refused naming --mode and what it runs
 for coll in ("reduce_scatter", "all_gather", "broadcast", "reduce"):
@@ -238,14 +266,25 @@ for args, words in ((["--collective", "gather"], "reduce_scatter, all_gather"),
     check(r.returncode == 2 and words in r.stderr, f"{args}: exit {r.returncode}, {r.stderr}")
 
 # usage errors name the flag and what it takes
-for args, flag in ((["--collective", "allreduce", "-o", "prod"], "-o"),
-                   (["--collective", "allreduce", "-d", "double"], "-d"),
+for args, flag in ((["--collective", "allreduce", "-o", "mean"], "-o"),
+                   (["--collective", "allreduce", "-d", "int64"], "-d"),
                    (["--steps", "2", "-o", "avg"], "-o"),
                    (["--steps", "2", "--datatype", "half"], "-d")):
     r = run(["--mode", "ring", "--world", "2"] + args, timeout=60)
     check(r.returncode == 2 and flag in r.stderr, f"{args}: exit {r.returncode}, {r.stderr}")
     if "--collective" in args:
-        check("sum or avg" in r.stderr or "float, half or bfloat16" in r.stderr,
+        check("sum, avg, prod, min or max" in r.stderr or
+              "float, half, bfloat16, double or int32" in r.stderr,
               f"{args}: the supported values are not named: {r.stderr}")
+
+# --mode ps sums fp32 gradients: the other types and ops are refused, naming
+# the flag and the mode (-o avg of int32 too: its type is the refusal)
+for args, flag in ((["-d", "double"], "-d double"), (["-d", "int32", "-o", "avg"], "-d int32"),
+                   (["-o", "prod"], "-o prod"), (["-o", "min"], "-o min"),
+                   (["-o", "max", "-d", "half"], "-o max")):
+    r = run(["--mode", "ps", "--world", "2", "--collective", "allreduce", "-e", "64"] + args,
+            timeout=60)
+    check(r.returncode == 2 and flag in r.stderr and "--mode ring" in r.stderr and
+          "--mode ps" in r.stderr, f"ps {args}: exit {r.returncode}, {r.stderr}")
 
 finish("collective")

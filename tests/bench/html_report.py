@@ -9,9 +9,14 @@ memory (one bar per rank, as report.json's peak RSS) and one timeline per
 run (every rank's phases), each with a title, both axes, axis labels and
 marks; nothing is fetched from outside the file (no src= or href= to
 anything but in-page anchors), and a screenshot is written (its path is
-printed). Ranks outnumbering the cores put a notice beside the comparison
+printed). Where /usr/bin/python3 has torch, the sweep runs --peer torch as
+well and scaling.svg draws it as its own labelled line, a point per world
+at report.json's peer throughput (said, not checked, without torch). Ranks
+outnumbering the cores put a notice beside the comparison
 (report.json, the terminal, the page); the collective benchmark's page
-shows busbw vs size with one line per mode.
+shows busbw vs size (log2) with one line per collective and mode, and a
+table per run; a second invocation into the same directory (a --collective
+list, on the ring) draws its own collectives only, not the first's.
 Skipped (exit 77) without chromium.
 
     html_report.py BENCH"""
@@ -29,9 +34,11 @@ if not browser:
     print("html_report: skipped: no chromium here (Debian: apt-get install chromium)")
     sys.exit(77)
 
+have_torch = subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed"],
+                            capture_output=True).returncode == 0
 d = tmpdir()
 r = run(SMALL + ["--mode", "ps,ring", "--world", "1,2", "--batch", "8", "--steps", "8",
-                 "--warmup", "2", "--out", d])
+                 "--warmup", "2", "--out", d] + (["--peer", "torch"] if have_torch else []))
 check(r.returncode == 0, f"sweep: {r.stderr}")
 page = os.path.join(d, "report.html")
 check(os.path.exists(page), "no report.html")
@@ -103,6 +110,21 @@ for rid, rank, mib in bars:
     check(rss > 0 and abs(float(mib) - rss / 2**20) < 0.06, f"memory.svg {rid} rank {rank}: "
           f"{mib} MiB vs peak_rss_bytes {rss}")
 check("<table" in dom and "samples/s" in dom, "no comparison table in the page")
+# the peer on scaling.svg: its own labelled line, a point per world at its throughput
+if have_torch:
+    sc = figs.get("scaling.svg", "")
+    label = "torch-ddp (gloo)"
+    check(re.search(rf"<text [^>]*>{re.escape(label)}</text>", sc), "scaling.svg: no peer legend")
+    pts = re.findall(rf"<title>{re.escape(label)} world (\d+): ([\d.e+-]+) samples/s</title>", sc)
+    peers = {p["world"]: p["throughput_samples_per_s"] for p in rep.get("peers", [])}
+    check(sorted(int(w) for w, _ in pts) == sorted(peers) == [1, 2],
+          f"scaling.svg peer points {pts}, report.json peers at worlds {sorted(peers)}")
+    for w, v in pts:
+        tp = peers.get(int(w), 0)
+        check(abs(float(v) - tp) <= 0.005 * tp, f"scaling.svg peer world {w}: {v} vs {tp}")
+    check(len(re.findall(r"<polyline\b", sc)) >= 3, "scaling.svg: no peer line")
+else:
+    print("html_report: the peer on scaling.svg not checked (no torch for /usr/bin/python3)")
 
 # ranks outnumbering the cores: a notice beside the comparison
 cores = os.sysconf("SC_NPROCESSORS_ONLN")
@@ -131,9 +153,38 @@ bw = cfigs.get("busbw.svg", "")
 check(bw, f"collective report.html charts: {sorted(cfigs)}")
 if bw:
     chart_ok("busbw.svg", bw)
-    check(len(re.findall(r"<polyline\b", bw)) == 2 and "ps, world 2" in bw and
-          "ring, world 2" in bw, "busbw.svg: not one line per mode")
+    check(len(re.findall(r"<polyline\b", bw)) == 2 and "all_reduce, ps, world 2" in bw and
+          "all_reduce, ring, world 2" in bw, "busbw.svg: not one line per mode")
     check(len(re.findall(r"<circle\b", bw)) == 2 * 7, "busbw.svg: not one point per size")
+    check("log2" in bw, "busbw.svg: no log2 size axis")
+
+# the other collectives, a list of them, into the same directory: their lines
+# (one per collective and mode), their tables, and nothing of the first run
+r = run(["--mode", "ps,ring", "--world", "2", "--collective", "reduce_scatter,broadcast,allreduce",
+         "-b", "8", "-e", "64K", "-f", "4", "-n", "2", "-w", "1", "--threads", "1", "--timeout",
+         "20", "-d", "double", "--out", c])
+check(r.returncode == 2 and "-d double" in r.stderr and "--mode ps" in r.stderr,
+      f"a list with -d double on ps: exit {r.returncode}, {r.stderr}")
+r = run(["--mode", "ring", "--world", "2", "--collective", "reduce_scatter,broadcast", "-b", "8",
+         "-e", "64K", "-f", "4", "-n", "2", "-w", "1", "--threads", "1", "--timeout", "20",
+         "-d", "int32", "-o", "max", "--out", c])
+check(r.returncode == 0, f"collective list: {r.stderr}")
+cdom = rendered(os.path.join(c, "report.html")) if r.returncode == 0 else ""
+bw = figures(cdom).get("busbw.svg", "")
+check(bw, "collective list: no busbw.svg in report.html")
+if bw:
+    chart_ok("busbw.svg", bw)
+    lines = re.findall(r'<text x="\d+" y="\d+">(\w+, \w+, world \d+)</text>', bw)
+    check(sorted(lines) == ["broadcast, ring, world 2", "reduce_scatter, ring, world 2"],
+          f"busbw.svg of the list: legend {lines} (the first run's all_reduce must be gone)")
+    check(len(re.findall(r"<polyline\b", bw)) == 2, "busbw.svg: not one line per collective")
+    for name in ("broadcast", "reduce_scatter"):
+        pts = re.findall(rf"<title>{name} ring w2, (\d+) bytes: [\d.e+-]+ GB/s</title>", bw)
+        check(len(pts) == 7, f"busbw.svg: {name}: {len(pts)} points, 7 sizes")
+    heads = re.findall(r"<h2>([^<]+)</h2>", cdom)
+    check("reduce_scatter: ring, world 2, int32, max" in heads and
+          "broadcast: ring, world 2, int32, none" in heads and
+          not any(h.startswith("all_reduce") for h in heads), f"report.html sections: {heads}")
 
 shot = os.path.join(d, "report.png")
 s = subprocess.run(common + [f"--screenshot={shot}", "--window-size=1200,2400",
