@@ -279,6 +279,7 @@ static int wait_in(gs_link *l, double deadline, gs_err *e) {
       end = l->left_gone_at + GONE_GRACE_S;
     double left = end - now;
     int slice = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
+    gs_link_ack(l, false); /* idle now: a good moment */
     if (slice > SLICE_MS) slice = SLICE_MS;
     /* the right side's acknowledgements and reconnections are served
      * while we wait for the left */
@@ -420,11 +421,11 @@ int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin
      * come again after it. */
     if (env->seq) {
       if (env->seq != l->rx_next) {
-        if (env->seq < l->rx_next) gs_link_ack(l);
+        if (env->seq < l->rx_next) gs_link_ack(l, true);
         continue;
       }
       l->rx_next++;
-      gs_link_ack(l);
+      gs_link_ack(l, false);
     }
     if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
       char m[900];

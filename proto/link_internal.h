@@ -46,6 +46,8 @@ struct gs_link {
   uint8_t ack_buf[ACK_ARENA];
   char left_id[32], my_id[32]; /* the left neighbour's and our routing ids */
   uint64_t rx_next;          /* the number expected next from the left */
+  uint64_t rx_acked;         /* the last rx_next acknowledged */
+  double acked_at;           /* when */
   uint64_t tx_seq;           /* the number of the last message sent right */
   bool right_dropped;        /* the right connection dropped: resend once it is back */
   unsigned resends;          /* times the log went again, for the first few lines */
@@ -60,8 +62,9 @@ void gs_bump_init(ProtobufCAllocator *a, gs_bump *b, uint8_t *buf, size_t cap);
  * waiting: forget what was acknowledged, and after a dropped connection
  * came back, send everything not acknowledged again. */
 void gs_link_right_events(gs_link *l);
-/* Acknowledge to the left neighbour what has arrived (best effort). */
-void gs_link_ack(gs_link *l);
+/* Acknowledge to the left neighbour what has arrived (best effort); now:
+ * at once, else only when the last acknowledgement is old enough. */
+void gs_link_ack(gs_link *l, bool now);
 /* Free the log (gs_link_close). */
 void gs_link_log_free(gs_link *l);
 

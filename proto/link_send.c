@@ -4,8 +4,8 @@
  * ZeroMQ reconnects by itself, but what was in flight on a connection that
  * dropped (in the kernel's buffers, half written) is gone. So every message
  * but an Error carries a number (Envelope.seq); the right neighbour takes
- * them once and in order and acknowledges each (Ack.next); and every
- * message stays in a log here until acknowledged. When the connection
+ * them once and in order and acknowledges them (Ack.next, now and then);
+ * and every message stays in a log here until acknowledged. When the connection
  * comes back after a drop, everything in the log goes again: what arrived
  * already is dropped there as a duplicate, and whatever arrived behind a
  * lost message is dropped as out of order and taken when it comes again.
@@ -171,7 +171,19 @@ void gs_link_right_events(gs_link *l) {
   }
 }
 
-void gs_link_ack(gs_link *l) {
+/* An acknowledgement is a message of its own, and on a loaded machine
+ * every message costs wake-ups: so at most one per ACK_IVL_S, or per
+ * ACK_EVERY messages. The sender never waits for one (it copies what its
+ * caller wants back), so a late one costs memory, not time. */
+#define ACK_IVL_S 0.001
+#define ACK_EVERY 64
+
+void gs_link_ack(gs_link *l, bool now) {
+  if (l->rx_next == l->rx_acked && !now) return;
+  double t = gs_now();
+  if (!now && l->rx_next - l->rx_acked < ACK_EVERY && t - l->acked_at < ACK_IVL_S) return;
+  l->rx_acked = l->rx_next;
+  l->acked_at = t;
   Gradsync__Envelope env;
   Gradsync__Ack a = GRADSYNC__ACK__INIT;
   gs_wire_env(&env, l->c.job, (uint32_t)l->c.rank);
