@@ -425,7 +425,9 @@ int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin
         continue;
       }
       l->rx_next++;
-      gs_link_ack(l, false);
+      /* a large payload is most likely lent from the sender's buffer, which
+       * it wants back soon: an acknowledgement now spares it a copy */
+      gs_link_ack(l, l->last.has_payload && zmq_msg_size(&l->last.payload) >= (64u << 10));
     }
     if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
       char m[900];

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# bench/peers/run.sh: gradsync's ring next to Gloo (PyTorch) and Open MPI
-# (TCP and shared memory), all-reduce of float32 over the same sizes, in one
-# sitting. Benchmarks, not tests. Every tool checks every iteration against
-# the exact sum and prints the nccl-tests table; compare.py puts them side
-# by side.
+# bench/peers/run.sh: gradsync's ring, as `bench --collective allreduce`
+# runs it (the program users run), next to Gloo (PyTorch) and Open MPI (TCP
+# and shared memory), all-reduce of float32 over the same sizes, in one
+# sitting. Benchmarks, not tests. Every tool checks its results against the
+# exact sum and prints the nccl-tests table; compare.py puts the medians
+# side by side.
 #
 #   bench/peers/run.sh [-b 8] [-e 256M] [-f 2] [-n 20] [-w 5] [-N "2 4"]
 #                      [-r rounds] [-o results/peers] [--build build]
@@ -13,12 +14,13 @@
 # latency and stream cost): the floor under every tool's figures.
 #
 # Rounds interleave the tools (ring, gloo, mpi-tcp, mpi-shm, ring, ...) so a
-# noisy neighbour hurts them alike; compare.py reports the best and the
-# median per size over the rounds. With --sizes each size is a separate run
+# noisy neighbour hurts them alike; compare.py reports the median per size
+# over the rounds. With --sizes each size is a separate run
 # of every tool in turn (size-major), which spreads a neighbour's burst over
-# the tools even more evenly, at the cost of one start-up per run. Binding: one rank per core when there
-# are no more ranks than cores (Open MPI's default), none otherwise, for
-# every tool.
+# the tools even more evenly, at the cost of one start-up per run. Binding:
+# one rank per core when there are no more ranks than cores (Open MPI's
+# default; bench pins itself the same way), none otherwise, for every
+# tool.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 b=8 e=256M f=2 n=20 w=5 worlds="2 4" rounds=1 out=results/peers build=build sizes=""
@@ -37,8 +39,8 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [-b B] [-e B] [-f F] [-n N] [-w N] [-N \"2 4\"] [-r R] [-o DIR] [--build DIR]" >&2; exit 2 ;;
   esac
 done
-ring=$build/tests/allreduce/ring_perf
-[ -x "$ring" ] || { echo "no $ring: build gradsync first (meson setup $build && ninja -C $build)" >&2; exit 1; }
+bench=$build/bench/bench
+[ -x "$bench" ] || { echo "no $bench: build gradsync first (meson setup $build && ninja -C $build)" >&2; exit 1; }
 mkdir -p "$out"
 mpi=$out/mpi_allreduce
 mpicc -O2 -o "$mpi" bench/peers/mpi_allreduce.c
@@ -60,11 +62,12 @@ cat "$out/info.txt"
 "$out/floor" > "$out/floor.txt"
 one() { # tool N round min max: append one table to $out/tool-N-round.txt
   local tool=$1 N=$2 r=$3 lo=$4 hi=$5
-  local bind=(--bind-to core) pin=1 ringbind=core
-  if [ "$N" -gt "$cores" ]; then bind=(--bind-to none); pin=0 ringbind=none; fi
+  local bind=(--bind-to core) pin=1
+  if [ "$N" -gt "$cores" ]; then bind=(--bind-to none); pin=0; fi
   echo "round $r, $N ranks, $lo..$hi: $tool" >&2
   case $tool in
-    ring) "$ring" --bind $ringbind -N "$N" -b "$lo" -e "$hi" -f "$f" -n "$n" -w "$w" ;;
+    ring) "$bench" --mode ring --collective allreduce --world "$N" -b "$lo" -e "$hi" -f "$f" \
+            -n "$n" -w "$w" --out "$out/bench" ;;
     gloo) GS_PIN=$pin /usr/bin/python3 bench/peers/gloo_allreduce.py -N "$N" -b "$lo" -e "$hi" \
             -f "$f" -n "$n" -w "$w" ;;
     mpi-tcp) "${mpirun_base[@]}" "${bind[@]}" -np "$N" --mca btl tcp,self \
