@@ -112,15 +112,7 @@ int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_
     goto out;
   }
   /* Learn at once when the left neighbour's connection drops. */
-  char monaddr[64];
-  snprintf(monaddr, sizeof monaddr, "inproc://gs-link-mon-%p", (void *)l);
-  if (zmq_socket_monitor(l->pull, monaddr, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) == 0) {
-    l->mon = zmq_socket(l->ctx, ZMQ_PAIR);
-    if (l->mon && zmq_connect(l->mon, monaddr) < 0) {
-      zmq_close(l->mon);
-      l->mon = NULL;
-    }
-  }
+  l->mon = gs_wire_monitor(l->ctx, l->pull, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED);
   if (endpoint) snprintf(endpoint, GS_ENDPOINT_MAX, "%s", ep);
 out:
   if (rc < 0) {
@@ -157,15 +149,7 @@ int gs_link_connect(gs_link *l, const char *right, gs_err *e) {
   GS_TRY(gs_cred_client(l->push, &l->c.cred, e));
   /* Learn when the connection to the right drops and comes back, to send
    * again what was in flight. */
-  char monaddr[64];
-  snprintf(monaddr, sizeof monaddr, "inproc://gs-link-rmon-%p", (void *)l);
-  if (zmq_socket_monitor(l->push, monaddr, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) == 0) {
-    l->rmon = zmq_socket(l->ctx, ZMQ_PAIR);
-    if (l->rmon && zmq_connect(l->rmon, monaddr) < 0) {
-      zmq_close(l->rmon);
-      l->rmon = NULL;
-    }
-  }
+  l->rmon = gs_wire_monitor(l->ctx, l->push, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
   if (zmq_connect(l->push, right) < 0)
     return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank %d (right) at '%s': %s",
                    l->c.rank, l->c.right, right, zmq_strerror(errno));
@@ -180,14 +164,8 @@ void gs_link_close(gs_link *l, bool abort) {
   }
   gs_wire_msg_close(&l->last);
   gs_link_log_free(l);
-  if (l->mon) {
-    zmq_socket_monitor(l->pull, NULL, 0);
-    zmq_close(l->mon);
-  }
-  if (l->rmon) {
-    zmq_socket_monitor(l->push, NULL, 0);
-    zmq_close(l->rmon);
-  }
+  gs_wire_monitor_close(l->pull, l->mon);
+  gs_wire_monitor_close(l->push, l->rmon);
   if (l->pull) zmq_close(l->pull);
   if (l->push) zmq_close(l->push);
   if (l->ctx) zmq_ctx_term(l->ctx); /* releases whatever ZeroMQ still held */
@@ -232,27 +210,9 @@ void gs_link_told(gs_link *l) { l->told_right = true; }
  * neighbour's, and any stranger's), by file descriptor. When the last of
  * them closes, the left neighbour is gone. */
 static void watch_left(gs_link *l) {
-  for (;;) {
-    zmq_msg_t ev;
-    zmq_msg_init(&ev);
-    if (zmq_msg_recv(&ev, l->mon, ZMQ_DONTWAIT) < 0) {
-      zmq_msg_close(&ev);
-      return;
-    }
-    uint16_t id = 0;
-    uint32_t fd = 0;
-    if (zmq_msg_size(&ev) >= 6) {
-      memcpy(&id, zmq_msg_data(&ev), 2);
-      memcpy(&fd, (const uint8_t *)zmq_msg_data(&ev) + 2, 4);
-    }
-    bool more = zmq_msg_more(&ev);
-    zmq_msg_close(&ev);
-    while (more) { /* the endpoint frame */
-      zmq_msg_init(&ev);
-      if (zmq_msg_recv(&ev, l->mon, ZMQ_DONTWAIT) < 0) more = false;
-      else more = zmq_msg_more(&ev);
-      zmq_msg_close(&ev);
-    }
+  uint16_t id;
+  uint32_t fd;
+  while (gs_wire_monitor_event(l->mon, &id, &fd)) {
     if (id == ZMQ_EVENT_ACCEPTED) {
       if (l->npeers < (int)(sizeof l->peer_fd / sizeof *l->peer_fd)) l->peer_fd[l->npeers++] = fd;
       l->left_gone_at = 0;

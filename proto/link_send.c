@@ -123,23 +123,9 @@ static void resend(gs_link *l) {
 
 /* Monitor events of the DEALER socket: a drop, then a connection again. */
 static void watch_right(gs_link *l) {
-  for (;;) {
-    zmq_msg_t ev;
-    zmq_msg_init(&ev);
-    if (zmq_msg_recv(&ev, l->rmon, ZMQ_DONTWAIT) < 0) {
-      zmq_msg_close(&ev);
-      return;
-    }
-    uint16_t id = 0;
-    if (zmq_msg_size(&ev) >= 2) memcpy(&id, zmq_msg_data(&ev), 2);
-    bool more = zmq_msg_more(&ev);
-    zmq_msg_close(&ev);
-    while (more) { /* the endpoint frame */
-      zmq_msg_init(&ev);
-      if (zmq_msg_recv(&ev, l->rmon, ZMQ_DONTWAIT) < 0) more = false;
-      else more = zmq_msg_more(&ev);
-      zmq_msg_close(&ev);
-    }
+  uint16_t id;
+  uint32_t fd;
+  while (gs_wire_monitor_event(l->rmon, &id, &fd)) {
     if (id == ZMQ_EVENT_DISCONNECTED) {
       l->right_dropped = true;
     } else if (id == ZMQ_EVENT_CONNECTED && l->right_dropped) {

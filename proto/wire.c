@@ -342,3 +342,45 @@ void gs_wire_tune(void *sock) {
   zmq_setsockopt(sock, ZMQ_SNDBUF, &buf, sizeof buf);
   zmq_setsockopt(sock, ZMQ_RCVBUF, &buf, sizeof buf);
 }
+
+void *gs_wire_monitor(void *ctx, void *sock, int events) {
+  char addr[64];
+  snprintf(addr, sizeof addr, "inproc://gs-mon-%p", sock);
+  if (zmq_socket_monitor(sock, addr, events) < 0) return NULL;
+  void *mon = zmq_socket(ctx, ZMQ_PAIR);
+  if (mon && zmq_connect(mon, addr) < 0) {
+    zmq_close(mon);
+    zmq_socket_monitor(sock, NULL, 0);
+    return NULL;
+  }
+  return mon;
+}
+
+void gs_wire_monitor_close(void *sock, void *mon) {
+  if (!mon) return;
+  zmq_socket_monitor(sock, NULL, 0);
+  zmq_close(mon);
+}
+
+int gs_wire_monitor_event(void *mon, uint16_t *id, uint32_t *value) {
+  zmq_msg_t ev;
+  zmq_msg_init(&ev);
+  if (!mon || zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+    zmq_msg_close(&ev);
+    return 0;
+  }
+  *id = 0;
+  *value = 0;
+  if (zmq_msg_size(&ev) >= 6) {
+    memcpy(id, zmq_msg_data(&ev), 2);
+    memcpy(value, (const uint8_t *)zmq_msg_data(&ev) + 2, 4);
+  }
+  bool more = zmq_msg_more(&ev);
+  zmq_msg_close(&ev);
+  while (more) { /* the endpoint frame */
+    zmq_msg_init(&ev);
+    more = zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&ev);
+    zmq_msg_close(&ev);
+  }
+  return 1;
+}

@@ -100,6 +100,16 @@ int gs_wire_wait(void *sock, int timeout_ms, gs_err *e);
  * return ZMQ_LAST_ENDPOINT. */
 int gs_wire_bind_any(void *sock, const char *host, char *endpoint, size_t cap, gs_err *e);
 
+/* A monitor of sock's connection events (ZMQ_EVENT_* in events), as a PAIR
+ * socket in ctx to read with gs_wire_monitor_event; NULL when ZeroMQ
+ * refuses one (the caller then goes without). Close it with
+ * gs_wire_monitor_close before sock. */
+void *gs_wire_monitor(void *ctx, void *sock, int events);
+void gs_wire_monitor_close(void *sock, void *mon);
+/* The next event, without waiting: 1 (its id, and its value: the file
+ * descriptor of ACCEPTED/CONNECTED/DISCONNECTED), 0 none. */
+int gs_wire_monitor_event(void *mon, uint16_t *id, uint32_t *value);
+
 /* Socket options every data socket gets: no linger on abort, large kernel
  * buffers, unbounded high-water marks (flow is bounded by the protocol). */
 void gs_wire_tune(void *sock);

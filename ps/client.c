@@ -92,41 +92,22 @@ static int push(ps_sync *s, int b, gs_err *e) {
  * finished with that step's parameters again (server.c, on_push). */
 
 void gs_ps_watch(ps_sync *s) {
-  char addr[64];
-  snprintf(addr, sizeof addr, "inproc://gs-ps-mon-%p", (void *)s);
-  if (zmq_socket_monitor(s->sock, addr, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) < 0) return;
-  s->mon = zmq_socket(s->st->zctx, ZMQ_PAIR);
-  if (s->mon && zmq_connect(s->mon, addr) < 0) {
-    zmq_close(s->mon);
-    s->mon = NULL;
-  }
+  s->mon = gs_wire_monitor(s->st->zctx, s->sock, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
 }
 
 /* Whether the connection came back after a drop since the last look. */
 static bool reconnected(ps_sync *s) {
   bool back = false;
-  for (;;) {
-    zmq_msg_t ev;
-    zmq_msg_init(&ev);
-    if (!s->mon || zmq_msg_recv(&ev, s->mon, ZMQ_DONTWAIT) < 0) {
-      zmq_msg_close(&ev);
-      return back;
-    }
-    uint16_t id = 0;
-    if (zmq_msg_size(&ev) >= 2) memcpy(&id, zmq_msg_data(&ev), 2);
-    bool more = zmq_msg_more(&ev);
-    zmq_msg_close(&ev);
-    while (more) { /* the endpoint frame */
-      zmq_msg_init(&ev);
-      more = zmq_msg_recv(&ev, s->mon, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&ev);
-      zmq_msg_close(&ev);
-    }
+  uint16_t id;
+  uint32_t fd;
+  while (gs_wire_monitor_event(s->mon, &id, &fd)) {
     if (id == ZMQ_EVENT_DISCONNECTED) s->dropped = true;
     if (id == ZMQ_EVENT_CONNECTED && s->dropped) {
       s->dropped = false;
       back = true;
     }
   }
+  return back;
 }
 
 static int repush(ps_sync *s, gs_err *e) {
@@ -459,10 +440,7 @@ static int ps_close(gs_sync *base, bool ok, gs_err *e) {
     int linger = 200;
     zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
   }
-  if (s->mon) {
-    zmq_socket_monitor(s->sock, NULL, 0);
-    zmq_close(s->mon);
-  }
+  gs_wire_monitor_close(s->sock, s->mon);
   zmq_close(s->sock);
   if (st->thread_started) {
     if (!orderly) gs_ps_server_stop(st->server);
