@@ -4,7 +4,9 @@
  * with the BLAS / OpenMP threads per rank our ranks get, so that its row
  * sits beside theirs as a like-for-like measurement. The peer is
  * bench/peers/torch_ddp.py run by /usr/bin/python3 (GS_PEER_PYTHON and
- * GS_PEERS_DIR point elsewhere); it prints one JSON object, which becomes
+ * GS_PEERS_DIR point elsewhere; an installed bench whose source tree is
+ * gone runs the copy under share/gradsync/peers); it prints one JSON
+ * object, which becomes
  * a row of report.json's "peers" and of the comparison tables. */
 #include <errno.h>
 #include <signal.h>
@@ -18,6 +20,9 @@
 
 #ifndef GS_PEERS_DIR
 #define GS_PEERS_DIR "bench/peers"
+#endif
+#ifndef GS_PEERS_INSTALLED
+#define GS_PEERS_INSTALLED "/usr/local/share/gradsync/peers"
 #endif
 
 const char *const GS_PEER_LABEL = "torch-ddp (gloo)";
@@ -107,7 +112,11 @@ int gs_peer_run(const gs_opts *o, int world, json_t **row, gs_err *e) {
   const char *dir = getenv("GS_PEERS_DIR");
   char script[4200], sw[16], sb[16], ss[32], swu[16], sth[16], slr[32], smo[32], swd[32],
       sbk[32], sto[32];
+  /* the source tree's, else the installed copy (a bench installed and its
+   * source removed) */
   snprintf(script, sizeof script, "%s/torch_ddp.py", dir && *dir ? dir : GS_PEERS_DIR);
+  if (!(dir && *dir) && access(script, R_OK) != 0)
+    snprintf(script, sizeof script, "%s/torch_ddp.py", GS_PEERS_INSTALLED);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = o->threads > 0 ? o->threads : (int)((cores < 1 ? 1 : cores) / world);
   const gs_train_opts *t = &o->train;
