@@ -90,6 +90,7 @@ typedef struct gs_opts {
   bool eval;                 /* accuracy after training */
   const char *peer;          /* --peer torch: PyTorch DDP measured beside (NULL: none) */
   const char *report;        /* --report DIR: tables and charts again from DIR/report.json */
+  char **exec;               /* -- CMD ARGS: run that on the emulated hosts (NULL: bench) */
 
   /* collective benchmark (nccl-tests flags) */
   const char *collective;    /* --collective as given, or NULL */

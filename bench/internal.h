@@ -243,15 +243,28 @@ typedef struct gs_launch {
   int hosts;                /* > 0: on that many emulated hosts (cluster.c) */
   uint64_t link_bps;
   double latency_s;
+  bool exec;                /* argv is a command of the user's (exec.c), not bench:
+                               no rendezvous port to wait for, MASTER_PORT exec_port */
+  int exec_port;
+  struct gs_link_stat *links; /* non-NULL, on hosts: what each host's link carried
+                                 while the ranks ran (t: the window), *nlinks hosts */
+  int *nlinks;
 } gs_launch;
 int gs_launch_run(const gs_launch *l, char *why, size_t cap);
 /* Wait for n spawned ranks (pids[i] is rank first_rank + i; 0: none to
  * wait for). rc non-zero: a failure already happened, so the survivors
- * get the timeout to stop, then are killed; an interrupt is forwarded. The
+ * get the timeout to stop, then are killed; an interrupt is forwarded.
+ * any_end: whichever rank ends first (not only a failing one or rank 0),
+ * the others get the timeout, and one killed then fails the run. The
  * first failure's exit code (2 for a usage error, else 1), why naming
  * every rank that failed. */
-int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s, char *why,
-                    size_t cap);
+int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s, bool any_end,
+                    char *why, size_t cap);
+
+/* ---- a command of the user's on emulated hosts (exec.c) ---- */
+const char *gs_exec_flag_refused(const char *name);
+int gs_exec_resolve(const gs_opts *o, gs_err *e);
+int gs_exec_main(const gs_opts *o);
 
 /* ---- bench's own multi-node launcher (nodes.c) ---- */
 /* --nnodes N --node-rank R --nproc-per-node K: start this node's K ranks

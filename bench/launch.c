@@ -120,7 +120,7 @@ static pid_t spawn(const gs_launch *l, int rank, int port, int port_fd, const ch
   pid_t pid = -1;
   if (c) {
     gs_err e = {0};
-    argv[0] = "/proc/self/exe";
+    if (!l->exec) argv[0] = "/proc/self/exe";
     if (gs_hosts_spawn(c, rank / (l->world / l->hosts), argv, envp, &pid, &e) < 0) {
       snprintf(why, cap, "rank %d: %s", rank, e.msg);
       pid = -1;
@@ -210,11 +210,20 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
   }
   fcntl(fds[0], F_SETFD, FD_CLOEXEC);
   fflush(NULL);
-  /* world 1 has no rendezvous: nothing to wait for */
-  pids[0] = spawn(l, 0, 0, world > 1 ? fds[1] : -1, secret, c, why, cap);
+  gs_link_stat *first = NULL;
+  if (l->links && c && (first = calloc((size_t)l->hosts, sizeof *first))) {
+    gs_err se = {0};
+    gs_hosts_sample_start(c, 0.005, &se); /* without it, busy time is coarser */
+    for (int h = 0; h < l->hosts; h++) gs_hosts_link(c, h, &first[h], &se);
+  }
+  /* world 1 has no rendezvous, and a command of the user's none of ours:
+   * nothing to wait for */
+  bool rdv = world > 1 && !l->exec;
+  pids[0] = spawn(l, 0, l->exec ? l->exec_port : 0, rdv ? fds[1] : -1, secret, c, why, cap);
   close(fds[1]);
   int port = -3;
-  if (pids[0] > 0) port = world > 1 ? read_port(fds[0], pids[0], l->timeout_s, &status0) : 1;
+  if (pids[0] > 0)
+    port = rdv ? read_port(fds[0], pids[0], l->timeout_s, &status0) : l->exec ? l->exec_port : 1;
   close(fds[0]);
   if (pids[0] <= 0) {
     pids[0] = 0;
@@ -236,14 +245,29 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
       rc = 1;
     }
   }
-  rc = gs_launch_watch(pids, world, 0, rc, l->timeout_s, why, cap);
+  rc = gs_launch_watch(pids, world, 0, rc, l->timeout_s, l->exec, why, cap);
   free(pids);
+  if (first) {
+    gs_err se = {0};
+    for (int h = 0; h < l->hosts; h++) {
+      gs_link_stat end;
+      if (gs_hosts_link(c, h, &end, &se) < 0) end = first[h];
+      l->links[h] = (gs_link_stat){.t = end.t - first[h].t,
+                                   .up_bytes = end.up_bytes - first[h].up_bytes,
+                                   .down_bytes = end.down_bytes - first[h].down_bytes,
+                                   .up_busy_s = end.up_busy_s - first[h].up_busy_s,
+                                   .down_busy_s = end.down_busy_s - first[h].down_busy_s,
+                                   .any_busy_s = end.any_busy_s - first[h].any_busy_s};
+    }
+    *l->nlinks = l->hosts;
+    free(first);
+  }
   if (c) gs_hosts_destroy(c);
   return rc;
 }
 
-int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s, char *why,
-                    size_t cap) {
+int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s, bool any_end,
+                    char *why, size_t cap) {
   int *status = calloc((size_t)n + 1, sizeof *status);
   bool *done = calloc((size_t)n + 1, sizeof *done);
   if (!status || !done) {
@@ -273,10 +297,13 @@ int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s
       bool ok = WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0;
       /* rank 0 ends the job once every rank has reported: the others have
        * the timeout to exit too (a stopped one would hold the launcher) */
-      if (ok && r == 0 && first_rank == 0 && !kill_at) {
+      if (ok && r == 0 && first_rank == 0 && !kill_at && !any_end) {
         kill_at = gs_now() + timeout_s + 2.0;
         lingering = true;
       }
+      /* a program of the user's has no such report: whichever rank ends
+       * first, the others have the timeout */
+      if (any_end && !kill_at) kill_at = gs_now() + timeout_s + 2.0;
       /* the first rank to fail with a usage error (2) makes the run one */
       if (!ok && rc == 0 && WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 2) rc = 2;
       if (!ok && !killed) {
@@ -307,9 +334,11 @@ int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s
                     "(stopped or stuck): killed; every rank's measurements were in\n",
                     first_rank + r, timeout_s + 2.0);
           else if (used + 8 < cap)
-            snprintf(why + used, cap - used, "%srank %d still running: killed", used ? "; " : "",
-                     first_rank + r);
+            snprintf(why + used, cap - used, "%srank %d still running %.0f s after %s: killed",
+                     used ? "; " : "", first_rank + r, timeout_s + 2.0,
+                     rc ? "the first failure" : "the first rank ended");
         }
+      if (!lingering && rc == 0) rc = 1;
       killed = true;
     }
     if (left > 0) usleep(20000);

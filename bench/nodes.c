@@ -117,7 +117,7 @@ int gs_nodes_main(const gs_opts *o, char **argv) {
       rc = 1;
     }
   }
-  rc = gs_launch_watch(pids, k, first, rc, o->timeout_s, why, sizeof why);
+  rc = gs_launch_watch(pids, k, first, rc, o->timeout_s, false, why, sizeof why);
   free(pids);
   if (rc) fprintf(stderr, "bench: node %d failed: %s\n", o->node_rank, why);
   return gs_interrupted ? gs_interrupt_status() : rc;

@@ -487,6 +487,8 @@ void gs_opts_usage(FILE *f) {
           "  bench --calibrate --model resnet50      this machine's constants for the cost model\n"
           "  bench --project --world 8,64,512,4096 --hosts-per 8 --link 100gbit --latency 5us \\\n"
           "        --model resnet50 --calibration F  the cost model's prediction (no rank starts)\n"
+          "  bench --hosts 2 --link 1gbit -- python3 train.py   a program of your own, a rank per\n"
+          "        host of 2 emulated ones, with torchrun's variables (RANK, MASTER_ADDR, ...)\n"
           "Launch conventions: started by torchrun (RANK, WORLD_SIZE), Open MPI mpirun\n"
           "(OMPI_COMM_WORLD_*), MPICH mpiexec (PMI_RANK, PMI_SIZE) or Slurm srun\n"
           "(SLURM_PROCID, SLURM_NTASKS), bench joins as that one rank, with MASTER_ADDR /\n"
@@ -577,9 +579,17 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
       return GS_OK;
     }
   }
-  if (optind < argc)
+  if (optind < argc && optind > 0 && !strcmp(argv[optind - 1], "--"))
+    o->exec = &argv[optind]; /* a command of the user's for the emulated hosts (exec.c) */
+  else if (optind < argc)
     return GS_FAIL(e, GS_EINVAL, "unexpected argument '%s' (flags start with --; see bench "
                    "--help)", argv[optind]);
+  for (size_t i = 0; i < NFLAGS && o->exec; i++) {
+    char name[64];
+    if (given[i] && gs_exec_flag_refused(FLAGS[i].name))
+      return GS_FAIL(e, GS_EINVAL, "%s %s", flag_name(&FLAGS[i], name, sizeof name),
+                     gs_exec_flag_refused(FLAGS[i].name));
+  }
   for (size_t i = 0; i < NFLAGS && (o->calibrate || o->project); i++) {
     const char *why = given[i] ? gs_model_flag_refused(o, FLAGS[i].name) : NULL;
     char name[64];

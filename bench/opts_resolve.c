@@ -63,6 +63,7 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
     GS_TRY(gs_collective_resolve(o, e));
   }
   GS_TRY(gs_cluster_resolve(o, e));
+  if (o->exec) return gs_exec_resolve(o, e);
   if (o->link_bps && !strcmp(o->transport, "ipc"))
     return GS_FAIL(e, GS_EINVAL, "--transport ipc joins ranks of one machine, and emulated hosts "
                    "(--link) talk over their links: drop one");

@@ -9,6 +9,10 @@ gradsync.
 
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \\
         /usr/bin/python3 gloo_allreduce.py -N 2 -b 8 -e 256M -f 2 -n 20 -w 5
+
+With RANK and WORLD_SIZE in the environment (a launcher's: torchrun, or
+bench --hosts K --link RATE -- ... on emulated hosts) it is that one rank,
+joining through MASTER_ADDR and MASTER_PORT, and -N is ignored.
 """
 import argparse
 import os
@@ -47,7 +51,7 @@ def run(rank, world, port, a):
     if os.environ.get("GS_PIN") == "1":  # as mpirun --bind-to core
         os.sched_setaffinity(0, {rank % os.cpu_count()})
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}" if port else "env://",
                             rank=rank, world_size=world)
     maxn = a.e // 4
     idx = torch.arange(maxn, dtype=torch.int64)
@@ -103,6 +107,9 @@ def main():
     p.add_argument("-w", type=int, default=5)
     p.add_argument("--title", default=f"PyTorch {torch.__version__} Gloo all_reduce")
     a = p.parse_args()
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        run(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), None, a)
+        return
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

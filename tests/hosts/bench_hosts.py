@@ -16,6 +16,11 @@
   kill    SIGKILL of the launcher mid-run: no namespace, veth or process of
           the run remains, nothing in /run/netns
   nocap   without CAP_NET_ADMIN: a clear error naming it, non-zero exit
+  exec    -- CMD: a program of one's own, once per rank on the hosts: the
+          torchrun variables and the host's address in its environment,
+          what it sends counted on the right links, a failing rank named, one
+          that outlives another by --timeout killed and named, nothing left
+          behind; flags that do nothing there are refused
 
 All but nocap need root (CAP_NET_ADMIN + CAP_SYS_ADMIN) and exit 77 (skip)
 elsewhere, saying why."""
@@ -225,6 +230,95 @@ def case_nocap():
     check("CAP_NET_ADMIN" in r.stderr, f"naming the capability: {r.stderr.strip()}")
 
 
+PEER = r"""
+import os, socket, sys, time
+env = {k: os.environ.get(k, "") for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK",
+       "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GS_HOST", "GS_HOST_ADDR",
+       "GLOO_SOCKET_IFNAME")}
+out, n = sys.argv[1], int(sys.argv[2])
+with open(os.path.join(out, "rank%s" % env["RANK"]), "w") as f:
+    f.write(repr(env))
+rank, addr, port = int(env["RANK"]), env["MASTER_ADDR"], int(env["MASTER_PORT"])
+if rank == 0:  # takes n bytes from rank 2, on host 1
+    s = socket.socket()
+    s.bind((addr, port))
+    s.listen(1)
+    c, _ = s.accept()
+    got = 0
+    while True:
+        b = c.recv(1 << 20)
+        if not b:
+            break
+        got += len(b)
+    sys.exit(0 if got == n else 3)
+if rank == 2:
+    for _ in range(100):
+        try:
+            c = socket.create_connection((addr, port))
+            break
+        except OSError:
+            time.sleep(0.05)
+    c.sendall(bytes(n))
+    c.close()
+"""
+
+
+def case_exec():
+    for flags, want in ((["--", "true"], "--hosts K --link RATE"),
+                        (["--hosts", "2", "--link", "1gbit", "--steps", "3", "--", "true"],
+                         "does nothing with -- CMD"),
+                        (["--link", "1gbit", "--world", "2,4", "--", "true"], "not a list")):
+        r = subprocess.run([BENCH] + flags, capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and want in r.stderr,
+              f"bench {' '.join(flags)}: exit 2 saying '{want}' (exit {r.returncode}: "
+              f"{r.stderr.strip()})")
+    need_root()
+    before = snapshot()
+    d, n = tmpdir(), 8 << 20
+    with open(os.path.join(d, "peer.py"), "w") as f:
+        f.write(PEER)
+    r = subprocess.run([BENCH, "--hosts", "2", "--world", "4", "--link", "100mbit", "--timeout",
+                        "30", "--", sys.executable, os.path.join(d, "peer.py"), d, str(n)],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, f"-- peer.py on 2 hosts, world 4: exit {r.returncode}: {r.stderr}")
+    for rank in range(4):
+        try:
+            with open(os.path.join(d, f"rank{rank}")) as f:
+                env = eval(f.read())
+        except OSError:
+            check(False, f"rank {rank} did not run")
+            continue
+        h = rank // 2
+        want = {"RANK": str(rank), "WORLD_SIZE": "4", "LOCAL_RANK": str(rank % 2),
+                "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "10.77.0.1", "MASTER_PORT": "29500",
+                "GS_HOST": str(h), "GS_HOST_ADDR": f"10.77.0.{h + 1}",
+                "GLOO_SOCKET_IFNAME": "eth0"}
+        check(env == want, f"rank {rank}'s environment: {env}, expected {want}")
+    rows = {int(l.split()[0]): [float(x) for x in l.split()[1:3]]
+            for l in r.stdout.splitlines() if l.strip() and l.split()[0].isdigit()}
+    hi = n * (1 + HEADERS) + FIXED
+    check(set(rows) == {0, 1}, f"a link row per host: {r.stdout}")
+    if set(rows) == {0, 1}:
+        up1, down0 = rows[1][0] * 1e6, rows[0][1] * 1e6
+        check(n * 0.99 <= up1 <= hi and n * 0.99 <= down0 <= hi,
+              f"host 1's upload ({up1:.0f} B) and host 0's download ({down0:.0f} B) carry the "
+              f"{n} bytes rank 2 sent rank 0 (plus headers, at most {hi:.0f})")
+        print(f"exec: host 1 up {up1 / 1e6:.2f} MB, host 0 down {down0 / 1e6:.2f} MB for "
+              f"{n / 1e6:.2f} MB sent")
+    r = subprocess.run([BENCH, "--hosts", "2", "--link", "1gbit", "--timeout", "5", "--", "sh",
+                        "-c", "exit $RANK"], capture_output=True, text=True, timeout=60)
+    check(r.returncode != 0 and "rank 1 exited with status 1" in r.stderr,
+          f"a failing rank is named: exit {r.returncode}: {r.stderr.strip()}")
+    t0 = time.time()
+    r = subprocess.run([BENCH, "--hosts", "2", "--link", "1gbit", "--timeout", "2", "--", "sh",
+                        "-c", "[ $RANK = 0 ] || exec sleep 100"], capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode != 0 and "rank 1 still running" in r.stderr and time.time() - t0 < 20,
+          f"a rank left running after another ended is killed after --timeout and named "
+          f"({time.time() - t0:.1f} s, exit {r.returncode}: {r.stderr.strip()})")
+    wait_clean(before, [], [], "-- CMD runs", check)
+
+
 {"equiv": case_equiv, "bytes": case_bytes, "delay": case_delay, "kill": case_kill,
- "nocap": case_nocap}[CASE]()
+ "nocap": case_nocap, "exec": case_exec}[CASE]()
 finish("bench on emulated hosts: " + CASE)
