@@ -417,10 +417,12 @@ static int body_fault(th_shared *sh, int rank, int world, void *arg) {
       if (f->kind == F_STALL) {
         usleep((useconds_t)f->timeout_ms * 3000);
         gs_ring_close(r, false, NULL);
+        gs_free(buf);
         return 0;
       }
       if (f->kind == F_ABORT) {
         gs_ring_close(r, false, "the test aborts it");
+        gs_free(buf);
         return 0;
       }
     }
@@ -428,11 +430,13 @@ static int body_fault(th_shared *sh, int rank, int world, void *arg) {
     if (rc < 0) {
       th_report(sh, rank, &e);
       gs_ring_close(r, false, NULL);
+      gs_free(buf);
       return 1;
     }
     if (it > 100000) break;
   }
   gs_ring_close(r, true, NULL);
+  gs_free(buf);
   return 0;
 }
 
