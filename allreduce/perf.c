@@ -110,8 +110,6 @@ double gs_coll_busbw_factor(gs_coll c, int world) {
   default: return 1.0;
   }
 }
-bool gs_coll_has_op(gs_coll c) { return c != GS_COLL_ALL_GATHER && c != GS_COLL_BROADCAST; }
-bool gs_coll_has_root(gs_coll c) { return c == GS_COLL_BROADCAST || c == GS_COLL_REDUCE; }
 static bool parted(gs_coll c) {
   return c == GS_COLL_REDUCE_SCATTER || c == GS_COLL_ALL_GATHER;
 }
