@@ -466,6 +466,8 @@ const char *mock_ncclGetErrorString(ncclResult_t r) {
   case ncclRemoteError: return "remote process exited or there was a network error";
   case ncclInProgress: return "NCCL operation in progress";
   case ncclSystemError: return "unhandled system error";
+  case ncclInvalidArgument: return "invalid argument";
+  case ncclInvalidUsage: return "invalid usage";
   default: return "mock NCCL error";
   }
 }
