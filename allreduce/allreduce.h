@@ -267,10 +267,11 @@ static inline bool gs_coll_has_root(gs_coll c) {
 typedef int (*gs_coll_fn)(void *ctx, const void *src, void *dst, size_t count, int64_t iter,
                           gs_err *e);
 
-/* nccl-tests' -o (kernels.h gs_redop): avg is the sum, then on every rank
- * the post-division gs_postdiv_host (fp32 and double: times 1/N; int32:
- * divided by N, truncated, as NCCL's ncclAvg for integers), timed with the
- * collective; prod, min and max run in the reduction itself. */
+/* nccl-tests' -o (kernels.h gs_redop): on the ZeroMQ ring avg is the sum,
+ * then on every rank the post-division gs_postdiv_host (fp32 and double:
+ * times 1/N; int32: divided by N, truncated, as NCCL's ncclAvg for
+ * integers), timed with the collective; on NCCL it is ncclAvg itself
+ * (gs_nccl_collective). prod, min and max run in the reduction itself. */
 const char *gs_redop_name(gs_redop op);  /* "sum", "avg", "prod", "min", "max" */
 int gs_redop_parse(const char *s);       /* -1 if not one of them */
 /* nccl-tests' -d names: "float", "half", "bfloat16" (the wire dtypes of
@@ -308,8 +309,11 @@ typedef struct gs_perf_opts {
   gs_dtype wire;
   /* Where src/dst live: NULL = host memory; a device table = its memory
    * (filled and checked through to_device / to_host, outside the timing;
-   * fp32 buffers only, op sum or avg). */
+   * avg's post-division there: fp32 buffers only, else fn_avg). */
   gs_kernels *k;
+  /* fn averages itself (-o avg: NCCL's ncclAvg), so nothing divides after
+   * it; the check expects NCCL's arithmetic (perf.c). */
+  bool fn_avg;
   /* Optional, untimed: called before the first collective on a new
    * (src, dst, count), e.g. to open a backend session for that size. */
   int (*setup)(void *ctx, const void *src, void *dst, size_t count, gs_err *e);
