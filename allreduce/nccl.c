@@ -121,9 +121,9 @@ static int async_error(nccl_sync *s, int bucket, const char *phase, gs_err *e) {
   if (r != ncclSuccess) st = r;
   if (st == ncclSuccess || st == ncclInProgress) return GS_OK;
   return gs_nccl_fail(s, bucket, e, st == ncclRemoteError ? GS_EPEER : GS_EDEVICE,
-              "%s: NCCL reported %s (%s; last NCCL error: %s); %s", phase,
-              ncclGetErrorString(st), st == ncclRemoteError ? "a peer process exited or the "
-              "network failed" : "asynchronous error", ncclGetLastError(s->comm), nccl_hint);
+      "%s: NCCL reported %s (%s; last NCCL error: %s); %s", phase,
+      ncclGetErrorString(st), st == ncclRemoteError ? "a peer process exited or the "
+      "network failed" : "asynchronous error", ncclGetLastError(s->comm), nccl_hint);
 }
 
 /* A non-blocking NCCL call returned r: wait until the communicator is ready
@@ -132,8 +132,8 @@ int gs_nccl_settle(nccl_sync *s, ncclResult_t r, int bucket, const char *phase, 
   if (r == ncclSuccess) return GS_OK;
   if (r != ncclInProgress)
     return gs_nccl_fail(s, bucket, e, r == ncclRemoteError ? GS_EPEER : GS_EDEVICE,
-                "%s: %s (last NCCL error: %s)", phase, ncclGetErrorString(r),
-                ncclGetLastError(s->comm));
+                        "%s: %s (last NCCL error: %s)", phase, ncclGetErrorString(r),
+                        ncclGetLastError(s->comm));
   double t0 = gs_now(), limit = s->cfg.timeout_ms / 1000.0;
   int spins = 0;
   for (;;) {
@@ -146,7 +146,7 @@ int gs_nccl_settle(nccl_sync *s, ncclResult_t r, int bucket, const char *phase, 
       return gs_nccl_fail(s, bucket, e, GS_EINTR, "%s: interrupted", phase);
     if (gs_now() - t0 > limit)
       return gs_nccl_fail(s, bucket, e, GS_ETIMEOUT, "%s did not complete within %d ms; %s", phase,
-                  s->cfg.timeout_ms, nccl_hint);
+                          s->cfg.timeout_ms, nccl_hint);
     pause_poll(&spins);
   }
   s->blocked_s += gs_now() - t0;
@@ -499,9 +499,9 @@ static int init_comm(nccl_sync *s, const void *blob, gs_err *e) {
   s->comm = comm;
   if (r != ncclSuccess && r != ncclInProgress)
     return gs_nccl_fail(s, -1, e, GS_EDEVICE,
-                "ncclCommInitRankConfig (world %d): %s (last NCCL error: %s); NCCL_DEBUG=WARN "
-                "says more",
-                c->world, ncclGetErrorString(r), ncclGetLastError(comm));
+        "ncclCommInitRankConfig (world %d): %s (last NCCL error: %s); NCCL_DEBUG=WARN "
+        "says more",
+        c->world, ncclGetErrorString(r), ncclGetLastError(comm));
   double t0 = gs_now(), limit = c->timeout_ms / 1000.0;
   int spins = 0;
   for (;;) {
@@ -511,18 +511,18 @@ static int init_comm(nccl_sync *s, const void *blob, gs_err *e) {
     if (st == ncclSuccess) return GS_OK;
     if (st != ncclInProgress)
       return gs_nccl_fail(s, -1, e, st == ncclRemoteError ? GS_EPEER : GS_EDEVICE,
-                  "creating the NCCL communicator (world %d): %s (last NCCL error: %s); if "
-                  "two ranks share a GPU use --mode=ps; NCCL_DEBUG=WARN says more",
-                  c->world, ncclGetErrorString(st), ncclGetLastError(comm));
+                          "creating the NCCL communicator (world %d): %s (last NCCL error: %s); if "
+                          "two ranks share a GPU use --mode=ps; NCCL_DEBUG=WARN says more",
+                          c->world, ncclGetErrorString(st), ncclGetLastError(comm));
     if (gs_interrupted) return gs_nccl_fail(s, -1, e, GS_EINTR, "creating the NCCL communicator: "
-                                    "interrupted");
+                                            "interrupted");
     if (gs_now() - t0 > limit)
       return gs_nccl_fail(s, -1, e, GS_ETIMEOUT,
-                  "creating the NCCL communicator (world %d) did not complete within %d ms: a "
-                  "rank did not join (not started, dead, or unable to reach rank 0's NCCL "
-                  "bootstrap address; NCCL_SOCKET_IFNAME picks the interface, NCCL_DEBUG=INFO "
-                  "shows it)",
-                  c->world, c->timeout_ms);
+          "creating the NCCL communicator (world %d) did not complete within %d ms: a "
+          "rank did not join (not started, dead, or unable to reach rank 0's NCCL "
+          "bootstrap address; NCCL_SOCKET_IFNAME picks the interface, NCCL_DEBUG=INFO "
+          "shows it)",
+          c->world, c->timeout_ms);
     pause_poll(&spins);
   }
 }
