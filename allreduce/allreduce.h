@@ -254,23 +254,46 @@ typedef enum gs_coll {
 const char *gs_coll_name(gs_coll c);   /* "all_reduce", "reduce_scatter", ... */
 int gs_coll_parse(const char *s);      /* those, and "allreduce"; -1 if none */
 double gs_coll_busbw_factor(gs_coll c, int world);
-bool gs_coll_has_op(gs_coll c);        /* a reduction (all_gather, broadcast: none) */
-bool gs_coll_has_root(gs_coll c);      /* broadcast, reduce */
+/* a reduction (all_gather, broadcast: none) */
+static inline bool gs_coll_has_op(gs_coll c) {
+  return c != GS_COLL_ALL_GATHER && c != GS_COLL_BROADCAST;
+}
+/* broadcast, reduce */
+static inline bool gs_coll_has_root(gs_coll c) {
+  return c == GS_COLL_BROADCAST || c == GS_COLL_REDUCE;
+}
 
 /* One collective over a backend, as gs_coll says (src == dst: in place). */
 typedef int (*gs_coll_fn)(void *ctx, const void *src, void *dst, size_t count, int64_t iter,
                           gs_err *e);
 
-/* nccl-tests' -o (kernels.h gs_redop): avg is the sum, then on every rank
- * the post-division gs_postdiv_host (fp32 and double: times 1/N; int32:
- * divided by N, truncated, as NCCL's ncclAvg for integers), timed with the
- * collective; prod, min and max run in the reduction itself. */
+/* nccl-tests' -o (kernels.h gs_redop): on the ZeroMQ ring avg is the sum,
+ * then on every rank the post-division gs_postdiv_host (fp32 and double:
+ * times 1/N; int32: divided by N, truncated, as NCCL's ncclAvg for
+ * integers), timed with the collective; on NCCL it is ncclAvg itself
+ * (gs_nccl_collective). prod, min and max run in the reduction itself. */
 const char *gs_redop_name(gs_redop op);  /* "sum", "avg", "prod", "min", "max" */
 int gs_redop_parse(const char *s);       /* -1 if not one of them */
 /* nccl-tests' -d names: "float", "half", "bfloat16" (the wire dtypes of
  * fp32 buffers), "double", "int32" (buffers of that type, carried as is) */
 const char *gs_perf_type_name(gs_dtype t);
 int gs_perf_type_parse(const char *s);   /* -1 if not one of them */
+
+/* The collective benchmark's collectives on a session gs_nccl_backend
+ * opened (sum_only, its wire dtype the benchmark's -d), between steps
+ * (allreduce/nccl_coll.c): c on count elements of src into dst as gs_coll
+ * says (src == dst: in place; count a multiple of the world for
+ * reduce_scatter and all_gather; buffers of the wire dtype, or fp32 under
+ * an fp16 / bf16 wire), through ncclAllReduce, ncclReduceScatter,
+ * ncclAllGather, ncclBroadcast or ncclReduce with op as ncclSum, ncclAvg
+ * (NCCL averages: no post-division after it), ncclProd, ncclMin or
+ * ncclMax, and root for broadcast and reduce. iter is the step messages
+ * name. Waits for the result as a step does (timeout, NCCL's asynchronous
+ * errors, abort). Bad arguments: GS_EINVAL, nothing queued. Declared in
+ * every build: without NCCL (nonccl.c) it fails with GS_EDEVICE. */
+typedef int gs_nccl_collective_fn(gs_sync *s, gs_coll c, gs_redop op, int root, const void *src,
+                                  void *dst, size_t count, int64_t iter, gs_err *e);
+gs_nccl_collective_fn gs_nccl_collective;
 
 typedef struct gs_perf_opts {
   int rank, world;
@@ -286,8 +309,11 @@ typedef struct gs_perf_opts {
   gs_dtype wire;
   /* Where src/dst live: NULL = host memory; a device table = its memory
    * (filled and checked through to_device / to_host, outside the timing;
-   * fp32 buffers only, op sum or avg). */
+   * avg's post-division there: fp32 buffers only, else fn_avg). */
   gs_kernels *k;
+  /* fn averages itself (-o avg: NCCL's ncclAvg), so nothing divides after
+   * it; the check expects NCCL's arithmetic (perf.c). */
+  bool fn_avg;
   /* Optional, untimed: called before the first collective on a new
    * (src, dst, count), e.g. to open a backend session for that size. */
   int (*setup)(void *ctx, const void *src, void *dst, size_t count, gs_err *e);

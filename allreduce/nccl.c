@@ -48,6 +48,7 @@
 #include <nccl.h>
 
 #include "allreduce/allreduce.h"
+#include "allreduce/nccl_internal.h"
 #include "kernels/cuda/cuda_impl.h"
 
 _Static_assert(sizeof(ncclUniqueId) <= GS_BOOTSTRAP_MAX, "NCCL unique id fits the blob");
@@ -55,30 +56,6 @@ _Static_assert(sizeof(ncclUniqueId) <= GS_BOOTSTRAP_MAX, "NCCL unique id fits th
 typedef struct nccl_state {
   int ngpus;
 } nccl_state;
-
-typedef struct bucket_events {
-  cudaEvent_t ready;           /* compute stream: backward wrote the bucket */
-  cudaEvent_t t0, t1, t2, t3;  /* comm stream: [to wire] t1 allreduce t2 [widen, average] t3 */
-} bucket_events;
-
-typedef struct nccl_sync {
-  gs_sync base;
-  gs_sync_config cfg;          /* a copy; the pointers in it are the launcher's */
-  gs_kernels *k;               /* compute (cfg.k) */
-  gs_kernels *kc;              /* communication: a fork of k on its own stream */
-  cudaStream_t compute, comm_stream;
-  ncclComm_t comm;
-  bool dead;                   /* aborted: every later call fails */
-  bucket_events *ev;
-  cudaEvent_t done, anchor, u0, u1;
-  void *wire;                  /* n elements of cfg.wire (fp16 / bf16 wire only) */
-  gs_update u;                 /* the optimizer and the loss scaler */
-  int64_t step;
-  int ready, enqueued;         /* buckets handed over / queued on the comm stream this step */
-  double blocked_s;            /* host time spent waiting inside bucket_ready this step */
-  double t_anchor;             /* gs_now() when the anchor event completed (spans) */
-  bool have_anchor;
-} nccl_sync;
 
 /* ---- errors ---- */
 
@@ -108,9 +85,7 @@ static void abort_comm(nccl_sync *s) {
 }
 
 /* Record the error with its context, abort, return code. */
-static int fail(nccl_sync *s, int bucket, gs_err *e, int code, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int fail(nccl_sync *s, int bucket, gs_err *e, int code, const char *fmt, ...) {
+int gs_nccl_fail(nccl_sync *s, int bucket, gs_err *e, int code, const char *fmt, ...) {
   char pre[160], msg[768];
   where(s, bucket, pre, sizeof pre);
   va_list ap;
@@ -121,17 +96,7 @@ static int fail(nccl_sync *s, int bucket, gs_err *e, int code, const char *fmt, 
   return GS_FAIL(e, code, "%s%s", pre, msg);
 }
 
-#define CU(s, b, e, call)                                                                  \
-  do {                                                                                     \
-    cudaError_t rc_ = (call);                                                              \
-    if (rc_ != cudaSuccess) {                                                              \
-      (void)cudaGetLastError();                                                            \
-      return fail((s), (b), (e), GS_EDEVICE, "%s: %s (%s)", #call, cudaGetErrorName(rc_),  \
-                  cudaGetErrorString(rc_));                                                \
-    }                                                                                      \
-  } while (0)
-
-static int dead_error(nccl_sync *s, gs_err *e) {
+int gs_nccl_dead(nccl_sync *s, gs_err *e) {
   char pre[160];
   where(s, -1, pre, sizeof pre);
   return GS_FAIL(e, GS_EPEER, "%sthe NCCL communicator was aborted by an earlier error", pre);
@@ -155,20 +120,20 @@ static int async_error(nccl_sync *s, int bucket, const char *phase, gs_err *e) {
   ncclResult_t r = ncclCommGetAsyncError(s->comm, &st);
   if (r != ncclSuccess) st = r;
   if (st == ncclSuccess || st == ncclInProgress) return GS_OK;
-  return fail(s, bucket, e, st == ncclRemoteError ? GS_EPEER : GS_EDEVICE,
-              "%s: NCCL reported %s (%s; last NCCL error: %s); %s", phase,
-              ncclGetErrorString(st), st == ncclRemoteError ? "a peer process exited or the "
-              "network failed" : "asynchronous error", ncclGetLastError(s->comm), nccl_hint);
+  return gs_nccl_fail(s, bucket, e, st == ncclRemoteError ? GS_EPEER : GS_EDEVICE,
+      "%s: NCCL reported %s (%s; last NCCL error: %s); %s", phase,
+      ncclGetErrorString(st), st == ncclRemoteError ? "a peer process exited or the "
+      "network failed" : "asynchronous error", ncclGetLastError(s->comm), nccl_hint);
 }
 
 /* A non-blocking NCCL call returned r: wait until the communicator is ready
  * for the next call (NCCL's rule for ncclInProgress). */
-static int settle(nccl_sync *s, ncclResult_t r, int bucket, const char *phase, gs_err *e) {
+int gs_nccl_settle(nccl_sync *s, ncclResult_t r, int bucket, const char *phase, gs_err *e) {
   if (r == ncclSuccess) return GS_OK;
   if (r != ncclInProgress)
-    return fail(s, bucket, e, r == ncclRemoteError ? GS_EPEER : GS_EDEVICE,
-                "%s: %s (last NCCL error: %s)", phase, ncclGetErrorString(r),
-                ncclGetLastError(s->comm));
+    return gs_nccl_fail(s, bucket, e, r == ncclRemoteError ? GS_EPEER : GS_EDEVICE,
+                        "%s: %s (last NCCL error: %s)", phase, ncclGetErrorString(r),
+                        ncclGetLastError(s->comm));
   double t0 = gs_now(), limit = s->cfg.timeout_ms / 1000.0;
   int spins = 0;
   for (;;) {
@@ -178,10 +143,10 @@ static int settle(nccl_sync *s, ncclResult_t r, int bucket, const char *phase, g
     if (st == ncclSuccess) break;
     if (st != ncclInProgress) GS_TRY(async_error(s, bucket, phase, e));
     if (gs_interrupted)
-      return fail(s, bucket, e, GS_EINTR, "%s: interrupted", phase);
+      return gs_nccl_fail(s, bucket, e, GS_EINTR, "%s: interrupted", phase);
     if (gs_now() - t0 > limit)
-      return fail(s, bucket, e, GS_ETIMEOUT, "%s did not complete within %d ms; %s", phase,
-                  s->cfg.timeout_ms, nccl_hint);
+      return gs_nccl_fail(s, bucket, e, GS_ETIMEOUT, "%s did not complete within %d ms; %s", phase,
+                          s->cfg.timeout_ms, nccl_hint);
     pause_poll(&spins);
   }
   s->blocked_s += gs_now() - t0;
@@ -200,8 +165,9 @@ static int pending_bucket(nccl_sync *s) {
   return pending;
 }
 
-/* Wait for everything queued on the comm stream this step. */
-static int wait_done(nccl_sync *s, gs_err *e) {
+/* Wait for everything queued on the comm stream up to s->done; what: the
+ * phase for messages ("all-reduce", or a collective's NCCL call). */
+int gs_nccl_wait(nccl_sync *s, const char *what, gs_err *e) {
   double t0 = gs_now(), limit = s->cfg.timeout_ms / 1000.0;
   int spins = 0;
   for (;;) {
@@ -210,17 +176,19 @@ static int wait_done(nccl_sync *s, gs_err *e) {
     (void)cudaGetLastError();
     if (q != cudaErrorNotReady) {
       int b = pending_bucket(s);
-      return fail(s, b, e, GS_EDEVICE, "waiting for the all-reduce: %s (%s)",
-                  cudaGetErrorName(q), cudaGetErrorString(q));
+      return gs_nccl_fail(s, b, e, GS_EDEVICE, "waiting for the %s: %s (%s)", what,
+                          cudaGetErrorName(q), cudaGetErrorString(q));
     }
-    GS_TRY(async_error(s, pending_bucket(s), "all-reduce", e));
-    if (gs_interrupted) return fail(s, pending_bucket(s), e, GS_EINTR, "interrupted");
+    GS_TRY(async_error(s, pending_bucket(s), what, e));
+    if (gs_interrupted) return gs_nccl_fail(s, pending_bucket(s), e, GS_EINTR, "interrupted");
     if (gs_now() - t0 > limit) {
       int b = pending_bucket(s);
-      return fail(s, b, e, GS_ETIMEOUT,
-                  "all-reduce did not finish within %d ms (%d of the step's %d buckets "
-                  "completed on this rank); %s",
-                  s->cfg.timeout_ms, b < 0 ? 0 : b, s->cfg.nbuckets, nccl_hint);
+      char buckets[96] = "";
+      if (s->enqueued > 0)
+        snprintf(buckets, sizeof buckets, " (%d of the step's %d buckets completed on this "
+                 "rank)", b < 0 ? 0 : b, s->cfg.nbuckets);
+      return gs_nccl_fail(s, b, e, GS_ETIMEOUT, "%s did not finish within %d ms%s; %s", what,
+                          s->cfg.timeout_ms, buckets, nccl_hint);
     }
     pause_poll(&spins);
   }
@@ -228,34 +196,41 @@ static int wait_done(nccl_sync *s, gs_err *e) {
 
 /* ---- one bucket ---- */
 
-static ncclDataType_t nccl_type(gs_dtype t) {
-  return t == GS_F16 ? ncclFloat16 : t == GS_BF16 ? ncclBfloat16 : ncclFloat32;
+ncclDataType_t gs_nccl_type(gs_dtype t) {
+  switch (t) {
+  case GS_F16: return ncclFloat16;
+  case GS_BF16: return ncclBfloat16;
+  case GS_F64: return ncclFloat64;
+  case GS_I32: return ncclInt32;
+  default: return ncclFloat32;
+  }
 }
 
 static int enqueue(nccl_sync *s, int b, gs_err *e) {
   const gs_sync_config *c = &s->cfg;
   size_t off = c->buckets[b].offset, cnt = c->buckets[b].count;
-  size_t es = gs_dtype_size(c->wire);
+  bool lp = gs_dtype_lp(c->wire);
+  size_t es = gs_dtype_size(c->wire), bs = lp ? sizeof(float) : es;  /* wire, buffers */
   bucket_events *ev = &s->ev[b];
-  float *g = c->grads + off;
-  float *out = c->sum_only ? c->params + off : g;
-  CU(s, b, e, cudaEventRecord(ev->ready, s->compute));
-  CU(s, b, e, cudaStreamWaitEvent(s->comm_stream, ev->ready, 0));
-  CU(s, b, e, cudaEventRecord(ev->t0, s->comm_stream));
+  char *g = (char *)c->grads + off * bs;
+  char *out = c->sum_only ? (char *)c->params + off * bs : g;
+  GS_NCCL_CU(s, b, e, cudaEventRecord(ev->ready, s->compute));
+  GS_NCCL_CU(s, b, e, cudaStreamWaitEvent(s->comm_stream, ev->ready, 0));
+  GS_NCCL_CU(s, b, e, cudaEventRecord(ev->t0, s->comm_stream));
   const void *send = g;
   void *recv = out;
-  if (c->wire != GS_F32) {
+  if (lp) {
     void *w = (char *)s->wire + off * es;
     s->kc->convert(s->kc, c->wire, w, GS_F32, g, cnt);
     send = recv = w;
   }
-  CU(s, b, e, cudaEventRecord(ev->t1, s->comm_stream));
+  GS_NCCL_CU(s, b, e, cudaEventRecord(ev->t1, s->comm_stream));
   ncclResult_t r =
-      ncclAllReduce(send, recv, cnt, nccl_type(c->wire), ncclSum, s->comm, s->comm_stream);
-  GS_TRY(settle(s, r, b, "ncclAllReduce", e));
-  CU(s, b, e, cudaEventRecord(ev->t2, s->comm_stream));
-  if (c->wire != GS_F32) s->kc->convert(s->kc, GS_F32, out, c->wire, recv, cnt);
-  CU(s, b, e, cudaEventRecord(ev->t3, s->comm_stream));
+      ncclAllReduce(send, recv, cnt, gs_nccl_type(c->wire), ncclSum, s->comm, s->comm_stream);
+  GS_TRY(gs_nccl_settle(s, r, b, "ncclAllReduce", e));
+  GS_NCCL_CU(s, b, e, cudaEventRecord(ev->t2, s->comm_stream));
+  if (lp) s->kc->convert(s->kc, GS_F32, out, c->wire, recv, cnt);
+  GS_NCCL_CU(s, b, e, cudaEventRecord(ev->t3, s->comm_stream));
   s->enqueued++;
   return GS_OK;
 }
@@ -264,7 +239,7 @@ static int enqueue(nccl_sync *s, int b, gs_err *e) {
 
 static int nccl_begin_step(gs_sync *base, int64_t step, gs_err *e) {
   nccl_sync *s = (nccl_sync *)base;
-  if (s->dead) return dead_error(s, e);
+  if (s->dead) return gs_nccl_dead(s, e);
   s->step = step;
   s->ready = s->enqueued = 0;
   s->blocked_s = 0;
@@ -272,8 +247,8 @@ static int nccl_begin_step(gs_sync *base, int64_t step, gs_err *e) {
   if (s->cfg.span) {
     /* the comm stream is idle here: the anchor completes at once and maps
      * event times to gs_now() for the spans */
-    CU(s, -1, e, cudaEventRecord(s->anchor, s->comm_stream));
-    CU(s, -1, e, cudaEventSynchronize(s->anchor));
+    GS_NCCL_CU(s, -1, e, cudaEventRecord(s->anchor, s->comm_stream));
+    GS_NCCL_CU(s, -1, e, cudaEventSynchronize(s->anchor));
     s->t_anchor = gs_now();
     s->have_anchor = true;
   }
@@ -282,7 +257,7 @@ static int nccl_begin_step(gs_sync *base, int64_t step, gs_err *e) {
 
 static int nccl_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   nccl_sync *s = (nccl_sync *)base;
-  if (s->dead) return dead_error(s, e);
+  if (s->dead) return gs_nccl_dead(s, e);
   if (bucket != s->ready || bucket >= s->cfg.nbuckets) {
     char pre[160];
     where(s, -1, pre, sizeof pre);
@@ -316,22 +291,22 @@ static int nccl_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   nccl_sync *s = (nccl_sync *)base;
   const gs_sync_config *c = &s->cfg;
   memset(st, 0, sizeof *st);
-  if (s->dead) return dead_error(s, e);
+  if (s->dead) return gs_nccl_dead(s, e);
   double t_enter = gs_now(), blocked_before = s->blocked_s;
   while (s->enqueued < c->nbuckets) GS_TRY(enqueue(s, s->enqueued, e));
-  CU(s, -1, e, cudaEventRecord(s->done, s->comm_stream));
-  GS_TRY(wait_done(s, e));
+  GS_NCCL_CU(s, -1, e, cudaEventRecord(s->done, s->comm_stream));
+  GS_TRY(gs_nccl_wait(s, "all-reduce", e));
   st->wait_s = gs_now() - t_enter + blocked_before;
-  CU(s, -1, e, cudaStreamWaitEvent(s->compute, s->done, 0));
+  GS_NCCL_CU(s, -1, e, cudaStreamWaitEvent(s->compute, s->done, 0));
 
   size_t es = gs_dtype_size(c->wire);
   double reduce_ms = 0.0;
   for (int b = 0; b < c->nbuckets; b++) {
     bucket_events *ev = &s->ev[b];
     reduce_ms += ms_between(ev->t0, ev->t1) + ms_between(ev->t2, ev->t3);
-    if (c->wire != GS_F32) span(s, "to_wire", b, ev->t0, ev->t1);
+    if (gs_dtype_lp(c->wire)) span(s, "to_wire", b, ev->t0, ev->t1);
     span(s, "allreduce", b, ev->t1, ev->t2);
-    if (c->wire != GS_F32) span(s, "widen", b, ev->t2, ev->t3);
+    if (gs_dtype_lp(c->wire)) span(s, "widen", b, ev->t2, ev->t3);
     uint64_t bytes = c->world > 1 ? (uint64_t)(2.0 * (c->world - 1) / c->world *
                                                (double)(c->buckets[b].count * es))
                                   : 0;
@@ -342,17 +317,17 @@ static int nccl_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
 
   gs_update_result res = {.scale = s->u.scaler.scale};
   if (!c->sum_only) {
-    CU(s, -1, e, cudaEventRecord(s->u0, s->compute));
+    GS_NCCL_CU(s, -1, e, cudaEventRecord(s->u0, s->compute));
     gs_update_range r = {.offset = 0, .count = c->n, .grad = c->grads};
     gs_err ue = {0};
     if (gs_update_apply(&s->u, c->params, &r, 1, true, true, &res, &ue) < 0)
-      return fail(s, -1, e, ue.code, "%s", ue.msg);
+      return gs_nccl_fail(s, -1, e, ue.code, "%s", ue.msg);
     st->skipped = res.skipped;
-    CU(s, -1, e, cudaEventRecord(s->u1, s->compute));
+    GS_NCCL_CU(s, -1, e, cudaEventRecord(s->u1, s->compute));
   }
   gs_err ke = {0};
   if (s->k->sync(s->k, &ke) != GS_OK || s->kc->sync(s->kc, &ke) != GS_OK)
-    return fail(s, -1, e, ke.code ? ke.code : GS_EDEVICE, "%s", ke.msg);
+    return gs_nccl_fail(s, -1, e, ke.code ? ke.code : GS_EDEVICE, "%s", ke.msg);
   if (!c->sum_only) {
     st->update_s = ms_between(s->u0, s->u1) / 1e3;
     span(s, st->skipped ? "skip" : "update", -1, s->u0, s->u1);
@@ -391,7 +366,7 @@ static void free_sync(nccl_sync *s) {
           if (*all[i]) cudaEventDestroy(*all[i]);
       }
     }
-    cudaEvent_t one[] = {s->done, s->anchor, s->u0, s->u1};
+    cudaEvent_t one[] = {s->done, s->anchor, s->u0, s->u1, s->coll_ready};
     for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
       if (one[i]) cudaEventDestroy(one[i]);
     if (s->wire) s->k->release(s->k, s->wire);
@@ -411,7 +386,7 @@ static int nccl_close(gs_sync *base, bool ok, gs_err *e) {
   if (s->comm && !s->dead) {
     if (ok) {
       ncclResult_t r = ncclCommFinalize(s->comm);
-      rc = settle(s, r, -1, "ncclCommFinalize (orderly close)", e);
+      rc = gs_nccl_settle(s, r, -1, "ncclCommFinalize (orderly close)", e);
       if (rc == GS_OK) {
         (void)ncclCommDestroy(s->comm);
         s->comm = NULL;
@@ -430,6 +405,8 @@ static const gs_sync_ops nccl_ops = {
     .end_step = nccl_end_step,
     .close = nccl_close,
 };
+
+nccl_sync *gs_nccl_of(gs_sync *s) { return s && s->ops == &nccl_ops ? (nccl_sync *)s : NULL; }
 
 /* ---- gs_backend ---- */
 
@@ -487,8 +464,13 @@ static int check_config(const gs_sync_config *c, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL,
                    "rank %d: the model is on GPU %d but the backend was given GPU %d",
                    c->rank, gs_cuda_device(c->k), c->device);
-  if (c->wire != GS_F32 && c->wire != GS_F16 && c->wire != GS_BF16)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: unknown wire dtype %d", c->rank, (int)c->wire);
+  /* fp64 and int32 are the collective benchmark's (its one bucket is the
+   * buffer, of that type), as on the ZeroMQ ring */
+  bool bench_type = (c->wire == GS_F64 || c->wire == GS_I32) && c->sum_only && c->nbuckets <= 1;
+  if (c->wire != GS_F32 && !gs_dtype_lp(c->wire) && !bench_type)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: wire dtype %s (%d): fp32, fp16 or bf16 (fp64 and "
+                   "int32 in the collective benchmark only)", c->rank, gs_dtype_name(c->wire),
+                   (int)c->wire);
   if (c->timeout_ms <= 0)
     return GS_FAIL(e, GS_EINVAL, "rank %d: timeout_ms %d must be positive", c->rank,
                    c->timeout_ms);
@@ -516,10 +498,10 @@ static int init_comm(nccl_sync *s, const void *blob, gs_err *e) {
   ncclResult_t r = ncclCommInitRankConfig(&comm, c->world, id, c->rank, &config);
   s->comm = comm;
   if (r != ncclSuccess && r != ncclInProgress)
-    return fail(s, -1, e, GS_EDEVICE,
-                "ncclCommInitRankConfig (world %d): %s (last NCCL error: %s); NCCL_DEBUG=WARN "
-                "says more",
-                c->world, ncclGetErrorString(r), ncclGetLastError(comm));
+    return gs_nccl_fail(s, -1, e, GS_EDEVICE,
+        "ncclCommInitRankConfig (world %d): %s (last NCCL error: %s); NCCL_DEBUG=WARN "
+        "says more",
+        c->world, ncclGetErrorString(r), ncclGetLastError(comm));
   double t0 = gs_now(), limit = c->timeout_ms / 1000.0;
   int spins = 0;
   for (;;) {
@@ -528,19 +510,19 @@ static int init_comm(nccl_sync *s, const void *blob, gs_err *e) {
     if (q != ncclSuccess) st = q;
     if (st == ncclSuccess) return GS_OK;
     if (st != ncclInProgress)
-      return fail(s, -1, e, st == ncclRemoteError ? GS_EPEER : GS_EDEVICE,
-                  "creating the NCCL communicator (world %d): %s (last NCCL error: %s); if "
-                  "two ranks share a GPU use --mode=ps; NCCL_DEBUG=WARN says more",
-                  c->world, ncclGetErrorString(st), ncclGetLastError(comm));
-    if (gs_interrupted) return fail(s, -1, e, GS_EINTR, "creating the NCCL communicator: "
-                                    "interrupted");
+      return gs_nccl_fail(s, -1, e, st == ncclRemoteError ? GS_EPEER : GS_EDEVICE,
+                          "creating the NCCL communicator (world %d): %s (last NCCL error: %s); if "
+                          "two ranks share a GPU use --mode=ps; NCCL_DEBUG=WARN says more",
+                          c->world, ncclGetErrorString(st), ncclGetLastError(comm));
+    if (gs_interrupted) return gs_nccl_fail(s, -1, e, GS_EINTR, "creating the NCCL communicator: "
+                                            "interrupted");
     if (gs_now() - t0 > limit)
-      return fail(s, -1, e, GS_ETIMEOUT,
-                  "creating the NCCL communicator (world %d) did not complete within %d ms: a "
-                  "rank did not join (not started, dead, or unable to reach rank 0's NCCL "
-                  "bootstrap address; NCCL_SOCKET_IFNAME picks the interface, NCCL_DEBUG=INFO "
-                  "shows it)",
-                  c->world, c->timeout_ms);
+      return gs_nccl_fail(s, -1, e, GS_ETIMEOUT,
+          "creating the NCCL communicator (world %d) did not complete within %d ms: a "
+          "rank did not join (not started, dead, or unable to reach rank 0's NCCL "
+          "bootstrap address; NCCL_SOCKET_IFNAME picks the interface, NCCL_DEBUG=INFO "
+          "shows it)",
+          c->world, c->timeout_ms);
     pause_poll(&spins);
   }
 }
@@ -592,13 +574,16 @@ static int nccl_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
   OPEN_CU(cudaEventCreate(&s->anchor));
   OPEN_CU(cudaEventCreate(&s->u0));
   OPEN_CU(cudaEventCreate(&s->u1));
+  OPEN_CU(cudaEventCreateWithFlags(&s->coll_ready, cudaEventDisableTiming));
 #undef OPEN_CU
-  if (rc == GS_OK && c->wire != GS_F32 && c->n > 0)
+  if (rc == GS_OK && gs_dtype_lp(c->wire) && c->n > 0)
     s->wire = c->k->alloc(c->k, c->n * gs_dtype_size(c->wire));
   if (rc == GS_OK) {
     gs_sgd sgd = c->sgd;
     if (c->sum_only) sgd.momentum = 0.0f;
-    rc = gs_update_init(&s->u, c->k, c->n, c->world, sgd, c->wire, c->scaler, e);
+    /* sum_only never applies an update; the optimizer knows the wire dtypes */
+    gs_dtype uw = gs_dtype_lp(c->wire) ? c->wire : GS_F32;
+    rc = gs_update_init(&s->u, c->k, c->n, c->world, sgd, uw, c->scaler, e);
   }
   if (rc == GS_OK) {
     gs_err ke = {0};

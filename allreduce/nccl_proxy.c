@@ -58,3 +58,18 @@ const gs_backend gs_nccl_backend = {
     .open = proxy_open,
     .discard = proxy_discard,
 };
+
+/* gs_nccl_collective: the module's, on the module's session. */
+int gs_nccl_collective(gs_sync *s, gs_coll c, gs_redop op, int root, const void *src, void *dst,
+                       size_t count, int64_t iter, gs_err *e) {
+  static gs_nccl_collective_fn *fn;  /* set once; the module is never unloaded */
+  gs_nccl_collective_fn *f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
+  if (!f) {
+    gs_nccl_collective_fn *(*entry)(void) = (gs_nccl_collective_fn * (*)(void))
+        gs_cuda_module_sym("gs_cudamod_nccl_collective", "the NCCL collective benchmark", e);
+    if (!entry) return GS_EDEVICE;
+    f = entry();
+    __atomic_store_n(&fn, f, __ATOMIC_RELEASE);
+  }
+  return f(s, c, op, root, src, dst, count, iter, e);
+}

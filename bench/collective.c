@@ -17,13 +17,17 @@
  * The other collectives (reduce_scatter, all_gather, broadcast, reduce)
  * run on the bare ring under that session (gs_ring_sync_ring: the ring's
  * phases alone, or chains), between its steps; the session's all-reduce
- * still exchanges the timings. ps runs all_reduce only: its reduce and
- * broadcast are the two halves of one push/pull exchange, not operations
- * the server offers alone (README). NCCL's are not wired (no GPU to test
- * them on): refused. -d double / int32 and -o prod / min / max run on the
- * CPU ring only (an all-reduce with prod, min or max on the bare ring too:
- * the session's is training's sum); ps and NCCL refuse them. Buffers live on the
- * kernels' device. Rank 0 prints the table (busbw formula beside it) and
+ * still exchanges the timings. With --device cuda they, and an all-reduce
+ * with another op than sum, are NCCL's own calls on the session's
+ * communicator (gs_nccl_collective: ncclReduceScatter, ncclAllGather,
+ * ncclBroadcast, ncclReduce, ncclAllReduce with ncclAvg / ncclProd /
+ * ncclMin / ncclMax), as nccl-tests runs them; -o avg is NCCL's ncclAvg
+ * there, not a division after the sum. -d double / int32 and -o prod /
+ * min / max run on both rings. ps runs all_reduce of fp32 with sum or avg
+ * only: its reduce and broadcast are the two halves of one push/pull
+ * exchange, not operations the server offers alone (README), and the
+ * server's one reduction is the fp32 sum. Buffers live on the kernels'
+ * device. Rank 0 prints the table (busbw formula beside it) and
  * writes it as collective-<mode>-w<N>.json (all_reduce) or <name>-<mode>-
  * w<N>.json into the results directory, tagged with the invocation's run
  * id, from which the launcher draws busbw.svg and report.html (rank 0
@@ -50,38 +54,28 @@ typedef struct coll {
   gs_sync_config cfg;
 } coll;
 
-/* Are these op and type run here: NULL if so, else why not (--mode ps and
- * NCCL sum fp32 buffers, at most on a 16-bit wire). */
-static const char *unsupported_op(const char *flag, bool newish, gs_mode mode, bool cuda) {
+/* Are these op and type run here: NULL if so, else why not (--mode ps sums
+ * fp32 buffers, at most on a 16-bit wire; both rings run every one). */
+static const char *unsupported_op(const char *flag, bool newish, gs_mode mode) {
   static char why[300];
-  if (!newish) return NULL;
-  if (mode == GS_MODE_PS)
-    snprintf(why, sizeof why, "%s runs on --mode ring only: --mode ps sums fp32 gradients "
-             "(the server's one reduction; -o sum or avg, -d float, half or bfloat16)", flag);
-  else if (cuda)
-    snprintf(why, sizeof why, "%s runs on the CPU ring only (--device cpu): with --device cuda "
-             "(NCCL) -o sum or avg and -d float, half or bfloat16 are wired", flag);
-  else
-    return NULL;
+  if (!newish || mode != GS_MODE_PS) return NULL;
+  snprintf(why, sizeof why, "%s runs on --mode ring only (the ZeroMQ ring, or NCCL with "
+           "--device cuda): --mode ps sums fp32 gradients (the server's one reduction; -o sum "
+           "or avg, -d float, half or bfloat16)", flag);
   return why;
 }
 
 /* The reduction a collective runs, and whether it goes through the
- * session's all-reduce (training's sum) or the bare ring. */
+ * session's all-reduce (training's sum) or the bare ring / NCCL's calls. */
 static bool new_op(int op) { return op != GS_REDOP_SUM && op != GS_REDOP_AVG; }
 static bool new_type(gs_dtype t) { return t == GS_F64 || t == GS_I32; }
 
-/* Is this collective run here, and how: NULL if so, else why not (for
- * --mode ps or NCCL). */
-static const char *unsupported(gs_coll which, gs_mode mode, bool cuda) {
-  if (which == GS_COLL_ALL_REDUCE) return NULL;
-  if (mode == GS_MODE_PS)
-    return "runs on --mode ring only; --mode ps runs all_reduce (or allreduce): the server's "
-           "reduce and broadcast are the halves of its one push/pull exchange";
-  if (cuda)
-    return "runs on the CPU ring only (--device cpu); with --device cuda (NCCL) only all_reduce "
-           "is wired";
-  return NULL;
+/* Is this collective run here: NULL if so, else why not (--mode ps). */
+static const char *unsupported(gs_coll which, gs_mode mode) {
+  if (which == GS_COLL_ALL_REDUCE || mode != GS_MODE_PS) return NULL;
+  return "runs on --mode ring only (the ZeroMQ ring, or NCCL with --device cuda); --mode ps "
+         "runs all_reduce (or allreduce): the server's reduce and broadcast are the halves of "
+         "its one push/pull exchange";
 }
 
 static int close_session(coll *c, bool ok, gs_err *e) {
@@ -150,6 +144,15 @@ static int ring_coll(void *vc, const void *src, void *dst, size_t count, int64_t
   return GS_FAIL(e, GS_EINVAL, "ring_coll: unknown collective %d", c->o->coll);
 }
 
+/* A collective as NCCL's own call on the session's communicator (count:
+ * the full vector; avg: ncclAvg, nothing divides after it). */
+static int nccl_coll(void *vc, const void *src, void *dst, size_t count, int64_t iter,
+                     gs_err *e) {
+  coll *c = vc;
+  return gs_nccl_collective(c->s, (gs_coll)c->o->coll, (gs_redop)c->o->redop, c->o->root, src,
+                            dst, count, iter, e);
+}
+
 /* The ring's algorithm for a size, as the ring picks it (NCCL picks its own:
  * none named); the other collectives' ring phases or chain. */
 static const char *algo_of(void *vc, size_t count) {
@@ -188,7 +191,6 @@ int gs_collective_resolve(gs_opts *o, gs_err *e) {
   int op = gs_redop_parse(o->redop_arg), t = gs_perf_type_parse(o->dtype_arg);
   GS_TRY(parse_list(o, e));
   o->coll = o->colls[0];
-  bool cuda = o->device && !strcmp(o->device, "cuda");
   bool any_op = false, any_root = false;
   /* in a list, a collective runs in the modes that can run it (the sweep
    * skips the others); it needs one at least */
@@ -199,7 +201,7 @@ int gs_collective_resolve(gs_opts *o, gs_err *e) {
     const char *why = NULL;
     int runs = 0;
     for (int i = 0; i < o->nmodes; i++) {
-      const char *w = unsupported(which, o->modes[i], cuda);
+      const char *w = unsupported(which, o->modes[i]);
       if (w && (!why || o->ncolls == 1)) why = w;
       runs += !w;
     }
@@ -218,10 +220,10 @@ int gs_collective_resolve(gs_opts *o, gs_err *e) {
   for (int i = 0; i < o->nmodes; i++) {
     char flag[96];
     snprintf(flag, sizeof flag, "-o %s", o->redop_arg);
-    const char *why = unsupported_op(flag, new_op(op) && any_op, o->modes[i], cuda);
+    const char *why = unsupported_op(flag, new_op(op) && any_op, o->modes[i]);
     if (!why) {
       snprintf(flag, sizeof flag, "-d %s", o->dtype_arg);
-      why = unsupported_op(flag, new_type((gs_dtype)t), o->modes[i], cuda);
+      why = unsupported_op(flag, new_type((gs_dtype)t), o->modes[i]);
     }
     if (why) return GS_FAIL(e, GS_EINVAL, "%s", why);
   }
@@ -239,7 +241,7 @@ int gs_collective_resolve(gs_opts *o, gs_err *e) {
 }
 
 const char *gs_collective_skip(const gs_opts *o, int which, gs_mode mode) {
-  return unsupported((gs_coll)which, mode, o->device && !strcmp(o->device, "cuda"));
+  return unsupported((gs_coll)which, mode);
 }
 
 /* one placement's figures, under nccl-tests' JSON names (time in us) */
@@ -346,9 +348,9 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
                  o->collective);
     goto fail;
   }
-  const char *why = unsupported(which, mode, cuda);
-  if (!why) why = unsupported_op("-o", new_op(o->redop) && gs_coll_has_op(which), mode, cuda);
-  if (!why) why = unsupported_op("-d", new_type(o->dtype), mode, cuda);
+  const char *why = unsupported(which, mode);
+  if (!why) why = unsupported_op("-o", new_op(o->redop) && gs_coll_has_op(which), mode);
+  if (!why) why = unsupported_op("-d", new_type(o->dtype), mode);
   if (why || o->root >= world) {
     starting = true; /* usage */
     if (why) rc = GS_FAIL(&e, GS_EINVAL, "--collective %s %s", gs_coll_name(which), why);
@@ -357,22 +359,26 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     goto fail;
   }
 
+  /* training's all-reduce (the sum) through the session, as a step runs it;
+   * the other ops and collectives on its bare ring, or NCCL's calls (avg
+   * too: ncclAvg) */
+  const bool nccl = cuda && mode == GS_MODE_RING;
+  const bool nccl_avg = nccl && o->redop == GS_REDOP_AVG && gs_coll_has_op(which);
+  gs_coll_fn fn = which == GS_COLL_ALL_REDUCE && !new_op(o->redop) && !nccl_avg ? step
+                  : nccl ? nccl_coll : ring_coll;
   gs_perf_opts p = {.rank = rank, .world = world, .min_bytes = o->min_bytes,
                     .max_bytes = o->max_bytes, .factor = o->factor, .iters = o->iters,
                     .warmup = o->warmup_iters, .check = o->check,
                     .op = (gs_redop)o->redop, .wire = o->dtype,
-                    .k = c.k->device == GS_DEV_CPU ? NULL : c.k, .setup = setup,
-                    .algo_of = algo_of, .coll = which,
+                    .k = c.k->device == GS_DEV_CPU ? NULL : c.k, .fn_avg = nccl_avg,
+                    .setup = setup, .algo_of = algo_of, .coll = which,
                     .root = gs_coll_has_root(which) ? o->root : 0,
-                    .sum = which == GS_COLL_ALL_REDUCE && !new_op(o->redop) ? NULL : step};
+                    .sum = fn == step ? NULL : step};
   if (p.min_bytes < gs_dtype_size(p.wire)) p.min_bytes = gs_dtype_size(p.wire);
   int cap = gs_perf_sizes(&p);
   rows = calloc((size_t)(cap > 0 ? cap : 1), sizeof *rows);
   if (!rows) { rc = GS_FAIL(&e, GS_ENOMEM, "out of memory"); goto fail; }
   int nrows = cap;
-  /* training's all-reduce (the sum) through the session, as a step runs it;
-   * the other ops and collectives on its bare ring */
-  gs_coll_fn fn = which == GS_COLL_ALL_REDUCE && !new_op(o->redop) ? step : ring_coll;
   rc = gs_allreduce_perf(fn, &c, &p, rows, &nrows, &e);
   gs_err ce = {0};
   int crc = close_session(&c, rc == GS_OK, &ce);

@@ -427,10 +427,10 @@ static const flag FLAGS[] = {
        "doubling), direct (every rank to every rank), or auto (rd for small sizes, ring above)",
        p_algo, algo),
   NUM("op", 'o', "OP", "sum", "collective: the reduction: sum, avg (the sum / N), prod, min "
-      "or max (prod, min, max: --mode ring on the CPU)", p_str, redop_arg, 0, 0),
+      "or max (prod, min, max: --mode ring, on the CPU or NCCL)", p_str, redop_arg, 0, 0),
   NUM("datatype", 'd', "TYPE", "float", "collective: the wire's dtype: float, half, bfloat16, "
-      "double or int32 (size = count x 4, 2, 2, 8 or 4 bytes; double and int32: --mode ring "
-      "on the CPU)", p_str, dtype_arg, 0, 0),
+      "double or int32 (size = count x 4, 2, 2, 8 or 4 bytes; double and int32: --mode ring, "
+      "on the CPU or NCCL)", p_str, dtype_arg, 0, 0),
   SWITCH("calibrate", 0, NULL, "no training: measure this machine for the cost model "
          "(transport, kernels, optimizer, --model's compute at --batch) and write a calibration "
          "to --out FILE [results/calibration-<timestamp>.json]; --link/--latency add a what-if "

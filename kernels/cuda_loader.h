@@ -12,9 +12,11 @@
  * CUDA libraries: the first gs_kernels_cuda() or NCCL prepare() dlopen()s
  * the module and goes through the entry points below.
  *
- * The module exports exactly two symbols (kernels/cuda/module.map):
+ * The module exports exactly three symbols (kernels/cuda/module.map):
  *   gs_cudamod_entry          a gs_cudamod_api: the kernels' entry points
  *   gs_cudamod_nccl_backend() the "nccl" gs_backend (NCCL builds only)
+ *   gs_cudamod_nccl_collective() gs_nccl_collective (allreduce.h), the
+ *                             collective benchmark's NCCL calls (NCCL builds only)
  * plus gs_interrupted, which the programs export too (kernels_dep links
  * them with kernels/cuda/programs.dynlist) so that by ELF interposition the
  * module's NCCL waits see the program's SIGINT flag, not a copy. The

@@ -26,7 +26,9 @@ both ways, "Out of bounds values : 0 OK", and the JSON beside; the same
 with -d double / int32 and -o prod / min / max where the collective
 reduces. --mode ps
 refuses them (exit 2), naming --mode and what ps runs; so does an unknown
-name or a root outside the world.
+name or a root outside the world. With --device cuda (NCCL) every one of
+them passes the flag checks: without a GPU the run fails at the device
+(exit 1), never as a usage error; ps still refuses them there.
 
     collective.py BENCH"""
 import json
@@ -286,5 +288,30 @@ for args, flag in ((["-d", "double"], "-d double"), (["-d", "int32", "-o", "avg"
             timeout=60)
     check(r.returncode == 2 and flag in r.stderr and "--mode ring" in r.stderr and
           "--mode ps" in r.stderr, f"ps {args}: exit {r.returncode}, {r.stderr}")
+
+# --device cuda: NCCL runs every collective, type and op (allreduce/nccl_coll.c,
+# tested against a CPU mock in tests/gpu/test_nccl_coll_mock.c), so none is a
+# usage error any more: on a host without a GPU the run fails at the device
+# (exit 1, naming --device cuda); on a GPU host it runs and checks its table
+for args in (["--collective", "reduce_scatter", "-d", "double", "-o", "max"],
+             ["--collective", "broadcast", "-r", "1", "-d", "int32"],
+             ["--collective", "all_gather", "-d", "half"],
+             ["--collective", "reduce", "-r", "1", "-o", "avg", "-d", "bfloat16"],
+             ["--collective", "allreduce", "-o", "prod"]):
+    out = tmpdir()
+    r = run(["--mode", "ring", "--world", "2", "--device", "cuda", "-b", "8", "-e", "64",
+             "--out", out] + args, timeout=120)
+    if r.returncode == 0:
+        check("Out of bounds values : 0 OK" in r.stdout, f"cuda {args}: {r.stdout}")
+    else:
+        check(r.returncode == 1 and "--device cuda" in r.stderr and "runs on" not in r.stderr,
+              f"cuda {args}: exit {r.returncode}, {r.stderr}")
+# ... and --mode ps still refuses what it cannot run, whatever the device
+for args, words in ((["--collective", "reduce"], "--mode ps runs all_reduce"),
+                    (["--collective", "allreduce", "-o", "max"], "-o max"),
+                    (["--collective", "allreduce", "-d", "int32"], "-d int32")):
+    r = run(["--mode", "ps", "--world", "2", "--device", "cuda", "-e", "64"] + args, timeout=60)
+    check(r.returncode == 2 and words in r.stderr and "--mode ring" in r.stderr,
+          f"ps cuda {args}: exit {r.returncode}, {r.stderr}")
 
 finish("collective")

@@ -13,8 +13,9 @@
 #    max|gpu - cpu| <= RTOL * max|cpu| per tensor), for ring at world sizes
 #    up to the GPU count, and ps at 1, 2 and 4 ranks (sharing GPUs when there
 #    are fewer); runs two of them twice to check they are bitwise
-#    reproducible; and checks that ring with more ranks than GPUs stops with
-#    the one-GPU-per-rank message.
+#    reproducible; runs bench --collective on NCCL for every collective,
+#    type and op (exact checks); and checks that ring with more ranks than
+#    GPUs stops with the one-GPU-per-rank message.
 # Prints what ran and what was compared; exits non-zero on any mismatch,
 # failure, or a check that could not run.
 # Env: GS_GPU_BUILD (build-gpu), GS_GPU_STEPS (20), GS_GPU_RTOL (1e-3),
@@ -173,6 +174,31 @@ if [ -d "$OUT/mlp-ring-w1-cuda" ] && [ -d "$OUT/mlp-ps-w1-cuda" ]; then
     bad "ps and ring disagree on the GPU (mlp, world 1)"
   fi
 fi
+
+# the collective benchmark on NCCL (allreduce/nccl_coll.c): every collective
+# and type, and every op where it reduces, checked exactly by bench itself
+# (a wrong value exits non-zero), at up to 4 ranks, one per GPU
+cw=$ngpu; [ "$cw" -gt 4 ] && cw=4
+echo "---- bench --collective on NCCL, --world $cw"
+ncoll_bad=0
+for c in all_reduce reduce_scatter all_gather broadcast reduce; do
+  for t in float half bfloat16 double int32; do
+    ops=(sum)
+    [ "$c" != all_gather ] && [ "$c" != broadcast ] && ops=(sum avg prod min max)
+    for o in "${ops[@]}"; do
+      r=(); [ "$c" = broadcast ] || [ "$c" = reduce ] && r=(-r $((cw - 1)))
+      [ "$c" = all_gather ] || [ "$c" = broadcast ] || r+=(-o "$o")
+      log=$OUT/collective-$c-$t-$o.log
+      if ! timeout 300 "$BENCH" --mode ring --device cuda --world "$cw" --collective "$c" \
+          -d "$t" "${r[@]}" -b 8 -e 8M -f 8 --out "$OUT/collective" >"$log" 2>&1; then
+        ncoll_bad=$((ncoll_bad + 1))
+        echo "  FAILED: --collective $c -d $t ${r[*]}"; tail -n 5 "$log" | sed 's/^/    /'
+      fi
+    done
+  done
+done
+if [ "$ncoll_bad" -eq 0 ]; then ok "bench --collective on NCCL: every collective, type and op"
+else bad "bench --collective on NCCL: $ncoll_bad run(s) failed (logs under $OUT)"; fi
 
 # ring with more ranks than GPUs: a clear error before NCCL starts
 over=$((ngpu + 1))

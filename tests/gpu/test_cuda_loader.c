@@ -146,6 +146,8 @@ static void test_module(int ngpu) {
 #ifdef GS_HAVE_NCCL
   CHECK(gs_cuda_module_sym("gs_cudamod_nccl_backend", "test", &e) != NULL,
         "the module has no NCCL backend: %s", e.msg);
+  CHECK(gs_cuda_module_sym("gs_cudamod_nccl_collective", "test", &e) != NULL,
+        "the module has no NCCL collectives: %s", e.msg);
 #endif
   gs_err_clear(&e);
   CHECK(gs_cuda_module_sym("gs_no_such_symbol", "test", &e) == NULL && e.code == GS_EDEVICE &&

@@ -4,6 +4,8 @@
  * Work on a stream happens at once; ranks are threads; see nccl.h here for
  * the communicator's behaviour. */
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +18,7 @@ int mock_device_count = 8;
 cudaError_t mock_device_count_error = cudaSuccess;
 int mock_event_delay, mock_events_hang, mock_remote_error_after;
 int mock_aborts, mock_finalizes, mock_allreduces;
+int mock_colls[5];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static __thread cudaError_t last_error;
 
@@ -24,6 +27,7 @@ void mock_reset(void) {
   mock_device_count_error = cudaSuccess;
   mock_event_delay = mock_events_hang = mock_remote_error_after = 0;
   mock_aborts = mock_finalizes = mock_allreduces = 0;
+  memset(mock_colls, 0, sizeof mock_colls);
 }
 
 /* ---- CUDA runtime ---- */
@@ -161,10 +165,21 @@ int gs_cuda_fail(cudaError_t rc, gs_err *e, const char *what) {
 
 #define MAX_GROUPS 64
 #define MAX_RANKS 16
+/* the collectives, in allreduce.h's gs_coll order */
+enum { K_ALL_REDUCE, K_REDUCE_SCATTER, K_ALL_GATHER, K_BROADCAST, K_REDUCE };
+
+/* One call as a rank made it; every rank must make the same. */
+struct call {
+  int kind, type, op, root;
+  size_t count;  /* NCCL's count argument: per rank for reduce-scatter / all-gather */
+};
+
 struct group {
   int used, world, joined, refs;
-  int arrived;
+  int arrived, mismatch;
   unsigned gen;
+  struct call call;  /* the first arriver's */
+  ncclResult_t result;  /* of the last completed collective */
   const void *send[MAX_RANKS];
   void *recv[MAX_RANKS];
   pthread_cond_t cv;
@@ -233,35 +248,128 @@ ncclResult_t mock_ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *err) {
   return ncclSuccess;
 }
 
-static float load(ncclDataType_t t, const void *p, size_t i) {
-  if (t == ncclFloat16) return gs_f16_to_f32(((const uint16_t *)p)[i]);
-  if (t == ncclBfloat16) return gs_bf16_to_f32(((const uint16_t *)p)[i]);
-  return ((const float *)p)[i];
+static size_t type_size(int t) {
+  return t == ncclFloat16 || t == ncclBfloat16 ? 2 : t == ncclFloat64 ? 8 : 4;
 }
-static void store(ncclDataType_t t, void *p, size_t i, float v) {
-  if (t == ncclFloat16) ((uint16_t *)p)[i] = gs_f32_to_f16(v);
-  else if (t == ncclBfloat16) ((uint16_t *)p)[i] = gs_f32_to_bf16(v);
-  else ((float *)p)[i] = v;
+static bool valid_type(int t) {
+  return t == ncclInt32 || t == ncclFloat16 || t == ncclFloat32 || t == ncclFloat64 ||
+         t == ncclBfloat16;
+}
+/* fp16 / bf16 element i as float, and a float rounded into one */
+static float load16(int t, const void *p, size_t i) {
+  uint16_t v;
+  memcpy(&v, (const char *)p + 2 * i, 2);
+  return t == ncclFloat16 ? gs_f16_to_f32(v) : gs_bf16_to_f32(v);
+}
+static float round16(int t, float x) {
+  return t == ncclFloat16 ? gs_f16_to_f32(gs_f32_to_f16(x)) : gs_bf16_to_f32(gs_f32_to_bf16(x));
 }
 
-ncclResult_t mock_ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
-                                ncclRedOp_t op, ncclComm_t c, cudaStream_t s) {
-  if (op != ncclSum || !s) return ncclInvalidArgument;
+#define REDUCE_AS(T, load, term)                                                 \
+  do {                                                                           \
+    T acc = 0;                                                                   \
+    for (int r = 0; r < N; r++) {                                                \
+      T x = load;                                                                \
+      if (op == ncclAvg) x = term;                                               \
+      if (r == 0) acc = x;                                                       \
+      else if (op == ncclSum || op == ncclAvg) acc = acc + x;                    \
+      else if (op == ncclProd) acc = acc * x;                                    \
+      else if (op == ncclMin) acc = x < acc ? x : acc;                           \
+      else acc = x > acc ? x : acc;                                              \
+    }                                                                            \
+    res = acc;                                                                   \
+  } while (0)
+
+/* out[oi] = the op over ranks (rank order) of element si of every send */
+static void reduce_at(const struct group *g, size_t si, void *out, size_t oi) {
+  const int N = g->world, op = g->call.op, t = g->call.type;
+  char *o = (char *)out + oi * type_size(t);
+  if (t == ncclInt32) {
+    /* unsigned: wraps modulo 2^32 (NCCL's), never C's signed overflow */
+    uint32_t acc = 0;
+    for (int r = 0; r < N; r++) {
+      int32_t x;
+      memcpy(&x, (const char *)g->send[r] + si * 4, 4);
+      int32_t a;
+      memcpy(&a, &acc, 4);
+      if (r == 0) acc = (uint32_t)x;
+      else if (op == ncclSum || op == ncclAvg) acc += (uint32_t)x;
+      else if (op == ncclProd) acc *= (uint32_t)x;
+      else if (op == ncclMin) acc = x < a ? (uint32_t)x : acc;
+      else acc = x > a ? (uint32_t)x : acc;
+    }
+    int32_t v;
+    memcpy(&v, &acc, 4);
+    if (op == ncclAvg) v /= N;  /* FuncSumPostDiv: the sum, then a truncating division */
+    memcpy(o, &v, 4);
+  } else if (t == ncclFloat64) {
+    double res, f = 1.0 / N, x0;
+    REDUCE_AS(double, (memcpy(&x0, (const char *)g->send[r] + si * 8, 8), x0), x * f);
+    memcpy(o, &res, 8);
+  } else if (t == ncclFloat32) {
+    float res, f = (float)(1.0 / N), x0;
+    REDUCE_AS(float, (memcpy(&x0, (const char *)g->send[r] + si * 4, 4), x0), x * f);
+    memcpy(o, &res, 4);
+  } else {
+    float res, f = round16(t, (float)(1.0 / N));
+    REDUCE_AS(float, load16(t, g->send[r], si), round16(t, x * f));
+    uint16_t v = t == ncclFloat16 ? gs_f32_to_f16(res) : gs_f32_to_bf16(res);
+    memcpy(o, &v, 2);
+  }
+}
+
+/* Everyone has arrived with the same call: compute every rank's output
+ * into scratch first (buffers may alias: in place), then write them. */
+static void compute(struct group *g) {
+  const struct call *k = &g->call;
+  const int N = g->world;
+  const size_t es = type_size(k->type), n = k->count;
+  size_t out_n = k->kind == K_ALL_GATHER ? n * (size_t)N : n;
+  char *tmp[MAX_RANKS] = {0};
+  for (int q = 0; q < N; q++) {
+    tmp[q] = malloc(out_n * es + 1);
+    if (!tmp[q]) abort();
+    for (size_t i = 0; i < out_n; i++) {
+      switch (k->kind) {
+      case K_ALL_REDUCE:
+      case K_REDUCE: reduce_at(g, i, tmp[q], i); break;
+      case K_REDUCE_SCATTER: reduce_at(g, (size_t)q * n + i, tmp[q], i); break;
+      case K_ALL_GATHER:
+        memcpy(tmp[q] + i * es, (const char *)g->send[i / n] + (i % n) * es, es);
+        break;
+      case K_BROADCAST: memcpy(tmp[q] + i * es, (const char *)g->send[k->root] + i * es, es); break;
+      }
+    }
+  }
+  for (int q = 0; q < N; q++) {
+    if (k->kind != K_REDUCE || q == k->root) memcpy(g->recv[q], tmp[q], out_n * es);
+    free(tmp[q]);
+  }
+}
+
+static ncclResult_t collective(struct call k, const void *send, void *recv, ncclComm_t c,
+                               cudaStream_t s) {
   struct group *g = c->g;
+  bool reduces = k.kind != K_ALL_GATHER && k.kind != K_BROADCAST;
+  if (!s || !valid_type(k.type) || (reduces && (k.op < ncclSum || k.op > ncclAvg)) ||
+      k.root < 0 || k.root >= g->world || (k.count && (!send || !recv)))
+    return ncclInvalidArgument;
   pthread_mutex_lock(&mu);
-  mock_allreduces++;
+  if (k.kind == K_ALL_REDUCE) mock_allreduces++;
+  mock_colls[k.kind]++;
+  if (g->arrived == 0) {
+    g->call = k;
+    g->mismatch = 0;
+  } else if (memcmp(&g->call, &k, sizeof k)) {
+    g->mismatch = 1;
+  }
   g->send[c->rank] = send;
   g->recv[c->rank] = recv;
   unsigned gen = g->gen;
   if (++g->arrived == g->world) {
-    /* everyone is blocked here: sum in rank order, round once, write all */
-    float *acc = calloc(count ? count : 1, sizeof *acc);
-    if (!acc) abort();
-    for (int r = 0; r < g->world; r++)
-      for (size_t i = 0; i < count; i++) acc[i] += load(t, g->send[r], i);
-    for (int r = 0; r < g->world; r++)
-      for (size_t i = 0; i < count; i++) store(t, g->recv[r], i, acc[i]);
-    free(acc);
+    /* everyone is blocked here */
+    if (!g->mismatch) compute(g);
+    g->result = g->mismatch ? ncclInvalidUsage : ncclSuccess;
     g->arrived = 0;
     g->gen++;
     pthread_cond_broadcast(&g->cv);
@@ -275,13 +383,49 @@ ncclResult_t mock_ncclAllReduce(const void *send, void *recv, size_t count, nccl
         return ncclSystemError;  /* a rank never came: fail instead of hanging the test */
       }
   }
+  ncclResult_t res = g->result;
   pthread_mutex_unlock(&mu);
+  if (res != ncclSuccess) return res;
   c->allreduces++;
   if (c->first_call) {
     c->first_call = 0;
     return ncclInProgress;
   }
   return ncclSuccess;
+}
+
+/* root 0 and op sum where a call has none, so that the calls compare */
+static struct call mk(int kind, size_t count, ncclDataType_t t, int op, int root) {
+  struct call k;
+  memset(&k, 0, sizeof k);  /* padding too: calls are compared with memcmp */
+  k.kind = kind;
+  k.count = count;
+  k.type = (int)t;
+  k.op = op;
+  k.root = root;
+  return k;
+}
+
+ncclResult_t mock_ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
+                                ncclRedOp_t op, ncclComm_t c, cudaStream_t s) {
+  return collective(mk(K_ALL_REDUCE, count, t, (int)op, 0), send, recv, c, s);
+}
+ncclResult_t mock_ncclReduceScatter(const void *send, void *recv, size_t recvcount,
+                                    ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+                                    cudaStream_t s) {
+  return collective(mk(K_REDUCE_SCATTER, recvcount, t, (int)op, 0), send, recv, c, s);
+}
+ncclResult_t mock_ncclAllGather(const void *send, void *recv, size_t sendcount, ncclDataType_t t,
+                                ncclComm_t c, cudaStream_t s) {
+  return collective(mk(K_ALL_GATHER, sendcount, t, ncclSum, 0), send, recv, c, s);
+}
+ncclResult_t mock_ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t,
+                                int root, ncclComm_t c, cudaStream_t s) {
+  return collective(mk(K_BROADCAST, count, t, ncclSum, root), send, recv, c, s);
+}
+ncclResult_t mock_ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
+                             ncclRedOp_t op, int root, ncclComm_t c, cudaStream_t s) {
+  return collective(mk(K_REDUCE, count, t, (int)op, root), send, recv, c, s);
 }
 
 ncclResult_t mock_ncclCommFinalize(ncclComm_t c) {
@@ -322,6 +466,8 @@ const char *mock_ncclGetErrorString(ncclResult_t r) {
   case ncclRemoteError: return "remote process exited or there was a network error";
   case ncclInProgress: return "NCCL operation in progress";
   case ncclSystemError: return "unhandled system error";
+  case ncclInvalidArgument: return "invalid argument";
+  case ncclInvalidUsage: return "invalid usage";
   default: return "mock NCCL error";
   }
 }

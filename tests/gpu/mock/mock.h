@@ -13,10 +13,12 @@ extern cudaError_t mock_device_count_error;  /* or this error (cudaSuccess) */
 extern int mock_event_delay;               /* "not ready" answers per recorded event (0) */
 extern int mock_events_hang;               /* events recorded now never complete (0) */
 extern int mock_remote_error_after;        /* ncclRemoteError once a comm did this many
-                                              all-reduces (0: never) */
+                                              collectives (0: never) */
 
 /* Counters, read after the rank threads are joined. */
 extern int mock_aborts, mock_finalizes, mock_allreduces;
+/* Calls per collective, in allreduce.h's gs_coll order (all ranks). */
+extern int mock_colls[5];
 
 /* A CPU kernels table that says it is CUDA device dev (its memory is host
  * memory); gs_cuda_stream / gs_cuda_fork / ... of cuda_impl.h accept it. */

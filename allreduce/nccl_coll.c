@@ -1,0 +1,157 @@
+/* nccl_coll.c: the collective benchmark's collectives on an NCCL session
+ * (allreduce.h gs_nccl_collective), the calls nccl-tests times:
+ *
+ *   all_reduce      ncclAllReduce(src, dst, count)
+ *   reduce_scatter  ncclReduceScatter(src, dst + rank*part, part)
+ *   all_gather      ncclAllGather(src + rank*part, dst, part)
+ *   broadcast       ncclBroadcast(src, dst, count, root)
+ *   reduce          ncclReduce(src, dst, count, root)
+ *
+ * with part = count / N. Those offsets are NCCL's in-place layout, so
+ * src == dst runs in place as nccl-tests' in-place column does, and the
+ * parted ones read and write the same parts as the ZeroMQ ring's
+ * (gs_ring_reduce_scatter, gs_ring_all_gather). -o maps to ncclSum,
+ * ncclAvg, ncclProd, ncclMin, ncclMax; NCCL averages itself (integers: the
+ * sum divided by N, truncated; floating types: each contribution times
+ * 1/N, then the sum). The session's wire dtype is the type: fp32, fp64 and
+ * int32 buffers go to NCCL as they are; under an fp16 / bf16 wire the
+ * buffers hold fp32, which the comm stream rounds into the session's wire
+ * buffer, NCCL runs in place there, and the result is widened back, as the
+ * session's own all-reduce does.
+ *
+ * It runs on the session's comm stream after the compute stream's work
+ * (the inputs) and before the compute stream's next (the check), waited
+ * for as the session waits: polled under cfg.timeout_ms with NCCL's
+ * asynchronous errors, the communicator aborted on any failure, the
+ * message naming the rank, the step (the iteration), the call and its
+ * root. Wrong arguments are refused before anything is queued, without an
+ * abort. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "allreduce/allreduce.h"
+#include "allreduce/nccl_internal.h"
+
+static const char *const call_names[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather",
+                                         "ncclBroadcast", "ncclReduce"};
+
+static ncclRedOp_t nccl_op(gs_redop op) {
+  switch (op) {
+  case GS_REDOP_AVG: return ncclAvg;
+  case GS_REDOP_PROD: return ncclProd;
+  case GS_REDOP_MIN: return ncclMin;
+  case GS_REDOP_MAX: return ncclMax;
+  default: return ncclSum;
+  }
+}
+
+/* A usage error: nothing was queued, so the communicator stays usable. */
+static int bad(const nccl_sync *s, gs_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int bad(const nccl_sync *s, gs_err *e, const char *fmt, ...) {
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return GS_FAIL(e, GS_EINVAL, "nccl rank %d/%d (GPU %d), step %lld: %s", s->cfg.rank,
+                 s->cfg.world, s->cfg.device, (long long)s->step, msg);
+}
+
+static int check_args(const nccl_sync *s, gs_coll c, gs_redop op, int root, const void *src,
+                      void *dst, size_t count, gs_err *e) {
+  const int N = s->cfg.world;
+  if ((unsigned)c > GS_COLL_REDUCE) return bad(s, e, "unknown collective %d", (int)c);
+  const char *call = call_names[c];
+  if (gs_coll_has_op(c) && (unsigned)op > GS_REDOP_MAX)
+    return bad(s, e, "%s: unknown reduction %d (sum, avg, prod, min, max)", call, (int)op);
+  if (gs_coll_has_root(c) && (root < 0 || root >= N))
+    return bad(s, e, "%s: root %d is not a rank of the world (0..%d)", call, root, N - 1);
+  if ((c == GS_COLL_REDUCE_SCATTER || c == GS_COLL_ALL_GATHER) && count % (size_t)N)
+    return bad(s, e, "%s: %zu elements do not split into %d equal parts (nccl-tests' sizes "
+               "are whole multiples of the world)", call, count, N);
+  if (count > 0 && (!src || !dst)) return bad(s, e, "%s: no %s buffer", call, src ? "dst" : "src");
+  if (gs_dtype_lp(s->cfg.wire) && count > s->cfg.n)
+    return bad(s, e, "%s: %zu elements, but the session's %s wire buffer holds %zu", call, count,
+               gs_dtype_name(s->cfg.wire), s->cfg.n);
+  return GS_OK;
+}
+
+int gs_nccl_collective(gs_sync *base, gs_coll c, gs_redop op, int root, const void *src,
+                       void *dst, size_t count, int64_t iter, gs_err *e) {
+  nccl_sync *s = gs_nccl_of(base);
+  if (!s)
+    return GS_FAIL(e, GS_EINVAL, "gs_nccl_collective: the session is %s's, not NCCL's",
+                   base && base->name ? base->name : "nobody");
+  if (s->dead) return gs_nccl_dead(s, e);
+  s->step = iter;
+  s->ready = s->enqueued = 0;  /* between steps: no bucket of this one is pending */
+  GS_TRY(check_args(s, c, op, root, src, dst, count, e));
+  const int me = s->cfg.rank;
+  const gs_dtype wire = s->cfg.wire;
+  const bool lp = gs_dtype_lp(wire);
+  const size_t es = gs_dtype_size(wire);
+  const size_t part = c == GS_COLL_REDUCE_SCATTER || c == GS_COLL_ALL_GATHER
+                          ? count / (size_t)s->cfg.world : count;
+  const size_t mine = (size_t)me * part;  /* this rank's part starts here (elements) */
+  char phase[192];
+  if (gs_coll_has_root(c))
+    snprintf(phase, sizeof phase, "%s (root %d, %zu elements of %s)", call_names[c], root,
+             count, gs_dtype_name(wire));
+  else
+    snprintf(phase, sizeof phase, "%s (%zu elements of %s)", call_names[c], count,
+             gs_dtype_name(wire));
+
+  GS_NCCL_CU(s, -1, e, cudaEventRecord(s->coll_ready, s->compute));
+  GS_NCCL_CU(s, -1, e, cudaStreamWaitEvent(s->comm_stream, s->coll_ready, 0));
+  /* NCCL's buffers, of the wire type: the caller's, or the wire buffer
+   * (the whole vector, run in place) */
+  const char *sb = src;
+  char *db = dst;
+  if (lp && count > 0) {
+    if (c == GS_COLL_ALL_GATHER)
+      s->kc->convert(s->kc, wire, (char *)s->wire + mine * es, GS_F32,
+                     (const float *)src + mine, part);
+    else
+      s->kc->convert(s->kc, wire, s->wire, GS_F32, src, count);
+    sb = db = s->wire;
+  }
+  ncclRedOp_t nop = nccl_op(op);
+  ncclDataType_t t = gs_nccl_type(wire);
+  ncclResult_t r = ncclSuccess;
+  switch (c) {
+  case GS_COLL_ALL_REDUCE:
+    r = ncclAllReduce(sb, db, count, t, nop, s->comm, s->comm_stream);
+    break;
+  case GS_COLL_REDUCE_SCATTER:
+    r = ncclReduceScatter(sb, db + mine * es, part, t, nop, s->comm, s->comm_stream);
+    break;
+  case GS_COLL_ALL_GATHER:
+    r = ncclAllGather(sb + mine * es, db, part, t, s->comm, s->comm_stream);
+    break;
+  case GS_COLL_BROADCAST:
+    r = ncclBroadcast(sb, db, count, t, root, s->comm, s->comm_stream);
+    break;
+  case GS_COLL_REDUCE:
+    r = ncclReduce(sb, db, count, t, nop, root, s->comm, s->comm_stream);
+    break;
+  }
+  GS_TRY(gs_nccl_settle(s, r, -1, phase, e));
+  if (lp && count > 0) {
+    /* what this rank must hold, widened: its part, the root's sum, or all */
+    if (c == GS_COLL_REDUCE_SCATTER)
+      s->kc->convert(s->kc, GS_F32, (float *)dst + mine, wire, (char *)s->wire + mine * es,
+                     part);
+    else if (c != GS_COLL_REDUCE || me == root)
+      s->kc->convert(s->kc, GS_F32, dst, wire, s->wire, count);
+  }
+  GS_NCCL_CU(s, -1, e, cudaEventRecord(s->done, s->comm_stream));
+  GS_TRY(gs_nccl_wait(s, phase, e));
+  GS_NCCL_CU(s, -1, e, cudaStreamWaitEvent(s->compute, s->done, 0));
+  return GS_OK;
+}
+
+/* The module's entry for allreduce/nccl_proxy.c (as gs_cudamod_nccl_backend
+ * in nccl.c): in the module gs_nccl_collective above is local. */
+__attribute__((visibility("default"))) gs_nccl_collective_fn *gs_cudamod_nccl_collective(void);
+gs_nccl_collective_fn *gs_cudamod_nccl_collective(void) { return gs_nccl_collective; }
