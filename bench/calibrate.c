@@ -4,6 +4,9 @@
  *   transport  a ZeroMQ PAIR ping-pong between two threads over tcp
  *              loopback at sizes 64 B .. 8 MiB, half round trips fitted to
  *              t = alpha + m / bandwidth (gs_cm_fit_p2p);
+ *   link       with --hosts 2 --link RATE: the same ping-pong between two
+ *              emulated hosts (a thread in each one's namespace), for the
+ *              link's bandwidth and latency (link_part);
  *   reduce     the kernels' add (dst += src, fp32) at 1 .. 16 MiB, fitted
  *              to t = c + m / rate (gs_cm_fit_reduce); copy the same way;
  *   optimizer  gs_update_apply (average + SGD with momentum) over 4M
@@ -14,13 +17,18 @@
  *
  * Every timing is the best of a few repetitions: the figure is what the
  * machine can do, not what a busy moment made of it. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
+#include "bench/hosts.h"
 #include "bench/internal.h"
 #include "bench/model.h"
 #include "bench/project.h"
@@ -38,16 +46,25 @@ static int cmp_double(const void *a, const void *b) {
 typedef struct echo {
   void *ctx;
   char endpoint[256];
+  int netns;                /* >= 0: the far end runs in this network namespace */
   int rc;
 } echo;
 
 /* the far end: send every message back, until an empty one */
 static void *echo_main(void *arg) {
   echo *a = arg;
-  void *s = zmq_socket(a->ctx, ZMQ_PAIR);
-  int linger = 0, timeout = 10000;
   a->rc = -1;
-  if (!s) return NULL;
+  /* the namespace is per thread: this one enters the far host, and its
+   * own ZeroMQ context (whose I/O thread it starts) lives there too */
+  void *ctx = a->ctx;
+  if (a->netns >= 0 && (setns(a->netns, CLONE_NEWNET) < 0 || !(ctx = zmq_ctx_new())))
+    return NULL;
+  void *s = zmq_socket(ctx, ZMQ_PAIR);
+  int linger = 0, timeout = 10000;
+  if (!s) {
+    if (ctx != a->ctx) zmq_ctx_term(ctx);
+    return NULL;
+  }
   zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
   zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
   if (zmq_connect(s, a->endpoint) == 0) {
@@ -67,6 +84,7 @@ static void *echo_main(void *arg) {
     }
   }
   zmq_close(s);
+  if (ctx != a->ctx) zmq_ctx_term(ctx);
   return NULL;
 }
 
@@ -78,8 +96,8 @@ static int ping(void *s, char *buf, size_t bytes, double *half, gs_err *e) {
     double t0 = gs_now();
     for (int i = 0; i < rounds; i++)
       if (zmq_send(s, buf, bytes, 0) < 0 || zmq_recv(s, buf, bytes, 0) != (int)bytes)
-        return GS_FAIL(e, GS_EIO, "calibration, transport: ping-pong of %zu bytes over tcp "
-                       "loopback: %s", bytes, zmq_strerror(zmq_errno()));
+        return GS_FAIL(e, GS_EIO, "calibration, transport: ping-pong of %zu bytes: %s", bytes,
+                       zmq_strerror(zmq_errno()));
     double t = (gs_now() - t0) / rounds;
     if (r >= 0 && t < best) best = t;
   }
@@ -87,14 +105,57 @@ static int ping(void *s, char *buf, size_t bytes, double *half, gs_err *e) {
   return GS_OK;
 }
 
-static int transport(gs_cm_calib *c, gs_calib_notes *n, gs_err *e) {
+/* A ping-pong between this thread and an echo thread, fitted to
+ * t = alpha + m / bandwidth: over tcp loopback (netns -1), or from an
+ * address of host 0 to an echo in host 1's namespace (the caller's thread
+ * is in host 0's). */
+typedef struct p2p {
+  const char *bind;         /* "127.0.0.1", or host 0's address */
+  int netns;                /* the echo's namespace, or -1 */
+  bool stream;              /* also the sustained rate of a stream (stream_Bps) */
+  double alpha_s, Bps, rms; /* the fit */
+  double small_s;           /* half a round trip of the smallest message */
+  double stream_Bps;
+  gs_err e;
+  int rc;
+} p2p;
+
+/* The sustained rate: STREAM_MSGS messages of 1 MiB back to back, and
+ * their echoes, the best of 3. A link shaped by tbf lets a burst through
+ * faster than its rate, which a fit over single round trips mistakes for
+ * bandwidth; a stream of 32 MiB is mostly past the burst. */
+#define STREAM_MSGS 32
+static int stream_rate(void *s, char *buf, double *Bps, gs_err *e) {
+  const size_t m = 1 << 20;
+  double best = INFINITY;
+  for (int r = 0; r < 3; r++) {
+    double t0 = gs_now();
+    for (int i = 0; i < STREAM_MSGS; i++)
+      if (zmq_send(s, buf, m, 0) < 0)
+        return GS_FAIL(e, GS_EIO, "calibration, link: a stream of 1 MiB messages: %s",
+                       zmq_strerror(zmq_errno()));
+    for (int i = 0; i < STREAM_MSGS; i++)
+      if (zmq_recv(s, buf, m, 0) != (int)m)
+        return GS_FAIL(e, GS_EIO, "calibration, link: a stream of 1 MiB messages: %s",
+                       zmq_strerror(zmq_errno()));
+    double t = gs_now() - t0;
+    if (t < best) best = t;
+  }
+  /* the last echo leaves only once the last message is in: one message
+   * more than the stream crosses the link in that time */
+  *Bps = (STREAM_MSGS + 1) * (double)m / best;
+  return GS_OK;
+}
+
+static int ping_pong(p2p *q) {
   static const size_t sizes[] = {64, 4096, 65536, 1 << 20, 8 << 20};
   enum { NS = sizeof sizes / sizeof sizes[0] };
+  gs_err *e = &q->e;
   gs_cm_point pts[NS];
   int rc = GS_OK;
-  echo a = {.ctx = zmq_ctx_new(), .rc = -1};
+  echo a = {.ctx = zmq_ctx_new(), .netns = q->netns, .rc = -1};
   void *s = a.ctx ? zmq_socket(a.ctx, ZMQ_PAIR) : NULL;
-  char *buf = malloc(sizes[NS - 1]);
+  char *buf = malloc(sizes[NS - 1]), ep[300];
   size_t len = sizeof a.endpoint;
   int linger = 0, timeout = 10000;
   if (!s || !buf) {
@@ -106,9 +167,9 @@ static int transport(gs_cm_calib *c, gs_calib_notes *n, gs_err *e) {
   zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
   zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
   zmq_setsockopt(s, ZMQ_SNDTIMEO, &timeout, sizeof timeout);
-  if (zmq_bind(s, "tcp://127.0.0.1:*") < 0 ||
-      zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, a.endpoint, &len) < 0) {
-    rc = GS_FAIL(e, GS_EIO, "calibration, transport: cannot bind tcp://127.0.0.1:*: %s",
+  snprintf(ep, sizeof ep, "tcp://%s:*", q->bind);
+  if (zmq_bind(s, ep) < 0 || zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, a.endpoint, &len) < 0) {
+    rc = GS_FAIL(e, GS_EIO, "calibration, transport: cannot bind %s: %s", ep,
                  zmq_strerror(zmq_errno()));
     goto out;
   }
@@ -121,6 +182,8 @@ static int transport(gs_cm_calib *c, gs_calib_notes *n, gs_err *e) {
     pts[i] = (gs_cm_point){.world = 1, .bytes = (double)sizes[i]};
     rc = ping(s, buf, sizes[i], &pts[i].seconds, e);
   }
+  if (rc == GS_OK) q->small_s = pts[0].seconds;
+  if (rc == GS_OK && q->stream) rc = stream_rate(s, buf, &q->stream_Bps, e);
   zmq_send(s, "", 0, 0); /* the echo's end */
   pthread_join(th, NULL);
   if (rc == GS_OK) {
@@ -132,17 +195,92 @@ static int transport(gs_cm_calib *c, gs_calib_notes *n, gs_err *e) {
     if (rc == GS_OK) {
       /* a negative intercept is noise around a small alpha: the smallest
        * message's time bounds it */
-      c->alpha_s = f.alpha_s > 0 ? f.alpha_s : pts[0].seconds;
-      c->local_Bps = 1 / f.beta_s;
-      n->transport_rms = f.rms_rel;
+      q->alpha_s = f.alpha_s > 0 ? f.alpha_s : pts[0].seconds;
+      q->Bps = 1 / f.beta_s;
+      q->rms = f.rms_rel;
     }
   }
 out:
   free(buf);
   if (s) zmq_close(s);
   if (a.ctx) zmq_ctx_term(a.ctx);
+  return q->rc = rc;
+}
+
+static int transport(gs_cm_calib *c, gs_calib_notes *n, gs_err *e) {
+  p2p q = {.bind = "127.0.0.1", .netns = -1};
+  if (ping_pong(&q) < 0) {
+    *e = q.e;
+    return q.rc;
+  }
+  c->alpha_s = q.alpha_s;
+  c->local_Bps = q.Bps;
+  n->loop_small_s = q.small_s;
+  n->transport_rms = q.rms;
   snprintf(c->transport, sizeof c->transport, "zmq-tcp-loopback");
-  return rc;
+  return GS_OK;
+}
+
+/* host 0's side of a ping-pong across the link, in a thread of its own
+ * (the namespace is the thread's) */
+typedef struct across {
+  p2p q;
+  int netns0;
+} across;
+
+static void *across_main(void *arg) {
+  across *x = arg;
+  if (setns(x->netns0, CLONE_NEWNET) < 0) {
+    x->q.rc = GS_FAIL(&x->q.e, GS_EIO, "calibration, link: entering host 0's network "
+                      "namespace: %s", strerror(errno));
+    return NULL;
+  }
+  ping_pong(&x->q);
+  return NULL;
+}
+
+/* --hosts 2 --link RATE: the same ping-pong between two emulated hosts.
+ * The link's bandwidth is a stream's sustained rate (stream_rate); its
+ * latency what the smallest message takes beyond loopback's (half round
+ * trips of 64 B), plus the --latency that the wire's delay line would add
+ * where the kernel has no netem (this raw ping-pong does not pass through
+ * it). */
+static int link_part(const gs_opts *o, gs_cm_calib *c, gs_calib_notes *n, gs_err *e) {
+  gs_err ne = {0};
+  int netem = o->latency_s > 0 ? gs_hosts_netem(&ne) : 1;
+  if (netem < 0) return GS_FAIL(e, ne.code, "calibration, link: %s", ne.msg);
+  gs_hosts_cfg cfg = {.hosts = 2, .rate_bps = o->link_bps,
+                      .delay_s = netem ? o->latency_s : 0};
+  gs_hosts *h = NULL;
+  if (gs_hosts_create(&cfg, &h, &ne) < 0)
+    return GS_FAIL(e, ne.code, "calibration, link: %s", ne.msg);
+  gs_host_info h0, h1;
+  gs_hosts_info(h, 0, &h0);
+  gs_hosts_info(h, 1, &h1);
+  across x = {.q = {.bind = h0.addr, .stream = true},
+              .netns0 = open(h0.netns, O_RDONLY | O_CLOEXEC)};
+  x.q.netns = open(h1.netns, O_RDONLY | O_CLOEXEC);
+  int rc = GS_OK;
+  pthread_t th;
+  if (x.netns0 < 0 || x.q.netns < 0) {
+    rc = GS_FAIL(e, GS_EIO, "calibration, link: opening the hosts' namespaces: %s",
+                 strerror(errno));
+  } else if (pthread_create(&th, NULL, across_main, &x) != 0) {
+    rc = GS_FAIL(e, GS_EIO, "calibration, link: cannot start a thread");
+  } else {
+    pthread_join(th, NULL);
+    if ((rc = x.q.rc) < 0) *e = x.q.e;
+  }
+  if (x.netns0 >= 0) close(x.netns0);
+  if (x.q.netns >= 0) close(x.q.netns);
+  gs_hosts_destroy(h);
+  if (rc < 0) return rc;
+  c->has_link = true;
+  c->link_Bps = x.q.stream_Bps;
+  c->link_latency_s = (x.q.small_s > n->loop_small_s ? x.q.small_s - n->loop_small_s : 0) +
+                      (netem ? 0 : o->latency_s);
+  n->link_measured = true;
+  return GS_OK;
 }
 
 /* ---- kernels and optimizer ---- */
@@ -288,7 +426,9 @@ int gs_calibrate_measure(const gs_opts *o, gs_cm_calib *c, gs_calib_notes *n, gs
   if (rc == GS_OK) rc = kernels(k, c, n, e);
   k->destroy(k);
   if (rc == GS_OK) rc = transport(c, n, e);
-  if (rc == GS_OK && o->link_bps) {
+  if (rc == GS_OK && o->hosts) {
+    rc = link_part(o, c, n, e);
+  } else if (rc == GS_OK && o->link_bps) { /* what-if: as given */
     c->has_link = true;
     c->link_Bps = (double)o->link_bps / 8;
     c->link_latency_s = o->latency_s;
@@ -330,7 +470,12 @@ void gs_calibrate_print(FILE *f, const gs_cm_calib *c, const gs_calib_notes *n) 
   ROW("compute.backward_s_per_sample", c->bwd_s, "s", c->bwd_s * 1e3, "ms", "the same steps%s",
       strncmp(c->model, "mlp:", 4) && strcmp(c->model, "lenet")
           ? " (a profile: its compute is emulated, --compute-ms per step)" : "");
-  if (c->has_link) {
+  if (c->has_link && n->link_measured) {
+    ROW("link.rate_Bps", c->link_Bps, "B/s", c->link_Bps * 8 / 1e9, "Gbit/s",
+        "between 2 emulated hosts: %d MiB streamed each way, best of 3", STREAM_MSGS);
+    ROW("link.latency_s", c->link_latency_s, "s", c->link_latency_s * 1e6, "us",
+        "half a round trip of 64 B between them, beyond loopback's");
+  } else if (c->has_link) {
     ROW("link.rate_Bps", c->link_Bps, "B/s", c->link_Bps * 8 / 1e9, "Gbit/s",
         "given (--link): a what-if network");
     ROW("link.latency_s", c->link_latency_s, "s", c->link_latency_s * 1e6, "us",

@@ -35,8 +35,9 @@ static const char *const PROJECT[] = {"world", "bucket-mb", "first-bucket-mb", "
 const char *gs_model_flag_refused(const gs_opts *o, const char *name) {
   if (among(name, COMMON)) return NULL;
   if (!strcmp(name, "hosts"))
-    return "emulates hosts for training runs; --calibrate and --project start none (a "
-           "projection takes --hosts-per N, its ranks per host)";
+    return o->calibrate ? NULL
+                        : "emulates hosts for runs; --project starts none (a projection takes "
+                          "--hosts-per N, its ranks per host)";
   if (o->project) {
     if (among(name, PROJECT)) return NULL;
     if (among(name, MEASURE))
@@ -50,7 +51,7 @@ const char *gs_model_flag_refused(const gs_opts *o, const char *name) {
   }
   if (among(name, MEASURE)) return NULL;
   return "does nothing with --calibrate (it takes --model, --batch, --precision, --threads, "
-         "--compute-ms, --data, --link, --latency, --out, --quiet)";
+         "--compute-ms, --data, --hosts 2, --link, --latency, --out, --quiet)";
 }
 
 int gs_model_resolve(gs_opts *o, gs_err *e) {
@@ -69,6 +70,9 @@ int gs_model_resolve(gs_opts *o, gs_err *e) {
   if (o->calibrate && o->latency_arg && !o->link_arg)
     return GS_FAIL(e, GS_EINVAL, "--latency needs --link RATE in a calibration (its what-if "
                    "network has both)");
+  if (o->calibrate && o->hosts && (o->hosts != 2 || !o->link_arg))
+    return GS_FAIL(e, GS_EINVAL, "--calibrate --hosts measures the link between two emulated "
+                   "hosts: give --hosts 2 --link RATE (e.g. --hosts 2 --link 1gbit)");
   if (!o->project) return GS_OK;
   if (!o->world_given)
     return GS_FAIL(e, GS_EINVAL, "--project needs --world, the worlds to predict (e.g. --world "

@@ -13,14 +13,17 @@
 /* how the figures of a calibration were obtained, for its printed table */
 typedef struct gs_calib_notes {
   double transport_rms, reduce_rms, copy_rms; /* relative fit residuals (NaN: no fit) */
+  double loop_small_s;                        /* half a 64 B round trip over loopback */
+  bool link_measured;                         /* --hosts 2: the link part was measured */
   size_t optim_params;
   int compute_steps, threads;
   double seconds;                             /* the whole measurement */
 } gs_calib_notes;
 
 /* Measure this machine: --model at --batch and --precision, --threads BLAS
- * threads (1 by default); --link / --latency become the "link" part. A
- * wrong --model is GS_EINVAL with a message naming the flag. */
+ * threads (1 by default); --link / --latency become the "link" part, as
+ * given, or with --hosts 2 measured between two emulated hosts at that
+ * rate. A wrong --model is GS_EINVAL with a message naming the flag. */
 int gs_calibrate_measure(const gs_opts *o, gs_cm_calib *c, gs_calib_notes *n, gs_err *e);
 /* the table: each field as the file names it, its value in SI units, a
  * readable value and how it was measured */

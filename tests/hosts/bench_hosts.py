@@ -16,6 +16,9 @@
   kill    SIGKILL of the launcher mid-run: no namespace, veth or process of
           the run remains, nothing in /run/netns
   nocap   without CAP_NET_ADMIN: a clear error naming it, non-zero exit
+  calibrate  --calibrate --hosts 2 --link RATE: the link part measured
+          between two emulated hosts (its rate within what the link can
+          carry), nothing left behind; other --hosts refused
   exec    -- CMD: a program of one's own, once per rank on the hosts: the
           torchrun variables and the host's address in its environment,
           what it sends counted on the right links, a failing rank named, one
@@ -25,6 +28,7 @@
 All but nocap need root (CAP_NET_ADMIN + CAP_SYS_ADMIN) and exit 77 (skip)
 elsewhere, saying why."""
 import ctypes
+import json
 import os
 import shutil
 import subprocess
@@ -319,6 +323,33 @@ def case_exec():
     wait_clean(before, [], [], "-- CMD runs", check)
 
 
+def case_calibrate():
+    for flags in (["--hosts", "3", "--link", "1gbit"], ["--hosts", "2"]):
+        r = subprocess.run([BENCH, "--calibrate", "--model", "mlp:784-32-10"] + flags,
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 2 and "--hosts 2 --link RATE" in r.stderr,
+              f"--calibrate {' '.join(flags)}: exit 2 asking for --hosts 2 --link RATE (exit "
+              f"{r.returncode}: {r.stderr.strip()})")
+    need_root()
+    before = snapshot()
+    f = os.path.join(tmpdir(), "cal.json")
+    r = subprocess.run([BENCH, "--calibrate", "--hosts", "2", "--link", "100mbit", "--model",
+                        "mlp:784-32-10", "--batch", "8", "--out", f], capture_output=True,
+                       text=True, timeout=180)
+    if check(r.returncode == 0, f"--calibrate --hosts 2 --link 100mbit: {r.stderr}"):
+        with open(f) as fh:
+            link = json.load(fh).get("link", {})
+        rate = link.get("rate_Bps", 0)
+        payload = 100e6 / 8 * 1448 / 1514  # TCP payload of a saturated 100 Mbit/s link
+        check(0.8 * payload <= rate <= 100e6 / 8 * 1.02,
+              f"the measured link rate {rate / 1e6:.2f} MB/s is what a 100 Mbit/s link carries "
+              f"(payload {payload / 1e6:.2f} MB/s)")
+        check(0 <= link.get("latency_s", -1) < 0.01, f"a link latency under 10 ms: {link}")
+        print(f"calibrate: link {rate * 8 / 1e6:.1f} Mbit/s, latency "
+              f"{link.get('latency_s', 0) * 1e6:.0f} us")
+    wait_clean(before, [], [], "--calibrate --hosts 2", check)
+
+
 {"equiv": case_equiv, "bytes": case_bytes, "delay": case_delay, "kill": case_kill,
- "nocap": case_nocap, "exec": case_exec}[CASE]()
+ "nocap": case_nocap, "exec": case_exec, "calibrate": case_calibrate}[CASE]()
 finish("bench on emulated hosts: " + CASE)
