@@ -218,6 +218,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   gs_trainer_sync_config(t, &cfg);
   cfg.overlap = o->overlap < 0 ? mode == GS_MODE_RING : o->overlap == 1;
   cfg.dedicated = o->dedicated;
+  cfg.ps_servers = mode == GS_MODE_PS ? o->ps_servers : 1;
   sc.cfg = &cfg;
 
   char settings[4096];

@@ -32,6 +32,8 @@ typedef struct gs_run_info {
   gs_dtype wire;            /* gradient dtype on the wire: the cost model's S */
   int warmup;               /* steps left out of the summaries */
   bool overlap, dedicated;  /* dedicated: a ps server in its own process */
+  int ps_servers;           /* ps: servers sharing the parameters (1: one; else ps/shard.c's
+                               placement, server k a thread of rank k * world / K) */
   const char *device;       /* the kernels' name: "cpu", "cuda" */
   const char *launcher;     /* who started the ranks: "gradsync", "torchrun", ... */
   const char *run_id;       /* the invocation's unique id (GS_RUN_ID, else the job's) */
@@ -105,6 +107,7 @@ typedef struct gs_summary {
   gs_dtype precision;
   char *device;
   bool overlap, ps_dedicated;
+  int ps_servers;
   char *launcher;
   char *run_id;
   int threads_per_rank;

@@ -23,8 +23,10 @@ static void human_bytes(double b, char *buf, size_t cap) {
 static void print_links(FILE *f, const gs_summary *s);
 
 void gs_summary_print(FILE *f, const gs_summary *s) {
-  fprintf(f, "\n== %s  world %d  %s  batch %d/rank  %s  %s%s ==\n", gs_mode_name(s->mode),
-          s->world, s->model, s->batch, gs_dtype_name(s->precision),
+  char servers[32] = "";
+  if (s->ps_servers > 1) snprintf(servers, sizeof servers, " x %d servers", s->ps_servers);
+  fprintf(f, "\n== %s%s  world %d  %s  batch %d/rank  %s  %s%s ==\n", gs_mode_name(s->mode),
+          servers, s->world, s->model, s->batch, gs_dtype_name(s->precision),
           s->overlap ? "overlap" : "no overlap", s->ps_dedicated ? ", dedicated server" : "");
   char sb[32];
   human_bytes(s->gradient_bytes, sb, sizeof sb);

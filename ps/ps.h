@@ -78,6 +78,13 @@
 /* The "ps" backend for the launcher. */
 extern const gs_backend gs_ps_backend;
 
+/* Sharded ps (cfg.ps_servers K > 1, shard.c): the rank whose process runs
+ * server k of K in a world (spread evenly: ranks 0..K-1 at K = world, the
+ * first rank of each host when K hosts hold the ranks host-major). */
+static inline int gs_ps_server_rank(int k, int world, int servers) {
+  return (int)((int64_t)k * world / servers);
+}
+
 /* Bytes the ps backend holds on this rank beyond the model's buffers: the
  * worker's staging buffers, plus on rank 0 with the in-process server the
  * server's master copy, momentum, accumulator, host mirrors and the peak of

@@ -528,6 +528,8 @@ int gs_ps_io_threads(int world) {
 
 void gs_ps_server_stop(gs_ps_server *s) { atomic_store(&s->stop, 1); }
 
+void gs_ps_server_set_job(gs_ps_server *s, uint64_t job) { s->o.job = job; }
+
 void gs_ps_server_memory(gs_ps_server *s, uint64_t *device_bytes, uint64_t *host_bytes) {
   uint64_t red = 0, held = 0;
   if (s->red) gs_ps_reduce_bytes(s->red, &red, &held);

@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""sharded.py BENCH: the sharded parameter server (--ps-servers K).
+
+  bits    K = 1, 2, 3 at world 3 and K = 2, 4 at world 4, one bucket and
+          several (so that range boundaries cut through buckets), with and
+          without overlap: the parameters are bitwise those of K = 1, and
+          those of one process with the whole batch (to 1e-5: only the
+          summation order differs); every rank holds the same bits after
+          every step; report.json says ps_servers K (and the run's id
+          "-sK"); each rank's bytes are the cost model's within 5%
+  flags   bad combinations exit 2 with a message naming --ps-servers
+
+    sharded.py BENCH"""
+from common import (SMALL, check, finish, load_params, max_rel, report, run, same_bits,
+                    steps_csv, tmpdir)
+
+B, STEPS = 8, 6
+BASE = SMALL + ["--no-shuffle", "--steps", str(STEPS), "--lr", "0.05", "--momentum", "0.9",
+                "--weight-decay", "0.001", "--seed", "3", "--warmup", "0", "--batch", str(B)]
+SMALL_BUCKETS = ["--bucket-mb", "0.03", "--first-bucket-mb", "0.01"]
+
+
+def train(world, servers, extra):
+    d = tmpdir()
+    r = run(BASE + ["--mode", "ps", "--world", str(world), "--ps-servers", str(servers),
+                    "--verify", "--save-params", d + "/p", "--out", d] + extra)
+    what = f"ps world {world} --ps-servers {servers} {' '.join(extra)}"
+    if not check(r.returncode == 0, f"{what}: exit {r.returncode}: {r.stderr}"):
+        return None
+    rows = steps_csv(d)
+    for step in range(STEPS):
+        hashes = {row["param_hash"] for row in rows if int(row["step"]) == step}
+        check(len(hashes) == 1 and "0000000000000000" not in hashes,
+              f"{what} step {step}: ranks hold different parameters: {hashes}")
+    run0 = report(d)["runs"][0]
+    check(run0["mode"] == "ps" and run0["world"] == world and run0["ps_servers"] == servers,
+          f"{what}: report.json says {run0['mode']} world {run0['world']} ps_servers "
+          f"{run0.get('ps_servers')}")
+    check((f"-s{servers}-" in run0["id"]) == (servers > 1), f"{what}: run id {run0['id']}")
+    for pr in run0["per_rank"]:
+        model = pr["model_bytes_sent"] + pr["model_bytes_recv"]
+        got = pr["bytes_sent"] + pr["bytes_recv"]
+        check(model > 0 and abs(got / model - 1) <= 0.05,
+              f"{what} rank {pr['rank']}: {got:.0f} bytes/step vs the cost model's {model:.0f} "
+              f"(more than 5% apart)")
+    return load_params(d + "/p")
+
+
+def case_bits():
+    for world, ks in ((3, (2, 3)), (4, (2, 4))):
+        ref_dir = tmpdir()
+        r = run(BASE[:-1] + [str(world * B), "--mode", "local", "--save-params", ref_dir + "/p",
+                             "--out", ref_dir])
+        if not check(r.returncode == 0, f"local batch {world * B}: {r.stderr}"):
+            continue
+        ref = load_params(ref_dir + "/p")
+        for extra in ([], SMALL_BUCKETS, SMALL_BUCKETS + ["--overlap"]):
+            one = train(world, 1, extra)
+            if one is None:
+                continue
+            err = max_rel(one, ref)
+            check(err <= 1e-5, f"ps world {world} vs one process: relative error {err:.2e}")
+            for k in ks:
+                got = train(world, k, extra)
+                if got is not None:
+                    check(same_bits(got, one), f"ps world {world} --ps-servers {k} "
+                          f"{' '.join(extra)}: parameters differ from one server's")
+
+
+def case_flags():
+    for flags, why in (
+            (["--mode", "ps", "--world", "2", "--ps-servers", "0"], "0 servers"),
+            (["--mode", "ps", "--world", "3", "--ps-servers", "4"], "more servers than ranks"),
+            (["--mode", "ring", "--world", "2", "--ps-servers", "2"], "not ps"),
+            (["--mode", "ps", "--world", "2", "--ps-servers", "2", "--ps-dedicated"],
+             "with a dedicated server"),
+            (["--mode", "ps", "--world", "2", "--ps-servers", "2", "--precision", "fp16"],
+             "loss scaling"),
+            (["--mode", "ps", "--world", "2", "--ps-servers", "2", "--collective", "allreduce"],
+             "the collective")):
+        r = run(SMALL + ["--steps", "1"] + flags, timeout=60)
+        check(r.returncode == 2 and "--ps-servers" in r.stderr,
+              f"{why} ({' '.join(flags)}): exit {r.returncode}, expected 2 with a message naming "
+              f"--ps-servers: {r.stderr.strip()[:300]}")
+
+
+case_flags()
+case_bits()
+finish("sharded ps")
