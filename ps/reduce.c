@@ -116,7 +116,7 @@ void gs_ps_reduce_release(gs_ps_reduce *r, int b) {
  * a slice of ZeroMQ's shared buffer for small messages), fp32, on the CPU.
  * The sum is read as floats, so it must be aligned for them. */
 static bool adoptable(const gs_ps_reduce *r, int rank, zmq_msg_t *msg) {
-  return r->cpu && r->c.wire == GS_F32 && rank != r->c.inproc_rank &&
+  return r->cpu && r->c.wire == GS_F32 && !(r->c.inproc && rank == r->c.inproc_rank) &&
          zmq_msg_size(msg) >= ADOPT_MIN && (uintptr_t)zmq_msg_data(msg) % sizeof(float) == 0;
 }
 

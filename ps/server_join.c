@@ -101,7 +101,7 @@ static int alloc_state(gs_ps_server *s, gs_scaler scaler, gs_err *e) {
   for (int r = 0; r < s->world; r++) s->peers[r].last_step = -1;
   gs_ps_reduce_cfg rc = {
     .k = s->k, .world = s->world, .nb = s->nb, .off = s->off, .cnt = s->cnt, .n = s->n,
-    .wire = s->wire, .inproc_rank = s->o.inproc ? s->o.inproc_rank : -1,
+    .wire = s->wire, .inproc = s->o.inproc, .inproc_rank = s->o.inproc_rank,
     .pair_start = s->o.inproc && s->o.inproc_rank == 0 && s->world >= 2 && s->cpu &&
                   s->wire == GS_F32,
     .span = s->o.span, .span_ctx = s->o.span_ctx,
