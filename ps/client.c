@@ -211,6 +211,13 @@ static int drain(ps_sync *s, gs_err *e) {
   }
 }
 
+int gs_ps_drain(ps_sync *s, gs_err *e) {
+  if (s->failed) return failed(s, e);
+  int rc = drain(s, e);
+  if (rc < 0) s->failed = true;
+  return rc;
+}
+
 static int wait_params(ps_sync *s, gs_err *e) {
   double t0 = gs_now();
   while (s->ngot < s->c.nbuckets) {

@@ -78,6 +78,9 @@ extern const gs_sync_ops gs_ps_step_ops;
  * parameters (t0: when the step's wait began, for wait_s). */
 int gs_ps_push_rest(ps_sync *s, gs_err *e);
 int gs_ps_finish(ps_sync *s, double t0, gs_sync_stats *st, gs_err *e);
+/* Apply whatever the server sent, without waiting (a sharded step polls
+ * every server's socket at once and drains the ones that are ready). */
+int gs_ps_drain(ps_sync *s, gs_err *e);
 
 /* shard.c */
 extern const gs_sync_ops gs_ps_shard_ops;

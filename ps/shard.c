@@ -26,6 +26,7 @@
  * every server before it waits for any, then collects the parameters of
  * every range. Loss scaling is refused: its skip verdict is one per step
  * over every gradient, which K servers would have to agree on. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,12 +250,45 @@ static int sh_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   return GS_OK;
 }
 
+/* Wait for every server's parameters at once: the first server to fail
+ * (its error names the missing rank) is heard first, whatever its index.
+ * A server whose deadline passed is left to gs_ps_finish to name. */
+static int wait_all(shard_sync *s, gs_err *e) {
+  int K = s->sh->K;
+  zmq_pollitem_t it[K];
+  int idx[K];
+  for (;;) {
+    if (gs_interrupted)
+      return GS_FAIL(e, GS_EINTR, "ps rank %d, step %lld: interrupted while waiting for "
+                     "parameters", s->rank, (long long)s->step);
+    int n = 0;
+    double left = 0.2; /* a slice: notice SIGINT */
+    for (int k = 0; k < K; k++) {
+      ps_sync *w = s->w[k];
+      if (w->ngot == w->c.nbuckets) continue;
+      double l = w->last_progress + w->wait_ms / 1000.0 - gs_now();
+      if (l <= 0) return GS_OK;
+      if (l < left) left = l;
+      it[n] = (zmq_pollitem_t){.socket = w->sock, .events = ZMQ_POLLIN};
+      idx[n++] = k;
+    }
+    if (n == 0) return GS_OK;
+    int rc = zmq_poll(it, n, (long)(left * 1000.0) + 1);
+    if (rc < 0 && errno != EINTR)
+      return GS_FAIL(e, GS_EIO, "ps rank %d, step %lld: zmq_poll: %s", s->rank,
+                     (long long)s->step, zmq_strerror(errno));
+    for (int i = 0; rc > 0 && i < n; i++)
+      if (it[i].revents & ZMQ_POLLIN) GS_TRY(gs_ps_drain(s->w[idx[i]], e));
+  }
+}
+
 static int sh_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   shard_sync *s = (shard_sync *)base;
   int K = s->sh->K, rc = GS_OK;
   if (s->failed) return failed(s, e);
   double t0 = gs_now();
   for (int k = 0; rc == GS_OK && k < K; k++) rc = gs_ps_push_rest(s->w[k], e);
+  if (rc == GS_OK) rc = wait_all(s, e);
   gs_sync_stats sum = {0};
   for (int k = 0; rc == GS_OK && k < K; k++) {
     gs_sync_stats one;

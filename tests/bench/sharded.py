@@ -9,10 +9,18 @@
           every step; report.json says ps_servers K (and the run's id
           "-sK"); each rank's bytes are the cost model's within 5%
   flags   bad combinations exit 2 with a message naming --ps-servers
+  kill    world 3, 3 servers, a rank SIGKILLed mid-run (rank 2, or rank 0):
+          the others stop within the timeout with an error naming the dead
+          rank and the server that noticed; the launcher exits non-zero
 
     sharded.py BENCH"""
-from common import (SMALL, check, finish, load_params, max_rel, report, run, same_bits,
-                    steps_csv, tmpdir)
+import os
+import signal
+import subprocess
+import time
+
+from common import (BENCH, SMALL, check, finish, load_params, max_rel, rank_pid, report, run,
+                    same_bits, steps_csv, tmpdir, wait_rows)
 
 B, STEPS = 8, 6
 BASE = SMALL + ["--no-shuffle", "--steps", str(STEPS), "--lr", "0.05", "--momentum", "0.9",
@@ -84,6 +92,38 @@ def case_flags():
               f"--ps-servers: {r.stderr.strip()[:300]}")
 
 
+def case_kill():
+    long = ["--model", "mlp:784-256-10", "--synthetic-samples", "4096", "--threads", "1",
+            "--batch", "16", "--steps", "100000", "--warmup", "0", "--timeout", "3"]
+    for victim in (2, 0):
+        d = tmpdir()
+        p = subprocess.Popen([BENCH] + long + ["--mode", "ps", "--world", "3", "--ps-servers",
+                                               "3", "--out", d],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        check(wait_rows(d, 9), f"kill rank {victim}: no steps recorded within 60 s")
+        pid = rank_pid(p.pid, victim)
+        check(pid is not None, f"cannot find rank {victim}'s process")
+        t0 = time.time()
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+        try:
+            _, err = p.communicate(timeout=40)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+            check(False, f"the launcher did not stop after rank {victim} was killed")
+        took = time.time() - t0
+        check(p.returncode not in (0, None) and
+              f"rank {victim} was killed by signal 9" in err,
+              f"kill rank {victim}: launcher exit {p.returncode}: {err}")
+        check(took < 3 + 12, f"kill rank {victim}: stopping took {took:.1f} s with --timeout 3")
+        named = [l for l in err.splitlines() if l.startswith("bench: rank ") and
+                 "ps server" in l and (f"rank {victim} " in l.split(":", 2)[-1] or
+                                       f"rank {victim})" in l)]
+        check(named, f"kill rank {victim}: no surviving rank named it and a ps server: {err}")
+
+
 case_flags()
+case_kill()
 case_bits()
 finish("sharded ps")
