@@ -88,8 +88,8 @@ static int push(ps_sync *s, int b, gs_err *e) {
   gs_err we = {0};
   if (gs_wire_send(s->sock, NULL, 0, &env, data, bytes, release_count, &s->inflight, s->wait_ms,
                    s->inproc ? NULL : &s->sent, &we) < 0)
-    return GS_FAIL(e, we.code, "ps rank %d: pushing step %lld bucket %d to %s (%s): %s",
-                   s->c.rank, (long long)s->step, b, s->who, s->server_ep, we.msg);
+    return GS_FAIL(e, we.code, "ps rank %d: pushing step %lld bucket %d to %s (%s, %s): %s",
+                   s->c.rank, (long long)s->step, b, s->who, s->server_ep, s->where, we.msg);
   s->pushed[b] = 1;
   s->last_progress = gs_now();
   span(s, "push", b, t0);
@@ -191,8 +191,8 @@ static int recv_one(ps_sync *s, int timeout_ms, gs_err *e) {
   }
   if (rc < 0) {
     gs_wire_msg_close(&m);
-    return GS_FAIL(e, rc, "ps rank %d, step %lld, from %s (%s): %s", s->c.rank,
-                   (long long)s->step, s->who, s->server_ep, me.msg);
+    return GS_FAIL(e, rc, "ps rank %d, step %lld, from %s (%s, %s): %s", s->c.rank,
+                   (long long)s->step, s->who, s->server_ep, s->where, me.msg);
   }
   rc = on_message(s, &m, e);
   gs_wire_msg_close(&m);
