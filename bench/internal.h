@@ -192,6 +192,14 @@ void gs_job_report_error(gs_job *j, const char *phase, const char *msg);
 /* ---- one rank (rank.c) ---- */
 /* Run this process as env->rank of a job of mode m; returns an exit code. */
 int gs_rank_main(const gs_opts *o, gs_mode m, const gs_rank_env *env);
+/* ---- ps servers of their own (ps_serve.c) ---- */
+/* The server role: serve GS_PS_SERVE's server of the run; an exit code. */
+int gs_ps_serve_main(const gs_opts *o);
+/* A rank's view: the o->ps_servers servers' addresses, from GS_PS_SERVERS
+ * (o->ps_servers strings, freed with gs_ps_serve_endpoints_free). */
+int gs_ps_serve_endpoints(const gs_opts *o, char ***out, gs_err *e);
+void gs_ps_serve_endpoints_free(const gs_opts *o, char **eps);
+
 /* The kernels of --device for this local rank. */
 int gs_bench_kernels(const gs_opts *o, int local_rank, int threads, gs_kernels **k, gs_err *e);
 /* SIGINT / SIGTERM set gs_interrupted; SIGPIPE is ignored. */
@@ -243,6 +251,9 @@ typedef struct gs_launch {
   int hosts;                /* > 0: on that many emulated hosts (cluster.c) */
   uint64_t link_bps;
   double latency_s;
+  int ps_servers_own;       /* > 0: that many ps servers in processes of their own
+                               (--ps-server-hosts), on hosts of their own beyond the
+                               ranks' when there are emulated hosts */
 } gs_launch;
 int gs_launch_run(const gs_launch *l, char *why, size_t cap);
 /* Wait for n spawned ranks (pids[i] is rank first_rank + i; 0: none to

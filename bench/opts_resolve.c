@@ -13,15 +13,25 @@
 /* --ps-servers K > 1: the sharded ps (ps/shard.c) and what it leaves out. */
 static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
   int K = o->ps_servers;
-  if (K <= 1) return GS_OK;
+  if (o->ps_server_hosts) {
+    if (o->nnodes > 0)
+      return GS_FAIL(e, GS_EINVAL, "--ps-server-hosts: bench's launcher on one machine starts "
+                     "the servers; --nnodes cannot");
+    if (!strcmp(o->transport, "ipc"))
+      return GS_FAIL(e, GS_EINVAL, "--ps-server-hosts: the servers listen on TCP; drop "
+                     "--transport ipc");
+  } else if (K <= 1) {
+    return GS_OK;
+  }
   bool ps = false;
   for (int i = 0; i < o->nmodes; i++) ps |= o->modes[i] == GS_MODE_PS;
   if (!ps)
     return GS_FAIL(e, GS_EINVAL, "--ps-servers %d shards the parameter server: it needs --mode "
                    "ps", K);
   if (o->dedicated)
-    return GS_FAIL(e, GS_EINVAL, "--ps-servers %d runs the servers in the ranks' processes, "
-                   "--ps-dedicated one server in a process of its own: give one of them", K);
+    return GS_FAIL(e, GS_EINVAL, "--ps-servers %d runs the servers in the ranks' processes (or "
+                   "with --ps-server-hosts in processes of their own), --ps-dedicated one "
+                   "server in a process that rank 0 forks: give one of them", K);
   if (o->collective)
     return GS_FAIL(e, GS_EINVAL, "--ps-servers %d: the collective benchmark runs one ps server",
                    K);
@@ -29,7 +39,7 @@ static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL, "--ps-servers %d needs --precision fp32 without --loss-scale: "
                    "a step's inf/NaN verdict covers every gradient, which the servers would "
                    "have to agree on", K);
-  for (int i = 0; i < o->nworlds; i++)
+  for (int i = 0; i < o->nworlds && !o->ps_server_hosts; i++)
     if (o->worlds[i] > 1 && o->worlds[i] < K)
       return GS_FAIL(e, GS_EINVAL, "--ps-servers %d: world %d has fewer ranks than servers "
                      "(each server is a thread of a rank)", K, o->worlds[i]);
@@ -113,12 +123,14 @@ size_t gs_opts_settings(const gs_opts *o, gs_mode mode, int world, char *buf, si
                    "momentum=%.9g\nweight_decay=%.9g\nseed=%llu\nshuffle=%d\ndrop_last=%d\n"
                    "precision=%s\nloss_scale=%.9g\ndynamic_scale=%d\ncompute_ms=%.9g\n"
                    "bucket_mb=%.9g\nfirst_bucket_mb=%.9g\noverlap=%d\nps_dedicated=%d\n"
-                   "ps_servers=%d\ndevice=%s\nsamples=%lld\nload_params=%s\nverify=%d\n",
+                   "ps_servers=%d\nps_server_hosts=%d\ndevice=%s\nsamples=%lld\n"
+                   "load_params=%s\nverify=%d\n",
                    gs_mode_name(mode), world, t->model, t->data, t->batch, (long long)t->steps,
                    t->lr, t->momentum, t->weight_decay, (unsigned long long)t->seed, t->shuffle,
                    t->drop_last, gs_dtype_name(t->precision), t->loss_scale, t->dynamic_scale,
                    t->compute_ms, t->bucket_mb, t->first_bucket_mb, o->overlap, o->dedicated,
-                   mode == GS_MODE_PS ? o->ps_servers : 1, o->device, (long long)t->synthetic_samples,
+                   mode == GS_MODE_PS ? o->ps_servers : 1,
+                   mode == GS_MODE_PS && o->ps_server_hosts, o->device, (long long)t->synthetic_samples,
                    t->load_params ? t->load_params : "", o->verify);
   return n < 0 ? 0 : (size_t)n;
 }

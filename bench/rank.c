@@ -198,6 +198,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   gs_sync *sync = NULL;
   gs_rank_result *results = NULL;
   size_t *bucket_bytes = NULL; /* the cost model's plan, for the summary */
+  char **server_eps = NULL;    /* --ps-server-hosts: the servers' addresses */
   gs_run_info info = gs_run_info_of(o, mode, world);
   step_ctx sc = {.o = o, .mode = mode, .rank = rank, .world = world, .csv = -1, .run = info};
   gs_sync_config cfg;
@@ -219,6 +220,10 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   cfg.overlap = o->overlap < 0 ? mode == GS_MODE_RING : o->overlap == 1;
   cfg.dedicated = o->dedicated;
   cfg.ps_servers = mode == GS_MODE_PS ? o->ps_servers : 1;
+  if (mode == GS_MODE_PS && o->ps_server_hosts && world > 1) {
+    if ((rc = gs_ps_serve_endpoints(o, &server_eps, &e)) < 0) goto fail;
+    cfg.ps_server_eps = (const char *const *)server_eps;
+  }
   sc.cfg = &cfg;
 
   char settings[4096];
@@ -350,6 +355,7 @@ done:
   free(sc.host_params);
   free(sc.hashes);
   free(bucket_bytes);
+  gs_ps_serve_endpoints_free(o, server_eps);
   gs_link_watch_stop(sc.link);
   if (results) {
     results[0].rows = NULL; /* rank 0's own rows and spans belong to the trainer */

@@ -17,7 +17,9 @@
  *                           everyone) of their wait plus their own reduction
  *                           per step
  * A sharded ps is the model's sps-colo when its K servers are one per host
- * (K = hosts; ps/shard.c places them so); other K have no prediction. */
+ * (K = hosts; ps/shard.c places them so); other K have no prediction. With
+ * servers of their own it is sps-hosts; the links listed are the ranks'
+ * hosts' (no rank reads a server host's counters). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +44,8 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
       info->mode == GS_MODE_LOCAL || info->dedicated || info->batch < 1)
     return -1;
   int N = info->world, K = info->mode == GS_MODE_PS ? info->ps_servers : 1;
-  if (K > 1 && K != info->hosts) return -1;
+  bool own = info->mode == GS_MODE_PS && info->ps_server_hosts;
+  if (K > 1 && K != info->hosts && !own) return -1;
   const gs_rank_summary *r0 = &s->per_rank[0];
   double S = s->gradient_bytes;
   /* reduction: ps sums N operands at the master (of S / K at each of K
@@ -64,8 +67,9 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
     fwd += (s->per_rank[r].data_s + s->per_rank[r].forward_s) / N;
     bwd += s->per_rank[r].backward_s / N;
   }
-  gs_cm_mode mode = info->mode != GS_MODE_PS ? GS_CM_RING : K > 1 ? GS_CM_SPS_COLO : GS_CM_PS;
-  *j = (gs_cm_job){.mode = mode, .world = N,
+  gs_cm_mode mode = info->mode != GS_MODE_PS ? GS_CM_RING
+                    : own ? GS_CM_SPS_HOSTS : K > 1 ? GS_CM_SPS_COLO : GS_CM_PS;
+  *j = (gs_cm_job){.mode = mode, .world = N, .servers = K,
                    .hosts = info->hosts, .plan = plan, .batch = info->batch,
                    .fwd_s = fwd / info->batch, .bwd_s = bwd / info->batch,
                    .overlap = info->overlap, .barrier = info->precision != GS_F32};
@@ -74,7 +78,8 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
 
 static void predict(const gs_run_info *info, gs_summary *s) {
   gs_cost_model *cm = &s->cost_model;
-  int N = info->world, first = info->mode == GS_MODE_PS && info->ps_servers <= 1 ? 1 : 0;
+  int N = info->world,
+      first = info->mode == GS_MODE_PS && info->ps_servers <= 1 && !info->ps_server_hosts;
   double wait = 0;
   for (int r = first; r < N; r++)
     wait += (s->per_rank[r].comm_wait_s + s->per_rank[r].reduce_s) / (N - first);

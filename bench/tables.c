@@ -24,7 +24,9 @@ static void print_links(FILE *f, const gs_summary *s);
 
 void gs_summary_print(FILE *f, const gs_summary *s) {
   char servers[32] = "";
-  if (s->ps_servers > 1) snprintf(servers, sizeof servers, " x %d servers", s->ps_servers);
+  if (s->ps_servers > 1 || s->ps_server_hosts)
+    snprintf(servers, sizeof servers, " x %d server%s%s", s->ps_servers,
+             s->ps_servers > 1 ? "s" : "", s->ps_server_hosts ? " of their own" : "");
   fprintf(f, "\n== %s%s  world %d  %s  batch %d/rank  %s  %s%s ==\n", gs_mode_name(s->mode),
           servers, s->world, s->model, s->batch, gs_dtype_name(s->precision),
           s->overlap ? "overlap" : "no overlap", s->ps_dedicated ? ", dedicated server" : "");

@@ -80,8 +80,9 @@ static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
   *state = NULL;
   endpoint[0] = '\0';
   ps_state *st = NULL;
-  int rc = c->ps_servers > 1 ? gs_ps_shards_prepare(c, &st, endpoint, e)
-                             : gs_ps_prepare_one(c, c->rank == 0 && !c->dedicated, &st, e);
+  int rc = c->ps_servers > 1 || c->ps_server_eps
+               ? gs_ps_shards_prepare(c, &st, endpoint, e)
+               : gs_ps_prepare_one(c, c->rank == 0 && !c->dedicated, &st, e);
   *state = st;
   return rc;
 }
@@ -316,8 +317,8 @@ int gs_ps_open_one(ps_state *st, const gs_sync_config *c, ps_sync **out, gs_err 
   s->c.buckets = s->buckets;
 
   const char *ep;
-  /* a shard's worker (ps_servers > 1) beside no server goes over the wire */
-  if (st->server || (c->rank == 0 && !st->dedicated && c->ps_servers <= 1)) {
+  /* a shard's worker beside no server goes over the wire */
+  if (st->server || (c->rank == 0 && !st->dedicated && !st->shard)) {
     if (!st->thread_started) {
       rc = GS_FAIL(e, GS_EINVAL, "ps rank 0: open() before bootstrap() (the launcher must call "
                    "bootstrap on rank 0 to start the server)");

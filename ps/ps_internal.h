@@ -18,6 +18,7 @@ typedef struct ps_state {
   int rank;
   bool dedicated;
   ps_shards *shards;      /* --ps-servers K > 1: the state is shard.c's, nothing else is set */
+  bool shard;             /* one of shard.c's: a worker of one of its servers */
   char who[48];           /* the server in messages: "the ps server", "ps server 2 of 3" */
   char where[48];         /* where it runs: "rank 0", "rank 0's dedicated process" */
   void *zctx;

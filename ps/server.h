@@ -23,6 +23,8 @@ typedef struct gs_ps_server_opts {
   bool inproc;          /* also bind inproc:// for the worker beside it (thread mode) */
   int inproc_rank;      /* with inproc: that worker's rank (0 but for a shard's server) */
   uint64_t job;         /* token every message must carry (0: not checked) */
+  bool learn_job;       /* job 0: take the token of rank 0's Init (a server started
+                           before its job had one: --ps-server-hosts) */
   gs_cred cred;         /* who may connect (the owner runs zctx's gs_zap) */
   int timeout_ms;
   size_t max_elems;     /* largest tensor a message may carry (the model's size) */

@@ -172,6 +172,7 @@ int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e) {
          "ignored", m->env->rank);
     return GS_OK;
   }
+  if (s->o.learn_job && !s->o.job) s->o.job = m->env->job;
   char why[sizeof(gs_err){0}.msg];
   gs_err pe = {0};
   int bad = check_init(in, s->o.max_elems, why, sizeof why);

@@ -20,6 +20,9 @@
  * prepare() and publishes its address as that rank's endpoint; it serves
  * from open() on, once the rendezvous brought the job token. Its rank's
  * own worker reaches it over inproc://, as rank 0's does with one server.
+ * Placement, servers of their own (cfg.ps_server_eps): K processes a
+ * launcher started (gs_ps_serve_alone; on emulated hosts, each on a host of
+ * its own), K = 1 included; every rank is then a plain worker of each.
  *
  * A step: begin_step on every server's worker; bucket_ready(b) marks b's
  * pieces ready (with overlap, pushes them); end_step pushes what is left to
@@ -141,6 +144,7 @@ static gs_sync_config child_cfg(const ps_shards *sh, const gs_sync_config *c, in
   x.buckets = sh->sub[k];
   x.nbuckets = sh->nsub[k];
   x.dedicated = false;
+  x.ps_server_eps = NULL;
   return x;
 }
 
@@ -156,7 +160,8 @@ int gs_ps_shards_prepare(const gs_sync_config *c, ps_state **out, char endpoint[
                          gs_err *e) {
   *out = NULL;
   int K = c->ps_servers;
-  if (K > c->world)
+  bool own = c->ps_server_eps != NULL;
+  if (!own && K > c->world)
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ps servers in a world of %d: each server runs "
                    "in a rank's process, at most one per rank", c->rank, K, c->world);
   if (c->dedicated)
@@ -184,12 +189,14 @@ int gs_ps_shards_prepare(const gs_sync_config *c, ps_state **out, char endpoint[
   int rc = plan(sh, c, e);
   for (int k = 0; rc == GS_OK && k < K; k++) {
     gs_sync_config x = child_cfg(sh, c, k);
-    int sr = server_rank(sh, k);
+    int sr = own ? -1 : server_rank(sh, k);
     rc = gs_ps_prepare_one(&x, sr == c->rank, &sh->st[k], e);
     if (rc < 0) break;
     ps_state *st = sh->st[k];
+    st->shard = true;
     snprintf(st->who, sizeof st->who, "ps server %d of %d", k, K);
-    snprintf(st->where, sizeof st->where, "a thread of rank %d", sr);
+    if (own) snprintf(st->where, sizeof st->where, "a process of its own");
+    else snprintf(st->where, sizeof st->where, "a thread of rank %d", sr);
     if (sr == c->rank) {
       sh->mine = k;
       rc = gs_ps_host_server(st, &x, e);
@@ -359,12 +366,13 @@ int gs_ps_shards_open(ps_state *top, const gs_sync_config *c, gs_sync **out, gs_
     gs_ps_server_set_job(st->server, c->job);
     rc = gs_ps_serve(st, e);
   }
-  if (rc == GS_OK && (!c->endpoints))
+  const char *const *eps = c->ps_server_eps;
+  if (rc == GS_OK && !eps && !c->endpoints)
     rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: open() without the ranks' endpoints (the servers' "
                  "addresses)", c->rank);
   for (int k = 0; rc == GS_OK && k < K; k++) {
     gs_sync_config x = child_cfg(sh, c, k);
-    const char *ep = c->endpoints[server_rank(sh, k)];
+    const char *ep = eps ? eps[k] : c->endpoints[server_rank(sh, k)];
     x.bootstrap = ep;
     x.bootstrap_len = strlen(ep) + 1;
     ps_state *st = sh->st[k];
