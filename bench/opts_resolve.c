@@ -23,26 +23,28 @@ static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
   } else if (K <= 1) {
     return GS_OK;
   }
+  char flag[48]; /* what the messages name */
+  if (o->ps_server_hosts) snprintf(flag, sizeof flag, "--ps-servers %d --ps-server-hosts", K);
+  else snprintf(flag, sizeof flag, "--ps-servers %d", K);
   bool ps = false;
   for (int i = 0; i < o->nmodes; i++) ps |= o->modes[i] == GS_MODE_PS;
   if (!ps)
-    return GS_FAIL(e, GS_EINVAL, "--ps-servers %d shards the parameter server: it needs --mode "
-                   "ps", K);
+    return GS_FAIL(e, GS_EINVAL, "%s shards the parameter server: it needs --mode ps", flag);
   if (o->dedicated)
-    return GS_FAIL(e, GS_EINVAL, "--ps-servers %d runs the servers in the ranks' processes (or "
-                   "with --ps-server-hosts in processes of their own), --ps-dedicated one "
-                   "server in a process that rank 0 forks: give one of them", K);
+    return GS_FAIL(e, GS_EINVAL, "%s runs the servers in %s, --ps-dedicated one server in a "
+                   "process that rank 0 forks: give one of them", flag,
+                   o->ps_server_hosts ? "processes of their own" : "the ranks' processes");
   if (o->collective)
-    return GS_FAIL(e, GS_EINVAL, "--ps-servers %d: the collective benchmark runs one ps server",
-                   K);
+    return GS_FAIL(e, GS_EINVAL, "%s: the collective benchmark runs one ps server", flag);
   if (o->train.precision != GS_F32 || o->train.dynamic_scale || o->train.loss_scale != 1.0f)
-    return GS_FAIL(e, GS_EINVAL, "--ps-servers %d needs --precision fp32 without --loss-scale: "
-                   "a step's inf/NaN verdict covers every gradient, which the servers would "
-                   "have to agree on", K);
+    return GS_FAIL(e, GS_EINVAL, "%s needs --precision fp32 without --loss-scale: a step's "
+                   "inf/NaN verdict covers every gradient, which the servers would have to "
+                   "agree on", flag);
   for (int i = 0; i < o->nworlds && !o->ps_server_hosts; i++)
     if (o->worlds[i] > 1 && o->worlds[i] < K)
-      return GS_FAIL(e, GS_EINVAL, "--ps-servers %d: world %d has fewer ranks than servers "
-                     "(each server is a thread of a rank)", K, o->worlds[i]);
+      return GS_FAIL(e, GS_EINVAL, "%s: world %d has fewer ranks than servers (each server is "
+                     "a thread of a rank; --ps-server-hosts runs them on their own)", flag,
+                     o->worlds[i]);
   return GS_OK;
 }
 

@@ -8,7 +8,10 @@
           summation order differs); every rank holds the same bits after
           every step; report.json says ps_servers K (and the run's id
           "-sK"); each rank's bytes are the cost model's within 5%
-  flags   bad combinations exit 2 with a message naming --ps-servers
+  own     --ps-server-hosts: K = 1, 2, 3 servers in processes of their own
+          at world 3: the same bits as one server in rank 0; every rank's
+          bytes are S each way (the cost model's)
+  flags   bad combinations exit 2 with a message naming the flag
   kill    world 3, 3 servers, a rank SIGKILLed mid-run (rank 2, or rank 0):
           the others stop within the timeout with an error naming the dead
           rank and the server that noticed; the launcher exits non-zero
@@ -30,6 +33,7 @@ SMALL_BUCKETS = ["--bucket-mb", "0.03", "--first-bucket-mb", "0.01"]
 
 def train(world, servers, extra):
     d = tmpdir()
+    own = "--ps-server-hosts" in extra
     r = run(BASE + ["--mode", "ps", "--world", str(world), "--ps-servers", str(servers),
                     "--verify", "--save-params", d + "/p", "--out", d] + extra)
     what = f"ps world {world} --ps-servers {servers} {' '.join(extra)}"
@@ -41,10 +45,17 @@ def train(world, servers, extra):
         check(len(hashes) == 1 and "0000000000000000" not in hashes,
               f"{what} step {step}: ranks hold different parameters: {hashes}")
     run0 = report(d)["runs"][0]
-    check(run0["mode"] == "ps" and run0["world"] == world and run0["ps_servers"] == servers,
+    check(run0["mode"] == "ps" and run0["world"] == world and run0["ps_servers"] == servers and
+          run0["ps_server_hosts"] == own,
           f"{what}: report.json says {run0['mode']} world {run0['world']} ps_servers "
-          f"{run0.get('ps_servers')}")
-    check((f"-s{servers}-" in run0["id"]) == (servers > 1), f"{what}: run id {run0['id']}")
+          f"{run0.get('ps_servers')} ps_server_hosts {run0.get('ps_server_hosts')}")
+    tag = f"-s{servers}{'own' if own else ''}-"
+    check((tag in run0["id"]) == (servers > 1 or own), f"{what}: run id {run0['id']}")
+    S = run0["gradient_bytes"]
+    if own:
+        for pr in run0["per_rank"]:
+            check(pr["model_bytes_sent"] == S and pr["model_bytes_recv"] == S,
+                  f"{what} rank {pr['rank']}: the model's bytes are S = {S} each way: {pr}")
     for pr in run0["per_rank"]:
         model = pr["model_bytes_sent"] + pr["model_bytes_recv"]
         got = pr["bytes_sent"] + pr["bytes_recv"]
@@ -75,6 +86,15 @@ def case_bits():
                           f"{' '.join(extra)}: parameters differ from one server's")
 
 
+def case_own():
+    one = train(3, 1, [])
+    for k in (1, 2, 3):
+        got = train(3, k, ["--ps-server-hosts"])
+        if one is not None and got is not None:
+            check(same_bits(got, one), f"ps world 3 --ps-servers {k} --ps-server-hosts: "
+                  f"parameters differ from one server's in rank 0")
+
+
 def case_flags():
     for flags, why in (
             (["--mode", "ps", "--world", "2", "--ps-servers", "0"], "0 servers"),
@@ -85,11 +105,15 @@ def case_flags():
             (["--mode", "ps", "--world", "2", "--ps-servers", "2", "--precision", "fp16"],
              "loss scaling"),
             (["--mode", "ps", "--world", "2", "--ps-servers", "2", "--collective", "allreduce"],
-             "the collective")):
+             "the collective"),
+            (["--mode", "ps", "--world", "2", "--ps-servers", "2", "--ps-server-hosts",
+              "--transport", "ipc"], "servers of their own over ipc"),
+            (["--mode", "ring", "--world", "2", "--ps-server-hosts"], "servers of their own, ring")):
         r = run(SMALL + ["--steps", "1"] + flags, timeout=60)
-        check(r.returncode == 2 and "--ps-servers" in r.stderr,
+        flag = "--ps-server-hosts" if "--ps-server-hosts" in flags else "--ps-servers"
+        check(r.returncode == 2 and flag in r.stderr,
               f"{why} ({' '.join(flags)}): exit {r.returncode}, expected 2 with a message naming "
-              f"--ps-servers: {r.stderr.strip()[:300]}")
+              f"{flag}: {r.stderr.strip()[:300]}")
 
 
 def case_kill():
@@ -125,5 +149,6 @@ def case_kill():
 
 case_flags()
 case_kill()
+case_own()
 case_bits()
 finish("sharded ps")
