@@ -15,8 +15,9 @@
           all-reduce at world 4; the report names how (netem or delay line)
   sharded --ps-servers K, one server per host (K = hosts): each link carries
           what the cost model's sps-colo says (the same bounds as bytes),
-          every host alike; the parameters are bitwise those of one server
-          over loopback
+          every host alike; with --ps-server-hosts (servers on hosts of their
+          own) each rank's host carries what sps-hosts says, n S each way;
+          the parameters are bitwise those of one server over loopback
   kill    SIGKILL of the launcher mid-run: no namespace, veth or process of
           the run remains, nothing in /run/netns
   nocap   without CAP_NET_ADMIN: a clear error naming it, non-zero exit
@@ -153,15 +154,24 @@ def case_sharded():
     flags = ["--model", "mlp:784-512-512-10", "--synthetic-samples", "4096", "--threads", "1",
              "--timeout", "30", "--quiet", "--steps", "20", "--warmup", "2", "--batch", "16",
              "--link", "1gbit"]
-    for world, hosts in ((4, 4), (4, 2), (3, 3)):
+    for world, hosts, k, own in ((4, 4, 4, False), (4, 2, 2, False), (3, 3, 3, False),
+                                 (4, 2, 2, True), (3, 3, 1, True)):
         d = tmpdir()
-        what = f"ps world {world} --ps-servers {hosts}"
+        what = f"ps world {world} --ps-servers {k}" + (" --ps-server-hosts" if own else "")
         r = run(flags + ["--mode", "ps", "--world", str(world), "--hosts", str(hosts),
-                         "--ps-servers", str(hosts), "--out", d])
+                         "--ps-servers", str(k), "--out", d] +
+                (["--ps-server-hosts"] if own else []))
         if not check(r.returncode == 0, f"{what} on {hosts} hosts: {r.stderr}"):
             continue
         run0 = report(d)["runs"][0]
-        check(run0["ps_servers"] == hosts, f"{what}: report.json ps_servers {run0['ps_servers']}")
+        check(run0["ps_servers"] == k and run0["ps_server_hosts"] == own,
+              f"{what}: report.json ps_servers {run0['ps_servers']}, ps_server_hosts "
+              f"{run0['ps_server_hosts']}")
+        if own:  # a rank's host sends its gradients and receives its parameters, no more
+            n, S = world // hosts, run0["gradient_bytes"]
+            check(all(l["model_tx_bytes"] == n * S and l["model_rx_bytes"] == n * S
+                      for l in run0["links"]),
+                  f"{what}: the model's bytes are n S = {n * S} each way: {run0['links']}")
         links = run0["links"]
         check_links(what, hosts, links)
         # one server per host: every link carries the same, no master link
@@ -171,15 +181,17 @@ def case_sharded():
         check(cm["comm_s_predicted"] and cm["comm_s_predicted"] > 0,
               f"{what}: the cost model's time is in report.json: {cm}")
     got = {}
-    for where, k in (("loopback", 1), ("hosts", 4)):
+    for where, k, extra in (("loopback", 1, []),
+                            ("4 hosts", 4, ["--hosts", "4", "--link", "1gbit"]),
+                            ("2 hosts and 2 of their own", 2,
+                             ["--hosts", "2", "--link", "1gbit", "--ps-server-hosts"])):
         d = tmpdir()
-        extra = ["--hosts", "4", "--link", "1gbit"] if where == "hosts" else []
         r = run(BASE + ["--mode", "ps", "--world", "4", "--ps-servers", str(k), "--verify",
                         "--save-params", d + "/p", "--out", d] + extra)
         if check(r.returncode == 0, f"ps world 4 --ps-servers {k} on {where}: {r.stderr}"):
             got[where] = load_params(d + "/p")
-    if len(got) == 2:
-        check(same_bits(got["hosts"], got["loopback"]), "ps world 4: 4 servers on 4 hosts give "
+    for where in got:
+        check(same_bits(got[where], got["loopback"]), f"ps world 4: servers on {where} give "
               "other parameters than one server over loopback")
 
 
