@@ -27,6 +27,15 @@
  *    a plain worker over TCP, and its end_step reports the server's share of
  *    the step in gs_sync_stats.server_* (has_server).
  *
+ *  - cfg.ps_servers K > 1 (or cfg.ps_server_eps): a sharded ps (shard.c),
+ *    K servers each owning a contiguous range of the parameters, as
+ *    ps-lite and BytePS shard theirs; server k is a thread of rank
+ *    gs_ps_server_rank(k) (its address that rank's endpoint from prepare()
+ *    on), or, with cfg.ps_server_eps, a process a launcher started
+ *    (gs_ps_serve_alone). Every rank runs one worker per server; the bits
+ *    are those of one server. Loss scaling is refused (one verdict per
+ *    step would need every server).
+ *
  * The launcher's sequence (sync.h): prepare() on every rank (the endpoint
  * stays ""), bootstrap() on rank 0 starts the server and returns its TCP
  * address ("tcp://host:port", NUL included) as the blob, open() on every
