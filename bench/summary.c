@@ -32,8 +32,9 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       .bucket_mb = t->bucket_mb, .first_bucket_mb = t->first_bucket_mb,
       .precision = t->precision, .wire = t->precision, .warmup = o->warmup,
       .dedicated = o->dedicated && mode == GS_MODE_PS,
-      .ps_servers = mode == GS_MODE_PS && o->ps_servers > 1 ? o->ps_servers : 1,
-      .ps_server_hosts = mode == GS_MODE_PS && o->ps_server_hosts,
+      /* world 1 runs the local step, without a server */
+      .ps_servers = mode == GS_MODE_PS && world > 1 && o->ps_servers > 1 ? o->ps_servers : 1,
+      .ps_server_hosts = mode == GS_MODE_PS && world > 1 && o->ps_server_hosts,
       .accuracy = NAN, .eval_loss = NAN,
       .hosts = gs_cluster_hosts(o, mode, world), .link_bps = (double)o->link_bps,
       .latency_s = o->latency_s, .delay = "none"};

@@ -155,8 +155,9 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
                              .timeout_s = o->timeout_s,
                              .hosts = gs_cluster_hosts(o, mode, world),
                              .link_bps = o->link_bps, .latency_s = o->latency_s,
-                             .ps_servers_own = mode == GS_MODE_PS && o->ps_server_hosts
-                                                   ? o->ps_servers : 0};
+                             /* world 1 runs the local step: no server */
+                             .ps_servers_own = mode == GS_MODE_PS && o->ps_server_hosts &&
+                                                       world > 1 ? o->ps_servers : 0};
               const char *extra[] = {"--mode", gs_mode_name(mode), "--world", sworld,
                                      "--model", o->models[im], "--batch", sbatch,
                                      "--bucket-mb", sbucket};
