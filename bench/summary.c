@@ -80,13 +80,6 @@ typedef struct server_sum {
   double reduce, update, sent, recv;
 } server_sum;
 
-/* Whether rank r runs one of the sharded ps' servers. */
-static bool runs_server(int r, int world, int servers) {
-  for (int k = 0; k < servers; k++)
-    if (gs_ps_server_rank(k, world, servers) == r) return true;
-  return false;
-}
-
 static void cost_model(const gs_run_info *info, gs_cost_model *cm) {
   int N = info->world;
   double S = (double)info->nparams * (double)gs_dtype_size(info->wire);
@@ -235,7 +228,7 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
     gs_rank_summary *p = &s->per_rank[r];
     bool master = info->mode == GS_MODE_PS && info->ps_server_hosts ? false
                   : info->mode == GS_MODE_PS && info->ps_servers > 1
-                      ? runs_server(r, N, info->ps_servers)
+                      ? gs_ps_runs_server(r, N, info->ps_servers)
                       : r == 0 && !(info->mode == GS_MODE_PS && info->dedicated);
     double busy = x->busy / div;
     busy_mean += busy / N;

@@ -101,6 +101,11 @@ int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, siz
 static inline int gs_ps_server_rank(int k, int world, int servers) {
   return (int)((int64_t)k * world / servers);
 }
+/* Whether rank r runs one of them (k = ceil(r K / N) is the only candidate). */
+static inline bool gs_ps_runs_server(int r, int world, int servers) {
+  int k = (int)(((int64_t)r * servers + world - 1) / world);
+  return k < servers && gs_ps_server_rank(k, world, servers) == r;
+}
 
 /* Bytes the ps backend holds on this rank beyond the model's buffers: the
  * worker's staging buffers, plus on rank 0 with the in-process server the

@@ -13,10 +13,13 @@
 #include "harness.h"
 #include "ps/ps.h"
 
+/* The placement, spelled out: rank k * world / K hosts server k. */
 static bool hosts(int r, int world, int K) {
-  for (int k = 0; k < K; k++)
-    if (gs_ps_server_rank(k, world, K) == r) return true;
-  return false;
+  bool any = false;
+  for (int k = 0; k < K; k++) any |= (int)((int64_t)k * world / K) == r;
+  REQUIRE(any == gs_ps_runs_server(r, world, K), "gs_ps_runs_server(%d, %d, %d) says %d", r,
+          world, K, !any);
+  return any;
 }
 
 static void bits_and_bytes(int world, int K, bool overlap) {
