@@ -18,6 +18,7 @@
 
     sharded.py BENCH"""
 import os
+import re
 import signal
 import subprocess
 import time
@@ -141,9 +142,9 @@ def case_kill():
               f"rank {victim} was killed by signal 9" in err,
               f"kill rank {victim}: launcher exit {p.returncode}: {err}")
         check(took < 3 + 12, f"kill rank {victim}: stopping took {took:.1f} s with --timeout 3")
+        # after "bench: rank R:", the dead rank named (not as "ps rank R", the reporter)
         named = [l for l in err.splitlines() if l.startswith("bench: rank ") and
-                 "ps server" in l and (f"rank {victim} " in l.split(":", 2)[-1] or
-                                       f"rank {victim})" in l)]
+                 "ps server" in l and re.search(rf"(?<!ps )rank {victim}\b", l.split(":", 2)[-1])]
         check(named, f"kill rank {victim}: no surviving rank named it and a ps server: {err}")
 
 
