@@ -12,9 +12,10 @@
           at world 3: the same bits as one server in rank 0; every rank's
           bytes are S each way (the cost model's)
   flags   bad combinations exit 2 with a message naming the flag
-  kill    world 3, 3 servers, a rank SIGKILLed mid-run (rank 2, or rank 0):
-          the others stop within the timeout with an error naming the dead
-          rank and the server that noticed; the launcher exits non-zero
+  kill    world 3, 3 servers, a rank SIGKILLed mid-run (rank 2, or rank 0;
+          rank 1 with servers of their own): the others stop within the
+          timeout with an error naming the dead rank and the server that
+          noticed; the launcher exits non-zero and leaves no server behind
 
     sharded.py BENCH"""
 import os
@@ -117,13 +118,26 @@ def case_flags():
               f"{flag}: {r.stderr.strip()[:300]}")
 
 
+def processes_with(word):
+    """pids whose command line holds word (the run's --out directory)"""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if os.fsencode(word) in f.read().split(b"\0"):
+                    found.append(int(pid))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
 def case_kill():
     long = ["--model", "mlp:784-256-10", "--synthetic-samples", "4096", "--threads", "1",
             "--batch", "16", "--steps", "100000", "--warmup", "0", "--timeout", "3"]
-    for victim in (2, 0):
+    for victim, own in ((2, []), (0, []), (1, ["--ps-server-hosts"])):
         d = tmpdir()
         p = subprocess.Popen([BENCH] + long + ["--mode", "ps", "--world", "3", "--ps-servers",
-                                               "3", "--out", d],
+                                               "3", "--out", d] + own,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         check(wait_rows(d, 9), f"kill rank {victim}: no steps recorded within 60 s")
         pid = rank_pid(p.pid, victim)
@@ -146,6 +160,9 @@ def case_kill():
         named = [l for l in err.splitlines() if l.startswith("bench: rank ") and
                  "ps server" in l and re.search(rf"(?<!ps )rank {victim}\b", l.split(":", 2)[-1])]
         check(named, f"kill rank {victim}: no surviving rank named it and a ps server: {err}")
+        time.sleep(0.2)
+        left = processes_with(d)
+        check(not left, f"kill rank {victim}: processes of the run left: {left}")
 
 
 case_flags()
