@@ -5,6 +5,7 @@
  * the settings string every rank of a job compares with rank 0's. */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "allreduce/allreduce.h"
@@ -26,7 +27,9 @@ static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
   char flag[48]; /* what the messages name */
   if (o->ps_server_hosts) snprintf(flag, sizeof flag, "--ps-servers %d --ps-server-hosts", K);
   else snprintf(flag, sizeof flag, "--ps-servers %d", K);
-  bool ps = false;
+  /* a sweep's flags apply to its ps runs; its launcher starts each other
+   * run's ranks with the same flags and that run's --mode */
+  bool ps = getenv("GS_LAUNCHED") != NULL;
   for (int i = 0; i < o->nmodes; i++) ps |= o->modes[i] == GS_MODE_PS;
   if (!ps)
     return GS_FAIL(e, GS_EINVAL, "%s shards the parameter server: it needs --mode ps", flag);

@@ -11,7 +11,8 @@
   own     --ps-server-hosts: K = 1, 2, 3 servers in processes of their own
           at world 3: the same bits as one server in rank 0; every rank's
           bytes are S each way (the cost model's)
-  flags   bad combinations exit 2 with a message naming the flag
+  flags   bad combinations exit 2 with a message naming the flag; in a sweep
+          of ps and ring the flags shard the ps runs and leave the ring's
   kill    world 3, 3 servers, a rank SIGKILLed mid-run (rank 2, or rank 0;
           rank 1 with servers of their own): the others stop within the
           timeout with an error naming the dead rank and the server that
@@ -97,6 +98,17 @@ def case_own():
                   f"parameters differ from one server's in rank 0")
 
 
+def case_sweep():
+    for own in ([], ["--ps-server-hosts"]):
+        d = tmpdir()
+        r = run(SMALL + ["--steps", "3", "--mode", "ps,ring", "--world", "2", "--ps-servers", "2",
+                         "--out", d] + own)
+        if check(r.returncode == 0, f"ps,ring --ps-servers 2 {own}: {r.stderr}"):
+            got = {(x["mode"], x["ps_servers"], x["ps_server_hosts"]) for x in report(d)["runs"]}
+            check(got == {("ps", 2, bool(own)), ("ring", 1, False)},
+                  f"ps,ring --ps-servers 2 {own}: runs {got}")
+
+
 def case_flags():
     for flags, why in (
             (["--mode", "ps", "--world", "2", "--ps-servers", "0"], "0 servers"),
@@ -166,6 +178,7 @@ def case_kill():
 
 
 case_flags()
+case_sweep()
 case_kill()
 case_own()
 case_bits()
