@@ -1,5 +1,5 @@
-/* shard.c: the sharded parameter server (cfg.ps_servers K > 1), as ps-lite
- * and BytePS shard theirs.
+/* shard.c: the sharded parameter server (cfg.ps_servers K > 1, or servers
+ * of their own), as ps-lite and BytePS shard theirs.
  *
  * Keys: the flat parameter vector is cut into K contiguous ranges of equal
  * size (to the element: equal bytes), cutting through buckets where a
@@ -16,10 +16,10 @@
  * (k * world / K: ranks 0..K-1 at K = world; with ranks placed host-major,
  * one server on the first rank of each host when K equals the hosts, the
  * placement whose link bytes the cost model's sps-colo predicts). Its rank
- * binds it in
- * prepare() and publishes its address as that rank's endpoint; it serves
- * from open() on, once the rendezvous brought the job token. Its rank's
- * own worker reaches it over inproc://, as rank 0's does with one server.
+ * binds it in prepare() and publishes its address as that rank's endpoint;
+ * it serves from open() on, once the rendezvous brought the job token. Its
+ * rank's own worker reaches it over inproc://, as rank 0's does with one
+ * server.
  * Placement, servers of their own (cfg.ps_server_eps): K processes a
  * launcher started (gs_ps_serve_alone; on emulated hosts, each on a host of
  * its own), K = 1 included; every rank is then a plain worker of each.
