@@ -78,6 +78,10 @@ typedef struct gs_rank_result {
   uint64_t link_tx, link_rx;
   double link_window_s;
   double link_busy_tx_s, link_busy_rx_s, link_busy_s; /* busy time in the window */
+  /* rank 0 with ps servers on hosts of their own: those hosts' links, read
+   * over the same steps (hosts + k for server k; never on the wire) */
+  struct gs_rank_result *server_links;
+  int nserver_links;
   gs_step_row *rows;
   size_t nrows;
   gs_span *spans;
@@ -234,6 +238,10 @@ int gs_cluster_hosts(const gs_opts *o, gs_mode mode, int world);
  * (hosts.h gs_link_stat: up = tx, down = rx). Stop frees it. */
 typedef struct gs_link_watch gs_link_watch;
 int gs_link_watch_start(uint64_t rate_bps, double period_s, gs_link_watch **w, gs_err *e);
+/* The same for the host of process pid (a ps server of its own: its
+ * /proc/<pid>/net/dev shows its network namespace). */
+int gs_link_watch_start_pid(int pid, uint64_t rate_bps, double period_s, gs_link_watch **w,
+                            gs_err *e);
 void gs_link_watch_read(gs_link_watch *w, gs_link_stat *out);
 void gs_link_watch_stop(gs_link_watch *w);
 

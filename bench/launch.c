@@ -43,9 +43,10 @@ typedef struct envvar {
 } envvar;
 
 /* rank >= 0: rank `rank`'s; else ps server -rank - 1's (GS_PS_SERVE, its
- * address on port_fd). servers: the ps servers' addresses for the ranks. */
+ * address on port_fd). servers: the ps servers' addresses for the ranks,
+ * then their pids (on emulated hosts, where rank 0 reads their links). */
 static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, const char *secret,
-                        gs_hosts *c, const char *servers) {
+                        gs_hosts *c, const char *const servers[2]) {
   int per_host = c ? l->world / l->hosts : l->world;
   int h = rank >= 0 ? rank / per_host : l->hosts + (-rank - 1);
   gs_host_info hi = {0};
@@ -53,7 +54,7 @@ static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, con
   static const char *const keys[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
     "MASTER_ADDR", "MASTER_PORT", "GS_LAUNCHED", "GS_JOB_SECRET", "GS_RUN_DIR", "GS_PORT_FD",
     "GS_HOST", "GS_HOSTS", "GS_HOST_ADDR", "GS_DELAY_LINE", "GS_PS_SERVE", "GS_PS_SERVE_FD",
-    "GS_PS_SERVERS"};
+    "GS_PS_SERVERS", "GS_PS_SERVER_PIDS"};
   enum { NV = sizeof keys / sizeof keys[0] };
   envvar v[NV];
   memset(v, 0, sizeof v);
@@ -69,7 +70,9 @@ static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, con
   }
   if (servers) {
     v[16].set = true;
-    v[16].big = servers;
+    v[16].big = servers[0];
+    v[17].set = c != NULL;
+    v[17].big = servers[1];
   }
   PUT(0, "%d", rank);
   PUT(1, "%d", rank % per_host);
@@ -129,7 +132,7 @@ static void envp_free(char **envp) {
  * again, argv plus the run's flags, on its emulated host when there is a
  * cluster. */
 static pid_t spawn(const gs_launch *l, int rank, int port, int port_fd, const char *secret,
-                   gs_hosts *c, const char *servers, char *why, size_t cap) {
+                   gs_hosts *c, const char *const servers[2], char *why, size_t cap) {
   char **envp = rank_envp(l, rank, port, port_fd, secret, c, servers);
   char **argv = calloc((size_t)(l->argc + l->nextra + 1), sizeof *argv);
   if (!envp || !argv) {
@@ -212,14 +215,16 @@ static int cluster_open(const gs_launch *l, gs_hosts **c, char *why, size_t cap)
   return 0;
 }
 
-/* Start the ps servers of their own; *list gets their addresses, comma
- * separated, for the ranks. spids[k] 0: not started. */
+/* Start the ps servers of their own; list[0] gets their addresses, list[1]
+ * their pids as their hosts see them, comma separated, for the ranks.
+ * spids[k] 0: not started. */
 static int start_servers(const gs_launch *l, const char *secret, gs_hosts *c, pid_t *spids,
-                         char **list, char *why, size_t cap) {
+                         char *list[2], char *why, size_t cap) {
   int K = l->ps_servers_own;
-  size_t room = (size_t)K * 300, used = 0;
-  *list = calloc(room, 1);
-  if (!*list) {
+  size_t room = (size_t)K * 300, used = 0, pused = 0;
+  list[0] = calloc(room, 1);
+  list[1] = calloc((size_t)K * 16 + 1, 1);
+  if (!list[0] || !list[1]) {
     snprintf(why, cap, "out of memory");
     return 1;
   }
@@ -241,13 +246,17 @@ static int start_servers(const gs_launch *l, const char *secret, gs_hosts *c, pi
     char line[300];
     int got = gs_read_line(p[0], gs_now() + l->timeout_s, line, sizeof line);
     close(p[0]);
-    if (got != 1 || strncmp(line, "E ", 2) || strlen(line + 2) + 2 > room - used) {
+    char *sp = got == 1 ? strchr(line + 2, ' ') : NULL;
+    if (sp) *sp++ = '\0';
+    if (got != 1 || strncmp(line, "E ", 2) || !sp || strlen(line + 2) + 2 > room - used ||
+        strspn(sp, "0123456789") != strlen(sp) || strlen(sp) > 12) {
       snprintf(why, cap, "ps server %d of %d did not report its address within %.0f s%s%s", k,
                K, l->timeout_s, got == 1 ? ": " : " (it exited: see its error above)",
                got == 1 ? line : "");
       return 1;
     }
-    used += (size_t)snprintf(*list + used, room - used, "%s%s", k ? "," : "", line + 2);
+    used += (size_t)snprintf(list[0] + used, room - used, "%s%s", k ? "," : "", line + 2);
+    pused += (size_t)snprintf(list[1] + pused, 16, "%s%s", k ? "," : "", sp);
   }
   return 0;
 }
@@ -288,17 +297,19 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
   gs_secret_new(secret);
   int K = l->ps_servers_own;
   pid_t *spids = calloc((size_t)K + 1, sizeof *spids);
-  char *servers = NULL;
+  char *servers[2] = {NULL, NULL};
   if (!spids) {
     snprintf(why, cap, "out of memory");
     rc = 1;
   } else if (K > 0) {
-    rc = start_servers(l, secret, c, spids, &servers, why, cap);
+    rc = start_servers(l, secret, c, spids, servers, why, cap);
   }
+  const char *const *envs = K > 0 ? (const char *const *)servers : NULL;
   if (rc) {
     if (spids) reap_servers(spids, K, rc, 0, why, cap);
     free(spids);
-    free(servers);
+    free(servers[0]);
+    free(servers[1]);
     if (c) gs_hosts_destroy(c);
     return rc;
   }
@@ -315,14 +326,15 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
     free(pids);
     reap_servers(spids, K, rc, 0, why, cap);
     free(spids);
-    free(servers);
+    free(servers[0]);
+    free(servers[1]);
     if (c) gs_hosts_destroy(c);
     return rc;
   }
   fcntl(fds[0], F_SETFD, FD_CLOEXEC);
   fflush(NULL);
   /* world 1 has no rendezvous: nothing to wait for */
-  pids[0] = spawn(l, 0, 0, world > 1 ? fds[1] : -1, secret, c, servers, why, cap);
+  pids[0] = spawn(l, 0, 0, world > 1 ? fds[1] : -1, secret, c, envs, why, cap);
   close(fds[1]);
   int port = -3;
   if (pids[0] > 0) port = world > 1 ? read_port(fds[0], pids[0], l->timeout_s, &status0) : 1;
@@ -341,7 +353,7 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
     rc = 1;
   }
   for (int r = 1; r < world && !rc; r++) {
-    pids[r] = spawn(l, r, port, -1, secret, c, servers, why, cap);
+    pids[r] = spawn(l, r, port, -1, secret, c, envs, why, cap);
     if (pids[r] < 0) {
       pids[r] = 0;
       rc = 1;
@@ -351,7 +363,8 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
   rc = reap_servers(spids, K, rc, l->timeout_s, why, cap);
   free(pids);
   free(spids);
-  free(servers);
+  free(servers[0]);
+  free(servers[1]);
   if (c) gs_hosts_destroy(c);
   return rc;
 }

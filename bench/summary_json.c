@@ -331,9 +331,11 @@ static int read_run(json_t *j, gs_summary *s, gs_err *e) {
   }
   json_t *links = member(j, "links", where, e);
   if (!links) return e->code;
-  if (!json_is_array(links) || json_array_size(links) > (size_t)(s->hosts > 0 ? s->hosts : 0))
+  /* the ranks' hosts, then those of ps servers of their own */
+  int most = s->hosts > 0 ? s->hosts + (s->ps_server_hosts ? s->ps_servers : 0) : 0;
+  if (!json_is_array(links) || json_array_size(links) > (size_t)most)
     return GS_FAIL(e, GS_EPROTO, "run %s: links is not an array of at most %d hosts", where,
-                   s->hosts);
+                   most);
   s->links = calloc(json_array_size(links) + 1, sizeof *s->links);
   if (!s->links) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   for (size_t i = 0; i < json_array_size(links); i++) {

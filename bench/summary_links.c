@@ -18,8 +18,8 @@
  *                           per step
  * A sharded ps is the model's sps-colo when its K servers are one per host
  * (K = hosts; ps/shard.c places them so); other K have no prediction. With
- * servers of their own it is sps-hosts; the links listed are the ranks'
- * hosts' (no rank reads a server host's counters). */
+ * servers of their own it is sps-hosts, and the links listed are the
+ * ranks' hosts' and then the servers' (rank 0 reads theirs). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,13 +117,16 @@ int gs_summary_links(const gs_run_info *info, const gs_rank_result *ranks, gs_su
   s->link_delay = strdup(info->hosts > 0 && info->delay ? info->delay : "none");
   if (!cm->bottleneck || !s->link_delay) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   if (s->hosts == 0) return GS_OK;
-  s->links = calloc((size_t)s->hosts, sizeof *s->links);
+  /* servers on hosts of their own: hosts + k, read by rank 0 */
+  int servers = ranks[0].nserver_links;
+  s->links = calloc((size_t)(s->hosts + servers), sizeof *s->links);
   if (!s->links) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   double steps = s->measured_steps > 0 ? (double)s->measured_steps : 1;
-  for (int h = 0; h < s->hosts; h++) {
+  for (int h = 0; h < s->hosts + servers; h++) {
     const gs_rank_result *x = NULL;
     for (int r = 0; r < info->world && !x; r++)
       if (ranks[r].link_host == h) x = &ranks[r];
+    if (h >= s->hosts) x = &ranks[0].server_links[h - s->hosts];
     if (!x || !(x->link_window_s > 0))
       return GS_FAIL(e, GS_EINVAL, "summary: host %d's link counters were not reported (its "
                      "first rank reads them)", h);

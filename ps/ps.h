@@ -89,7 +89,7 @@ extern const gs_backend gs_ps_backend;
 
 /* A ps server in a process of its own that a launcher started
  * (--ps-server-hosts: one of K, on an emulated host of its own): bind
- * tcp://host:*, write "E <endpoint>\n" on fd (then close it), serve one job
+ * tcp://host:*, write "E <endpoint> <pid>\n" on fd (then close it), serve one job
  * on the CPU (its token is rank 0's Init's) until every rank said goodbye
  * (GS_OK) or the job failed. max_elems: the most parameters it may own. */
 int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,

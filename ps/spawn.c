@@ -118,7 +118,11 @@ int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, siz
   int rc = gs_zap_start(ctx, cred, "ps server (own process)", &zap, e);
   if (rc == GS_OK) rc = gs_ps_server_create(&o, &srv, ep, NULL, e);
   else k->destroy(k);
-  if (rc == GS_OK) put_line(fd, 'E', ep);
+  if (rc == GS_OK) {
+    char line[GS_ENDPOINT_MAX + 32];
+    snprintf(line, sizeof line, "%s %d", ep, (int)getpid());
+    put_line(fd, 'E', line);
+  }
   close(fd);
   if (rc == GS_OK) rc = gs_ps_server_run(srv, e);
   gs_ps_server_destroy(srv);  /* flushes the Error messages to the workers */

@@ -16,8 +16,9 @@
   sharded --ps-servers K, one server per host (K = hosts): each link carries
           what the cost model's sps-colo says (the same bounds as bytes),
           every host alike; with --ps-server-hosts (servers on hosts of their
-          own) each rank's host carries what sps-hosts says, n S each way;
-          the parameters are bitwise those of one server over loopback
+          own) each rank's host carries what sps-hosts says, n S each way,
+          and each server's host (listed after them) N S / K; the
+          parameters are bitwise those of one server over loopback
   kill    SIGKILL of the launcher mid-run: no namespace, veth or process of
           the run remains, nothing in /run/netns
   nocap   without CAP_NET_ADMIN: a clear error naming it, non-zero exit
@@ -167,16 +168,20 @@ def case_sharded():
         check(run0["ps_servers"] == k and run0["ps_server_hosts"] == own,
               f"{what}: report.json ps_servers {run0['ps_servers']}, ps_server_hosts "
               f"{run0['ps_server_hosts']}")
+        links = run0["links"]
         if own:  # a rank's host sends its gradients and receives its parameters, no more
             n, S = world // hosts, run0["gradient_bytes"]
             check(all(l["model_tx_bytes"] == n * S and l["model_rx_bytes"] == n * S
-                      for l in run0["links"]),
-                  f"{what}: the model's bytes are n S = {n * S} each way: {run0['links']}")
-        links = run0["links"]
-        check_links(what, hosts, links)
-        # one server per host: every link carries the same, no master link
-        rx = [l["rx_bytes"] for l in links]
-        check(max(rx) < 1.15 * min(rx), f"{what}: the links carry alike: {rx}")
+                      for l in links[:hosts]),
+                  f"{what}: the model's bytes are n S = {n * S} each way: {links[:hosts]}")
+            check(all(l["model_tx_bytes"] == world * S / k and l["model_rx_bytes"] == world * S / k
+                      for l in links[hosts:]),
+                  f"{what}: a server host's model bytes are N S / K = {world * S / k}: "
+                  f"{links[hosts:]}")
+        check_links(what, hosts + (k if own else 0), links)
+        # no master link: every rank's host carries the same
+        rx = [l["rx_bytes"] for l in links[:hosts]]
+        check(max(rx) < 1.15 * min(rx), f"{what}: the ranks' links carry alike: {rx}")
         cm = run0["cost_model"]
         check(cm["comm_s_predicted"] and cm["comm_s_predicted"] > 0,
               f"{what}: the cost model's time is in report.json: {cm}")
