@@ -51,6 +51,8 @@ typedef struct gs_opts {
   /* backends */
   int overlap;               /* -1: the mode's default (ps off, ring on) */
   bool dedicated;            /* --ps-dedicated */
+  int ps_servers;            /* --ps-servers K: servers sharing the parameters (ps only) */
+  bool ps_server_hosts;      /* --ps-server-hosts: they run in processes (hosts) of their own */
   double timeout_s;
   const char *device;        /* cpu | cuda | auto */
   const char *bind;          /* --bind: address the sockets bind (NULL: job.c's rule) */

@@ -25,6 +25,7 @@
 #include "bench/results.h"
 #include "bench/summary.h"
 #include "bench/svg.h"
+#include "ps/ps.h"
 
 #define put gs_svg_put
 
@@ -127,8 +128,11 @@ int gs_charts_timeline(const char *dir, const char *id, const gs_run_info *info,
   for (int r = 0; r < N; r++) {
     double y = y1 + 6 + r * pitch;
     put(&b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%d%s</text>\n", x0 - 6,
-        y + lane / 2.0 + 4, r, info->mode == GS_MODE_PS && r == 0 && !info->dedicated ? " (ps)"
-                                                                                       : "");
+        y + lane / 2.0 + 4, r,
+        info->mode == GS_MODE_PS && !info->dedicated && !info->ps_server_hosts &&
+                gs_ps_runs_server(r, N, info->ps_servers > 1 ? info->ps_servers : 1)
+            ? " (ps)"
+            : "");
     put(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"%s\" "
         "fill-opacity=\"0.35\"/>\n", x0, y, x1 - x0, lane, gs_svg_part_colors[4]);
     for (size_t t = first; t < steps; t++) {

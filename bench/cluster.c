@@ -114,18 +114,19 @@ static void *watcher(void *arg) {
   return NULL;
 }
 
-int gs_link_watch_start(uint64_t rate_bps, double period_s, gs_link_watch **out, gs_err *e) {
+static int watch_start(const char *netdev, uint64_t rate_bps, double period_s,
+                       gs_link_watch **out, gs_err *e) {
   *out = NULL;
   gs_link_watch *w = calloc(1, sizeof *w);
   if (!w) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   uint64_t tx, rx;
   w->period = period_s;
-  w->fd = open("/proc/self/net/dev", O_RDONLY | O_CLOEXEC);
+  w->fd = open(netdev, O_RDONLY | O_CLOEXEC);
   if (w->fd < 0 || gs_netdev_read_eth0(w->fd, &rx, &tx) < 0) {
     if (w->fd >= 0) close(w->fd);
     free(w);
-    return GS_FAIL(e, GS_EIO, "cannot read this host's link counters (eth0 in "
-                   "/proc/self/net/dev): is this rank on an emulated host?");
+    return GS_FAIL(e, GS_EIO, "cannot read a host's link counters (eth0 in %s): is it an "
+                   "emulated host?", netdev);
   }
   gs_link_acc_start(&w->acc, rate_bps, gs_now(), tx, rx);
   pthread_mutex_init(&w->mu, NULL);
@@ -144,6 +145,17 @@ int gs_link_watch_start(uint64_t rate_bps, double period_s, gs_link_watch **out,
   }
   *out = w;
   return GS_OK;
+}
+
+int gs_link_watch_start(uint64_t rate_bps, double period_s, gs_link_watch **out, gs_err *e) {
+  return watch_start("/proc/self/net/dev", rate_bps, period_s, out, e);
+}
+
+int gs_link_watch_start_pid(int pid, uint64_t rate_bps, double period_s, gs_link_watch **out,
+                            gs_err *e) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/net/dev", pid);
+  return watch_start(path, rate_bps, period_s, out, e);
 }
 
 void gs_link_watch_read(gs_link_watch *w, gs_link_stat *out) {

@@ -23,6 +23,9 @@
 void gs_rank_result_free(gs_rank_result *r) {
   free(r->rows);
   free(r->spans);
+  free(r->server_links);
+  r->server_links = NULL;
+  r->nserver_links = 0;
   r->rows = NULL;
   r->spans = NULL;
 }

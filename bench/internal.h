@@ -78,6 +78,10 @@ typedef struct gs_rank_result {
   uint64_t link_tx, link_rx;
   double link_window_s;
   double link_busy_tx_s, link_busy_rx_s, link_busy_s; /* busy time in the window */
+  /* rank 0 with ps servers on hosts of their own: those hosts' links, read
+   * over the same steps (hosts + k for server k; never on the wire) */
+  struct gs_rank_result *server_links;
+  int nserver_links;
   gs_step_row *rows;
   size_t nrows;
   gs_span *spans;
@@ -192,6 +196,14 @@ void gs_job_report_error(gs_job *j, const char *phase, const char *msg);
 /* ---- one rank (rank.c) ---- */
 /* Run this process as env->rank of a job of mode m; returns an exit code. */
 int gs_rank_main(const gs_opts *o, gs_mode m, const gs_rank_env *env);
+/* ---- ps servers of their own (ps_serve.c) ---- */
+/* The server role: serve GS_PS_SERVE's server of the run; an exit code. */
+int gs_ps_serve_main(const gs_opts *o);
+/* A rank's view: the o->ps_servers servers' addresses, from GS_PS_SERVERS
+ * (o->ps_servers strings, freed with gs_ps_serve_endpoints_free). */
+int gs_ps_serve_endpoints(const gs_opts *o, char ***out, gs_err *e);
+void gs_ps_serve_endpoints_free(const gs_opts *o, char **eps);
+
 /* The kernels of --device for this local rank. */
 int gs_bench_kernels(const gs_opts *o, int local_rank, int threads, gs_kernels **k, gs_err *e);
 /* SIGINT / SIGTERM set gs_interrupted; SIGPIPE is ignored. */
@@ -226,6 +238,10 @@ int gs_cluster_hosts(const gs_opts *o, gs_mode mode, int world);
  * (hosts.h gs_link_stat: up = tx, down = rx). Stop frees it. */
 typedef struct gs_link_watch gs_link_watch;
 int gs_link_watch_start(uint64_t rate_bps, double period_s, gs_link_watch **w, gs_err *e);
+/* The same for the host of process pid (a ps server of its own: its
+ * /proc/<pid>/net/dev shows its network namespace). */
+int gs_link_watch_start_pid(int pid, uint64_t rate_bps, double period_s, gs_link_watch **w,
+                            gs_err *e);
 void gs_link_watch_read(gs_link_watch *w, gs_link_stat *out);
 void gs_link_watch_stop(gs_link_watch *w);
 
@@ -249,6 +265,9 @@ typedef struct gs_launch {
   struct gs_link_stat *links; /* non-NULL, on hosts: what each host's link carried
                                  while the ranks ran (t: the window), *nlinks hosts */
   int *nlinks;
+  int ps_servers_own;       /* > 0: that many ps servers in processes of their own
+                               (--ps-server-hosts), on hosts of their own beyond the
+                               ranks' when there are emulated hosts */
 } gs_launch;
 int gs_launch_run(const gs_launch *l, char *why, size_t cap);
 /* Wait for n spawned ranks (pids[i] is rank first_rank + i; 0: none to

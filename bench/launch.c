@@ -10,7 +10,13 @@
  * notice and report it themselves (their errors name the missing rank and
  * the phase); whatever is left then is killed. SIGINT / SIGTERM to the
  * launcher are forwarded, and stragglers are killed after a grace period.
- * That watching (gs_launch_watch) also serves bench --nnodes (nodes.c). */
+ * That watching (gs_launch_watch) also serves bench --nnodes (nodes.c).
+ *
+ * With --ps-server-hosts the K ps servers start before the ranks: each is
+ * this executable again with GS_PS_SERVE=k (bench's server role), on host
+ * hosts + k of the cluster when there is one; each writes its address on a
+ * pipe, and the ranks find them all in GS_PS_SERVERS. The servers are
+ * waited for after the ranks (they end with the job), then killed. */
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -32,22 +38,42 @@
 typedef struct envvar {
   const char *key;
   char val[128];
+  const char *big;          /* instead of val when set */
   bool set;
 } envvar;
 
+/* rank >= 0: rank `rank`'s; else ps server -rank - 1's (GS_PS_SERVE, its
+ * address on port_fd). servers: the ps servers' addresses for the ranks,
+ * then their pids (on emulated hosts, where rank 0 reads their links). */
 static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, const char *secret,
-                        gs_hosts *c) {
-  int per_host = c ? l->world / l->hosts : l->world, h = rank / per_host;
+                        gs_hosts *c, const char *const servers[2]) {
+  int per_host = c ? l->world / l->hosts : l->world;
+  int h = rank >= 0 ? rank / per_host : l->hosts + (-rank - 1);
   gs_host_info hi = {0};
   if (c) gs_hosts_info(c, h, &hi);
   static const char *const keys[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
     "MASTER_ADDR", "MASTER_PORT", "GS_LAUNCHED", "GS_JOB_SECRET", "GS_RUN_DIR", "GS_PORT_FD",
-    "GS_HOST", "GS_HOSTS", "GS_HOST_ADDR", "GS_DELAY_LINE"};
+    "GS_HOST", "GS_HOSTS", "GS_HOST_ADDR", "GS_DELAY_LINE", "GS_PS_SERVE", "GS_PS_SERVE_FD",
+    "GS_PS_SERVERS", "GS_PS_SERVER_PIDS"};
   enum { NV = sizeof keys / sizeof keys[0] };
   envvar v[NV];
   memset(v, 0, sizeof v);
   for (int i = 0; i < NV; i++) v[i].key = keys[i];
 #define PUT(i, ...) (v[i].set = true, snprintf(v[i].val, sizeof v[i].val, __VA_ARGS__))
+  if (rank < 0) {
+    /* a ps server: the job's secret and where to bind, no rank */
+    PUT(7, "%s", secret);
+    PUT(12, "%s", c ? hi.addr : "127.0.0.1");
+    PUT(14, "%d", -rank - 1);
+    PUT(15, "%d", port_fd);
+    goto built;
+  }
+  if (servers) {
+    v[16].set = true;
+    v[16].big = servers[0];
+    v[17].set = c != NULL;
+    v[17].big = servers[1];
+  }
   PUT(0, "%d", rank);
   PUT(1, "%d", rank % per_host);
   PUT(2, "%d", l->world);
@@ -70,6 +96,7 @@ static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, con
     PUT(12, "%s", hi.addr);
     if (l->latency_s > 0 && !gs_hosts_has_delay(c)) PUT(13, "%.9g", l->latency_s);
   }
+built:
 #undef PUT
   size_t n = 0;
   while (environ[n]) n++;
@@ -85,7 +112,7 @@ static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, con
     if (!ours && !(envp[m++] = strdup(environ[i]))) goto oom;
   }
   for (int j = 0; j < NV; j++)
-    if (v[j].set && asprintf(&envp[m++], "%s=%s", v[j].key, v[j].val) < 0) {
+    if (v[j].set && asprintf(&envp[m++], "%s=%s", v[j].key, v[j].big ? v[j].big : v[j].val) < 0) {
       envp[--m] = NULL;
       goto oom;
     }
@@ -101,11 +128,12 @@ static void envp_free(char **envp) {
   free(envp);
 }
 
-/* Start rank `rank`: this executable again, argv plus the run's flags, on
- * its emulated host when there is a cluster. */
+/* Start rank `rank` (< 0: a ps server, as rank_envp): this executable
+ * again, argv plus the run's flags, on its emulated host when there is a
+ * cluster. */
 static pid_t spawn(const gs_launch *l, int rank, int port, int port_fd, const char *secret,
-                   gs_hosts *c, char *why, size_t cap) {
-  char **envp = rank_envp(l, rank, port, port_fd, secret, c);
+                   gs_hosts *c, const char *const servers[2], char *why, size_t cap) {
+  char **envp = rank_envp(l, rank, port, port_fd, secret, c, servers);
   char **argv = calloc((size_t)(l->argc + l->nextra + 1), sizeof *argv);
   if (!envp || !argv) {
     envp_free(envp);
@@ -121,7 +149,8 @@ static pid_t spawn(const gs_launch *l, int rank, int port, int port_fd, const ch
   if (c) {
     gs_err e = {0};
     if (!l->exec) argv[0] = "/proc/self/exe";
-    if (gs_hosts_spawn(c, rank / (l->world / l->hosts), argv, envp, &pid, &e) < 0) {
+    int h = rank >= 0 ? rank / (l->world / l->hosts) : l->hosts + (-rank - 1);
+    if (gs_hosts_spawn(c, h, argv, envp, &pid, &e) < 0) {
       snprintf(why, cap, "rank %d: %s", rank, e.msg);
       pid = -1;
     }
@@ -173,7 +202,8 @@ static int read_port(int fd, pid_t rank0, double timeout_s, int *status) {
 static int cluster_open(const gs_launch *l, gs_hosts **c, char *why, size_t cap) {
   *c = NULL;
   if (l->hosts <= 0) return 0;
-  gs_hosts_cfg cfg = {.hosts = l->hosts, .rate_bps = l->link_bps, .delay_s = l->latency_s};
+  gs_hosts_cfg cfg = {.hosts = l->hosts + l->ps_servers_own, .rate_bps = l->link_bps,
+                      .delay_s = l->latency_s};
   gs_err e = {0};
   /* the delay: netem where the kernel has it, else the wire's delay line */
   int netem = l->latency_s > 0 ? gs_hosts_netem(&e) : 1;
@@ -185,16 +215,105 @@ static int cluster_open(const gs_launch *l, gs_hosts **c, char *why, size_t cap)
   return 0;
 }
 
+/* Start the ps servers of their own; list[0] gets their addresses, list[1]
+ * their pids as their hosts see them, comma separated, for the ranks.
+ * spids[k] 0: not started. */
+static int start_servers(const gs_launch *l, const char *secret, gs_hosts *c, pid_t *spids,
+                         char *list[2], char *why, size_t cap) {
+  int K = l->ps_servers_own;
+  size_t room = (size_t)K * 300, used = 0, pused = 0;
+  list[0] = calloc(room, 1);
+  list[1] = calloc((size_t)K * 16 + 1, 1);
+  if (!list[0] || !list[1]) {
+    snprintf(why, cap, "out of memory");
+    return 1;
+  }
+  for (int k = 0; k < K; k++) {
+    int p[2];
+    if (pipe(p) < 0) {
+      snprintf(why, cap, "pipe: %s", strerror(errno));
+      return 1;
+    }
+    fcntl(p[0], F_SETFD, FD_CLOEXEC);
+    fflush(NULL);
+    spids[k] = spawn(l, -k - 1, 0, p[1], secret, c, NULL, why, cap);
+    close(p[1]);
+    if (spids[k] <= 0) {
+      spids[k] = 0;
+      close(p[0]);
+      return 1;
+    }
+    char line[300];
+    int got = gs_read_line(p[0], gs_now() + l->timeout_s, line, sizeof line);
+    close(p[0]);
+    char *sp = got == 1 ? strchr(line + 2, ' ') : NULL;
+    if (sp) *sp++ = '\0';
+    if (got != 1 || strncmp(line, "E ", 2) || !sp || strlen(line + 2) + 2 > room - used ||
+        strspn(sp, "0123456789") != strlen(sp) || strlen(sp) > 12) {
+      snprintf(why, cap, "ps server %d of %d did not report its address within %.0f s%s%s", k,
+               K, l->timeout_s, got == 1 ? ": " : " (it exited: see its error above)",
+               got == 1 ? line : "");
+      return 1;
+    }
+    used += (size_t)snprintf(list[0] + used, room - used, "%s%s", k ? "," : "", line + 2);
+    pused += (size_t)snprintf(list[1] + pused, 16, "%s%s", k ? "," : "", sp);
+  }
+  return 0;
+}
+
+/* The ranks are done: the servers end with the job (or, when it failed,
+ * by their own timeout); stragglers are killed. */
+static int reap_servers(const pid_t *spids, int K, int rc, double timeout_s, char *why,
+                        size_t cap) {
+  double deadline = gs_now() + (rc || gs_interrupted ? 1.0 : timeout_s + 2.0);
+  for (int k = 0; k < K; k++) {
+    if (spids[k] <= 0) continue;
+    int st = 0;
+    pid_t w;
+    while ((w = waitpid(spids[k], &st, WNOHANG)) == 0 && gs_now() < deadline) usleep(20000);
+    if (w == 0) {
+      kill(spids[k], SIGKILL);
+      waitpid(spids[k], &st, 0);
+      if (!rc) {
+        rc = 1;
+        snprintf(why, cap, "ps server %d of %d did not end with the job: killed", k, K);
+      }
+    } else if (!rc && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+      rc = 1;
+      snprintf(why, cap, "ps server %d of %d failed (wait status %d)", k, K, st);
+    }
+  }
+  return rc;
+}
+
 int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
   int world = l->world;
   int rc = 0, status0 = 0;
   *why = 0;
   gs_hosts *c = NULL;
   if ((rc = cluster_open(l, &c, why, cap))) return rc;
-  pid_t *pids = calloc((size_t)world, sizeof *pids);
   /* a fresh secret per job: a rank of an earlier job cannot join this one */
   char secret[2 * GS_KEY_BYTES + 1];
   gs_secret_new(secret);
+  int K = l->ps_servers_own;
+  pid_t *spids = calloc((size_t)K + 1, sizeof *spids);
+  char *servers[2] = {NULL, NULL};
+  if (!spids) {
+    snprintf(why, cap, "out of memory");
+    rc = 1;
+  } else if (K > 0) {
+    rc = start_servers(l, secret, c, spids, servers, why, cap);
+  }
+  const char *const *envs = K > 0 ? (const char *const *)servers : NULL;
+  if (rc) {
+    if (spids) reap_servers(spids, K, rc, 0, why, cap);
+    free(spids);
+    free(servers[0]);
+    free(servers[1]);
+    if (c) gs_hosts_destroy(c);
+    return rc;
+  }
+  pid_t *pids = calloc((size_t)world, sizeof *pids);
   int fds[2] = {-1, -1};
   if (!pids) {
     snprintf(why, cap, "out of memory");
@@ -205,6 +324,10 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
   }
   if (rc) {
     free(pids);
+    reap_servers(spids, K, rc, 0, why, cap);
+    free(spids);
+    free(servers[0]);
+    free(servers[1]);
     if (c) gs_hosts_destroy(c);
     return rc;
   }
@@ -219,7 +342,8 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
   /* world 1 has no rendezvous, and a command of the user's none of ours:
    * nothing to wait for */
   bool rdv = world > 1 && !l->exec;
-  pids[0] = spawn(l, 0, l->exec ? l->exec_port : 0, rdv ? fds[1] : -1, secret, c, why, cap);
+  pids[0] = spawn(l, 0, l->exec ? l->exec_port : 0, rdv ? fds[1] : -1, secret, c, envs, why,
+                  cap);
   close(fds[1]);
   int port = -3;
   if (pids[0] > 0)
@@ -239,14 +363,18 @@ int gs_launch_run(const gs_launch *l, char *why, size_t cap) {
     rc = 1;
   }
   for (int r = 1; r < world && !rc; r++) {
-    pids[r] = spawn(l, r, port, -1, secret, c, why, cap);
+    pids[r] = spawn(l, r, port, -1, secret, c, envs, why, cap);
     if (pids[r] < 0) {
       pids[r] = 0;
       rc = 1;
     }
   }
   rc = gs_launch_watch(pids, world, 0, rc, l->timeout_s, l->exec, why, cap);
+  rc = reap_servers(spids, K, rc, l->timeout_s, why, cap);
   free(pids);
+  free(spids);
+  free(servers[0]);
+  free(servers[1]);
   if (first) {
     gs_err se = {0};
     for (int h = 0; h < l->hosts; h++) {

@@ -59,6 +59,8 @@ static int run(gs_opts *op, int argc, char **argv) {
     fprintf(stderr, "bench: --report %s: %s\n", o.report, e.msg);
     return 1;
   }
+  /* bench's launcher starts a --ps-server-hosts server as GS_PS_SERVE */
+  if (getenv("GS_PS_SERVE")) return gs_ps_serve_main(&o);
   if (gs_rank_env_read(&env, &e) < 0) {
     fprintf(stderr, "bench: %s\n", e.msg);
     return 2;

@@ -353,6 +353,12 @@ static const flag FLAGS[] = {
    0, 0, 0},
   SWITCH("ps-dedicated", 0, "off",
          "run the parameter server as its own process instead of inside rank 0", dedicated, 1),
+  NUM("ps-servers", 0, "K", "1", "ps: K servers share the parameters by key range (sharded "
+      "ps, as BytePS), server k a thread of rank k*world/K: one per host when K = --hosts",
+      p_whole, ps_servers, 1, 1024),
+  SWITCH("ps-server-hosts", 0, "off", "ps: the --ps-servers run as processes of their own, on "
+         "emulated hosts (--link) each on a host of its own beyond the ranks' (BytePS' spare "
+         "machines)", ps_server_hosts, 1),
   NUM("timeout", 0, "SEC", "60", "longest wait for any peer before failing", p_real,
       timeout_s, 0.05, 86400),
   WORD("device", "D", "auto", NULL, "cpu | cuda | auto (cuda when a GPU is present)", p_device,

@@ -5,10 +5,51 @@
  * the settings string every rank of a job compares with rank 0's. */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "allreduce/allreduce.h"
 #include "bench/internal.h"
+
+/* --ps-servers K > 1: the sharded ps (ps/shard.c) and what it leaves out. */
+static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
+  int K = o->ps_servers;
+  if (o->ps_server_hosts) {
+    if (o->nnodes > 0)
+      return GS_FAIL(e, GS_EINVAL, "--ps-server-hosts: bench's launcher on one machine starts "
+                     "the servers; --nnodes cannot");
+    if (!strcmp(o->transport, "ipc"))
+      return GS_FAIL(e, GS_EINVAL, "--ps-server-hosts: the servers listen on TCP; drop "
+                     "--transport ipc");
+  } else if (K <= 1) {
+    return GS_OK;
+  }
+  char flag[48]; /* what the messages name */
+  if (o->ps_server_hosts) snprintf(flag, sizeof flag, "--ps-servers %d --ps-server-hosts", K);
+  else snprintf(flag, sizeof flag, "--ps-servers %d", K);
+  /* a sweep's flags apply to its ps runs; its launcher starts each other
+   * run's ranks with the same flags and that run's --mode */
+  bool ps = getenv("GS_LAUNCHED") != NULL;
+  for (int i = 0; i < o->nmodes; i++) ps |= o->modes[i] == GS_MODE_PS;
+  if (!ps)
+    return GS_FAIL(e, GS_EINVAL, "%s shards the parameter server: it needs --mode ps", flag);
+  if (o->dedicated)
+    return GS_FAIL(e, GS_EINVAL, "%s runs the servers in %s, --ps-dedicated one server in a "
+                   "process that rank 0 forks: give one of them", flag,
+                   o->ps_server_hosts ? "processes of their own" : "the ranks' processes");
+  if (o->collective)
+    return GS_FAIL(e, GS_EINVAL, "%s: the collective benchmark runs one ps server", flag);
+  if (o->train.precision != GS_F32 || o->train.dynamic_scale || o->train.loss_scale != 1.0f)
+    return GS_FAIL(e, GS_EINVAL, "%s needs --precision fp32 without --loss-scale: a step's "
+                   "inf/NaN verdict covers every gradient, which the servers would have to "
+                   "agree on", flag);
+  for (int i = 0; i < o->nworlds && !o->ps_server_hosts; i++)
+    if (o->worlds[i] > 1 && o->worlds[i] < K)
+      return GS_FAIL(e, GS_EINVAL, "%s: world %d has fewer ranks than servers (each server is "
+                     "a thread of a rank; --ps-server-hosts runs them on their own)", flag,
+                     o->worlds[i]);
+  return GS_OK;
+}
 
 int gs_opts_resolve(gs_opts *o, gs_err *e) {
   if (o->calibrate || o->project) return gs_model_resolve(o, e);
@@ -62,6 +103,7 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
         return GS_FAIL(e, GS_EINVAL, "--collective needs --mode ps or ring");
     GS_TRY(gs_collective_resolve(o, e));
   }
+  GS_TRY(resolve_ps_servers(o, e));
   GS_TRY(gs_cluster_resolve(o, e));
   if (o->exec) return gs_exec_resolve(o, e);
   if (o->link_bps && !strcmp(o->transport, "ipc"))
@@ -87,12 +129,14 @@ size_t gs_opts_settings(const gs_opts *o, gs_mode mode, int world, char *buf, si
                    "momentum=%.9g\nweight_decay=%.9g\nseed=%llu\nshuffle=%d\ndrop_last=%d\n"
                    "precision=%s\nloss_scale=%.9g\ndynamic_scale=%d\ncompute_ms=%.9g\n"
                    "bucket_mb=%.9g\nfirst_bucket_mb=%.9g\noverlap=%d\nps_dedicated=%d\n"
-                   "device=%s\nsamples=%lld\nload_params=%s\nverify=%d\n",
+                   "ps_servers=%d\nps_server_hosts=%d\ndevice=%s\nsamples=%lld\n"
+                   "load_params=%s\nverify=%d\n",
                    gs_mode_name(mode), world, t->model, t->data, t->batch, (long long)t->steps,
                    t->lr, t->momentum, t->weight_decay, (unsigned long long)t->seed, t->shuffle,
                    t->drop_last, gs_dtype_name(t->precision), t->loss_scale, t->dynamic_scale,
                    t->compute_ms, t->bucket_mb, t->first_bucket_mb, o->overlap, o->dedicated,
-                   o->device, (long long)t->synthetic_samples,
+                   mode == GS_MODE_PS ? o->ps_servers : 1,
+                   mode == GS_MODE_PS && o->ps_server_hosts, o->device, (long long)t->synthetic_samples,
                    t->load_params ? t->load_params : "", o->verify);
   return n < 0 ? 0 : (size_t)n;
 }

@@ -62,7 +62,52 @@ typedef struct step_ctx {
   int64_t steps;
   gs_link_watch *link;     /* the first rank of an emulated host: its link */
   gs_link_stat link0, link1;  /* at the start and the end of the measured steps */
+  /* rank 0: the links of ps servers on hosts of their own, read alike */
+  gs_link_watch **srv;
+  gs_link_stat *srv0, *srv1;
+  int nsrv;
 } step_ctx;
+
+/* Rank 0 on emulated hosts with ps servers on hosts of their own: watch
+ * their links too (GS_PS_SERVER_PIDS: their pids, which this rank's /proc
+ * shows, the cluster's processes sharing one PID namespace). */
+static int watch_servers(step_ctx *c, gs_err *e) {
+  const char *v = getenv("GS_PS_SERVER_PIDS");
+  int K = c->o->ps_servers;
+  if (!v || !*v) return GS_OK;
+  c->srv = calloc((size_t)K, sizeof *c->srv);
+  c->srv0 = calloc((size_t)K, sizeof *c->srv0);
+  c->srv1 = calloc((size_t)K, sizeof *c->srv1);
+  if (!c->srv || !c->srv0 || !c->srv1) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  const char *p = v;
+  for (int k = 0; k < K; k++) {
+    char *end;
+    long pid = strtol(p, &end, 10);
+    if (end == p || pid <= 0 || (*end && *end != ','))
+      return GS_FAIL(e, GS_EINVAL, "GS_PS_SERVER_PIDS='%.100s': not %d pids", v, K);
+    GS_TRY(gs_link_watch_start_pid((int)pid, c->o->link_bps, 0.005, &c->srv[k], e));
+    gs_link_watch_read(c->srv[k], &c->srv0[k]);
+    c->nsrv = k + 1;
+    p = *end ? end + 1 : end;
+  }
+  return GS_OK;
+}
+
+static void read_servers(step_ctx *c, gs_link_stat *into) {
+  for (int k = 0; k < c->nsrv; k++) gs_link_watch_read(c->srv[k], &into[k]);
+}
+
+/* the counters of one link over the window [a, b], as a rank reports them */
+static void link_result(gs_rank_result *x, int host, const gs_link_stat *a,
+                        const gs_link_stat *b) {
+  x->link_host = host;
+  x->link_tx = b->up_bytes - a->up_bytes;
+  x->link_rx = b->down_bytes - a->down_bytes;
+  x->link_window_s = b->t - a->t;
+  x->link_busy_tx_s = b->up_busy_s - a->up_busy_s;
+  x->link_busy_rx_s = b->down_busy_s - a->down_busy_s;
+  x->link_busy_s = b->any_busy_s - a->any_busy_s;
+}
 
 /* FNV-1a over the parameter bytes: the same bits give the same hash on
  * every rank, which is what --verify checks. */
@@ -107,6 +152,8 @@ static int on_step(void *vctx, const gs_step_row *row) {
   }
   if (c->link && row->step + 1 == c->run.warmup) gs_link_watch_read(c->link, &c->link0);
   if (c->link && row->step + 1 == c->steps) gs_link_watch_read(c->link, &c->link1);
+  if (row->step + 1 == c->run.warmup) read_servers(c, c->srv0);
+  if (row->step + 1 == c->steps) read_servers(c, c->srv1);
   if (c->rank == 0 && !c->o->quiet) {
     double now = gs_now();
     int64_t done = row->step + 1;
@@ -198,6 +245,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   gs_sync *sync = NULL;
   gs_rank_result *results = NULL;
   size_t *bucket_bytes = NULL; /* the cost model's plan, for the summary */
+  char **server_eps = NULL;    /* --ps-server-hosts: the servers' addresses */
   gs_run_info info = gs_run_info_of(o, mode, world);
   step_ctx sc = {.o = o, .mode = mode, .rank = rank, .world = world, .csv = -1, .run = info};
   gs_sync_config cfg;
@@ -218,6 +266,11 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   gs_trainer_sync_config(t, &cfg);
   cfg.overlap = o->overlap < 0 ? mode == GS_MODE_RING : o->overlap == 1;
   cfg.dedicated = o->dedicated;
+  cfg.ps_servers = mode == GS_MODE_PS ? o->ps_servers : 1;
+  if (mode == GS_MODE_PS && o->ps_server_hosts && world > 1) {
+    if ((rc = gs_ps_serve_endpoints(o, &server_eps, &e)) < 0) goto fail;
+    cfg.ps_server_eps = (const char *const *)server_eps;
+  }
   sc.cfg = &cfg;
 
   char settings[4096];
@@ -262,6 +315,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   if (env->hosts > 0 && job.local_rank == 0) {
     if ((rc = gs_link_watch_start(o->link_bps, 0.005, &sc.link, &e)) < 0) goto fail;
     gs_link_watch_read(sc.link, &sc.link0);
+    if (rank == 0 && mode == GS_MODE_PS && (rc = watch_servers(&sc, &e)) < 0) goto fail;
   }
   sc.tty = isatty(1) && !getenv("GS_TEST");
   sc.steps = o->train.steps;
@@ -288,14 +342,12 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
 
   phase = "gathering measurements";
   gs_rank_result mine = {.rank = rank, .peak_rss = peak_rss(), .link_host = -1};
-  if (sc.link && sc.link1.t > sc.link0.t) {
-    mine.link_host = env->host;
-    mine.link_tx = sc.link1.up_bytes - sc.link0.up_bytes;
-    mine.link_rx = sc.link1.down_bytes - sc.link0.down_bytes;
-    mine.link_window_s = sc.link1.t - sc.link0.t;
-    mine.link_busy_tx_s = sc.link1.up_busy_s - sc.link0.up_busy_s;
-    mine.link_busy_rx_s = sc.link1.down_busy_s - sc.link0.down_busy_s;
-    mine.link_busy_s = sc.link1.any_busy_s - sc.link0.any_busy_s;
+  if (sc.link && sc.link1.t > sc.link0.t) link_result(&mine, env->host, &sc.link0, &sc.link1);
+  if (sc.nsrv > 0 && sc.srv1[0].t > sc.srv0[0].t &&
+      (mine.server_links = calloc((size_t)sc.nsrv, sizeof *mine.server_links))) {
+    mine.nserver_links = sc.nsrv;
+    for (int i = 0; i < sc.nsrv; i++)
+      link_result(&mine.server_links[i], env->hosts + i, &sc.srv0[i], &sc.srv1[i]);
   }
   snprintf(mine.host, sizeof mine.host, "%s", job.hostname);
   mine.rows = (gs_step_row *)gs_trainer_rows(t, &mine.nrows);
@@ -309,7 +361,11 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     goto done;
   }
   results = calloc((size_t)world, sizeof *results);
-  if (!results) { rc = GS_FAIL(&e, GS_ENOMEM, "out of memory"); goto fail; }
+  if (!results) {
+    free(mine.server_links);
+    rc = GS_FAIL(&e, GS_ENOMEM, "out of memory");
+    goto fail;
+  }
   results[0] = mine;
   if (world > 1 && (rc = gs_rdv_gather(job.rdv, world, job.timeout_ms, results, &e)) < 0)
     goto fail;
@@ -349,7 +405,12 @@ done:
   free(sc.host_params);
   free(sc.hashes);
   free(bucket_bytes);
+  gs_ps_serve_endpoints_free(o, server_eps);
   gs_link_watch_stop(sc.link);
+  for (int i = 0; i < sc.nsrv; i++) gs_link_watch_stop(sc.srv[i]);
+  free(sc.srv);
+  free(sc.srv0);
+  free(sc.srv1);
   if (results) {
     results[0].rows = NULL; /* rank 0's own rows and spans belong to the trainer */
     results[0].spans = NULL;

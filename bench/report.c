@@ -89,7 +89,7 @@ static json_t *configuration(const gs_opts *o) {
   for (int i = 0; i < o->nbucket_mbs; i++) json_array_append_new(buckets, json_real(o->bucket_mbs[i]));
   const gs_train_opts *t = &o->train;
   json_t *c = json_pack("{s:o, s:o, s:o, s:o, s:o, s:b, s:I, s:i, s:s, s:f, s:f, s:f, s:I, s:b, "
-                        "s:b, s:s, s:f, s:b, s:f, s:f, s:b, s:f, s:s}",
+                        "s:b, s:s, s:f, s:b, s:f, s:f, s:b, s:i, s:b, s:f, s:s}",
                         "modes", modes, "worlds", worlds, "models", models, "batches", batches,
                         "bucket_mb", buckets, "strong_scaling", o->strong, "steps",
                         (json_int_t)t->steps, "warmup", o->warmup, "data", t->data, "lr",
@@ -99,6 +99,7 @@ static json_t *configuration(const gs_opts *o) {
                         gs_dtype_name(t->precision), "loss_scale", (double)t->loss_scale,
                         "dynamic_loss_scale", t->dynamic_scale, "compute_ms", t->compute_ms,
                         "first_bucket_mb", t->first_bucket_mb, "ps_dedicated", o->dedicated,
+                        "ps_servers", o->ps_servers, "ps_server_hosts", o->ps_server_hosts,
                         "timeout_s", o->timeout_s, "device", o->device);
   /* a string in every case: "on", "off", or the mode's default */
   json_object_set_new(c, "overlap", json_string(o->overlap < 0 ? "mode default"

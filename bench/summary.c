@@ -13,12 +13,17 @@
  *                         (the master: rank 0, or a dedicated ps server);
  *   cost model bytes      S = parameters x wire dtype size; per step the ps
  *                         master moves (N-1)S in and out (N.S if dedicated),
- *                         a ps worker S; a ring rank 2(N-1)/N.S each way. */
+ *                         a ps worker S; with K servers a rank that hosts one
+ *                         (N+K-2)/K.S (its server's (N-1)S/K and its worker's
+ *                         (K-1)S/K), the others S; with servers of their
+ *                         own a server N.S/K, every rank S; a ring rank
+ *                         2(N-1)/N.S each way. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench/summary.h"
+#include "ps/ps.h"
 
 gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
   const gs_train_opts *t = &o->train;
@@ -26,7 +31,11 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       .mode = mode, .world = world, .model = t->model, .data = t->data, .batch = t->batch,
       .bucket_mb = t->bucket_mb, .first_bucket_mb = t->first_bucket_mb,
       .precision = t->precision, .wire = t->precision, .warmup = o->warmup,
-      .dedicated = o->dedicated && mode == GS_MODE_PS, .accuracy = NAN, .eval_loss = NAN,
+      .dedicated = o->dedicated && mode == GS_MODE_PS,
+      /* world 1 runs the local step, without a server */
+      .ps_servers = mode == GS_MODE_PS && world > 1 && o->ps_servers > 1 ? o->ps_servers : 1,
+      .ps_server_hosts = mode == GS_MODE_PS && world > 1 && o->ps_server_hosts,
+      .accuracy = NAN, .eval_loss = NAN,
       .hosts = gs_cluster_hosts(o, mode, world), .link_bps = (double)o->link_bps,
       .latency_s = o->latency_s, .delay = "none"};
 }
@@ -36,8 +45,12 @@ void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {
   snprintf(model, sizeof model, "%s", info->model);
   for (char *p = model; *p; p++)
     if (*p == ':' || *p == '/' || *p == ',' || *p == ' ') *p = '_';
-  snprintf(buf, cap, "%s-w%d-%s-b%d-bk%g%s%s", gs_mode_name(info->mode), info->world, model,
-           info->batch, info->bucket_mb, info->dedicated ? "-dedicated" : "",
+  char servers[24] = "";
+  if (info->ps_servers > 1 || info->ps_server_hosts)
+    snprintf(servers, sizeof servers, "-s%d%s", info->ps_servers,
+             info->ps_server_hosts ? "own" : "");
+  snprintf(buf, cap, "%s%s-w%d-%s-b%d-bk%g%s%s", gs_mode_name(info->mode), servers, info->world,
+           model, info->batch, info->bucket_mb, info->dedicated ? "-dedicated" : "",
            info->precision != GS_F32 ? (info->precision == GS_F16 ? "-fp16" : "-bf16") : "");
 }
 
@@ -74,6 +87,13 @@ static void cost_model(const gs_run_info *info, gs_cost_model *cm) {
   if (info->mode == GS_MODE_PS && info->dedicated) {
     cm->master_bytes_recv = cm->master_bytes_sent = N * S;
     cm->worker_bytes_recv = cm->worker_bytes_sent = S;
+  } else if (info->mode == GS_MODE_PS && info->ps_server_hosts) {
+    cm->master_bytes_recv = cm->master_bytes_sent = N * S / info->ps_servers;
+    cm->worker_bytes_recv = cm->worker_bytes_sent = S;
+  } else if (info->mode == GS_MODE_PS && info->ps_servers > 1) {
+    cm->master_bytes_recv = cm->master_bytes_sent = (N + info->ps_servers - 2) * S /
+                                                     info->ps_servers;
+    cm->worker_bytes_recv = cm->worker_bytes_sent = S;
   } else if (info->mode == GS_MODE_PS) {
     cm->master_bytes_recv = cm->master_bytes_sent = (N - 1) * S;
     cm->worker_bytes_recv = cm->worker_bytes_sent = N > 1 ? S : 0;
@@ -86,6 +106,11 @@ static void cost_model(const gs_run_info *info, gs_cost_model *cm) {
 static const char *formula(const gs_run_info *info) {
   if (info->mode == GS_MODE_PS && info->dedicated)
     return "ps, dedicated server: server receives and sends N*S, each worker S (per step)";
+  if (info->mode == GS_MODE_PS && info->ps_server_hosts)
+    return "sharded ps, K servers of their own: a server receives and sends N*S/K, each rank S";
+  if (info->mode == GS_MODE_PS && info->ps_servers > 1)
+    return "sharded ps, K servers in ranks k*N/K: a server's rank receives and sends "
+           "(N+K-2)/K*S, each other rank S";
   if (info->mode == GS_MODE_PS)
     return "ps, server in rank 0: rank 0 receives and sends (N-1)*S, each worker S";
   if (info->mode == GS_MODE_RING) return "ring: every rank sends and receives 2(N-1)/N*S";
@@ -201,7 +226,10 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   for (int r = 0; r < N; r++) {
     const rank_sum *x = &rs[r];
     gs_rank_summary *p = &s->per_rank[r];
-    bool master = r == 0 && !(info->mode == GS_MODE_PS && info->dedicated);
+    bool master = info->mode == GS_MODE_PS && info->ps_server_hosts ? false
+                  : info->mode == GS_MODE_PS && info->ps_servers > 1
+                      ? gs_ps_runs_server(r, N, info->ps_servers)
+                      : r == 0 && !(info->mode == GS_MODE_PS && info->dedicated);
     double busy = x->busy / div;
     busy_mean += busy / N;
     if (busy > busy_max) busy_max = busy;
@@ -248,6 +276,8 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   s->precision = info->precision;
   s->overlap = info->overlap;
   s->ps_dedicated = info->dedicated;
+  s->ps_servers = info->ps_servers > 1 ? info->ps_servers : 1;
+  s->ps_server_hosts = info->ps_server_hosts;
   s->threads_per_rank = info->threads;
   s->steps = (int64_t)steps;
   s->nparams = (int64_t)info->nparams;

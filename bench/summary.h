@@ -32,6 +32,9 @@ typedef struct gs_run_info {
   gs_dtype wire;            /* gradient dtype on the wire: the cost model's S */
   int warmup;               /* steps left out of the summaries */
   bool overlap, dedicated;  /* dedicated: a ps server in its own process */
+  int ps_servers;           /* ps: servers sharing the parameters (1: one; else ps/shard.c's
+                               placement, server k a thread of rank k * world / K) */
+  bool ps_server_hosts;     /* ps: the servers run in processes (on hosts) of their own */
   const char *device;       /* the kernels' name: "cpu", "cuda" */
   const char *launcher;     /* who started the ranks: "gradsync", "torchrun", ... */
   const char *run_id;       /* the invocation's unique id (GS_RUN_ID, else the job's) */
@@ -105,6 +108,8 @@ typedef struct gs_summary {
   gs_dtype precision;
   char *device;
   bool overlap, ps_dedicated;
+  int ps_servers;
+  bool ps_server_hosts;
   char *launcher;
   char *run_id;
   int threads_per_rank;

@@ -13,8 +13,13 @@
  *                           this run's own compute, reduction and
  *                           optimizer rates
  *   comm_s_measured       = the mean over the ranks that wait for the
- *                           reduction (ps: the workers; ring: everyone) of
- *                           their wait plus their own reduction per step */
+ *                           reduction (ps: the workers; ring and sharded ps:
+ *                           everyone) of their wait plus their own reduction
+ *                           per step
+ * A sharded ps is the model's sps-colo when its K servers are one per host
+ * (K = hosts; ps/shard.c places them so); other K have no prediction. With
+ * servers of their own it is sps-hosts, and the links listed are the
+ * ranks' hosts' and then the servers' (rank 0 reads theirs). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,16 +43,19 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
   if (!info->bucket_bytes || info->nbuckets < 1 || info->hosts < 1 || s->measured_steps < 1 ||
       info->mode == GS_MODE_LOCAL || info->dedicated || info->batch < 1)
     return -1;
-  int N = info->world;
+  int N = info->world, K = info->mode == GS_MODE_PS ? info->ps_servers : 1;
+  bool own = info->mode == GS_MODE_PS && info->ps_server_hosts;
+  if (K > 1 && K != info->hosts && !own) return -1;
   const gs_rank_summary *r0 = &s->per_rank[0];
   double S = s->gradient_bytes;
-  /* reduction: ps sums N operands at the master, a ring rank (N-1)/N S */
-  double reduced = info->mode == GS_MODE_PS ? (N - 1) * S : (N - 1.0) / N * S;
+  /* reduction: ps sums N operands at the master (of S / K at each of K
+   * servers, rank 0 hosting the first), a ring rank (N-1)/N S */
+  double reduced = info->mode == GS_MODE_PS ? (N - 1) * S / K : (N - 1.0) / N * S;
   *m = (gs_cm_machine){
       .link_Bps = gs_hosts_counted_Bps((uint64_t)info->link_bps),
       .link_latency_s = info->latency_s, .alpha_s = ALPHA_S, .local_Bps = LOCAL_BPS,
       .reduce_Bps = r0->reduce_s > 0 ? reduced / r0->reduce_s : 1e12, .copy_Bps = COPY_BPS,
-      .optim_pps = r0->update_s > 0 ? (double)info->nparams / r0->update_s : 1e12};
+      .optim_pps = r0->update_s > 0 ? (double)info->nparams / K / r0->update_s : 1e12};
   plan->bytes = (size_t *)info->bucket_bytes;
   plan->nbuckets = info->nbuckets;
   plan->nparams = info->nparams;
@@ -59,7 +67,9 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
     fwd += (s->per_rank[r].data_s + s->per_rank[r].forward_s) / N;
     bwd += s->per_rank[r].backward_s / N;
   }
-  *j = (gs_cm_job){.mode = info->mode == GS_MODE_PS ? GS_CM_PS : GS_CM_RING, .world = N,
+  gs_cm_mode mode = info->mode != GS_MODE_PS ? GS_CM_RING
+                    : own ? GS_CM_SPS_HOSTS : K > 1 ? GS_CM_SPS_COLO : GS_CM_PS;
+  *j = (gs_cm_job){.mode = mode, .world = N, .servers = K,
                    .hosts = info->hosts, .plan = plan, .batch = info->batch,
                    .fwd_s = fwd / info->batch, .bwd_s = bwd / info->batch,
                    .overlap = info->overlap, .barrier = info->precision != GS_F32};
@@ -68,7 +78,8 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
 
 static void predict(const gs_run_info *info, gs_summary *s) {
   gs_cost_model *cm = &s->cost_model;
-  int N = info->world, first = info->mode == GS_MODE_PS ? 1 : 0;
+  int N = info->world,
+      first = info->mode == GS_MODE_PS && info->ps_servers <= 1 && !info->ps_server_hosts;
   double wait = 0;
   for (int r = first; r < N; r++)
     wait += (s->per_rank[r].comm_wait_s + s->per_rank[r].reduce_s) / (N - first);
@@ -106,13 +117,16 @@ int gs_summary_links(const gs_run_info *info, const gs_rank_result *ranks, gs_su
   s->link_delay = strdup(info->hosts > 0 && info->delay ? info->delay : "none");
   if (!cm->bottleneck || !s->link_delay) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   if (s->hosts == 0) return GS_OK;
-  s->links = calloc((size_t)s->hosts, sizeof *s->links);
+  /* servers on hosts of their own: hosts + k, read by rank 0 */
+  int servers = ranks[0].nserver_links;
+  s->links = calloc((size_t)(s->hosts + servers), sizeof *s->links);
   if (!s->links) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   double steps = s->measured_steps > 0 ? (double)s->measured_steps : 1;
-  for (int h = 0; h < s->hosts; h++) {
+  for (int h = 0; h < s->hosts + servers; h++) {
     const gs_rank_result *x = NULL;
     for (int r = 0; r < info->world && !x; r++)
       if (ranks[r].link_host == h) x = &ranks[r];
+    if (h >= s->hosts) x = &ranks[0].server_links[h - s->hosts];
     if (!x || !(x->link_window_s > 0))
       return GS_FAIL(e, GS_EINVAL, "summary: host %d's link counters were not reported (its "
                      "first rank reads them)", h);

@@ -23,8 +23,12 @@ static void human_bytes(double b, char *buf, size_t cap) {
 static void print_links(FILE *f, const gs_summary *s);
 
 void gs_summary_print(FILE *f, const gs_summary *s) {
-  fprintf(f, "\n== %s  world %d  %s  batch %d/rank  %s  %s%s ==\n", gs_mode_name(s->mode),
-          s->world, s->model, s->batch, gs_dtype_name(s->precision),
+  char servers[32] = "";
+  if (s->ps_servers > 1 || s->ps_server_hosts)
+    snprintf(servers, sizeof servers, " x %d server%s%s", s->ps_servers,
+             s->ps_servers > 1 ? "s" : "", s->ps_server_hosts ? " of their own" : "");
+  fprintf(f, "\n== %s%s  world %d  %s  batch %d/rank  %s  %s%s ==\n", gs_mode_name(s->mode),
+          servers, s->world, s->model, s->batch, gs_dtype_name(s->precision),
           s->overlap ? "overlap" : "no overlap", s->ps_dedicated ? ", dedicated server" : "");
   char sb[32];
   human_bytes(s->gradient_bytes, sb, sizeof sb);
@@ -77,8 +81,13 @@ void gs_summary_print(FILE *f, const gs_summary *s) {
  * model, how busy it was, and the model's communication time */
 static void print_links(FILE *f, const gs_summary *s) {
   if (s->hosts <= 0) return;
-  fprintf(f, "  %d emulated hosts, links %.4g Mbit/s each way, delay %.4g us (%s); per measured "
-          "step, from each link's counters:\n", s->hosts, s->link_rate_bps / 1e6,
+  /* links past the ranks' hosts are ps servers' of their own */
+  int servers = s->nlinks > s->hosts ? s->nlinks - s->hosts : 0;
+  char extra[48] = "";
+  if (servers) snprintf(extra, sizeof extra, " and %d ps server host%s (S)", servers,
+                        servers > 1 ? "s" : "");
+  fprintf(f, "  %d emulated hosts%s, links %.4g Mbit/s each way, delay %.4g us (%s); per "
+          "measured step, from each link's counters:\n", s->hosts, extra, s->link_rate_bps / 1e6,
           s->link_latency_s * 1e6, s->link_delay);
   fprintf(f, "  host       sent      model       recv      model   busy: sending  receiving  "
           "either\n");
@@ -89,7 +98,9 @@ static void print_links(FILE *f, const gs_summary *s) {
     human_bytes(l->model_tx_bytes, b, sizeof b); /* "-": no model (a dedicated server) */
     human_bytes(l->rx_bytes, c, sizeof c);
     human_bytes(l->model_rx_bytes, d, sizeof d);
-    fprintf(f, "  %-4d %10s %10s %10s %10s   %13.0f%% %9.0f%% %6.0f%%\n", l->host, a, b, c, d,
+    char host[16];
+    snprintf(host, sizeof host, "%d%s", l->host, l->host >= s->hosts ? " S" : "");
+    fprintf(f, "  %-4s %10s %10s %10s %10s   %13.0f%% %9.0f%% %6.0f%%\n", host, a, b, c, d,
             100 * l->busy_tx, 100 * l->busy_rx, 100 * l->busy);
   }
   const gs_cost_model *cm = &s->cost_model;

@@ -3,7 +3,9 @@
  * any ZeroMQ context exists), bootstrap on rank 0 (the in-process server
  * thread, or the dedicated one's address), open (Hello / Init to the
  * server, then its Welcome with rank 0's parameters) and discard. The
- * steps themselves are client.c's. */
+ * steps themselves are client.c's. With --ps-servers K > 1 each entry
+ * point hands over to shard.c, which runs the _one functions once per
+ * server. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,10 +41,8 @@ static int check_buckets(const gs_sync_config *c, gs_err *e) {
 
 /* ------------------------------------------------------------ backend */
 
-static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
-                      gs_err *e) {
-  *state = NULL;
-  endpoint[0] = '\0';
+int gs_ps_prepare_one(const gs_sync_config *c, bool host_server, ps_state **out, gs_err *e) {
+  *out = NULL;
   if (c->world < 1 || c->rank < 0 || c->rank >= c->world)
     return GS_FAIL(e, GS_EINVAL, "ps: rank %d of world %d is impossible", c->rank, c->world);
   if (!c->k || !c->params || !c->grads || c->n == 0)
@@ -52,6 +52,8 @@ static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
   st->rank = c->rank;
   st->dedicated = c->dedicated;
   st->child = st->child_fd = -1;
+  snprintf(st->who, sizeof st->who, "the ps server");
+  snprintf(st->where, sizeof st->where, c->dedicated ? "rank 0's dedicated process" : "rank 0");
   /* Fork first: the child must not inherit a context of ours. */
   if (c->rank == 0 && c->dedicated) {
     int rc = gs_ps_spawn(c, &st->child, &st->child_fd, e);
@@ -67,11 +69,22 @@ static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
     free(st);
     return GS_FAIL(e, GS_EIO, "ps rank %d: zmq_ctx_new: %s", c->rank, zmq_strerror(err));
   }
-  /* rank 0's context carries the in-process server's connections */
-  if (c->rank == 0 && !c->dedicated)
-    zmq_ctx_set(st->zctx, ZMQ_IO_THREADS, gs_ps_io_threads(c->world - 1));
-  *state = st;
+  /* the server's host's context carries the in-process server's connections */
+  if (host_server) zmq_ctx_set(st->zctx, ZMQ_IO_THREADS, gs_ps_io_threads(c->world - 1));
+  *out = st;
   return GS_OK;
+}
+
+static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
+                      gs_err *e) {
+  *state = NULL;
+  endpoint[0] = '\0';
+  ps_state *st = NULL;
+  int rc = c->ps_servers > 1 || c->ps_server_eps
+               ? gs_ps_shards_prepare(c, &st, endpoint, e)
+               : gs_ps_prepare_one(c, c->rank == 0 && !c->dedicated, &st, e);
+  *state = st;
+  return rc;
 }
 
 
@@ -81,41 +94,60 @@ static void *server_main(void *arg) {
   return NULL;
 }
 
+int gs_ps_host_server(ps_state *st, const gs_sync_config *c, gs_err *e) {
+  gs_kernels *k = c->k->clone(c->k, e);
+  if (!k) {
+    gs_err_prefix(e, "ps rank %d: the server's kernels: ", c->rank);
+    return e ? e->code : GS_EDEVICE;
+  }
+  gs_ps_server_opts o = {
+    .zctx = st->zctx, .host = c->host, .inproc = true, .inproc_rank = c->rank, .job = c->job,
+    .cred = c->cred, .timeout_ms = c->timeout_ms, .max_elems = c->n, .k = k,
+    .span = c->span, .span_ctx = c->span_ctx,
+  };
+  int rc = gs_zap_start(st->zctx, &c->cred, "ps server", &st->zap, e);
+  if (rc < 0) {
+    k->destroy(k);
+    return rc;
+  }
+  return gs_ps_server_create(&o, &st->server, st->tcp_ep, st->inproc_ep, e);
+}
+
+int gs_ps_serve(ps_state *st, gs_err *e) {
+  /* The handler of SIGINT belongs to the training thread. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&st->thread, NULL, server_main, st);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    gs_ps_server_destroy(st->server);
+    st->server = NULL;
+    return GS_FAIL(e, GS_EIO, "ps rank %d: cannot start the server thread: %s", st->rank,
+                   strerror(rc));
+  }
+  st->thread_started = true;
+  return GS_OK;
+}
+
 static int ps_bootstrap(void *state, const gs_sync_config *c, void *blob, size_t *len,
                         gs_err *e) {
   ps_state *st = state;
   if (st->rank != 0)
     return GS_FAIL(e, GS_EINVAL, "ps: bootstrap() is for rank 0, not rank %d", st->rank);
+  if (st->shards) {
+    /* every shard's server published its address as its rank's endpoint */
+    *len = 0;
+    return GS_OK;
+  }
   if (st->server || st->thread_started)
     return GS_FAIL(e, GS_EINVAL, "ps: bootstrap() called twice");
   if (st->dedicated) {
     GS_TRY(gs_ps_spawn_endpoint(st->child, st->child_fd, c->timeout_ms > 0 ? c->timeout_ms : 60000,
                                 st->tcp_ep, e));
   } else {
-    gs_kernels *k = c->k->clone(c->k, e);
-    if (!k) {
-      gs_err_prefix(e, "ps: the server's kernels: ");
-      return e ? e->code : GS_EDEVICE;
-    }
-    gs_ps_server_opts o = {
-      .zctx = st->zctx, .host = c->host, .inproc = true, .job = c->job, .cred = c->cred,
-      .timeout_ms = c->timeout_ms, .max_elems = c->n, .k = k,
-      .span = c->span, .span_ctx = c->span_ctx,
-    };
-    GS_TRY(gs_zap_start(st->zctx, &c->cred, "ps server", &st->zap, e));
-    GS_TRY(gs_ps_server_create(&o, &st->server, st->tcp_ep, st->inproc_ep, e));
-    /* The handler of SIGINT belongs to the training thread. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&st->thread, NULL, server_main, st);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-      gs_ps_server_destroy(st->server);
-      st->server = NULL;
-      return GS_FAIL(e, GS_EIO, "ps: cannot start the server thread: %s", strerror(rc));
-    }
-    st->thread_started = true;
+    GS_TRY(gs_ps_host_server(st, c, e));
+    GS_TRY(gs_ps_serve(st, e));
   }
   /* The blob is the server's address, NUL included (GS_BOOTSTRAP_MAX bytes). */
   size_t need = strlen(st->tcp_ep) + 1;
@@ -126,8 +158,7 @@ static int ps_bootstrap(void *state, const gs_sync_config *c, void *blob, size_t
   return GS_OK;
 }
 
-static void ps_discard(void *state) {
-  ps_state *st = state;
+void gs_ps_discard_one(ps_state *st) {
   if (!st) return;
   if (st->thread_started) {
     gs_ps_server_stop(st->server);
@@ -141,6 +172,12 @@ static void ps_discard(void *state) {
   if (st->zctx) zmq_ctx_term(st->zctx);
   gs_zap_join(st->zap);
   free(st);
+}
+
+static void ps_discard(void *state) {
+  ps_state *st = state;
+  if (st && st->shards) gs_ps_shards_discard(st);
+  else gs_ps_discard_one(st);
 }
 
 static int send_hello(ps_sync *s, gs_err *e) {
@@ -200,7 +237,7 @@ static int send_hello(ps_sync *s, gs_err *e) {
     free(cnts);
   }
   if (rc < 0 && se.code)
-    return GS_FAIL(e, rc, "ps rank %d: saying hello to the ps server (%s): %s", c->rank,
+    return GS_FAIL(e, rc, "ps rank %d: saying hello to %s (%s): %s", c->rank, s->who,
                    s->server_ep, se.msg);
   return rc;
 }
@@ -212,9 +249,9 @@ static int wait_welcome(ps_sync *s, gs_err *e) {
   for (;;) {
     double left = deadline - gs_now();
     if (left <= 0)
-      return GS_FAIL(e, GS_ETIMEOUT, "ps rank %d: no welcome from the ps server (%s) in %.1f s: "
-                     "the server or another rank did not start", c->rank, s->server_ep,
-                     s->wait_ms / 1000.0);
+      return GS_FAIL(e, GS_ETIMEOUT, "ps rank %d: no welcome from %s (%s, in %s) in %.1f s: "
+                     "the server or another rank did not start", c->rank, s->who, s->server_ep,
+                     s->where, s->wait_ms / 1000.0);
     gs_wire_msg m;
     gs_err me = {0};
     int rc = gs_wire_recv(s->sock, false, (int)(left * 1000.0) + 1, c->job,
@@ -236,25 +273,26 @@ static int wait_welcome(ps_sync *s, gs_err *e) {
     }
     gs_wire_msg_close(&m);
     if (rc < 0 && me.code)
-      return GS_FAIL(e, rc, "ps rank %d: joining the ps server (%s): %s", c->rank,
+      return GS_FAIL(e, rc, "ps rank %d: joining %s (%s): %s", c->rank, s->who,
                      s->server_ep, me.msg);
     return rc;
   }
 }
 
-static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
-  ps_state *st = state;
+int gs_ps_open_one(ps_state *st, const gs_sync_config *c, ps_sync **out, gs_err *e) {
   *out = NULL;
   ps_sync *s = calloc(1, sizeof *s);
   int rc = GS_OK;
   if (!s) {
-    ps_discard(st);
+    gs_ps_discard_one(st);
     return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
   }
   s->base.ops = &gs_ps_step_ops;
   s->base.name = "ps";
   s->c = *c;
   s->st = st;
+  s->who = st->who;
+  s->where = st->where;
   s->cpu = c->k->device == GS_DEV_CPU;
   s->step = -1;
   s->scale = c->scaler.scale;
@@ -283,7 +321,8 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
   s->c.buckets = s->buckets;
 
   const char *ep;
-  if (c->rank == 0 && !st->dedicated) {
+  /* a shard's worker beside no server goes over the wire */
+  if (st->server || (c->rank == 0 && !st->dedicated && !st->shard)) {
     if (!st->thread_started) {
       rc = GS_FAIL(e, GS_EINVAL, "ps rank 0: open() before bootstrap() (the launcher must call "
                    "bootstrap on rank 0 to start the server)");
@@ -297,15 +336,14 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
     size_t len = c->bootstrap_len;
     if (!blob || len < 7 || len > GS_ENDPOINT_MAX || blob[len - 1] != '\0' ||
         strlen(blob) != len - 1 || (strncmp(blob, "tcp://", 6) && strncmp(blob, "ipc://@", 7))) {
-      rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: the bootstrap blob is not a ps server address "
-                   "(%zu bytes; expected \"tcp://host:port\" or \"ipc://@name\" from rank 0's "
-                   "bootstrap)",
-                   c->rank, len);
+      rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: the bootstrap blob is not the address of %s "
+                   "(%zu bytes; expected \"tcp://host:port\" or \"ipc://@name\" from %s)",
+                   c->rank, s->who, len, s->where);
       goto fail;
     }
     ep = blob;
     snprintf(s->server_ep, sizeof s->server_ep, "%s", blob);
-    s->has_server = c->rank == 0;
+    s->has_server = c->rank == 0 && st->dedicated;
   }
 
   if (!s->cpu || c->wire != GS_F32) {
@@ -346,12 +384,12 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
   if (!s->inproc) gs_ps_watch(s);
   if ((rc = gs_cred_client(s->sock, &c->cred, e)) < 0) goto fail;
   if (zmq_connect(s->sock, ep) < 0) {
-    rc = GS_FAIL(e, GS_EIO, "ps rank %d: connecting to the ps server at %s: %s", c->rank, ep,
+    rc = GS_FAIL(e, GS_EIO, "ps rank %d: connecting to %s at %s: %s", c->rank, s->who, ep,
                  zmq_strerror(errno));
     goto fail;
   }
   if ((rc = send_hello(s, e)) < 0 || (rc = wait_welcome(s, e)) < 0) goto fail;
-  *out = &s->base;
+  *out = s;
   return GS_OK;
 
 fail:
@@ -368,8 +406,18 @@ fail:
   free(s->pushed);
   free(s->got);
   free(s);
-  ps_discard(st);
+  gs_ps_discard_one(st);
   return rc;
+}
+
+static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
+  ps_state *st = state;
+  *out = NULL;
+  if (st->shards) return gs_ps_shards_open(st, c, out, e);
+  ps_sync *s = NULL;
+  GS_TRY(gs_ps_open_one(st, c, &s, e));
+  *out = &s->base;
+  return GS_OK;
 }
 
 const gs_backend gs_ps_backend = {

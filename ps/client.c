@@ -147,8 +147,8 @@ static int send_push(ps_sync *s, int b, const void *data, bool again, gs_err *e)
   gs_err we = {0};
   if (gs_wire_send(s->sock, NULL, 0, &env, data, bytes, release_count, &s->inflight, s->wait_ms,
                    s->inproc ? NULL : &s->sent, &we) < 0)
-    return GS_FAIL(e, we.code, "ps rank %d: pushing step %lld bucket %d to the ps server (%s): "
-                   "%s", s->c.rank, (long long)s->step, b, s->server_ep, we.msg);
+    return GS_FAIL(e, we.code, "ps rank %d: pushing step %lld bucket %d to %s (%s, %s): %s",
+                   s->c.rank, (long long)s->step, b, s->who, s->server_ep, s->where, we.msg);
   return GS_OK;
 }
 
@@ -233,11 +233,12 @@ static int on_message(ps_sync *s, gs_wire_msg *m, gs_err *e) {
     return GS_FAIL(e, GS_EPROTO, "ps rank %d: a %s message from rank %u on the server's "
                    "connection", s->c.rank, gs_wire_kind(env), env->rank);
   if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR)
-    return GS_FAIL(e, GS_EPEER, "ps rank %d, step %lld: the job stopped: %s", s->c.rank,
-                   (long long)s->step, env->error->message ? env->error->message : "?");
+    return GS_FAIL(e, GS_EPEER, "ps rank %d, step %lld: the job stopped (%s said): %s",
+                   s->c.rank, (long long)s->step, s->who,
+                   env->error->message ? env->error->message : "?");
   if (env->body_case != GRADSYNC__ENVELOPE__BODY_PARAMS)
-    return GS_FAIL(e, GS_EPROTO, "ps rank %d, step %lld: an unexpected %s message from the ps "
-                   "server", s->c.rank, (long long)s->step, gs_wire_kind(env));
+    return GS_FAIL(e, GS_EPROTO, "ps rank %d, step %lld: an unexpected %s message from %s",
+                   s->c.rank, (long long)s->step, gs_wire_kind(env), s->who);
   return apply_params(s, m, e);
 }
 
@@ -251,8 +252,8 @@ static int recv_one(ps_sync *s, int timeout_ms, gs_err *e) {
   }
   if (rc < 0) {
     gs_wire_msg_close(&m);
-    return GS_FAIL(e, rc, "ps rank %d, step %lld, from the ps server (%s): %s", s->c.rank,
-                   (long long)s->step, s->server_ep, me.msg);
+    return GS_FAIL(e, rc, "ps rank %d, step %lld, from %s (%s, %s): %s", s->c.rank,
+                   (long long)s->step, s->who, s->server_ep, s->where, me.msg);
   }
   rc = on_message(s, &m, e);
   gs_wire_msg_close(&m);
@@ -272,6 +273,13 @@ static int drain(ps_sync *s, gs_err *e) {
   }
 }
 
+int gs_ps_drain(ps_sync *s, gs_err *e) {
+  if (s->failed) return failed(s, e);
+  int rc = drain(s, e);
+  if (rc < 0) s->failed = true;
+  return rc;
+}
+
 static int wait_params(ps_sync *s, gs_err *e) {
   double t0 = gs_now();
   while (s->ngot < s->c.nbuckets) {
@@ -279,11 +287,10 @@ static int wait_params(ps_sync *s, gs_err *e) {
     if (left <= 0) {
       int b = 0;
       while (b < s->c.nbuckets && s->got[b]) b++;
-      return GS_FAIL(e, GS_ETIMEOUT, "ps rank %d: no parameters from the ps server (%s) for "
-                     "step %lld bucket %d in %.1f s (%d of %d buckets received): the server "
-                     "(rank 0%s) died or stalled", s->c.rank, s->server_ep,
-                     (long long)s->step, b, s->wait_ms / 1000.0, s->ngot, s->c.nbuckets,
-                     s->has_server || (s->c.dedicated) ? "'s dedicated process" : "");
+      return GS_FAIL(e, GS_ETIMEOUT, "ps rank %d: no parameters from %s (%s) for step %lld "
+                     "bucket %d in %.1f s (%d of %d buckets received): the server (%s) died or "
+                     "stalled", s->c.rank, s->who, s->server_ep, (long long)s->step, b,
+                     s->wait_ms / 1000.0, s->ngot, s->c.nbuckets, s->where);
     }
     GS_TRY(repush(s, e));
     int slice = (int)(left * 1000.0) + 1;
@@ -358,11 +365,9 @@ static int ps_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   return rc;
 }
 
-static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
-  ps_sync *s = (ps_sync *)base;
+int gs_ps_push_rest(ps_sync *s, gs_err *e) {
   if (s->failed) return failed(s, e);
   int rc = GS_OK;
-  double t0 = gs_now();
   if (!s->in_step)
     rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: end_step outside a step", s->c.rank);
   for (int b = 0; rc == GS_OK && b < s->c.nbuckets; b++) {
@@ -372,7 +377,20 @@ static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
     else if (!s->pushed[b])
       rc = push(s, b, e);
   }
-  if (rc == GS_OK) rc = wait_params(s, e);
+  if (rc < 0) s->failed = true;
+  return rc;
+}
+
+static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
+  ps_sync *s = (ps_sync *)base;
+  double t0 = gs_now();
+  GS_TRY(gs_ps_push_rest(s, e));
+  return gs_ps_finish(s, t0, st, e);
+}
+
+int gs_ps_finish(ps_sync *s, double t0, gs_sync_stats *st, gs_err *e) {
+  if (s->failed) return failed(s, e);
+  int rc = wait_params(s, e);
   if (rc == GS_OK) rc = wait_released(s, e);
   if (rc < 0) {
     s->failed = true;
@@ -434,7 +452,7 @@ static int ps_close(gs_sync *base, bool ok, gs_err *e) {
   gs_err se = {0};
   if (gs_wire_send(s->sock, NULL, 0, &env, NULL, 0, NULL, NULL, orderly ? s->wait_ms : 100, NULL,
                    &se) < 0 && orderly)
-    rc = GS_FAIL(e, se.code, "ps rank %d: saying goodbye to the ps server: %s", s->c.rank,
+    rc = GS_FAIL(e, se.code, "ps rank %d: saying goodbye to %s: %s", s->c.rank, s->who,
                  se.msg);
   if (!orderly) {
     int linger = 200;
@@ -475,6 +493,10 @@ const gs_sync_ops gs_ps_step_ops = {
 };
 
 void gs_ps_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *host_bytes) {
+  if (base->ops == &gs_ps_shard_ops) {
+    gs_ps_shards_memory(base, device_bytes, host_bytes);
+    return;
+  }
   const ps_sync *s = (const ps_sync *)base;
   uint64_t dev = 0, host = 0;
   if (s->st->server) gs_ps_server_memory(s->st->server, &dev, &host);

@@ -27,6 +27,15 @@
  *    a plain worker over TCP, and its end_step reports the server's share of
  *    the step in gs_sync_stats.server_* (has_server).
  *
+ *  - cfg.ps_servers K > 1 (or cfg.ps_server_eps): a sharded ps (shard.c),
+ *    K servers each owning a contiguous range of the parameters, as
+ *    ps-lite and BytePS shard theirs; server k is a thread of rank
+ *    gs_ps_server_rank(k) (its address that rank's endpoint from prepare()
+ *    on), or, with cfg.ps_server_eps, a process a launcher started
+ *    (gs_ps_serve_alone). Every rank runs one worker per server; the bits
+ *    are those of one server. Loss scaling is refused (one verdict per
+ *    step would need every server).
+ *
  * The launcher's sequence (sync.h): prepare() on every rank (the endpoint
  * stays ""), bootstrap() on rank 0 starts the server and returns its TCP
  * address ("tcp://host:port", NUL included) as the blob, open() on every
@@ -77,6 +86,26 @@
 
 /* The "ps" backend for the launcher. */
 extern const gs_backend gs_ps_backend;
+
+/* A ps server in a process of its own that a launcher started
+ * (--ps-server-hosts: one of K, on an emulated host of its own): bind
+ * tcp://host:*, write "E <endpoint> <pid>\n" on fd (then close it), serve one job
+ * on the CPU (its token is rank 0's Init's) until every rank said goodbye
+ * (GS_OK) or the job failed. max_elems: the most parameters it may own. */
+int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
+                      int fd, gs_err *e);
+
+/* Sharded ps (cfg.ps_servers K > 1, shard.c): the rank whose process runs
+ * server k of K in a world (spread evenly: ranks 0..K-1 at K = world, the
+ * first rank of each host when K hosts hold the ranks host-major). */
+static inline int gs_ps_server_rank(int k, int world, int servers) {
+  return (int)((int64_t)k * world / servers);
+}
+/* Whether rank r runs one of them (k = ceil(r K / N) is the only candidate). */
+static inline bool gs_ps_runs_server(int r, int world, int servers) {
+  int k = (int)(((int64_t)r * servers + world - 1) / world);
+  return k < servers && gs_ps_server_rank(k, world, servers) == r;
+}
 
 /* Bytes the ps backend holds on this rank beyond the model's buffers: the
  * worker's staging buffers, plus on rank 0 with the in-process server the

@@ -112,11 +112,11 @@ void gs_ps_reduce_release(gs_ps_reduce *r, int b) {
 }
 
 /* Whether a push can become the sum itself: ZeroMQ received it into a
- * buffer of its own (not rank 0's gradient buffer handed over inproc, not
+ * buffer of its own (not a rank's gradient buffer handed over inproc, not
  * a slice of ZeroMQ's shared buffer for small messages), fp32, on the CPU.
  * The sum is read as floats, so it must be aligned for them. */
 static bool adoptable(const gs_ps_reduce *r, int rank, zmq_msg_t *msg) {
-  return r->cpu && r->c.wire == GS_F32 && !(rank == 0 && r->c.inproc0) &&
+  return r->cpu && r->c.wire == GS_F32 && !(r->c.inproc && rank == r->c.inproc_rank) &&
          zmq_msg_size(msg) >= ADOPT_MIN && (uintptr_t)zmq_msg_data(msg) % sizeof(float) == 0;
 }
 

@@ -34,9 +34,11 @@ typedef struct gs_ps_reduce_cfg {
   const size_t *off, *cnt;   /* bucket b = [off[b], off[b] + cnt[b]) of n parameters */
   size_t n;
   gs_dtype wire;             /* the pushes' dtype; sums are fp32 */
-  bool inproc0;              /* rank 0's pushes are its gradient buffer (inproc):
-                                never adopted */
-  bool pair_start;           /* and sums start from rank 1 + rank 0 (see above) */
+  bool inproc;               /* a rank beside the server pushes its own gradient
+                                buffer (inproc): never adopted */
+  int inproc_rank;           /* that rank */
+  bool pair_start;           /* inproc_rank 0: sums start from rank 1 + rank 0 (see
+                                above) */
   gs_span_fn span;           /* "reduce" spans on track 1; may be NULL */
   void *span_ctx;
 } gs_ps_reduce_cfg;

@@ -511,7 +511,8 @@ static int serve(gs_ps_server *s, gs_err *e) {
     else if (s->running && s->nbye > 0) deadline = s->bye_t0;
     if (deadline > 0) deadline += s->timeout_ms / 1000.0;
     if (atomic_load(&s->stop))
-      return FAIL(s, e, GS_EPEER, "ps server: stopped by rank 0 (it is closing the job)");
+      return FAIL(s, e, GS_EPEER, "ps server: stopped by rank %d (it is closing the job)",
+                  s->o.inproc ? s->o.inproc_rank : 0);
     int wait_ms = SLICE_MS;
     if (deadline > 0) {
       double left = deadline - gs_now();
@@ -586,6 +587,8 @@ int gs_ps_io_threads(int world) {
 }
 
 void gs_ps_server_stop(gs_ps_server *s) { atomic_store(&s->stop, 1); }
+
+void gs_ps_server_set_job(gs_ps_server *s, uint64_t job) { s->o.job = job; }
 
 void gs_ps_server_memory(gs_ps_server *s, uint64_t *device_bytes, uint64_t *host_bytes) {
   uint64_t red = 0, held = 0;

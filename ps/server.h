@@ -20,8 +20,11 @@
 typedef struct gs_ps_server_opts {
   void *zctx;           /* ZeroMQ context for the ROUTER (rank 0's, for inproc) */
   const char *host;     /* address to bind tcp://host:* on */
-  bool inproc;          /* also bind inproc:// for rank 0's worker (thread mode) */
+  bool inproc;          /* also bind inproc:// for the worker beside it (thread mode) */
+  int inproc_rank;      /* with inproc: that worker's rank (0 but for a shard's server) */
   uint64_t job;         /* token every message must carry (0: not checked) */
+  bool learn_job;       /* job 0: take the token of rank 0's Init (a server started
+                           before its job had one: --ps-server-hosts) */
   gs_cred cred;         /* who may connect (the owner runs zctx's gs_zap) */
   int timeout_ms;
   size_t max_elems;     /* largest tensor a message may carry (the model's size) */
@@ -37,6 +40,10 @@ typedef struct gs_ps_server gs_ps_server;
 int gs_ps_server_create(const gs_ps_server_opts *o, gs_ps_server **out,
                         char tcp_ep[GS_ENDPOINT_MAX], char inproc_ep[GS_ENDPOINT_MAX], gs_err *e);
 int gs_ps_server_run(gs_ps_server *s, gs_err *e);
+/* The job token, for a server created before its rank knew it (a shard's
+ * server is bound in prepare(); the token comes with the rendezvous). Call
+ * before gs_ps_server_run. */
+void gs_ps_server_set_job(gs_ps_server *s, uint64_t job);
 
 /* ZeroMQ I/O threads for a server's context: one per remote worker up to
  * 4 and the core count, so that pushes from several workers are received

@@ -101,8 +101,9 @@ static int alloc_state(gs_ps_server *s, gs_scaler scaler, gs_err *e) {
   for (int r = 0; r < s->world; r++) s->peers[r].last_step = -1;
   gs_ps_reduce_cfg rc = {
     .k = s->k, .world = s->world, .nb = s->nb, .off = s->off, .cnt = s->cnt, .n = s->n,
-    .wire = s->wire, .inproc0 = s->o.inproc,
-    .pair_start = s->o.inproc && s->world >= 2 && s->cpu && s->wire == GS_F32,
+    .wire = s->wire, .inproc = s->o.inproc, .inproc_rank = s->o.inproc_rank,
+    .pair_start = s->o.inproc && s->o.inproc_rank == 0 && s->world >= 2 && s->cpu &&
+                  s->wire == GS_F32,
     .span = s->o.span, .span_ctx = s->o.span_ctx,
   };
   GS_TRY(gs_ps_reduce_create(&rc, &s->red, e));
@@ -148,6 +149,7 @@ static int accept_hello(gs_ps_server *s, const uint8_t *id, size_t idlen, uint32
   memcpy(p->id, id, idlen);
   p->idlen = idlen;
   p->known = true;
+  p->inproc = s->o.inproc && s->o.inproc_rank == (int)rank;
   s->nknown++;
   if (count != s->n || nbuckets != (uint32_t)s->nb)
     return FAIL(s, e, GS_EMISMATCH, "ps server: rank %u holds %llu parameters in %u buckets, "
@@ -170,6 +172,7 @@ int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e) {
          "ignored", m->env->rank);
     return GS_OK;
   }
+  if (s->o.learn_job && !s->o.job) s->o.job = m->env->job;
   char why[sizeof(gs_err){0}.msg];
   gs_err pe = {0};
   int bad = check_init(in, s->o.max_elems, why, sizeof why);
@@ -214,7 +217,7 @@ int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e) {
   if (!s->peers) return rc;
   gs_pss_set_id(s->peers[0].id, &s->peers[0].idlen, &m->id);
   s->peers[0].known = true;
-  s->peers[0].inproc = s->o.inproc;
+  s->peers[0].inproc = s->o.inproc && s->o.inproc_rank == 0;
   s->nknown = 1;
   if (rc < 0) {
     gs_pss_broadcast_error(s, e);

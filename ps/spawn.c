@@ -1,4 +1,5 @@
-/* spawn.c: the dedicated ps server process (--ps-dedicated).
+/* spawn.c: the dedicated ps server process (--ps-dedicated), and a server
+ * in a process that a launcher started (gs_ps_serve_alone).
  *
  * Rank 0's prepare() forks before the ps backend creates any ZeroMQ
  * context, and the child never touches what it inherited: it closes every
@@ -27,6 +28,7 @@
 #include <zmq.h>
 
 #include "proto/wire.h"
+#include "ps/ps.h"
 #include "ps/server.h"
 
 static void put_line(int fd, char tag, const char *text) {
@@ -94,6 +96,39 @@ static void __attribute__((noreturn)) child_main(const gs_sync_config *c, int wf
   gs_zap_join(zap);
   put_line(wfd, rc < 0 ? 'F' : 'D', rc < 0 ? e.msg : "");
   _exit(rc < 0 ? 1 : 0);
+}
+
+int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
+                      int fd, gs_err *e) {
+  gs_kernels *k = gs_kernels_cpu(0, e);
+  if (!k) return e ? e->code : GS_EDEVICE;
+  void *ctx = zmq_ctx_new();
+  if (!ctx) {
+    k->destroy(k);
+    return GS_FAIL(e, GS_EIO, "ps server: zmq_ctx_new: %s", zmq_strerror(errno));
+  }
+  zmq_ctx_set(ctx, ZMQ_IO_THREADS, gs_ps_io_threads(4));
+  gs_ps_server_opts o = {
+    .zctx = ctx, .host = host, .learn_job = true, .cred = *cred, .timeout_ms = timeout_ms,
+    .max_elems = max_elems, .k = k,
+  };
+  gs_ps_server *srv = NULL;
+  gs_zap *zap = NULL;
+  char ep[GS_ENDPOINT_MAX];
+  int rc = gs_zap_start(ctx, cred, "ps server (own process)", &zap, e);
+  if (rc == GS_OK) rc = gs_ps_server_create(&o, &srv, ep, NULL, e);
+  else k->destroy(k);
+  if (rc == GS_OK) {
+    char line[GS_ENDPOINT_MAX + 32];
+    snprintf(line, sizeof line, "%s %d", ep, (int)getpid());
+    put_line(fd, 'E', line);
+  }
+  close(fd);
+  if (rc == GS_OK) rc = gs_ps_server_run(srv, e);
+  gs_ps_server_destroy(srv);  /* flushes the Error messages to the workers */
+  zmq_ctx_term(ctx);
+  gs_zap_join(zap);
+  return rc;
 }
 
 int gs_ps_spawn(const gs_sync_config *c, int *pid, int *fd, gs_err *e) {

@@ -102,6 +102,11 @@ typedef struct gs_sync_config {
   gs_scaler scaler;         /* initial state (scale 1, not dynamic, for fp32) */
   bool overlap;             /* hand buckets over as backward fills them */
   bool dedicated;           /* ps: the server runs as a separate process */
+  int ps_servers;           /* ps: servers sharing the parameters by key range (ps.h);
+                               0 or 1: one */
+  const char *const *ps_server_eps; /* ps: the ps_servers servers' addresses when they
+                               run in processes of their own (a launcher started
+                               them); NULL: in the ranks */
   /* Collective benchmark mode: no optimizer, no averaging. end_step leaves
    * the element-wise SUM over ranks of grads in params (ps: the server sums
    * and every worker pulls; ring: all-reduce, then copy). */

@@ -13,6 +13,12 @@
   delay   --latency D: each step of ps waits at least 2D (push and pull
           cross the links), the collective's recursive doubling 2D per
           all-reduce at world 4; the report names how (netem or delay line)
+  sharded --ps-servers K, one server per host (K = hosts): each link carries
+          what the cost model's sps-colo says (the same bounds as bytes),
+          every host alike; with --ps-server-hosts (servers on hosts of their
+          own) each rank's host carries what sps-hosts says, n S each way,
+          and each server's host (listed after them) N S / K; the
+          parameters are bitwise those of one server over loopback
   kill    SIGKILL of the launcher mid-run: no namespace, veth or process of
           the run remains, nothing in /run/netns
   nocap   without CAP_NET_ADMIN: a clear error naming it, non-zero exit
@@ -100,6 +106,24 @@ def case_equiv():
                       f"relative error {err:.2e}")
 
 
+def check_links(what, hosts, links):
+    """one link per host, each carrying the cost model's bytes (protocol
+    overhead aside), with sane busy fractions"""
+    check([l["host"] for l in links] == list(range(hosts)),
+          f"{what}: one link per host, in order: {[l['host'] for l in links]}")
+    for l in links:
+        for way in ("tx", "rx"):
+            got, model = l[way + "_bytes"], l["model_" + way + "_bytes"]
+            lo, hi = 0.95 * model, model * (1.05 + HEADERS) + FIXED
+            check(model is not None and lo <= got <= hi,
+                  f"{what} {hosts} hosts, host {l['host']} {way}: {got:.0f} bytes/step, the "
+                  f"model says {model} (allowed {lo:.0f}..{hi:.0f})")
+        check(0 < l["busy"] <= 1 and l["busy_tx"] <= l["busy"] + 1e-9 and
+              l["busy_rx"] <= l["busy"] + 1e-9,
+              f"{what} host {l['host']}: busy fractions {l['busy_tx']}, {l['busy_rx']}, "
+              f"{l['busy']}")
+
+
 def case_bytes():
     need_root()
     flags = ["--model", "mlp:784-512-512-10", "--synthetic-samples", "2048", "--threads", "1",
@@ -113,19 +137,7 @@ def case_bytes():
             continue
         run0 = report(d)["runs"][0]
         links = run0["links"]
-        check([l["host"] for l in links] == list(range(hosts)),
-              f"{mode}: one link per host, in order: {[l['host'] for l in links]}")
-        for l in links:
-            for way in ("tx", "rx"):
-                got, model = l[way + "_bytes"], l["model_" + way + "_bytes"]
-                lo, hi = 0.95 * model, model * (1.05 + HEADERS) + FIXED
-                check(lo <= got <= hi, f"{mode} {hosts} hosts, host {l['host']} {way}: "
-                      f"{got:.0f} bytes/step, the model says {model:.0f} (allowed {lo:.0f}.."
-                      f"{hi:.0f})")
-            check(0 < l["busy"] <= 1 and l["busy_tx"] <= l["busy"] + 1e-9 and
-                  l["busy_rx"] <= l["busy"] + 1e-9,
-                  f"{mode} host {l['host']}: busy fractions {l['busy_tx']}, {l['busy_rx']}, "
-                  f"{l['busy']}")
+        check_links(mode, hosts, links)
         if mode == "ps" and hosts == world:  # (N-1) S on host 0's link, S on the others
             check(all(links[0]["rx_bytes"] > 1.5 * l["rx_bytes"] for l in links[1:]),
                   f"ps: host 0's link carries the most: {[l['rx_bytes'] for l in links]}")
@@ -143,6 +155,58 @@ def case_bytes():
         check(cm["comm_s_predicted"] and cm["comm_s_predicted"] > 0 and
               cm["comm_s_measured"] > 0 and cm["bottleneck"],
               f"{mode}: the cost model's time is in report.json: {cm}")
+
+
+def case_sharded():
+    need_root()
+    # enough measured steps that a step in flight at the window's edges
+    # (the servers' ranks finish their steps at different times) is noise
+    flags = ["--model", "mlp:784-512-512-10", "--synthetic-samples", "4096", "--threads", "1",
+             "--timeout", "30", "--quiet", "--steps", "20", "--warmup", "2", "--batch", "16",
+             "--link", "1gbit"]
+    for world, hosts, k, own in ((4, 4, 4, False), (4, 2, 2, False), (3, 3, 3, False),
+                                 (4, 2, 2, True), (3, 3, 1, True)):
+        d = tmpdir()
+        what = f"ps world {world} --ps-servers {k}" + (" --ps-server-hosts" if own else "")
+        r = run(flags + ["--mode", "ps", "--world", str(world), "--hosts", str(hosts),
+                         "--ps-servers", str(k), "--out", d] +
+                (["--ps-server-hosts"] if own else []))
+        if not check(r.returncode == 0, f"{what} on {hosts} hosts: {r.stderr}"):
+            continue
+        run0 = report(d)["runs"][0]
+        check(run0["ps_servers"] == k and run0["ps_server_hosts"] == own,
+              f"{what}: report.json ps_servers {run0['ps_servers']}, ps_server_hosts "
+              f"{run0['ps_server_hosts']}")
+        links = run0["links"]
+        if own:  # a rank's host sends its gradients and receives its parameters, no more
+            n, S = world // hosts, run0["gradient_bytes"]
+            check(all(l["model_tx_bytes"] == n * S and l["model_rx_bytes"] == n * S
+                      for l in links[:hosts]),
+                  f"{what}: the model's bytes are n S = {n * S} each way: {links[:hosts]}")
+            check(all(l["model_tx_bytes"] == world * S / k and l["model_rx_bytes"] == world * S / k
+                      for l in links[hosts:]),
+                  f"{what}: a server host's model bytes are N S / K = {world * S / k}: "
+                  f"{links[hosts:]}")
+        check_links(what, hosts + (k if own else 0), links)
+        # no master link: every rank's host carries the same
+        rx = [l["rx_bytes"] for l in links[:hosts]]
+        check(max(rx) < 1.15 * min(rx), f"{what}: the ranks' links carry alike: {rx}")
+        cm = run0["cost_model"]
+        check(cm["comm_s_predicted"] and cm["comm_s_predicted"] > 0,
+              f"{what}: the cost model's time is in report.json: {cm}")
+    got = {}
+    for where, k, extra in (("loopback", 1, []),
+                            ("4 hosts", 4, ["--hosts", "4", "--link", "1gbit"]),
+                            ("2 hosts and 2 of their own", 2,
+                             ["--hosts", "2", "--link", "1gbit", "--ps-server-hosts"])):
+        d = tmpdir()
+        r = run(BASE + ["--mode", "ps", "--world", "4", "--ps-servers", str(k), "--verify",
+                        "--save-params", d + "/p", "--out", d] + extra)
+        if check(r.returncode == 0, f"ps world 4 --ps-servers {k} on {where}: {r.stderr}"):
+            got[where] = load_params(d + "/p")
+    for where in got:
+        check(same_bits(got[where], got["loopback"]), f"ps world 4: servers on {where} give "
+              "other parameters than one server over loopback")
 
 
 def case_delay():
@@ -350,6 +414,6 @@ def case_calibrate():
     wait_clean(before, [], [], "--calibrate --hosts 2", check)
 
 
-{"equiv": case_equiv, "bytes": case_bytes, "delay": case_delay, "kill": case_kill,
- "nocap": case_nocap, "exec": case_exec, "calibrate": case_calibrate}[CASE]()
+{"equiv": case_equiv, "bytes": case_bytes, "sharded": case_sharded, "delay": case_delay,
+ "kill": case_kill, "nocap": case_nocap, "exec": case_exec, "calibrate": case_calibrate}[CASE]()
 finish("bench on emulated hosts: " + CASE)

@@ -178,6 +178,7 @@ static void rank_init(rank_ctx *rc, const job_opts *o, job_result *res, int rank
   c->scaler = o->scaler;
   c->overlap = o->overlap;
   c->dedicated = o->dedicated;
+  c->ps_servers = o->ps_servers;
   c->sum_only = o->sum_only;
   c->span = o->span;
   c->span_ctx = &rank_ids[rank];
@@ -269,12 +270,18 @@ int run_threads(const job_opts *o, job_result *res) {
   REQUIRE(o->world <= MAXW, "world %d", o->world);
   rank_ctx rc[MAXW];
   gs_err e = {0};
+  /* every rank's endpoint, as the rendezvous hands them out (the sharded
+   * ps' servers' addresses) */
+  static char ep[MAXW][GS_ENDPOINT_MAX];
+  static const char *eps[MAXW];
   /* prepare in this thread: a dedicated server dies with the thread that
    * forked it, and this one outlives every rank */
   for (int r = 0; r < o->world; r++) {
     rank_init(&rc[r], o, res, r);
-    char ep[GS_ENDPOINT_MAX];
-    REQUIRE(gs_ps_backend.prepare(&rc[r].cfg, &rc[r].state, ep, &e) == 0, "prepare: %s", e.msg);
+    REQUIRE(gs_ps_backend.prepare(&rc[r].cfg, &rc[r].state, ep[r], &e) == 0, "prepare: %s",
+            e.msg);
+    eps[r] = ep[r];
+    rc[r].cfg.endpoints = eps;
   }
   char blob[GS_BOOTSTRAP_MAX];
   size_t len = 0;

@@ -40,6 +40,8 @@ typedef struct job_opts {
   gs_dtype wire;
   gs_scaler scaler;
   bool overlap, dedicated, sum_only;
+  int ps_servers;          /* > 1: the sharded ps (threads only: the servers' addresses
+                              are the ranks' endpoints) */
   int timeout_ms;
   uint64_t job, seed;
   uint64_t jitter_seed;  /* varies arrival order between runs */

@@ -49,7 +49,7 @@ static void scenario(const char *name, const size_t *off, const size_t *cnt, siz
   gs_kernels *k = gs_kernels_cpu(1, &e);
   REQUIRE(k, "%s: kernels: %s", name, e.msg);
   gs_ps_reduce_cfg c = {.k = k, .world = W, .nb = NB, .off = off, .cnt = cnt, .n = n,
-                        .wire = wire, .inproc0 = inproc0, .pair_start = pair_start};
+                        .wire = wire, .inproc = inproc0, .pair_start = pair_start};
   gs_ps_reduce *r = NULL;
   REQUIRE(gs_ps_reduce_create(&c, &r, &e) == GS_OK, "%s: create: %s", name, e.msg);
   uint64_t s = seed;
