@@ -241,21 +241,20 @@ static int wait_in(gs_link *l, double deadline, gs_err *e) {
     int slice = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
     gs_link_ack(l, false); /* idle now: a good moment */
     if (slice > SLICE_MS) slice = SLICE_MS;
-    /* the right side's acknowledgements and reconnections are served
-     * while we wait for the left */
-    zmq_pollitem_t it[4] = {{.socket = l->pull, .events = ZMQ_POLLIN}};
-    int n = 1, imon = -1;
-    if (l->mon) it[imon = n++] = (zmq_pollitem_t){.socket = l->mon, .events = ZMQ_POLLIN};
-    if (l->push) it[n++] = (zmq_pollitem_t){.socket = l->push, .events = ZMQ_POLLIN};
-    if (l->rmon) it[n++] = (zmq_pollitem_t){.socket = l->rmon, .events = ZMQ_POLLIN};
-    int rc = zmq_poll(it, n, slice);
+    zmq_pollitem_t it[2] = {{.socket = l->pull, .events = ZMQ_POLLIN},
+                            {.socket = l->mon, .events = ZMQ_POLLIN}};
+    int rc = zmq_poll(it, l->mon ? 2 : 1, slice);
     if (rc < 0) {
       if (errno == EINTR) continue;
       return GS_FAIL(e, GS_EIO, "rank %d: zmq_poll: %s", l->c.rank, zmq_strerror(errno));
     }
     if (it[0].revents & ZMQ_POLLIN) return 1;
-    if (imon > 0 && (it[imon].revents & ZMQ_POLLIN)) watch_left(l);
-    if (rc > 0) gs_link_right_events(l);
+    if (l->mon && (it[1].revents & ZMQ_POLLIN)) watch_left(l);
+    /* Each slice that passes without news: the right connection's drops
+     * (the ring may be waiting on what we must send again) and the
+     * acknowledgements. Not in the poll itself: every socket polled costs
+     * system calls on every wake-up. */
+    if (rc == 0) gs_link_right_events(l);
     if (left <= 0) return 0;
   }
 }
@@ -387,7 +386,7 @@ int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin
       l->rx_next++;
       /* a large payload is most likely lent from the sender's buffer, which
        * it wants back soon: an acknowledgement now spares it a copy */
-      gs_link_ack(l, l->last.has_payload && zmq_msg_size(&l->last.payload) >= (64u << 10));
+      gs_link_ack(l, l->last.has_payload && zmq_msg_size(&l->last.payload) >= GS_LINK_ACK_NOW);
     }
     if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
       char m[900];

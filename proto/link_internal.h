@@ -9,6 +9,7 @@
 #define HDR_MAX 4096           /* a chunk header is ~50 bytes; an Error ~1 KiB */
 #define ARENA_BYTES (64 << 10) /* protobuf-c unpack of one header of HDR_MAX */
 #define ACK_ARENA 1024         /* an Ack unpacks into far less */
+#define GS_LINK_ACK_NOW (64u << 10) /* payloads acknowledged at once, not now and then */
 
 /* A numbered message sent and not yet acknowledged: kept so that it can go
  * again after the connection to the right neighbour dropped. flag: the

@@ -28,6 +28,7 @@
 #include <time.h>
 
 #define LOG_MIN 64
+#define LOG_READ 32 /* entries before a send reads the acknowledgements */
 
 static void released(void *data, void *hint) {
   (void)data;
@@ -141,9 +142,10 @@ static bool readable(void *sock) {
   return sock && zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &sz) == 0 && (ev & ZMQ_POLLIN);
 }
 
-void gs_link_right_events(gs_link *l) {
-  if (!l->push) return;
-  if (l->rmon) watch_right(l);
+/* Every look at a ZeroMQ socket from here costs a system call, so the
+ * acknowledgements are read when the log has grown (a send), or when a
+ * caller waits anyway (a flag, the left neighbour). */
+static void read_acks(gs_link *l) {
   while (readable(l->push)) {
     gs_wire_msg m;
     gs_err ignore = {0};
@@ -155,6 +157,12 @@ void gs_link_right_events(gs_link *l) {
       acked(l, m.env->ack->next);
     gs_wire_msg_close(&m);
   }
+}
+
+void gs_link_right_events(gs_link *l) {
+  if (!l->push) return;
+  if (l->rmon) watch_right(l);
+  read_acks(l);
 }
 
 /* An acknowledgement is a message of its own, and on a loaded machine
@@ -187,11 +195,20 @@ void gs_link_ack(gs_link *l, bool now) {
 
 /* Make the log's entries that borrow flag's buffer hold their own copy. */
 static int detach(gs_link *l, atomic_uint *flag, gs_err *e) {
+  bool read = false;
   for (size_t i = 0; i < l->log_len; i++) {
     gs_link_sent *s = entry(l, i);
     if (s->flag != flag) continue;
-    zmq_msg_t own;
     size_t n = zmq_msg_size(&s->pay);
+    /* a large payload was most likely acknowledged at once (link.c):
+     * reading that is cheaper than copying it; a small one is copied */
+    if (n >= GS_LINK_ACK_NOW && !read) {
+      read = true;
+      read_acks(l);
+      i = (size_t)-1; /* the log may have shrunk: look again */
+      continue;
+    }
+    zmq_msg_t own;
     if (zmq_msg_init_size(&own, n) < 0)
       return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the ring's send log", l->c.rank);
     memcpy(zmq_msg_data(&own), zmq_msg_data(&s->pay), n);
@@ -207,7 +224,7 @@ static int detach(gs_link *l, atomic_uint *flag, gs_err *e) {
 int gs_link_send(gs_link *l, const Gradsync__Envelope *env, const void *data, size_t bytes,
                  atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, const gs_link_where *w,
                  gs_err *e) {
-  gs_link_right_events(l);
+  if (l->log_len >= LOG_READ) read_acks(l);
   GS_TRY(log_room(l, e));
   Gradsync__Envelope numbered = *env;
   numbered.seq = l->tx_seq + 1;
@@ -267,7 +284,6 @@ fail:;
 
 int gs_link_wait_released(gs_link *l, atomic_uint *flag, const char *what, gs_err *e) {
   if (atomic_load_explicit(flag, memory_order_acquire) == 0) return GS_OK;
-  gs_link_right_events(l);
   GS_TRY(detach(l, flag, e));
   double deadline = gs_now() + l->c.timeout_ms / 1000.0;
   long ns = 1000;
