@@ -201,21 +201,11 @@ static void *rank_main(void *arg) {
   return NULL;
 }
 
-static void get_blob(unsigned char *blob, size_t *len) {
-  gs_sync_config c;
-  memset(&c, 0, sizeof c);
-  gs_err e = {0};
-  if (gs_nccl_backend.bootstrap(NULL, &c, blob, len, &e)) {
-    fprintf(stderr, "bootstrap: %s\n", e.msg);
-    exit(1);
-  }
-}
-
 static void run_world_type(int world, gs_dtype wire) {
   mock_reset();
   unsigned char blob[GS_BOOTSTRAP_MAX];
   size_t blen = 0;
-  get_blob(blob, &blen);
+  mock_nccl_blob(blob, &blen);
   rank_run runs[MAXW];
   pthread_t th[MAXW];
   for (int r = 0; r < world; r++) {
@@ -291,7 +281,7 @@ out:
 static void run_errors(int world, int mode, err_run *runs) {
   unsigned char blob[GS_BOOTSTRAP_MAX];
   size_t blen = 0;
-  get_blob(blob, &blen);
+  mock_nccl_blob(blob, &blen);
   pthread_t th[MAXW];
   for (int r = 0; r < world; r++) {
     runs[r] = (err_run){.world = world, .rank = r, .mode = mode, .blob = blob,
@@ -307,7 +297,7 @@ static void test_bad_args(void) {
   mock_reset();
   unsigned char blob[GS_BOOTSTRAP_MAX];
   size_t blen = 0;
-  get_blob(blob, &blen);
+  mock_nccl_blob(blob, &blen);
   gs_kernels *k = mock_gpu_table(0);
   float *a = k->alloc(k, COUNT * 4), *b = k->alloc(k, COUNT * 4);
   for (size_t i = 0; i < COUNT; i++) a[i] = (float)i;

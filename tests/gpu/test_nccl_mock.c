@@ -141,16 +141,6 @@ out:
   return NULL;
 }
 
-static void get_blob(unsigned char *blob, size_t *len) {
-  gs_sync_config c;
-  memset(&c, 0, sizeof c);
-  gs_err e = {0};
-  if (gs_nccl_backend.bootstrap(NULL, &c, blob, len, &e)) {
-    fprintf(stderr, "bootstrap: %s\n", e.msg);
-    exit(1);
-  }
-}
-
 /* What every rank must end with, from the contract. */
 static void expected(const scenario *sc, float *p, bool skipped[STEPS], float scale[STEPS]) {
   gs_err e = {0};
@@ -203,7 +193,7 @@ static void run_scenario(const scenario *sc) {
   mock_event_delay = sc->delay;
   unsigned char blob[GS_BOOTSTRAP_MAX];
   size_t blen = 0;
-  get_blob(blob, &blen);
+  mock_nccl_blob(blob, &blen);
   span_log spans = {.mu = PTHREAD_MUTEX_INITIALIZER};
   static rank_run runs[MAXW];
   pthread_t th[MAXW];
@@ -320,7 +310,7 @@ out:
 static void run_errors(int world, int started, int mode, err_run *runs) {
   unsigned char blob[GS_BOOTSTRAP_MAX];
   size_t blen = 0;
-  get_blob(blob, &blen);
+  mock_nccl_blob(blob, &blen);
   pthread_t th[MAXW];
   for (int r = 0; r < started; r++) {
     memset(&runs[r], 0, sizeof runs[r]);
@@ -387,7 +377,7 @@ static void test_config_errors(void) {
   gs_sync *s = NULL;
   unsigned char blob[GS_BOOTSTRAP_MAX];
   size_t blen = 0;
-  get_blob(blob, &blen);
+  mock_nccl_blob(blob, &blen);
 
   mock_reset();
   mock_device_count = 2;

@@ -4,12 +4,14 @@
  * Work on a stream happens at once; ranks are threads; see nccl.h here for
  * the communicator's behaviour. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "allreduce/allreduce.h"
 #include "kernels/cuda/cuda_impl.h"
 #include "kernels/elem.h"
 #include "mock.h"
@@ -472,3 +474,13 @@ const char *mock_ncclGetErrorString(ncclResult_t r) {
   }
 }
 const char *mock_ncclGetLastError(ncclComm_t comm) { return "mock: see the test"; }
+
+void mock_nccl_blob(unsigned char *blob, size_t *len) {
+  gs_sync_config c;
+  memset(&c, 0, sizeof c);
+  gs_err e = {0};
+  if (gs_nccl_backend.bootstrap(NULL, &c, blob, len, &e)) {
+    fprintf(stderr, "bootstrap: %s\n", e.msg);
+    exit(1);
+  }
+}

@@ -25,5 +25,8 @@ extern int mock_colls[5];
 gs_kernels *mock_gpu_table(int dev);
 /* Clear the counters and knobs. */
 void mock_reset(void);
+/* Rank 0's bootstrap blob of the NCCL backend (its unique id), as a
+ * launcher passes it to every rank; exits the test if it cannot. */
+void mock_nccl_blob(unsigned char *blob, size_t *len);
 
 #endif
