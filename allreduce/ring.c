@@ -1,8 +1,8 @@
 /* ring.c: ring all-reduce over ZeroMQ (allreduce.h), of float32 buffers
  * (the collective benchmark's fp64 and int32 too, and its other ops).
  *
- * Every rank receives from its left neighbour (rank - 1) on a socket it bound
- * in gs_ring_prepare, and sends to its right neighbour (rank + 1). The
+ * Every rank PULLs from its left neighbour (rank - 1) on a socket it bound
+ * in gs_ring_prepare, and PUSHes to its right neighbour (rank + 1). The
  * buffer is cut into N segments (s0 .. s3 below) and every segment into C
  * chunks; a segment first leaves the rank with its number and is added to
  * at every hop, so segment j is summed in the fixed order

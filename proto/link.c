@@ -1,15 +1,13 @@
-/* link.c: a rank's links to its ring neighbours (wire.h, gs_link): a
- * ROUTER socket it binds for its left neighbour and a DEALER it connects to
+/* link.c: a rank's links to its ring neighbours (wire.h, gs_link): a PULL
+ * socket it binds for its left neighbour and a PUSH socket it connects to
  * its right one, with everything a stream between neighbours needs besides
  * the algorithm: socket options, a monitor that notices at once when the
  * left neighbour's connection drops, interrupt-aware waits (a short poll
  * first for latency, then sleep in slices), checked receives through
- * gs_wire_read into a fixed arena (no malloc per message) that take each
- * numbered message once and in order and acknowledge it, and the relay of
- * errors around the ring so that every rank stops with the cause, not a
- * timeout. Sending, and resending after a dropped connection, is
- * link_send.c's. */
-#include "proto/link_internal.h"
+ * gs_wire_read into a fixed arena (no malloc per message), zero-copy sends
+ * with a per-chunk "ZeroMQ still holds it" flag, and the relay of errors
+ * around the ring so that every rank stops with the cause, not a timeout. */
+#include "proto/wire.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -20,29 +18,38 @@
 #include <time.h>
 
 #define SLICE_MS 50
-/* after the left neighbour's connection dropped: time for it to come back
- * (ZeroMQ reconnects, and the sender resends what was lost) before the
- * neighbour counts as gone */
-#define GONE_GRACE_S 1.0
+#define GONE_GRACE_S 0.25      /* after the left neighbour disconnects */
+#define HDR_MAX 4096           /* a chunk header is ~50 bytes; an Error ~1 KiB */
+#define ARENA_BYTES (64 << 10) /* protobuf-c unpack of one header of HDR_MAX */
 
-static void *bump_alloc(void *data, size_t size) {
-  gs_bump *b = data;
+struct gs_link {
+  gs_link_cfg c;
+  char host[256];
+  void *ctx, *pull, *push, *mon;
+  gs_zap *zap;
+  bool told_right;           /* the right neighbour has been told why we stop */
+  int errors_sent;
+  double left_gone_at;       /* > 0: the left neighbour closed its connection */
+  uint32_t peer_fd[32];      /* open connections on the PULL socket */
+  int npeers;
+  unsigned dropped;           /* foreign messages, for the first few lines */
+  atomic_int stop;           /* gs_link_interrupt */
+  gs_wire_msg last;          /* the last message received (its env lives in the arena) */
+  ProtobufCAllocator alloc;  /* bump allocator over arena */
+  size_t arena_used;
+  uint8_t *arena;
+  uint8_t hbuf[HDR_MAX];
+};
+
+static void *arena_alloc(void *data, size_t size) {
+  gs_link *l = data;
   size = (size + 15) & ~(size_t)15;
-  if (size > b->cap - b->used) return NULL;
-  void *p = b->buf + b->used;
-  b->used += size;
+  if (size > ARENA_BYTES - l->arena_used) return NULL;
+  void *p = l->arena + l->arena_used;
+  l->arena_used += size;
   return p;
 }
-static void bump_free(void *data, void *p) {}
-
-void gs_bump_init(ProtobufCAllocator *a, gs_bump *b, uint8_t *buf, size_t cap) {
-  b->buf = buf;
-  b->cap = cap;
-  b->used = 0;
-  a->alloc = bump_alloc;
-  a->free = bump_free;
-  a->allocator_data = b;
-}
+static void arena_free(void *data, void *p) {}
 
 static const char *where(const gs_link_where *w, char *buf, size_t cap) {
   if (!w || !w->fn) return "the ring";
@@ -62,17 +69,14 @@ int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_
   snprintf(l->host, sizeof l->host, "%s", c->host && *c->host ? c->host : "127.0.0.1");
   l->c.host = l->host;
   if (l->c.timeout_ms <= 0) l->c.timeout_ms = 30000;
-  l->rx_next = 1;
-  snprintf(l->left_id, sizeof l->left_id, "gs-ring-%d", c->left);
-  snprintf(l->my_id, sizeof l->my_id, "gs-ring-%d", c->rank);
-  gs_bump_init(&l->ack_alloc, &l->ack_arena, l->ack_buf, sizeof l->ack_buf);
+  l->alloc.alloc = arena_alloc;
+  l->alloc.free = arena_free;
+  l->alloc.allocator_data = l;
   int rc = GS_OK;
-  uint8_t *arena = gs_alloc(ARENA_BYTES, e);
-  if (!arena) {
+  if (!(l->arena = gs_alloc(ARENA_BYTES, e))) {
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", c->rank);
     goto out;
   }
-  gs_bump_init(&l->alloc, &l->arena, arena, ARENA_BYTES);
   l->ctx = zmq_ctx_new();
   if (!l->ctx) {
     rc = GS_FAIL(e, GS_EIO, "rank %d: zmq_ctx_new: %s", c->rank, zmq_strerror(errno));
@@ -82,15 +86,12 @@ int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_
   char who[64];
   snprintf(who, sizeof who, "rank %d: ring", c->rank);
   if ((rc = gs_zap_start(l->ctx, &c->cred, who, &l->zap, e)) < 0) goto out;
-  /* a ROUTER, not a PULL, so that acknowledgements go back to the left
-   * neighbour; a reconnecting neighbour takes its routing id over */
-  l->pull = zmq_socket(l->ctx, ZMQ_ROUTER);
+  l->pull = zmq_socket(l->ctx, ZMQ_PULL);
   if (!l->pull) {
     rc = GS_FAIL(e, GS_EIO, "rank %d: zmq_socket: %s", c->rank, zmq_strerror(errno));
     goto out;
   }
-  int zero = 0, one = 1;
-  zmq_setsockopt(l->pull, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+  int zero = 0;
   zmq_setsockopt(l->pull, ZMQ_RCVHWM, &zero, sizeof zero);
   zmq_setsockopt(l->pull, ZMQ_LINGER, &zero, sizeof zero);
   if (c->sockbuf > 0) {
@@ -131,15 +132,12 @@ int gs_link_connect(gs_link *l, const char *right, gs_err *e) {
   if (!right || !*right)
     return GS_FAIL(e, GS_EINVAL, "rank %d: no endpoint for rank %d (right); the launcher must "
                    "pass every rank's prepare() endpoint", l->c.rank, l->c.right);
-  l->push = zmq_socket(l->ctx, ZMQ_DEALER);
+  l->push = zmq_socket(l->ctx, ZMQ_PUSH);
   if (!l->push)
     return GS_FAIL(e, GS_EIO, "rank %d: zmq_socket: %s", l->c.rank, zmq_strerror(errno));
   /* an orderly close flushes what the right neighbour still needs */
-  int zero = 0, linger = l->c.timeout_ms, ivl = 20;
+  int zero = 0, linger = l->c.timeout_ms;
   zmq_setsockopt(l->push, ZMQ_SNDHWM, &zero, sizeof zero);
-  zmq_setsockopt(l->push, ZMQ_RCVHWM, &zero, sizeof zero);
-  zmq_setsockopt(l->push, ZMQ_ROUTING_ID, l->my_id, strlen(l->my_id));
-  zmq_setsockopt(l->push, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
   zmq_setsockopt(l->push, ZMQ_LINGER, &linger, sizeof linger);
   if (l->c.sockbuf > 0) {
     zmq_setsockopt(l->push, ZMQ_SNDBUF, &l->c.sockbuf, sizeof l->c.sockbuf);
@@ -147,9 +145,6 @@ int gs_link_connect(gs_link *l, const char *right, gs_err *e) {
   }
   zmq_setsockopt(l->push, ZMQ_SNDTIMEO, &l->c.timeout_ms, sizeof l->c.timeout_ms);
   GS_TRY(gs_cred_client(l->push, &l->c.cred, e));
-  /* Learn when the connection to the right drops and comes back, to send
-   * again what was in flight. */
-  l->rmon = gs_wire_monitor(l->ctx, l->push, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
   if (zmq_connect(l->push, right) < 0)
     return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank %d (right) at '%s': %s",
                    l->c.rank, l->c.right, right, zmq_strerror(errno));
@@ -163,14 +158,12 @@ void gs_link_close(gs_link *l, bool abort) {
     zmq_setsockopt(l->push, ZMQ_LINGER, &linger, sizeof linger);
   }
   gs_wire_msg_close(&l->last);
-  gs_link_log_free(l);
   gs_wire_monitor_close(l->pull, l->mon);
-  gs_wire_monitor_close(l->push, l->rmon);
   if (l->pull) zmq_close(l->pull);
   if (l->push) zmq_close(l->push);
   if (l->ctx) zmq_ctx_term(l->ctx); /* releases whatever ZeroMQ still held */
   gs_zap_join(l->zap);
-  gs_free(l->arena.buf);
+  gs_free(l->arena);
   free(l);
 }
 
@@ -206,7 +199,7 @@ void gs_link_told(gs_link *l) { l->told_right = true; }
 /* ------------------------------------------------------------------ */
 /* receiving */
 
-/* Monitor events of the receiving socket: the open connections (the left
+/* Monitor events of the PULL socket: the open TCP connections (the left
  * neighbour's, and any stranger's), by file descriptor. When the last of
  * them closes, the left neighbour is gone. */
 static void watch_left(gs_link *l) {
@@ -227,7 +220,7 @@ static void watch_left(gs_link *l) {
   }
 }
 
-/* Wait until the receiving socket has a message: 1, or 0 when the deadline (or
+/* Wait until the PULL socket has a message: 1, or 0 when the deadline (or
  * the grace after the left neighbour disconnected) passed. */
 static int wait_in(gs_link *l, double deadline, gs_err *e) {
   for (;;) {
@@ -239,7 +232,6 @@ static int wait_in(gs_link *l, double deadline, gs_err *e) {
       end = l->left_gone_at + GONE_GRACE_S;
     double left = end - now;
     int slice = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
-    gs_link_ack(l, false); /* idle now: a good moment */
     if (slice > SLICE_MS) slice = SLICE_MS;
     zmq_pollitem_t it[2] = {{.socket = l->pull, .events = ZMQ_POLLIN},
                             {.socket = l->mon, .events = ZMQ_POLLIN}};
@@ -250,11 +242,6 @@ static int wait_in(gs_link *l, double deadline, gs_err *e) {
     }
     if (it[0].revents & ZMQ_POLLIN) return 1;
     if (l->mon && (it[1].revents & ZMQ_POLLIN)) watch_left(l);
-    /* Each slice that passes without news: the right connection's drops
-     * (the ring may be waiting on what we must send again) and the
-     * acknowledgements. Not in the poll itself: every socket polled costs
-     * system calls on every wake-up. */
-    if (rc == 0) gs_link_right_events(l);
     if (left <= 0) return 0;
   }
 }
@@ -305,8 +292,8 @@ static int settle(gs_link *l, int code, const char *mine, const char *upstream,
   gs_err ignore = {0};
   while (wait_in(l, end, &ignore) == 1) {
     gs_wire_msg m;
-    l->arena.used = 0;
-    int rc = gs_wire_read(l->pull, true, l->c.job, l->c.max_payload, &l->alloc, &m, &ignore);
+    l->arena_used = 0;
+    int rc = gs_wire_read(l->pull, false, l->c.job, l->c.max_payload, &l->alloc, &m, &ignore);
     if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR && m.env->error->message) {
       snprintf(cause, sizeof cause, "%s", m.env->error->message);
       gs_link_tell(l, "ring", cause);
@@ -357,9 +344,9 @@ int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin
         return settle(l, GS_ETIMEOUT, mine, NULL, w, e);
       }
     }
-    l->arena.used = 0;
+    l->arena_used = 0;
     gs_err we = {0};
-    int rc = gs_wire_read(l->pull, true, l->c.job, l->c.max_payload, &l->alloc, &l->last, &we);
+    int rc = gs_wire_read(l->pull, false, l->c.job, l->c.max_payload, &l->alloc, &l->last, &we);
     *bytes += l->last.bytes;
     if (rc == GS_EINTR) return GS_FAIL(e, rc, "rank %d: ring interrupted", l->c.rank);
     if (rc < 0) {
@@ -375,19 +362,6 @@ int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin
       dropped(l, why);
       continue;
     }
-    /* A numbered message is taken once, in order: one sent again after a
-     * dropped connection may arrive twice, and the ones behind a lost one
-     * come again after it. */
-    if (env->seq) {
-      if (env->seq != l->rx_next) {
-        if (env->seq < l->rx_next) gs_link_ack(l, true);
-        continue;
-      }
-      l->rx_next++;
-      /* a large payload is most likely lent from the sender's buffer, which
-       * it wants back soon: an acknowledgement now spares it a copy */
-      gs_link_ack(l, l->last.has_payload && zmq_msg_size(&l->last.payload) >= GS_LINK_ACK_NOW);
-    }
     if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
       char m[900];
       snprintf(m, sizeof m, "%s", env->error->message ? env->error->message : "");
@@ -401,4 +375,67 @@ int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin
     *envp = env;
     return GS_OK;
   }
+}
+
+/* ------------------------------------------------------------------ */
+/* sending */
+
+static void released(void *data, void *hint) {
+  atomic_store_explicit((atomic_uint *)hint, 0u, memory_order_release);
+}
+
+int gs_link_send(gs_link *l, const Gradsync__Envelope *env, const void *data, size_t bytes,
+                 atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, const gs_link_where *w,
+                 gs_err *e) {
+  size_t hlen = gs_wire_pack(env, l->hbuf, sizeof l->hbuf);
+  if (hlen > sizeof l->hbuf)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: a header of %zu bytes", l->c.rank, hlen);
+  /* an empty payload travels as no payload frame */
+  if (zmq_send(l->push, l->hbuf, hlen, bytes ? ZMQ_SNDMORE : 0) < 0) goto fail;
+  int rc = 0;
+  if (bytes == 0) {
+  } else if (fwd) {
+    rc = zmq_msg_send(fwd, l->push, 0);
+  } else if (flag) {
+    zmq_msg_t m;
+    atomic_store_explicit(flag, 1u, memory_order_relaxed);
+    zmq_msg_init_data(&m, (void *)data, bytes, released, flag);
+    rc = zmq_msg_send(&m, l->push, 0);
+    if (rc < 0) {
+      int err = errno;
+      zmq_msg_close(&m); /* runs released() */
+      errno = err;
+    }
+  } else {
+    rc = zmq_send(l->push, data, bytes, 0);
+  }
+  if (rc < 0) goto fail;
+  *sent += hlen + bytes;
+  return GS_OK;
+fail:;
+  char wb[160];
+  if (errno == EAGAIN)
+    return GS_FAIL(e, GS_ETIMEOUT, "rank %d: could not queue a %s for rank %d (right) in %s "
+                   "within %.1f s", l->c.rank, gs_wire_kind(env), l->c.right,
+                   where(w, wb, sizeof wb), l->c.timeout_ms / 1000.0);
+  return GS_FAIL(e, GS_EIO, "rank %d: sending to rank %d (right) in %s: %s", l->c.rank,
+                 l->c.right, where(w, wb, sizeof wb), zmq_strerror(errno));
+}
+
+int gs_link_wait_released(gs_link *l, atomic_uint *flag, const char *what, gs_err *e) {
+  if (atomic_load_explicit(flag, memory_order_acquire) == 0) return GS_OK;
+  double deadline = gs_now() + l->c.timeout_ms / 1000.0;
+  long ns = 1000;
+  while (atomic_load_explicit(flag, memory_order_acquire) != 0) {
+    if (atomic_load(&l->stop) || gs_interrupted)
+      return GS_FAIL(e, GS_EINTR, "rank %d: ring interrupted", l->c.rank);
+    if (gs_now() > deadline)
+      return GS_FAIL(e, GS_ETIMEOUT, "rank %d: rank %d (right) took no data for %.1f s in %s "
+                     "(it died or stalled)", l->c.rank, l->c.right, l->c.timeout_ms / 1000.0,
+                     what);
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+    if (ns < 1000000) ns *= 2;
+  }
+  return GS_OK;
 }

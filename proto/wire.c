@@ -28,7 +28,6 @@ const char *gs_wire_kind(const Gradsync__Envelope *env) {
   case GRADSYNC__ENVELOPE__BODY_RING_HELLO: return "ring hello";
   case GRADSYNC__ENVELOPE__BODY_KNOCK: return "knock";
   case GRADSYNC__ENVELOPE__BODY_CHALLENGE: return "challenge";
-  case GRADSYNC__ENVELOPE__BODY_ACK: return "ack";
   default: return "empty";
   }
 }

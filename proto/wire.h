@@ -114,21 +114,19 @@ int gs_wire_monitor_event(void *mon, uint16_t *id, uint32_t *value);
  * buffers, unbounded high-water marks (flow is bounded by the protocol). */
 void gs_wire_tune(void *sock);
 
-/* ---- links between ring neighbours (link.c, link_send.c) ----
- * A rank receives from its left neighbour on a ROUTER socket it binds, and
- * sends to its right one on a DEALER. gs_link is that pair with what a
- * stream between neighbours needs besides the algorithm: socket options; a
- * monitor that notices at once when the left neighbour's connection drops;
- * waits that poll a little first (latency) and then sleep in slices
- * watching gs_interrupted and gs_link_interrupt; receives checked as
- * gs_wire_read checks them (into an arena: no malloc per message) plus the
- * sender's rank; zero-copy sends whose flag clears when ZeroMQ is done;
- * messages numbered, acknowledged and sent again after a dropped
- * connection comes back, so that a reset loses nothing; and Error messages
- * relayed around the ring, so that when a rank fails or stalls every rank
- * stops with the cause (settling a moment for news from further up the
- * ring) instead of its own timeout. Errors name this rank, the neighbour
- * and where (gs_link_where, put in words only when needed). */
+/* ---- links between ring neighbours (link.c) ----
+ * A rank PULLs from its left neighbour on a socket it binds, and PUSHes to
+ * its right one. gs_link is that pair with what a stream between
+ * neighbours needs besides the algorithm: socket options; a monitor that
+ * notices at once when the left neighbour's connection drops; waits that
+ * poll a little first (latency) and then sleep in slices watching
+ * gs_interrupted and gs_link_interrupt; receives checked as gs_wire_read
+ * checks them (into an arena: no malloc per message) plus the sender's
+ * rank; zero-copy sends whose flag clears when ZeroMQ is done; and Error
+ * messages relayed around the ring, so that when a rank fails or stalls
+ * every rank stops with the cause (settling a moment for news from further
+ * up the ring) instead of its own timeout. Errors name this rank, the
+ * neighbour and where (gs_link_where, put in words only when needed). */
 typedef struct gs_link gs_link;
 
 typedef struct gs_link_cfg {
@@ -149,14 +147,14 @@ typedef struct gs_link_where {
   const void *ctx;
 } gs_link_where;
 
-/* Bind the socket the left neighbour connects to; its address goes to
- * endpoint. */
+/* Bind the PULL socket the left neighbour connects to; its address goes
+ * to endpoint. */
 int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_MAX], gs_err *e);
 void gs_link_set_job(gs_link *l, uint64_t job);
 /* The link's ZeroMQ context (its credential handler serves every socket in
  * it), for more sockets of the same job; closed by gs_link_close. */
 void *gs_link_zmq_context(gs_link *l);
-/* Connect to the right neighbour. */
+/* Connect the PUSH socket to the right neighbour. */
 int gs_link_connect(gs_link *l, const char *right, gs_err *e);
 /* Send env + payload: copied (flag and fwd NULL), zero-copy from data with
  * *flag set until ZeroMQ releases it, or the received message fwd itself.

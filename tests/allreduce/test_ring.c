@@ -334,7 +334,7 @@ static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
  * garbage never delivered), one with another secret, and one that holds
  * the secret but belongs to another job (its frames dropped). */
 static void *stranger(void *ctx, const char *secret, const char *ep) {
-  void *s = zmq_socket(ctx, ZMQ_DEALER); /* as a ring neighbour connects */
+  void *s = zmq_socket(ctx, ZMQ_PUSH);
   if (secret) {
     gs_cred c;
     gs_err e = {0};
