@@ -96,7 +96,7 @@ static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, con
     PUT(12, "%s", hi.addr);
     if (l->latency_s > 0 && !gs_hosts_has_delay(c)) PUT(13, "%.9g", l->latency_s);
   }
-built:
+built:;
 #undef PUT
   size_t n = 0;
   while (environ[n]) n++;
