@@ -299,9 +299,11 @@ static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
   o.small_bytes = GS_RING_NO_SMALL;
   if (which == 2) o.wire = rank == 0 ? GS_F64 : GS_I32;
   gs_ring *r = NULL;
+  /* outlives the ring: a send that failed may still be held by ZeroMQ
+   * until gs_ring_close */
+  double buf[64] = {0};
   int rc = th_ring_open(sh, 0, &o, &r, &e);
   if (rc == GS_OK) {
-    double buf[64] = {0};
     rc = gs_ring_allreduce_op(r, rank == 0 ? GS_REDOP_MAX : GS_REDOP_SUM, buf, buf, 64, 0, 0,
                               NULL, &e);
   }
