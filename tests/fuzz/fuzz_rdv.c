@@ -19,6 +19,7 @@
  * gs_rdv_host, the proofs made with one credential (CRED). When those
  * change, its message building (msgs.c and the seeds in mkseeds.c) changes
  * too. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,8 +59,11 @@ static void *socket_to(int type, const char *ep, bool bind) {
   void *s = zmq_socket(zctx, type);
   int zero = 0;
   zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-  FUZZ_CHECK(s && (bind ? zmq_bind(s, ep) : zmq_connect(s, ep)) == 0, "%s %s: %s",
-             bind ? "bind" : "connect", ep, zmq_strerror(zmq_errno()));
+  int rc;
+  /* libFuzzer's timer signal can interrupt the call: try again */
+  do rc = s ? (bind ? zmq_bind(s, ep) : zmq_connect(s, ep)) : -1;
+  while (rc < 0 && s && zmq_errno() == EINTR);
+  FUZZ_CHECK(rc == 0, "%s %s: %s", bind ? "bind" : "connect", ep, zmq_strerror(zmq_errno()));
   return s;
 }
 
