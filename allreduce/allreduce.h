@@ -136,6 +136,9 @@ typedef struct gs_ring_opts {
   int io_threads;            /* ZeroMQ I/O threads (default 1) */
   int sockbuf;               /* kernel SO_SNDBUF / SO_RCVBUF (default, or < 0:
                                 the kernel's autotuning) */
+  bool no_resend;            /* keep nothing to send again when a connection
+                                drops and comes back (a reset then stops the
+                                job; saves copying what is sent) */
   /* What the handshake also compares (the sync layer's bucket plan). */
   uint32_t nbuckets;
   uint64_t plan_hash;

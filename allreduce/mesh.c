@@ -39,6 +39,10 @@ struct gs_mesh {
   gs_cred cred;
   void *pull;
   void **push;               /* world entries; NULL for this rank */
+  gs_resend **out;           /* world entries: what each peer may not have yet */
+  gs_seq_in *in;             /* world entries: each peer's numbers */
+  gs_link *link;             /* whose waits look at out too */
+  bool keep;                 /* !gs_ring_opts.no_resend */
   peer_queue *q;             /* world entries */
   bool told;
   unsigned dropped;
@@ -67,8 +71,12 @@ int gs_mesh_open(const gs_ring *r, void *zctx, size_t max_payload, gs_mesh **out
   m->cred = o->cred;
   m->push = calloc((size_t)o->world, sizeof *m->push);
   m->q = calloc((size_t)o->world, sizeof *m->q);
+  m->out = calloc((size_t)o->world, sizeof *m->out);
+  m->in = calloc((size_t)o->world, sizeof *m->in);
+  m->link = r->link;
+  m->keep = !o->no_resend;
   int rc = GS_OK;
-  if (!m->push || !m->q) {
+  if (!m->push || !m->q || !m->out || !m->in) {
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the mesh", o->rank);
     goto out;
   }
@@ -117,6 +125,8 @@ int gs_mesh_connect(gs_mesh *m, const char *const *endpoints, uint64_t job, gs_e
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s, ZMQ_SNDTIMEO, &m->timeout_ms, sizeof m->timeout_ms);
     GS_TRY(gs_cred_client(s, &m->cred, e));
+    GS_TRY(gs_resend_open(m->ctx, s, m->rank, p, "mesh", m->keep, &m->out[p], e));
+    GS_TRY(gs_link_follow(m->link, m->out[p], e));
     if (zmq_connect(s, endpoints[p]) < 0)
       return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank %d's mesh socket at '%s': %s",
                      m->rank, p, endpoints[p], zmq_strerror(errno));
@@ -126,9 +136,12 @@ int gs_mesh_connect(gs_mesh *m, const char *const *endpoints, uint64_t job, gs_e
 
 int gs_mesh_send(gs_mesh *m, int peer, const Gradsync__Envelope *env, const void *data,
                  size_t bytes, uint64_t *sent, const gs_link_where *w, gs_err *e) {
-  size_t hlen = gs_wire_pack(env, m->hbuf, sizeof m->hbuf);
+  Gradsync__Envelope numbered = *env;
+  numbered.seq = gs_resend_next(m->out[peer]);
+  size_t hlen = gs_wire_pack(&numbered, m->hbuf, sizeof m->hbuf);
   if (hlen > sizeof m->hbuf)
     return GS_FAIL(e, GS_EINVAL, "rank %d: a header of %zu bytes", m->rank, hlen);
+  GS_TRY(gs_resend_keep(m->out[peer], numbered.seq, m->hbuf, hlen, data, bytes, NULL, false, e));
   void *s = m->push[peer];
   if (zmq_send(s, m->hbuf, hlen, bytes ? ZMQ_SNDMORE : 0) < 0 ||
       (bytes && zmq_send(s, data, bytes, 0) < 0)) {
@@ -157,6 +170,7 @@ static int wait_in(gs_mesh *m, double deadline, bool spin, gs_err *e) {
   for (;;) {
     if (atomic_load(&m->stop)) return GS_FAIL(e, GS_EINTR, "rank %d: ring interrupted", m->rank);
     if (gs_interrupted) return GS_FAIL(e, GS_EINTR, "rank %d: interrupted", m->rank);
+    GS_TRY(gs_link_check(m->link, false, e));
     double left = deadline - gs_now();
     int slice = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
     if (slice > SLICE_MS) slice = SLICE_MS;
@@ -231,6 +245,10 @@ int gs_mesh_recv(gs_mesh *m, int peer, bool spin, gs_wire_msg *out, uint64_t *by
       dropped(m, why);
       continue;
     }
+    if (!gs_resend_fresh(&m->in[from], msg.env->seq, m->rank, (int)from, "mesh")) {
+      gs_wire_msg_close(&msg);
+      continue;
+    }
     if (from == (uint32_t)peer) {
       *out = msg;
       return GS_OK;
@@ -275,6 +293,10 @@ void gs_mesh_close(gs_mesh *m, bool abort) {
   if (m->push)
     for (int p = 0; p < m->world; p++) {
       if (!m->push[p]) continue;
+      if (m->out && m->out[p]) {
+        gs_link_unfollow(m->link, m->out[p]);
+        gs_resend_close(m->out[p]);
+      }
       if (abort) {
         int linger = 100;
         zmq_setsockopt(m->push[p], ZMQ_LINGER, &linger, sizeof linger);
@@ -283,6 +305,8 @@ void gs_mesh_close(gs_mesh *m, bool abort) {
     }
   if (m->pull) zmq_close(m->pull);
   free(m->push);
+  free(m->out);
+  free(m->in);
   free(m->q);
   free(m);
 }

@@ -155,6 +155,7 @@ static void ring_free(gs_ring *r, bool abort) {
     if (r->scratch) k->release(k, r->scratch);
   }
   free(r->flags);
+  free(r->sent_seq);
   free(r->cfgs);
   free(r);
 }
@@ -224,6 +225,7 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   size_t C = chunks_per_segment(r, o->max_count);
   r->nflags = (size_t)o->world * C;
   r->flags = calloc(r->nflags, sizeof *r->flags);
+  r->sent_seq = calloc(r->nflags, sizeof *r->sent_seq);
   r->nhold = C;
   r->hold = calloc(C, sizeof *r->hold);
   if (r->hold)
@@ -233,7 +235,7 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   const bool lp = gs_dtype_lp(o->wire);
   r->scratch = k->alloc(k, small_elems * gs_ring_es(r) + 64);
   if (lp) r->stage = k->alloc(k, o->max_count * ws + 64);
-  if (!r->flags || !r->hold || !r->scratch || (lp && !r->stage)) {
+  if (!r->flags || !r->sent_seq || !r->hold || !r->scratch || (lp && !r->stage)) {
     k->sync(k, e);
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the ring's buffers (%zu elements)",
                  o->rank, o->max_count);
@@ -248,7 +250,8 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   gs_link_cfg lc = {.rank = o->rank, .world = o->world, .left = r->left, .right = r->right,
                     .job = o->job, .timeout_ms = r->o.timeout_ms, .spin_us = r->spin_us,
                     .sockbuf = sockbuf, .io_threads = io_threads, .host = r->host,
-                    .max_payload = max_payload, .cred = o->cred};
+                    .max_payload = max_payload, .cred = o->cred,
+                    .no_resend = o->no_resend};
   rc = gs_link_open(&lc, &r->link, endpoint, e);
   if (rc == GS_OK) rc = gs_small_prepare(r, e);
 out:
@@ -409,6 +412,11 @@ int gs_ring_phases(gs_ring *r, const void *src, void *dst, size_t n, int phases,
         zmq_msg_close(&msg);
         if (kr + 1 == per) t_rs = gs_now();
       } else {
+        /* The final value of this chunk holds what this rank sent for it
+         * in reduce-scatter step s, so the right neighbour had that
+         * message, and every one before: the resend log lets them go
+         * before the region they were borrowed from is written. */
+        if (g.rot == 0) gs_link_acked(r->link, r->sent_seq[(size_t)wr.ring_step * C + (size_t)wr.chunk]);
         /* reduce-scatter step s sent this very region; ZeroMQ must be done */
         if (!lp) {
           rc = gs_link_wait_released(r->link, &r->flags[(size_t)wr.ring_step * C + (size_t)wr.chunk],
@@ -445,6 +453,7 @@ int gs_ring_phases(gs_ring *r, const void *src, void *dst, size_t n, int phases,
       }
       rc = gs_ring_send_chunk(r, &wn, fwd ? NULL : data, flag, fwd, &st->bytes_sent, e);
       if (rc < 0) return rc;
+      if (wn.phase == PH_RS) r->sent_seq[kk] = gs_link_last_seq(r->link);
     }
   }
   /* Hand the buffers back only when ZeroMQ holds none of them. */
@@ -463,7 +472,7 @@ int gs_ring_wait_flags(gs_ring *r, size_t n, gs_err *e) {
 }
 
 int gs_ring_enter(gs_ring *r, gs_redop op, const void *src, const void *dst, size_t count,
-                  int64_t step, int bucket, const char *what, gs_err *e) {
+                  int64_t step, int bucket, bool settles, const char *what, gs_err *e) {
   if (!r) return GS_FAIL(e, GS_EINVAL, "ring: %s on no ring", what);
   if (op != GS_REDOP_SUM && op != GS_REDOP_PROD && op != GS_REDOP_MIN && op != GS_REDOP_MAX)
     return GS_FAIL(e, GS_EINVAL, "rank %d: %s with reduction %d: sum, prod, min or max (avg is "
@@ -491,6 +500,7 @@ int gs_ring_enter(gs_ring *r, gs_redop op, const void *src, const void *dst, siz
   r->cur_bucket = bucket;
   r->cur_total = count;
   r->spin_now = count * sizeof(float) <= SPIN_MAX_BYTES;
+  gs_link_begin(r->link, settles);
   return 0;
 }
 
@@ -521,7 +531,7 @@ int gs_ring_allreduce_op(gs_ring *r, gs_redop op, const void *src, void *dst, si
                          int64_t step, int bucket, gs_ring_stats *st, gs_err *e) {
   gs_ring_stats local = {0};
   if (!st) st = &local;
-  int in = gs_ring_enter(r, op, src, dst, count, step, bucket, "all-reduce", e);
+  int in = gs_ring_enter(r, op, src, dst, count, step, bucket, true, "all-reduce", e);
   if (in < 0) return in;
   gs_kernels *k = r->o.k;
   if (in == 1) {
@@ -539,6 +549,7 @@ int gs_ring_allreduce_op(gs_ring *r, gs_redop op, const void *src, void *dst, si
               : gs_ring_phases(r, src, dst, count, GS_RING_RS | GS_RING_AG, st, e);
   }
   if (rc == GS_OK) rc = k->sync(k, e);
+  if (rc == GS_OK) rc = gs_link_end(r->link, e);
   if (rc < 0) return gs_ring_fail(r, e, rc);
   return GS_OK;
 }

@@ -34,6 +34,7 @@ void gs_ring_part(size_t count, int world, int rank, size_t *off, size_t *len) {
 /* the collective's end: the device's queue, then a failure goes around */
 static int leave(gs_ring *r, int rc, gs_err *e) {
   if (rc == GS_OK) rc = r->o.k->sync(r->o.k, e);
+  if (rc == GS_OK) rc = gs_link_end(r->link, e);
   if (rc < 0) return gs_ring_fail(r, e, rc);
   return GS_OK;
 }
@@ -41,7 +42,7 @@ static int leave(gs_ring *r, int rc, gs_err *e) {
 int gs_ring_reduce_scatter(gs_ring *r, gs_redop op, const void *src, void *dst, size_t count,
                            int64_t step, gs_ring_stats *st, gs_err *e) {
   gs_ring_stats local = {0};
-  int in = gs_ring_enter(r, op, src, dst, count, step, 0, "reduce-scatter", e);
+  int in = gs_ring_enter(r, op, src, dst, count, step, 0, true, "reduce-scatter", e);
   if (in < 0) return in;
   if (in == 1) {
     if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * gs_ring_es(r));
@@ -53,7 +54,7 @@ int gs_ring_reduce_scatter(gs_ring *r, gs_redop op, const void *src, void *dst, 
 int gs_ring_all_gather(gs_ring *r, const void *src, void *dst, size_t count, int64_t step,
                        gs_ring_stats *st, gs_err *e) {
   gs_ring_stats local = {0};
-  int in = gs_ring_enter(r, GS_REDOP_SUM, dst, dst, count, step, 0, "all-gather", e);
+  int in = gs_ring_enter(r, GS_REDOP_SUM, dst, dst, count, step, 0, true, "all-gather", e);
   if (in < 0) return in;
   size_t off, len;
   gs_ring_part(count, r->o.world, r->o.rank, &off, &len);
@@ -131,7 +132,7 @@ int gs_ring_broadcast(gs_ring *r, const void *src, void *dst, size_t count, int 
   if (r) GS_TRY(check_root(r, root, "broadcast", e));
   /* only the root reads src */
   int in = gs_ring_enter(r, GS_REDOP_SUM, r && r->o.rank == root ? src : dst, dst, count, step,
-                         0, "broadcast", e);
+                         0, false, "broadcast", e);
   if (in < 0) return in;
   if (in == 1) {
     if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * gs_ring_es(r));
@@ -195,7 +196,7 @@ int gs_ring_reduce(gs_ring *r, gs_redop op, const void *src, void *dst, size_t c
                    int64_t step, gs_ring_stats *st, gs_err *e) {
   gs_ring_stats local = {0};
   if (r) GS_TRY(check_root(r, root, "reduce", e));
-  int in = gs_ring_enter(r, op, src, dst, count, step, 0, "reduce", e);
+  int in = gs_ring_enter(r, op, src, dst, count, step, 0, false, "reduce", e);
   if (in < 0) return in;
   if (in == 1) {
     if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * gs_ring_es(r));

@@ -38,6 +38,7 @@ struct gs_ring {
   void *stage;               /* max_count elements of the wire dtype (wire != F32) */
   void *scratch;             /* small path: own vector when src == dst */
   atomic_uint *flags;        /* per chunk sent zero-copy: ZeroMQ still holds it */
+  uint64_t *sent_seq;        /* per reduce-scatter chunk: its message number */
   size_t nflags;
   zmq_msg_t *held;           /* small path: the N vectors */
   zmq_msg_t *hold;           /* all-gather: a received chunk until it is forwarded */
@@ -76,10 +77,12 @@ int gs_ring_send_chunk(gs_ring *r, const gs_ring_want *w, const void *data, atom
 
 /* ring.c: the checks every collective starts with (a connected, unbroken
  * ring, count <= max_count, buffers), then the labels its chunks carry.
- * what names the collective in errors. 1: world 1 (nothing to exchange),
- * 0: go on, < 0: the error. */
+ * what names the collective in errors; settles: every rank's result needs
+ * every rank's part (gs_resend_begin), and its successful end calls
+ * gs_link_settled. 1: world 1 (nothing to exchange), 0: go on, < 0: the
+ * error. */
 int gs_ring_enter(gs_ring *r, gs_redop op, const void *src, const void *dst, size_t count,
-                  int64_t step, int bucket, const char *what, gs_err *e);
+                  int64_t step, int bucket, bool settles, const char *what, gs_err *e);
 
 /* The element type of the ring's buffers is fp32 under a 16-bit wire (each
  * hop converts), else the wire dtype itself: es is its size in bytes. */

@@ -344,6 +344,7 @@ static int rb_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
     /* Training keeps the ring for every bucket, so its parameters stay
      * those of the one summation order the tests and the reference know. */
     .algo = c->sum_only ? (gs_algo)c->algo : GS_ALGO_RING,
+    .no_resend = c->no_resend,
     .span = c->span,
     .span_ctx = c->span_ctx,
   };

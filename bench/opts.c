@@ -351,6 +351,11 @@ static const flag FLAGS[] = {
    p_set_int, M(overlap), W(overlap), 0, 1, 1},
   {"no-overlap", 0, NULL, NULL, NULL, "send after backward", p_set_int, M(overlap), W(overlap),
    0, 0, 0},
+  {"resend", 0, NULL, NULL, "training: on, --collective: off", "ring: keep what each link sent "
+   "until it is known received, and send it again when a connection drops and comes back",
+   p_set_int, M(resend), W(resend), 0, 1, 1},
+  {"no-resend", 0, NULL, NULL, NULL, "ring: keep nothing (a connection reset then stops the "
+   "job; saves a copy of 1/N of what is sent)", p_set_int, M(resend), W(resend), 0, 0, 0},
   SWITCH("ps-dedicated", 0, "off",
          "run the parameter server as its own process instead of inside rank 0", dedicated, 1),
   NUM("ps-servers", 0, "K", "1", "ps: K servers share the parameters by key range (sharded "
@@ -523,6 +528,7 @@ static int defaults(gs_opts *o, gs_err *e) {
   for (size_t i = 0; i < NFLAGS; i++)
     if (FLAGS[i].def && FLAGS[i].arg) GS_TRY(FLAGS[i].parse(o, &FLAGS[i], FLAGS[i].def, e));
   o->overlap = -1; /* the mode's own: ring on, ps off */
+  o->resend = -1;  /* training on, the collective benchmark off */
   o->world_given = o->mode_given = false;
   return GS_OK;
 }

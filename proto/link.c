@@ -18,7 +18,9 @@
 #include <time.h>
 
 #define SLICE_MS 50
-#define GONE_GRACE_S 0.25      /* after the left neighbour disconnects */
+/* after the left neighbour disconnects: room for ZeroMQ to reconnect
+ * (reconnect_ivl, 100 to 200 ms) when only the connection dropped */
+#define GONE_GRACE_S 1.0
 #define HDR_MAX 4096           /* a chunk header is ~50 bytes; an Error ~1 KiB */
 #define ARENA_BYTES (64 << 10) /* protobuf-c unpack of one header of HDR_MAX */
 
@@ -33,6 +35,10 @@ struct gs_link {
   uint32_t peer_fd[32];      /* open connections on the PULL socket */
   int npeers;
   unsigned dropped;           /* foreign messages, for the first few lines */
+  gs_resend *out;            /* what the right neighbour may not have yet */
+  gs_seq_in in;              /* the left neighbour's numbers */
+  gs_resend **watch;         /* out, and the mesh's: looked at in every wait */
+  int nwatch, watch_cap;
   atomic_int stop;           /* gs_link_interrupt */
   gs_wire_msg last;          /* the last message received (its env lives in the arena) */
   ProtobufCAllocator alloc;  /* bump allocator over arena */
@@ -145,6 +151,9 @@ int gs_link_connect(gs_link *l, const char *right, gs_err *e) {
   }
   zmq_setsockopt(l->push, ZMQ_SNDTIMEO, &l->c.timeout_ms, sizeof l->c.timeout_ms);
   GS_TRY(gs_cred_client(l->push, &l->c.cred, e));
+  GS_TRY(gs_resend_open(l->ctx, l->push, l->c.rank, l->c.right, "right", !l->c.no_resend,
+                        &l->out, e));
+  GS_TRY(gs_link_follow(l, l->out, e));
   if (zmq_connect(l->push, right) < 0)
     return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank %d (right) at '%s': %s",
                    l->c.rank, l->c.right, right, zmq_strerror(errno));
@@ -158,6 +167,8 @@ void gs_link_close(gs_link *l, bool abort) {
     zmq_setsockopt(l->push, ZMQ_LINGER, &linger, sizeof linger);
   }
   gs_wire_msg_close(&l->last);
+  gs_resend_close(l->out);
+  free(l->watch);
   gs_wire_monitor_close(l->pull, l->mon);
   if (l->pull) zmq_close(l->pull);
   if (l->push) zmq_close(l->push);
@@ -170,6 +181,47 @@ void gs_link_close(gs_link *l, bool abort) {
 void gs_link_interrupt(gs_link *l) {
   if (l) atomic_store(&l->stop, 1);
 }
+
+/* ------------------------------------------------------------------ */
+/* what is sent again after a reconnect: the right neighbour's log and the
+ * mesh's, looked at in every wait, since the rank that needs a resend may
+ * be the one this rank waits for */
+
+int gs_link_follow(gs_link *l, gs_resend *s, gs_err *e) {
+  if (!s) return GS_OK;
+  if (l->nwatch == l->watch_cap) {
+    int nc = l->watch_cap ? 2 * l->watch_cap : 8;
+    gs_resend **nw = realloc(l->watch, (size_t)nc * sizeof *nw);
+    if (!nw) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", l->c.rank);
+    l->watch = nw;
+    l->watch_cap = nc;
+  }
+  l->watch[l->nwatch++] = s;
+  return GS_OK;
+}
+
+void gs_link_unfollow(gs_link *l, gs_resend *s) {
+  for (int i = 0; l && i < l->nwatch; i++)
+    if (l->watch[i] == s) l->watch[i--] = l->watch[--l->nwatch];
+}
+
+int gs_link_check(gs_link *l, bool now, gs_err *e) {
+  for (int i = 0; i < l->nwatch; i++) GS_TRY(gs_resend_check(l->watch[i], now, e));
+  return GS_OK;
+}
+
+void gs_link_begin(gs_link *l, bool settles) {
+  for (int i = 0; l && i < l->nwatch; i++) gs_resend_begin(l->watch[i], settles);
+}
+
+int gs_link_end(gs_link *l, gs_err *e) {
+  for (int i = 0; l && i < l->nwatch; i++) GS_TRY(gs_resend_end(l->watch[i], e));
+  return GS_OK;
+}
+
+uint64_t gs_link_last_seq(const gs_link *l) { return gs_resend_last(l->out); }
+
+void gs_link_acked(gs_link *l, uint64_t seq) { gs_resend_acked(l->out, seq); }
 
 /* ------------------------------------------------------------------ */
 /* errors around the ring */
@@ -226,6 +278,7 @@ static int wait_in(gs_link *l, double deadline, gs_err *e) {
   for (;;) {
     if (atomic_load(&l->stop)) return GS_FAIL(e, GS_EINTR, "rank %d: ring interrupted", l->c.rank);
     if (gs_interrupted) return GS_FAIL(e, GS_EINTR, "rank %d: interrupted", l->c.rank);
+    GS_TRY(gs_link_check(l, false, e));
     double now = gs_now();
     double end = deadline;
     if (l->left_gone_at > 0 && l->left_gone_at + GONE_GRACE_S < end)
@@ -346,9 +399,13 @@ int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin
     }
     l->arena_used = 0;
     gs_err we = {0};
+    errno = 0;
     int rc = gs_wire_read(l->pull, false, l->c.job, l->c.max_payload, &l->alloc, &l->last, &we);
     *bytes += l->last.bytes;
     if (rc == GS_EINTR) return GS_FAIL(e, rc, "rank %d: ring interrupted", l->c.rank);
+    /* While a connection comes back, the socket may say readable with
+     * nothing to read yet: wait again, nothing was dropped. */
+    if (rc == GS_EIO && errno == EAGAIN && l->last.bytes == 0) continue;
     if (rc < 0) {
       dropped(l, we.msg);
       continue;
@@ -362,6 +419,7 @@ int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin
       dropped(l, why);
       continue;
     }
+    if (!gs_resend_fresh(&l->in, env->seq, l->c.rank, l->c.left, "left")) continue;
     if (env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
       char m[900];
       snprintf(m, sizeof m, "%s", env->error->message ? env->error->message : "");
@@ -387,9 +445,13 @@ static void released(void *data, void *hint) {
 int gs_link_send(gs_link *l, const Gradsync__Envelope *env, const void *data, size_t bytes,
                  atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, const gs_link_where *w,
                  gs_err *e) {
-  size_t hlen = gs_wire_pack(env, l->hbuf, sizeof l->hbuf);
+  Gradsync__Envelope numbered = *env;
+  numbered.seq = gs_resend_next(l->out);
+  size_t hlen = gs_wire_pack(&numbered, l->hbuf, sizeof l->hbuf);
   if (hlen > sizeof l->hbuf)
     return GS_FAIL(e, GS_EINVAL, "rank %d: a header of %zu bytes", l->c.rank, hlen);
+  /* kept before the send, which takes fwd */
+  GS_TRY(gs_resend_keep(l->out, numbered.seq, l->hbuf, hlen, data, bytes, fwd, flag != NULL, e));
   /* an empty payload travels as no payload frame */
   if (zmq_send(l->push, l->hbuf, hlen, bytes ? ZMQ_SNDMORE : 0) < 0) goto fail;
   int rc = 0;
@@ -429,6 +491,7 @@ int gs_link_wait_released(gs_link *l, atomic_uint *flag, const char *what, gs_er
   while (atomic_load_explicit(flag, memory_order_acquire) != 0) {
     if (atomic_load(&l->stop) || gs_interrupted)
       return GS_FAIL(e, GS_EINTR, "rank %d: ring interrupted", l->c.rank);
+    GS_TRY(gs_link_check(l, false, e));
     if (gs_now() > deadline)
       return GS_FAIL(e, GS_ETIMEOUT, "rank %d: rank %d (right) took no data for %.1f s in %s "
                      "(it died or stalled)", l->c.rank, l->c.right, l->c.timeout_ms / 1000.0,

@@ -114,6 +114,48 @@ int gs_wire_monitor_event(void *mon, uint16_t *id, uint32_t *value);
  * buffers, unbounded high-water marks (flow is bounded by the protocol). */
 void gs_wire_tune(void *sock);
 
+/* ---- sending again after a reconnect (resend.c) ----
+ * A PUSH socket that connects survives a dropped connection, but the
+ * frames in flight on it are lost. gs_resend numbers what is sent on one
+ * such socket (Envelope.seq) and keeps a copy until the caller knows the
+ * receiver had it; when the connection drops and comes back, it sends the
+ * kept ones again. The receiver takes each number once, in order. */
+typedef struct gs_resend gs_resend;
+/* rank: this rank; peer and role ("right", "mesh"): the receiver, for
+ * messages; keep: false numbers messages but keeps none (a reset then
+ * stops the job). Close before the socket. */
+int gs_resend_open(void *ctx, void *push, int rank, int peer, const char *role, bool keep,
+                   gs_resend **out, gs_err *e);
+void gs_resend_close(gs_resend *s);
+/* The number for the next message (s NULL: 0, unnumbered); the last given. */
+uint64_t gs_resend_next(gs_resend *s);
+uint64_t gs_resend_last(const gs_resend *s);
+/* Keep what was just sent as seq: its header, and its payload shared with
+ * fwd (a received message, never written), borrowed from data (borrow:
+ * unchanged until gs_resend_acked or gs_resend_end), or copied. */
+int gs_resend_keep(gs_resend *s, uint64_t seq, const void *hdr, size_t hlen, const void *data,
+                   size_t bytes, zmq_msg_t *fwd, bool borrow, gs_err *e);
+/* The receiver had everything up to seq: forget it. */
+void gs_resend_acked(gs_resend *s, uint64_t seq);
+/* A collective begins. settles: when it ends here, every receiver had
+ * everything sent before it began (every rank's result needs every rank's
+ * part, so every rank had ended the one before); gs_resend_end then
+ * forgets that. Without settles, what it sends is not kept. gs_resend_end
+ * also copies what is still borrowed: the caller's memory is its own
+ * again. */
+void gs_resend_begin(gs_resend *s, bool settles);
+int gs_resend_end(gs_resend *s, gs_err *e);
+/* Look at the connection's events (now: else at most every 20 ms); after a
+ * drop and a reconnect send every kept message again. */
+int gs_resend_check(gs_resend *s, bool now, gs_err *e);
+/* The receiver's side, per sender: 1 when seq is the next (or 0:
+ * unnumbered, an Error), 0 for a copy already taken or anything after a
+ * gap (drop it; a line on stderr says so, once per gap). */
+typedef struct gs_seq_in {
+  uint64_t last, warned;
+} gs_seq_in;
+int gs_resend_fresh(gs_seq_in *in, uint64_t seq, int rank, int from, const char *role);
+
 /* ---- links between ring neighbours (link.c) ----
  * A rank PULLs from its left neighbour on a socket it binds, and PUSHes to
  * its right one. gs_link is that pair with what a stream between
@@ -138,6 +180,7 @@ typedef struct gs_link_cfg {
   int io_threads;                /* ZeroMQ I/O threads (<= 0: 1) */
   const char *host;              /* address to bind (NULL: 127.0.0.1) */
   size_t max_payload;            /* largest payload frame accepted */
+  bool no_resend;                /* keep nothing to send again after a reconnect */
   gs_cred cred;                  /* who may connect; encryption */
 } gs_link_cfg;
 
@@ -178,6 +221,21 @@ void gs_link_tell_once(gs_link *l, const char *phase, const char *msg);
 void gs_link_told(gs_link *l);
 /* Make a wait in another thread fail soon with GS_EINTR. */
 void gs_link_interrupt(gs_link *l);
+/* Messages to the right neighbour are numbered and (unless cfg.no_resend)
+ * kept (gs_resend) until known received; after a reconnect they go again,
+ * and the left neighbour's copies are dropped. Zero-copy sends are
+ * borrowed. gs_link_follow: look at another log (the mesh's) in every wait
+ * too (gs_link_unfollow before closing it); gs_link_check: look now (now)
+ * or when 20 ms passed; gs_link_begin and gs_link_end: gs_resend_begin /
+ * _end on every log; gs_link_last_seq and gs_link_acked: the right
+ * neighbour's log's. */
+int gs_link_follow(gs_link *l, gs_resend *s, gs_err *e);
+void gs_link_unfollow(gs_link *l, gs_resend *s);
+int gs_link_check(gs_link *l, bool now, gs_err *e);
+void gs_link_begin(gs_link *l, bool settles);
+int gs_link_end(gs_link *l, gs_err *e);
+uint64_t gs_link_last_seq(const gs_link *l);
+void gs_link_acked(gs_link *l, uint64_t seq);
 /* Close both sockets; on return ZeroMQ holds nothing of the caller's.
  * abort: what is still queued is dropped after 100 ms instead of flushed. */
 void gs_link_close(gs_link *l, bool abort);

@@ -113,6 +113,7 @@ typedef struct gs_sync_config {
   bool sum_only;
   int algo;                 /* ring, sum_only: allreduce.h gs_algo (0: the
                                ring); training always runs the ring */
+  bool no_resend;           /* ring: gs_ring_opts.no_resend */
   int device;               /* GPU ordinal for the CUDA paths */
   int local_rank, local_world;  /* ranks on this host (NCCL GPU checks) */
 
