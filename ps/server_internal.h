@@ -104,6 +104,13 @@ void gs_pss_send_error(gs_ps_server *s, const peer *p, const gs_err *e);
 int gs_pss_kernel_check(gs_ps_server *s, const char *what, gs_err *e);
 void *gs_pss_dev_alloc(gs_ps_server *s, size_t bytes);
 
+/* server_send.c: the parameters (or sums) of bucket b to every rank, or
+ * to rank only (>= 0) again; last: this message completes the step, so it
+ * carries the server's cost of the step. gs_pss_wait_inflight: until
+ * ZeroMQ holds nothing of bucket b (nor of the Welcome's parameters). */
+int gs_pss_send_bucket(gs_ps_server *s, int b, bool skipped, bool last, int only, gs_err *e);
+int gs_pss_wait_inflight(gs_ps_server *s, int b, gs_err *e);
+
 /* server_join.c */
 int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e);
 int gs_pss_on_hello(gs_ps_server *s, gs_wire_msg *m, gs_err *e);
