@@ -21,23 +21,7 @@
 #include "allreduce/allreduce.h"
 #include "bench/internal.h"
 
-typedef struct flag flag;
-typedef int (*flag_fn)(gs_opts *o, const flag *f, const char *arg, gs_err *e);
-
-struct flag {
-  const char *name;   /* --name */
-  char letter;        /* -x as well, or 0 */
-  const char *arg;    /* what the value is, for --help; NULL: a switch */
-  const char *def;    /* the default as the value would be typed, applied
-                         at start by parse; NULL: none */
-  const char *show;   /* --help's [default] when def cannot say it */
-  const char *help;
-  flag_fn parse;
-  size_t off;         /* the gs_opts member the parser writes */
-  size_t width;       /* its size, where parsers serve more than one type */
-  size_t count_off;   /* lists: the member counting their items */
-  double lo, hi;      /* numbers: the accepted range (switches: the value set) */
-};
+#include "bench/opts_internal.h"
 
 #define AT(o, f, type) ((type *)((char *)(o) + (f)->off))
 #define M(member) offsetof(gs_opts, member)
@@ -458,53 +442,7 @@ static const flag FLAGS[] = {
 
 /* ---- --help ---- */
 
-void gs_opts_usage(FILE *f) {
-  fprintf(f,
-          "usage: bench [flags]\n"
-          "Measure a DataParallel-style parameter server (ps) against DDP-style ring\n"
-          "all-reduce (ring) on the same model, data and machine.\n\n");
-  for (size_t i = 0; i < NFLAGS; i++) {
-    const flag *x = &FLAGS[i];
-    char left[64], text[600];
-    const char *def = x->show ? x->show : x->def;
-    snprintf(left, sizeof left, "%s%c%s--%s%s%s", x->letter ? "-" : "", x->letter ? x->letter : ' ',
-             x->letter ? ", " : "   ", x->name, x->arg ? " " : "", x->arg ? x->arg : "");
-    snprintf(text, sizeof text, "%s%s%s%s", x->help, def ? " [" : "", def ? def : "",
-             def ? "]" : "");
-    /* wrap the text at 66 columns after the flag column */
-    const char *p = text;
-    bool first = true;
-    while (*p) {
-      size_t n = strlen(p);
-      if (n > 66) {
-        n = 66;
-        while (n > 0 && p[n] != ' ') n--;
-        if (n == 0) n = 66;
-      }
-      fprintf(f, "  %-28s %.*s\n", first ? left : "", (int)n, p);
-      p += n;
-      while (*p == ' ') p++;
-      first = false;
-    }
-  }
-  fprintf(f,
-          "\nExamples:\n"
-          "  bench                                  ps vs ring, default model, worlds 1, 2, 4\n"
-          "  bench --mode=ps --world 1,2,4          scaling of the parameter server\n"
-          "  bench --mode=ring --collective allreduce -b 8 -e 256M -f 2 --world 2\n"
-          "  bench --mode=local --model lenet --data cifar10:data_batch_1.bin --save-params p\n"
-          "  bench --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr 10.0.0.1 \\\n"
-          "        --master-port 29500 --mode ring   (and --node-rank 1 on the other machine)\n"
-          "  bench --calibrate --model resnet50      this machine's constants for the cost model\n"
-          "  bench --project --world 8,64,512,4096 --hosts-per 8 --link 100gbit --latency 5us \\\n"
-          "        --model resnet50 --calibration F  the cost model's prediction (no rank starts)\n"
-          "  bench --hosts 2 --link 1gbit -- python3 train.py   a program of your own, a rank per\n"
-          "        host of 2 emulated ones, with torchrun's variables (RANK, MASTER_ADDR, ...)\n"
-          "Launch conventions: started by torchrun (RANK, WORLD_SIZE), Open MPI mpirun\n"
-          "(OMPI_COMM_WORLD_*), MPICH mpiexec (PMI_RANK, PMI_SIZE) or Slurm srun\n"
-          "(SLURM_PROCID, SLURM_NTASKS), bench joins as that one rank, with MASTER_ADDR /\n"
-          "MASTER_PORT naming rank 0's rendezvous (README.md: Launching on several machines).\n");
-}
+void gs_opts_usage(FILE *f) { gs_opts_print_help(f, FLAGS, NFLAGS); }
 
 /* ---- parsing ---- */
 
