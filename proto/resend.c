@@ -201,7 +201,7 @@ static int send_again(gs_resend *s, gs_err *e) {
   if (s->n == 0) return GS_OK;
   fprintf(stderr, "rank %d: the connection to rank %d (%s) dropped and came back; sending the "
           "last %zu message(s) again (numbers %" PRIu64 "..%" PRIu64 ")\n", s->rank, s->peer,
-          s->role, s->n, s->k[s->head].seq, s->seq);
+          s->role, s->n, s->k[s->head].seq, s->k[(s->head + s->n - 1) % s->cap].seq);
   for (size_t i = 0; i < s->n; i++) {
     kept *k = &s->k[(s->head + i) % s->cap];
     int rc = zmq_send(s->sock, k->hdr, k->hlen, k->bytes ? ZMQ_SNDMORE : 0);
