@@ -227,17 +227,7 @@ int gs_resend_check(gs_resend *s, bool now, gs_err *e) {
   double t = gs_now();
   if (!now && t - s->checked_at < CHECK_EVERY_S) return GS_OK;
   s->checked_at = t;
-  bool back = false;
-  uint16_t id;
-  uint32_t fd;
-  while (gs_wire_monitor_event(s->mon, &id, &fd)) {
-    if (id == ZMQ_EVENT_DISCONNECTED) s->dropped = true;
-    if (id == ZMQ_EVENT_CONNECTED && s->dropped) {
-      s->dropped = false;
-      back = true;
-    }
-  }
-  return back ? send_again(s, e) : GS_OK;
+  return gs_wire_monitor_back(s->mon, &s->dropped) ? send_again(s, e) : GS_OK;
 }
 
 int gs_resend_fresh(gs_seq_in *in, uint64_t seq, int rank, int from, const char *role) {

@@ -361,6 +361,20 @@ void gs_wire_monitor_close(void *sock, void *mon) {
   zmq_close(mon);
 }
 
+bool gs_wire_monitor_back(void *mon, bool *dropped) {
+  bool back = false;
+  uint16_t id;
+  uint32_t fd;
+  while (gs_wire_monitor_event(mon, &id, &fd)) {
+    if (id == ZMQ_EVENT_DISCONNECTED) *dropped = true;
+    if (id == ZMQ_EVENT_CONNECTED && *dropped) {
+      *dropped = false;
+      back = true;
+    }
+  }
+  return back;
+}
+
 int gs_wire_monitor_event(void *mon, uint16_t *id, uint32_t *value) {
   zmq_msg_t ev;
   zmq_msg_init(&ev);

@@ -109,6 +109,10 @@ void gs_wire_monitor_close(void *sock, void *mon);
 /* The next event, without waiting: 1 (its id, and its value: the file
  * descriptor of ACCEPTED/CONNECTED/DISCONNECTED), 0 none. */
 int gs_wire_monitor_event(void *mon, uint16_t *id, uint32_t *value);
+/* Read every event of a monitor of CONNECTED | DISCONNECTED: whether the
+ * connection dropped and came back since the last look (*dropped carries
+ * a drop still waiting for its reconnect between looks). */
+bool gs_wire_monitor_back(void *mon, bool *dropped);
 
 /* Socket options every data socket gets: no linger on abort, large kernel
  * buffers, unbounded high-water marks (flow is bounded by the protocol). */

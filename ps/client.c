@@ -97,17 +97,7 @@ void gs_ps_watch(ps_sync *s) {
 
 /* Whether the connection came back after a drop since the last look. */
 static bool reconnected(ps_sync *s) {
-  bool back = false;
-  uint16_t id;
-  uint32_t fd;
-  while (gs_wire_monitor_event(s->mon, &id, &fd)) {
-    if (id == ZMQ_EVENT_DISCONNECTED) s->dropped = true;
-    if (id == ZMQ_EVENT_CONNECTED && s->dropped) {
-      s->dropped = false;
-      back = true;
-    }
-  }
-  return back;
+  return gs_wire_monitor_back(s->mon, &s->dropped);
 }
 
 static int repush(ps_sync *s, gs_err *e) {
