@@ -65,6 +65,15 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
     o->nmodes = 1;
     o->worlds[0] = 1;
   }
+  /* the resend log is the ring's links' (ps always sends again) */
+  if (o->resend >= 0 && !getenv("GS_LAUNCHED")) {
+    bool ring = false;
+    for (int i = 0; i < o->nmodes; i++) ring |= o->modes[i] == GS_MODE_RING;
+    if (!ring)
+      return GS_FAIL(e, GS_EINVAL, "--%s keeps or drops the ring's resend log and does nothing "
+                     "without --mode ring (ps always sends a push again after a reconnect)",
+                     o->resend ? "resend" : "no-resend");
+  }
   /* local is one process: it runs at world 1 (alone, without --world, it
    * means world 1; in a list it joins only the world-1 runs) */
   if (o->nmodes == 1 && o->modes[0] == GS_MODE_LOCAL) {

@@ -72,4 +72,15 @@ for args, what in ((["--mode", "ring", "--world", "2", "--collective", "allreduc
 check("tree" in run(["--collective", "allreduce", "--mode", "ring", "--algo", "tree"],
                     timeout=60).stderr, "the wrong value is not quoted")
 
+# the resend log: off in the collective benchmark unless asked, and said so;
+# the flag belongs to the ring
+for flag, words in (([], "(no resend log"), (["--resend"], "(resend log on)")):
+    r = run(["--mode", "ring", "--world", "2", "--collective", "allreduce", "-b", "1M", "-e", "1M",
+             "-n", "2", "-w", "1", "--out", tmpdir()] + flag, timeout=120)
+    check(r.returncode == 0 and words in r.stderr,
+          f"{flag or 'default'}: exit {r.returncode}, no '{words}' in: {r.stderr[-300:]}")
+r = run(["--mode", "ps", "--world", "2", "--steps", "2", "--resend"], timeout=60)
+check(r.returncode == 2 and "--resend" in r.stderr and "--mode ring" in r.stderr,
+      f"--mode ps --resend: exit {r.returncode}: {r.stderr}")
+
 finish("algo")
