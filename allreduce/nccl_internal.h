@@ -52,6 +52,12 @@ int gs_nccl_settle(nccl_sync *s, ncclResult_t r, int bucket, const char *phase, 
 /* Wait until s->done (recorded on the comm stream) completes, polling
  * NCCL's asynchronous errors under cfg.timeout_ms; what names the phase. */
 int gs_nccl_wait(nccl_sync *s, const char *what, gs_err *e);
+/* "nccl rank R/N (GPU g), step S[, bucket b/B (n elements)]: " into buf. */
+void gs_nccl_where(const nccl_sync *s, int bucket, char *buf, size_t len);
+/* Abort the communicator (once; the session is dead after it). */
+void gs_nccl_abort(nccl_sync *s);
+/* One pause of a polling wait: spin a little, then yield, then sleep. */
+void gs_nccl_pause(int *spins);
 /* NCCL's type for a wire dtype: ncclFloat32, ncclFloat16, ncclBfloat16,
  * ncclFloat64, ncclInt32. */
 ncclDataType_t gs_nccl_type(gs_dtype t);
