@@ -416,11 +416,11 @@ int gs_ring_phases(gs_ring *r, const void *src, void *dst, size_t n, int phases,
          * in reduce-scatter step s, so the right neighbour had that
          * message, and every one before: the resend log lets them go
          * before the region they were borrowed from is written. */
-        if (g.rot == 0) gs_link_acked(r->link, r->sent_seq[(size_t)wr.ring_step * C + (size_t)wr.chunk]);
+        const size_t rs_slot = (size_t)wr.ring_step * C + (size_t)wr.chunk;
+        if (g.rot == 0) gs_link_acked(r->link, r->sent_seq[rs_slot]);
         /* reduce-scatter step s sent this very region; ZeroMQ must be done */
         if (!lp) {
-          rc = gs_link_wait_released(r->link, &r->flags[(size_t)wr.ring_step * C + (size_t)wr.chunk],
-                                     "the all-gather", e);
+          rc = gs_link_wait_released(r->link, &r->flags[rs_slot], "the all-gather", e);
           if (rc < 0) {
             zmq_msg_close(&msg);
             return rc;

@@ -50,7 +50,8 @@ typedef struct gs_opts {
 
   /* backends */
   int overlap;               /* -1: the mode's default (ps off, ring on) */
-  int resend;                /* -1: training on, --collective off */
+  int resend;                /* --resend: 1, --no-resend: 0; unset (-1) resolves to
+                                training on, --collective off */
   bool dedicated;            /* --ps-dedicated */
   int ps_servers;            /* --ps-servers K: servers sharing the parameters (ps only) */
   bool ps_server_hosts;      /* --ps-server-hosts: they run in processes (hosts) of their own */

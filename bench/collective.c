@@ -102,8 +102,7 @@ static int setup(void *vc, const void *src, void *dst, size_t count, gs_err *e) 
   gs_scaler_init(&cfg->scaler, 1.0f, false);
   cfg->sum_only = true;
   cfg->algo = c->o->algo;
-  /* measured as nccl-tests measures NCCL, which keeps nothing to resend */
-  cfg->no_resend = c->o->resend != 1;
+  cfg->no_resend = !c->o->resend;
   cfg->dedicated = c->o->dedicated;
   char settings[512];
   snprintf(settings, sizeof settings, "collective=%s\nmode=%s\nworld=%d\ncount=%zu\n"
@@ -300,7 +299,7 @@ static int write_json(const gs_opts *o, const char *dir, const char *run_id, gs_
   json_object_set_new(doc, "redop", json_string(op));
   if (mode == GS_MODE_RING && !strcmp(device, "cpu")) {
     json_object_set_new(doc, "algo", json_string(gs_algo_name((gs_algo)o->algo)));
-    json_object_set_new(doc, "resend", json_boolean(o->resend == 1));
+    json_object_set_new(doc, "resend", json_boolean(o->resend));
   }
   char path[4200];
   GS_TRY(gs_mkdirs(dir, e));

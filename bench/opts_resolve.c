@@ -74,6 +74,9 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
                      "without --mode ring (ps always sends a push again after a reconnect)",
                      o->resend ? "resend" : "no-resend");
   }
+  /* the collective benchmark measures as nccl-tests measures NCCL, which
+   * keeps nothing to resend; training keeps the log */
+  if (o->resend < 0) o->resend = !o->collective;
   /* local is one process: it runs at world 1 (alone, without --world, it
    * means world 1; in a list it joins only the world-1 runs) */
   if (o->nmodes == 1 && o->modes[0] == GS_MODE_LOCAL) {

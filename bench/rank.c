@@ -265,7 +265,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   if ((rc = gs_trainer_create(&to, k, &t, &e)) < 0) goto fail;
   gs_trainer_sync_config(t, &cfg);
   cfg.overlap = o->overlap < 0 ? mode == GS_MODE_RING : o->overlap == 1;
-  cfg.no_resend = o->resend == 0;
+  cfg.no_resend = !o->resend;
   cfg.dedicated = o->dedicated;
   cfg.ps_servers = mode == GS_MODE_PS ? o->ps_servers : 1;
   if (mode == GS_MODE_PS && o->ps_server_hosts && world > 1) {

@@ -150,7 +150,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
               fprintf(stderr, "bench: collective %s, %s, world %d%s\n",
                       gs_coll_name((gs_coll)o->coll), gs_mode_name(mode), world,
                       mode != GS_MODE_RING ? ""
-                      : o->resend == 1 ? " (resend log on)" : " (no resend log: --resend adds it)");
+                      : o->resend ? " (resend log on)" : " (no resend log: --resend adds it)");
             else if (!o->quiet)
               fprintf(stderr, "bench: run %s world %d, batch %d per rank, buckets %s MiB\n",
                       gs_mode_name(mode), world, batch, sbucket);
