@@ -79,11 +79,17 @@ gs_ring *gs_ring_sync_ring(gs_sync *s);
  *           fold in first and get the result back last);
  *   direct  every rank sends its whole buffer to every other rank (one
  *           round) and sums all N in rank order;
- *   auto    rd up to GS_ALGO_AUTO_MAX_BYTES, the ring above.
+ *   shm     every rank on one host (same boot, same network, IPC, PID and
+ *           mount namespaces, so not across emulated hosts): through
+ *           shared memory, every rank copying in and summing its part
+ *           (allreduce/shm.c); fp32, fp64 or int32 host buffers;
+ *   auto    shm where every rank is on one host, else rd up to
+ *           GS_ALGO_AUTO_MAX_BYTES and the ring above.
  * rd and direct open a socket to every rank (a mesh) besides the ring's
  * two; every algorithm gives every rank the same bits, and the same bits
  * run after run. */
-typedef enum gs_algo { GS_ALGO_RING = 0, GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_AUTO } gs_algo;
+typedef enum gs_algo { GS_ALGO_RING = 0, GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_AUTO,
+                       GS_ALGO_SHM } gs_algo;
 
 /* Where auto leaves recursive doubling for the ring, in float32 bytes (as
  * small_bytes, so fp16 and fp32 pick alike): the largest size at which rd
@@ -104,6 +110,9 @@ int gs_algo_parse(const char *s);
 /* The algorithm a collective of count float32 elements runs under a: auto
  * resolved by size; world 1 has nothing to exchange (ring). */
 gs_algo gs_algo_pick(gs_algo a, size_t count, int world);
+/* What the ring's all-reduce of count elements runs: as gs_algo_pick, but
+ * shm when auto or shm and the ring's ranks share memory. */
+gs_algo gs_ring_algo(const gs_ring *r, size_t count);
 
 typedef struct gs_ring_opts {
   int rank, world;

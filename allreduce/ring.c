@@ -148,6 +148,7 @@ static void ring_free(gs_ring *r, bool abort) {
     free(r->hold);
   }
   gs_small_free(r, abort);
+  gs_shm_free(r);
   gs_link_close(r->link, abort); /* releases whatever ZeroMQ still held */
   gs_kernels *k = r->o.k;
   if (k) {
@@ -164,6 +165,7 @@ int gs_ring_fail(gs_ring *r, gs_err *e, int code) {
   r->broken = true;
   if (e && code != GS_EINTR && r->link) gs_link_tell_once(r->link, "ring", e->msg);
   if (e && code != GS_EINTR) gs_mesh_tell(r->mesh, e->msg);
+  if (e && code != GS_EINTR) gs_shm_abort(r, e->msg);
   return code;
 }
 
@@ -254,6 +256,7 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
                     .no_resend = o->no_resend};
   rc = gs_link_open(&lc, &r->link, endpoint, e);
   if (rc == GS_OK) rc = gs_small_prepare(r, e);
+  if (rc == GS_OK) rc = gs_shm_prepare(r, e);
 out:
   if (rc < 0) {
     ring_free(r, true);
@@ -542,7 +545,8 @@ int gs_ring_allreduce_op(gs_ring *r, gs_redop op, const void *src, void *dst, si
    * the bytes) */
   bool small = r->small_bytes != GS_RING_NO_SMALL && count * sizeof(float) <= r->small_bytes;
   int rc;
-  switch (gs_algo_pick(r->o.algo, count, r->o.world)) {
+  switch (gs_ring_algo(r, count)) {
+  case GS_ALGO_SHM: rc = gs_shm_allreduce(r, src, dst, count, st, e); break;
   case GS_ALGO_RD: rc = gs_small_rd(r, src, dst, count, st, e); break;
   case GS_ALGO_DIRECT: rc = gs_small_direct(r, src, dst, count, st, e); break;
   default: rc = small ? small_path(r, src, dst, count, st, e)
@@ -572,6 +576,7 @@ void gs_ring_interrupt(gs_ring *r) {
   if (r) {
     gs_link_interrupt(r->link);
     gs_mesh_interrupt(r->mesh);
+    gs_shm_interrupt(r);
   }
 }
 
@@ -585,6 +590,7 @@ void gs_ring_close(gs_ring *r, bool ok, const char *why) {
     snprintf(msg, sizeof msg, "rank %d aborted%s%s", r->o.rank, why ? ": " : "", why ? why : "");
     gs_link_tell_once(r->link, "abort", msg);
     gs_mesh_tell(r->mesh, msg);
+    gs_shm_abort(r, msg);
   }
   ring_free(r, !ok);
 }

@@ -6,7 +6,8 @@
  * value, on a mismatch instead of hanging or silently corrupting
  * (baidu-allreduce exchanges buffer lengths first for the same reason).
  * The mesh endpoints of rd and direct travel with it, and the mesh is
- * connected once the configurations agree. */
+ * connected once the configurations agree, and so is the shared memory
+ * when every rank is on one host (shm.c). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +26,8 @@ static void my_cfg(const gs_ring *r, hello_cfg *c) {
   c->sum_only = r->o.sum_only;
   c->algo = (uint32_t)r->o.algo;
   snprintf(c->mesh_ep, sizeof c->mesh_ep, "%s", r->mesh_ep);
+  snprintf(c->host_key, sizeof c->host_key, "%s", r->host_key);
+  snprintf(c->shm_name, sizeof c->shm_name, "%s", r->shm_name);
 }
 
 /* Field f of a configuration, as a number. */
@@ -117,6 +120,8 @@ int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
     h.sum_only = c->sum_only;
     h.algo = c->algo;
     h.mesh_endpoint = (char *)c->mesh_ep;
+    h.host = (char *)c->host_key;
+    h.shm_name = (char *)c->shm_name;
     env.body_case = GRADSYNC__ENVELOPE__BODY_RING_HELLO;
     env.ring_hello = &h;
     char ctxmsg[96];
@@ -153,6 +158,8 @@ int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
     d->sum_only = g->sum_only;
     d->algo = g->algo;
     snprintf(d->mesh_ep, sizeof d->mesh_ep, "%s", g->mesh_endpoint ? g->mesh_endpoint : "");
+    snprintf(d->host_key, sizeof d->host_key, "%s", g->host ? g->host : "");
+    snprintf(d->shm_name, sizeof d->shm_name, "%s", g->shm_name ? g->shm_name : "");
   }
   rc = compare_cfgs(r, e);
   /* Every rank found the same mismatch: nobody needs to be told. */
@@ -162,6 +169,7 @@ int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
     return rc;
   }
   rc = gs_small_connect(r, endpoints, e);
+  if (rc == GS_OK) rc = gs_shm_connect(r, e);
   if (rc < 0) return gs_ring_fail(r, e, rc);
   return GS_OK;
 }

@@ -15,6 +15,7 @@ enum { PH_RS = 0, PH_AG = 1, PH_SMALL = 2, PH_RD = 3, PH_DIRECT = 4, PH_BCAST = 
        PH_REDUCE = 6, PH_COUNT };
 
 typedef struct gs_mesh gs_mesh;
+typedef struct gs_shm gs_shm;
 
 typedef struct hello_cfg {
   bool have;
@@ -23,6 +24,8 @@ typedef struct hello_cfg {
   bool sum_only;
   uint32_t algo;
   char mesh_ep[GS_ENDPOINT_MAX];
+  char host_key[160];        /* shm.c: equal keys share memory */
+  char shm_name[96];         /* rank 0's shared memory ("" none) */
 } hello_cfg;
 
 struct gs_ring {
@@ -51,6 +54,11 @@ struct gs_ring {
   char mesh_ep[GS_ENDPOINT_MAX];
   void *own;                 /* this rank's contribution when src == dst */
   gs_wire_msg *got;          /* direct: every rank's buffer */
+
+  /* shm (shm.c): the job's shared memory when every rank is on one host */
+  gs_shm *shm;
+  char host_key[160];
+  char shm_name[96];
 
   /* what is being done, for error messages; cur_op: the reduction (sum,
    * prod, min, max), which every chunk carries */
@@ -153,5 +161,19 @@ void gs_small_free(gs_ring *r, bool abort);
 int gs_small_rd(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st, gs_err *e);
 int gs_small_direct(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st,
                     gs_err *e);
+
+/* ---- same-host shared memory (shm.c) ---- */
+/* In prepare: this host's key, and rank 0's shared memory when o.algo may
+ * use it; gs_shm_connect after the handshake: when every key is the same,
+ * every rank maps it and they agree over the ring (--algo shm: an error
+ * otherwise). gs_shm_abort: tell the waiters why this rank stops. */
+int gs_shm_prepare(gs_ring *r, gs_err *e);
+int gs_shm_connect(gs_ring *r, gs_err *e);
+bool gs_shm_on(const gs_ring *r);
+int gs_shm_allreduce(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st,
+                     gs_err *e);
+void gs_shm_abort(gs_ring *r, const char *msg);
+void gs_shm_interrupt(gs_ring *r);
+void gs_shm_free(gs_ring *r);
 
 #endif

@@ -53,21 +53,28 @@ const char *gs_algo_name(gs_algo a) {
   case GS_ALGO_RD: return "rd";
   case GS_ALGO_DIRECT: return "direct";
   case GS_ALGO_AUTO: return "auto";
+  case GS_ALGO_SHM: return "shm";
   }
   return "unknown";
 }
 
 int gs_algo_parse(const char *s) {
-  for (int a = GS_ALGO_RING; a <= GS_ALGO_AUTO; a++)
+  for (int a = GS_ALGO_RING; a <= GS_ALGO_SHM; a++)
     if (s && !strcmp(s, gs_algo_name((gs_algo)a))) return a;
   return -1;
 }
 
 gs_algo gs_algo_pick(gs_algo a, size_t count, int world) {
   if (world <= 1) return GS_ALGO_RING;
-  if (a == GS_ALGO_AUTO)
+  if (a == GS_ALGO_AUTO || a == GS_ALGO_SHM)
     return count <= GS_ALGO_AUTO_MAX_BYTES / sizeof(float) ? GS_ALGO_RD : GS_ALGO_RING;
   return a;
+}
+
+gs_algo gs_ring_algo(const gs_ring *r, size_t count) {
+  if (!r) return GS_ALGO_RING;
+  if (gs_shm_on(r) && (r->o.algo == GS_ALGO_AUTO || r->o.algo == GS_ALGO_SHM)) return GS_ALGO_SHM;
+  return gs_algo_pick(r->o.algo, count, r->o.world);
 }
 
 /* Where a message belongs, for errors: "recursive doubling round 2/3 of
@@ -278,7 +285,8 @@ int gs_small_direct(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_st
 int gs_small_prepare(gs_ring *r, gs_err *e) {
   const gs_ring_opts *o = &r->o;
   if (o->algo == GS_ALGO_RING || o->world == 1) return GS_OK;
-  if (o->algo != GS_ALGO_RD && o->algo != GS_ALGO_DIRECT && o->algo != GS_ALGO_AUTO)
+  if (o->algo != GS_ALGO_RD && o->algo != GS_ALGO_DIRECT && o->algo != GS_ALGO_AUTO &&
+      o->algo != GS_ALGO_SHM)
     return GS_FAIL(e, GS_EINVAL, "rank %d: ring: unknown algorithm %d", o->rank, (int)o->algo);
   gs_kernels *k = o->k;
   size_t ws = gs_dtype_size(o->wire);

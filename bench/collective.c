@@ -161,7 +161,7 @@ static const char *algo_of(void *vc, size_t count) {
   if (c->mode != GS_MODE_RING || c->k->device != GS_DEV_CPU) return NULL;
   if (c->o->coll == GS_COLL_BROADCAST || c->o->coll == GS_COLL_REDUCE) return "chain";
   if (c->o->coll != GS_COLL_ALL_REDUCE) return "ring";
-  return gs_algo_name(gs_algo_pick((gs_algo)c->o->algo, count, c->job.world));
+  return gs_algo_name(gs_ring_algo(gs_ring_sync_ring(c->s), count));
 }
 
 /* --collective's comma list, into o->colls (no repeats). */

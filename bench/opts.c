@@ -260,7 +260,7 @@ static int p_one(gs_opts *o, const flag *f, const char *a, gs_err *e) {
 
 static int p_algo(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   int v = gs_algo_parse(a);
-  if (v < 0) return bad(e, f, a, "ring, rd, direct or auto");
+  if (v < 0) return bad(e, f, a, "ring, rd, direct, shm or auto");
   o->algo = v;
   return GS_OK;
 }
@@ -419,7 +419,8 @@ static const flag FLAGS[] = {
   NUM("check", 'c', "0|1", "1", "collective: check every result against the exact sum",
       p_bool01, check, 0, 1),
   WORD("algo", "A", "auto", NULL, "collective: the ring's algorithm: ring, rd (recursive "
-       "doubling), direct (every rank to every rank), or auto (rd for small sizes, ring above)",
+       "doubling), direct (every rank to every rank), shm (shared memory, every rank on one "
+       "host), or auto (shm on one host; elsewhere rd for small sizes, ring above)",
        p_algo, algo),
   NUM("op", 'o', "OP", "sum", "collective: the reduction: sum, avg (the sum / N), prod, min "
       "or max (prod, min, max: --mode ring, on the CPU or NCCL)", p_str, redop_arg, 0, 0),

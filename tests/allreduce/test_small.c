@@ -1,13 +1,14 @@
 /* test_small.c: the small-message algorithms of the bare ZeroMQ ring
- * (allreduce.h gs_algo: rd, direct, and auto), rank per process.
+ * (allreduce.h gs_algo: rd, direct, shm and auto, which is shm here: the
+ * ranks share a host), rank per process.
  *
  *   test_small sums W1 W2   worlds W1..W2, every algorithm, lengths 1, 2, 3,
- *                           W-1, W+1, odd and larger ones (auto crosses to
- *                           the ring), in place and out of place, collectives
+ *                           W-1, W+1, odd and larger ones (auto and shm must
+ *                           run shm), in place and out of place, collectives
  *                           back to back (one rank pausing now and then):
  *                           exact integer sums; random values: the bits of
  *                           the documented order (rd's pairs and rounds,
- *                           direct's rank order) on every rank
+ *                           direct's and shm's rank order) on every rank
  *   test_small lowp         fp16 / bf16 wire through rd and direct: the bits
  *                           of an emulation of the documented rounding, on
  *                           every rank, at worlds 2..5
@@ -33,8 +34,8 @@
 #define MAXN 65537u
 
 static gs_kernels *K;
-static const gs_algo ALGOS[] = {GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_AUTO};
-#define NALGOS 3
+static const gs_algo ALGOS[] = {GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_AUTO, GS_ALGO_SHM};
+#define NALGOS 4
 
 /* ------------------------------------------------------------------ */
 /* the documented orders, emulated element by element */
@@ -73,8 +74,9 @@ static float ref_rd(gs_dtype t, uint64_t seed, int N, size_t i) {
   return wire(t, cur[0]);
 }
 
+/* shm sums in rank order, as direct */
 static float ref(gs_algo a, gs_dtype t, uint64_t seed, int N, size_t i) {
-  return a == GS_ALGO_DIRECT ? ref_direct(t, seed, N, i) : ref_rd(t, seed, N, i);
+  return a == GS_ALGO_DIRECT || a == GS_ALGO_SHM ? ref_direct(t, seed, N, i) : ref_rd(t, seed, N, i);
 }
 
 /* ------------------------------------------------------------------ */
@@ -116,7 +118,12 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
   for (int a = 0; a < NALGOS; a++) {
     for (size_t li = 0; li < nl; li++) {
       size_t n = lens[li];
-      gs_algo ran = gs_algo_pick(ALGOS[a], n, world);
+      gs_algo ran = gs_ring_algo(rings[a], n);
+      if ((ALGOS[a] == GS_ALGO_AUTO || ALGOS[a] == GS_ALGO_SHM) && ran != GS_ALGO_SHM) {
+        fprintf(stderr, "rank %d: %s on one host ran %s, not shm\n", rank,
+                gs_algo_name(ALGOS[a]), gs_algo_name(ran));
+        bad++;
+      }
       for (int kind = 0; kind < 4; kind++, slot++) {
         bool inplace = kind & 1, random = kind & 2;
         uint64_t seed = (uint64_t)slot + 1;

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""algo.py: `bench --collective allreduce --algo ring|rd|direct|auto`.
+"""algo.py: `bench --collective allreduce --algo ring|rd|direct|shm|auto`.
 
 Every forced algorithm runs (world 2 and 3: a power of two and not),
 checks exact, and is named on every row of the table and of the JSON;
-auto names rd for the small sizes and the ring for the large ones, one
+auto on one host names shm at every size; with shared memory refused
+(GS_SHM=0), rd for the small sizes and the ring for the large ones, one
 switch in between (wherever the measured threshold puts it); the ranks
 agree on it (the rendezvous compares it); a wrong value, or --algo
 without --collective, is a usage error (exit 2) naming --algo.
@@ -19,14 +20,14 @@ ROW = re.compile(r"^\s+(\d+)\s+\d+\s+float\s+sum\s+-1\s+[\d.]+\s+[\d.]+\s+[\d.]+
                  r"\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+0\s+(\S+)$", re.M)
 
 
-def collective(world, algo, lo, hi, factor):
+def collective(world, algo, lo, hi, factor, env=None):
     d = tmpdir()
     args = ["--mode", "ring", "--world", str(world), "--collective", "allreduce", "-b", lo,
             "-e", hi, "-f", factor, "-n", "2", "-w", "1", "--json", "--timeout", "20",
             "--threads", "1", "--out", d]
     if algo:
         args += ["--algo", algo]
-    r = run(args)
+    r = run(args, env=env)
     if not check(r.returncode == 0, f"--algo {algo or 'auto'} w{world}: exit {r.returncode}: {r.stderr}"):
         return [], None
     rows = ROW.findall(r.stdout)
@@ -46,15 +47,20 @@ def collective(world, algo, lo, hi, factor):
 
 
 for world in (2, 3):
-    for algo in ("ring", "rd", "direct"):
+    for algo in ("ring", "rd", "direct", "shm"):
         rows, _ = collective(world, algo, "4", "64K", "8")
         check([int(s) for s, _, _ in rows] == [4, 32, 256, 2048, 16384],
               f"--algo {algo or 'auto'} w{world}: sizes {[s for s, _, _ in rows]}")
         check(all(a == algo for _, _, a in rows), f"--algo {algo or 'auto'} w{world}: rows say "
               f"{[a for _, _, a in rows]}")
 
-# auto (the default): rd up to a size, the ring from the next one on
+# auto (the default): shm where every rank is on this host
 rows, _ = collective(3, None, "8", "8M", "4")
+names = [a for _, _, a in rows]
+check(names and all(a == "shm" for a in names), f"auto on one host: {names}, expected shm")
+
+# without shared memory: rd up to a size, the ring from the next one on
+rows, _ = collective(3, None, "8", "8M", "4", env={"GS_SHM": "0"})
 names = [a for _, _, a in rows]
 check(names and names[0] == "rd" and names[-1] == "ring",
       f"auto: smallest size {names[:1]}, largest {names[-1:]}, expected rd and ring")

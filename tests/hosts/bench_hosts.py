@@ -12,7 +12,8 @@
           link is the busiest; the cost model's communication time is there
   delay   --latency D: each step of ps waits at least 2D (push and pull
           cross the links), the collective's recursive doubling 2D per
-          all-reduce at world 4; the report names how (netem or delay line)
+          all-reduce at world 4, forced or picked by auto (never shm across
+          hosts); the report names how (netem or delay line)
   sharded --ps-servers K, one server per host (K = hosts): each link carries
           what the cost model's sps-colo says (the same bounds as bytes),
           every host alike; with --ps-server-hosts (servers on hosts of their
@@ -224,15 +225,21 @@ def case_delay():
               f"{run0['step_time_s_median'] * 1e3:.2f} ms < 2 x 4 ms")
         check(run0["cost_model"]["comm_s_predicted"] >= 2 * D,
               f"the cost model counts the delay: {run0['cost_model']}")
-    d = tmpdir()
-    r = run(["--mode", "ring", "--collective", "allreduce", "--algo", "rd", "-b", "8", "-e",
-             "1K", "-n", "5", "-w", "1", "--world", "4", "--link", "1gbit", "--latency", "4ms",
-             "--timeout", "30", "--out", d])
-    # nccl-tests' row: size count type redop root time(out-of-place) ...
-    times = [float(l.split()[5]) for l in r.stdout.splitlines()
-             if l.strip() and l.split()[0].isdigit()]
-    check(r.returncode == 0 and times and all(t >= 2 * D * 1e6 for t in times),
-          f"rd at world 4 crosses the links twice per all-reduce: {times} us ({r.stderr})")
+    # rd forced, and auto: emulated hosts share no memory (never shm), so
+    # auto picks rd at these sizes and crosses the links too
+    for algo in (["--algo", "rd"], []):
+        d = tmpdir()
+        r = run(["--mode", "ring", "--collective", "allreduce", "-b", "8", "-e", "1K", "-n", "5",
+                 "-w", "1", "--world", "4", "--link", "1gbit", "--latency", "4ms", "--timeout",
+                 "30", "--out", d] + algo)
+        # nccl-tests' row: size count type redop root time(out-of-place) ... algo
+        rows = [l.split() for l in r.stdout.splitlines() if l.strip() and l.split()[0].isdigit()]
+        times = [float(x[5]) for x in rows]
+        check(r.returncode == 0 and times and all(t >= 2 * D * 1e6 for t in times),
+              f"rd at world 4 crosses the links twice per all-reduce ({algo or 'auto'}): "
+              f"{times} us ({r.stderr})")
+        check(rows and all(x[-1] == "rd" for x in rows),
+              f"{algo or 'auto'} on emulated hosts runs {[x[-1] for x in rows]}, not rd")
 
 
 def case_kill():

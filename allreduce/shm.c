@@ -1,0 +1,463 @@
+/* shm.c: the all-reduce through shared memory, for a job whose ranks all
+ * run on one host (allreduce.h gs_algo "shm"): no socket, no I/O thread,
+ * no wake-up per hop, which is what a ZeroMQ hop costs on one machine.
+ *
+ * Rank 0 creates a POSIX shared-memory object (mode 0600, a random name)
+ * in prepare; its name and every rank's host key (boot id and the network,
+ * IPC, PID and mount namespaces: an emulated host is a namespace, and its
+ * traffic must cross its link) travel in the ring's handshake. When every
+ * key is the same, every rank maps the object, the ranks agree over the
+ * ring that all of them did, and rank 0 unlinks the name (nothing is left
+ * in /dev/shm, even if a rank dies later).
+ *
+ * The buffer goes through in rounds of at most `chunk` bytes per rank, over
+ * two sets of N slots (rounds alternate sets):
+ *
+ *   round k, set k%2      rank 0        rank 1       ...   rank N-1
+ *   copy in               slot 0 = v0   slot 1 = v1        slot N-1
+ *   barrier
+ *   reduce (split)        part 0 of slot 0 = ((v0 + v1) + v2) + ... (rank r
+ *                         sums part r of every slot, in rank order)
+ *   barrier
+ *   copy out              dst = slot 0 (every rank)
+ *
+ * With one barrier ("whole"), every rank sums all of the round itself, in
+ * the same order, and copies out its own result: half the waits, N times
+ * the reads; it wins at small sizes and with two ranks. Either way every
+ * rank ends with the same bits, run after run.
+ *
+ * Two sets make one barrier enough between rounds: a rank writes set s
+ * again in round k+2 only after passing round k+1's barrier, which every
+ * rank reaches after it has read set s in round k.
+ *
+ * Barriers count arrivals in one shared word: spin briefly (yielding the
+ * core when ranks outnumber cores), then sleep on the word with futex.
+ * Every wait ends: at the ring's timeout (naming the ranks that did not
+ * arrive), when a rank's process is gone, or when a failing rank writes its
+ * reason into the header (gs_shm_abort), which every waiter reports. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "allreduce/ring_internal.h"
+
+#define SHM_MAGIC 0x67737368u /* "gssh" */
+#define DEFAULT_SHM_CHUNK ((size_t)256 << 10)
+#define DEFAULT_SHM_WHOLE ((size_t)64 << 10)
+/* Poll this long before sleeping on a barrier. A rank that yields the core
+ * while it polls costs the others little, and a futex wake-up costs a
+ * sleeping rank its turn on a shared core. */
+#define DEFAULT_SHM_SPIN_US 1000
+#define LINE 64
+
+typedef struct head {
+  uint32_t magic, world;
+  uint64_t nonce;                     /* also in the handshake: the right object */
+  uint64_t chunk;                     /* slot bytes */
+  _Alignas(LINE) _Atomic uint32_t arrived; /* barriers: arrivals so far (futex word) */
+  _Alignas(LINE) _Atomic uint32_t sleepers;
+  _Alignas(LINE) _Atomic uint32_t abort_by; /* 0, or the failing rank + 1 */
+  char why[512];
+} head;
+
+/* per rank, one line each: its pid, and the barriers it has reached */
+typedef struct rank_line {
+  _Alignas(LINE) _Atomic int32_t pid;
+  _Atomic uint32_t reached;
+} rank_line;
+
+struct gs_shm {
+  void *base;
+  size_t bytes;
+  head *h;
+  rank_line *ranks;
+  char *slots;                        /* 2 sets x N slots of chunk bytes */
+  size_t chunk, whole;
+  double spin;                        /* seconds to poll before sleeping */
+  uint32_t barriers;                  /* passed by this rank */
+  uint64_t rounds;                    /* done by this rank: picks the set */
+  bool yield;                         /* more ranks than cores */
+  bool creator;
+  bool on;                            /* every rank mapped it (the vote) */
+  atomic_int stop;                    /* gs_shm_interrupt */
+  char name[64];
+  uint64_t nonce;
+};
+
+static size_t head_bytes(int N) {
+  size_t b = sizeof(head) + (size_t)N * sizeof(rank_line);
+  return (b + 4095) & ~(size_t)4095;
+}
+
+/* boot id and namespaces: equal only for processes that share memory and
+ * whose traffic would not cross an (emulated) link */
+static void host_key(char *buf, size_t cap) {
+  char boot[64] = "";
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(boot, sizeof boot, f)) boot[0] = '\0';
+    fclose(f);
+  }
+  boot[strcspn(boot, "\n")] = '\0';
+  size_t len = (size_t)snprintf(buf, cap, "%s", boot);
+  static const char *ns[] = {"net", "ipc", "pid", "mnt"};
+  for (size_t i = 0; i < sizeof ns / sizeof *ns && len < cap; i++) {
+    char p[32];
+    struct stat st;
+    snprintf(p, sizeof p, "/proc/self/ns/%s", ns[i]);
+    unsigned long long ino = stat(p, &st) == 0 ? (unsigned long long)st.st_ino : 0;
+    len += (size_t)snprintf(buf + len, cap - len, ":%llx", ino);
+  }
+}
+
+static size_t env_bytes(const char *name, size_t fallback) {
+  const char *s = getenv(name);
+  if (!s || !*s) return fallback;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s) return fallback;
+  if (*end == 'k' || *end == 'K') v <<= 10;
+  else if (*end == 'm' || *end == 'M') v <<= 20;
+  return v ? (size_t)v : fallback;
+}
+
+static bool may_use(const gs_ring *r) {
+  return (r->o.algo == GS_ALGO_AUTO || r->o.algo == GS_ALGO_SHM) && r->o.world > 1 &&
+         r->o.k->device == GS_DEV_CPU && !gs_dtype_lp(r->o.wire) &&
+         !(getenv("GS_SHM") && !strcmp(getenv("GS_SHM"), "0"));
+}
+
+static int map(gs_ring *r, gs_shm *s, int fd, gs_err *e) {
+  s->base = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (s->base == MAP_FAILED) {
+    s->base = NULL;
+    return GS_FAIL(e, GS_EIO, "rank %d: mapping shared memory %s (%zu bytes): %s", r->o.rank,
+                   s->name, s->bytes, strerror(errno));
+  }
+  s->h = s->base;
+  s->ranks = (rank_line *)((char *)s->base + sizeof(head));
+  s->slots = (char *)s->base + head_bytes(r->o.world);
+  return GS_OK;
+}
+
+static void shm_close(gs_shm *s) {
+  if (!s) return;
+  if (s->base) munmap(s->base, s->bytes);
+  if (s->creator && s->name[0]) shm_unlink(s->name);
+  free(s);
+}
+
+int gs_shm_prepare(gs_ring *r, gs_err *e) {
+  host_key(r->host_key, sizeof r->host_key);
+  r->shm_name[0] = '\0';
+  if (r->o.rank != 0 || !may_use(r)) return GS_OK;
+  gs_shm *s = calloc(1, sizeof *s);
+  if (!s) return GS_FAIL(e, GS_ENOMEM, "rank 0: out of memory for shared memory");
+  int N = r->o.world;
+  s->chunk = env_bytes("GS_SHM_CHUNK", DEFAULT_SHM_CHUNK);
+  s->chunk = (s->chunk + LINE - 1) & ~(size_t)(LINE - 1);
+  size_t most = r->o.max_count * gs_ring_es(r);
+  if (s->chunk > ((most + LINE - 1) & ~(size_t)(LINE - 1))) s->chunk = (most + LINE - 1) & ~(size_t)(LINE - 1);
+  if (s->chunk < LINE) s->chunk = LINE;
+  s->bytes = head_bytes(N) + 2 * (size_t)N * s->chunk;
+  randombytes_buf(&s->nonce, sizeof s->nonce);
+  snprintf(s->name, sizeof s->name, "/gradsync-%d-%016" PRIx64, (int)getpid(), s->nonce);
+  int fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    /* no /dev/shm here: the job runs without it, as on several hosts */
+    free(s);
+    return GS_OK;
+  }
+  s->creator = true;
+  int rc = GS_OK;
+  if (ftruncate(fd, (off_t)s->bytes) != 0)
+    rc = GS_FAIL(e, GS_EIO, "rank 0: sizing shared memory %s to %zu bytes: %s", s->name,
+                 s->bytes, strerror(errno));
+  if (rc == GS_OK) rc = map(r, s, fd, e);
+  close(fd);
+  if (rc < 0) {
+    shm_close(s);
+    return rc;
+  }
+  s->h->magic = SHM_MAGIC;
+  s->h->world = (uint32_t)N;
+  s->h->nonce = s->nonce;
+  s->h->chunk = s->chunk;
+  r->shm = s;
+  snprintf(r->shm_name, sizeof r->shm_name, "%s:%016" PRIx64, s->name, s->nonce);
+  return GS_OK;
+}
+
+/* A rank > 0 maps rank 0's object; false (and why) when it cannot. */
+static bool attach(gs_ring *r, const char *spec, char *why, size_t cap) {
+  gs_shm *s = calloc(1, sizeof *s);
+  if (!s) return snprintf(why, cap, "out of memory"), false;
+  const char *colon = strrchr(spec, ':');
+  size_t nl = colon ? (size_t)(colon - spec) : 0;
+  if (!colon || nl >= sizeof s->name) {
+    free(s);
+    return snprintf(why, cap, "rank 0 named no shared memory"), false;
+  }
+  memcpy(s->name, spec, nl);
+  s->nonce = strtoull(colon + 1, NULL, 16);
+  int fd = shm_open(s->name, O_RDWR, 0);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < (off_t)head_bytes(r->o.world)) {
+    snprintf(why, cap, "opening %s: %s", s->name, fd < 0 ? strerror(errno) : "too small");
+    if (fd >= 0) close(fd);
+    free(s);
+    return false;
+  }
+  s->bytes = (size_t)st.st_size;
+  gs_err e;
+  int rc = map(r, s, fd, &e);
+  close(fd);
+  if (rc < 0 || s->h->magic != SHM_MAGIC || s->h->nonce != s->nonce ||
+      s->h->world != (uint32_t)r->o.world ||
+      s->bytes != head_bytes(r->o.world) + 2 * (size_t)r->o.world * s->h->chunk) {
+    snprintf(why, cap, "%s is not this job's", s->name);
+    shm_close(s);
+    return false;
+  }
+  s->chunk = s->h->chunk;
+  r->shm = s;
+  return true;
+}
+
+int gs_shm_connect(gs_ring *r, gs_err *e) {
+  int N = r->o.world;
+  bool one_host = true;
+  int other = -1;
+  for (int i = 1; i < N && one_host; i++)
+    if (strcmp(r->cfgs[i].host_key, r->cfgs[0].host_key)) one_host = false, other = i;
+  bool want = r->o.algo == GS_ALGO_SHM;
+  /* from the handshake alone, so every rank decides alike */
+  bool try_it = one_host && r->cfgs[0].shm_name[0] &&
+                (r->o.algo == GS_ALGO_AUTO || r->o.algo == GS_ALGO_SHM);
+  if (!try_it) {
+    shm_close(r->shm);
+    r->shm = NULL;
+    if (!want) return GS_OK;
+    if (!one_host)
+      return GS_FAIL(e, GS_EINVAL, "rank %d: --algo shm needs every rank on one host, and rank "
+                     "%d is on another than rank 0 (or in another network namespace); use "
+                     "--algo auto", r->o.rank, other);
+    return GS_FAIL(e, GS_EINVAL, "rank %d: --algo shm: rank 0 made no shared memory (it needs "
+                   "/dev/shm, host buffers and an fp32, fp64 or int32 wire; GS_SHM=0 turns it "
+                   "off); use --algo auto", r->o.rank);
+  }
+  char why[256] = "";
+  bool ok = false;
+  if (!may_use(r))
+    snprintf(why, sizeof why, "GS_SHM=0, device buffers or a 16-bit wire on this rank");
+  else if (r->o.rank == 0)
+    ok = r->shm != NULL;
+  else
+    ok = attach(r, r->cfgs[0].shm_name, why, sizeof why);
+  if (ok) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    r->shm->yield = cores > 0 && r->o.local_ranks > cores;
+    r->shm->whole = env_bytes("GS_SHM_WHOLE", DEFAULT_SHM_WHOLE);
+    r->shm->spin = (double)env_bytes("GS_SHM_SPIN_US", DEFAULT_SHM_SPIN_US) * 1e-6;
+    atomic_store(&r->shm->ranks[r->o.rank].pid, (int32_t)getpid());
+  }
+  /* Every rank learns whether all mapped it (the minimum of the votes),
+   * over the ring: the shared memory is not yet trusted. */
+  union { float f; double d; int32_t i; } v;
+  if (r->o.wire == GS_F64) v.d = ok;
+  else if (r->o.wire == GS_I32) v.i = ok;
+  else v.f = ok;
+  gs_shm *keep = r->shm;
+  r->shm = NULL; /* the vote runs on the ring */
+  int rc = gs_ring_allreduce_op(r, GS_REDOP_MIN, &v, &v, 1, 0, 0, NULL, e);
+  r->shm = keep;
+  if (rc < 0) return rc;
+  bool all = r->o.wire == GS_F64 ? v.d > 0 : r->o.wire == GS_I32 ? v.i > 0 : v.f > 0;
+  if (all && r->shm && r->shm->creator) {
+    shm_unlink(r->shm->name); /* every rank has it mapped */
+    r->shm->name[0] = '\0';
+  }
+  if (all) r->shm->on = true;
+  else {
+    shm_close(r->shm);
+    r->shm = NULL;
+    if (want)
+      return GS_FAIL(e, GS_EINVAL, "rank %d: --algo shm: not every rank could map rank 0's "
+                     "shared memory%s%s%s; use --algo auto", r->o.rank, why[0] ? " (here: " : "",
+                     why, why[0] ? ")" : "");
+    if (why[0]) fprintf(stderr, "rank %d: no shared memory (%s): the all-reduce uses sockets\n",
+                        r->o.rank, why);
+  }
+  return GS_OK;
+}
+
+
+bool gs_shm_on(const gs_ring *r) { return r && r->shm && r->shm->on; }
+
+void gs_shm_abort(gs_ring *r, const char *msg) {
+  if (!gs_shm_on(r)) return;
+  gs_shm *s = r->shm;
+  uint32_t none = 0;
+  /* the first reason stays; its text is written before it is published */
+  if (atomic_load(&s->h->abort_by) == 0) {
+    snprintf(s->h->why, sizeof s->h->why, "%s", msg ? msg : "");
+    atomic_compare_exchange_strong(&s->h->abort_by, &none, (uint32_t)r->o.rank + 1);
+  }
+  atomic_fetch_add(&s->h->arrived, 0x40000000u); /* no barrier of anyone's completes now */
+  syscall(SYS_futex, &s->h->arrived, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void gs_shm_interrupt(gs_ring *r) {
+  if (r && r->shm) atomic_store(&r->shm->stop, 1);
+}
+
+void gs_shm_free(gs_ring *r) {
+  shm_close(r->shm);
+  r->shm = NULL;
+}
+
+/* What the rounds are, for errors. */
+static int wait_error(gs_ring *r, uint32_t target, int code, const char *what, gs_err *e) {
+  gs_shm *s = r->shm;
+  uint32_t by = atomic_load(&s->h->abort_by);
+  if (by)
+    return GS_FAIL(e, GS_EPEER, "rank %d: rank %u stopped the shared-memory all-reduce (bucket "
+                   "%d, step %" PRId64 "): %s", r->o.rank, by - 1, r->cur_bucket, r->cur_step,
+                   s->h->why);
+  char late[256] = "";
+  size_t len = 0;
+  for (int i = 0; i < r->o.world && len < sizeof late - 16; i++)
+    if ((int32_t)(atomic_load(&s->ranks[i].reached) - target) < 0)
+      len += (size_t)snprintf(late + len, sizeof late - len, "%s%d", len ? ", " : "", i);
+  return GS_FAIL(e, code, "rank %d: shared-memory all-reduce of bucket %d, step %" PRId64
+                 ": rank(s) %s %s", r->o.rank, r->cur_bucket, r->cur_step, late, what);
+}
+
+/* Arrive at the next barrier and wait for every rank. */
+static int barrier(gs_ring *r, gs_err *e) {
+  gs_shm *s = r->shm;
+  const uint32_t N = (uint32_t)r->o.world;
+  const uint32_t b = ++s->barriers;
+  const uint32_t target = b * N;
+  atomic_store(&s->ranks[r->o.rank].reached, b);
+  uint32_t v = atomic_fetch_add(&s->h->arrived, 1) + 1;
+  if (v == target) {
+    if (atomic_load(&s->h->sleepers))
+      syscall(SYS_futex, &s->h->arrived, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    return GS_OK;
+  }
+  const double t0 = gs_now(), spin = s->spin;
+  const double deadline = t0 + r->o.timeout_ms * 1e-3;
+  for (unsigned i = 0;; i++) {
+    v = atomic_load(&s->h->arrived);
+    if ((int32_t)(v - target) >= 0 && !atomic_load(&s->h->abort_by)) return GS_OK;
+    if (atomic_load(&s->h->abort_by)) return wait_error(r, b, GS_EPEER, "", e);
+    if ((i & 63) == 0 && gs_now() - t0 > spin) break;
+    if (s->yield) sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+    else __builtin_ia32_pause();
+#endif
+  }
+  atomic_fetch_add(&s->h->sleepers, 1);
+  int rc = GS_OK;
+  double next_check = gs_now() + 0.1;
+  for (;;) {
+    v = atomic_load(&s->h->arrived);
+    if (atomic_load(&s->h->abort_by)) {
+      rc = wait_error(r, b, GS_EPEER, "", e);
+      break;
+    }
+    if ((int32_t)(v - target) >= 0) break;
+    if (gs_interrupted || atomic_load(&s->stop)) {
+      rc = GS_FAIL(e, GS_EINTR, "rank %d: interrupted in the shared-memory all-reduce of bucket "
+                   "%d, step %" PRId64, r->o.rank, r->cur_bucket, r->cur_step);
+      break;
+    }
+    double now = gs_now();
+    if (now > deadline) {
+      char what[96];
+      snprintf(what, sizeof what, "did not arrive within %d ms (GS timeout)", r->o.timeout_ms);
+      rc = wait_error(r, b, GS_ETIMEOUT, what, e);
+      break;
+    }
+    if (now > next_check) { /* a rank whose process is gone never arrives */
+      next_check = now + 0.1;
+      for (uint32_t i = 0; i < N; i++) {
+        int32_t pid = atomic_load(&s->ranks[i].pid);
+        if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+          rc = GS_FAIL(e, GS_EPEER, "rank %d: rank %u (pid %d) exited during the shared-memory "
+                       "all-reduce of bucket %d, step %" PRId64, r->o.rank, i, (int)pid,
+                       r->cur_bucket, r->cur_step);
+          break;
+        }
+      }
+      if (rc < 0) break;
+    }
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    syscall(SYS_futex, &s->h->arrived, FUTEX_WAIT, v, &ts, NULL, 0);
+  }
+  atomic_fetch_sub(&s->h->sleepers, 1);
+  return rc;
+}
+
+/* dst (n elements) = the sum, in rank order, of the n elements at off in
+ * every slot of a set, op being the collective's; blocks small enough to
+ * stay in the first-level cache across the N - 1 adds. */
+static void sum_slots(gs_ring *r, char *set, size_t off, size_t n, void *dst) {
+  const size_t es = gs_ring_es(r), blk = 4096 / es;
+  const int N = r->o.world;
+  for (size_t b = 0; b < n; b += blk) {
+    size_t m = n - b < blk ? n - b : blk;
+    char *out = (char *)dst + b * es;
+    const size_t at = (off + b) * es;
+    if (out != set + at) memcpy(out, set + at, m * es);
+    for (int i = 1; i < N; i++) gs_ring_combine(r, m, out, set + (size_t)i * r->shm->chunk + at);
+  }
+}
+
+int gs_shm_allreduce(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st,
+                     gs_err *e) {
+  gs_shm *s = r->shm;
+  const int N = r->o.world, me = r->o.rank;
+  const size_t es = gs_ring_es(r), per = s->chunk / es;
+  /* the same on every rank: they all pass the same n */
+  const bool whole = N == 2 || n * es <= s->whole;
+  double red = 0;
+  for (size_t off = 0; off < n; off += per) {
+    size_t len = n - off < per ? n - off : per;
+    char *set = s->slots + (size_t)(s->rounds++ & 1) * (size_t)N * s->chunk;
+    char *mine = set + (size_t)me * s->chunk;
+    memcpy(mine, (const char *)src + off * es, len * es);
+    GS_TRY(barrier(r, e));
+    double a = gs_now();
+    if (whole) {
+      sum_slots(r, set, 0, len, (char *)dst + off * es);
+    } else {
+      size_t po, pl;
+      gs_ring_seg_range(len, N, me, &po, &pl);
+      sum_slots(r, set, po, pl, set + po * es);
+    }
+    red += gs_now() - a;
+    if (!whole) {
+      GS_TRY(barrier(r, e));
+      memcpy((char *)dst + off * es, set, len * es);
+    }
+    st->bytes_sent += len * es;
+    st->bytes_recv += len * es * (size_t)(whole ? N - 1 : 1);
+  }
+  st->reduce_s += red;
+  return GS_OK;
+}

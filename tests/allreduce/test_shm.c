@@ -1,0 +1,247 @@
+/* test_shm.c: the shared-memory all-reduce (allreduce.h gs_algo shm), rank
+ * per process on this host.
+ *
+ *   test_shm sums W1 W2   worlds W1..W2, auto and shm (both must run shm):
+ *                         lengths from 1 to several rounds (the default
+ *                         round and one of 4 KiB), in place and out of
+ *                         place: fp32 random values with the bits of the
+ *                         rank-order sum, fp64 sums, int32 max, on every
+ *                         rank; src untouched; nothing left in /dev/shm
+ *   test_shm abort        a rank that closes with !ok mid-run: the others
+ *                         stop soon, naming its cause
+ *   test_shm killed       a rank killed mid-run: the others stop soon,
+ *                         naming it, not at their timeout
+ *   test_shm fallback     one rank with GS_SHM=0: auto runs over sockets
+ *                         (right sums); shm is a clear error on every rank;
+ *                         a 16-bit wire never runs shm */
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "allreduce/allreduce.h"
+#include "harness.h"
+
+static gs_kernels *K;
+#define MAXN 300001u
+
+/* files rank 0 (pid) left in /dev/shm */
+static int leftovers(pid_t pid) {
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "gradsync-%d-", (int)pid);
+  DIR *d = opendir("/dev/shm");
+  int n = 0;
+  for (struct dirent *de; d && (de = readdir(d));)
+    n += !strncmp(de->d_name, prefix, strlen(prefix));
+  if (d) closedir(d);
+  return n;
+}
+
+static int check_algo(gs_ring *r, size_t n, int rank, const char *what) {
+  if (gs_ring_algo(r, n) == GS_ALGO_SHM) return 0;
+  fprintf(stderr, "rank %d: %s on one host runs %s, not shm\n", rank, what,
+          gs_algo_name(gs_ring_algo(r, n)));
+  return 1;
+}
+
+static int body_sums(th_shared *sh, int rank, int world, void *arg) {
+  (void)arg;
+  gs_err e = {0};
+  const size_t lens[] = {1, 2, (size_t)world + 1, 1000, 16385, MAXN};
+  const size_t nlens = sizeof lens / sizeof *lens;
+  int bad = 0, slot = 0;
+  float *src = gs_alloc(MAXN * sizeof(double), &e), *dst = gs_alloc(MAXN * sizeof(double), &e);
+  if (!src || !dst) return th_report(sh, rank, &e);
+  /* auto, shm, shm with 4 KiB rounds; then fp64 sums and int32 max */
+  for (int c = 0; c < 5; c++) {
+    gs_ring_opts o;
+    th_ring_opts(&o, rank, world, MAXN, K);
+    o.algo = c == 0 ? GS_ALGO_AUTO : GS_ALGO_SHM;
+    o.wire = c == 3 ? GS_F64 : c == 4 ? GS_I32 : GS_F32;
+    if (c == 2) setenv("GS_SHM_CHUNK", "4K", 1);
+    gs_ring *r;
+    int rc = th_ring_open(sh, c, &o, &r, &e);
+    unsetenv("GS_SHM_CHUNK");
+    if (rc < 0) return th_report(sh, rank, &e);
+    if (rank == 0 && leftovers(getpid())) {
+      fprintf(stderr, "rank 0: its shared memory is still in /dev/shm after the connect\n");
+      bad++;
+    }
+    for (size_t li = 0; li < nlens; li++) {
+      size_t n = lens[li];
+      bad += check_algo(r, n, rank, gs_algo_name(o.algo));
+      for (int inplace = 0; inplace < 2; inplace++, slot++) {
+        uint64_t seed = (uint64_t)slot + 1;
+        for (size_t i = 0; i < n; i++) {
+          if (o.wire == GS_F64) ((double *)src)[i] = (double)th_randf(seed, rank, i) / 3.0;
+          else if (o.wire == GS_I32) ((int32_t *)src)[i] = (int32_t)(th_mix(seed + i) % 1000) - rank;
+          else src[i] = th_randf(seed, rank, i);
+        }
+        size_t es = o.wire == GS_F32 ? 4 : o.wire == GS_F64 ? 8 : 4;
+        void *out = inplace ? (void *)src : (void *)dst;
+        if (!inplace) memset(dst, 0xff, n * es);
+        gs_redop op = o.wire == GS_I32 ? GS_REDOP_MAX : GS_REDOP_SUM;
+        if (gs_ring_allreduce_op(r, op, src, out, n, slot, 0, NULL, &e) < 0)
+          return th_report(sh, rank, &e);
+        size_t wrong = 0, first = 0;
+        for (size_t i = 0; i < n; i++) {
+          bool ok;
+          if (o.wire == GS_F64) {
+            double want = (double)th_randf(seed, 0, i) / 3.0;
+            for (int q = 1; q < world; q++) want += (double)th_randf(seed, q, i) / 3.0;
+            ok = ((double *)out)[i] == want;
+          } else if (o.wire == GS_I32) {
+            ok = ((int32_t *)out)[i] == (int32_t)(th_mix(seed + i) % 1000);
+          } else {
+            float want = th_randf(seed, 0, i);
+            for (int q = 1; q < world; q++) want += th_randf(seed, q, i);
+            ok = ((float *)out)[i] == want;
+          }
+          if (!ok && wrong++ == 0) first = i;
+        }
+        if (!inplace)
+          for (size_t i = 0; i < n && o.wire == GS_F32; i++)
+            if (src[i] != th_randf(seed, rank, i)) {
+              fprintf(stderr, "rank %d: out of place changed src[%zu]\n", rank, i);
+              bad++;
+              break;
+            }
+        if (wrong) {
+          fprintf(stderr, "rank %d: case %d (%s wire) length %zu %s: %zu elements differ from "
+                  "the rank-order result, first [%zu]\n", rank, c, gs_dtype_name(o.wire), n,
+                  inplace ? "in place" : "out of place", wrong, first);
+          bad++;
+        }
+        sh->u64[rank][slot] = th_hash(out, n * es);
+      }
+    }
+    gs_ring_close(r, true, NULL);
+  }
+  sh->u64[rank][TH_SLOTS - 1] = (uint64_t)slot;
+  gs_free(src);
+  gs_free(dst);
+  return bad;
+}
+
+/* rank 1 stops after 5 collectives: closing with a reason, or killed */
+static int body_stop(th_shared *sh, int rank, int world, void *arg) {
+  bool kill_it = *(const bool *)arg;
+  gs_err e = {0};
+  gs_ring *r;
+  gs_ring_opts o;
+  th_ring_opts(&o, rank, world, 4096, K);
+  o.algo = GS_ALGO_SHM;
+  if (th_ring_open(sh, 0, &o, &r, &e) < 0) return th_report(sh, rank, &e);
+  static float buf[4096];
+  int rc = GS_OK;
+  double t_fail = 0;
+  for (int64_t s = 0; s < 100000 && rc == GS_OK; s++) {
+    if (rank == 1 && s == 5) {
+      if (kill_it) raise(SIGKILL);
+      gs_ring_close(r, false, "the test stops it");
+      return 0;
+    }
+    for (int i = 0; i < 4096; i++) buf[i] = (float)rank;
+    rc = gs_ring_allreduce(r, buf, buf, 4096, s, 0, NULL, &e);
+    if (rc < 0) t_fail = gs_now();
+  }
+  sh->u64[rank][0] = (uint64_t)-rc;
+  sh->f64[rank][0] = t_fail;
+  snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
+  gs_ring_close(r, rc == GS_OK, NULL);
+  return 0;
+}
+
+static void stops(bool kill_it) {
+  for (int w = 2; w <= 4; w++) {
+    double t0 = gs_now();
+    th_shared *sh = th_run(w, body_stop, &kill_it, 60, NULL);
+    CHECK(sh != NULL, "fork failed");
+    if (!sh) return;
+    for (int r = 0; r < w; r++) {
+      if (r == 1) continue;
+      printf("%s world %d rank %d: %s\n", kill_it ? "killed" : "abort", w, r, sh->msg[r]);
+      CHECK(sh->status[r] == 0, "rank %d crashed (status %d)", r, sh->status[r]);
+      CHECK(sh->u64[r][0] != 0, "rank %d finished without rank 1", r);
+      CHECK(strstr(sh->msg[r], kill_it ? "rank 1 (pid" : "the test stops it"),
+            "rank %d does not name the cause: %s", r, sh->msg[r]);
+      CHECK(sh->f64[r][0] > 0 && sh->f64[r][0] - t0 < 10.0, "rank %d stopped %.1f s after the "
+            "start (its 20 s timeout, not the cause)", r, sh->f64[r][0] - t0);
+    }
+    th_free(sh);
+  }
+}
+
+/* rank 1 refuses shared memory; auto goes on without it, shm stops */
+static int body_fallback(th_shared *sh, int rank, int world, void *arg) {
+  (void)arg;
+  gs_err e = {0};
+  if (rank == 1) setenv("GS_SHM", "0", 1);
+  float buf[1000];
+  int bad = 0;
+  for (int c = 0; c < 3; c++) {
+    gs_ring *r = NULL;
+    gs_ring_opts o;
+    th_ring_opts(&o, rank, world, 1000, K);
+    o.algo = c == 1 ? GS_ALGO_SHM : GS_ALGO_AUTO;
+    if (c == 2) { /* every rank willing, but a 16-bit wire */
+      unsetenv("GS_SHM");
+      o.wire = GS_F16;
+    }
+    memset(&e, 0, sizeof e);
+    int rc = th_ring_open(sh, c, &o, &r, &e);
+    if (c == 1) {
+      sh->u64[rank][0] = (uint64_t)-rc;
+      snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
+      gs_ring_close(r, rc == GS_OK, NULL);
+      continue;
+    }
+    if (rc < 0) return th_report(sh, rank, &e);
+    if (gs_ring_algo(r, 1000) == GS_ALGO_SHM) {
+      fprintf(stderr, "rank %d: case %d runs shm\n", rank, c);
+      bad++;
+    }
+    for (int i = 0; i < 1000; i++) buf[i] = th_contribution(rank, (size_t)i, c);
+    if (gs_ring_allreduce(r, buf, buf, 1000, 0, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
+    for (int i = 0; i < 1000; i++) {
+      float want = 0;
+      for (int q = 0; q < world; q++) want += th_contribution(q, (size_t)i, c);
+      if (buf[i] != want) {
+        fprintf(stderr, "rank %d: case %d: [%d] = %g, not %g\n", rank, c, i, buf[i], want);
+        bad++;
+        break;
+      }
+    }
+    gs_ring_close(r, true, NULL);
+  }
+  return bad;
+}
+
+int main(int argc, char **argv) {
+  K = th_start();
+  if (!K) return 1;
+  const char *what = argc > 1 ? argv[1] : "sums";
+  if (!strcmp(what, "sums")) {
+    int lo = argc > 2 ? atoi(argv[2]) : 2, hi = argc > 3 ? atoi(argv[3]) : lo;
+    CHECK(th_worlds_agree(lo, hi, body_sums, 120) == 0, "worlds %d..%d", lo, hi);
+  } else if (!strcmp(what, "abort")) {
+    stops(false);
+  } else if (!strcmp(what, "killed")) {
+    stops(true);
+  } else if (!strcmp(what, "fallback")) {
+    int w = 3;
+    th_shared *sh = th_run(w, body_fallback, NULL, 60, NULL);
+    CHECK(sh && th_failures(sh) == 0, "fallback: a rank failed");
+    for (int r = 0; sh && r < w; r++) {
+      printf("rank %d: %s\n", r, sh->msg[r]);
+      CHECK(sh->u64[r][0] != 0, "rank %d: --algo shm connected with a rank refusing it", r);
+      CHECK(strstr(sh->msg[r], "shm") && strstr(sh->msg[r], "--algo auto"),
+            "rank %d: unclear message: %s", r, sh->msg[r]);
+    }
+    th_free(sh);
+  }
+  K->destroy(K);
+  return check_done(what);
+}
