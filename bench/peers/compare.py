@@ -2,12 +2,15 @@
 """compare.py DIR: the tables bench/peers/run.sh wrote, side by side.
 
 For each world size and message size: the median over the rounds of busbw
-(GB/s) of gradsync's ring (`bench --collective allreduce`), Gloo, Open MPI
-over TCP and over shared memory; the ring's ratio to the better of Gloo and
-Open MPI-over-TCP; and the goals: 1.3x that from 1 MiB up, no slower than
-Gloo at any size, and an 8-byte time within 1.2x the rounds of the ring's
-small-message algorithm (log2 N, recursive doubling) times one ZeroMQ round
-trip (floor.txt). Any wrong element in any table is reported.
+(GB/s) of gradsync as `bench --collective allreduce` runs by default (on
+one host: shared memory), of its socket algorithms alone (GS_SHM=0: rd, then
+the ring), Gloo, Open MPI over TCP and over shared memory. Ratios: gradsync
+to the better of Gloo and Open MPI-over-TCP (the goal: 1.3x from 1 MiB up),
+to Open MPI over shared memory, and the sockets' to the better TCP peer.
+Goals also: no slower than Gloo at any size, and an 8-byte time within
+1.2 x rounds x one ZeroMQ round trip (floor.txt), rounds being 1 for shared
+memory (one barrier) and log2 N for the sockets' recursive doubling. Any
+wrong element in any table is reported.
 """
 import glob
 import math
@@ -16,7 +19,9 @@ import re
 import statistics
 import sys
 
-TOOLS = [("ring", "ring/TCP"), ("gloo", "Gloo"), ("mpi-tcp", "MPI/TCP"), ("mpi-shm", "MPI/shm")]
+TOOLS = [("shm", "gradsync"), ("ring", "gs-sockets"), ("gloo", "Gloo"), ("mpi-tcp", "MPI/TCP"),
+         ("mpi-shm", "MPI/shm")]
+OURS = (("shm", "gradsync", lambda N: 1), ("ring", "gs-sockets", lambda N: max(1, math.ceil(math.log2(N)))))
 
 
 def load(path):
@@ -57,7 +62,7 @@ def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "results/peers"
     data = {}  # (tool, N) -> size -> [(t, busbw, wrong)]
     for path in glob.glob(os.path.join(d, "*.txt")):
-        m = re.match(r"(ring|gloo|mpi-tcp|mpi-shm)-(\d+)-(\d+)\.txt$", os.path.basename(path))
+        m = re.match(r"(shm|ring|gloo|mpi-tcp|mpi-shm)-(\d+)-(\d+)\.txt$", os.path.basename(path))
         if not m:
             continue
         key = (m.group(1), int(m.group(2)))
@@ -72,7 +77,7 @@ def main():
         print(f"\n## {N} ranks: median of {rounds} round(s); busbw in GB/s (1e9 B/s) = "
               f"size/time x 2(N-1)/N; time in us up to 64 B")
         head = f"{'size':>6} " + " ".join(f"{label:>10}" for _, label in TOOLS)
-        print(head + "  ring / better of Gloo, MPI-TCP")
+        print(head + "  gradsync / better TCP peer, / MPI-shm; gs-sockets / better TCP peer")
         for s in sizes:
             cells, med = [], {}
             for tool, _ in TOOLS:
@@ -87,24 +92,31 @@ def main():
                              statistics.median(r[0] for r in rows))
                 txt = f"{med[tool][1]:.1f}us" if s <= 64 else f"{med[tool][0]:.3f}"
                 cells.append(f"{txt:>10}")
-            note = ""
+            notes = []
             peers = [med[t][0] for t in ("gloo", "mpi-tcp") if t in med]
-            if "ring" in med and s > 64 and peers and max(peers) > 0:
-                q = med["ring"][0] / max(peers)
-                note = f"{q:.2f}x"
-                if s >= (1 << 20) and q < 1.3:
-                    note += "  < 1.3"
-                    fails.append(f"{N} ranks, {human(s)}: ring {q:.2f}x the better peer")
-            if "ring" in med and "gloo" in med and med["ring"][1] > med["gloo"][1]:
-                note += "  slower than Gloo"
-                fails.append(f"{N} ranks, {human(s)}: ring slower than Gloo")
-            if s == 8 and "ring" in med and rtt:
-                goal = 1.2 * max(1, math.ceil(math.log2(N))) * rtt
-                ok = med["ring"][1] <= goal
-                note += (f"  8 B: {med['ring'][1]:.1f} us, goal <= {goal:.1f} (1.2 x "
-                         f"{max(1, math.ceil(math.log2(N)))} round(s) x {rtt:.1f} us)")
-                if not ok:
-                    fails.append(f"{N} ranks, 8 B: ring {med['ring'][1]:.1f} us > {goal:.1f} us")
+            for tool, label, rounds_of in OURS:
+                if tool not in med:
+                    continue
+                if s > 64 and peers and max(peers) > 0:
+                    q = med[tool][0] / max(peers)
+                    notes.append(f"{label} {q:.2f}x")
+                    if tool == "shm" and "mpi-shm" in med and med["mpi-shm"][0] > 0:
+                        notes[-1] += f", {med[tool][0] / med['mpi-shm'][0]:.2f}x"
+                    if tool == "shm" and s >= (1 << 20) and q < 1.3:
+                        notes[-1] += " < 1.3"
+                        fails.append(f"{N} ranks, {human(s)}: {label} {q:.2f}x the better peer")
+                if "gloo" in med and med[tool][1] > med["gloo"][1]:
+                    notes.append(f"{label} slower than Gloo")
+                    fails.append(f"{N} ranks, {human(s)}: {label} slower than Gloo")
+                if s == 8 and rtt:
+                    k = rounds_of(N)
+                    goal = 1.2 * k * rtt
+                    notes.append(f"{label} 8 B {med[tool][1]:.1f} us, goal <= {goal:.1f} (1.2 x "
+                                 f"{k} x {rtt:.1f})")
+                    if med[tool][1] > goal:
+                        fails.append(f"{N} ranks, 8 B: {label} {med[tool][1]:.1f} us > "
+                                     f"{goal:.1f} us")
+            note = "; ".join(notes)
             print(f"{human(s):>6} " + " ".join(cells) + f"  {note}")
     print()
     for w in wrongs:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# bench/peers/run.sh: gradsync's ring, as `bench --collective allreduce`
-# runs it (the program users run), next to Gloo (PyTorch) and Open MPI (TCP
-# and shared memory), all-reduce of float32 over the same sizes, in one
-# sitting. Benchmarks, not tests. Every tool checks its results against the
+# bench/peers/run.sh: gradsync, as `bench --collective allreduce` runs it
+# (the program users run: on one host, its shared-memory all-reduce), and
+# its socket algorithms alone (GS_SHM=0: rd, then the ring, over loopback
+# TCP), next to Gloo (PyTorch) and Open MPI (TCP and shared memory),
+# all-reduce of float32 over the same sizes, in one sitting. Benchmarks, not tests. Every tool checks its results against the
 # exact sum and prints the nccl-tests table; compare.py puts the medians
 # side by side.
 #
@@ -13,7 +14,7 @@
 # floor.c first measures the transports themselves (ZeroMQ and plain TCP
 # latency and stream cost): the floor under every tool's figures.
 #
-# Rounds interleave the tools (ring, gloo, mpi-tcp, mpi-shm, ring, ...) so a
+# Rounds interleave the tools (shm, ring, gloo, mpi-tcp, mpi-shm, shm, ...) so a
 # noisy neighbour hurts them alike; compare.py reports the median per size
 # over the rounds. With --sizes each size is a separate run
 # of every tool in turn (size-major), which spreads a neighbour's burst over
@@ -66,8 +67,10 @@ one() { # tool N round min max: append one table to $out/tool-N-round.txt
   if [ "$N" -gt "$cores" ]; then bind=(--bind-to none); pin=0; fi
   echo "round $r, $N ranks, $lo..$hi: $tool" >&2
   case $tool in
-    ring) "$bench" --mode ring --collective allreduce --world "$N" -b "$lo" -e "$hi" -f "$f" \
-            -n "$n" -w "$w" --out "$out/bench" ;;
+    shm) "$bench" --mode ring --collective allreduce --world "$N" -b "$lo" -e "$hi" -f "$f" \
+           -n "$n" -w "$w" --out "$out/bench" ;;
+    ring) GS_SHM=0 "$bench" --mode ring --collective allreduce --world "$N" -b "$lo" -e "$hi" \
+            -f "$f" -n "$n" -w "$w" --out "$out/bench" ;;
     gloo) GS_PIN=$pin /usr/bin/python3 bench/peers/gloo_allreduce.py -N "$N" -b "$lo" -e "$hi" \
             -f "$f" -n "$n" -w "$w" ;;
     mpi-tcp) "${mpirun_base[@]}" "${bind[@]}" -np "$N" --mca btl tcp,self \
@@ -81,10 +84,10 @@ one() { # tool N round min max: append one table to $out/tool-N-round.txt
 for r in $(seq 1 "$rounds"); do
   for N in $worlds; do
     if [ -z "$sizes" ]; then
-      for tool in ring gloo mpi-tcp mpi-shm; do one $tool "$N" "$r" "$b" "$e"; done
+      for tool in shm ring gloo mpi-tcp mpi-shm; do one $tool "$N" "$r" "$b" "$e"; done
     else
       for s in $sizes; do
-        for tool in ring gloo mpi-tcp mpi-shm; do one $tool "$N" "$r" "$s" "$s"; done
+        for tool in shm ring gloo mpi-tcp mpi-shm; do one $tool "$N" "$r" "$s" "$s"; done
       done
     fi
   done
