@@ -98,8 +98,7 @@
 #define DEFAULT_SPIN_US 100
 #define SPIN_MAX_BYTES ((size_t)4 << 20)
 
-/* "256K", "4M", "1G" or plain bytes; returns fallback when unset/invalid. */
-static size_t env_size(const char *name, size_t fallback) {
+size_t gs_ring_env_size(const char *name, size_t fallback) {
   const char *s = getenv(name);
   if (!s || !*s) return fallback;
   if (!strcmp(s, "never") || !strcmp(s, "none")) return GS_RING_NO_SMALL;
@@ -135,7 +134,6 @@ static size_t chunks_per_segment(const gs_ring *r, size_t n) {
 }
 
 size_t gs_ring_chunks(const gs_ring *r, size_t n) { return chunks_per_segment(r, n); }
-
 
 static void ring_free(gs_ring *r, bool abort) {
   if (!r) return;
@@ -196,18 +194,24 @@ int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPO
   if (r->o.timeout_ms <= 0) r->o.timeout_ms = 30000;
   r->left = gs_ring_mod(o->rank - 1, o->world);
   r->right = gs_ring_mod(o->rank + 1, o->world);
-  r->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : env_size("GS_RING_CHUNK", DEFAULT_CHUNK);
-  r->small_bytes = o->small_bytes ? o->small_bytes : env_size("GS_RING_SMALL", DEFAULT_SMALL);
-  int io_threads = o->io_threads > 0 ? o->io_threads : (int)env_size("GS_RING_IO_THREADS", 1);
-  int sockbuf = o->sockbuf != 0 ? o->sockbuf : (int)env_size("GS_RING_SOCKBUF", DEFAULT_SOCKBUF);
-  r->spin_us = o->spin_us > 0 ? o->spin_us : (int)env_size("GS_RING_SPIN_US", DEFAULT_SPIN_US);
+  r->chunk_bytes = o->chunk_bytes ? o->chunk_bytes
+                                   : gs_ring_env_size("GS_RING_CHUNK", DEFAULT_CHUNK);
+  r->small_bytes = o->small_bytes ? o->small_bytes
+                                  : gs_ring_env_size("GS_RING_SMALL", DEFAULT_SMALL);
+  int io_threads = o->io_threads > 0 ? o->io_threads
+                                     : (int)gs_ring_env_size("GS_RING_IO_THREADS", 1);
+  int sockbuf = o->sockbuf != 0 ? o->sockbuf
+                                : (int)gs_ring_env_size("GS_RING_SOCKBUF", DEFAULT_SOCKBUF);
+  r->spin_us = o->spin_us > 0 ? o->spin_us
+                              : (int)gs_ring_env_size("GS_RING_SPIN_US", DEFAULT_SPIN_US);
   /* With more ranks than cores a polling rank takes the core from the
    * thread that would bring its message. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   const char *spin_env = getenv("GS_RING_SPIN_US");
   if (o->spin_us <= 0 && !(spin_env && *spin_env) && cores > 0 && o->local_ranks > cores)
     r->spin_us = 0;
-  r->inflight = o->inflight > 0 ? o->inflight : (int)env_size("GS_RING_INFLIGHT", DEFAULT_INFLIGHT);
+  r->inflight = o->inflight > 0 ? o->inflight
+                                 : (int)gs_ring_env_size("GS_RING_INFLIGHT", DEFAULT_INFLIGHT);
   size_t ws = gs_dtype_size(o->wire);
   if (r->chunk_bytes < ws) r->chunk_bytes = ws;
   if (r->chunk_bytes > ((size_t)1 << 30)) r->chunk_bytes = (size_t)1 << 30;

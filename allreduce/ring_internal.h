@@ -123,6 +123,10 @@ size_t gs_ring_chunks(const gs_ring *r, size_t n);
 /* ring.c: wait until ZeroMQ holds none of the first n flags' chunks. */
 int gs_ring_wait_flags(gs_ring *r, size_t n, gs_err *e);
 
+/* ring.c: the environment's "256K", "4M", "1G" or plain bytes ("never" or
+ * "none": GS_RING_NO_SMALL); fallback when unset or not a number. */
+size_t gs_ring_env_size(const char *name, size_t fallback);
+
 static inline int gs_ring_mod(int a, int n) { return ((a % n) + n) % n; }
 
 /* The ring stops: tell the right neighbour why (unless it knows), and every

@@ -34,7 +34,7 @@
  * core when ranks outnumber cores), then sleep on the word with futex.
  * Every wait ends: at the ring's timeout (naming the ranks that did not
  * arrive), when a rank's process is gone, or when a failing rank writes its
- * reason into the header (gs_shm_abort), which every waiter reports. */
+ * reason into the segment (gs_shm_abort), which every waiter reports. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -69,14 +69,15 @@ typedef struct head {
   uint64_t chunk;                     /* slot bytes */
   _Alignas(LINE) _Atomic uint32_t arrived; /* barriers: arrivals so far (futex word) */
   _Alignas(LINE) _Atomic uint32_t sleepers;
-  _Alignas(LINE) _Atomic uint32_t abort_by; /* 0, or the failing rank + 1 */
-  char why[512];
+  _Alignas(LINE) _Atomic uint32_t abort_by; /* 0, or the first failing rank + 1 */
 } head;
 
-/* per rank, one line each: its pid, and the barriers it has reached */
+/* per rank, on lines of its own: its pid, the barriers it has reached, and
+ * why it stopped (written once, by it alone, before it claims abort_by) */
 typedef struct rank_line {
   _Alignas(LINE) _Atomic int32_t pid;
   _Atomic uint32_t reached;
+  char why[248];
 } rank_line;
 
 struct gs_shm {
@@ -92,6 +93,7 @@ struct gs_shm {
   bool yield;                         /* more ranks than cores */
   bool creator;
   bool on;                            /* every rank mapped it (the vote) */
+  bool told;                          /* this rank wrote its reason */
   atomic_int stop;                    /* gs_shm_interrupt */
   char name[64];
   uint64_t nonce;
@@ -121,17 +123,6 @@ static void host_key(char *buf, size_t cap) {
     unsigned long long ino = stat(p, &st) == 0 ? (unsigned long long)st.st_ino : 0;
     len += (size_t)snprintf(buf + len, cap - len, ":%llx", ino);
   }
-}
-
-static size_t env_bytes(const char *name, size_t fallback) {
-  const char *s = getenv(name);
-  if (!s || !*s) return fallback;
-  char *end;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s) return fallback;
-  if (*end == 'k' || *end == 'K') v <<= 10;
-  else if (*end == 'm' || *end == 'M') v <<= 20;
-  return v ? (size_t)v : fallback;
 }
 
 static bool may_use(const gs_ring *r) {
@@ -167,10 +158,11 @@ int gs_shm_prepare(gs_ring *r, gs_err *e) {
   gs_shm *s = calloc(1, sizeof *s);
   if (!s) return GS_FAIL(e, GS_ENOMEM, "rank 0: out of memory for shared memory");
   int N = r->o.world;
-  s->chunk = env_bytes("GS_SHM_CHUNK", DEFAULT_SHM_CHUNK);
+  s->chunk = gs_ring_env_size("GS_SHM_CHUNK", DEFAULT_SHM_CHUNK);
+  if (s->chunk > ((size_t)1 << 30)) s->chunk = (size_t)1 << 30;
+  size_t most = r->o.max_count * gs_ring_es(r); /* no round is larger */
+  if (s->chunk > most) s->chunk = most;
   s->chunk = (s->chunk + LINE - 1) & ~(size_t)(LINE - 1);
-  size_t most = r->o.max_count * gs_ring_es(r);
-  if (s->chunk > ((most + LINE - 1) & ~(size_t)(LINE - 1))) s->chunk = (most + LINE - 1) & ~(size_t)(LINE - 1);
   if (s->chunk < LINE) s->chunk = LINE;
   s->bytes = head_bytes(N) + 2 * (size_t)N * s->chunk;
   randombytes_buf(&s->nonce, sizeof s->nonce);
@@ -270,8 +262,8 @@ int gs_shm_connect(gs_ring *r, gs_err *e) {
   if (ok) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     r->shm->yield = cores > 0 && r->o.local_ranks > cores;
-    r->shm->whole = env_bytes("GS_SHM_WHOLE", DEFAULT_SHM_WHOLE);
-    r->shm->spin = (double)env_bytes("GS_SHM_SPIN_US", DEFAULT_SHM_SPIN_US) * 1e-6;
+    r->shm->whole = gs_ring_env_size("GS_SHM_WHOLE", DEFAULT_SHM_WHOLE);
+    r->shm->spin = (double)gs_ring_env_size("GS_SHM_SPIN_US", DEFAULT_SHM_SPIN_US) * 1e-6;
     atomic_store(&r->shm->ranks[r->o.rank].pid, (int32_t)getpid());
   }
   /* Every rank learns whether all mapped it (the minimum of the votes),
@@ -310,13 +302,11 @@ bool gs_shm_on(const gs_ring *r) { return r && r->shm && r->shm->on; }
 void gs_shm_abort(gs_ring *r, const char *msg) {
   if (!gs_shm_on(r)) return;
   gs_shm *s = r->shm;
-  uint32_t none = 0;
-  /* the first reason stays; its text is written before it is published */
-  if (atomic_load(&s->h->abort_by) == 0) {
-    snprintf(s->h->why, sizeof s->h->why, "%s", msg ? msg : "");
-    atomic_compare_exchange_strong(&s->h->abort_by, &none, (uint32_t)r->o.rank + 1);
-  }
-  atomic_fetch_add(&s->h->arrived, 0x40000000u); /* no barrier of anyone's completes now */
+  if (s->told) return;
+  s->told = true;
+  snprintf(s->ranks[r->o.rank].why, sizeof s->ranks[r->o.rank].why, "%s", msg ? msg : "");
+  uint32_t none = 0; /* the first rank to stop is the one named */
+  atomic_compare_exchange_strong(&s->h->abort_by, &none, (uint32_t)r->o.rank + 1);
   syscall(SYS_futex, &s->h->arrived, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
@@ -336,7 +326,7 @@ static int wait_error(gs_ring *r, uint32_t target, int code, const char *what, g
   if (by)
     return GS_FAIL(e, GS_EPEER, "rank %d: rank %u stopped the shared-memory all-reduce (bucket "
                    "%d, step %" PRId64 "): %s", r->o.rank, by - 1, r->cur_bucket, r->cur_step,
-                   s->h->why);
+                   by <= (uint32_t)r->o.world ? s->ranks[by - 1].why : "");
   char late[256] = "";
   size_t len = 0;
   for (int i = 0; i < r->o.world && len < sizeof late - 16; i++)

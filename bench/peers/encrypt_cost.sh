@@ -1,6 +1,9 @@
 #!/bin/bash
 # bench/peers/encrypt_cost.sh: what --encrypt costs, as the README reports it.
-# Run from anywhere after building; prints one line per measurement.
+# Run from anywhere after building; prints one line per measurement. The
+# collective runs over the sockets (GS_SHM=0): on one host its all-reduce
+# would otherwise go through shared memory, which crosses no network and
+# is not encrypted.
 B=$(cd "$(dirname "$0")/../.." && pwd)/build/bench/bench
 cd "$(mktemp -d)"
 out=$PWD/encrypt.raw; : > $out
@@ -8,7 +11,7 @@ for round in 1 2 3 4 5; do
   for enc in off on; do
     flag=; [ $enc = on ] && flag=--encrypt
     for mode in ring ps; do
-      $B --collective allreduce --mode $mode --world 2 -b 1M -e 64M -f 64 -n 10 -w 2 $flag 2>&1 |
+      GS_SHM=0 $B --collective allreduce --mode $mode --world 2 -b 1M -e 64M -f 64 -n 10 -w 2 $flag 2>&1 |
         awk -v m=$mode -v e=$enc '$1 ~ /^[0-9]+$/ {print "coll", m, e, $1, $7}' >> $out
       d=$(mktemp -d)
       $B --mode $mode --world 2 --model mlp:784-1024-1024-10 --batch 64 --steps 60 --warmup 10 --quiet --out $d/r $flag > $d/log 2>&1

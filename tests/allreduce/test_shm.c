@@ -76,7 +76,8 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
         uint64_t seed = (uint64_t)slot + 1;
         for (size_t i = 0; i < n; i++) {
           if (o.wire == GS_F64) ((double *)src)[i] = (double)th_randf(seed, rank, i) / 3.0;
-          else if (o.wire == GS_I32) ((int32_t *)src)[i] = (int32_t)(th_mix(seed + i) % 1000) - rank;
+          else if (o.wire == GS_I32)
+            ((int32_t *)src)[i] = (int32_t)(th_mix(seed + i) % 1000) - rank;
           else src[i] = th_randf(seed, rank, i);
         }
         size_t es = o.wire == GS_F32 ? 4 : o.wire == GS_F64 ? 8 : 4;

@@ -2,7 +2,8 @@
 """transport.py BENCH: --transport ipc (Unix sockets between the ranks of one
 machine) computes exactly what tcp does: ps (in rank 0 and dedicated) and
 ring at world 3 save bitwise the same parameters over both; the collective
-benchmark's all-reduce is exact over ipc; and ipc is refused where ranks are
+benchmark's all-reduce is exact over ipc (shared memory refused, GS_SHM=0, so
+the sockets carry it: the table names rd and ring); and ipc is refused where ranks are
 not all on this machine (emulated hosts, a MASTER_ADDR elsewhere) or with a
 word that is not a transport, exit 2 naming the flag."""
 from common import SMALL, check, finish, load_params, run, same_bits, tmpdir
@@ -22,9 +23,12 @@ for mode, extra in (("ps", []), ("ps", ["--ps-dedicated"]), ("ring", [])):
 
 d = tmpdir()
 r = run(["--mode", "ring,ps", "--collective", "allreduce", "--transport", "ipc", "--world", "3",
-         "-b", "8", "-e", "1M", "-f", "16", "-n", "2", "-w", "1", "--timeout", "20", "--out", d])
+         "-b", "8", "-e", "1M", "-f", "16", "-n", "2", "-w", "1", "--timeout", "20", "--out", d],
+        env={"GS_SHM": "0"})
 check(r.returncode == 0 and "# Out of bounds values : 0 OK" in r.stdout,
       f"the collective over ipc: exit {r.returncode}: {r.stdout[-400:]} {r.stderr}")
+algos = {l.split()[-1] for l in r.stdout.splitlines() if l.strip()[:1].isdigit()}
+check("ring" in algos and "shm" not in algos, f"the collective over ipc ran {algos}")
 
 for args, words in ((["--transport", "udp"], "tcp or ipc"),
                     (["--transport", "ipc", "--link", "1gbit"], "--transport ipc")):
