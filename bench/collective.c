@@ -236,6 +236,10 @@ int gs_collective_resolve(gs_opts *o, gs_err *e) {
   if (o->root != 0 && !any_root)
     return GS_FAIL(e, GS_EINVAL, "-r %d: --collective %s has no root (broadcast and reduce "
                    "do): drop -r", o->root, o->collective);
+  if (o->algo == GS_ALGO_SHM && gs_dtype_lp((gs_dtype)t))
+    return GS_FAIL(e, GS_EINVAL, "--algo shm with -d %s: shared memory sums float, double or "
+                   "int32 (a 16-bit wire rounds at every hop of the sockets' algorithms): drop "
+                   "--algo or -d", o->dtype_arg);
   o->redop = op;
   o->dtype = (gs_dtype)t;
   return GS_OK;

@@ -6,8 +6,9 @@ checks exact, and is named on every row of the table and of the JSON;
 auto on one host names shm at every size; with shared memory refused
 (GS_SHM=0), rd for the small sizes and the ring for the large ones, one
 switch in between (wherever the measured threshold puts it); the ranks
-agree on it (the rendezvous compares it); a wrong value, or --algo
-without --collective, is a usage error (exit 2) naming --algo.
+agree on it (the rendezvous compares it); a wrong value, --algo without
+--collective, or --algo shm with a 16-bit -d, is a usage error (exit 2)
+naming --algo.
 
     algo.py BENCH"""
 import json
@@ -75,6 +76,10 @@ for args, what in ((["--mode", "ring", "--world", "2", "--collective", "allreduc
     r = run(args, timeout=60)
     check(r.returncode == 2, f"{what}: exit {r.returncode}, expected 2: {r.stderr}")
     check("--algo" in r.stderr, f"{what}: the message does not name --algo: {r.stderr}")
+r = run(["--mode", "ring", "--world", "2", "--collective", "allreduce", "--algo", "shm", "-d",
+         "half"], timeout=60)
+check(r.returncode == 2 and "--algo shm" in r.stderr and "-d half" in r.stderr,
+      f"--algo shm -d half: exit {r.returncode}: {r.stderr}")
 check("tree" in run(["--collective", "allreduce", "--mode", "ring", "--algo", "tree"],
                     timeout=60).stderr, "the wrong value is not quoted")
 
