@@ -7,16 +7,12 @@
  *                         place: fp32 random values with the bits of the
  *                         rank-order sum, fp64 sums, int32 max, on every
  *                         rank; src untouched; nothing left in /dev/shm
- *   test_shm abort        a rank that closes with !ok mid-run: the others
- *                         stop soon, naming its cause
- *   test_shm killed       a rank killed mid-run: the others stop soon,
- *                         naming it, not at their timeout
  *   test_shm fallback     one rank with GS_SHM=0: auto runs over sockets
  *                         (right sums); shm is a clear error on every rank;
- *                         a 16-bit wire never runs shm */
+ *                         a 16-bit wire never runs shm
+ * (test_small abort and killed stop a rank in the middle of shm.) */
 #include <dirent.h>
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -126,55 +122,6 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
   return bad;
 }
 
-/* rank 1 stops after 5 collectives: closing with a reason, or killed */
-static int body_stop(th_shared *sh, int rank, int world, void *arg) {
-  bool kill_it = *(const bool *)arg;
-  gs_err e = {0};
-  gs_ring *r;
-  gs_ring_opts o;
-  th_ring_opts(&o, rank, world, 4096, K);
-  o.algo = GS_ALGO_SHM;
-  if (th_ring_open(sh, 0, &o, &r, &e) < 0) return th_report(sh, rank, &e);
-  static float buf[4096];
-  int rc = GS_OK;
-  double t_fail = 0;
-  for (int64_t s = 0; s < 100000 && rc == GS_OK; s++) {
-    if (rank == 1 && s == 5) {
-      if (kill_it) raise(SIGKILL);
-      gs_ring_close(r, false, "the test stops it");
-      return 0;
-    }
-    for (int i = 0; i < 4096; i++) buf[i] = (float)rank;
-    rc = gs_ring_allreduce(r, buf, buf, 4096, s, 0, NULL, &e);
-    if (rc < 0) t_fail = gs_now();
-  }
-  sh->u64[rank][0] = (uint64_t)-rc;
-  sh->f64[rank][0] = t_fail;
-  snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
-  gs_ring_close(r, rc == GS_OK, NULL);
-  return 0;
-}
-
-static void stops(bool kill_it) {
-  for (int w = 2; w <= 4; w++) {
-    double t0 = gs_now();
-    th_shared *sh = th_run(w, body_stop, &kill_it, 60, NULL);
-    CHECK(sh != NULL, "fork failed");
-    if (!sh) return;
-    for (int r = 0; r < w; r++) {
-      if (r == 1) continue;
-      printf("%s world %d rank %d: %s\n", kill_it ? "killed" : "abort", w, r, sh->msg[r]);
-      CHECK(sh->status[r] == 0, "rank %d crashed (status %d)", r, sh->status[r]);
-      CHECK(sh->u64[r][0] != 0, "rank %d finished without rank 1", r);
-      CHECK(strstr(sh->msg[r], kill_it ? "rank 1 (pid" : "the test stops it"),
-            "rank %d does not name the cause: %s", r, sh->msg[r]);
-      CHECK(sh->f64[r][0] > 0 && sh->f64[r][0] - t0 < 10.0, "rank %d stopped %.1f s after the "
-            "start (its 20 s timeout, not the cause)", r, sh->f64[r][0] - t0);
-    }
-    th_free(sh);
-  }
-}
-
 /* rank 1 refuses shared memory; auto goes on without it, shm stops */
 static int body_fallback(th_shared *sh, int rank, int world, void *arg) {
   (void)arg;
@@ -227,10 +174,6 @@ int main(int argc, char **argv) {
   if (!strcmp(what, "sums")) {
     int lo = argc > 2 ? atoi(argv[2]) : 2, hi = argc > 3 ? atoi(argv[3]) : lo;
     CHECK(th_worlds_agree(lo, hi, body_sums, 120) == 0, "worlds %d..%d", lo, hi);
-  } else if (!strcmp(what, "abort")) {
-    stops(false);
-  } else if (!strcmp(what, "killed")) {
-    stops(true);
   } else if (!strcmp(what, "fallback")) {
     int w = 3;
     th_shared *sh = th_run(w, body_fallback, NULL, 60, NULL);

@@ -18,9 +18,11 @@
  *                           session runs the algorithm it is given (the bytes
  *                           each rank sends are that algorithm's), training
  *                           runs the ring whatever it is given
- *   test_small abort        a rank that closes with !ok in the middle of rd
- *                           or direct collectives: the others stop soon
- *                           with its cause, not their timeout */
+ *   test_small abort        a rank that closes with !ok in the middle of rd,
+ *                           direct or shm collectives: the others stop soon
+ *                           with its cause, not their timeout
+ *   test_small killed       a rank killed in the middle of shm collectives:
+ *                           the others stop soon, naming it */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -227,19 +229,26 @@ static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
   return 0;
 }
 
-/* rank 1 gives up after a few collectives; the others go on */
+/* rank 1 gives up after a few collectives (closing with a reason, or
+ * killed); the others go on */
+typedef struct stop_case {
+  gs_algo a;
+  bool kill;
+} stop_case;
+
 static int body_abort(th_shared *sh, int rank, int world, void *arg) {
-  gs_algo a = *(const gs_algo *)arg;
+  const stop_case *c = arg;
   gs_err e = {0};
   gs_ring *r;
   gs_ring_opts o;
-  base_opts(&o, rank, world, 64, a);
+  base_opts(&o, rank, world, 64, c->a);
   if (th_ring_open(sh, 0, &o, &r, &e) < 0) return th_report(sh, rank, &e);
   float buf[64];
   int rc = GS_OK;
   double t_fail = 0;
   for (int64_t s = 0; s < 1000 && rc == GS_OK; s++) {
     if (rank == 1 && s == 5) {
+      if (c->kill) raise(SIGKILL);
       gs_ring_close(r, false, "the test stops it");
       return 0;
     }
@@ -368,20 +377,25 @@ int main(int argc, char **argv) {
       CHECK(sh && th_failures(sh) == 0, "sync world %d failed", w);
       th_free(sh);
     }
-  } else if (!strcmp(what, "abort")) {
-    const gs_algo algos[2] = {GS_ALGO_RD, GS_ALGO_DIRECT};
-    for (int a = 0; a < 2; a++) {
-      for (int w = 3; w <= 4; w++) {
+  } else if (!strcmp(what, "abort") || !strcmp(what, "killed")) {
+    /* the socket algorithms learn a closing rank's cause from its message;
+     * shm from the segment, and that a killed rank's process is gone */
+    const bool kill = !strcmp(what, "killed");
+    const gs_algo algos[3] = {GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_SHM};
+    for (int a = kill ? 2 : 0; a < 3; a++) {
+      for (int w = 2; w <= 4; w++) {
+        stop_case c = {algos[a], kill};
         double t0 = gs_now();
-        th_shared *sh = th_run(w, body_abort, (void *)&algos[a], 60, NULL);
-        CHECK(sh && th_failures(sh) == 0, "abort %s world %d: a rank crashed",
-              gs_algo_name(algos[a]), w);
+        th_shared *sh = th_run(w, body_abort, &c, 60, NULL);
+        CHECK(sh != NULL, "fork failed");
         for (int r = 0; sh && r < w; r++) {
           if (r == 1) continue;
-          printf("%s world %d rank %d: %s\n", gs_algo_name(algos[a]), w, r, sh->msg[r]);
+          printf("%s%s world %d rank %d: %s\n", gs_algo_name(algos[a]), kill ? " killed" : "",
+                 w, r, sh->msg[r]);
+          CHECK(sh->status[r] == 0, "rank %d crashed (status %d)", r, sh->status[r]);
           CHECK(sh->u64[r][0] != 0, "rank %d finished 1000 collectives without rank 1", r);
-          CHECK(strstr(sh->msg[r], "the test stops it"), "rank %d does not name the cause: %s",
-                r, sh->msg[r]);
+          CHECK(strstr(sh->msg[r], kill ? "rank 1 (pid" : "the test stops it"),
+                "rank %d does not name the cause: %s", r, sh->msg[r]);
           CHECK(sh->f64[r][0] > 0 && sh->f64[r][0] - t0 < 10.0, "rank %d stopped %.1f s after "
                 "the start (its 20 s timeout, not the cause)", r, sh->f64[r][0] - t0);
         }
