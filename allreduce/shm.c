@@ -67,6 +67,7 @@ typedef struct head {
   uint32_t magic, world;
   uint64_t nonce;                     /* also in the handshake: the right object */
   uint64_t chunk;                     /* slot bytes */
+  uint64_t whole;                     /* up to this many bytes: one barrier */
   _Alignas(LINE) _Atomic uint32_t arrived; /* barriers: arrivals so far (futex word) */
   _Alignas(LINE) _Atomic uint32_t sleepers;
   _Alignas(LINE) _Atomic uint32_t abort_by; /* 0, or the first failing rank + 1 */
@@ -188,6 +189,7 @@ int gs_shm_prepare(gs_ring *r, gs_err *e) {
   s->h->world = (uint32_t)N;
   s->h->nonce = s->nonce;
   s->h->chunk = s->chunk;
+  s->h->whole = gs_ring_env_size("GS_SHM_WHOLE", DEFAULT_SHM_WHOLE);
   r->shm = s;
   snprintf(r->shm_name, sizeof r->shm_name, "%s:%016" PRIx64, s->name, s->nonce);
   return GS_OK;
@@ -262,7 +264,7 @@ int gs_shm_connect(gs_ring *r, gs_err *e) {
   if (ok) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     r->shm->yield = cores > 0 && r->o.local_ranks > cores;
-    r->shm->whole = gs_ring_env_size("GS_SHM_WHOLE", DEFAULT_SHM_WHOLE);
+    r->shm->whole = r->shm->h->whole; /* rank 0's: every rank must pick alike */
     r->shm->spin = (double)gs_ring_env_size("GS_SHM_SPIN_US", DEFAULT_SHM_SPIN_US) * 1e-6;
     atomic_store(&r->shm->ranks[r->o.rank].pid, (int32_t)getpid());
   }

@@ -3,10 +3,13 @@
  *
  *   test_shm sums W1 W2   worlds W1..W2, auto and shm (both must run shm):
  *                         lengths from 1 to several rounds (the default
- *                         round and one of 4 KiB), in place and out of
- *                         place: fp32 random values with the bits of the
- *                         rank-order sum, fp64 sums, int32 max, on every
- *                         rank; src untouched; nothing left in /dev/shm
+ *                         round; 4 KiB rounds, set with the one-barrier
+ *                         threshold by rank 0 while the others ask for
+ *                         other values, which must change nothing), in
+ *                         place and out of place: fp32 random values with
+ *                         the bits of the rank-order sum, fp64 sums, int32
+ *                         max, on every rank; src untouched; nothing left
+ *                         in /dev/shm
  *   test_shm fallback     one rank with GS_SHM=0: auto runs over sockets
  *                         (right sums); shm is a clear error on every rank;
  *                         a 16-bit wire never runs shm
@@ -56,10 +59,13 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
     th_ring_opts(&o, rank, world, MAXN, K);
     o.algo = c == 0 ? GS_ALGO_AUTO : GS_ALGO_SHM;
     o.wire = c == 3 ? GS_F64 : c == 4 ? GS_I32 : GS_F32;
-    if (c == 2) setenv("GS_SHM_CHUNK", "4K", 1);
+    /* rank 0's sizes rule: another rank's own must change nothing */
+    if (c == 2) setenv("GS_SHM_CHUNK", rank == 0 ? "4K" : "64K", 1);
+    if (c == 2) setenv("GS_SHM_WHOLE", rank == 0 ? "64K" : "0", 1);
     gs_ring *r;
     int rc = th_ring_open(sh, c, &o, &r, &e);
     unsetenv("GS_SHM_CHUNK");
+    unsetenv("GS_SHM_WHOLE");
     if (rc < 0) return th_report(sh, rank, &e);
     if (rank == 0 && leftovers(getpid())) {
       fprintf(stderr, "rank 0: its shared memory is still in /dev/shm after the connect\n");
