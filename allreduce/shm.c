@@ -381,7 +381,7 @@ static int barrier(gs_ring *r, gs_err *e) {
     double now = gs_now();
     if (now > deadline) {
       char what[96];
-      snprintf(what, sizeof what, "did not arrive within %d ms (GS timeout)", r->o.timeout_ms);
+      snprintf(what, sizeof what, "did not arrive within %d ms (the job's --timeout)", r->o.timeout_ms);
       rc = wait_error(r, b, GS_ETIMEOUT, what, e);
       break;
     }
