@@ -349,7 +349,8 @@ static int barrier(gs_ring *r, gs_err *e) {
   if (v == target) {
     if (atomic_load(&s->h->sleepers))
       syscall(SYS_futex, &s->h->arrived, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    return GS_OK;
+    /* the last to arrive, after the others gave up */
+    return atomic_load(&s->h->abort_by) ? wait_error(r, b, GS_EPEER, "", e) : GS_OK;
   }
   const double t0 = gs_now(), spin = s->spin;
   const double deadline = t0 + r->o.timeout_ms * 1e-3;

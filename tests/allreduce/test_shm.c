@@ -10,6 +10,9 @@
  *                         the bits of the rank-order sum, fp64 sums, int32
  *                         max, on every rank; src untouched; nothing left
  *                         in /dev/shm
+ *   test_shm stall        a rank stalls past the others' 1 s timeout: they
+ *                         stop at it, naming the late rank; it wakes to
+ *                         their reason
  *   test_shm fallback     one rank with GS_SHM=0: auto runs over sockets
  *                         (right sums); shm is a clear error on every rank;
  *                         a 16-bit wire never runs shm
@@ -128,6 +131,31 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
   return bad;
 }
 
+/* rank 1 stalls past the others' timeout in the middle of a run */
+static int body_stall(th_shared *sh, int rank, int world, void *arg) {
+  (void)arg;
+  gs_err e = {0};
+  gs_ring *r;
+  gs_ring_opts o;
+  th_ring_opts(&o, rank, world, 64, K);
+  o.algo = GS_ALGO_SHM;
+  o.timeout_ms = 1000;
+  if (th_ring_open(sh, 0, &o, &r, &e) < 0) return th_report(sh, rank, &e);
+  float buf[64] = {0};
+  int rc = GS_OK;
+  double t0 = 0;
+  for (int64_t s = 0; s < 20 && rc == GS_OK; s++) {
+    if (rank == 1 && s == 5) usleep(2500 * 1000);
+    t0 = gs_now();
+    rc = gs_ring_allreduce(r, buf, buf, 64, s, 0, NULL, &e);
+  }
+  sh->u64[rank][0] = (uint64_t)-rc;
+  sh->f64[rank][0] = gs_now() - t0;
+  snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
+  gs_ring_close(r, rc == GS_OK, NULL);
+  return 0;
+}
+
 /* rank 1 refuses shared memory; auto goes on without it, shm stops */
 static int body_fallback(th_shared *sh, int rank, int world, void *arg) {
   (void)arg;
@@ -180,6 +208,25 @@ int main(int argc, char **argv) {
   if (!strcmp(what, "sums")) {
     int lo = argc > 2 ? atoi(argv[2]) : 2, hi = argc > 3 ? atoi(argv[3]) : lo;
     CHECK(th_worlds_agree(lo, hi, body_sums, 120) == 0, "worlds %d..%d", lo, hi);
+  } else if (!strcmp(what, "stall")) {
+    int w = 3;
+    th_shared *sh = th_run(w, body_stall, NULL, 60, NULL);
+    CHECK(sh && th_failures(sh) == 0, "stall: a rank crashed");
+    for (int r = 0; sh && r < w; r++) {
+      printf("rank %d: %s\n", r, sh->msg[r]);
+      if (r == 1) { /* it wakes to find the others gone, and says why */
+        CHECK(sh->u64[r][0] == (uint64_t)-GS_EPEER && strstr(sh->msg[r], "did not arrive") &&
+              strstr(sh->msg[r], "step 5"),
+              "rank 1, back from its stall: %s", sh->msg[r]);
+        continue;
+      }
+      CHECK(sh->u64[r][0] == (uint64_t)-GS_ETIMEOUT || sh->u64[r][0] == (uint64_t)-GS_EPEER,
+            "rank %d: code %d", r, -(int)sh->u64[r][0]);
+      CHECK(strstr(sh->msg[r], "rank(s) 1 did not arrive within 1000 ms"),
+            "rank %d does not name the late rank: %s", r, sh->msg[r]);
+      CHECK(sh->f64[r][0] < 2.0, "rank %d waited %.1f s on a 1 s timeout", r, sh->f64[r][0]);
+    }
+    th_free(sh);
   } else if (!strcmp(what, "fallback")) {
     int w = 3;
     th_shared *sh = th_run(w, body_fallback, NULL, 60, NULL);
