@@ -2,13 +2,14 @@
  * run on one host (allreduce.h gs_algo "shm"): no socket, no I/O thread,
  * no wake-up per hop, which is what a ZeroMQ hop costs on one machine.
  *
- * Rank 0 creates a POSIX shared-memory object (mode 0600, a random name)
- * in prepare; its name and every rank's host key (boot id and the network,
- * IPC, PID and mount namespaces: an emulated host is a namespace, and its
- * traffic must cross its link) travel in the ring's handshake. When every
- * key is the same, every rank maps the object, the ranks agree over the
- * ring that all of them did, and rank 0 unlinks the name (nothing is left
- * in /dev/shm, even if a rank dies later).
+ * Rank 0 creates an anonymous segment (memfd: no name in /dev/shm, so
+ * nothing outlives the job, however it ends) in prepare; its path under
+ * /proc/<pid>/fd (which only the same user may open) and every rank's host
+ * key (boot id and the network, IPC, PID and mount namespaces: an emulated
+ * host is a namespace, and its traffic must cross its link) travel in the
+ * ring's handshake. When every key is the same, every rank maps the
+ * segment, the ranks agree over the ring that all of them did, and rank 0
+ * closes its descriptor (the mappings keep the memory).
  *
  * The buffer goes through in rounds of at most `chunk` bytes per rank, over
  * two sets of N slots (rounds alternate sets):
@@ -93,10 +94,11 @@ struct gs_shm {
   uint64_t rounds;                    /* done by this rank: picks the set */
   bool yield;                         /* more ranks than cores */
   bool creator;
+  int fd;                             /* rank 0's until every rank mapped it */
   bool on;                            /* every rank mapped it (the vote) */
   bool told;                          /* this rank wrote its reason */
   atomic_int stop;                    /* gs_shm_interrupt */
-  char name[64];
+  char name[64];                      /* /proc/<pid>/fd/<fd> */
   uint64_t nonce;
 };
 
@@ -148,7 +150,7 @@ static int map(gs_ring *r, gs_shm *s, int fd, gs_err *e) {
 static void shm_close(gs_shm *s) {
   if (!s) return;
   if (s->base) munmap(s->base, s->bytes);
-  if (s->creator && s->name[0]) shm_unlink(s->name);
+  if (s->creator && s->fd >= 0) close(s->fd);
   free(s);
 }
 
@@ -167,20 +169,20 @@ int gs_shm_prepare(gs_ring *r, gs_err *e) {
   if (s->chunk < LINE) s->chunk = LINE;
   s->bytes = head_bytes(N) + 2 * (size_t)N * s->chunk;
   randombytes_buf(&s->nonce, sizeof s->nonce);
-  snprintf(s->name, sizeof s->name, "/gradsync-%d-%016" PRIx64, (int)getpid(), s->nonce);
-  int fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  int fd = memfd_create("gradsync-shm", MFD_CLOEXEC);
   if (fd < 0) {
-    /* no /dev/shm here: the job runs without it, as on several hosts */
+    /* no memfd here: the job runs without it, as on several hosts */
     free(s);
     return GS_OK;
   }
   s->creator = true;
+  s->fd = fd;
+  snprintf(s->name, sizeof s->name, "/proc/%d/fd/%d", (int)getpid(), fd);
   int rc = GS_OK;
   if (ftruncate(fd, (off_t)s->bytes) != 0)
-    rc = GS_FAIL(e, GS_EIO, "rank 0: sizing shared memory %s to %zu bytes: %s", s->name,
-                 s->bytes, strerror(errno));
+    rc = GS_FAIL(e, GS_EIO, "rank 0: sizing shared memory to %zu bytes: %s", s->bytes,
+                 strerror(errno));
   if (rc == GS_OK) rc = map(r, s, fd, e);
-  close(fd);
   if (rc < 0) {
     shm_close(s);
     return rc;
@@ -207,7 +209,14 @@ static bool attach(gs_ring *r, const char *spec, char *why, size_t cap) {
   }
   memcpy(s->name, spec, nl);
   s->nonce = strtoull(colon + 1, NULL, 16);
-  int fd = shm_open(s->name, O_RDWR, 0);
+  /* only a descriptor of rank 0's, never another file it might name */
+  int pid, dfd, end = 0;
+  if (sscanf(s->name, "/proc/%d/fd/%d%n", &pid, &dfd, &end) != 2 || s->name[end] != '\0') {
+    snprintf(why, cap, "rank 0 named '%s', not a descriptor under /proc", s->name);
+    free(s);
+    return false;
+  }
+  int fd = open(s->name, O_RDWR | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < (off_t)head_bytes(r->o.world)) {
     snprintf(why, cap, "opening %s: %s", s->name, fd < 0 ? strerror(errno) : "too small");
@@ -281,8 +290,8 @@ int gs_shm_connect(gs_ring *r, gs_err *e) {
   if (rc < 0) return rc;
   bool all = r->o.wire == GS_F64 ? v.d > 0 : r->o.wire == GS_I32 ? v.i > 0 : v.f > 0;
   if (all && r->shm && r->shm->creator) {
-    shm_unlink(r->shm->name); /* every rank has it mapped */
-    r->shm->name[0] = '\0';
+    close(r->shm->fd); /* every rank has it mapped */
+    r->shm->fd = -1;
   }
   if (all) r->shm->on = true;
   else {

@@ -8,8 +8,8 @@
  *                         other values, which must change nothing), in
  *                         place and out of place: fp32 random values with
  *                         the bits of the rank-order sum, fp64 sums, int32
- *                         max, on every rank; src untouched; nothing left
- *                         in /dev/shm
+ *                         max, on every rank; src untouched; no rank holds
+ *                         a descriptor of the segment after the connect
  *   test_shm stall        a rank stalls past the others' 1 s timeout: they
  *                         stop at it, naming the late rank; it wakes to
  *                         their reason
@@ -29,14 +29,19 @@
 static gs_kernels *K;
 #define MAXN 300001u
 
-/* files rank 0 (pid) left in /dev/shm */
-static int leftovers(pid_t pid) {
-  char prefix[64];
-  snprintf(prefix, sizeof prefix, "gradsync-%d-", (int)pid);
-  DIR *d = opendir("/dev/shm");
+/* this process's descriptors of a segment (memfd "gradsync-shm") */
+static int open_segments(void) {
+  DIR *d = opendir("/proc/self/fd");
   int n = 0;
-  for (struct dirent *de; d && (de = readdir(d));)
-    n += !strncmp(de->d_name, prefix, strlen(prefix));
+  for (struct dirent *de; d && (de = readdir(d));) {
+    char p[300], to[256];
+    snprintf(p, sizeof p, "/proc/self/fd/%s", de->d_name);
+    ssize_t len = readlink(p, to, sizeof to - 1);
+    if (len > 0) {
+      to[len] = '\0';
+      n += strstr(to, "memfd:gradsync-shm") != NULL;
+    }
+  }
   if (d) closedir(d);
   return n;
 }
@@ -70,8 +75,9 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
     unsetenv("GS_SHM_CHUNK");
     unsetenv("GS_SHM_WHOLE");
     if (rc < 0) return th_report(sh, rank, &e);
-    if (rank == 0 && leftovers(getpid())) {
-      fprintf(stderr, "rank 0: its shared memory is still in /dev/shm after the connect\n");
+    if (open_segments()) { /* the mappings alone keep it: it goes with the job */
+      fprintf(stderr, "rank %d: a descriptor of the shared memory is open after the connect\n",
+              rank);
       bad++;
     }
     for (size_t li = 0; li < nlens; li++) {
