@@ -88,18 +88,16 @@ struct gs_shm {
   head *h;
   rank_line *ranks;
   char *slots;                        /* 2 sets x N slots of chunk bytes */
-  size_t chunk, whole;
+  size_t chunk;
   double spin;                        /* seconds to poll before sleeping */
   uint32_t barriers;                  /* passed by this rank */
   uint64_t rounds;                    /* done by this rank: picks the set */
   bool yield;                         /* more ranks than cores */
-  bool creator;
-  int fd;                             /* rank 0's until every rank mapped it */
+  int fd;                             /* rank 0's until every rank mapped it, else -1 */
   bool on;                            /* every rank mapped it (the vote) */
   bool told;                          /* this rank wrote its reason */
   atomic_int stop;                    /* gs_shm_interrupt */
   char name[64];                      /* /proc/<pid>/fd/<fd> */
-  uint64_t nonce;
 };
 
 static size_t head_bytes(int N) {
@@ -150,7 +148,7 @@ static int map(gs_ring *r, gs_shm *s, int fd, gs_err *e) {
 static void shm_close(gs_shm *s) {
   if (!s) return;
   if (s->base) munmap(s->base, s->bytes);
-  if (s->creator && s->fd >= 0) close(s->fd);
+  if (s->fd >= 0) close(s->fd);
   free(s);
 }
 
@@ -168,14 +166,14 @@ int gs_shm_prepare(gs_ring *r, gs_err *e) {
   s->chunk = (s->chunk + LINE - 1) & ~(size_t)(LINE - 1);
   if (s->chunk < LINE) s->chunk = LINE;
   s->bytes = head_bytes(N) + 2 * (size_t)N * s->chunk;
-  randombytes_buf(&s->nonce, sizeof s->nonce);
+  uint64_t nonce;
+  randombytes_buf(&nonce, sizeof nonce);
   int fd = memfd_create("gradsync-shm", MFD_CLOEXEC);
   if (fd < 0) {
     /* no memfd here: the job runs without it, as on several hosts */
     free(s);
     return GS_OK;
   }
-  s->creator = true;
   s->fd = fd;
   snprintf(s->name, sizeof s->name, "/proc/%d/fd/%d", (int)getpid(), fd);
   int rc = GS_OK;
@@ -189,11 +187,11 @@ int gs_shm_prepare(gs_ring *r, gs_err *e) {
   }
   s->h->magic = SHM_MAGIC;
   s->h->world = (uint32_t)N;
-  s->h->nonce = s->nonce;
+  s->h->nonce = nonce;
   s->h->chunk = s->chunk;
   s->h->whole = gs_ring_env_size("GS_SHM_WHOLE", DEFAULT_SHM_WHOLE);
   r->shm = s;
-  snprintf(r->shm_name, sizeof r->shm_name, "%s:%016" PRIx64, s->name, s->nonce);
+  snprintf(r->shm_name, sizeof r->shm_name, "%s:%016" PRIx64, s->name, nonce);
   return GS_OK;
 }
 
@@ -201,6 +199,7 @@ int gs_shm_prepare(gs_ring *r, gs_err *e) {
 static bool attach(gs_ring *r, const char *spec, char *why, size_t cap) {
   gs_shm *s = calloc(1, sizeof *s);
   if (!s) return snprintf(why, cap, "out of memory"), false;
+  s->fd = -1;
   const char *colon = strrchr(spec, ':');
   size_t nl = colon ? (size_t)(colon - spec) : 0;
   if (!colon || nl >= sizeof s->name) {
@@ -208,7 +207,7 @@ static bool attach(gs_ring *r, const char *spec, char *why, size_t cap) {
     return snprintf(why, cap, "rank 0 named no shared memory"), false;
   }
   memcpy(s->name, spec, nl);
-  s->nonce = strtoull(colon + 1, NULL, 16);
+  uint64_t nonce = strtoull(colon + 1, NULL, 16);
   /* only a descriptor of rank 0's, never another file it might name */
   int pid, dfd, end = 0;
   if (sscanf(s->name, "/proc/%d/fd/%d%n", &pid, &dfd, &end) != 2 || s->name[end] != '\0') {
@@ -228,7 +227,7 @@ static bool attach(gs_ring *r, const char *spec, char *why, size_t cap) {
   gs_err e;
   int rc = map(r, s, fd, &e);
   close(fd);
-  if (rc < 0 || s->h->magic != SHM_MAGIC || s->h->nonce != s->nonce ||
+  if (rc < 0 || s->h->magic != SHM_MAGIC || s->h->nonce != nonce ||
       s->h->world != (uint32_t)r->o.world ||
       s->bytes != head_bytes(r->o.world) + 2 * (size_t)r->o.world * s->h->chunk) {
     snprintf(why, cap, "%s is not this job's", s->name);
@@ -273,7 +272,6 @@ int gs_shm_connect(gs_ring *r, gs_err *e) {
   if (ok) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     r->shm->yield = cores > 0 && r->o.local_ranks > cores;
-    r->shm->whole = r->shm->h->whole; /* rank 0's: every rank must pick alike */
     r->shm->spin = (double)gs_ring_env_size("GS_SHM_SPIN_US", DEFAULT_SHM_SPIN_US) * 1e-6;
     atomic_store(&r->shm->ranks[r->o.rank].pid, (int32_t)getpid());
   }
@@ -289,7 +287,7 @@ int gs_shm_connect(gs_ring *r, gs_err *e) {
   r->shm = keep;
   if (rc < 0) return rc;
   bool all = r->o.wire == GS_F64 ? v.d > 0 : r->o.wire == GS_I32 ? v.i > 0 : v.f > 0;
-  if (all && r->shm && r->shm->creator) {
+  if (all && r->shm && r->shm->fd >= 0) {
     close(r->shm->fd); /* every rank has it mapped */
     r->shm->fd = -1;
   }
@@ -306,7 +304,6 @@ int gs_shm_connect(gs_ring *r, gs_err *e) {
   }
   return GS_OK;
 }
-
 
 bool gs_shm_on(const gs_ring *r) { return r && r->shm && r->shm->on; }
 
@@ -347,6 +344,13 @@ static int wait_error(gs_ring *r, uint32_t target, int code, const char *what, g
                  ": rank(s) %s %s", r->o.rank, r->cur_bucket, r->cur_step, late, what);
 }
 
+/* 1: every rank reached the barrier whose arrivals end at target; -1:
+ * a rank gave up (wait_error says who and why); 0: not yet. */
+static int reached(const gs_shm *s, uint32_t target) {
+  if (atomic_load(&s->h->abort_by)) return -1;
+  return (int32_t)(atomic_load(&s->h->arrived) - target) >= 0;
+}
+
 /* Arrive at the next barrier and wait for every rank. */
 static int barrier(gs_ring *r, gs_err *e) {
   gs_shm *s = r->shm;
@@ -364,9 +368,8 @@ static int barrier(gs_ring *r, gs_err *e) {
   const double t0 = gs_now(), spin = s->spin;
   const double deadline = t0 + r->o.timeout_ms * 1e-3;
   for (unsigned i = 0;; i++) {
-    v = atomic_load(&s->h->arrived);
-    if ((int32_t)(v - target) >= 0 && !atomic_load(&s->h->abort_by)) return GS_OK;
-    if (atomic_load(&s->h->abort_by)) return wait_error(r, b, GS_EPEER, "", e);
+    int got = reached(s, target);
+    if (got) return got > 0 ? GS_OK : wait_error(r, b, GS_EPEER, "", e);
     if ((i & 63) == 0 && gs_now() - t0 > spin) break;
     if (s->yield) sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
@@ -377,12 +380,12 @@ static int barrier(gs_ring *r, gs_err *e) {
   int rc = GS_OK;
   double next_check = gs_now() + 0.1;
   for (;;) {
-    v = atomic_load(&s->h->arrived);
-    if (atomic_load(&s->h->abort_by)) {
-      rc = wait_error(r, b, GS_EPEER, "", e);
+    v = atomic_load(&s->h->arrived); /* before the test: the futex sleeps only if unchanged */
+    int got = reached(s, target);
+    if (got) {
+      if (got < 0) rc = wait_error(r, b, GS_EPEER, "", e);
       break;
     }
-    if ((int32_t)(v - target) >= 0) break;
     if (gs_interrupted || atomic_load(&s->stop)) {
       rc = GS_FAIL(e, GS_EINTR, "rank %d: interrupted in the shared-memory all-reduce of bucket "
                    "%d, step %" PRId64, r->o.rank, r->cur_bucket, r->cur_step);
@@ -435,8 +438,9 @@ int gs_shm_allreduce(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_s
   gs_shm *s = r->shm;
   const int N = r->o.world, me = r->o.rank;
   const size_t es = gs_ring_es(r), per = s->chunk / es;
-  /* the same on every rank: they all pass the same n */
-  const bool whole = N == 2 || n * es <= s->whole;
+  /* the same on every rank: they all pass the same n, and rank 0 set the
+   * threshold in the header */
+  const bool whole = N == 2 || n * es <= s->h->whole;
   double red = 0;
   for (size_t off = 0; off < n; off += per) {
     size_t len = n - off < per ? n - off : per;
