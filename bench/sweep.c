@@ -161,7 +161,19 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
                                  .rank = 0, .world = 1, .local_rank = 0, .local_world = 1,
                                  .port_fd = -1, .run_dir = o->out};
               snprintf(env.master_addr, sizeof env.master_addr, "127.0.0.1");
-              rc = gs_rank_main(o, mode, &env);
+              /* the rank runs this one configuration, as a launched one is told to */
+              gs_opts one = *o;
+              one.modes[0] = mode;
+              one.nmodes = 1;
+              one.worlds[0] = 1;
+              one.nworlds = 1;
+              one.models[0] = o->models[im];
+              one.nmodels = 1;
+              one.batches[0] = batch;
+              one.nbatches = 1;
+              one.bucket_mbs[0] = o->bucket_mbs[ik];
+              one.nbucket_mbs = 1;
+              rc = gs_rank_main(&one, mode, &env);
               if (rc > 128 && rc < 160) gs_interrupted = rc - 128;
             } else {
               gs_launch l = {.argc = argc, .argv = argv, .run_dir = o->out, .world = world,

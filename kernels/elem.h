@@ -200,6 +200,10 @@ GS_HD static inline int gs_maxpool1(const float *xp, int w, int oy, int ox) {
 /* ReLU as PyTorch's (clamp_min / threshold_backward): NaN passes through
  * forward and backward, so an overflow upstream still reaches the loss and
  * the loss scaler sees it; -0 stays -0. */
+/* A pixel as torch's ToTensor makes it: img.float().div(255), a division
+ * (not a multiplication by 1/255), so the same bits on every path. */
+GS_HD static inline float gs_pixel1(uint8_t v) { return (float)v / 255.0f; }
+
 GS_HD static inline float gs_relu1(float x) { return x < 0.0f ? 0.0f : x; }
 GS_HD static inline float gs_relu_grad1(float y, float dy) { return y <= 0.0f ? 0.0f : dy; }
 

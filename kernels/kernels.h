@@ -82,6 +82,9 @@ int gs_reduce_host(gs_redop op, gs_dtype t, size_t n, void *dst, const void *src
  * toward zero (C's /), which is what NCCL's ncclAvg does for integers
  * (FuncSumPostDiv: the sum, then an integer division). */
 int gs_postdiv_host(gs_dtype t, size_t n, void *x, int world, gs_err *e);
+/* gather_batch (below) on host memory: the CPU table's, written once. */
+void gs_gather_host(int count, size_t dim, const uint8_t *pixels, const int32_t *labels,
+                    const int64_t *idx, float *x, int32_t *y);
 
 typedef enum gs_device { GS_DEV_CPU = 0, GS_DEV_CUDA = 1 } gs_device;
 
@@ -166,7 +169,9 @@ struct gs_kernels {
   void (*relu_grad)(gs_kernels *k, size_t n, const float *y, const float *dy, float *dx);
   /* Softmax cross-entropy, mean over the batch. probs gets the softmax;
    * *loss_host the mean loss, *correct_host the argmax hits (either may be
-   * NULL). Labels outside [0, classes) make the op fail (sticky). */
+   * NULL), written by the time the next sync() returns (at once on the
+   * CPU): a GPU step need not stop for its loss. Labels outside [0,
+   * classes) make the op fail (sticky; that sync reports it). */
   void (*xent_forward)(gs_kernels *k, int batch, int classes, const float *logits,
                        const int32_t *labels, float *probs, float *loss_host, int *correct_host);
   /* dlogits = (probs - onehot(labels)) * scale / batch; scale is the loss
@@ -203,6 +208,15 @@ struct gs_kernels {
   void (*convert)(gs_kernels *k, gs_dtype to, void *dst, gs_dtype from, const void *src, size_t n);
   /* Number of inf/NaN elements of x in dtype t (synchronous). */
   size_t (*nonfinite)(gs_kernels *k, gs_dtype t, size_t n, const void *x);
+
+  /* ---- data ---- */
+  /* A batch from a dataset held where the table computes: for i < count,
+   * x[i, :] = pixels[idx[i], :] / 255 (gs_pixel1: ToTensor's bits) and
+   * y[i] = labels[idx[i]]. pixels holds dim bytes per sample; idx must be
+   * in range (the sampler's). On a GPU the dataset and indices are device
+   * memory, so a step reads no host data. */
+  void (*gather_batch)(gs_kernels *k, int count, size_t dim, const uint8_t *pixels,
+                       const int32_t *labels, const int64_t *idx, float *x, int32_t *y);
 };
 
 /* ---- the end of a step, written once ----

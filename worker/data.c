@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kernels/kernels.h"
 #include "worker/rng.h"
 
 /* Whole file into memory; errors name the file. */
@@ -346,12 +347,5 @@ int gs_data_open(const char *spec, const gs_data_want *want, gs_dataset **out, g
 }
 
 void gs_data_batch(const gs_dataset *d, const int64_t *idx, int count, float *x, int32_t *y) {
-  for (int i = 0; i < count; i++) {
-    const uint8_t *px = d->pixels + (size_t)idx[i] * d->dim;
-    float *dst = x + (size_t)i * d->dim;
-    /* a division, not a multiplication by 1/255: the same bits as torch's
-     * ToTensor (img.float().div(255)) */
-    for (size_t j = 0; j < d->dim; j++) dst[j] = (float)px[j] / 255.0f;
-    y[i] = d->labels[idx[i]];
-  }
+  gs_gather_host(count, d->dim, d->pixels, d->labels, idx, x, y);
 }

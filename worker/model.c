@@ -139,16 +139,8 @@ static int seq_forward(gs_model *gm, const float *params, int batch, float *loss
       break;
     }
   }
-  float l = 0.0f;
-  int c = 0;
-  k->xent_forward(k, batch, gm->classes, m->act[m->nl], gm->labels, m->probs, &l, &c);
-  int rc = k->sync(k, e);
-  if (rc) {
-    gs_err_prefix(e, "forward: ");
-    return rc;
-  }
-  if (loss) *loss = l;
-  if (correct) *correct = c;
+  /* queued: *loss and *correct arrive with the kernels' next sync */
+  k->xent_forward(k, batch, gm->classes, m->act[m->nl], gm->labels, m->probs, loss, correct);
   return GS_OK;
 }
 

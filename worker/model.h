@@ -56,7 +56,9 @@ typedef int (*gs_grad_hook)(void *ctx, int tensor, gs_err *e);
 
 typedef struct gs_model gs_model;
 typedef struct gs_model_ops {
-  /* logits and the mean loss of the batch in m->input / m->labels */
+  /* logits and the mean loss of the batch in m->input / m->labels; *loss
+   * and *correct are written by the time the kernels' next sync returns
+   * (xent_forward's contract), which also reports a bad label */
   int (*forward)(gs_model *m, const float *params, int batch, float *loss, int *correct,
                  gs_err *e);
   /* gradients of loss * scale, after a forward of the same batch */

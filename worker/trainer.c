@@ -54,8 +54,15 @@ struct gs_trainer {
   float scale;            /* loss scale of the next step */
   int64_t step, epoch, pos;
   int64_t *shard;         /* this epoch's indices */
-  float *xhost;
-  int32_t *yhost;
+  /* The dataset, this epoch's indices and evaluation's indices where the
+   * kernels run: on a GPU device memory (the data uploaded once, the
+   * indices once per epoch), so a step reads no host data and waits on no
+   * copy, as PyTorch does with a dataset held on the GPU; on the CPU the
+   * host arrays themselves. */
+  const uint8_t *dpixels;
+  const int32_t *dlabels;
+  int64_t *dshard, *didx;
+  bool device_data;
   gs_sync *sync;          /* during run */
   double wall_offset;     /* gs_wall() - gs_now() */
   gs_step_row *rows;
@@ -143,6 +150,36 @@ static int check_opts(const gs_train_opts *o, gs_err *e) {
   return GS_OK;
 }
 
+/* The dataset where the kernels run (see dpixels): a GPU gets a copy of
+ * the pixels (one byte each) and labels, and room for the indices. */
+static int place_data(gs_trainer *t, gs_err *e) {
+  gs_kernels *k = t->k;
+  const gs_dataset *d = t->d;
+  if (k->device == GS_DEV_CPU) {
+    t->dpixels = d->pixels;
+    t->dlabels = d->labels;
+    t->dshard = t->shard;
+    return GS_OK;
+  }
+  size_t npix = (size_t)d->n * d->dim, nlab = (size_t)d->n * sizeof(int32_t);
+  uint8_t *pix = k->alloc(k, npix ? npix : 1);
+  int32_t *lab = k->alloc(k, nlab ? nlab : 1);
+  t->dshard = k->alloc(k, ((size_t)t->sampler.num_samples + 1) * sizeof(int64_t));
+  t->didx = k->alloc(k, (size_t)t->o.batch * sizeof(int64_t));
+  t->dpixels = pix;
+  t->dlabels = lab;
+  t->device_data = true;
+  if (pix && lab) {
+    k->to_device(k, pix, d->pixels, npix);
+    k->to_device(k, lab, d->labels, nlab);
+  }
+  int rc = k->sync(k, e);
+  if (rc || !pix || !lab || !t->dshard || !t->didx)
+    return GS_FAIL(e, rc ? rc : GS_ENOMEM, "out of device memory for the dataset (%zu bytes of "
+                   "pixels and labels, %s)", npix + nlab, d->desc);
+  return GS_OK;
+}
+
 int gs_trainer_create(const gs_train_opts *o, gs_kernels *k, gs_trainer **out, gs_err *e) {
   *out = NULL;
   GS_TRY(check_opts(o, e));
@@ -175,10 +212,9 @@ int gs_trainer_create(const gs_train_opts *o, gs_kernels *k, gs_trainer **out, g
                              o->seed, e);
       if (rc == 0) {
         t->shard = gs_alloc((size_t)t->sampler.num_samples * sizeof *t->shard, e);
-        t->xhost = gs_alloc((size_t)o->batch * t->m->in_size * sizeof(float), e);
-        t->yhost = gs_alloc((size_t)o->batch * sizeof(int32_t), e);
-        if (!t->shard || !t->xhost || !t->yhost) rc = GS_ENOMEM;
+        if (!t->shard) rc = GS_ENOMEM;
       }
+      if (rc == 0) rc = place_data(t, e);
     } else if (strcmp(t->data_spec, "synthetic") != 0) {
       rc = GS_FAIL(e, GS_EINVAL, "--data %s: the %s profile reads no data (its compute is "
                    "emulated); leave --data at synthetic", t->data_spec, t->model_spec);
@@ -269,9 +305,13 @@ void gs_trainer_destroy(gs_trainer *t) {
   gs_model_destroy(t->m);
   gs_data_free(t->d);
   gs_sampler_free(&t->sampler);
+  if (t->device_data) {
+    t->k->release(t->k, (void *)t->dpixels);
+    t->k->release(t->k, (void *)t->dlabels);
+    t->k->release(t->k, t->dshard);
+    t->k->release(t->k, t->didx);
+  }
   gs_free(t->shard);
-  gs_free(t->xhost);
-  gs_free(t->yhost);
   free(t->buckets);
   free(t->tensor_bucket);
   free(t->bucket_left);
@@ -343,21 +383,28 @@ static int next_batch(gs_trainer *t, int *count, gs_err *e) {
     *count = t->o.batch;
     return GS_OK;
   }
-  if (t->epoch == 0 && t->pos == 0 && t->sampler.epoch < 0) gs_sampler_epoch(&t->sampler, 0, t->shard);
+  gs_kernels *k = t->k;
+  bool fresh = false;
+  if (t->epoch == 0 && t->pos == 0 && t->sampler.epoch < 0) {
+    gs_sampler_epoch(&t->sampler, 0, t->shard);
+    fresh = true;
+  }
   if (t->pos >= t->sampler.num_samples) {
     t->epoch++;
     t->pos = 0;
     gs_sampler_epoch(&t->sampler, t->epoch, t->shard);
+    fresh = true;
   }
+  if (fresh && t->device_data)
+    k->to_device(k, t->dshard, t->shard, (size_t)t->sampler.num_samples * sizeof *t->shard);
   int64_t left = t->sampler.num_samples - t->pos;
   int n = left < t->o.batch ? (int)left : t->o.batch;
-  gs_data_batch(t->d, t->shard + t->pos, n, t->xhost, t->yhost);
+  /* queued, not waited for: forward's sync reports a failure */
+  k->gather_batch(k, n, t->d->dim, t->dpixels, t->dlabels, t->dshard + t->pos, t->m->input,
+                  t->m->labels);
   t->pos += n;
-  gs_kernels *k = t->k;
-  k->to_device(k, t->m->input, t->xhost, (size_t)n * t->m->in_size * sizeof(float));
-  k->to_device(k, t->m->labels, t->yhost, (size_t)n * sizeof(int32_t));
   *count = n;
-  return k->sync(k, e);
+  return GS_OK;
 }
 
 static int one_step(gs_trainer *t, gs_sync *s, gs_step_row *row, gs_err *e) {
@@ -478,12 +525,13 @@ int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss
   for (int64_t s = 0; s < n && rc == 0; s += t->o.batch) {
     int cnt = (int)(n - s < t->o.batch ? n - s : t->o.batch);
     for (int i = 0; i < cnt; i++) idx[i] = s + i;
-    gs_data_batch(t->d, idx, cnt, t->xhost, t->yhost);
-    k->to_device(k, t->m->input, t->xhost, (size_t)cnt * t->m->in_size * sizeof(float));
-    k->to_device(k, t->m->labels, t->yhost, (size_t)cnt * sizeof(int32_t));
+    if (t->device_data) k->to_device(k, t->didx, idx, (size_t)cnt * sizeof *idx);
+    k->gather_batch(k, cnt, t->d->dim, t->dpixels, t->dlabels, t->device_data ? t->didx : idx,
+                    t->m->input, t->m->labels);
     float l = 0.0f;
     int c = 0;
     rc = t->m->ops->forward(t->m, t->params, cnt, &l, &c, e);
+    if (rc == 0) rc = k->sync(k, e);
     sum += (double)l * cnt;
     hits += c;
   }

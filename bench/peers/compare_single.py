@@ -4,12 +4,15 @@ PyTorch (bench/peers/torch_single.py) on the same MLP and batch, at the same
 thread counts, in one run.
 
 Each configuration runs --repeat times, the two programs alternating so a
-noisy neighbour hurts both alike; the table shows the best and the median
-samples/s of each and their ratios (on a shared machine the best run is the
-one least disturbed, as timeit reports its minimum). Both sides measure the same thing: wall time of the
-steps after the warm-up ones, forward + backward + SGD update.
+noisy neighbour hurts both alike; the table shows the median samples/s of
+each, their ratio, and every run. Both sides measure the same thing: wall
+time of the steps after the warm-up ones, forward + backward + SGD update.
 
     bench/peers/compare_single.py --bench build/bench/bench [--threads 1,2] [--repeat 5]
+    bench/peers/compare_single.py --device cuda --batch 64,1024 --repeat 3
+
+With --device cuda both train on the GPU (fp32, TF32 off on both sides);
+threads only set the BLAS threads of the host side then.
 """
 import argparse
 import json
@@ -61,44 +64,47 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", default="build/bench/bench")
     ap.add_argument("--model", default="mlp:784-2048-2048-10")
-    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--batch", default="256", help="a list: 64,1024")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeat", type=int, default=5)
     a = ap.parse_args()
     rows = []
+    batches = [int(b) for b in a.batch.split(",")]
     for t in [int(x) for x in a.threads.split(",")]:
         env = dict(os.environ, OPENBLAS_NUM_THREADS=str(t), OMP_NUM_THREADS=str(t))
-        ours, theirs, ocpu, tcpu = [], [], [], []
-        for _ in range(a.repeat):
-            x, c = measure_bench([a.bench, "--mode", "local", "--model", a.model, "--batch",
-                                  str(a.batch), "--steps", str(a.steps), "--warmup",
-                                  str(a.warmup), "--threads", str(t), "--quiet"], env)
-            ours.append(x)
-            ocpu.append(x / (c / 100) if c else 0)
-            x, c = measure([sys.executable, os.path.join(HERE, "torch_single.py"), "--model",
-                            a.model, "--batch", str(a.batch), "--steps", str(a.steps),
-                            "--warmup", str(a.warmup), "--threads", str(t)], env)
-            theirs.append(x)
-            tcpu.append(x / (c / 100) if c else 0)
-        rows.append((t, ours, theirs, ocpu, tcpu))
-    print(f"{a.model}, batch {a.batch}, {a.steps} steps ({a.warmup} warm-up), "
+        for b in batches:
+            ours, theirs, ocpu, tcpu = [], [], [], []
+            for _ in range(a.repeat):
+                x, c = measure_bench([a.bench, "--mode", "local", "--model", a.model,
+                                      "--batch", str(b), "--steps", str(a.steps), "--warmup",
+                                      str(a.warmup), "--threads", str(t), "--device",
+                                      a.device, "--quiet"], env)
+                ours.append(x)
+                ocpu.append(x / (c / 100) if c else 0)
+                x, c = measure([sys.executable, os.path.join(HERE, "torch_single.py"),
+                                "--model", a.model, "--batch", str(b), "--steps",
+                                str(a.steps), "--warmup", str(a.warmup), "--threads", str(t),
+                                "--device", a.device], env)
+                theirs.append(x)
+                tcpu.append(x / (c / 100) if c else 0)
+            rows.append((t, b, ours, theirs, ocpu, tcpu))
+    print(f"{a.model} on {a.device}, {a.steps} steps ({a.warmup} warm-up), "
           f"{a.repeat} alternating runs each, samples/s")
-    print(f"{'threads':>7} | {'best: gradsync':>14} {'pytorch':>8} {'ratio':>5} | "
-          f"{'median: gradsync':>16} {'pytorch':>8} {'ratio':>5} | runs (gradsync / pytorch)")
-    for t, ours, theirs, _, _ in rows:
-        bo, bp = max(ours), max(theirs)
+    print(f"{'threads':>7} {'batch':>6} | {'median: gradsync':>16} {'pytorch':>8} {'ratio':>5} | "
+          "runs (gradsync / pytorch)")
+    for t, b, ours, theirs, _, _ in rows:
         mo, mp = statistics.median(ours), statistics.median(theirs)
-        print(f"{t:>7} | {bo:>14.0f} {bp:>8.0f} {bo / bp:>5.2f} | {mo:>16.0f} {mp:>8.0f} "
-              f"{mo / mp:>5.2f} | {' '.join(f'{x:.0f}' for x in ours)} / "
-              f"{' '.join(f'{x:.0f}' for x in theirs)}")
+        print(f"{t:>7} {b:>6} | {mo:>16.0f} {mp:>8.0f} {mo / mp:>5.2f} | "
+              f"{' '.join(f'{x:.0f}' for x in ours)} / {' '.join(f'{x:.0f}' for x in theirs)}")
 
     print("\nsamples per CPU-second (process CPU time over the same steps: robust to a busy "
           "machine, but counts spinning threads), median:")
-    for t, _, _, ocpu, tcpu in rows:
+    for t, b, _, _, ocpu, tcpu in rows:
         mo, mp = statistics.median(ocpu), statistics.median(tcpu)
-        print(f"{t:>7} | gradsync {mo:>6.0f}  pytorch {mp:>6.0f}  ratio {mo / mp:.2f}")
+        print(f"{t:>7} {b:>6} | gradsync {mo:>6.0f}  pytorch {mp:>6.0f}  ratio {mo / mp:.2f}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,12 @@ script sets OMP_WAIT_POLICY=passive unless the caller set it, so gradsync is
 compared with PyTorch at its best; the policy is printed.
 
     OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/peers/torch_single.py --threads 1
+
+--device cuda trains on the GPU instead (fp32 exact: TF32 off, PyTorch's
+default for matmul, set explicitly; the pool of batches lives on the GPU as
+bench's synthetic data does); the timed span starts and ends with
+torch.cuda.synchronize(). --batch takes a list (64,1024): one process
+measures each in turn, which saves an import of torch per batch.
 """
 import argparse
 import os
@@ -29,7 +35,8 @@ import time
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="mlp:784-2048-2048-10")
-    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--batch", default="256", help="per-step batch, or a list: 64,1024")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
@@ -55,23 +62,40 @@ def main():
     import torch.nn as nn
 
     torch.set_num_threads(args.threads)
+    dev = torch.device(args.device)
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            print("torch_single.py: --device cuda but torch sees no CUDA GPU", file=sys.stderr)
+            return 1
+        torch.backends.cuda.matmul.allow_tf32 = False
+    for batch in [int(b) for b in args.batch.split(",")]:
+        one(args, sizes, batch, dev, torch, nn)
+
+
+def sync(dev, torch):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def one(args, sizes, batch, dev, torch, nn):
     torch.manual_seed(0)
     layers = []
     for i in range(len(sizes) - 1):
         layers.append(nn.Linear(sizes[i], sizes[i + 1]))
         if i < len(sizes) - 2:
             layers.append(nn.ReLU())
-    model = nn.Sequential(*layers)
+    model = nn.Sequential(*layers).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                           weight_decay=args.weight_decay)
     loss_fn = nn.CrossEntropyLoss()
     pool = 8
-    xs = torch.rand(pool, args.batch, sizes[0])
-    ys = torch.randint(0, sizes[-1], (pool, args.batch))
+    xs = torch.rand(pool, batch, sizes[0], device=dev)
+    ys = torch.randint(0, sizes[-1], (pool, batch), device=dev)
 
     t0 = None
     for step in range(args.steps):
         if step == args.warmup:
+            sync(dev, torch)
             t0, c0 = time.perf_counter(), time.process_time()
         x, y = xs[step % pool], ys[step % pool]
         out = model(x)
@@ -79,11 +103,13 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
+    sync(dev, torch)
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
-    n = (args.steps - args.warmup) * args.batch
-    print(f"torch {torch.__version__} threads {args.threads} "
+    n = (args.steps - args.warmup) * batch
+    where = torch.cuda.get_device_name(0) if dev.type == "cuda" else f"threads {args.threads}"
+    print(f"torch {torch.__version__} {dev.type} {where} "
           f"(OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}) model {args.model} "
-          f"batch {args.batch}: {100 * cpu / dt:.0f}% CPU; {n / dt:.0f} samples/s "
+          f"batch {batch}: {100 * cpu / dt:.0f}% CPU; {n / dt:.0f} samples/s "
           f"({args.steps - args.warmup} steps after {args.warmup} warm-up, loss {loss.item():.4f})")
 
 

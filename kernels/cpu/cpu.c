@@ -514,6 +514,11 @@ static void cpu_convert(gs_kernels *k, gs_dtype to, void *dst, gs_dtype from, co
   }
 }
 
+static void cpu_gather_batch(gs_kernels *k, int count, size_t dim, const uint8_t *pixels,
+                             const int32_t *labels, const int64_t *idx, float *x, int32_t *y) {
+  gs_gather_host(count, dim, pixels, labels, idx, x, y);
+}
+
 static size_t cpu_nonfinite(gs_kernels *k, gs_dtype t, size_t n, const void *x) {
   switch (t) {
   case GS_F32: return VEC(k)->nonfinite_f32(n, x);
@@ -581,6 +586,7 @@ static gs_kernels *cpu_create(gs_cpu_isa isa, int threads, gs_err *e) {
   k->add_lp = cpu_add_lp;
   k->convert = cpu_convert;
   k->nonfinite = cpu_nonfinite;
+  k->gather_batch = cpu_gather_batch;
   cpu_set_threads(k, threads);
   return k;
 }

@@ -256,6 +256,8 @@ static int cu_sync(gs_kernels *k, gs_err *e) {
             "a queued op failed: %s (%s), seen at sync; last op queued: %s (run with "
             "CUDA_LAUNCH_BLOCKING=1 to find the failing op)",
             cudaGetErrorName(rc), cudaGetErrorString(rc), c->last_op ? c->last_op : "none");
+  else
+    cu_xent_deliver(k);
   pthread_mutex_lock(&c->mu);
   int code = c->err.code;
   if (code != 0) {
@@ -405,6 +407,7 @@ static void fill_table(gs_kernels *k, cu_impl *c) {
   k->add_lp = cu_add_lp;
   k->convert = cu_convert;
   k->nonfinite = cu_nonfinite;
+  k->gather_batch = cu_gather_batch;
 }
 
 /* The stream, the small result buffers; cuBLAS when eager_blas. The GPU

@@ -25,8 +25,23 @@ __global__ void k_bias_add(size_t n, int cols, const float *bias, float *y) {
   GRID_LOOP(i, n) gs_op_bias_add(i, cols, bias, y);
 }
 
+/* See gs_op_bias_grad_part: GS_BG_PARTS partial sums per column, then a
+ * fixed tree over them in shared memory (column-major, so each column's
+ * parts are contiguous for gs_op_tree_step). */
 __global__ void k_bias_grad(int rows, int cols, const float *dy, float *db) {
-  GRID_LOOP(j, (size_t)cols) gs_op_bias_grad((int)j, rows, cols, dy, db);
+  __shared__ float v[GS_BG_COLS * GS_BG_PARTS];
+  int lane = (int)threadIdx.x % GS_BG_COLS, w = (int)threadIdx.x / GS_BG_COLS;
+  for (int c0 = (int)blockIdx.x * GS_BG_COLS; c0 < cols; c0 += (int)gridDim.x * GS_BG_COLS) {
+    int c = c0 + lane;
+    v[lane * GS_BG_PARTS + w] = c < cols ? gs_op_bias_grad_part(c, w, rows, cols, dy) : 0.0f;
+    __syncthreads();
+    for (int s = GS_BG_PARTS / 2; s > 0; s >>= 1) {
+      gs_op_tree_step(v + lane * GS_BG_PARTS, w, s);
+      __syncthreads();
+    }
+    if (w == 0 && c < cols) db[c] = v[lane * GS_BG_PARTS];
+    __syncthreads();
+  }
 }
 
 __global__ void k_bias_add_nchw(size_t n, int c, int plane, const float *bias, float *y) {
@@ -63,9 +78,28 @@ __global__ void k_xent_rows(int batch, int classes, const float *logits, const i
     gs_xent_row((int)i, classes, logits, labels, probs, &loss[i], &hit[i], &bad[i]);
 }
 
+/* One block: the rows are staged in shared memory by every thread, then
+ * thread 0 adds them in row order (the CPU's bits) without waiting on
+ * global memory for each. */
+#define XT_ROWS 1024
 __global__ void k_xent_total(int batch, const int32_t *labels, const double *loss,
                              const int *hit, const int *bad, gs_xent_result *r) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) gs_op_xent_total(batch, labels, loss, hit, bad, r);
+  __shared__ double sl[XT_ROWS];
+  __shared__ int sh[XT_ROWS], sb[XT_ROWS];
+  gs_xent_acc a = gs_xent_acc_start();
+  for (int i0 = 0; i0 < batch; i0 += XT_ROWS) {
+    int n = batch - i0 < XT_ROWS ? batch - i0 : XT_ROWS;
+    for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x) {
+      sl[i] = loss[i0 + i];
+      sh[i] = hit[i0 + i];
+      sb[i] = bad[i0 + i];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (int i = 0; i < n; i++) gs_xent_acc_row(&a, i0 + i, labels, sl[i], sh[i], sb[i]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) gs_xent_acc_end(&a, batch, r);
 }
 
 __global__ void k_xent_backward(size_t n, int classes, const float *probs,
@@ -117,6 +151,11 @@ __global__ void k_convert(size_t n, gs_dtype to, void *dst, gs_dtype from, const
 }
 
 /* Integer counts: the atomic adds commute exactly. */
+__global__ void k_gather(size_t n, int count, size_t dim, const uint8_t *pixels,
+                         const int32_t *labels, const int64_t *idx, float *x, int32_t *y) {
+  GRID_LOOP(e, n) gs_op_gather(e, count, dim, pixels, labels, idx, x, y);
+}
+
 __global__ void k_nonfinite(size_t n, gs_dtype t, const void *x, unsigned long long *count) {
   __shared__ unsigned long long v[GS_CUDA_THREADS];
   unsigned long long c = 0;
@@ -154,7 +193,11 @@ void cu_bias_add(gs_kernels *k, int rows, int cols, const float *bias, float *y)
 
 void cu_bias_grad(gs_kernels *k, int rows, int cols, const float *dy, float *db) {
   if (cols <= 0) return;
-  LAUNCH(k, "bias_grad", (size_t)cols, k_bias_grad, rows < 0 ? 0 : rows, cols, dy, db);
+  cu_enter(k);
+  int tiles = (cols + GS_BG_COLS - 1) / GS_BG_COLS;
+  k_bias_grad<<<(unsigned)(tiles < 65535 ? tiles : 65535), GS_CUDA_THREADS, 0,
+                cu_of(k)->stream>>>(rows < 0 ? 0 : rows, cols, dy, db);
+  cu_launched(k, "bias_grad");
 }
 
 void cu_bias_add_nchw(gs_kernels *k, int n, int c, int plane, const float *bias, float *y) {
@@ -199,6 +242,21 @@ static bool xent_scratch(gs_kernels *k, int batch) {
   return true;
 }
 
+void cu_xent_deliver(gs_kernels *k) {
+  cu_impl *c = cu_of(k);
+  if (!c->xent_pending) return;
+  c->xent_pending = false;
+  const gs_xent_result *r = c->h_xres;
+  if (r->bad_row >= 0) {
+    cu_fail(k, "xent_forward", GS_EINVAL,
+            "xent_forward: label %d of row %d is outside [0, %d): a label outside [0, classes)",
+            r->bad_label, r->bad_row, c->xent_classes);
+    return;
+  }
+  if (c->xent_loss) *c->xent_loss = r->mean_loss;
+  if (c->xent_correct) *c->xent_correct = r->correct;
+}
+
 void cu_xent_forward(gs_kernels *k, int batch, int classes, const float *logits,
                      const int32_t *labels, float *probs, float *loss_host, int *correct_host) {
   cu_impl *c = cu_of(k);
@@ -212,25 +270,24 @@ void cu_xent_forward(gs_kernels *k, int batch, int classes, const float *logits,
     return;
   }
   cu_enter(k);
+  if (c->xent_pending) {  /* one result in flight: the earlier one is handed over first */
+    if (!cu_check(k, "xent_forward", cudaStreamSynchronize(c->stream))) return;
+    cu_xent_deliver(k);
+  }
   if (!xent_scratch(k, batch)) return;
   k_xent_rows<<<cu_blocks((size_t)batch), GS_CUDA_THREADS, 0, c->stream>>>(
       batch, classes, logits, labels, probs, c->d_loss, c->d_hit, c->d_bad);
   if (!cu_launched(k, "xent_forward")) return;
-  k_xent_total<<<1, 1, 0, c->stream>>>(batch, labels, c->d_loss, c->d_hit, c->d_bad, c->d_xres);
+  k_xent_total<<<1, GS_CUDA_THREADS, 0, c->stream>>>(batch, labels, c->d_loss, c->d_hit, c->d_bad,
+                                                      c->d_xres);
   if (!cu_launched(k, "xent_forward")) return;
   if (!cu_check(k, "xent_forward", cudaMemcpyAsync(c->h_xres, c->d_xres, sizeof *c->h_xres,
-                                                   cudaMemcpyDeviceToHost, c->stream)) ||
-      !cu_check(k, "xent_forward", cudaStreamSynchronize(c->stream)))
+                                                   cudaMemcpyDeviceToHost, c->stream)))
     return;
-  const gs_xent_result *r = c->h_xres;
-  if (r->bad_row >= 0) {
-    cu_fail(k, "xent_forward", GS_EINVAL,
-            "xent_forward: label %d of row %d is outside [0, %d): a label outside [0, classes)",
-            r->bad_label, r->bad_row, classes);
-    return;
-  }
-  if (loss_host) *loss_host = r->mean_loss;
-  if (correct_host) *correct_host = r->correct;
+  c->xent_pending = true;
+  c->xent_classes = classes;
+  c->xent_loss = loss_host;
+  c->xent_correct = correct_host;
 }
 
 void cu_xent_backward(gs_kernels *k, int batch, int classes, const float *probs,
@@ -336,6 +393,13 @@ size_t cu_nonfinite(gs_kernels *k, gs_dtype t, size_t n, const void *x) {
       !cu_check(k, "nonfinite", cudaStreamSynchronize(c->stream)))
     return n;
   return (size_t)*c->h_count;
+}
+
+void cu_gather_batch(gs_kernels *k, int count, size_t dim, const uint8_t *pixels,
+                     const int32_t *labels, const int64_t *idx, float *x, int32_t *y) {
+  if (count <= 0 || dim == 0) return;
+  size_t n = (size_t)count * dim;
+  LAUNCH(k, "gather_batch", n, k_gather, n, count, dim, pixels, labels, idx, x, y);
 }
 
 void cu_gemm_beta(gs_kernels *k, int m, int n, float beta, float *c, int ldc) {

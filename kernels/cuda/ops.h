@@ -36,12 +36,21 @@ GS_HD static inline void gs_op_bias_add(size_t i, int cols, const float *bias, f
   y[i] += bias[i % (size_t)cols];
 }
 
-/* db[j] = sum over rows of dy[r, j], sequential in r as the CPU loop */
-GS_HD static inline void gs_op_bias_grad(int j, int rows, int cols, const float *dy,
-                                         float *db) {
+/* bias_grad: a block takes 32 columns; each of its GS_BG_PARTS warps sums
+ * rows w, w + GS_BG_PARTS, ... of a column (one lane per column, so every
+ * load of a warp is one coalesced row segment, and the whole block keeps
+ * many loads in flight), then the parts are added in a fixed tree
+ * (gs_op_tree_step). Deterministic, not the CPU's sequential order: a
+ * column summed in row order by one thread waits on one load after
+ * another, which at batch 1024 cost a training step several times what
+ * the GEMM beside it did. */
+#define GS_BG_COLS 32
+#define GS_BG_PARTS (GS_CUDA_THREADS / GS_BG_COLS)
+GS_HD static inline float gs_op_bias_grad_part(int j, int w, int rows, int cols,
+                                               const float *dy) {
   float s = 0.0f;
-  for (int r = 0; r < rows; r++) s += dy[(size_t)r * cols + j];
-  db[j] = s;
+  for (int r = w; r < rows; r += GS_BG_PARTS) s += dy[(size_t)r * cols + j];
+  return s;
 }
 
 /* y[i, ch, :] += bias[ch], one element per index of n*c*plane */
@@ -83,25 +92,42 @@ typedef struct gs_xent_result {
   float mean_loss;  /* (float)(loss / batch), as the CPU table rounds it */
 } gs_xent_result;
 
-/* The batch total, summed in row order (one thread: batch is small, and
- * the order then matches the CPU bit for bit). */
+/* The batch total, summed in row order so that it matches the CPU bit for
+ * bit: one row at a time into an accumulator (the kernel stages the rows
+ * in shared memory and one thread adds them), then the result. */
+typedef struct gs_xent_acc {
+  double s;
+  int correct, bad_row, bad_label;
+} gs_xent_acc;
+
+GS_HD static inline gs_xent_acc gs_xent_acc_start(void) {
+  gs_xent_acc a = {0.0, 0, -1, 0};
+  return a;
+}
+
+GS_HD static inline void gs_xent_acc_row(gs_xent_acc *a, int i, const int32_t *labels,
+                                         double loss, int hit, int bad) {
+  if (bad) {
+    if (a->bad_row < 0) { a->bad_row = i; a->bad_label = labels[i]; }
+    return;
+  }
+  a->s += loss;
+  a->correct += hit;
+}
+
+GS_HD static inline void gs_xent_acc_end(const gs_xent_acc *a, int batch, gs_xent_result *r) {
+  r->loss = a->s;
+  r->correct = a->correct;
+  r->bad_row = a->bad_row;
+  r->bad_label = a->bad_label;
+  r->mean_loss = batch > 0 ? (float)(a->s / batch) : 0.0f;
+}
+
 GS_HD static inline void gs_op_xent_total(int batch, const int32_t *labels, const double *loss,
                                           const int *hit, const int *bad, gs_xent_result *r) {
-  double s = 0.0;
-  int correct = 0, bad_row = -1, bad_label = 0;
-  for (int i = 0; i < batch; i++) {
-    if (bad[i]) {
-      if (bad_row < 0) { bad_row = i; bad_label = labels[i]; }
-      continue;
-    }
-    s += loss[i];
-    correct += hit[i];
-  }
-  r->loss = s;
-  r->correct = correct;
-  r->bad_row = bad_row;
-  r->bad_label = bad_label;
-  r->mean_loss = batch > 0 ? (float)(s / batch) : 0.0f;
+  gs_xent_acc a = gs_xent_acc_start();
+  for (int i = 0; i < batch; i++) gs_xent_acc_row(&a, i, labels, loss[i], hit[i], bad[i]);
+  gs_xent_acc_end(&a, batch, r);
 }
 
 /* dlogits = (probs - onehot) * f with f = scale / batch computed once on
@@ -191,6 +217,16 @@ GS_HD static inline void gs_op_maxpool_backward(size_t idx, int h, int w, const 
 GS_HD static inline void gs_op_gemm_beta(size_t idx, int n, float beta, float *c, int ldc) {
   size_t r = idx / (size_t)n, j = idx % (size_t)n;
   c[r * (size_t)ldc + j] *= beta;
+}
+
+/* Element e of a gathered batch: x[e] of row e / dim, and that row's label
+ * from the threads of the first dim elements' rows (e < count). */
+GS_HD static inline void gs_op_gather(size_t e, int count, size_t dim, const uint8_t *pixels,
+                                      const int32_t *labels, const int64_t *idx, float *x,
+                                      int32_t *y) {
+  size_t i = e / dim, j = e % dim;
+  x[e] = gs_pixel1(pixels[(size_t)idx[i] * dim + j]);
+  if (e < (size_t)count) y[e] = labels[idx[e]];
 }
 
 GS_HD static inline void gs_op_relu(size_t i, const float *x, float *y) { y[i] = gs_relu1(x[i]); }

@@ -40,6 +40,11 @@ struct cu_impl {
   int *d_hit, *d_bad;
   int xent_rows;
   gs_xent_result *d_xres, *h_xres;        /* h_ pinned */
+  /* a result on its way to h_xres, for the next sync to hand over */
+  bool xent_pending;
+  int xent_classes;
+  float *xent_loss;
+  int *xent_correct;
   unsigned long long *d_count, *h_count;  /* nonfinite */
 };
 
@@ -86,6 +91,11 @@ void cu_scale(gs_kernels *k, size_t n, float a, void *x);
 void cu_add_lp(gs_kernels *k, gs_dtype t, size_t n, void *dst, const void *src);
 void cu_convert(gs_kernels *k, gs_dtype to, void *dst, gs_dtype from, const void *src, size_t n);
 size_t cu_nonfinite(gs_kernels *k, gs_dtype t, size_t n, const void *x);
+/* After the stream has drained: hand a pending xent_forward result to its
+ * host pointers, or record its bad label as the table's failure. */
+void cu_xent_deliver(gs_kernels *k);
+void cu_gather_batch(gs_kernels *k, int count, size_t dim, const uint8_t *pixels,
+                     const int32_t *labels, const int64_t *idx, float *x, int32_t *y);
 void cu_gemm_beta(gs_kernels *k, int m, int n, float beta, float *c, int ldc);
 
 #endif

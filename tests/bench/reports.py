@@ -11,7 +11,8 @@
   and spans that fit in the run; --help documents every flag; bad flags and
   values are exit-2 usage errors naming the flag; a collective flag in a
   training run names --collective; a wrong --model or --data fails before
-  any directory is made; --version says what the build is.
+  any directory is made; --version says what the build is; local first in
+  a list of modes runs as one configuration like the others.
 
     reports.py BENCH"""
 import json
@@ -142,6 +143,13 @@ for args, what in ((["--model", "nosuch"], "nosuch"), (["--data", "idx:/nonexist
     r = run(args + ["--out", nd])
     check(r.returncode == 2 and what in r.stderr and not os.path.exists(nd),
           f"{args}: exit {r.returncode}, made {nd}: {os.path.exists(nd)}, {r.stderr.strip()}")
+# the local mode runs in bench's own process: it must get its one
+# configuration of the sweep, as a launched rank does
+ld = tmpdir()
+r = run(SMALL + ["--mode", "local,ps", "--world", "1", "--batch", "8", "--steps", "3",
+                 "--warmup", "1", "--out", ld])
+check(r.returncode == 0 and sorted(x["mode"] for x in report(ld).get("runs", [])) == ["local", "ps"],
+      f"--mode local,ps: exit {r.returncode}, {r.stderr.strip()}")
 v = run(["--version"])
 check(v.returncode == 0 and "gradsync" in v.stdout and "git" in v.stdout and "ZeroMQ" in v.stdout
       and "CPU code path" in v.stdout, f"--version: {v.stdout!r}")

@@ -3,8 +3,7 @@
  * one). GS_TEST_DEVICE picks the GPU (default 0).
  *
  * Tolerances (u = 2^-24, gamma_n = n*u / (1 - n*u)):
- *  - bit-exact: memory ops, bias_add(_nchw), bias_grad (same sequential
- *    order), relu(_grad), xent_backward, im2col, col2im, maxpool, sgd,
+ *  - bit-exact: memory ops, bias_add(_nchw), relu(_grad), xent_backward, im2col, col2im, maxpool, sgd,
  *    add, axpy, scale, add_lp, every conversion (all 65536 fp16 / bf16
  *    patterns, 1M fp32 patterns), nonfinite counts; the CUDA build uses
  *    --fmad=false so these are the CPU's roundings;
@@ -12,12 +11,15 @@
  *    |a_ip b_pj| + |beta c_ij|), the classical bound for two different
  *    summation orders; gemm_lp (fp16 / bf16 inputs, exact products, fp32
  *    accumulation in tensor cores that may truncate): the same with 8u;
- *  - bias_grad_nchw (tree vs sequential): 2*gamma_N * sum|dy|;
+ *  - bias_grad, bias_grad_nchw (tree vs sequential): 2*gamma_N * sum|dy|,
+ *    and the same bits when run again;
  *  - xent_forward: probs and the mean loss within 2 ulp (double exp/log of
  *    the GPU vs glibc, rounded to float), correct count exact;
  *  - conv2d forward/backward (composite over im2col + GEMM + col2im):
  *    |diff| <= 1e-5 * max|cpu| + the gemm bound is not tracked through the
- *    composite, so 1e-5 of the largest magnitude. */
+ *    composite, so 1e-5 of the largest magnitude.
+ * The element-wise ops are also run at lengths 0, 1, odd and 2^24 + 3, on
+ * pointers 1 and 3 elements into an allocation (test_lengths). */
 #include <stdbool.h>
 
 #include <cblas.h>
@@ -183,9 +185,11 @@ static void test_gemm(void) {
   /* k = 0: C *= beta */
   int m = 5, n = 4, ldc = 6;
   float *c0 = rnd((size_t)m * ldc, -1, 1), *c1 = copy_of(c0, (size_t)m * ldc);
-  cpu->gemm(cpu, false, false, m, n, 0, 1.0f, NULL, 1, NULL, 1, 0.5f, c1, ldc);
+  cpu->gemm(cpu, false, false, m, n, 0, 1.0f, NULL, 1, NULL, n, 0.5f, c1, ldc);
+  gs_err ce = {0};
+  CHECK(cpu->sync(cpu, &ce) == GS_OK, "CPU gemm k=0: %s", ce.msg);
   float *dc = up(c0, (size_t)m * ldc * 4);
-  gpu->gemm(gpu, false, false, m, n, 0, 1.0f, NULL, 1, NULL, 1, 0.5f, dc, ldc);
+  gpu->gemm(gpu, false, false, m, n, 0, 1.0f, NULL, 1, NULL, n, 0.5f, dc, ldc);
   float *c2 = down(dc, (size_t)m * ldc * 4);
   SYNC_OK("gemm k=0");
   CHECK(same_bits("gemm k=0", c2, c1, (size_t)m * ldc, 4), "k=0");
@@ -208,12 +212,31 @@ static void test_layers(void) {
   gpu->bias_add(gpu, rows, cols, dbias, dy);
   float *y2 = down(dy, n * 4);
   CHECK(same_bits("bias_add", y2, y1, n, 4), " ");
-  float *g1 = xmalloc((size_t)cols * 4);
-  float *dg = gpu->alloc(gpu, (size_t)cols * 4);
-  cpu->bias_grad(cpu, rows, cols, y1, g1);
-  gpu->bias_grad(gpu, rows, cols, dy, dg);
-  float *g2 = down(dg, (size_t)cols * 4);
-  CHECK(same_bits("bias_grad", g2, g1, (size_t)cols, 4), " ");
+  /* the kernel's blocks of 32 columns: columns that do not fill one, rows
+   * fewer than its 8 parts, the classifier's shape at a large batch */
+  int bg[][2] = {{64, 120}, {0, 7}, {1, 1}, {129, 33}, {1031, 10}, {1024, 2050}, {3, 64}};
+  for (size_t i = 0; i < sizeof bg / sizeof bg[0]; i++) {
+    int br = bg[i][0], bc = bg[i][1];
+    size_t bn = (size_t)br * bc;
+    float *by = rnd(bn, -2, 2), *bg1 = rnd((size_t)bc, -1, 1);
+    float *dby = up(by, bn * 4), *dbg = up(bg1, (size_t)bc * 4);
+    cpu->bias_grad(cpu, br, bc, by, bg1);
+    gpu->bias_grad(gpu, br, bc, dby, dbg);
+    float *bg2 = down(dbg, (size_t)bc * 4);
+    double *btol = xmalloc((size_t)bc * sizeof *btol);
+    for (int j = 0; j < bc; j++) {
+      double a = 0;
+      for (int r = 0; r < br; r++) a += fabs(by[(size_t)r * bc + j]);
+      btol[j] = 2.0 * gamma_n((size_t)br, ldexp(1.0, -24)) * a;
+    }
+    CHECK(within("bias_grad", bg2, bg1, (size_t)bc, btol, 0), "rows %d cols %d", br, bc);
+    gpu->bias_grad(gpu, br, bc, dby, dbg);
+    float *bg3 = down(dbg, (size_t)bc * 4);
+    CHECK(same_bits("bias_grad rerun", bg3, bg2, (size_t)bc, 4), "not deterministic");
+    gpu->release(gpu, dby);
+    gpu->release(gpu, dbg);
+    free(by); free(bg1); free(bg2); free(bg3); free(btol);
+  }
 
   int nn = 16, c = 6, plane = 28 * 28;
   size_t tn = (size_t)nn * c * plane;
@@ -250,14 +273,15 @@ static void test_layers(void) {
   float *gx2 = down(dgy, tn * 4);
   CHECK(same_bits("relu_grad", gx2, gx1, tn, 4), " ");
   SYNC_OK("layers");
-  gpu->release(gpu, dy); gpu->release(gpu, dbias); gpu->release(gpu, dg);
+  gpu->release(gpu, dy); gpu->release(gpu, dbias);
   gpu->release(gpu, dx); gpu->release(gpu, db6); gpu->release(gpu, ds); gpu->release(gpu, dgy);
-  free(y0); free(bias); free(y1); free(y2); free(g1); free(g2); free(x0); free(x1); free(b6);
+  free(y0); free(bias); free(y1); free(y2); free(x0); free(x1); free(b6);
   free(x2); free(s1); free(s2); free(s3); free(r1); free(r2); free(gy); free(gx1); free(gx2);
 }
 
-static void test_xent(void) {
-  int batch = 100, classes = 10;
+/* batch 2500 spans three of the total's 1024-row stages */
+static void xent_case(int batch) {
+  int classes = 10;
   size_t n = (size_t)batch * classes;
   float *z = rnd(n, -8, 8);
   int32_t *lab = xmalloc((size_t)batch * 4);
@@ -288,18 +312,27 @@ static void test_xent(void) {
   CHECK(same_bits("xent_backward", d2, d1, n, 4), " ");
   SYNC_OK("xent_backward");
 
-  lab[7] = classes + 3;
+  int badrow = batch - 3;
+  lab[badrow] = classes + 3;
+  lab[batch - 1] = -1;  /* a later bad row: the first is named */
   gpu->to_device(gpu, dl, lab, (size_t)batch * 4);
   loss2 = 12345.0f;
   gpu->xent_forward(gpu, batch, classes, dz, dl, dp, &loss2, &c2);
   gs_err e = {0};
   int rc = gpu->sync(gpu, &e);
-  CHECK(rc == GS_EINVAL && strstr(e.msg, "outside") && strstr(e.msg, "row 7"),
+  char want[32];
+  snprintf(want, sizeof want, "row %d ", badrow);
+  CHECK(rc == GS_EINVAL && strstr(e.msg, "outside") && strstr(e.msg, want),
         "bad label: %s (%s)", gs_strerror(rc), e.msg);
   CHECK(loss2 == 12345.0f, "loss written despite a bad label");
   SYNC_OK("after a bad label");
   gpu->release(gpu, dz); gpu->release(gpu, dp); gpu->release(gpu, dl); gpu->release(gpu, dd);
   free(z); free(lab); free(p1); free(p2); free(tol); free(d1); free(d2);
+}
+
+static void test_xent(void) {
+  xent_case(100);
+  xent_case(2500);
 }
 
 static float max_abs(const float *x, size_t n) {
@@ -482,6 +515,66 @@ static void test_convert(void) {
   free(h); free(bits); free(f1); free(l1); free(cp);
 }
 
+/* The element-wise ops at lengths 0, 1, odd and large, on buffers that start
+ * 1 and 3 elements past an allocation (4-byte aligned only for fp32, 2-byte
+ * for fp16/bf16): the bits of the CPU table inside [off, off + n) and the
+ * guard elements around it untouched. */
+static void lengths_case(size_t n, size_t off) {
+  size_t tot = n + off + 5;  /* off guards before, 5 after */
+  gs_sgd h = {0.05f, 0.9f, 1e-4f};
+  float *p = rnd(tot, -2, 2), *g = rnd(tot, -2, 2), *b = rnd(tot, -1, 1);
+  if (tot > 2) g[off] = -0.0f;  /* relu of -0 and a zero gradient */
+  float *dp = up(p, tot * 4), *dg = up(g, tot * 4), *db = up(b, tot * 4);
+  uint16_t *lp = xmalloc(tot * 2), *dlp = gpu->alloc(gpu, tot * 2);
+  for (int first = 1; first >= 0; first--) {
+    cpu->sgd(cpu, n, p + off, g + off, b + off, h, first);
+    gpu->sgd(gpu, n, dp + off, dg + off, db + off, h, first);
+  }
+  cpu->add(cpu, n, p + off, g + off);
+  gpu->add(gpu, n, dp + off, dg + off);
+  cpu->axpy(cpu, n, -0.3f, g + off, p + off);
+  gpu->axpy(gpu, n, -0.3f, dg + off, dp + off);
+  cpu->scale(cpu, n, 1.0f / 3.0f, p + off);
+  gpu->scale(gpu, n, 1.0f / 3.0f, dp + off);
+  cpu->relu(cpu, n, g + off, b + off);
+  gpu->relu(gpu, n, dg + off, db + off);
+  gs_dtype lps[] = {GS_F16, GS_BF16};
+  for (int t = 0; t < 2; t++) {
+    memset(lp, 0x5a, tot * 2);
+    gpu->to_device(gpu, dlp, lp, tot * 2);
+    cpu->convert(cpu, lps[t], lp + off, GS_F32, p + off, n);
+    gpu->convert(gpu, lps[t], dlp + off, GS_F32, dp + off, n);
+    uint16_t *l2 = down(dlp, tot * 2);
+    CHECK(same_bits("narrow (guards too)", l2, lp, tot, 2), "%s n %zu off %zu",
+          gs_dtype_name(lps[t]), n, off);
+    free(l2);
+    cpu->add_lp(cpu, lps[t], n, g + off, lp + off);
+    gpu->add_lp(gpu, lps[t], n, dg + off, dlp + off);
+    cpu->convert(cpu, GS_F32, b + off, lps[t], lp + off, n);
+    gpu->convert(gpu, GS_F32, db + off, lps[t], dlp + off, n);
+    size_t want = cpu->nonfinite(cpu, lps[t], n, lp + off);
+    size_t got = gpu->nonfinite(gpu, lps[t], n, dlp + off);
+    CHECK(got == want, "nonfinite %s n %zu off %zu: %zu vs %zu", gs_dtype_name(lps[t]), n, off,
+          got, want);
+  }
+  size_t want = cpu->nonfinite(cpu, GS_F32, n, p + off), got = gpu->nonfinite(gpu, GS_F32, n, dp + off);
+  CHECK(got == want, "nonfinite fp32 n %zu off %zu: %zu vs %zu", n, off, got, want);
+  SYNC_OK("lengths");
+  float *p2 = down(dp, tot * 4), *g2 = down(dg, tot * 4), *b2 = down(db, tot * 4);
+  CHECK(same_bits("sgd/add/axpy/scale p (guards too)", p2, p, tot, 4), "n %zu off %zu", n, off);
+  CHECK(same_bits("add_lp g (guards too)", g2, g, tot, 4), "n %zu off %zu", n, off);
+  CHECK(same_bits("relu/widen b (guards too)", b2, b, tot, 4), "n %zu off %zu", n, off);
+  gpu->release(gpu, dp); gpu->release(gpu, dg); gpu->release(gpu, db); gpu->release(gpu, dlp);
+  free(p); free(g); free(b); free(lp); free(p2); free(g2); free(b2);
+}
+
+static void test_lengths(void) {
+  size_t ns[] = {0, 1, 2, 7, 1023, 65537, (size_t)(1 << 24) + 3};
+  size_t offs[] = {0, 1, 3};
+  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+    for (size_t j = 0; j < sizeof offs / sizeof offs[0]; j++) lengths_case(ns[i], offs[j]);
+}
+
 /* A fork works on its own stream; stream_wait orders the two. */
 static void test_fork(void) {
   gs_err e = {0};
@@ -544,6 +637,7 @@ int main(void) {
   test_maxpool();
   test_optimizer_and_algebra();
   test_convert();
+  test_lengths();
   test_fork();
   size_t now = 0, peak = 0;
   gs_cuda_mem(gpu, &now, &peak);

@@ -27,7 +27,12 @@ static region reg[MAXREG];
 static int nreg;
 static int violations;
 
+/* The table is the first member, so a table is its fake. The table's impl
+ * stays the CPU table's: the ops left unwatched (the layers, the GEMMs)
+ * are the CPU's own and run on the fake's device memory, which is host
+ * memory, so a trainer can run on it too. */
 typedef struct fake {
+  gs_kernels k;
   gs_kernels *cpu;
   gs_err err;
 } fake;
@@ -42,7 +47,7 @@ static bool is_dev(const void *p) {
 }
 
 static void bad(gs_kernels *k, const char *op, const char *what) {
-  fake *f = k->impl;
+  fake *f = (fake *)k;
   pthread_mutex_lock(&mu);
   violations++;
   pthread_mutex_unlock(&mu);
@@ -54,7 +59,7 @@ static void bad(gs_kernels *k, const char *op, const char *what) {
 #define HOST(op, p) \
   do { if ((p) && is_dev(p)) bad(k, op, "a device pointer where a host pointer belongs"); } while (0)
 
-static gs_kernels *cpu(gs_kernels *k) { return ((fake *)k->impl)->cpu; }
+static gs_kernels *cpu(gs_kernels *k) { return ((fake *)k)->cpu; }
 
 static void *f_alloc(gs_kernels *k, size_t bytes) {
   void *p = cpu(k)->alloc(cpu(k), bytes);
@@ -101,7 +106,7 @@ static void f_zero(gs_kernels *k, void *p, size_t bytes) {
   cpu(k)->zero(cpu(k), p, bytes);
 }
 static int f_sync(gs_kernels *k, gs_err *e) {
-  fake *f = k->impl;
+  fake *f = (fake *)k;
   if (f->err.code) {
     int code = f->err.code;
     if (e && e->code == 0) *e = f->err;
@@ -117,7 +122,6 @@ static gs_kernels *f_clone(gs_kernels *k, gs_err *e) {
 }
 static void f_destroy(gs_kernels *k) {
   cpu(k)->destroy(cpu(k));
-  free(k->impl);
   free(k);
 }
 static void f_sgd(gs_kernels *k, size_t n, void *p, const void *g, void *buf, gs_sgd h,
@@ -151,15 +155,28 @@ static size_t f_nonfinite(gs_kernels *k, gs_dtype t, size_t n, const void *x) {
   DEV("nonfinite", x);
   return cpu(k)->nonfinite(cpu(k), t, n, x);
 }
+static void f_gather_batch(gs_kernels *k, int count, size_t dim, const uint8_t *pixels,
+                           const int32_t *labels, const int64_t *idx, float *x, int32_t *y) {
+  DEV("gather_batch", pixels);
+  DEV("gather_batch", labels);
+  DEV("gather_batch", idx);
+  DEV("gather_batch", x);
+  DEV("gather_batch", y);
+  cpu(k)->gather_batch(cpu(k), count, dim, pixels, labels, idx, x, y);
+}
 
 gs_kernels *fakedev_create(gs_err *e) {
   gs_kernels *c = gs_kernels_cpu(0, e);
   if (!c) return NULL;
-  gs_kernels *k = malloc(sizeof *k);
   fake *f = calloc(1, sizeof *f);
-  *k = *c;  /* the ops the ps code must not use stay the CPU's */
+  if (!f) {
+    c->destroy(c);
+    GS_FAIL(e, GS_ENOMEM, "fakedev: out of memory");
+    return NULL;
+  }
+  gs_kernels *k = &f->k;
+  *k = *c;  /* the unwatched ops and their impl stay the CPU's */
   f->cpu = c;
-  k->impl = f;
   k->name = "fakedev";
   k->device = GS_DEV_CUDA;
   k->alloc = f_alloc;
@@ -180,6 +197,7 @@ gs_kernels *fakedev_create(gs_err *e) {
   k->add_lp = f_add_lp;
   k->convert = f_convert;
   k->nonfinite = f_nonfinite;
+  k->gather_batch = f_gather_batch;
   return k;
 }
 
