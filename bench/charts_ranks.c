@@ -53,9 +53,10 @@ int gs_charts_memory(const char *dir, const gs_summary *runs, size_t n, gs_err *
     int gx = x;
     for (int r = 0; r < s->world; r++) {
       double v = s->per_rank[r].peak_rss_bytes / MiB, h = v / top * (y0 - y1);
+      char id[400];
       put(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"><title>%s rank "
-          "%d: %.1f MiB</title></rect>\n", x, y0 - h, barw, h, gs_svg_mode_color(mode), s->id, r,
-          v);
+          "%d: %.1f MiB</title></rect>\n", x, y0 - h, barw, h, gs_svg_mode_color(mode),
+          gs_svg_esc(s->id, id, sizeof id), r, v);
       put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"10\">%d</text>\n",
           x + barw / 2, y0 + 13, r);
       x += barw + 4;
@@ -157,12 +158,12 @@ int gs_charts_timeline(const char *dir, const char *id, const gs_run_info *info,
       const gs_span *sp = &ranks[r].spans[i];
       double a = sp->t0 > t0 ? sp->t0 : t0, z = sp->t1 < t1 ? sp->t1 : t1;
       if (sp->track != 1 || !(z > a)) continue;
-      char nm[sizeof sp->name + 1];
+      char nm[sizeof sp->name + 1], esc[6 * sizeof sp->name + 1];
       memcpy(nm, sp->name, sizeof sp->name);
       nm[sizeof sp->name] = 0;
       put(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"5\" fill=\"%s\"><title>rank "
           "%d backend: %s, %.3f ms</title></rect>\n", XT(a), y + lane + 1, XT(z) - XT(a),
-          COMM_COLOR, r, nm, (sp->t1 - sp->t0) * 1e3);
+          COMM_COLOR, r, gs_svg_esc(nm, esc, sizeof esc), (sp->t1 - sp->t0) * 1e3);
     }
   }
 #undef XT
@@ -263,9 +264,10 @@ int gs_charts_busbw(const char *dir, json_t *tables, gs_err *e) {
       if (!(s > 0)) continue;
       double x = x0 + (log2(s) - l2lo) * span, y = y0 - bw / top * (y0 - y1);
       put(&pts, "%.1f,%.1f ", x, y);
+      char m[200];
       put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s %s w%d, %.0f "
-          "bytes: %.4g GB/s</title></circle>\n", x, y, col, shown, mode ? mode : "?", world, s,
-          bw);
+          "bytes: %.4g GB/s</title></circle>\n", x, y, col, shown,
+          gs_svg_esc(mode ? mode : "?", m, sizeof m), world, s, bw);
     }
     if (pts.s)
       put(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s/>\n",

@@ -11,9 +11,12 @@
  * artifact as it opened here. It is rendered from report.json's document,
  * the same numbers the terminal and the JSON show. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench/html.h"
 #include "bench/results.h"
@@ -25,7 +28,8 @@ static void esc(FILE *f, const char *s) {
     case '>': fputs("&gt;", f); break;
     case '&': fputs("&amp;", f); break;
     case '"': fputs("&quot;", f); break;
-    default: fputc(*s, f);
+    case '\'': fputs("&#39;", f); break;
+    default: fputc((unsigned char)*s < 0x20 ? '?' : *s, f);
     }
   }
 }
@@ -143,8 +147,22 @@ static int by_name(const struct dirent **a, const struct dirent **b) {
   return strcmp((*a)->d_name, (*b)->d_name);
 }
 
-/* every *.svg of dir inlined, its name as the caption; the XML prologue
- * is dropped (it is not allowed inside HTML) */
+/* A chart of dir this user wrote: a regular file, not a link, of this
+ * user (a results directory may be shared: what someone else put there is
+ * not inlined). NULL otherwise. */
+static FILE *open_own(const char *path) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()) {
+    FILE *f = fdopen(fd, "r");
+    if (f) return f;
+  }
+  if (fd >= 0) close(fd);
+  return NULL;
+}
+
+/* every *.svg of dir this user wrote inlined, its name as the caption;
+ * the XML prologue is dropped (it is not allowed inside HTML) */
 static int inline_charts(FILE *f, const char *dir) {
   struct dirent **ents = NULL;
   int n = scandir(dir, &ents, NULL, by_name), shown = 0;
@@ -154,7 +172,7 @@ static int inline_charts(FILE *f, const char *dir) {
     char path[4200];
     if (len > 4 && !strcmp(name + len - 4, ".svg") &&
         snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path) {
-      FILE *in = fopen(path, "r");
+      FILE *in = open_own(path);
       char *svg = NULL;
       size_t cap = 0;
       ssize_t got = in ? getdelim(&svg, &cap, '\0', in) : -1;

@@ -84,21 +84,15 @@ static int push(ps_sync *s, int b, gs_err *e) {
 }
 
 /* ------------------------------------------------------ dropped connections
- * ZeroMQ reconnects by itself, but what was in flight on a connection that
- * dropped is gone. The gradients of the step are still where push() left
+ * The dial connects again by itself (dial.c), but what was in flight on a
+ * connection that dropped is gone. The gradients of the step are still where push() left
  * them (end_step returns only when every bucket is back), so once the
  * connection is back every bucket not answered yet goes again; the server
  * takes a push it already has once, and answers one of a step it has
  * finished with that step's parameters again (server.c, on_push). */
 
-void gs_ps_watch(ps_sync *s) {
-  s->mon = gs_wire_monitor(s->st->zctx, s->sock, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
-}
-
 /* Whether the connection came back after a drop since the last look. */
-static bool reconnected(ps_sync *s) {
-  return gs_wire_monitor_back(s->mon, &s->dropped);
-}
+static bool reconnected(ps_sync *s) { return gs_dial_back(s->dial); }
 
 static int repush(ps_sync *s, gs_err *e) {
   if (!reconnected(s) || !s->in_step) return GS_OK;
@@ -284,7 +278,7 @@ static int wait_params(ps_sync *s, gs_err *e) {
     }
     GS_TRY(repush(s, e));
     int slice = (int)(left * 1000.0) + 1;
-    GS_TRY(recv_one(s, s->mon && slice > 50 ? 50 : slice, e));
+    GS_TRY(recv_one(s, gs_dial_watched(s->dial) && slice > 50 ? 50 : slice, e));
   }
   span(s, "wait", -1, t0);
   return GS_OK;
@@ -448,7 +442,7 @@ static int ps_close(gs_sync *base, bool ok, gs_err *e) {
     int linger = 200;
     zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
   }
-  gs_wire_monitor_close(s->sock, s->mon);
+  gs_dial_close(s->dial);
   zmq_close(s->sock);
   if (st->thread_started) {
     if (!orderly) gs_ps_server_stop(st->server);

@@ -50,8 +50,7 @@ typedef struct ps_sync {
   void *stage_host, *stage_dev;
   uint64_t stage_host_bytes, stage_dev_bytes;
   atomic_int inflight;
-  void *mon;        /* the DEALER's connection events (not inproc) */
-  bool dropped;     /* the connection dropped; push again once it is back */
+  gs_dial *dial;    /* the DEALER's connection, watched for drops (not inproc) */
   int64_t resent_step; /* the step whose pushes went again (-1: none) */
 
   int64_t step;
@@ -76,8 +75,6 @@ int gs_ps_open_one(ps_state *st, const gs_sync_config *c, ps_sync **out, gs_err 
 void gs_ps_discard_one(ps_state *st);
 
 /* client.c */
-/* Watch the DEALER's connection for drops (tcp and ipc; not inproc). */
-void gs_ps_watch(ps_sync *s);
 extern const gs_sync_ops gs_ps_step_ops;
 /* end_step in two halves, so that a sharded step pushes to every server
  * before it waits for any: push what is left, then wait for the
