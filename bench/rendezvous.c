@@ -160,7 +160,7 @@ static void send_error_to(gs_rdv *r, zmq_msg_t *id, const char *phase, const cha
 
 typedef struct reg {
   zmq_msg_t id;
-  bool used;
+  bool used, welcomed;
   char endpoint[GS_ENDPOINT_MAX];
   char host[GS_HOST_MAX];
   char *settings;
@@ -234,6 +234,7 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob
   double deadline = gs_now() + timeout_ms / 1000.0;
   char why[768] = "";
 
+again:
   while (have < world && rc == GS_OK) {
     int left = (int)((deadline - gs_now()) * 1000.0);
     if (left <= 0) {
@@ -339,13 +340,29 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob
     gs_wire_env(&env, job->job, 0);
     env.body_case = GRADSYNC__ENVELOPE__BODY_WELCOME;
     env.welcome = &w;
+    int lost = 0;
     for (int i = 1; i < world && rc == GS_OK; i++) {
+      if (regs[i].welcomed) continue;
       rc = gs_wire_send(r->sock, zmq_msg_data(&regs[i].id), zmq_msg_size(&regs[i].id), &env,
                         NULL, 0, NULL, NULL, timeout_ms, NULL, e);
-      if (rc < 0) gs_err_prefix(e, "rank 0: rendezvous: welcoming rank %d: ", i);
+      if (rc == GS_EPEER) { /* its connection is gone: it dials again and registers anew */
+        gs_err_clear(e);
+        rc = GS_OK;
+        zmq_msg_close(&regs[i].id);
+        free(regs[i].settings);
+        regs[i].settings = NULL;
+        regs[i].used = false;
+        have--;
+        lost++;
+      } else if (rc < 0) {
+        gs_err_prefix(e, "rank 0: rendezvous: welcoming rank %d: ", i);
+      } else {
+        regs[i].welcomed = true;
+      }
     }
     free(eps);
     free(hosts);
+    if (lost && rc == GS_OK) goto again;
   } else {
     for (int i = 1; i < world; i++)
       if (regs[i].used) send_error_to(r, &regs[i].id, "rendezvous", why);
@@ -435,19 +452,26 @@ static const char *refusal(uint16_t id, uint32_t status) {
   "--secret-file differs between the ranks)"
 
 /* Wait for rank 0's answer to the registration, dialling again after a
- * refused handshake (libzmq gives such a connection up). */
+ * refused handshake (libzmq gives such a connection up). The registration
+ * goes again over every connection after the first, since rank 0 may have
+ * lost the one it came by (it takes the same registration twice as one). */
 static int await_welcome(gs_rdv *r, const char *master, const gs_rdv_me *me, int timeout_ms,
                          gs_wire_msg *m, gs_err *e) {
   double deadline = gs_now() + timeout_ms / 1000.0, redial_at = 0;
   const char *last = NULL;
-  bool handshaking = false;
+  bool handshaking = false, queued = true; /* the first registration waits in the pipe */
   memset(m, 0, sizeof *m);
   for (;;) {
     uint16_t id;
     uint32_t value;
     while (gs_wire_monitor_event(r->mon, &id, &value)) {
       if (id == ZMQ_EVENT_CONNECTED) handshaking = true;
-      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) handshaking = false;
+      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        handshaking = false;
+        redial_at = 0;
+        if (!queued) GS_TRY(send_register(r, me, timeout_ms, e));
+        queued = false;
+      }
       if (id == ZMQ_EVENT_DISCONNECTED && handshaking) last = CLOSED_IN_HANDSHAKE;
       if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
           id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
@@ -458,11 +482,11 @@ static int await_welcome(gs_rdv *r, const char *master, const gs_rdv_me *me, int
     }
     if (redial_at && gs_now() >= redial_at) {
       redial_at = 0;
+      queued = false; /* dropped with the old connection's pipe */
       zmq_disconnect(r->sock, master);
       if (zmq_connect(r->sock, master) < 0)
         return GS_FAIL(e, GS_EIO, "rank %d: connecting to rank 0 at %s again: %s", me->rank,
                        master, zmq_strerror(zmq_errno()));
-      GS_TRY(send_register(r, me, timeout_ms, e));
     }
     double left = deadline - gs_now();
     if (left <= 0) break;

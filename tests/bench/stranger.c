@@ -14,6 +14,12 @@
  *     ZMTP greeting for CURVE and a HELLO of random bytes, dialled again as
  *     soon as the server drops it. Prints how many it made and whether any
  *     got a reply beyond the greeting.
+ *     Beside them, ZeroMQ sockets without a mechanism fire knocks of the
+ *     challenge this rendezvous had before CURVE (protocol version 1).
+ *   stranger rank0 SECONDS ENDPOINT
+ *     A fake rank 0: binds ENDPOINT (no mechanism) and answers every
+ *     message with a forged Welcome and an Error, for SECONDS. Prints how
+ *     many it answered.
  *   stranger big CONNECTIONS MIB ENDPOINT
  *     CONNECTIONS raw TCP connections at once, each a ZMTP greeting and a
  *     frame that announces MIB MiB, then as many bytes of it as the server
@@ -24,6 +30,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,12 +225,41 @@ typedef struct conn {
   double t0;
 } conn;
 
+/* The old rendezvous' Knock (an Envelope of version 1 whose field 31 holds a
+ * 32-byte nonce), by hand: the message no longer exists. */
+static size_t old_knock(uint8_t *b) {
+  size_t n = 0;
+  b[n++] = 0x08, b[n++] = 1;          /* version 1 */
+  b[n++] = 0x18, b[n++] = 1;          /* rank 1 */
+  b[n++] = 0xfa, b[n++] = 0x01;       /* field 31, length-delimited */
+  b[n++] = 34;
+  b[n++] = 0x0a, b[n++] = 32;         /* nonce */
+  for (int i = 0; i < 32; i++) b[n++] = (uint8_t)rand();
+  return n;
+}
+
 static int knock(int nconn, double secs, const char *ep) {
   conn *c = calloc((size_t)nconn, sizeof *c);
+  void *ctx = zmq_ctx_new(), *z[8];
+  for (int i = 0; i < 8; i++) {
+    z[i] = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(z[i], ZMQ_LINGER, &zero, sizeof zero);
+    zmq_connect(z[i], ep);
+  }
+  unsigned long knocks = 0, zreplies = 0;
   unsigned long made = 0, answered = 0, closed = 0;
   double end = gs_now() + secs;
   for (int i = 0; i < nconn; i++) c[i].fd = -1;
   while (gs_now() < end) {
+    for (int i = 0; i < 8; i++) {
+      uint8_t b[64];
+      for (int k = 0; k < 50; k++) knocks += zmq_send(z[i], b, old_knock(b), ZMQ_DONTWAIT) >= 0;
+      zmq_msg_t m;
+      zmq_msg_init(&m);
+      while (zmq_msg_recv(&m, z[i], ZMQ_DONTWAIT) >= 0) zreplies++;
+      zmq_msg_close(&m);
+    }
     for (int i = 0; i < nconn; i++) {
       if (c[i].fd >= 0) continue;
       c[i].fd = tcp_to(ep);
@@ -251,8 +287,8 @@ static int knock(int nconn, double secs, const char *ep) {
         for (int k = 8; k < (int)sizeof hello; k++) hello[k] = (uint8_t)rand();
         hello[8] = 1;
         hello[9] = 0;
-        c[i].out += (size_t)(write(c[i].fd, c[i].head, 64) == 64);
-        c[i].out += (size_t)(write(c[i].fd, hello, sizeof hello) > 0);
+        c[i].out += (size_t)(send(c[i].fd, c[i].head, 64, MSG_NOSIGNAL) == 64);
+        c[i].out += (size_t)(send(c[i].fd, hello, sizeof hello, MSG_NOSIGNAL) > 0);
       }
       if (p[i].revents & (POLLIN | POLLHUP | POLLERR)) {
         uint8_t b[4096];
@@ -276,8 +312,47 @@ static int knock(int nconn, double secs, const char *ep) {
   for (int i = 0; i < nconn; i++)
     if (c[i].fd >= 0) close(c[i].fd);
   free(c);
+  for (int i = 0; i < 8; i++) zmq_close(z[i]);
+  zmq_ctx_term(ctx);
   printf("stranger: knock: %lu connections made, %lu dropped by the server, %lu answered "
-         "beyond the greeting\n", made, closed, answered);
+         "beyond the greeting; %lu old knocks sent, %lu replies\n", made, closed,
+         answered + zreplies, knocks, zreplies);
+  return 0;
+}
+
+static int fake_rank0(double secs, const char *ep) {
+  void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_ROUTER);
+  int zero = 0;
+  zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+  if (zmq_bind(s, ep) < 0) {
+    fprintf(stderr, "stranger: rank0: cannot bind %s: %s\n", ep, zmq_strerror(zmq_errno()));
+    return 1;
+  }
+  unsigned long answered = 0;
+  double end = gs_now() + secs;
+  while (gs_now() < end) {
+    zmq_pollitem_t it = {.socket = s, .events = ZMQ_POLLIN};
+    if (zmq_poll(&it, 1, 50) <= 0) continue;
+    zmq_msg_t id, m;
+    zmq_msg_init(&id);
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&id, s, 0) >= 0) {
+      while (zmq_msg_more(&id) && zmq_msg_recv(&m, s, 0) >= 0 && zmq_msg_more(&m)) {
+      }
+      for (int k = 0; k < 2; k++) {
+        zmq_send(s, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        if (k == 0) forged_welcome(s);
+        else forged_error(s);
+      }
+      answered++;
+    }
+    zmq_msg_close(&id);
+    zmq_msg_close(&m);
+  }
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  printf("stranger: rank0: answered %lu messages with a forged Welcome and an Error\n",
+         answered);
   return 0;
 }
 
@@ -344,10 +419,12 @@ static int big(int nconn, double mib, const char *ep) {
 }
 
 int main(int argc, char **argv) {
+  signal(SIGPIPE, SIG_IGN); /* a server that drops us is what is tested */
   if (argc >= 5 && !strcmp(argv[1], "knock")) {
     int n = atoi(argv[2]);
     return knock(n < 1 ? 1 : n > MAX_CONNS ? MAX_CONNS : n, atof(argv[3]), argv[4]);
   }
+  if (argc >= 4 && !strcmp(argv[1], "rank0")) return fake_rank0(atof(argv[2]), argv[3]);
   if (argc >= 5 && !strcmp(argv[1], "big")) {
     int n = atoi(argv[2]);
     return big(n < 1 ? 1 : n > MAX_CONNS ? MAX_CONNS : n, atof(argv[3]), argv[4]);
