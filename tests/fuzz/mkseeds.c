@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "allreduce/ring_internal.h"
 #include "bench/internal.h"
 #include "fuzz.h"
 #include "proto/wire.h"
@@ -419,6 +420,31 @@ static void meas_seeds(void) {
   meas_seed("ok-span-name-with-markup", 1, 1, 1, 1, 1, "<b>&\"x'</b>");
 }
 
+/* the shared-memory header: world, object size (4 bytes LE), the header */
+static void shm_seed(const char *name, int world, uint64_t chunk, uint64_t nonce, int64_t adjust) {
+  size_t hb = gs_shm_header_bytes(world);
+  uint8_t *h = calloc(1, hb);
+  gs_shm_header_write(h, world, nonce, chunk, 65536);
+  uint32_t bytes = (uint32_t)((int64_t)hb + 2 * (int64_t)world * (int64_t)(chunk & 0xffffff) +
+                              adjust);
+  buf[0] = (uint8_t)(world - 1);
+  for (int i = 0; i < 4; i++) buf[1 + i] = (uint8_t)(bytes >> (8 * i));
+  size_t n = hb < 256 ? hb : 256; /* the fields; the rest of the header is zeros */
+  memcpy(buf + 5, h, n);
+  free(h);
+  put("shm", name, buf, 5 + n);
+}
+
+static void shm_seeds(void) {
+  shm_seed("ok-2-ranks", 2, 4096, FUZZ_SHM_NONCE, 0);
+  shm_seed("ok-8-ranks", 8, 64, FUZZ_SHM_NONCE, 0);
+  shm_seed("bad-short-object", 2, 4096, FUZZ_SHM_NONCE, -64);
+  shm_seed("bad-other-nonce", 2, 4096, FUZZ_SHM_NONCE + 1, 0);
+  shm_seed("bad-half-line", 2, 96, FUZZ_SHM_NONCE, 0);
+  /* 2 x 8 x chunk wraps around 2^64 to 2 x 8 x 4096 */
+  shm_seed("bad-size-wraps", 8, ((uint64_t)1 << 60) + 4096, FUZZ_SHM_NONCE, 0);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: mkseeds DIR   (writes DIR/<harness>/<seed>)\n");
@@ -434,5 +460,6 @@ int main(int argc, char **argv) {
   wire_seeds();
   rdv_seeds();
   meas_seeds();
+  shm_seeds();
   return 0;
 }

@@ -1,7 +1,5 @@
 /* msgs.c: valid control messages, packed, for the seed writer and for the
  * rendezvous harness's own traffic (fuzz.h). */
-#include <unistd.h>
-
 #include "fuzz.h"
 #include "proto/wire.h"
 
@@ -16,7 +14,6 @@ size_t fuzz_register_msg(uint8_t *out, uint32_t rank, uint32_t world, const char
   rg.world = world;
   rg.host = "fuzzhost";
   rg.endpoint = "tcp://127.0.0.1:1";
-  rg.pid = (int32_t)getpid(); /* the harness's ranks are this process too */
   rg.n_settings = 2;
   rg.settings = set;
   Gradsync__Envelope env;
