@@ -136,29 +136,76 @@ def wait_ports(procs, want):
     return set()
 
 
+def zmtp_frames(data, at):
+    """the ZMTP frames of data from at: (is a command, its bytes); stops at
+    a frame cut short"""
+    out = []
+    while at + 2 <= len(data):
+        flags = data[at]
+        head, size = (9, int.from_bytes(data[at + 1:at + 9], "big")) if flags & 2 \
+            else (2, data[at + 1])
+        if at + head + size > len(data):
+            break
+        out.append((bool(flags & 4), data[at:at + head + size]))
+        at += head + size
+    return out
+
+
 def replay(port, data):
-    """send data over a new connection; what came back"""
+    """play a recorded client's bytes over a new connection as its client
+    did: the 64-byte greeting, then each handshake command after the
+    server's answer to the one before (a server drops a client that runs
+    ahead of its handshake), then everything after the handshake; what came
+    back"""
     got = b""
     try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=2)
-        s.sendall(data)
-        s.settimeout(1.0)
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    except OSError:
+        return got
+
+    def await_frame(before):
+        """read until the server sent a whole frame more than before bytes
+        past its greeting (or closed, or 5 s passed)"""
+        nonlocal got
         t0 = time.time()
-        while time.time() - t0 < 1.5:
+        while time.time() - t0 < 5:
+            if len(got) >= 64 and len(zmtp_frames(got, 64)) > before:
+                return True
             try:
                 b = s.recv(65536)
             except socket.timeout:
-                break
+                continue
+            except OSError:
+                return False
             if not b:
-                break
+                return False
             got += b
-        s.close()
+        return False
+
+    try:
+        s.settimeout(0.2)
+        s.sendall(data[:64])
+        frames = zmtp_frames(data, 64)
+        n = 0
+        while frames and frames[0][0]:  # the handshake: commands
+            s.sendall(frames.pop(0)[1])
+            if not await_frame(n):
+                break
+            n += 1
+        else:
+            s.settimeout(5)
+            s.sendall(b"".join(f for _, f in frames))
     except OSError:
         pass
+    s.close()
     return got
 
 
 def admitted(reply):
+    """the server finished the handshake (READY); a reply without even the
+    server's greeting tested nothing, and fails the test too"""
+    check(len(reply) >= 64, f"a replay got no greeting back ({len(reply)} bytes): the port "
+          "was not there")
     return b"\x05READY" in reply
 
 
@@ -173,20 +220,23 @@ def same(a, b):
         (a[k].view("u4") == b[k].view("u4")).all() for k in a)
 
 
+STEPS = 4000  # job A still trains while its recording is replayed against it
+
+
 def observe(mode, extra):
     what = f"{mode} {' '.join(extra)}".strip()
     # the undisturbed run
     port, pc = free_port(), tmpdir()
-    calm = [start(0, mode, port, extra, 600, params=pc)]
-    calm.append(start(1, mode, port, extra, 600))
+    calm = [start(0, mode, port, extra, STEPS, params=pc)]
+    calm.append(start(1, mode, port, extra, STEPS))
     finished(calm, f"{what} undisturbed")
 
     # job A, recorded from its start
     rec = Recorder()
     port, pa = free_port(), tmpdir()
-    a = [start(0, mode, port, extra, 600, params=pa)]
+    a = [start(0, mode, port, extra, STEPS, params=pa)]
     time.sleep(0.3)
-    a.append(start(1, mode, port, extra, 600))
+    a.append(start(1, mode, port, extra, STEPS))
     data_ports = wait_ports(a, 2 if mode == "ps" else 3) - {port}
     time.sleep(1.5)  # the data connections made and in use
     rec.close()
@@ -213,24 +263,27 @@ def observe(mode, extra):
     for (_, sp), (to, _) in data:
         check(not admitted(replay(sp, to)), f"{what}: a recorded data port login replayed "
               f"against the same job (port {sp}) was admitted")
+    check(all(p.poll() is None for p in a), f"{what}: job A ended before the replays: they "
+          "tested nothing (give it more steps)")
     finished(a, f"{what} recorded and replayed against")
     check(same(load_params(pc), load_params(pa)),
           f"{what}: job A's parameters differ from the undisturbed run's")
 
     # job B: the next job, same secret, same MASTER_PORT
     pb = tmpdir()
-    b = [start(0, mode, port, extra, 600, params=pb)]
+    b = [start(0, mode, port, extra, STEPS, params=pb)]
     time.sleep(0.5)
     for to, _ in rdv:
         check(not admitted(replay(port, to)), f"{what}: a recorded rendezvous handshake "
               "replayed against the next job was admitted")
     check(b[0].poll() is None, f"{what}: the replays stopped the next job's rank 0")
-    b.append(start(1, mode, port, extra, 600))
+    b.append(start(1, mode, port, extra, STEPS))
     ports_b = wait_ports(b, 2 if mode == "ps" else 3) - {port}
     for sp in ports_b:
         for _, (to, _) in data:
             check(not admitted(replay(sp, to)), f"{what}: a data port login recorded in job A "
                   f"was admitted at job B's port {sp}")
+    check(all(p.poll() is None for p in b), f"{what}: job B ended before the replays")
     finished(b, f"{what} next job")
     check(same(load_params(pc), load_params(pb)),
           f"{what}: job B's parameters differ from the undisturbed run's")

@@ -270,8 +270,8 @@ for mode in ("ps", "ring"):
         if CASE == "flood":
             check(calm_rss and rss and rss - calm_rss < 100 << 20,
                   f"{what}: rank 0's peak RSS {rss} vs {calm_rss} undisturbed")
-            print(f"{what}: rank 0's peak RSS {rss / 2**20:.1f} MiB attacked, "
-                  f"{calm_rss / 2**20:.1f} MiB undisturbed")
+            print(f"{what}: rank 0's peak RSS {(rss or 0) / 2**20:.1f} MiB attacked, "
+                  f"{(calm_rss or 0) / 2**20:.1f} MiB undisturbed")
         print(f"{what}: the job finished under attack ({CASE}) with the undisturbed run's "
               f"parameters")
 finish(f"strangers {CASE}")
