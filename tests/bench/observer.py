@@ -11,8 +11,12 @@ new connection:
   - against job B, the next job with the same secret on the same
     MASTER_PORT (the rendezvous' stream at its port while rank 0 waits,
     every data port's stream at each of B's data ports).
-No replay may be admitted (no READY command comes back), and A and B must
-finish with the parameters of an undisturbed run. The recording itself
+No replay may be admitted (no READY command comes back). Then the forged
+gather: with the job token the recording shows (the data ports carry it
+in clear by default; the rendezvous never), a connection of its own sends
+rank 0's rendezvous an Error "from rank 1", as the rendezvous once took
+it, and holds it open until the end of the job. A and B must finish with
+the parameters of an undisturbed run. The recording itself
 must show what the README says crosses the wire: the rendezvous'
 registration and welcome never in clear (no endpoint, no setting), and the
 original connections were admitted (READY in the server's bytes: the
@@ -201,6 +205,38 @@ def replay(port, data):
     return got
 
 
+def find_token(streams):
+    """the job token of the first gradsync Envelope in clear in the recorded
+    streams (a message frame after the greeting whose body starts with the
+    version, 1 or 2, then field 2: the fixed64 token), or None"""
+    for to, back in streams:
+        for b in (to, back):
+            for command, f in zmtp_frames(b, 64):
+                body = f[9:] if f[0] & 2 else f[2:]
+                if not command and len(body) >= 11 and body[0] == 8 and body[1] in (1, 2) \
+                        and body[2] == 0x11:
+                    return body[1], body[3:11]
+    return None
+
+
+def forged_error(port, token):
+    """a ZMTP connection without a mechanism (NULL), as a DEALER, that sends
+    an Error of rank 1 with the token; left open (the caller closes it)"""
+    version, tok = token
+    phase, text = b"training", b"forged by an observer"
+    body = b"\x0a" + bytes([len(phase)]) + phase + b"\x12" + bytes([len(text)]) + text
+    env = b"\x08" + bytes([version]) + b"\x11" + tok + b"\x18\x01\x92\x01" + bytes([len(body)]) + body
+    greeting = b"\xff" + b"\x00" * 8 + b"\x7f\x03\x00NULL" + b"\x00" * 16 + b"\x00" + b"\x00" * 31
+    ready = b"\x05READY\x0bSocket-Type\x00\x00\x00\x06DEALER"
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(greeting + b"\x04" + bytes([len(ready)]) + ready + b"\x00" +
+                  bytes([len(env)]) + env)
+        return s
+    except OSError:
+        return None
+
+
 def admitted(reply):
     """the server finished the handshake (READY); a reply without even the
     server's greeting tested nothing, and fails the test too"""
@@ -265,7 +301,15 @@ def observe(mode, extra):
               f"against the same job (port {sp}) was admitted")
     check(all(p.poll() is None for p in a), f"{what}: job A ended before the replays: they "
           "tested nothing (give it more steps)")
+    # the forged gather, with the token the recording shows (or a guess)
+    found = find_token([v for _, v in data] + rdv)
+    print(f"{what}: the recording shows the job token: {'yes' if found else 'no'}")
+    check(bool(found) != bool(extra), f"{what}: the job token is {'' if found else 'not '}"
+          "in the recording (in clear on the data ports by default, nowhere with --encrypt)")
+    forged = forged_error(port, found or (2, os.urandom(8)))
     finished(a, f"{what} recorded and replayed against")
+    if forged:
+        forged.close()
     check(same(load_params(pc), load_params(pa)),
           f"{what}: job A's parameters differ from the undisturbed run's")
 
