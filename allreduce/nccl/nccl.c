@@ -49,7 +49,7 @@
 #include <nccl.h>
 
 #include "allreduce/allreduce.h"
-#include "allreduce/nccl_internal.h"
+#include "allreduce/nccl/nccl_internal.h"
 #include "kernels/cuda/cuda_impl.h"
 
 _Static_assert(sizeof(ncclUniqueId) <= GS_BOOTSTRAP_MAX, "NCCL unique id fits the blob");

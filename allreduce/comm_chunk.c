@@ -1,11 +1,12 @@
-/* ring_chunk.c: one chunk to the right neighbour and one from the left,
- * with the Chunk header every ring algorithm (ring.c, ring_coll.c) checks
- * on receipt: a chunk from another step, phase, segment, dtype or op, or
+/* comm_chunk.c: one chunk to the right neighbour and one from the left,
+ * with the Chunk header every algorithm over the neighbours (the ring's
+ * pipeline and whole-vector path, the chains of ring_coll.c) checks on
+ * receipt: a chunk from another step, phase, segment, dtype or op, or
  * with another total count, is an error naming the neighbour and where. */
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "allreduce/ring_internal.h"
+#include "allreduce/comm.h"
 
 static const char *phase_name[PH_COUNT] = {"reduce-scatter", "all-gather",
                                            "all-gather of whole vectors", "recursive doubling",
