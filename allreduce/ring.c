@@ -9,7 +9,7 @@
 #include "allreduce/ring_internal.h"
 
 static void ring_close(gs_ring *r, void *state, bool abort) {
-  ring_state *s = state;
+  ring_bufs *s = state;
   if (s->held) {
     for (int i = 0; i < r->o.world; i++) zmq_msg_close(&s->held[i]);
     free(s->held);
@@ -27,7 +27,7 @@ static void ring_close(gs_ring *r, void *state, bool abort) {
 static int ring_prepare(gs_ring *r, void **state, gs_err *e) {
   const gs_ring_opts *o = &r->o;
   gs_kernels *k = o->k;
-  ring_state *s = calloc(1, sizeof *s);
+  ring_bufs *s = calloc(1, sizeof *s);
   if (!s) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", o->rank);
   *state = s;
   s->held = calloc((size_t)o->world, sizeof *s->held);

@@ -9,7 +9,7 @@
 
 #include "allreduce/comm.h"
 
-typedef struct ring_state {
+typedef struct ring_bufs {
   atomic_uint *flags;        /* per chunk sent zero-copy: ZeroMQ still holds it */
   uint64_t *sent_seq;        /* per reduce-scatter chunk: its message number */
   size_t nflags;
@@ -17,11 +17,11 @@ typedef struct ring_state {
   size_t nhold;
   zmq_msg_t *held;           /* small path: the N vectors */
   void *scratch;             /* small path: own vector when src == dst */
-} ring_state;
+} ring_bufs;
 
 /* ring.c: the row, and the state of a ring it was prepared on. */
 extern const gs_algo_ops gs_algo_ring;
-static inline ring_state *gs_ring_state(const gs_ring *r) {
+static inline ring_bufs *gs_ring_state(const gs_ring *r) {
   return gs_comm_state(r, GS_ALGO_RING);
 }
 

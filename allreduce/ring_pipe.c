@@ -118,7 +118,7 @@ static void geom(const ring_geom *g, size_t k, bool send, gs_ring_want *w) {
 int gs_ring_phases(gs_ring *r, const void *src, void *dst, size_t n, int phases,
                    gs_ring_stats *st, gs_err *e) {
   gs_kernels *k = r->o.k;
-  ring_state *rs = gs_ring_state(r);
+  ring_bufs *rs = gs_ring_state(r);
   const int N = r->o.world, me = r->o.rank;
   const gs_dtype w = r->o.wire;
   const size_t ws = gs_dtype_size(w), es = gs_ring_es(r);
@@ -225,7 +225,7 @@ int gs_ring_phases(gs_ring *r, const void *src, void *dst, size_t n, int phases,
 }
 
 int gs_ring_wait_flags(gs_ring *r, size_t n, gs_err *e) {
-  ring_state *rs = gs_ring_state(r);
+  ring_bufs *rs = gs_ring_state(r);
   for (size_t i = 0; i < n; i++)
     GS_TRY(gs_link_wait_released(r->link, &rs->flags[i], "the end of a collective", e));
   return GS_OK;

@@ -10,7 +10,7 @@
 int gs_ring_small(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st,
                   gs_err *e) {
   gs_kernels *k = r->o.k;
-  ring_state *rs = gs_ring_state(r);
+  ring_bufs *rs = gs_ring_state(r);
   const int N = r->o.world, me = r->o.rank;
   const gs_dtype w = r->o.wire;
   const bool lp = gs_dtype_lp(w);

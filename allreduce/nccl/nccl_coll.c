@@ -125,7 +125,7 @@ int gs_nccl_collective(gs_sync *base, gs_coll c, gs_redop op, int root, const vo
                    base && base->name ? base->name : "nobody");
   if (s->dead) return gs_nccl_dead(s, e);
   s->step = iter;
-  s->ready = s->enqueued = 0;  /* between steps: no bucket of this one is pending */
+  s->enqueued = 0;  /* between steps: no bucket of this one is pending */
   GS_TRY(check_args(s, c, op, root, src, dst, count, e));
   const int me = s->cfg.rank;
   const gs_dtype wire = s->cfg.wire;
