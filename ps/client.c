@@ -1,12 +1,13 @@
-/* client.c: a ps worker's steps (sync.h), over one DEALER socket to the
- * server:
+/* client.c: one server's worker's steps (sync.h, as backend.c drives
+ * them; the call order is backend.c's to check), over one DEALER socket to
+ * the server:
  *
- *   begin_step   reset the step's bookkeeping
- *   bucket_ready without overlap: record; with overlap: push now (the
+ *   begin        reset the step's bookkeeping
+ *   ready        without overlap: record; with overlap: push now (the
  *                DEALER send only queues) and apply any parameters that
  *                already came back, without waiting
- *   end_step     push what is left, then receive Params until every bucket
- *                of the step is in, copying each into cfg.params
+ *   push_rest,   push what is left, then receive Params until every bucket
+ *   finish       of the step is in, copying each into cfg.params
  *
  * Pushes go zero-copy: straight from cfg.grads on the CPU in fp32, else
  * from a staging buffer allocated once (alloc_host: pinned on a GPU) that
@@ -306,16 +307,10 @@ static int wait_released(ps_sync *s, gs_err *e) {
   return GS_OK;
 }
 
-/* ------------------------------------------------------------ sync ops */
+/* ------------------------------------------------------------ the step */
 
-static int ps_begin_step(gs_sync *base, int64_t step, gs_err *e) {
-  ps_sync *s = (ps_sync *)base;
+int gs_ps_begin(ps_sync *s, int64_t step, gs_err *e) {
   if (s->failed) return failed(s, e);
-  if (s->in_step) {
-    s->failed = true;
-    return GS_FAIL(e, GS_EINVAL, "ps rank %d: begin_step(%lld) before end_step of step %lld",
-                   s->c.rank, (long long)step, (long long)s->step);
-  }
   int nb = s->c.nbuckets;
   memset(s->ready, 0, (size_t)nb);
   memset(s->pushed, 0, (size_t)nb);
@@ -330,27 +325,14 @@ static int ps_begin_step(gs_sync *base, int64_t step, gs_err *e) {
   return GS_OK;
 }
 
-static int ps_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
-  ps_sync *s = (ps_sync *)base;
+int gs_ps_ready(ps_sync *s, int bucket, gs_err *e) {
   if (s->failed) return failed(s, e);
-  int rc = GS_OK;
-  if (!s->in_step) {
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: bucket_ready(%d) outside a step", s->c.rank, bucket);
-  } else if (bucket < 0 || bucket >= s->c.nbuckets) {
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d, step %lld: bucket_ready(%d), but there are %d "
-                 "buckets", s->c.rank, (long long)s->step, bucket, s->c.nbuckets);
-  } else if (s->ready[bucket]) {
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d, step %lld: bucket %d marked ready twice", s->c.rank,
-                 (long long)s->step, bucket);
-  } else {
-    s->ready[bucket] = 1;
-    if (s->c.overlap) {
-      double t0 = gs_now();
-      rc = push(s, bucket, e);
-      if (rc == GS_OK) rc = drain(s, e);
-      s->blocked_s += gs_now() - t0;
-    }
-  }
+  s->ready[bucket] = 1;
+  if (!s->c.overlap) return GS_OK;
+  double t0 = gs_now();
+  int rc = push(s, bucket, e);
+  if (rc == GS_OK) rc = drain(s, e);
+  s->blocked_s += gs_now() - t0;
   if (rc < 0) s->failed = true;
   return rc;
 }
@@ -358,24 +340,10 @@ static int ps_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
 int gs_ps_push_rest(ps_sync *s, gs_err *e) {
   if (s->failed) return failed(s, e);
   int rc = GS_OK;
-  if (!s->in_step)
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: end_step outside a step", s->c.rank);
-  for (int b = 0; rc == GS_OK && b < s->c.nbuckets; b++) {
-    if (!s->ready[b])
-      rc = GS_FAIL(e, GS_EINVAL, "ps rank %d, step %lld: end_step, but bucket %d was never "
-                   "marked ready", s->c.rank, (long long)s->step, b);
-    else if (!s->pushed[b])
-      rc = push(s, b, e);
-  }
+  for (int b = 0; rc == GS_OK && b < s->c.nbuckets; b++)
+    if (!s->pushed[b]) rc = push(s, b, e);
   if (rc < 0) s->failed = true;
   return rc;
-}
-
-static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
-  ps_sync *s = (ps_sync *)base;
-  double t0 = gs_now();
-  GS_TRY(gs_ps_push_rest(s, e));
-  return gs_ps_finish(s, t0, st, e);
 }
 
 int gs_ps_finish(ps_sync *s, double t0, gs_sync_stats *st, gs_err *e) {
@@ -416,9 +384,25 @@ int gs_ps_finish(ps_sync *s, double t0, gs_sync_stats *st, gs_err *e) {
   return GS_OK;
 }
 
-/* Tell the server (best effort) and stop rank 0's server, if any. */
-static int ps_close(gs_sync *base, bool ok, gs_err *e) {
-  ps_sync *s = (ps_sync *)base;
+static void free_bufs(ps_sync *s) {
+  if (s->stage_host) s->c.k->release_host(s->c.k, s->stage_host);
+  if (s->stage_dev) s->c.k->release(s->c.k, s->stage_dev);
+  free(s->buckets);
+  free(s->ready);
+  free(s->pushed);
+  free(s->got);
+  free(s);
+}
+
+void gs_ps_free(ps_sync *s) {
+  ps_state *st = s->st;
+  free_bufs(s);
+  gs_ps_end(st, false, true, 1000, NULL);
+}
+
+/* Tell the server (best effort) and stop the server beside this rank, if
+ * any. */
+int gs_ps_close(ps_sync *s, bool ok, gs_err *e) {
   ps_state *st = s->st;
   bool orderly = ok && !s->failed && !s->in_step;
   int rc = GS_OK;
@@ -450,44 +434,14 @@ static int ps_close(gs_sync *base, bool ok, gs_err *e) {
   }
   gs_wire_monitor_close(s->sock, s->mon);
   zmq_close(s->sock);
-  if (st->thread_started) {
-    if (!orderly) gs_ps_server_stop(st->server);
-    pthread_join(st->thread, NULL);
-    if (orderly && st->server_rc < 0 && rc == GS_OK)
-      rc = GS_FAIL(e, st->server_rc, "%s", st->server_err.msg);
-  }
-  if (st->server) gs_ps_server_destroy(st->server);
-  if (st->child > 0) {
-    gs_err ce = {0};
-    int crc = gs_ps_spawn_reap(st->child, st->child_fd, orderly ? s->wait_ms : 1000, &ce);
-    if (orderly && crc < 0 && rc == GS_OK) rc = GS_FAIL(e, crc, "%s", ce.msg);
-  }
-  zmq_ctx_term(st->zctx);  /* all messages released: the gradients are free again */
-  gs_zap_join(st->zap);
-  if (s->stage_host) s->c.k->release_host(s->c.k, s->stage_host);
-  if (s->stage_dev) s->c.k->release(s->c.k, s->stage_dev);
-  free(s->buckets);
-  free(s->ready);
-  free(s->pushed);
-  free(s->got);
-  free(st);
-  free(s);
+  gs_err ee = {0};
+  int erc = gs_ps_end(st, orderly, false, orderly ? s->wait_ms : 1000, &ee);
+  if (erc < 0 && rc == GS_OK) rc = GS_FAIL(e, erc, "%s", ee.msg);
+  free_bufs(s);
   return rc;
 }
 
-const gs_sync_ops gs_ps_step_ops = {
-  .begin_step = ps_begin_step,
-  .bucket_ready = ps_bucket_ready,
-  .end_step = ps_end_step,
-  .close = ps_close,
-};
-
-void gs_ps_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *host_bytes) {
-  if (base->ops == &gs_ps_shard_ops) {
-    gs_ps_shards_memory(base, device_bytes, host_bytes);
-    return;
-  }
-  const ps_sync *s = (const ps_sync *)base;
+void gs_ps_worker_memory(const ps_sync *s, uint64_t *device_bytes, uint64_t *host_bytes) {
   uint64_t dev = 0, host = 0;
   if (s->st->server) gs_ps_server_memory(s->st->server, &dev, &host);
   if (s->cpu) {
@@ -499,4 +453,3 @@ void gs_ps_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *host_by
   *device_bytes = dev;
   *host_bytes = host;
 }
-
