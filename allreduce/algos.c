@@ -3,8 +3,6 @@
  * ring was given, or under auto (and shm) shared memory where every rank
  * maps it, else recursive doubling up to GS_ALGO_AUTO_MAX_BYTES and the
  * ring above. A new algorithm is a row here and a file of its own. */
-#include <string.h>
-
 #include "allreduce/comm.h"
 
 extern const gs_algo_ops gs_algo_ring, gs_algo_rd, gs_algo_direct, gs_algo_shm;
@@ -15,17 +13,6 @@ static const gs_algo_ops *const table[GS_ALGO_SLOTS] = {
   [GS_ALGO_DIRECT] = &gs_algo_direct,
   [GS_ALGO_SHM] = &gs_algo_shm,
 };
-
-const char *gs_algo_name(gs_algo a) {
-  if (a == GS_ALGO_AUTO) return "auto";
-  return (unsigned)a < GS_ALGO_SLOTS && table[a] ? table[a]->name : "unknown";
-}
-
-int gs_algo_parse(const char *s) {
-  for (int a = GS_ALGO_RING; a <= GS_ALGO_SHM; a++)
-    if (s && !strcmp(s, gs_algo_name((gs_algo)a))) return a;
-  return -1;
-}
 
 gs_algo gs_algo_pick(gs_algo a, size_t count, int world) {
   if (world <= 1) return GS_ALGO_RING;

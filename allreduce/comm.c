@@ -1,6 +1,6 @@
-/* comm.c: the communicator's life (comm.h): prepare (options, tuning, the
- * neighbours' sockets, then each used algorithm's state), the begin and
- * end of every collective, the relay of a failure to every algorithm's
+/* comm.c: the communicator's life (comm.h): the algorithms' names, prepare
+ * (options, tuning, the neighbours' sockets, then each used algorithm's
+ * state), the begin and end of every collective, the relay of a failure to every algorithm's
  * peers, interrupt and close; and the per-chunk math every algorithm
  * shares (combine, take, round). It calls the algorithms only through
  * their rows. */
@@ -19,6 +19,21 @@ void gs_ring_seg_range(size_t n, int N, int j, size_t *off, size_t *len) {
   size_t q = n / (size_t)N, rem = n % (size_t)N, uj = (size_t)j;
   *len = q + (uj < rem);
   *off = uj * q + (uj < rem ? uj : rem);
+}
+
+static const char *const algo_names[GS_ALGO_SLOTS] = {
+  [GS_ALGO_RING] = "ring", [GS_ALGO_RD] = "rd", [GS_ALGO_DIRECT] = "direct",
+  [GS_ALGO_AUTO] = "auto", [GS_ALGO_SHM] = "shm",
+};
+
+const char *gs_algo_name(gs_algo a) {
+  return (unsigned)a < GS_ALGO_SLOTS ? algo_names[a] : "unknown";
+}
+
+int gs_algo_parse(const char *s) {
+  for (int a = 0; a < GS_ALGO_SLOTS; a++)
+    if (s && !strcmp(s, algo_names[a])) return a;
+  return -1;
 }
 
 void gs_ring_part(size_t count, int world, int rank, size_t *off, size_t *len) {
@@ -121,17 +136,6 @@ out:
   }
   *out = r;
   return GS_OK;
-}
-
-int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
-  if (!r) return GS_FAIL(e, GS_EINVAL, "ring: connect on no ring");
-  if (r->broken) return GS_FAIL(e, GS_EPEER, "rank %d: the ring failed earlier", r->o.rank);
-  if (r->connected) return GS_OK;
-  r->connected = true;
-  if (r->o.world == 1) return GS_OK;
-  int rc = gs_link_connect(r->link, endpoints ? endpoints[r->right] : NULL, e);
-  if (rc < 0) return gs_ring_fail(r, e, rc);
-  return gs_comm_hello(r, endpoints, e);
 }
 
 int gs_ring_enter(gs_ring *r, gs_redop op, const void *src, const void *dst, size_t count,

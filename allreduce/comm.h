@@ -30,7 +30,6 @@ enum { PH_RS = 0, PH_AG = 1, PH_SMALL = 2, PH_RD = 3, PH_DIRECT = 4, PH_BCAST = 
 /* An algorithm over the communicator. Every function but used and
  * allreduce may be NULL. */
 typedef struct gs_algo_ops {
-  const char *name;
   /* whether a ring configured with o->algo may run it: then it is
    * prepared, takes part in the handshake and is connected */
   bool (*used)(const gs_ring_opts *o);
@@ -157,10 +156,6 @@ int gs_ring_recv_chunk(gs_ring *r, const gs_ring_want *w, zmq_msg_t *payload, ui
                        gs_err *e);
 int gs_ring_send_chunk(gs_ring *r, const gs_ring_want *w, const void *data, atomic_uint *flag,
                        zmq_msg_t *fwd, uint64_t *sent, gs_err *e);
-
-/* comm_hello.c: the handshake (every rank's configuration around the
- * ring, compared), then every used algorithm's connect. */
-int gs_comm_hello(gs_ring *r, const char *const *endpoints, gs_err *e);
 
 /* env.c: the tuning of o after the defaults and the environment
  * (GS_RING_CHUNK, GS_RING_SMALL, GS_RING_INFLIGHT, GS_RING_SPIN_US,

@@ -1,4 +1,5 @@
-/* comm_hello.c: the handshake before the first collective: every rank's configuration (world, largest collective, wire
+/* comm_hello.c: connecting the ring, and the handshake before the first
+ * collective: every rank's configuration (world, largest collective, wire
  * dtype, chunk and small-message sizes, bucket plan, algorithm) travels
  * once around the ring (round i: rank r forwards origin r - i), so every
  * rank compares every configuration and fails alike, naming each rank's
@@ -82,7 +83,7 @@ static int compare_cfgs(gs_ring *r, gs_err *e) {
 /* the handshake's place, for errors */
 static void hello_where(const void *ctx, char *buf, size_t cap) { snprintf(buf, cap, "%s", (const char *)ctx); }
 
-int gs_comm_hello(gs_ring *r, const char *const *endpoints, gs_err *e) {
+static int hello(gs_ring *r, const char *const *endpoints, gs_err *e) {
   int N = r->o.world, rc;
 
   /* Handshake: N-1 rounds; in round i rank r forwards the configuration of
@@ -158,4 +159,15 @@ int gs_comm_hello(gs_ring *r, const char *const *endpoints, gs_err *e) {
       rc = r->algos[a]->connect(r, r->state[a], endpoints, e);
   if (rc < 0) return gs_ring_fail(r, e, rc);
   return GS_OK;
+}
+
+int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
+  if (!r) return GS_FAIL(e, GS_EINVAL, "ring: connect on no ring");
+  if (r->broken) return GS_FAIL(e, GS_EPEER, "rank %d: the ring failed earlier", r->o.rank);
+  if (r->connected) return GS_OK;
+  r->connected = true;
+  if (r->o.world == 1) return GS_OK;
+  int rc = gs_link_connect(r->link, endpoints ? endpoints[r->right] : NULL, e);
+  if (rc < 0) return gs_ring_fail(r, e, rc);
+  return hello(r, endpoints, e);
 }

@@ -57,7 +57,6 @@ static int direct_prepare(gs_ring *r, void **state, gs_err *e) {
 }
 
 const gs_algo_ops gs_algo_direct = {
-  .name = "direct",
   .used = direct_used,
   .prepare = direct_prepare,
   .hello = gs_whole_hello,

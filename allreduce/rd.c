@@ -96,7 +96,6 @@ static int rd_prepare(gs_ring *r, void **state, gs_err *e) {
 }
 
 const gs_algo_ops gs_algo_rd = {
-  .name = "rd",
   .used = rd_used,
   .prepare = rd_prepare,
   .hello = gs_whole_hello,

@@ -6,7 +6,7 @@
  * collective, so nothing is allocated per collective. */
 #include <stdlib.h>
 
-#include "allreduce/ring_internal.h"
+#include "allreduce/ring_bufs.h"
 
 static void ring_close(gs_ring *r, void *state, bool abort) {
   ring_bufs *s = state;
@@ -65,7 +65,6 @@ static int ring_allreduce(gs_ring *r, void *state, const void *src, void *dst, s
 static bool ring_used(const gs_ring_opts *o) { return true; }
 
 const gs_algo_ops gs_algo_ring = {
-  .name = "ring",
   .used = ring_used,
   .prepare = ring_prepare,
   .allreduce = ring_allreduce,

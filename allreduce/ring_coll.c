@@ -28,7 +28,7 @@
  * ring's column of the collectives' rows (coll.c). */
 #include <string.h>
 
-#include "allreduce/ring_internal.h"
+#include "allreduce/ring_bufs.h"
 
 int gs_ring_reduce_scatter(gs_ring *r, gs_redop op, const void *src, void *dst, size_t count,
                            int64_t step, gs_ring_stats *st, gs_err *e) {

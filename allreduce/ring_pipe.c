@@ -78,7 +78,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "allreduce/ring_internal.h"
+#include "allreduce/ring_bufs.h"
 
 static void chunk_range(size_t seglen, size_t C, size_t c, size_t *off, size_t *len) {
   size_t q = seglen / C, rem = seglen % C;

@@ -5,7 +5,7 @@
  * the same bits. */
 #include <string.h>
 
-#include "allreduce/ring_internal.h"
+#include "allreduce/ring_bufs.h"
 
 int gs_ring_small(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st,
                   gs_err *e) {

@@ -506,7 +506,6 @@ static bool shm_used(const gs_ring_opts *o) {
 }
 
 const gs_algo_ops gs_algo_shm = {
-  .name = "shm",
   .used = shm_used,
   .prepare = shm_prepare,
   .hello = shm_hello,

@@ -38,7 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ps/server_internal.h"
+#include "ps/server_core.h"
 
 /* ------------------------------------------------------------ reduction */
 

@@ -1,4 +1,4 @@
-/* server_peers.c: what the ps server's files share (server_internal.h):
+/* server_peers.c: what the ps server's files share (server_core.h):
  * the peers' routing identities, warnings about dropped messages (a few,
  * then quiet), the errors sent to one worker or to every one when the job
  * fails, the kernels' sticky error as such a failure, and the count of
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ps/server_internal.h"
+#include "ps/server_core.h"
 
 void gs_pss_release_count(void *data, void *hint) {
   (void)data;

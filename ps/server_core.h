@@ -1,11 +1,11 @@
-/* server_internal.h: internal to ps/: what the server's files share.
+/* server_core.h: internal to ps/: what the server's files share.
  * server.c runs the loop and the steps (pushes, the update, deadlines);
  * server_join.c the joining (Init, hellos, the Welcome) and the answer to
  * ranks that join a job that already failed; server_send.c the Params
  * back; server_peers.c, below all three, the peers' identities, warnings
  * and errors. */
-#ifndef GS_PS_SERVER_INTERNAL_H
-#define GS_PS_SERVER_INTERNAL_H
+#ifndef GS_PS_SERVER_CORE_H
+#define GS_PS_SERVER_CORE_H
 
 #include <stdatomic.h>
 

@@ -1,11 +1,11 @@
-/* ring_internal.h: internal to allreduce/: the ring algorithm's state, as
+/* ring_bufs.h: internal to allreduce/: the ring algorithm's state, as
  * its files share it: ring.c (its row in the table: prepare, run, close),
  * ring_pipe.c (the pipelined reduce-scatter + all-gather, drawn at its
  * top), ring_small.c (the whole-vector all-gather of small collectives)
  * and ring_coll.c (the other collectives, on the same pipeline and
  * chunks). Everything else they use is the communicator's (comm.h). */
-#ifndef GS_ALLREDUCE_RING_INTERNAL_H
-#define GS_ALLREDUCE_RING_INTERNAL_H
+#ifndef GS_ALLREDUCE_RING_BUFS_H
+#define GS_ALLREDUCE_RING_BUFS_H
 
 #include "allreduce/comm.h"
 
