@@ -156,6 +156,9 @@ int gs_ring_recv_chunk(gs_ring *r, const gs_ring_want *w, zmq_msg_t *payload, ui
                        gs_err *e);
 int gs_ring_send_chunk(gs_ring *r, const gs_ring_want *w, const void *data, atomic_uint *flag,
                        zmq_msg_t *fwd, uint64_t *sent, gs_err *e);
+/* The Chunk header of w in the current collective, in env (ch its body). */
+void gs_ring_chunk_env(const gs_ring *r, const gs_ring_want *w, Gradsync__Envelope *env,
+                       Gradsync__Chunk *ch);
 
 /* env.c: the tuning of o after the defaults and the environment
  * (GS_RING_CHUNK, GS_RING_SMALL, GS_RING_INFLIGHT, GS_RING_SPIN_US,

@@ -22,19 +22,10 @@ static void msg_where(const void *ctx, char *buf, size_t cap) {
 int gs_whole_send(gs_ring *r, whole_state *s, int peer, const gs_whole_where *wc,
                   const void *data, size_t n, gs_ring_stats *st, gs_err *e) {
   Gradsync__Envelope env;
-  Gradsync__Chunk ch = GRADSYNC__CHUNK__INIT;
-  gs_wire_env(&env, r->o.job, (uint32_t)r->o.rank);
-  ch.step = (uint64_t)r->cur_step;
-  ch.bucket = (uint32_t)r->cur_bucket;
-  ch.phase = (uint32_t)wc->phase;
-  ch.ring_step = (uint32_t)wc->round;
-  ch.segment = (uint32_t)r->o.rank;
-  ch.count = n;
-  ch.dtype = gs_wire_pbdtype(r->o.wire);
-  ch.total = r->cur_total;
-  ch.redop = (uint32_t)r->cur_op;
-  env.body_case = GRADSYNC__ENVELOPE__BODY_CHUNK;
-  env.chunk = &ch;
+  Gradsync__Chunk ch;
+  gs_ring_want w = {.phase = wc->phase, .ring_step = wc->round, .segment = r->o.rank,
+                    .chunk = 0, .offset = 0, .count = n};
+  gs_ring_chunk_env(r, &w, &env, &ch);
   gs_link_where lw = {.fn = msg_where, .ctx = wc};
   return gs_mesh_send(s->mesh, peer, &env, data, n * gs_dtype_size(r->o.wire), &st->bytes_sent,
                       &lw, e);

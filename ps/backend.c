@@ -36,32 +36,32 @@
 #include "ps/ps_internal.h"
 
 /* What prepare() hands open(): the plan and each server's worker state. */
-typedef struct ps_prepared {
+typedef struct ps_state {
   int rank, world;
   bool own;                /* servers of their own (cfg.ps_server_eps) */
   int mine;                /* the server this rank hosts (K > 1), or -1 */
   ps_keys keys;
-  ps_state **st;           /* [K], until open() */
-} ps_prepared;
+  ps_worker_state **st;           /* [K], until open() */
+} ps_state;
 
-typedef struct ps_backend_sync {
+typedef struct ps_sync {
   gs_sync base;
   ps_keys keys;
-  ps_sync **w;             /* [K]: the worker of each server */
+  ps_worker **w;             /* [K]: the worker of each server */
   int rank;
   bool overlap, failed;
   gs_sync_order order;
   double blocked_s;
-} ps_backend_sync;
+} ps_sync;
 
 /* K = 1 on rank 0, its address in the blob (the others: endpoints) */
-static bool one_master(const ps_prepared *p) { return p->keys.K == 1 && !p->own; }
+static bool one_master(const ps_state *p) { return p->keys.K == 1 && !p->own; }
 
-static int server_rank(const ps_prepared *p, int k) {
+static int server_rank(const ps_state *p, int k) {
   return gs_ps_server_rank(k, p->world, p->keys.K);
 }
 
-static void prepared_free(ps_prepared *p, bool end_states) {
+static void prepared_free(ps_state *p, bool end_states) {
   if (!p) return;
   for (int k = 0; end_states && p->st && k < p->keys.K; k++)
     gs_ps_end(p->st[k], false, true, 1000, NULL);
@@ -104,7 +104,7 @@ static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
   int K = c->ps_servers > 1 ? c->ps_servers : 1;
   bool own = c->ps_server_eps != NULL;
   if (K > 1 || own) GS_TRY(check_sharded(c, K, own, e));
-  ps_prepared *p = calloc(1, sizeof *p);
+  ps_state *p = calloc(1, sizeof *p);
   if (!p) return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
   p->rank = c->rank;
   p->world = c->world;
@@ -122,7 +122,7 @@ static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
     int sr = own ? -1 : server_rank(p, k);
     rc = gs_ps_prepare_one(&x, sr == c->rank, &p->st[k], e);
     if (rc < 0) break;
-    ps_state *st = p->st[k];
+    ps_worker_state *st = p->st[k];
     st->shard = true;
     snprintf(st->who, sizeof st->who, "ps server %d of %d", k, K);
     if (own) snprintf(st->where, sizeof st->where, "a process of its own");
@@ -144,7 +144,7 @@ static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
 
 static int ps_bootstrap(void *state, const gs_sync_config *c, void *blob, size_t *len,
                         gs_err *e) {
-  ps_prepared *p = state;
+  ps_state *p = state;
   *len = 0;
   if (p->rank != 0)
     return GS_FAIL(e, GS_EINVAL, "ps: bootstrap() is for rank 0, not rank %d", p->rank);
@@ -165,19 +165,19 @@ static void ps_discard(void *state) { prepared_free(state, true); }
 
 /* ------------------------------------------------------------ the steps */
 
-static int failed(ps_backend_sync *s, gs_err *e) {
+static int failed(ps_sync *s, gs_err *e) {
   return GS_FAIL(e, GS_EPEER, "ps rank %d: the backend already failed in step %lld; close it",
                  s->rank, (long long)s->order.step);
 }
 
 /* a misuse or a failure: the backend stays failed */
-static int fail(ps_backend_sync *s, int rc) {
+static int fail(ps_sync *s, int rc) {
   s->failed = true;
   return rc;
 }
 
 static int ps_begin_step(gs_sync *base, int64_t step, gs_err *e) {
-  ps_backend_sync *s = (ps_backend_sync *)base;
+  ps_sync *s = (ps_sync *)base;
   if (s->failed) return failed(s, e);
   int rc = gs_sync_order_begin(&s->order, step, e);
   s->blocked_s = 0;
@@ -186,7 +186,7 @@ static int ps_begin_step(gs_sync *base, int64_t step, gs_err *e) {
 }
 
 static int ps_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
-  ps_backend_sync *s = (ps_backend_sync *)base;
+  ps_sync *s = (ps_sync *)base;
   const ps_keys *ks = &s->keys;
   if (s->failed) return failed(s, e);
   int rc = gs_sync_order_ready(&s->order, bucket, e);
@@ -206,7 +206,7 @@ static int ps_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
 /* Wait for every server's parameters at once: the first server to fail
  * (its error names the missing rank) is heard first, whatever its index.
  * A server whose deadline passed is left to gs_ps_finish to name. */
-static int wait_all(ps_backend_sync *s, gs_err *e) {
+static int wait_all(ps_sync *s, gs_err *e) {
   int K = s->keys.K;
   zmq_pollitem_t it[K];
   int idx[K];
@@ -217,7 +217,7 @@ static int wait_all(ps_backend_sync *s, gs_err *e) {
     int n = 0;
     double left = 0.2; /* a slice: notice SIGINT */
     for (int k = 0; k < K; k++) {
-      ps_sync *w = s->w[k];
+      ps_worker *w = s->w[k];
       if (w->ngot == w->c.nbuckets) continue;
       double l = w->last_progress + w->wait_ms / 1000.0 - gs_now();
       if (l <= 0) return GS_OK;
@@ -237,7 +237,7 @@ static int wait_all(ps_backend_sync *s, gs_err *e) {
 }
 
 static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
-  ps_backend_sync *s = (ps_backend_sync *)base;
+  ps_sync *s = (ps_sync *)base;
   int K = s->keys.K;
   if (s->failed) return failed(s, e);
   int rc = gs_sync_order_end(&s->order, e);
@@ -275,7 +275,7 @@ static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
 }
 
 static int ps_close(gs_sync *base, bool ok, gs_err *e) {
-  ps_backend_sync *s = (ps_backend_sync *)base;
+  ps_sync *s = (ps_sync *)base;
   bool orderly = ok && !s->failed && !s->order.in_step;
   int rc = GS_OK;
   /* Server k finishes once every rank said goodbye to it; a rank waits
@@ -301,15 +301,15 @@ static const gs_sync_ops ps_ops = {
 
 static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
   *out = NULL;
-  ps_prepared *p = state;
+  ps_state *p = state;
   int K = p->keys.K;
-  ps_backend_sync *s = calloc(1, sizeof *s);
-  ps_sync **w = calloc((size_t)K, sizeof *w);
+  ps_sync *s = calloc(1, sizeof *s);
+  ps_worker **w = calloc((size_t)K, sizeof *w);
   int rc = !s || !w ? GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank)
                      : check_config(c, e);
   /* the other ranks' hellos wait for this rank's server: start it first */
   if (rc == GS_OK && p->mine >= 0) {
-    ps_state *st = p->st[p->mine];
+    ps_worker_state *st = p->st[p->mine];
     gs_ps_server_set_job(st->server, c->job);
     rc = gs_ps_serve(st, e);
   }
@@ -324,7 +324,7 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
       x.bootstrap = ep;
       x.bootstrap_len = strlen(ep) + 1;
     }
-    ps_state *st = p->st[k];
+    ps_worker_state *st = p->st[k];
     p->st[k] = NULL; /* open takes it over, also when it fails */
     rc = gs_ps_open_one(st, &x, &w[k], e);
   }
@@ -358,7 +358,7 @@ const gs_backend gs_ps_backend = {
 };
 
 void gs_ps_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *host_bytes) {
-  const ps_backend_sync *s = (const ps_backend_sync *)base;
+  const ps_sync *s = (const ps_sync *)base;
   *device_bytes = *host_bytes = 0;
   for (int k = 0; k < s->keys.K; k++) {
     uint64_t d = 0, h = 0;

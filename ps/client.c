@@ -33,17 +33,17 @@ static void release_count(void *data, void *hint) {
   atomic_fetch_sub((atomic_int *)hint, 1);
 }
 
-static void span(ps_sync *s, const char *name, int bucket, double t0) {
+static void span(ps_worker *s, const char *name, int bucket, double t0) {
   if (s->c.span) s->c.span(s->c.span_ctx, name, bucket, t0, gs_now(), 0);
 }
 
 /* A failed sync stays failed: later calls report the first error again. */
-static int failed(ps_sync *s, gs_err *e) {
+static int failed(ps_worker *s, gs_err *e) {
   return GS_FAIL(e, GS_EPEER, "ps rank %d: the backend already failed in step %lld; close it",
                  s->c.rank, (long long)s->step);
 }
 
-int gs_ps_kcheck(ps_sync *s, const char *what, gs_err *e) {
+int gs_ps_kcheck(ps_worker *s, const char *what, gs_err *e) {
   gs_err ke = {0};
   if (s->c.k->sync(s->c.k, &ke) < 0)
     return GS_FAIL(e, ke.code, "ps rank %d, step %lld, %s: %s", s->c.rank, (long long)s->step,
@@ -53,9 +53,9 @@ int gs_ps_kcheck(ps_sync *s, const char *what, gs_err *e) {
 
 /* ---------------------------------------------------------------- pushes */
 
-static int send_push(ps_sync *s, int b, const void *data, bool again, gs_err *e);
+static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *e);
 
-static int push(ps_sync *s, int b, gs_err *e) {
+static int push(ps_worker *s, int b, gs_err *e) {
   double t0 = gs_now();
   gs_kernels *k = s->c.k;
   size_t off = s->buckets[b].offset, cnt = s->buckets[b].count, bytes = cnt * s->wsize;
@@ -92,16 +92,16 @@ static int push(ps_sync *s, int b, gs_err *e) {
  * takes a push it already has once, and answers one of a step it has
  * finished with that step's parameters again (server.c, on_push). */
 
-void gs_ps_watch(ps_sync *s) {
+void gs_ps_watch(ps_worker *s) {
   s->mon = gs_wire_monitor(s->st->zctx, s->sock, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
 }
 
 /* Whether the connection came back after a drop since the last look. */
-static bool reconnected(ps_sync *s) {
+static bool reconnected(ps_worker *s) {
   return gs_wire_monitor_back(s->mon, &s->dropped);
 }
 
-static int repush(ps_sync *s, gs_err *e) {
+static int repush(ps_worker *s, gs_err *e) {
   if (!reconnected(s) || !s->in_step) return GS_OK;
   int n = 0;
   for (int b = 0; b < s->c.nbuckets; b++) n += s->pushed[b] && !s->got[b];
@@ -121,7 +121,7 @@ static int repush(ps_sync *s, gs_err *e) {
 
 /* ----------------------------------------------------------------------- */
 
-static int send_push(ps_sync *s, int b, const void *data, bool again, gs_err *e) {
+static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *e) {
   size_t off = s->buckets[b].offset, cnt = s->buckets[b].count, bytes = cnt * s->wsize;
   Gradsync__Envelope env;
   Gradsync__Push p = GRADSYNC__PUSH__INIT;
@@ -145,7 +145,7 @@ static int send_push(ps_sync *s, int b, const void *data, bool again, gs_err *e)
 
 /* ------------------------------------------------------------- receiving */
 
-static int apply_params(ps_sync *s, gs_wire_msg *m, gs_err *e) {
+static int apply_params(ps_worker *s, gs_wire_msg *m, gs_err *e) {
   const Gradsync__Params *p = m->env->params;
   int r = s->c.rank;
   /* the answers to pushes sent again after a dropped connection may come
@@ -218,7 +218,7 @@ static int apply_params(ps_sync *s, gs_wire_msg *m, gs_err *e) {
 }
 
 /* Handle one message from the server (Params or Error). */
-static int on_message(ps_sync *s, gs_wire_msg *m, gs_err *e) {
+static int on_message(ps_worker *s, gs_wire_msg *m, gs_err *e) {
   const Gradsync__Envelope *env = m->env;
   if (env->rank != GS_SERVER_RANK)
     return GS_FAIL(e, GS_EPROTO, "ps rank %d: a %s message from rank %u on the server's "
@@ -233,7 +233,7 @@ static int on_message(ps_sync *s, gs_wire_msg *m, gs_err *e) {
   return apply_params(s, m, e);
 }
 
-static int recv_one(ps_sync *s, int timeout_ms, gs_err *e) {
+static int recv_one(ps_worker *s, int timeout_ms, gs_err *e) {
   gs_wire_msg m;
   gs_err me = {0};
   int rc = gs_wire_recv(s->sock, false, timeout_ms, s->c.job, s->c.n * sizeof(float), &m, &me);
@@ -254,7 +254,7 @@ static int recv_one(ps_sync *s, int timeout_ms, gs_err *e) {
 }
 
 /* Apply whatever parameters already arrived, without waiting. */
-static int drain(ps_sync *s, gs_err *e) {
+static int drain(ps_worker *s, gs_err *e) {
   GS_TRY(repush(s, e));
   for (;;) {
     zmq_pollitem_t it = {.socket = s->sock, .events = ZMQ_POLLIN};
@@ -264,14 +264,14 @@ static int drain(ps_sync *s, gs_err *e) {
   }
 }
 
-int gs_ps_drain(ps_sync *s, gs_err *e) {
+int gs_ps_drain(ps_worker *s, gs_err *e) {
   if (s->failed) return failed(s, e);
   int rc = drain(s, e);
   if (rc < 0) s->failed = true;
   return rc;
 }
 
-static int wait_params(ps_sync *s, gs_err *e) {
+static int wait_params(ps_worker *s, gs_err *e) {
   double t0 = gs_now();
   while (s->ngot < s->c.nbuckets) {
     double left = s->last_progress + s->wait_ms / 1000.0 - gs_now();
@@ -291,7 +291,7 @@ static int wait_params(ps_sync *s, gs_err *e) {
   return GS_OK;
 }
 
-static int wait_released(ps_sync *s, gs_err *e) {
+static int wait_released(ps_worker *s, gs_err *e) {
   double t0 = gs_now();
   struct timespec ts = {0, 20000};
   while (atomic_load(&s->inflight) > 0) {
@@ -309,7 +309,7 @@ static int wait_released(ps_sync *s, gs_err *e) {
 
 /* ------------------------------------------------------------ the step */
 
-int gs_ps_begin(ps_sync *s, int64_t step, gs_err *e) {
+int gs_ps_begin(ps_worker *s, int64_t step, gs_err *e) {
   if (s->failed) return failed(s, e);
   int nb = s->c.nbuckets;
   memset(s->ready, 0, (size_t)nb);
@@ -325,7 +325,7 @@ int gs_ps_begin(ps_sync *s, int64_t step, gs_err *e) {
   return GS_OK;
 }
 
-int gs_ps_ready(ps_sync *s, int bucket, gs_err *e) {
+int gs_ps_ready(ps_worker *s, int bucket, gs_err *e) {
   if (s->failed) return failed(s, e);
   s->ready[bucket] = 1;
   if (!s->c.overlap) return GS_OK;
@@ -337,7 +337,7 @@ int gs_ps_ready(ps_sync *s, int bucket, gs_err *e) {
   return rc;
 }
 
-int gs_ps_push_rest(ps_sync *s, gs_err *e) {
+int gs_ps_push_rest(ps_worker *s, gs_err *e) {
   if (s->failed) return failed(s, e);
   int rc = GS_OK;
   for (int b = 0; rc == GS_OK && b < s->c.nbuckets; b++)
@@ -346,7 +346,7 @@ int gs_ps_push_rest(ps_sync *s, gs_err *e) {
   return rc;
 }
 
-int gs_ps_finish(ps_sync *s, double t0, gs_sync_stats *st, gs_err *e) {
+int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e) {
   if (s->failed) return failed(s, e);
   int rc = wait_params(s, e);
   if (rc == GS_OK) rc = wait_released(s, e);
@@ -384,7 +384,7 @@ int gs_ps_finish(ps_sync *s, double t0, gs_sync_stats *st, gs_err *e) {
   return GS_OK;
 }
 
-static void free_bufs(ps_sync *s) {
+static void free_bufs(ps_worker *s) {
   if (s->stage_host) s->c.k->release_host(s->c.k, s->stage_host);
   if (s->stage_dev) s->c.k->release(s->c.k, s->stage_dev);
   free(s->buckets);
@@ -394,16 +394,16 @@ static void free_bufs(ps_sync *s) {
   free(s);
 }
 
-void gs_ps_free(ps_sync *s) {
-  ps_state *st = s->st;
+void gs_ps_free(ps_worker *s) {
+  ps_worker_state *st = s->st;
   free_bufs(s);
   gs_ps_end(st, false, true, 1000, NULL);
 }
 
 /* Tell the server (best effort) and stop the server beside this rank, if
  * any. */
-int gs_ps_close(ps_sync *s, bool ok, gs_err *e) {
-  ps_state *st = s->st;
+int gs_ps_close(ps_worker *s, bool ok, gs_err *e) {
+  ps_worker_state *st = s->st;
   bool orderly = ok && !s->failed && !s->in_step;
   int rc = GS_OK;
   Gradsync__Envelope env;
@@ -441,7 +441,7 @@ int gs_ps_close(ps_sync *s, bool ok, gs_err *e) {
   return rc;
 }
 
-void gs_ps_worker_memory(const ps_sync *s, uint64_t *device_bytes, uint64_t *host_bytes) {
+void gs_ps_worker_memory(const ps_worker *s, uint64_t *device_bytes, uint64_t *host_bytes) {
   uint64_t dev = 0, host = 0;
   if (s->st->server) gs_ps_server_memory(s->st->server, &dev, &host);
   if (s->cpu) {

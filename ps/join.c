@@ -16,7 +16,7 @@ static void release_free(void *data, void *hint) {
   free(data);
 }
 
-static int send_hello(ps_sync *s, gs_err *e) {
+static int send_hello(ps_worker *s, gs_err *e) {
   const gs_sync_config *c = &s->c;
   Gradsync__Envelope env;
   gs_wire_env(&env, c->job, (uint32_t)c->rank);
@@ -79,7 +79,7 @@ static int send_hello(ps_sync *s, gs_err *e) {
 }
 
 /* open() is a barrier: wait for the server's Welcome and its parameters. */
-static int wait_welcome(ps_sync *s, gs_err *e) {
+static int wait_welcome(ps_worker *s, gs_err *e) {
   const gs_sync_config *c = &s->c;
   double deadline = gs_now() + s->wait_ms / 1000.0;
   for (;;) {
@@ -115,9 +115,9 @@ static int wait_welcome(ps_sync *s, gs_err *e) {
   }
 }
 
-int gs_ps_open_one(ps_state *st, const gs_sync_config *c, ps_sync **out, gs_err *e) {
+int gs_ps_open_one(ps_worker_state *st, const gs_sync_config *c, ps_worker **out, gs_err *e) {
   *out = NULL;
-  ps_sync *s = calloc(1, sizeof *s);
+  ps_worker *s = calloc(1, sizeof *s);
   int rc = GS_OK;
   if (!s) {
     gs_ps_end(st, false, true, 1000, NULL);

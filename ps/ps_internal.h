@@ -1,6 +1,6 @@
 /* ps_internal.h: internal to ps/: the worker side, one server's worker
  * at a time. backend.c is what the launcher sees: K servers (K = 1 is
- * DataParallel's master), one ps_state and one ps_sync per server on
+ * DataParallel's master), one ps_worker_state and one ps_worker per server on
  * every rank, over shard.c's key ranges. Below it, for one server:
  * state.c (where the server runs: a thread, a forked process, or
  * elsewhere; and the end of all that), join.c (the socket, Hello / Init
@@ -16,7 +16,7 @@
 #include "ps/ps.h"
 #include "ps/server.h"
 
-typedef struct ps_state {
+typedef struct ps_worker_state {
   int rank;
   bool dedicated;
   bool shard;             /* one of K > 1 (or of servers of their own) */
@@ -33,12 +33,12 @@ typedef struct ps_state {
   char tcp_ep[GS_ENDPOINT_MAX], inproc_ep[GS_ENDPOINT_MAX];
   /* rank 0, dedicated server */
   int child, child_fd;
-} ps_state;
+} ps_worker_state;
 
-typedef struct ps_sync {
+typedef struct ps_worker {
   gs_sync_config c;
   gs_bucket *buckets;
-  ps_state *st;
+  ps_worker_state *st;
   void *sock;
   char server_ep[GS_ENDPOINT_MAX];
   const char *who, *where;  /* st's, for messages */
@@ -62,46 +62,46 @@ typedef struct ps_sync {
   float scale;
   double srv_reduce, srv_update;
   uint64_t srv_sent, srv_recv;
-} ps_sync;
+} ps_worker;
 
 /* state.c: one server's worker state for rank c->rank (host_server: that
  * rank's context carries the in-process server's connections). */
-int gs_ps_prepare_one(const gs_sync_config *c, bool host_server, ps_state **out, gs_err *e);
+int gs_ps_prepare_one(const gs_sync_config *c, bool host_server, ps_worker_state **out, gs_err *e);
 /* Create and bind the in-process server (its kernels a clone of c->k);
  * it serves once gs_ps_serve started its thread. */
-int gs_ps_host_server(ps_state *st, const gs_sync_config *c, gs_err *e);
-int gs_ps_serve(ps_state *st, gs_err *e);
+int gs_ps_host_server(ps_worker_state *st, const gs_sync_config *c, gs_err *e);
+int gs_ps_serve(ps_worker_state *st, gs_err *e);
 /* Rank 0 of one server: start it (the thread, or the dedicated process's
  * address) and write its address to ep. */
-int gs_ps_start(ps_state *st, const gs_sync_config *c, char ep[GS_ENDPOINT_MAX], gs_err *e);
+int gs_ps_start(ps_worker_state *st, const gs_sync_config *c, char ep[GS_ENDPOINT_MAX], gs_err *e);
 /* Stop what st runs (orderly: wait for the server to finish, up to
  * wait_ms for a dedicated one, and report its failure in e; kill_child:
  * a dedicated one that never served) and free st. */
-int gs_ps_end(ps_state *st, bool orderly, bool kill_child, int wait_ms, gs_err *e);
+int gs_ps_end(ps_worker_state *st, bool orderly, bool kill_child, int wait_ms, gs_err *e);
 
 /* join.c: open one server's worker (takes st over, also when it fails). */
-int gs_ps_open_one(ps_state *st, const gs_sync_config *c, ps_sync **out, gs_err *e);
+int gs_ps_open_one(ps_worker_state *st, const gs_sync_config *c, ps_worker **out, gs_err *e);
 
 /* client.c: one server's worker's step, as the backend drives it (sync.h's
  * order is the backend's to check): begin, a bucket ready (with overlap:
  * pushed, and what came back applied), then push the rest, wait for every
  * server's parameters (gs_ps_drain applies what arrived, without waiting),
  * and finish (t0: when the step's wait began, for wait_s). */
-int gs_ps_begin(ps_sync *s, int64_t step, gs_err *e);
-int gs_ps_ready(ps_sync *s, int bucket, gs_err *e);
-int gs_ps_push_rest(ps_sync *s, gs_err *e);
-int gs_ps_drain(ps_sync *s, gs_err *e);
-int gs_ps_finish(ps_sync *s, double t0, gs_sync_stats *st, gs_err *e);
+int gs_ps_begin(ps_worker *s, int64_t step, gs_err *e);
+int gs_ps_ready(ps_worker *s, int bucket, gs_err *e);
+int gs_ps_push_rest(ps_worker *s, gs_err *e);
+int gs_ps_drain(ps_worker *s, gs_err *e);
+int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e);
 /* Watch the DEALER's connection for drops (tcp and ipc; not inproc). */
-void gs_ps_watch(ps_sync *s);
+void gs_ps_watch(ps_worker *s);
 /* Goodbye to the server (or an abort), then free s and its state. */
-int gs_ps_close(ps_sync *s, bool ok, gs_err *e);
+int gs_ps_close(ps_worker *s, bool ok, gs_err *e);
 /* free s, its socket closed or never opened, and its state */
-void gs_ps_free(ps_sync *s);
+void gs_ps_free(ps_worker *s);
 /* the kernels' sticky error, with the rank, the step and what was done */
-int gs_ps_kcheck(ps_sync *s, const char *what, gs_err *e);
+int gs_ps_kcheck(ps_worker *s, const char *what, gs_err *e);
 /* Bytes this worker (and a server beside it) holds (ps.h gs_ps_memory). */
-void gs_ps_worker_memory(const ps_sync *s, uint64_t *device_bytes, uint64_t *host_bytes);
+void gs_ps_worker_memory(const ps_worker *s, uint64_t *device_bytes, uint64_t *host_bytes);
 
 /* shard.c: the key ranges: K contiguous ranges of the n parameters, and
  * every bucket's pieces, one per range it overlaps. */

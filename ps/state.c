@@ -13,9 +13,9 @@
 
 #include "ps/ps_internal.h"
 
-int gs_ps_prepare_one(const gs_sync_config *c, bool host_server, ps_state **out, gs_err *e) {
+int gs_ps_prepare_one(const gs_sync_config *c, bool host_server, ps_worker_state **out, gs_err *e) {
   *out = NULL;
-  ps_state *st = calloc(1, sizeof *st);
+  ps_worker_state *st = calloc(1, sizeof *st);
   if (!st) return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
   st->rank = c->rank;
   st->dedicated = c->dedicated;
@@ -44,12 +44,12 @@ int gs_ps_prepare_one(const gs_sync_config *c, bool host_server, ps_state **out,
 }
 
 static void *server_main(void *arg) {
-  ps_state *st = arg;
+  ps_worker_state *st = arg;
   st->server_rc = gs_ps_server_run(st->server, &st->server_err);
   return NULL;
 }
 
-int gs_ps_host_server(ps_state *st, const gs_sync_config *c, gs_err *e) {
+int gs_ps_host_server(ps_worker_state *st, const gs_sync_config *c, gs_err *e) {
   gs_kernels *k = c->k->clone(c->k, e);
   if (!k) {
     gs_err_prefix(e, "ps rank %d: the server's kernels: ", c->rank);
@@ -68,7 +68,7 @@ int gs_ps_host_server(ps_state *st, const gs_sync_config *c, gs_err *e) {
   return gs_ps_server_create(&o, &st->server, st->tcp_ep, st->inproc_ep, e);
 }
 
-int gs_ps_serve(ps_state *st, gs_err *e) {
+int gs_ps_serve(ps_worker_state *st, gs_err *e) {
   /* The handler of SIGINT belongs to the training thread. */
   sigset_t all, old;
   sigfillset(&all);
@@ -85,7 +85,7 @@ int gs_ps_serve(ps_state *st, gs_err *e) {
   return GS_OK;
 }
 
-int gs_ps_start(ps_state *st, const gs_sync_config *c, char ep[GS_ENDPOINT_MAX], gs_err *e) {
+int gs_ps_start(ps_worker_state *st, const gs_sync_config *c, char ep[GS_ENDPOINT_MAX], gs_err *e) {
   if (st->server || st->thread_started)
     return GS_FAIL(e, GS_EINVAL, "ps: bootstrap() called twice");
   if (st->dedicated) {
@@ -99,7 +99,7 @@ int gs_ps_start(ps_state *st, const gs_sync_config *c, char ep[GS_ENDPOINT_MAX],
   return GS_OK;
 }
 
-int gs_ps_end(ps_state *st, bool orderly, bool kill_child, int wait_ms, gs_err *e) {
+int gs_ps_end(ps_worker_state *st, bool orderly, bool kill_child, int wait_ms, gs_err *e) {
   if (!st) return GS_OK;
   int rc = GS_OK;
   if (st->thread_started) {

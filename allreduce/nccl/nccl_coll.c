@@ -174,7 +174,7 @@ int gs_nccl_collective(gs_sync *base, gs_coll c, gs_redop op, int root, const vo
   return GS_OK;
 }
 
-/* The module's entry for allreduce/nccl_proxy.c (as gs_cudamod_nccl_backend
+/* The module's entry for allreduce/nccl/nccl_proxy.c (as gs_cudamod_nccl_backend
  * in nccl.c): in the module gs_nccl_collective above is local. */
 __attribute__((visibility("default"))) gs_nccl_collective_fn *gs_cudamod_nccl_collective(void);
 gs_nccl_collective_fn *gs_cudamod_nccl_collective(void) { return gs_nccl_collective; }
