@@ -76,7 +76,8 @@ gs_ring *gs_ring_sync_ring(gs_sync *s);
 #define GS_RING_NO_SMALL SIZE_MAX
 
 /* Which algorithm a collective runs (each drawn in its own file: ring_pipe.c
- * and ring_small.c, rd.c, direct.c, shm.c). The zero value is the ring, so every existing caller keeps it.
+ * and ring_small.c, rd.c, direct.c, shm.c). The zero value is the ring, so
+ * every existing caller keeps it.
  *   ring    reduce-scatter + all-gather, 2(N-1) dependent hops (with the
  *           whole-vector all-gather below small_bytes): bandwidth-optimal;
  *   rd      recursive doubling: log2 N rounds of whole-buffer exchanges

@@ -45,6 +45,8 @@ static void comm_free(gs_ring *r, bool abort) {
   for (int a = 0; a < GS_ALGO_SLOTS; a++)
     if (r->state[a] && r->algos[a]->close) r->algos[a]->close(r, r->state[a], abort);
   gs_link_close(r->link, abort); /* releases whatever ZeroMQ still held */
+  for (int a = 0; a < GS_ALGO_SLOTS; a++)
+    if (r->state[a] && r->algos[a]->release) r->algos[a]->release(r, r->state[a]);
   if (r->stage) r->o.k->release(r->o.k, r->stage);
   free(r->cfgs);
   free(r);

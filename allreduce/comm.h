@@ -49,8 +49,10 @@ typedef struct gs_algo_ops {
   /* tell its peers why this rank stops (once, never blocks); stop a wait */
   void (*tell)(void *state, const char *msg);
   void (*interrupt)(void *state);
-  /* before the link closes */
+  /* before the link closes (free the state here when there is no release) */
   void (*close)(gs_ring *r, void *state, bool abort);
+  /* after the link closed, when ZeroMQ holds nothing of the state: free it */
+  void (*release)(gs_ring *r, void *state);
 } gs_algo_ops;
 
 /* The configuration every rank sends around in the handshake. */

@@ -8,16 +8,24 @@
 
 #include "allreduce/ring_bufs.h"
 
+/* the messages it holds, before the link goes */
 static void ring_close(gs_ring *r, void *state, bool abort) {
   ring_bufs *s = state;
   if (s->held) {
     for (int i = 0; i < r->o.world; i++) zmq_msg_close(&s->held[i]);
     free(s->held);
+    s->held = NULL;
   }
   if (s->hold) {
     for (size_t i = 0; i < s->nhold; i++) zmq_msg_close(&s->hold[i]);
     free(s->hold);
+    s->hold = NULL;
   }
+}
+
+/* the rest once the link is gone: its release callbacks write the flags */
+static void ring_release(gs_ring *r, void *state) {
+  ring_bufs *s = state;
   if (s->scratch) r->o.k->release(r->o.k, s->scratch);
   free(s->flags);
   free(s->sent_seq);
@@ -69,4 +77,5 @@ const gs_algo_ops gs_algo_ring = {
   .prepare = ring_prepare,
   .allreduce = ring_allreduce,
   .close = ring_close,
+  .release = ring_release,
 };

@@ -1,6 +1,6 @@
 /* ring_coll.c: the collectives besides all-reduce on the same ZeroMQ ring
  * (allreduce.h): reduce-scatter and all-gather, the all-reduce's two
- * phases run alone (ring.c's pipeline), and broadcast and reduce, chains
+ * phases run alone (ring_pipe.c's pipeline), and broadcast and reduce, chains
  * around the ring, cut into the same chunks and pipelined.
  *
  *                 rank 0 (root)                 broadcast: the root's chunks

@@ -1,5 +1,5 @@
 /* ring_sync.c: the "ring" backend of worker/sync.h: DistributedDataParallel
- * on the CPU, over the ZeroMQ ring of ring.c.
+ * on the CPU, over the ZeroMQ communicator and its algorithms (algos.c).
  *
  * One progress thread per rank owns the ring. The training thread hands it
  * buckets as backward fills them (bucket_ready, with overlap) or all at once
