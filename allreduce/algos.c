@@ -14,13 +14,6 @@ static const gs_algo_ops *const table[GS_ALGO_SLOTS] = {
   [GS_ALGO_SHM] = &gs_algo_shm,
 };
 
-gs_algo gs_algo_pick(gs_algo a, size_t count, int world) {
-  if (world <= 1) return GS_ALGO_RING;
-  if (a == GS_ALGO_AUTO || a == GS_ALGO_SHM)
-    return count <= GS_ALGO_AUTO_MAX_BYTES / sizeof(float) ? GS_ALGO_RD : GS_ALGO_RING;
-  return a;
-}
-
 gs_algo gs_ring_algo(const gs_ring *r, size_t count) {
   if (!r) return GS_ALGO_RING;
   if (gs_comm_ready(r, GS_ALGO_SHM) && (r->o.algo == GS_ALGO_AUTO || r->o.algo == GS_ALGO_SHM))

@@ -36,6 +36,13 @@ int gs_algo_parse(const char *s) {
   return -1;
 }
 
+gs_algo gs_algo_pick(gs_algo a, size_t count, int world) {
+  if (world <= 1) return GS_ALGO_RING;
+  if (a == GS_ALGO_AUTO || a == GS_ALGO_SHM)
+    return count <= GS_ALGO_AUTO_MAX_BYTES / sizeof(float) ? GS_ALGO_RD : GS_ALGO_RING;
+  return a;
+}
+
 void gs_ring_part(size_t count, int world, int rank, size_t *off, size_t *len) {
   gs_ring_seg_range(count, world, rank, off, len);
 }

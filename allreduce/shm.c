@@ -311,7 +311,10 @@ static int shm_connect(gs_ring *r, void *state, const char *const *endpoints, gs
   if (r->o.wire == GS_F64) v.d = ok;
   else if (r->o.wire == GS_I32) v.i = ok;
   else v.f = ok;
-  int rc = gs_ring_run(r, GS_ALGO_RING, GS_REDOP_MIN, &v, &v, 1, 0, 0, NULL, e);
+  /* the vote runs as a collective of one element would without shared
+   * memory (under auto: recursive doubling, which connects the mesh) */
+  int rc = gs_ring_run(r, gs_algo_pick(r->o.algo, 1, r->o.world), GS_REDOP_MIN, &v, &v, 1, 0, 0,
+                       NULL, e);
   if (rc < 0) return rc;
   bool all = r->o.wire == GS_F64 ? v.d > 0 : r->o.wire == GS_I32 ? v.i > 0 : v.f > 0;
   if (all && st->m && st->m->fd >= 0) {
