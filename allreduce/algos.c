@@ -1,8 +1,9 @@
 /* algos.c: the table of algorithms over the communicator (comm.h), one
  * row per gs_algo, and the all-reduce's choice among them: the one the
  * ring was given, or under auto (and shm) shared memory where every rank
- * maps it, else recursive doubling up to GS_ALGO_AUTO_MAX_BYTES and the
- * ring above. A new algorithm is a row here and a file of its own. */
+ * maps it, else the choice by size (gs_algo_pick: recursive doubling up to
+ * GS_ALGO_AUTO_MAX_BYTES, the ring above). A new algorithm is a row here
+ * and a file of its own. */
 #include "allreduce/comm.h"
 
 extern const gs_algo_ops gs_algo_ring, gs_algo_rd, gs_algo_direct, gs_algo_shm;

@@ -1,9 +1,10 @@
-/* comm.c: the communicator's life (comm.h): the algorithms' names, prepare
- * (options, tuning, the neighbours' sockets, then each used algorithm's
- * state), the begin and end of every collective, the relay of a failure to every algorithm's
- * peers, interrupt and close; and the per-chunk math every algorithm
- * shares (combine, take, round). It calls the algorithms only through
- * their rows. */
+/* comm.c: the communicator's life (comm.h): the algorithms' names and the
+ * choice by size (gs_algo_pick), prepare (options, tuning, the neighbours'
+ * sockets, then each used algorithm's state), the begin and end of every
+ * collective, the relay of a failure to every algorithm's peers,
+ * interrupt and close; and the per-chunk math every algorithm shares
+ * (combine, take, round). It calls the algorithms only through their
+ * rows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
