@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "allreduce/ring_internal.h"
+#include "allreduce/comm.h"
 #include "bench/internal.h"
 #include "fuzz.h"
 #include "proto/wire.h"
