@@ -67,7 +67,15 @@ int gs_dial_open(void *ctx, void *sock, const gs_cred *c, const char *endpoint, 
 bool gs_dial_watched(const gs_dial *d) { return d && d->mon; }
 
 static void redial(gs_dial *d) {
+  /* what waits in the old connection's queue is dropped at once (what
+   * matters the resend log sends again); lingering, it would hold the
+   * context's end up to the socket's linger */
+  int was = 0, zero = 0;
+  size_t sz = sizeof was;
+  zmq_getsockopt(d->sock, ZMQ_LINGER, &was, &sz);
+  zmq_setsockopt(d->sock, ZMQ_LINGER, &zero, sizeof zero);
   zmq_disconnect(d->sock, d->addr); /* ENOENT when libzmq gave up on it already */
+  zmq_setsockopt(d->sock, ZMQ_LINGER, &was, sizeof was);
   gs_err e = {0};
   if (dial(d, &e) < 0) d->refused = true; /* tried again at the next look */
   else d->refused = false;
