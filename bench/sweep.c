@@ -15,6 +15,7 @@
 #include "bench/report.h"
 #include "bench/results.h"
 #include "bench/version.h"
+#include "bench/summary.h"
 
 /* Every model with the data, on the CPU at the first batch: a wrong
  * --model, --data or --load-params is found before any rank starts or any
@@ -103,15 +104,32 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   gs_bench_signals();
   const char *isa = "unknown";
   gs_isa_select(&isa, NULL);
-  if (!o->quiet)
+  if (!o->collective) gs_cluster_auto(o);
+  if (!o->quiet) {
     printf("gradsync %s (git %s): CPU code path %s (GS_ISA=scalar|avx2|avx512 forces one), %ld "
            "cores; results in %s\n", GS_VERSION, GS_GIT_REVISION, isa,
            sysconf(_SC_NPROCESSORS_ONLN), o->out);
+    if (!o->collective) gs_sweep_header(stdout, o);
+    fflush(stdout);
+  }
 
   gs_summary *runs = NULL;
   size_t nruns = 0;
-  int status = 0;
+  int status = 0, total = 0, done = 0;
   json_t *peers = json_array();
+  int reps = o->collective ? 1 : o->repeats;
+  /* several modes run world 1 once, as the local step every mode runs there */
+  bool one_w1 = !o->collective && o->nmodes > 1;
+  for (int id = 0; id < o->nmodes; id++)
+    for (int iw = 0; iw < o->nworlds; iw++)
+      total += !(one_w1 && o->worlds[iw] == 1 && id > 0) &&
+               !(o->modes[id] == GS_MODE_LOCAL && o->worlds[iw] != 1);
+  total *= reps * o->nmodels * o->nbatches * o->nbucket_mbs;
+  for (int rep = 1; rep <= reps && !status; rep++) {
+  o->repeat = rep;
+  char srep[16];
+  snprintf(srep, sizeof srep, "%d", rep);
+  setenv("GS_REPEAT", srep, 1); /* the ranks name their run after it */
   for (int im = 0; im < o->nmodels && !status; im++)
     for (int ib = 0; ib < o->nbatches && !status; ib++)
       for (int ik = 0; ik < o->nbucket_mbs && !status; ik++) {
@@ -131,6 +149,10 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
             gs_mode mode = o->modes[id];
             int world = o->worlds[iw];
             if (mode == GS_MODE_LOCAL && world != 1) continue;
+            if (one_w1 && world == 1) {
+              if (id > 0) continue;
+              mode = GS_MODE_LOCAL;
+            }
             int batch = batch_at(o, o->batches[ib], world);
             if (!batch) {
               fprintf(stderr, "bench: --strong: global batch %ld does not split over %d "
@@ -146,17 +168,19 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
             snprintf(sworld, sizeof sworld, "%d", world);
             snprintf(sbatch, sizeof sbatch, "%d", batch);
             snprintf(sbucket, sizeof sbucket, "%.17g", o->bucket_mbs[ik]);
+            done++;
             if (!o->quiet && o->collective)
               fprintf(stderr, "bench: collective %s, %s, world %d%s\n",
                       gs_coll_name((gs_coll)o->coll), gs_mode_name(mode), world,
                       mode != GS_MODE_RING ? ""
                       : o->resend ? " (resend log on)" : " (no resend log: --resend adds it)");
             else if (!o->quiet)
-              fprintf(stderr, "bench: run %s world %d, batch %d per rank, buckets %s MiB\n",
-                      gs_mode_name(mode), world, batch, sbucket);
+              fprintf(stderr, "bench: run %d of %d: %s world %d, batch %d per rank, buckets %s "
+                      "MiB%s\n", done, total, gs_mode_name(mode), world, batch, sbucket,
+                      reps > 1 ? (rep == 1 ? " (repetition 1)" : "") : "");
             int rc;
             char why[2048] = "";
-            if (mode == GS_MODE_LOCAL) {
+            if (mode == GS_MODE_LOCAL && !one_w1) {
               gs_rank_env env = {.present = true, .launched = true, .source = "gradsync",
                                  .rank = 0, .world = 1, .local_rank = 0, .local_world = 1,
                                  .port_fd = -1, .run_dir = o->out};
@@ -188,6 +212,10 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
                                      "--bucket-mb", sbucket};
               memcpy(l.extra, extra, sizeof extra);
               l.nextra = (int)(sizeof extra / sizeof extra[0]);
+              if (l.hosts > 0) { /* the rate the default chose, which argv may not say */
+                l.extra[l.nextra++] = "--link";
+                l.extra[l.nextra++] = o->link_arg;
+              }
               if (o->collective) { /* this collective alone; -o, -r where it takes them */
                 const gs_coll c = (gs_coll)o->coll;
                 l.extra[l.nextra++] = "--collective";
@@ -200,8 +228,12 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
               rc = gs_launch_run(&l, why, sizeof why);
             }
             if (rc) {
-              if (mode != GS_MODE_LOCAL)
-                fprintf(stderr, "bench: %s world %d failed: %s\n", gs_mode_name(mode), world, why);
+              if (mode != GS_MODE_LOCAL || one_w1)
+                fprintf(stderr, "bench: %s world %d failed: %s\n", gs_mode_name(mode), world,
+                        why);
+              if (o->link_choice == GS_LINK_AUTO_HOSTS && !gs_interrupted && gs_cluster_hosts(o, mode, world))
+                fprintf(stderr, "bench: the emulated hosts were the default here; --link none "
+                        "runs the ranks over this machine's loopback instead\n");
               status = gs_interrupted ? gs_interrupt_status() : rc == 2 ? 2 : 1;
               break;
             }
@@ -215,19 +247,37 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
               break;
             }
             runs = more;
-            gs_summary_print(stdout, &runs[nruns++]);
+            if (!o->quiet) gs_summary_print_line(stdout, &runs[nruns], done, total);
+            nruns++;
           }
-        if (o->peer && !status) {
+        if (o->peer && !status && rep == reps) {
           o->train.model = o->models[im];
           o->train.bucket_mb = o->bucket_mbs[ik];
           status = run_peers(o, o->batches[ib], peers);
         }
       }
+  }
 
   if (!o->collective && nruns > 0) {
+    gs_summary *recs = NULL;
+    size_t nrecs = 0;
+    if (gs_summary_repeats(runs, nruns, &recs, &nrecs, &e) < 0) {
+      fprintf(stderr, "bench: %s\n", e.msg);
+      free(runs);
+      json_decref(peers);
+      return 1;
+    }
+    free(runs);
+    runs = recs;
+    nruns = nrecs;
     gs_summary_scaling(runs, nruns, o->strong);
-    char notice[256];
+    for (size_t i = 0; i < nruns; i++) gs_summary_print(stdout, &runs[i]);
+    char notice[256], link[512];
     gs_oversubscribed(runs, nruns, notice, sizeof notice);
+    gs_verdict v;
+    gs_verdict_of(runs, nruns, sysconf(_SC_NPROCESSORS_ONLN), gs_link_sentence(o, link,
+                  sizeof link), &v);
+    gs_verdict_print(stdout, v.text);
     gs_summary_print_comparison(stdout, runs, nruns, peers, notice);
     fflush(stdout);
     gs_err_clear(&e);
