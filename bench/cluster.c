@@ -94,12 +94,15 @@ void gs_cluster_auto(gs_opts *o) {
   else if (strcmp(o->device, "cpu") && gs_cuda_device_count() > 0)
     why = "GPU ranks use NCCL's own transports";
   else if (o->nnodes > 0) why = "--nnodes runs on real machines";
+  for (int w = 0; w < o->nworlds && !why; w++)
+    if (o->worlds[w] > GS_HOSTS_MAX) why = "a world has more ranks than emulated hosts can be";
   if (why) {
     snprintf(o->link_why, sizeof o->link_why, "%s (--link RATE asks for emulated hosts)", why);
     return;
   }
   if (gs_hosts_usable(&e) < 0) {
-    snprintf(o->link_why, sizeof o->link_why, "%s", e.msg);
+    snprintf(o->link_why, sizeof o->link_why, "%s; then bench runs over emulated %s links by "
+             "default", e.msg, GS_LINK_AUTO_ARG);
     return;
   }
   o->link_choice = GS_LINK_AUTO_HOSTS;

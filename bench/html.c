@@ -199,6 +199,12 @@ static void td(FILE *f, double x, double scale, const char *unit) {
   fputs("</td>", f);
 }
 
+/* a count: a whole number */
+static void td_count(FILE *f, double x) {
+  if (isfinite(x)) fprintf(f, "<td>%.0f</td>", x);
+  else fputs("<td>n/a</td>", f);
+}
+
 static void th_row(FILE *f, const char *const *heads, int n) {
   fputs("<tr>", f);
   for (int i = 0; i < n; i++) {
@@ -268,8 +274,8 @@ static void comparison(FILE *f, json_t *runs) {
     fputs("<tr><td>", f);
     cell(f, json_object_get(r, "mode"));
     fputs("</td>", f);
-    td(f, num(r, "world"), 1, "");
-    td(f, num(r, "hosts"), 1, "");
+    td_count(f, num(r, "world"));
+    td_count(f, num(r, "hosts"));
     td(f, num(r, "throughput_samples_per_s"), 1, "");
     if (json_array_size(tp) > 1) {
       fputs("<td>", f);
@@ -321,7 +327,7 @@ static void rank_table(FILE *f, json_t *r) {
   json_t *x;
   json_array_foreach(json_object_get(r, "per_rank"), i, x) {
     fputs("<tr>", f);
-    td(f, num(x, "rank"), 1, "");
+    td_count(f, num(x, "rank"));
     fputs("<td>", f);
     cell(f, json_object_get(x, "host"));
     fputs("</td>", f);
@@ -348,7 +354,7 @@ static void links_table(FILE *f, json_t *r) {
   json_t *x;
   json_array_foreach(links, i, x) {
     fputs("<tr>", f);
-    td(f, num(x, "host"), 1, "");
+    td_count(f, num(x, "host"));
     td(f, num(x, "tx_bytes"), MiB, "");
     td(f, num(x, "model_tx_bytes"), MiB, "");
     td(f, num(x, "rx_bytes"), MiB, "");

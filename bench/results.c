@@ -119,6 +119,7 @@ int gs_json_write_atomic(const char *path, json_t *j, gs_err *e) {
  * this one list. */
 #define CSV_COLUMNS(X)                                            \
   X(run_id, "%s", c->run_id ? c->run_id : "")                     \
+  X(repeat, "%d", c->repeat > 0 ? c->repeat : 1)                  \
   X(mode, "%s", gs_mode_name(c->mode))                            \
   X(world, "%d", c->world)                                        \
   X(model, "%s", c->model)                                        \

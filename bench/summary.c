@@ -127,18 +127,24 @@ static int cmp_span_start(const void *a, const void *b) {
   return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
 }
 
+/* a span of the backend's thread (track 1) that moves data: not a ps
+ * server's optimizer, which also runs there */
+static bool comm_span(const gs_span *s) {
+  return s->track == 1 && strncmp(s->name, "optimizer", sizeof s->name);
+}
+
 /* The backend's communication (its thread's spans, track 1) that ran while
  * rank r computed (data, forward, backward) in each measured step: the
  * overlap, as a sum over the steps. Spans of one thread do not overlap
  * each other; both lists are walked once in time order. */
 static double hidden_comm(const gs_rank_result *x, size_t first, size_t steps) {
   size_t n = 0;
-  for (size_t i = 0; i < x->nspans; i++) n += x->spans[i].track == 1;
+  for (size_t i = 0; i < x->nspans; i++) n += comm_span(&x->spans[i]);
   gs_span *sp = n ? malloc(n * sizeof *sp) : NULL;
   if (!sp) return 0;
   n = 0;
   for (size_t i = 0; i < x->nspans; i++)
-    if (x->spans[i].track == 1) sp[n++] = x->spans[i];
+    if (comm_span(&x->spans[i])) sp[n++] = x->spans[i];
   qsort(sp, n, sizeof *sp, cmp_span_start);
   double sum = 0;
   size_t j = 0;

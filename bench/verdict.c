@@ -131,7 +131,7 @@ static void evidence(text *t, const gs_summary *r, const char *bn, long cores, g
   if (r->mode == GS_MODE_PS && isfinite(busy0)) {
     v->ps_link_busy = busy0;
     v->ps_link_bytes_vs_worker = vs;
-    say(t, " %s: host 0's link busy %.0f%% of the step, carrying %.2gx what a worker's link "
+    say(t, " %s: host 0's link busy %.0f%% of the step, carrying %.2fx what a worker's link "
         "carries", mode, 100 * busy0, vs);
   } else if (r->mode == GS_MODE_RING && isfinite(lo)) {
     v->ring_link_busy_lo = lo;
@@ -139,10 +139,11 @@ static void evidence(text *t, const gs_summary *r, const char *bn, long cores, g
     v->ring_link_bytes_spread = spread;
     if (hi - lo < 0.005) say(t, " %s: every link busy %.0f%%", mode, 100 * lo);
     else say(t, " %s: every link busy %.0f-%.0f%%", mode, 100 * lo, 100 * hi);
-    say(t, ", the same bytes on each (within %.1f%%)", 100 * spread);
+    if (spread < 0.01) say(t, ", the same bytes on each (within 1%%)");
+    else say(t, ", the same bytes on each (within %.0f%%)", 100 * spread);
   } else if (r->mode == GS_MODE_PS && isfinite(r->master_bytes_vs_worker)) {
-    say(t, " %s: rank 0 busy %.0f ms per step against %.3g ms on average (imbalance %.2f), "
-        "moving %.2gx a worker's bytes", mode, 1e3 * r->per_rank[0].busy_s,
+    say(t, " %s: rank 0 busy %.0f ms per step against %.0f ms on average (imbalance %.2f), "
+        "moving %.2fx a worker's bytes", mode, 1e3 * r->per_rank[0].busy_s,
         1e3 * r->per_rank[0].busy_s / r->imbalance, r->imbalance, r->master_bytes_vs_worker);
   } else {
     say(t, " %s: exposed communication %.0f%% of the step", mode, 100 * wait_share(r));
@@ -209,7 +210,7 @@ void gs_verdict_of(const gs_summary *runs, size_t n, long cores, const char *lin
     int reps = ring->nrepeats < ps->nrepeats ? ring->nrepeats : ps->nrepeats;
     say(&t, "%sworld %d on %s: ", t.n ? " " : "", ring->world, where);
     if (v->within_noise && reps > 1)
-      say(&t, "ring and ps are within noise of each other (ring %.3g-%.3g, ps %.3g-%.3g "
+      say(&t, "ring and ps are within noise of each other (ring %.0f-%.0f, ps %.0f-%.0f "
           "samples/s over %d runs each; median ratio %.2fx).", rlo, rhi, plo, phi, reps,
           v->ratio);
     else if (reps > 1)
@@ -225,7 +226,7 @@ void gs_verdict_of(const gs_summary *runs, size_t n, long cores, const char *lin
   } else {
     v->world = top->world;
     v->hosts = top->hosts;
-    say(&t, "%s%s at world %d on %s: %.4g samples/s (no %s run beside it to compare with).",
+    say(&t, "%s%s at world %d on %s: %.0f samples/s (no %s run beside it to compare with).",
         t.n ? " " : "", gs_mode_name(top->mode), top->world, where,
         top->throughput_samples_per_s, top->mode == GS_MODE_PS ? "ring" : "ps");
     char *bn = top->mode == GS_MODE_PS ? v->ps_bottleneck : v->ring_bottleneck;

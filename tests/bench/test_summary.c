@@ -7,7 +7,8 @@
  *  - a rank that failed, or a rank missing, is an error, not a summary;
  *  - gs_summarize is pure: the same rows give the same bits twice;
  *  - hidden communication: the backend thread's spans (track 1) inside
- *    each step's compute, summed by brute force here;
+ *    each step's compute, but a ps server's optimizer, summed by brute
+ *    force here;
  *  - scaling efficiency against the world-1 run, else the local step's,
  *    NaN without either;
  *  - --repeat: the repetitions of a configuration become the median one,
@@ -52,7 +53,8 @@ static gs_rank_result *make_ranks(int world, int steps, bool short1, bool server
       double gap = 0.01 * rnd(), len = 0.01 * rnd();
       *sp = (gs_span){.t0 = bt + gap, .t1 = bt + gap + len, .track = (int)(i % 3 != 2),
                       .bucket = -1};
-      snprintf(sp->name, sizeof sp->name, "reduce-scatter");
+      /* a ps server's optimizer runs on that thread too: not communication */
+      snprintf(sp->name, sizeof sp->name, i % 5 == 4 ? "optimizer" : "reduce-scatter");
       if (sp->track == 1) bt += gap + len;
     }
     for (int s = 0; s < steps; s++) {
@@ -183,7 +185,7 @@ static void check_definitions(const gs_run_info *in, const gs_rank_result *rr,
       for (size_t i = 0; i < rr[r].nspans; i++) {
         const gs_span *sp = &rr[r].spans[i];
         double lo = fmax(sp->t0, a), hi = fmin(sp->t1, z);
-        if (sp->track == 1 && hi > lo) hidden += hi - lo;
+        if (sp->track == 1 && strcmp(sp->name, "optimizer") && hi > lo) hidden += hi - lo;
       }
     }
     CHECK(NEAR(p->comm_hidden_s, hidden / (double)m) && (r > 0 || hidden > 0),
