@@ -317,7 +317,8 @@ static const flag FLAGS[] = {
          strong, 1),
   NUM("steps", 0, "N", "30", "optimizer steps per run", p_whole, train.steps, 0, 1e8),
   NUM("repeat", 0, "K", "3", "run each configuration K times, interleaved (every one once, then "
-      "again), and report the median with the min-max", p_whole, repeats, 1, 1000),
+      "again), and report the median with the min-max (training; once with --save-params; "
+      "--peer runs once)", p_whole, repeats, 1, 1000),
   NUM("warmup", 0, "N", "5", "first steps left out of the summaries", p_whole, warmup, 0, 1e8),
   WORD("data", "SPEC", "synthetic", NULL,
        "synthetic | idx:IMAGES,LABELS (MNIST family) | cifar10:FILE[,FILE...]", p_str,

@@ -122,6 +122,7 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL, "--transport ipc joins ranks of one machine, and emulated hosts "
                    "(--link) talk over their links: drop one");
   if (o->save_params) {
+    o->repeats = 1; /* one run's parameters: repeating it would save the same bits again */
     /* without --world, a rank of a job (torchrun, --nnodes, ...) takes its
      * world from the launcher; the sweep checks its default list itself */
     int worlds = o->world_given ? o->nworlds : 1;
