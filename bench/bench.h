@@ -126,7 +126,7 @@ typedef struct gs_opts {
   gs_dtype dtype;            /* the wire dtype -d names (F64, I32: buffers of it) */
 
   /* what was given on the command line (join mode re-checks these) */
-  bool world_given, mode_given;
+  bool world_given, mode_given, repeat_given;
   const char *loss_scale_arg; /* --loss-scale as given; resolved with the precision */
   /* the copies the comma lists were split in (freed by gs_opts_free) */
   char *owned[2 * GS_LIST_MAX];

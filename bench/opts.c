@@ -279,6 +279,12 @@ static int p_link(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   return GS_OK;
 }
 
+static int p_repeat(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  GS_TRY(p_whole(o, f, a, e));
+  o->repeat_given = true; /* the defaults' parse is forgotten after them */
+  return GS_OK;
+}
+
 static int p_bind(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   if (!*a || strlen(a) > 200 || !strcmp(a, "*"))
     return bad(e, f, a, "an IPv4 address of this host (0.0.0.0 for every interface)");
@@ -316,9 +322,10 @@ static const flag FLAGS[] = {
          "strong scaling: keep the global batch at batch x first world, split over the ranks",
          strong, 1),
   NUM("steps", 0, "N", "30", "optimizer steps per run", p_whole, train.steps, 0, 1e8),
-  NUM("repeat", 0, "K", "3", "run each configuration K times, interleaved (every one once, then "
-      "again), and report the median with the min-max (training; once with --save-params; "
-      "--peer runs once)", p_whole, repeats, 1, 1000),
+  {"repeat", 0, "K", "3", "3; 1 for --mode local alone", "run each configuration K times, "
+   "interleaved (every one once, then again), and report the median with the min-max "
+   "(training; once with --save-params; --peer runs once)", p_repeat, M(repeats), W(repeats), 0,
+   1, 1000},
   NUM("warmup", 0, "N", "5", "first steps left out of the summaries", p_whole, warmup, 0, 1e8),
   WORD("data", "SPEC", "synthetic", NULL,
        "synthetic | idx:IMAGES,LABELS (MNIST family) | cifar10:FILE[,FILE...]", p_str,
@@ -480,7 +487,7 @@ static int defaults(gs_opts *o, gs_err *e) {
     if (FLAGS[i].def && FLAGS[i].arg) GS_TRY(FLAGS[i].parse(o, &FLAGS[i], FLAGS[i].def, e));
   o->overlap = -1; /* the mode's own: ring on, ps off */
   o->resend = -1;  /* training on, the collective benchmark off */
-  o->world_given = o->mode_given = false;
+  o->world_given = o->mode_given = o->repeat_given = false;
   return GS_OK;
 }
 

@@ -65,6 +65,8 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
     o->nmodes = 1;
     o->worlds[0] = 1;
   }
+  /* repetitions steady a comparison; one process alone runs once unless asked */
+  if (!o->repeat_given && o->nmodes == 1 && o->modes[0] == GS_MODE_LOCAL) o->repeats = 1;
   /* the resend log is the ring's links' (ps always sends again) */
   if (o->resend >= 0 && !getenv("GS_LAUNCHED")) {
     bool ring = false;

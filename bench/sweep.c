@@ -129,7 +129,9 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   o->repeat = rep;
   char srep[16];
   snprintf(srep, sizeof srep, "%d", rep);
-  setenv("GS_REPEAT", srep, 1); /* the ranks name their run after it */
+  setenv("GS_REPEAT", srep, 1); /* the ranks name their run after them */
+  snprintf(srep, sizeof srep, "%d", reps);
+  setenv("GS_REPEATS", srep, 1);
   for (int im = 0; im < o->nmodels && !status; im++)
     for (int ib = 0; ib < o->nbatches && !status; ib++)
       for (int ik = 0; ik < o->nbucket_mbs && !status; ik++) {

@@ -184,6 +184,12 @@ static void hosts(void) {
   CHECK_OK(parse(&o, &e, "--mode", "ps", "--world", "2", "--save-params", "p", NULL), &e);
   CHECK(o.repeats == 1, "--save-params repeats %d", o.repeats);
   gs_opts_free(&o);
+  CHECK_OK(parse(&o, &e, "--mode", "local", NULL), &e);
+  CHECK(o.repeats == 1, "--mode local repeats %d", o.repeats);
+  gs_opts_free(&o);
+  CHECK_OK(parse(&o, &e, "--mode", "local", "--repeat", "3", NULL), &e);
+  CHECK(o.repeats == 3, "--mode local --repeat 3: %d", o.repeats);
+  gs_opts_free(&o);
   refused("--repeat", "--repeat", "0");
 }
 
