@@ -103,7 +103,7 @@ static void plan_line(FILE *f, const gs_opts *o, const char *model, double bucke
 }
 
 void gs_sweep_header(FILE *f, const gs_opts *o) {
-  char line[512];
+  char line[GS_LINK_SENTENCE_MAX];
   fprintf(f, "%s\n", gs_link_sentence(o, line, sizeof line));
   bool many = o->nmodes > 1, w1 = false;
   char modes[64] = "", worlds[256] = "";

@@ -169,7 +169,7 @@ json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, json_
   json_object_set_new(j, "oversubscribed", json_boolean(over));
   json_object_set_new(j, "oversubscribed_notice", over ? json_string(notice) : json_null());
   json_object_set_new(j, "peers", peers ? json_deep_copy(peers) : json_array());
-  char link[1400];
+  char link[GS_LINK_SENTENCE_MAX];
   static const char *const choice[] = {"launcher", "given", "auto: emulated hosts",
                                        "auto: loopback", "none"};
   gs_link_sentence(o, link, sizeof link);

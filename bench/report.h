@@ -17,6 +17,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv);
  * the sentence saying where the ranks talk and why (report.json's
  * "links_chosen"); a link rate for people ("1 Gbit/s"). */
 void gs_sweep_header(FILE *f, const gs_opts *o);
+#define GS_LINK_SENTENCE_MAX 1400
 const char *gs_link_sentence(const gs_opts *o, char *buf, size_t cap);
 void gs_rate_text(double bps, char *buf, size_t cap);
 

@@ -1,9 +1,15 @@
 /* sweep.c: the launcher. Every combination of --model x --batch x
- * --bucket-mb x --mode x --world is one run: its ranks are spawned on this
- * machine (launch.c), rank 0 of the run writes runs/<id>/run.json, and
- * after the last run (or an interrupt, with what completed) the reports
- * are written once, atomically. With --peer, the peer (peer.c) runs every
- * world of each model, batch and bucket after ps and ring did. steps.csv fills as the runs go. */
+ * --bucket-mb x --mode x --world is one run (a sweep of several modes runs
+ * world 1 once, as the local step they all run there): its ranks are
+ * spawned on this machine (launch.c), on emulated hosts where the link
+ * says so (cluster.c picks the default), rank 0 of the run writes
+ * runs/<id>/run.json, and the whole sweep runs --repeat times, every
+ * configuration once before any twice. After the last run (or an
+ * interrupt, with what completed) the repetitions of each configuration
+ * become one record (repeats.c), and the tables, the verdict (verdict.c)
+ * and the reports are written once, atomically. With --peer, the peer
+ * (peer.c) runs every world of each model, batch and bucket after ps and
+ * ring did, in the last repetition. steps.csv fills as the runs go. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,63 +75,21 @@ static int run_peers(gs_opts *o, int batch, json_t *peers) {
   return 0;
 }
 
-int gs_sweep_main(gs_opts *o, int argc, char **argv) {
-  gs_err e = {0};
-  if (o->save_params && o->nworlds > 1) {
-    fprintf(stderr, "bench: --save-params saves one run's parameters, but --world is %d worlds "
-            "by default; give one --world\n", o->nworlds);
-    return 2;
-  }
-  if ((!o->collective && check_models(o, &e) < 0) || gs_peer_check(o, &e) < 0) {
-    fprintf(stderr, "bench: %s\n", e.msg);
-    return 2;
-  }
-  char outbuf[512]; /* o->out while the sweep runs */
-  char run_id[GS_RUN_ID_CHARS + 1];
-  gs_run_id_new(run_id);
-  setenv("GS_RUN_ID", run_id, 1); /* every rank's rows carry it */
-  if (!o->out) {
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    size_t n = strftime(outbuf, sizeof outbuf, "results/%Y%m%d-%H%M%S-", &tm);
-    snprintf(outbuf + n, sizeof outbuf - n, "%.6s", run_id);
-    o->out = outbuf;
-  } else if (gs_holds_run(o->out)) {
-    fprintf(stderr, "bench: --out %s already holds a run (its steps.csv or report.json); give "
-            "a new directory, or move the old run away\n", o->out);
-    return 2;
-  }
-  if (gs_mkdirs(o->out, &e) < 0) {
-    fprintf(stderr, "bench: %s\n", e.msg);
-    return 1;
-  }
-  if (!o->collective) gs_csv_header_once(o->out);
-  gs_bench_signals();
-  const char *isa = "unknown";
-  gs_isa_select(&isa, NULL);
-  if (!o->collective) gs_cluster_auto(o);
-  if (!o->quiet) {
-    printf("gradsync %s (git %s): CPU code path %s (GS_ISA=scalar|avx2|avx512 forces one), %ld "
-           "cores; results in %s\n", GS_VERSION, GS_GIT_REVISION, isa,
-           sysconf(_SC_NPROCESSORS_ONLN), o->out);
-    if (!o->collective) gs_sweep_header(stdout, o);
-    fflush(stdout);
-  }
+/* What one repetition of a sweep runs and gathers. */
+typedef struct sweep {
+  gs_summary *runs;         /* every run so far, every repetition */
+  size_t nruns;
+  json_t *peers;
+  int done, total;          /* runs started, runs in the whole sweep */
+  bool one_w1;              /* several modes: world 1 once, as the local step */
+} sweep;
 
-  gs_summary *runs = NULL;
-  size_t nruns = 0;
-  int status = 0, total = 0, done = 0;
-  json_t *peers = json_array();
-  int reps = o->collective ? 1 : o->repeats;
-  /* several modes run world 1 once, as the local step every mode runs there */
-  bool one_w1 = !o->collective && o->nmodes > 1;
-  for (int id = 0; id < o->nmodes; id++)
-    for (int iw = 0; iw < o->nworlds; iw++)
-      total += !(one_w1 && o->worlds[iw] == 1 && id > 0) &&
-               !(o->modes[id] == GS_MODE_LOCAL && o->worlds[iw] != 1);
-  total *= reps * o->nmodels * o->nbatches * o->nbucket_mbs;
-  for (int rep = 1; rep <= reps && !status; rep++) {
+/* Every configuration once, in order (repetition rep of reps); the exit
+ * status so far (0: go on). */
+static int sweep_once(gs_opts *o, int argc, char **argv, int rep, int reps, sweep *sw) {
+  gs_err e = {0};
+  int status = 0;
+  bool one_w1 = sw->one_w1;
   o->repeat = rep;
   char srep[16];
   snprintf(srep, sizeof srep, "%d", rep);
@@ -170,7 +134,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
             snprintf(sworld, sizeof sworld, "%d", world);
             snprintf(sbatch, sizeof sbatch, "%d", batch);
             snprintf(sbucket, sizeof sbucket, "%.17g", o->bucket_mbs[ik]);
-            done++;
+            int done = ++sw->done, total = sw->total;
             if (!o->quiet && o->collective)
               fprintf(stderr, "bench: collective %s, %s, world %d%s\n",
                       gs_coll_name((gs_coll)o->coll), gs_mode_name(mode), world,
@@ -178,8 +142,8 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
                       : o->resend ? " (resend log on)" : " (no resend log: --resend adds it)");
             else if (!o->quiet)
               fprintf(stderr, "bench: run %d of %d: %s world %d, batch %d per rank, buckets %s "
-                      "MiB%s\n", done, total, gs_mode_name(mode), world, batch, sbucket,
-                      reps > 1 ? (rep == 1 ? " (repetition 1)" : "") : "");
+                      "MiB, repetition %d of %d\n", done, total, gs_mode_name(mode), world, batch,
+                      sbucket, rep, reps);
             int rc;
             char why[2048] = "";
             if (mode == GS_MODE_LOCAL && !one_w1) {
@@ -233,32 +197,90 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
               if (mode != GS_MODE_LOCAL || one_w1)
                 fprintf(stderr, "bench: %s world %d failed: %s\n", gs_mode_name(mode), world,
                         why);
-              if (o->link_choice == GS_LINK_AUTO_HOSTS && !gs_interrupted && gs_cluster_hosts(o, mode, world))
+              if (o->link_choice == GS_LINK_AUTO_HOSTS && !gs_interrupted &&
+                  gs_cluster_hosts(o, mode, world))
                 fprintf(stderr, "bench: the emulated hosts were the default here; --link none "
                         "runs the ranks over this machine's loopback instead\n");
               status = gs_interrupted ? gs_interrupt_status() : rc == 2 ? 2 : 1;
               break;
             }
             if (o->collective) continue;
-            gs_summary *more = realloc(runs, (nruns + 1) * sizeof *runs);
+            gs_summary *more = realloc(sw->runs, (sw->nruns + 1) * sizeof *sw->runs);
             gs_run_info info = gs_run_info_of(o, mode, world);
-            if (!more || gs_results_read_run(o->out, &info, &more[nruns], &e) < 0) {
+            if (more) sw->runs = more;
+            if (!more || gs_results_read_run(o->out, &info, &more[sw->nruns], &e) < 0) {
               fprintf(stderr, "bench: %s\n", more ? e.msg : "out of memory");
-              if (more) runs = more;
               status = 1;
               break;
             }
-            runs = more;
-            if (!o->quiet) gs_summary_print_line(stdout, &runs[nruns], done, total);
-            nruns++;
+            if (!o->quiet) gs_summary_print_line(stdout, &sw->runs[sw->nruns], done, total);
+            sw->nruns++;
           }
         if (o->peer && !status && rep == reps) {
           o->train.model = o->models[im];
           o->train.bucket_mb = o->bucket_mbs[ik];
-          status = run_peers(o, o->batches[ib], peers);
+          status = run_peers(o, o->batches[ib], sw->peers);
         }
       }
+  return status;
+}
+
+int gs_sweep_main(gs_opts *o, int argc, char **argv) {
+  gs_err e = {0};
+  if (o->save_params && o->nworlds > 1) {
+    fprintf(stderr, "bench: --save-params saves one run's parameters, but --world is %d worlds "
+            "by default; give one --world\n", o->nworlds);
+    return 2;
   }
+  if ((!o->collective && check_models(o, &e) < 0) || gs_peer_check(o, &e) < 0) {
+    fprintf(stderr, "bench: %s\n", e.msg);
+    return 2;
+  }
+  char outbuf[512]; /* o->out while the sweep runs */
+  char run_id[GS_RUN_ID_CHARS + 1];
+  gs_run_id_new(run_id);
+  setenv("GS_RUN_ID", run_id, 1); /* every rank's rows carry it */
+  if (!o->out) {
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    size_t n = strftime(outbuf, sizeof outbuf, "results/%Y%m%d-%H%M%S-", &tm);
+    snprintf(outbuf + n, sizeof outbuf - n, "%.6s", run_id);
+    o->out = outbuf;
+  } else if (gs_holds_run(o->out)) {
+    fprintf(stderr, "bench: --out %s already holds a run (its steps.csv or report.json); give "
+            "a new directory, or move the old run away\n", o->out);
+    return 2;
+  }
+  if (gs_mkdirs(o->out, &e) < 0) {
+    fprintf(stderr, "bench: %s\n", e.msg);
+    return 1;
+  }
+  if (!o->collective) gs_csv_header_once(o->out);
+  gs_bench_signals();
+  const char *isa = "unknown";
+  gs_isa_select(&isa, NULL);
+  if (!o->collective) gs_cluster_auto(o);
+  if (!o->quiet) {
+    printf("gradsync %s (git %s): CPU code path %s (GS_ISA=scalar|avx2|avx512 forces one), %ld "
+           "cores; results in %s\n", GS_VERSION, GS_GIT_REVISION, isa,
+           sysconf(_SC_NPROCESSORS_ONLN), o->out);
+    if (!o->collective) gs_sweep_header(stdout, o);
+    fflush(stdout);
+  }
+
+  sweep sw = {.peers = json_array(), .one_w1 = !o->collective && o->nmodes > 1};
+  int status = 0, reps = o->collective ? 1 : o->repeats;
+  for (int id = 0; id < o->nmodes; id++)
+    for (int iw = 0; iw < o->nworlds; iw++)
+      sw.total += !(sw.one_w1 && o->worlds[iw] == 1 && id > 0) &&
+                  !(o->modes[id] == GS_MODE_LOCAL && o->worlds[iw] != 1);
+  sw.total *= reps * o->nmodels * o->nbatches * o->nbucket_mbs;
+  for (int rep = 1; rep <= reps && !status; rep++)
+    status = sweep_once(o, argc, argv, rep, reps, &sw);
+  gs_summary *runs = sw.runs;
+  size_t nruns = sw.nruns;
+  json_t *peers = sw.peers;
 
   if (!o->collective && nruns > 0) {
     gs_summary *recs = NULL;
@@ -274,7 +296,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
     nruns = nrecs;
     gs_summary_scaling(runs, nruns, o->strong);
     for (size_t i = 0; i < nruns; i++) gs_summary_print(stdout, &runs[i]);
-    char notice[256], link[512];
+    char notice[256], link[GS_LINK_SENTENCE_MAX];
     gs_oversubscribed(runs, nruns, notice, sizeof notice);
     gs_verdict v;
     gs_verdict_of(runs, nruns, sysconf(_SC_NPROCESSORS_ONLN), gs_link_sentence(o, link,
