@@ -1,13 +1,16 @@
 /* html.c: report.html, the run's results as one self-contained page.
  *
- * Everything is inside the file: the configuration and environment, the
- * ps-vs-ring comparison (with the peers measured in the same invocation,
- * and a notice when the ranks outnumber the cores), or the collective
- * benchmark's tables, one per-rank table per run (the master's extra
- * time, bytes and memory side by side with the workers'), the cost model
- * beside the measurement where a run has one, and every SVG chart of the
- * results directory inlined (no <img src>, no script, no font or style
- * sheet from the network), so it opens from a mail attachment or a CI
+ * A training sweep's page opens with what a reader came for, on its first
+ * screen: the verdict (report.json's), where the ranks talked, the one chart
+ * that shows the comparison (step time against emulated hosts with the
+ * cost model dashed, or throughput against the world on loopback), and the
+ * comparison table, its numbers for people (3 significant digits, whole
+ * numbers from 100, units in the headings, shares as %). Then the peers, or
+ * the collective benchmark's tables, every other SVG chart of the results
+ * directory inlined, each run's per-rank table (ms and MiB per step), its
+ * links and its cost model, and the configuration and environment.
+ * Nothing comes from outside the file (no <img src>, no script, no font or
+ * style sheet from the network), so it opens from a mail attachment or a CI
  * artifact as it opened here. It is rendered from report.json's document,
  * the same numbers the terminal and the JSON show. */
 #include <dirent.h>
