@@ -351,31 +351,38 @@ def case_default():
     wait_clean(before, [], [], "the default sweep", check)
 
 
+def cluster_now(me):
+    """the launcher's ranks in emulated hosts: their pids and namespaces"""
+    pids, inos = [], set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            ino = os.stat(f"/proc/{pid}/ns/net").st_ino
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if ino != me and cmd.startswith(b"/proc/self/exe"):
+            pids.append(int(pid))
+            inos.add(ino)
+    return pids, inos
+
+
 def mid_run(d):
-    """the default sweep started and run until its ranks train in their
-    hosts: the launcher, and the pids and namespaces of the cluster"""
+    """the default sweep started and run until both ranks of its world-2 run
+    train, each in its host: the launcher, and the pids (ranks and the
+    holders of their hosts) and namespaces of the cluster"""
     # world 1 (loopback) completes first; world 2 is long enough to be stopped
     p = subprocess.Popen([BENCH] + DEFAULT[:1] + ["200"] + DEFAULT[2:] +
                          ["--world", "1,2", "--out", d], stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
     me = os.stat("/proc/self/ns/net").st_ino
-    pids, inos, deadline = [], set(), time.time() + 90
-    while time.time() < deadline and not pids:
+    pids, inos, deadline = [], set(), time.time() + 120
+    while time.time() < deadline and len(inos) < 2:
         time.sleep(0.2)
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                ino = os.stat(f"/proc/{pid}/ns/net").st_ino
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read()
-            except OSError:
-                continue
-            if ino != me and cmd.startswith(b"/proc/self/exe"):
-                pids.append(int(pid))
-                inos.add(ino)
-        if pids:  # the ranks live: a little more of training
-            time.sleep(1.5)
+        pids, inos = cluster_now(me)
+    time.sleep(1.5)  # a little of training
     for pid in os.listdir("/proc"):  # and the holders of their hosts
         try:
             if pid.isdigit() and os.stat(f"/proc/{pid}/ns/net").st_ino in inos:
