@@ -1,15 +1,20 @@
-/* allreduce.h: the contract of the allreduce part: ring all-reduce of flat
- * float32 buffers, as DistributedDataParallel does it.
+/* allreduce.h: the contract of the allreduce part: all-reduce of flat
+ * buffers of numbers (training's fp32 gradients, on the wire in fp32, fp16
+ * or bf16; the collective benchmark's fp64 and int32 too), as
+ * DistributedDataParallel does it, and the other collectives.
  *
  * Two backends of worker/sync.h live here:
- *   ring  our own ring over ZeroMQ (allreduce/ring.c for the collective,
- *         allreduce/ring_sync.c for buckets, overlap and the optimizer);
- *   nccl  the ring on GPUs (allreduce/nccl.c, built where NCCL is found).
+ *   ring  our own, over ZeroMQ: a communicator that knows no algorithm
+ *         (comm.c) and a table of algorithms over it (algos.c: the ring,
+ *         recursive doubling, direct exchange, shared memory), with
+ *         ring_sync.c for buckets, overlap and the optimizer;
+ *   nccl  the ring on GPUs (allreduce/nccl/, built where NCCL is found).
  * Both are handed to the launcher as a gs_backend; the training loop never
  * sees anything below sync.h.
  *
- * Below the backends, the bare ZeroMQ ring is usable on its own (the tests
- * and the collective benchmark drive it directly):
+ * Below the backends, the bare ZeroMQ communicator ("the ring": its two
+ * neighbours carry the handshake and the ring algorithm) is usable on its
+ * own (the tests and the collective benchmark drive it directly):
  *
  *     gs_ring_prepare   every rank: bind the socket the LEFT neighbour
  *                       connects to, return its endpoint
@@ -44,8 +49,8 @@
  * open() connects to endpoints[(rank+1) % world]. No bootstrap blob. */
 extern const gs_backend gs_ring_backend;
 
-/* "nccl": the ring on GPUs through NCCL (allreduce/nccl.c), as DDP does.
- * Declared in every build: where NCCL or CUDA was not found (nonccl.c),
+/* "nccl": the ring on GPUs through NCCL (allreduce/nccl/nccl.c), as DDP does.
+ * Declared in every build: where NCCL or CUDA was not found (nccl/nonccl.c),
  * prepare() and open() fail with GS_EDEVICE saying so. bootstrap() on rank
  * 0 writes NCCL's unique id (128 bytes) into the blob. The config must
  * carry device (this rank's GPU), local_rank / local_world, and k, params,
@@ -70,8 +75,9 @@ gs_ring *gs_ring_sync_ring(gs_sync *s);
 
 #define GS_RING_NO_SMALL SIZE_MAX
 
-/* Which algorithm a collective runs (allreduce/small.c draws rd and
- * direct). The zero value is the ring, so every existing caller keeps it.
+/* Which algorithm a collective runs (each drawn in its own file: ring_pipe.c
+ * and ring_small.c, rd.c, direct.c, shm.c). The zero value is the ring, so
+ * every existing caller keeps it.
  *   ring    reduce-scatter + all-gather, 2(N-1) dependent hops (with the
  *           whole-vector all-gather below small_bytes): bandwidth-optimal;
  *   rd      recursive doubling: log2 N rounds of whole-buffer exchanges
@@ -103,7 +109,7 @@ typedef enum gs_algo { GS_ALGO_RING = 0, GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_AUT
  * again before trusting it there. */
 #define GS_ALGO_AUTO_MAX_BYTES ((size_t)256 << 10)
 
-/* "ring", "rd", "direct", "auto". */
+/* "ring", "rd", "direct", "auto", "shm". */
 const char *gs_algo_name(gs_algo a);
 /* The name's algorithm, or -1. */
 int gs_algo_parse(const char *s);
@@ -247,53 +253,67 @@ void gs_ring_tune_malloc(void);
 size_t gs_ring_chunk_bytes(const gs_ring *r);
 size_t gs_ring_small_bytes(const gs_ring *r);
 
-/* ---- the collective benchmark, nccl-tests style ---- */
+/* ---- what each collective is (coll.c) ---- */
 
-/* The collectives the benchmark runs, by nccl-tests' names. Over count
- * elements in src and dst (src == dst: in place), parts as gs_ring_part
- * with count a multiple of the world (equal parts):
+/* The collectives, by nccl-tests' names. Over count elements in src and
+ * dst (src == dst: in place), parts as gs_ring_part with count a multiple
+ * of the world (equal parts):
  *   all_reduce      dst = sum over ranks of src
  *   reduce_scatter  dst's part `rank` = that part's sum (the rest unread)
  *   all_gather      dst = every rank's part of its src
  *   broadcast       dst = root's src
- *   reduce          root's dst = sum over ranks of src (others unread)
- * busbw = algbw x 2(N-1)/N, (N-1)/N, (N-1)/N, 1, 1: what each link
- * carries, as nccl-tests counts it (size: the full vector). */
+ *   reduce          root's dst = sum over ranks of src (others unread) */
 typedef enum gs_coll {
   GS_COLL_ALL_REDUCE = 0, GS_COLL_REDUCE_SCATTER, GS_COLL_ALL_GATHER, GS_COLL_BROADCAST,
   GS_COLL_REDUCE
 } gs_coll;
-const char *gs_coll_name(gs_coll c);   /* "all_reduce", "reduce_scatter", ... */
-int gs_coll_parse(const char *s);      /* those, and "allreduce"; -1 if none */
+
+/* What an element of a rank's result holds (gs_coll_desc.holds): the
+ * reduction over every rank, nothing defined, or (>= 0) that rank's own
+ * contribution. */
+enum { GS_HOLDS_REDUCED = -1, GS_HOLDS_NOTHING = -2 };
+
+/* One row per collective, as nccl-tests' descriptors: everything about a
+ * collective that is not how a backend runs it (each backend's runs are a
+ * table of its own indexed by gs_coll: gs_ring_collective,
+ * gs_nccl_collective). */
+typedef struct gs_coll_desc {
+  const char *name;       /* "all_reduce", "reduce_scatter", ... */
+  bool parted;            /* each rank holds count / world of it (a size
+                             is count x the dtype, count a multiple of N) */
+  bool has_op, has_root;  /* reduces (gs_redop); has a root */
+  const char *factor;     /* busbw = algbw x factor, in words ("2(n-1)/n") */
+  double (*busbw)(int world);  /* that factor: what each link carries, as
+                                  nccl-tests counts it (size: the full vector) */
+  /* element i of rank me's result (part = count / world) */
+  int (*holds)(size_t i, size_t part, int me, int root);
+  const char *what;       /* what the reference check expects, in words */
+} gs_coll_desc;
+
+const gs_coll_desc *gs_coll_of(gs_coll c);   /* NULL if not a collective */
+const char *gs_coll_name(gs_coll c);         /* "unknown" if none */
+int gs_coll_parse(const char *s);            /* the names, and "allreduce"; -1 if none */
 double gs_coll_busbw_factor(gs_coll c, int world);
 /* a reduction (all_gather, broadcast: none) */
 static inline bool gs_coll_has_op(gs_coll c) {
-  return c != GS_COLL_ALL_GATHER && c != GS_COLL_BROADCAST;
+  const gs_coll_desc *d = gs_coll_of(c);
+  return d && d->has_op;
 }
 /* broadcast, reduce */
 static inline bool gs_coll_has_root(gs_coll c) {
-  return c == GS_COLL_BROADCAST || c == GS_COLL_REDUCE;
+  const gs_coll_desc *d = gs_coll_of(c);
+  return d && d->has_root;
 }
 
-/* One collective over a backend, as gs_coll says (src == dst: in place). */
-typedef int (*gs_coll_fn)(void *ctx, const void *src, void *dst, size_t count, int64_t iter,
-                          gs_err *e);
-
-/* nccl-tests' -o (kernels.h gs_redop): on the ZeroMQ ring avg is the sum,
- * then on every rank the post-division gs_postdiv_host (fp32 and double:
- * times 1/N; int32: divided by N, truncated, as NCCL's ncclAvg for
- * integers), timed with the collective; on NCCL it is ncclAvg itself
- * (gs_nccl_collective). prod, min and max run in the reduction itself. */
-const char *gs_redop_name(gs_redop op);  /* "sum", "avg", "prod", "min", "max" */
-int gs_redop_parse(const char *s);       /* -1 if not one of them */
-/* nccl-tests' -d names: "float", "half", "bfloat16" (the wire dtypes of
- * fp32 buffers), "double", "int32" (buffers of that type, carried as is) */
-const char *gs_perf_type_name(gs_dtype t);
-int gs_perf_type_parse(const char *s);   /* -1 if not one of them */
+/* c on the bare ring (ring_coll.c), with op (where c reduces) and root
+ * (where it has one): the function above for it; all_gather's input is
+ * this rank's part of src. */
+int gs_ring_collective(gs_ring *r, gs_coll c, gs_redop op, int root, const void *src, void *dst,
+                       size_t count, int64_t step, gs_ring_stats *st, gs_err *e);
 
 /* The collective benchmark's collectives on a session gs_nccl_backend
  * opened (sum_only, its wire dtype the benchmark's -d), between steps
- * (allreduce/nccl_coll.c): c on count elements of src into dst as gs_coll
+ * (allreduce/nccl/nccl_coll.c): c on count elements of src into dst as gs_coll
  * says (src == dst: in place; count a multiple of the world for
  * reduce_scatter and all_gather; buffers of the wire dtype, or fp32 under
  * an fp16 / bf16 wire), through ncclAllReduce, ncclReduceScatter,
@@ -302,81 +322,9 @@ int gs_perf_type_parse(const char *s);   /* -1 if not one of them */
  * ncclMax, and root for broadcast and reduce. iter is the step messages
  * name. Waits for the result as a step does (timeout, NCCL's asynchronous
  * errors, abort). Bad arguments: GS_EINVAL, nothing queued. Declared in
- * every build: without NCCL (nonccl.c) it fails with GS_EDEVICE. */
+ * every build: without NCCL (nccl/nonccl.c) it fails with GS_EDEVICE. */
 typedef int gs_nccl_collective_fn(gs_sync *s, gs_coll c, gs_redop op, int root, const void *src,
                                   void *dst, size_t count, int64_t iter, gs_err *e);
 gs_nccl_collective_fn gs_nccl_collective;
-
-typedef struct gs_perf_opts {
-  int rank, world;
-  size_t min_bytes, max_bytes;  /* -b, -e */
-  double factor;                /* -f (>1); sizes min, min*f, ... <= max */
-  int iters, warmup;            /* -n, -w */
-  bool check;                   /* -c: exact check of every iteration */
-  gs_redop op;                  /* -o */
-  /* -d: the dtype the wire carries, which the table counts: a size is
-   * count x its bytes, as nccl-tests counts its buffers. Buffers hold fp32
-   * under the 16-bit wires (converted at the wire), else the wire's own
-   * type (fp32, fp64, int32). The inputs are exact in every type and op. */
-  gs_dtype wire;
-  /* Where src/dst live: NULL = host memory; a device table = its memory
-   * (filled and checked through to_device / to_host, outside the timing;
-   * avg's post-division there: fp32 buffers only, else fn_avg). */
-  gs_kernels *k;
-  /* fn averages itself (-o avg: NCCL's ncclAvg), so nothing divides after
-   * it; the check expects NCCL's arithmetic (perf.c). */
-  bool fn_avg;
-  /* Optional, untimed: called before the first collective on a new
-   * (src, dst, count), e.g. to open a backend session for that size. */
-  int (*setup)(void *ctx, const void *src, void *dst, size_t count, gs_err *e);
-  /* Optional: the algorithm a size runs (a column of the table). */
-  const char *(*algo_of)(void *ctx, size_t count);
-  gs_coll coll;                 /* what fn runs (0: all_reduce) */
-  int root;                     /* -r: broadcast's and reduce's root */
-  /* The all-reduce the timings are exchanged through (NULL: fn, which must
-   * then be one); setup is called for it as for fn. */
-  gs_coll_fn sum;
-} gs_perf_opts;
-
-/* One placement's figures (nccl-tests' four columns). */
-typedef struct gs_perf_time {
-  double time_us;               /* mean per iteration, max over ranks */
-  double algbw, busbw;          /* GB/s, 1e9 bytes per second */
-  uint64_t wrong;               /* elements that differed, over every rank
-                                   (UINT64_MAX: unchecked) */
-} gs_perf_time;
-
-typedef struct gs_perf_row {
-  size_t bytes, count;          /* bytes: the full vector; count: elements of
-                                   the wire dtype per rank, as nccl-tests
-                                   prints (the part, for a parted one) */
-  gs_perf_time oop, ip;         /* out of place (src != dst), in place */
-  const char *algo;             /* what ran (gs_perf_opts.algo_of), or NULL */
-} gs_perf_row;
-
-/* Allocate src/dst for max_bytes, and for each size, out of place then in
- * place: warmup, then iters timed collectives back to back, then (check)
- * one more checked against the exact expected result (the inputs are small
- * integers, so every summation order is exact; the check is outside the
- * timed region). The time of a size is the mean over iterations of this
- * rank's time, then the max over ranks (exchanged with fn itself). rows
- * gets one row per size (at most *nrows; *nrows set to the number
- * written). */
-int gs_allreduce_perf(gs_coll_fn fn, void *ctx, const gs_perf_opts *o, gs_perf_row *rows,
-                      int *nrows, gs_err *e);
-
-/* Number of sizes gs_allreduce_perf will run for o, and the largest count
- * it hands fn (the timing exchange included). */
-int gs_perf_sizes(const gs_perf_opts *o);
-size_t gs_perf_max_count(const gs_perf_opts *o);
-
-/* Print the table to f (a FILE*) in nccl-tests' layout (perf_print.c):
- * our header lines, its two-line column header, one line per row, and its
- * "Out of bounds values" and "Avg bus bandwidth" lines. */
-void gs_perf_print(void *f, const gs_perf_opts *o, const char *title, const gs_perf_row *rows,
-                   int nrows);
-/* Those two closing figures: the mean busbw over both placements (the
- * return) and the number of results with a wrong value. */
-double gs_perf_summary(const gs_perf_row *rows, int nrows, int *errors);
 
 #endif

@@ -1,6 +1,6 @@
 /* mesh.c: a socket from every rank to every other, for the algorithms that
- * exchange with ranks other than the ring neighbours (small.c: recursive
- * doubling, direct exchange). Each rank binds one PULL socket, in the ring
+ * exchange with ranks other than the ring neighbours (rd.c: recursive
+ * doubling, direct.c: direct exchange). Each rank binds one PULL socket, in the ring
  * link's ZeroMQ context (so the same credential admits peers), and
  * connects a PUSH socket to every other rank's. Its endpoint travels in the
  * ring's handshake, so the launcher still exchanges one endpoint per rank.
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "allreduce/ring_internal.h"
+#include "allreduce/mesh.h"
 
 #define SLICE_MS 50
 /* Messages one peer may be ahead by: its next round's and its next
@@ -48,6 +48,7 @@ struct gs_mesh {
   unsigned dropped;
   atomic_int stop;
   uint8_t hbuf[4096];
+  char (*eps)[GS_ENDPOINT_MAX]; /* world entries: what each rank published */
 };
 
 static const char *where(const gs_link_where *w, char *buf, size_t cap) {
@@ -56,8 +57,7 @@ static const char *where(const gs_link_where *w, char *buf, size_t cap) {
   return buf;
 }
 
-int gs_mesh_open(const gs_ring *r, void *zctx, size_t max_payload, gs_mesh **out,
-                 char endpoint[GS_ENDPOINT_MAX], gs_err *e) {
+int gs_mesh_open(const gs_ring *r, void *zctx, size_t max_payload, gs_mesh **out, gs_err *e) {
   *out = NULL;
   const gs_ring_opts *o = &r->o;
   gs_mesh *m = calloc(1, sizeof *m);
@@ -73,10 +73,11 @@ int gs_mesh_open(const gs_ring *r, void *zctx, size_t max_payload, gs_mesh **out
   m->q = calloc((size_t)o->world, sizeof *m->q);
   m->out = calloc((size_t)o->world, sizeof *m->out);
   m->in = calloc((size_t)o->world, sizeof *m->in);
+  m->eps = calloc((size_t)o->world, sizeof *m->eps);
   m->link = r->link;
   m->keep = !o->no_resend;
   int rc = GS_OK;
-  if (!m->push || !m->q || !m->out || !m->in) {
+  if (!m->push || !m->q || !m->out || !m->in || !m->eps) {
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the mesh", o->rank);
     goto out;
   }
@@ -100,7 +101,7 @@ int gs_mesh_open(const gs_ring *r, void *zctx, size_t max_payload, gs_mesh **out
     gs_err_prefix(e, "rank %d: mesh: ", o->rank);
     goto out;
   }
-  snprintf(endpoint, GS_ENDPOINT_MAX, "%s", ep);
+  snprintf(m->eps[m->rank], GS_ENDPOINT_MAX, "%s", ep);
 out:
   if (rc < 0) {
     gs_mesh_close(m, true);
@@ -110,11 +111,32 @@ out:
   return GS_OK;
 }
 
-int gs_mesh_connect(gs_mesh *m, const char *const *endpoints, uint64_t job, gs_err *e) {
+void gs_mesh_hello(const gs_mesh *m, int origin, Gradsync__RingHello *h) {
+  h->mesh_endpoint = (char *)m->eps[origin];
+}
+
+void gs_mesh_heard(gs_mesh *m, int origin, const Gradsync__RingHello *h) {
+  snprintf(m->eps[origin], GS_ENDPOINT_MAX, "%s", h->mesh_endpoint ? h->mesh_endpoint : "");
+}
+
+/* Rank i's mesh socket is bound where its ring socket is, so it is reached
+ * at the host of the ring endpoint the launcher published (which may
+ * differ from the one the rank wrote, behind a wildcard bind) and the port
+ * of the mesh endpoint the handshake brought. */
+static void address(const char *ring_ep, const char *mesh_ep, char out[GS_ENDPOINT_MAX]) {
+  const char *rc = ring_ep ? strrchr(ring_ep, ':') : NULL, *mc = strrchr(mesh_ep, ':');
+  if (!rc || !mc || strncmp(ring_ep, "tcp://", 6) || rc < ring_ep + 6)
+    snprintf(out, GS_ENDPOINT_MAX, "%s", mesh_ep);
+  else
+    snprintf(out, GS_ENDPOINT_MAX, "%.*s%s", (int)(rc - ring_ep), ring_ep, mc);
+}
+
+int gs_mesh_connect(gs_mesh *m, const char *const *ring_eps, uint64_t job, gs_err *e) {
   m->job = job;
+  char ep[GS_ENDPOINT_MAX];
   for (int p = 0; p < m->world; p++) {
     if (p == m->rank) continue;
-    if (!endpoints[p] || !*endpoints[p])
+    if (!m->eps[p][0])
       return GS_FAIL(e, GS_EMISMATCH, "rank %d: rank %d has no mesh endpoint (it runs the ring "
                      "only: every rank must be given the same algorithm)", m->rank, p);
     void *s = zmq_socket(m->ctx, ZMQ_PUSH);
@@ -127,9 +149,10 @@ int gs_mesh_connect(gs_mesh *m, const char *const *endpoints, uint64_t job, gs_e
     GS_TRY(gs_cred_client(s, &m->cred, e));
     GS_TRY(gs_resend_open(m->ctx, s, m->rank, p, "mesh", m->keep, &m->out[p], e));
     GS_TRY(gs_link_follow(m->link, m->out[p], e));
-    if (zmq_connect(s, endpoints[p]) < 0)
+    address(ring_eps ? ring_eps[p] : NULL, m->eps[p], ep);
+    if (zmq_connect(s, ep) < 0)
       return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank %d's mesh socket at '%s': %s",
-                     m->rank, p, endpoints[p], zmq_strerror(errno));
+                     m->rank, p, ep, zmq_strerror(errno));
   }
   return GS_OK;
 }
@@ -308,5 +331,6 @@ void gs_mesh_close(gs_mesh *m, bool abort) {
   free(m->out);
   free(m->in);
   free(m->q);
+  free(m->eps);
   free(m);
 }

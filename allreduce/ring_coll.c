@@ -1,6 +1,6 @@
 /* ring_coll.c: the collectives besides all-reduce on the same ZeroMQ ring
  * (allreduce.h): reduce-scatter and all-gather, the all-reduce's two
- * phases run alone (ring.c's pipeline), and broadcast and reduce, chains
+ * phases run alone (ring_pipe.c's pipeline), and broadcast and reduce, chains
  * around the ring, cut into the same chunks and pipelined.
  *
  *                 rank 0 (root)                 broadcast: the root's chunks
@@ -22,22 +22,13 @@
  * order whatever the timing (with any op: gs_ring_combine); with a 16-bit wire dtype each hop adds in
  * fp32 and rounds once for the next hop, the root keeps the rounded value
  * (as the all-reduce's owner does), and a broadcast's root keeps what it
- * sent, so replicated results are the same bits everywhere. */
+ * sent, so replicated results are the same bits everywhere.
+ *
+ * gs_ring_collective runs any gs_coll through a table of these, the
+ * ring's column of the collectives' rows (coll.c). */
 #include <string.h>
 
-#include "allreduce/ring_internal.h"
-
-void gs_ring_part(size_t count, int world, int rank, size_t *off, size_t *len) {
-  gs_ring_seg_range(count, world, rank, off, len);
-}
-
-/* the collective's end: the device's queue, then a failure goes around */
-static int leave(gs_ring *r, int rc, gs_err *e) {
-  if (rc == GS_OK) rc = r->o.k->sync(r->o.k, e);
-  if (rc == GS_OK) rc = gs_link_end(r->link, e);
-  if (rc < 0) return gs_ring_fail(r, e, rc);
-  return GS_OK;
-}
+#include "allreduce/ring_bufs.h"
 
 int gs_ring_reduce_scatter(gs_ring *r, gs_redop op, const void *src, void *dst, size_t count,
                            int64_t step, gs_ring_stats *st, gs_err *e) {
@@ -48,7 +39,7 @@ int gs_ring_reduce_scatter(gs_ring *r, gs_redop op, const void *src, void *dst, 
     if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * gs_ring_es(r));
     return r->o.k->sync(r->o.k, e);
   }
-  return leave(r, gs_ring_phases(r, src, dst, count, GS_RING_RS, st ? st : &local, e), e);
+  return gs_ring_leave(r, gs_ring_phases(r, src, dst, count, GS_RING_RS, st ? st : &local, e), e);
 }
 
 int gs_ring_all_gather(gs_ring *r, const void *src, void *dst, size_t count, int64_t step,
@@ -62,7 +53,7 @@ int gs_ring_all_gather(gs_ring *r, const void *src, void *dst, size_t count, int
   void *mine = gs_ring_at(r, dst, off);
   if (len && src != mine) r->o.k->copy(r->o.k, mine, src, len * gs_ring_es(r));
   if (in == 1) return r->o.k->sync(r->o.k, e);
-  return leave(r, gs_ring_phases(r, dst, dst, count, GS_RING_AG, st ? st : &local, e), e);
+  return gs_ring_leave(r, gs_ring_phases(r, dst, dst, count, GS_RING_AG, st ? st : &local, e), e);
 }
 
 /* chunk i of a vector of n elements cut in N segments of C chunks */
@@ -90,6 +81,7 @@ static int bcast_chain(gs_ring *r, const void *src, void *dst, size_t n, int roo
   const size_t ws = gs_dtype_size(w), es = gs_ring_es(r), C = gs_ring_chunks(r, n);
   const size_t M = (size_t)N * C;
   uint8_t *stage = r->stage;
+  atomic_uint *flags = gs_ring_state(r)->flags;
   int rc = GS_OK;
   for (size_t i = 0; i < M && rc == GS_OK; i++) {
     gs_ring_want wt;
@@ -105,7 +97,7 @@ static int bcast_chain(gs_ring *r, const void *src, void *dst, size_t n, int roo
       } else if (src != dst) {
         k->copy(k, d, data, wt.count * es);
       }
-      rc = gs_ring_send_chunk(r, &wt, data, &r->flags[i], NULL, &st->bytes_sent, e);
+      rc = gs_ring_send_chunk(r, &wt, data, &flags[i], NULL, &st->bytes_sent, e);
       continue;
     }
     chunk_of(r, n, C, i, PH_BCAST, pos - 1, &wt);
@@ -138,7 +130,7 @@ int gs_ring_broadcast(gs_ring *r, const void *src, void *dst, size_t count, int 
     if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * gs_ring_es(r));
     return r->o.k->sync(r->o.k, e);
   }
-  return leave(r, bcast_chain(r, src, dst, count, root, st ? st : &local, e), e);
+  return gs_ring_leave(r, bcast_chain(r, src, dst, count, root, st ? st : &local, e), e);
 }
 
 static int reduce_chain(gs_ring *r, const void *src, void *dst, size_t n, int root,
@@ -150,6 +142,7 @@ static int reduce_chain(gs_ring *r, const void *src, void *dst, size_t n, int ro
   const size_t ws = gs_dtype_size(w), es = gs_ring_es(r), C = gs_ring_chunks(r, n);
   const size_t M = (size_t)N * C;
   uint8_t *stage = r->stage;
+  atomic_uint *flags = gs_ring_state(r)->flags;
   int rc = GS_OK;
   for (size_t i = 0; i < M && rc == GS_OK; i++) {
     gs_ring_want wt;
@@ -161,7 +154,7 @@ static int reduce_chain(gs_ring *r, const void *src, void *dst, size_t n, int ro
         k->convert(k, w, stage + wt.offset * ws, GS_F32, data, wt.count);
         data = stage + wt.offset * ws;
       }
-      rc = gs_ring_send_chunk(r, &wt, data, &r->flags[i], NULL, &st->bytes_sent, e);
+      rc = gs_ring_send_chunk(r, &wt, data, &flags[i], NULL, &st->bytes_sent, e);
       continue;
     }
     chunk_of(r, n, C, i, PH_REDUCE, pos - 1, &wt);
@@ -185,7 +178,7 @@ static int reduce_chain(gs_ring *r, const void *src, void *dst, size_t n, int ro
     st->reduce_s += gs_now() - a;
     if (pos < N - 1) {
       wt.ring_step = pos;
-      rc = gs_ring_send_chunk(r, &wt, data, &r->flags[i], NULL, &st->bytes_sent, e);
+      rc = gs_ring_send_chunk(r, &wt, data, &flags[i], NULL, &st->bytes_sent, e);
     }
   }
   if (rc == GS_OK) rc = gs_ring_wait_flags(r, M, e);
@@ -202,5 +195,45 @@ int gs_ring_reduce(gs_ring *r, gs_redop op, const void *src, void *dst, size_t c
     if (src != dst && count) r->o.k->copy(r->o.k, dst, src, count * gs_ring_es(r));
     return r->o.k->sync(r->o.k, e);
   }
-  return leave(r, reduce_chain(r, src, dst, count, root, st ? st : &local, e), e);
+  return gs_ring_leave(r, reduce_chain(r, src, dst, count, root, st ? st : &local, e), e);
+}
+
+/* The ring's way of each collective, with one signature. */
+typedef int (*run_fn)(gs_ring *r, gs_redop op, int root, const void *src, void *dst, size_t count,
+                      int64_t step, gs_ring_stats *st, gs_err *e);
+
+static int run_all_reduce(gs_ring *r, gs_redop op, int root, const void *src, void *dst,
+                          size_t count, int64_t step, gs_ring_stats *st, gs_err *e) {
+  return gs_ring_allreduce_op(r, op, src, dst, count, step, 0, st, e);
+}
+static int run_reduce_scatter(gs_ring *r, gs_redop op, int root, const void *src, void *dst,
+                              size_t count, int64_t step, gs_ring_stats *st, gs_err *e) {
+  return gs_ring_reduce_scatter(r, op, src, dst, count, step, st, e);
+}
+/* the input is this rank's part of src */
+static int run_all_gather(gs_ring *r, gs_redop op, int root, const void *src, void *dst,
+                          size_t count, int64_t step, gs_ring_stats *st, gs_err *e) {
+  size_t off = 0, len;
+  if (r) gs_ring_part(count, r->o.world, r->o.rank, &off, &len);
+  return gs_ring_all_gather(r, r ? gs_ring_at(r, src, off) : src, dst, count, step, st, e);
+}
+static int run_broadcast(gs_ring *r, gs_redop op, int root, const void *src, void *dst,
+                         size_t count, int64_t step, gs_ring_stats *st, gs_err *e) {
+  return gs_ring_broadcast(r, src, dst, count, root, step, st, e);
+}
+static int run_reduce(gs_ring *r, gs_redop op, int root, const void *src, void *dst,
+                      size_t count, int64_t step, gs_ring_stats *st, gs_err *e) {
+  return gs_ring_reduce(r, op, src, dst, count, root, step, st, e);
+}
+
+static const run_fn runs[] = {
+  [GS_COLL_ALL_REDUCE] = run_all_reduce, [GS_COLL_REDUCE_SCATTER] = run_reduce_scatter,
+  [GS_COLL_ALL_GATHER] = run_all_gather, [GS_COLL_BROADCAST] = run_broadcast,
+  [GS_COLL_REDUCE] = run_reduce,
+};
+
+int gs_ring_collective(gs_ring *r, gs_coll c, gs_redop op, int root, const void *src, void *dst,
+                       size_t count, int64_t step, gs_ring_stats *st, gs_err *e) {
+  if (!gs_coll_of(c)) return GS_FAIL(e, GS_EINVAL, "ring: unknown collective %d", (int)c);
+  return runs[c](r, op, root, src, dst, count, step, st, e);
 }

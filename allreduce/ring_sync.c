@@ -1,5 +1,5 @@
 /* ring_sync.c: the "ring" backend of worker/sync.h: DistributedDataParallel
- * on the CPU, over the ZeroMQ ring of ring.c.
+ * on the CPU, over the ZeroMQ communicator and its algorithms (algos.c).
  *
  * One progress thread per rank owns the ring. The training thread hands it
  * buckets as backward fills them (bucket_ready, with overlap) or all at once
@@ -25,12 +25,12 @@
 
 #include "allreduce/allreduce.h"
 
-typedef struct prepared {
+typedef struct ring_state {
   gs_ring *ring;
   gs_kernels *rk;  /* the ring's own CPU table: its thread's sticky errors stay its own */
-} prepared;
+} ring_state;
 
-typedef struct rsync {
+typedef struct ring_sync {
   gs_sync base;
   gs_sync_config c;        /* copy; pointers below are ours */
   gs_bucket *buckets;
@@ -40,9 +40,8 @@ typedef struct rsync {
   gs_update_range *ranges; /* the buckets, as the optimizer takes them */
 
   /* training thread */
+  gs_sync_order order;
   int64_t step;
-  bool in_step;
-  int next_ready;
   double wait_s;
 
   /* shared with the progress thread, under mu */
@@ -55,7 +54,7 @@ typedef struct rsync {
   int err_code;
   gs_err err;
   gs_ring_stats acc;       /* this step */
-} rsync;
+} ring_sync;
 
 static uint64_t plan_hash(const gs_bucket *b, int nb) {
   uint64_t h = 1469598103934665603ull;
@@ -67,55 +66,12 @@ static uint64_t plan_hash(const gs_bucket *b, int nb) {
   return h;
 }
 
-static int cmp_bucket(const void *a, const void *b) {
-  const gs_bucket *x = a, *y = b;
-  return x->offset < y->offset ? -1 : x->offset > y->offset;
-}
-
-/* Buckets must lie in [0, n) and not overlap (an element reduced twice
- * would be summed twice). */
+/* sync.h's checks, and the ring's own: host memory. */
 static int check_config(const gs_sync_config *c, gs_err *e) {
-  if (!c) return GS_FAIL(e, GS_EINVAL, "ring: no configuration");
-  if (c->world < 1 || c->rank < 0 || c->rank >= c->world)
-    return GS_FAIL(e, GS_EINVAL, "ring: rank %d of world %d is impossible", c->rank, c->world);
-  if (!c->k) return GS_FAIL(e, GS_EINVAL, "rank %d: ring: no kernels table", c->rank);
+  GS_TRY(gs_sync_check_config(c, "ring", e));
   if (c->k->device != GS_DEV_CPU)
     return GS_FAIL(e, GS_EINVAL, "rank %d: the ZeroMQ ring reduces host memory and the model "
                    "lives on '%s'; on GPUs use the nccl backend", c->rank, c->k->name);
-  if (c->nbuckets < 0 || (c->nbuckets > 0 && !c->buckets))
-    return GS_FAIL(e, GS_EINVAL, "rank %d: ring: %d buckets but no bucket array", c->rank,
-                   c->nbuckets);
-  if (c->n > 0 && (!c->grads || !c->params))
-    return GS_FAIL(e, GS_EINVAL, "rank %d: ring: no parameter or gradient buffer", c->rank);
-  /* fp64 and int32 are the collective benchmark's (its one bucket is the
-   * buffer, of that type); training's gradients are fp32 */
-  bool bench_type = (c->wire == GS_F64 || c->wire == GS_I32) && c->sum_only && c->nbuckets <= 1;
-  if (c->wire != GS_F32 && c->wire != GS_F16 && c->wire != GS_BF16 && !bench_type)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: ring: wire dtype %s (%d): fp32, fp16 or bf16 (fp64 "
-                   "and int32 in the collective benchmark only)", c->rank,
-                   gs_dtype_name(c->wire), (int)c->wire);
-  for (int i = 0; i < c->nbuckets; i++) {
-    const gs_bucket *b = &c->buckets[i];
-    if (b->offset > c->n || b->count > c->n - b->offset)
-      return GS_FAIL(e, GS_EINVAL, "rank %d: bucket %d [%zu, %zu) lies outside the %zu "
-                     "gradients", c->rank, i, b->offset, b->offset + b->count, c->n);
-  }
-  if (c->nbuckets > 1) {
-    gs_bucket *s = malloc((size_t)c->nbuckets * sizeof *s);
-    if (!s) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", c->rank);
-    memcpy(s, c->buckets, (size_t)c->nbuckets * sizeof *s);
-    qsort(s, (size_t)c->nbuckets, sizeof *s, cmp_bucket);
-    int bad = -1;
-    for (int i = 1; i < c->nbuckets && bad < 0; i++)
-      if (s[i - 1].offset + s[i - 1].count > s[i].offset) bad = i;
-    int rc = GS_OK;
-    if (bad >= 0)
-      rc = GS_FAIL(e, GS_EINVAL, "rank %d: buckets [%zu, %zu) and [%zu, %zu) overlap", c->rank,
-                   s[bad - 1].offset, s[bad - 1].offset + s[bad - 1].count, s[bad].offset,
-                   s[bad].offset + s[bad].count);
-    free(s);
-    if (rc < 0) return rc;
-  }
   return GS_OK;
 }
 
@@ -123,7 +79,7 @@ static int check_config(const gs_sync_config *c, gs_err *e) {
 /* the progress thread */
 
 static void *progress(void *arg) {
-  rsync *s = arg;
+  ring_sync *s = arg;
   pthread_mutex_lock(&s->mu);
   for (;;) {
     while (!s->quit && (s->err_code < 0 || s->done >= s->submitted))
@@ -156,7 +112,7 @@ static void *progress(void *arg) {
   return NULL;
 }
 
-static int thread_error(rsync *s, gs_err *e) {
+static int thread_error(ring_sync *s, gs_err *e) {
   /* under mu */
   if (e && e->code == 0) *e = s->err;
   return s->err_code;
@@ -165,15 +121,13 @@ static int thread_error(rsync *s, gs_err *e) {
 /* ------------------------------------------------------------------ */
 /* gs_sync_ops */
 
-static void span(rsync *s, const char *name, int bucket, double t0, double t1) {
+static void span(ring_sync *s, const char *name, int bucket, double t0, double t1) {
   if (s->c.span) s->c.span(s->c.span_ctx, name, bucket, t0, t1, 0);
 }
 
-static int rs_begin_step(gs_sync *base, int64_t step, gs_err *e) {
-  rsync *s = (rsync *)base;
-  if (s->in_step)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: begin_step(%" PRId64 ") while step %" PRId64
-                   " is not finished (call end_step first)", s->c.rank, step, s->step);
+static int ring_begin_step(gs_sync *base, int64_t step, gs_err *e) {
+  ring_sync *s = (ring_sync *)base;
+  if (s->order.in_step) return gs_sync_order_begin(&s->order, step, e);
   pthread_mutex_lock(&s->mu);
   int rc = s->err_code;
   if (rc < 0) rc = thread_error(s, e);
@@ -182,22 +136,13 @@ static int rs_begin_step(gs_sync *base, int64_t step, gs_err *e) {
   memset(&s->acc, 0, sizeof s->acc);
   pthread_mutex_unlock(&s->mu);
   if (rc < 0) return rc;
-  s->in_step = true;
-  s->next_ready = 0;
   s->wait_s = 0;
-  return GS_OK;
+  return gs_sync_order_begin(&s->order, step, e);
 }
 
-static int rs_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
-  rsync *s = (rsync *)base;
-  if (!s->in_step)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: bucket_ready(%d) outside a step (call begin_step "
-                   "first)", s->c.rank, bucket);
-  if (bucket != s->next_ready)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: bucket %d ready in step %" PRId64 " where bucket %d "
-                   "was due (buckets become ready in order 0, 1, 2 ..., each once; %d in all)",
-                   s->c.rank, bucket, s->step, s->next_ready, s->c.nbuckets);
-  s->next_ready++;
+static int ring_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
+  ring_sync *s = (ring_sync *)base;
+  GS_TRY(gs_sync_order_ready(&s->order, bucket, e));
   if (!s->c.overlap) return GS_OK;
   double t0 = gs_now();
   pthread_mutex_lock(&s->mu);
@@ -209,19 +154,13 @@ static int rs_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   return rc;
 }
 
-static int rs_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
-  rsync *s = (rsync *)base;
+static int ring_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
+  ring_sync *s = (ring_sync *)base;
   gs_sync_stats local;
   if (!st) st = &local;
   memset(st, 0, sizeof *st);
   st->scale = s->u.scaler.scale;
-  if (!s->in_step)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: end_step outside a step", s->c.rank);
-  if (s->next_ready != s->c.nbuckets)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: end_step of step %" PRId64 " after %d of %d "
-                   "buckets were ready (backward must hand every bucket over)", s->c.rank,
-                   s->step, s->next_ready, s->c.nbuckets);
-  s->in_step = false;
+  GS_TRY(gs_sync_order_end(&s->order, e));
 
   /* wait for the progress thread to finish the last bucket */
   double t0 = gs_now();
@@ -274,10 +213,10 @@ static int rs_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   return GS_OK;
 }
 
-static int rs_close(gs_sync *base, bool ok, gs_err *e) {
-  rsync *s = (rsync *)base;
+static int ring_close(gs_sync *base, bool ok, gs_err *e) {
+  ring_sync *s = (ring_sync *)base;
   if (!s) return GS_OK;
-  if (s->in_step) ok = false; /* a collective may be under way: do not wait for it */
+  if (s->order.in_step) ok = false; /* a collective may be under way: do not wait for it */
   if (s->thr_live) {
     pthread_mutex_lock(&s->mu);
     s->quit = true;
@@ -299,21 +238,21 @@ static int rs_close(gs_sync *base, bool ok, gs_err *e) {
 }
 
 static const gs_sync_ops ring_ops = {
-  .begin_step = rs_begin_step,
-  .bucket_ready = rs_bucket_ready,
-  .end_step = rs_end_step,
-  .close = rs_close,
+  .begin_step = ring_begin_step,
+  .bucket_ready = ring_bucket_ready,
+  .end_step = ring_end_step,
+  .close = ring_close,
 };
 
 /* ------------------------------------------------------------------ */
 /* gs_backend */
 
-static int rb_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
+static int ring_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
                       gs_err *e) {
   *state = NULL;
   if (endpoint) endpoint[0] = '\0';
   GS_TRY(check_config(c, e));
-  prepared *p = calloc(1, sizeof *p);
+  ring_state *p = calloc(1, sizeof *p);
   if (!p) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", c->rank);
   p->rk = gs_kernels_cpu(0, e);
   if (!p->rk) {
@@ -358,16 +297,16 @@ static int rb_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
   return GS_OK;
 }
 
-static void rb_discard(void *state) {
-  prepared *p = state;
+static void ring_discard(void *state) {
+  ring_state *p = state;
   if (!p) return;
   gs_ring_close(p->ring, false, "it could not join the job");
   if (p->rk) p->rk->destroy(p->rk);
   free(p);
 }
 
-static int rb_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
-  prepared *p = state;
+static int ring_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
+  ring_state *p = state;
   *out = NULL;
   if (!p) return GS_FAIL(e, GS_EINVAL, "ring: open without prepare");
   int rc = check_config(c, e);
@@ -375,7 +314,7 @@ static int rb_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
     gs_ring_set_job(p->ring, c->job); /* ranks > 0 learn it only now */
     rc = gs_ring_connect(p->ring, c->endpoints, e);
   }
-  rsync *s = NULL;
+  ring_sync *s = NULL;
   if (rc == GS_OK) {
     s = calloc(1, sizeof *s);
     if (!s) rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", c->rank);
@@ -384,6 +323,7 @@ static int rb_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
     s->base.ops = &ring_ops;
     s->base.name = "ring";
     s->c = *c;
+    gs_sync_order_init(&s->order, "ring", c->rank, c->nbuckets);
     s->c.endpoints = NULL;
     s->c.bootstrap = NULL;
     s->ring = p->ring;
@@ -418,24 +358,24 @@ static int rb_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
     }
     if (rc < 0) {
       gs_err ignore = {0};
-      rs_close(&s->base, false, &ignore);
+      ring_close(&s->base, false, &ignore);
       s = NULL;
     }
   }
-  rb_discard(p); /* what was not handed over */
+  ring_discard(p); /* what was not handed over */
   if (rc < 0) return rc;
   *out = &s->base;
   return GS_OK;
 }
 
 gs_ring *gs_ring_sync_ring(gs_sync *s) {
-  return s && s->ops == &ring_ops ? ((rsync *)s)->ring : NULL;
+  return s && s->ops == &ring_ops ? ((ring_sync *)s)->ring : NULL;
 }
 
 const gs_backend gs_ring_backend = {
   .name = "ring",
-  .prepare = rb_prepare,
+  .prepare = ring_prepare,
   .bootstrap = NULL,
-  .open = rb_open,
-  .discard = rb_discard,
+  .open = ring_open,
+  .discard = ring_discard,
 };

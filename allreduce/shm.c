@@ -7,9 +7,10 @@
  * /proc/<pid>/fd (which only the same user may open) and every rank's host
  * key (boot id and the network, IPC, PID and mount namespaces: an emulated
  * host is a namespace, and its traffic must cross its link) travel in the
- * ring's handshake. When every key is the same, every rank maps the
- * segment, the ranks agree over the ring that all of them did, and rank 0
- * closes its descriptor (the mappings keep the memory).
+ * ring's handshake (this row's hello / heard). When every key is the same,
+ * every rank maps the segment, the ranks agree over the ring algorithm
+ * that all of them did, and rank 0 closes its descriptor (the mappings
+ * keep the memory).
  *
  * The buffer goes through in rounds of at most `chunk` bytes per rank, over
  * two sets of N slots (rounds alternate sets):
@@ -35,7 +36,7 @@
  * core when ranks outnumber cores), then sleep on the word with futex.
  * Every wait ends: at the ring's timeout (naming the ranks that did not
  * arrive), when a rank's process is gone, or when a failing rank writes its
- * reason into the segment (gs_shm_abort), which every waiter reports. */
+ * reason into the segment (shm_tell), which every waiter reports. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -53,7 +54,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "allreduce/ring_internal.h"
+#include "allreduce/comm.h"
 
 #define SHM_MAGIC 0x67737368u /* "gssh" */
 #define DEFAULT_SHM_CHUNK ((size_t)256 << 10)
@@ -82,7 +83,7 @@ typedef struct rank_line {
   char why[248];
 } rank_line;
 
-struct gs_shm {
+typedef struct gs_shm {
   void *base;
   size_t bytes;
   head *h;
@@ -96,9 +97,19 @@ struct gs_shm {
   int fd;                             /* rank 0's until every rank mapped it, else -1 */
   bool on;                            /* every rank mapped it (the vote) */
   bool told;                          /* this rank wrote its reason */
-  atomic_int stop;                    /* gs_shm_interrupt */
+  atomic_int stop;                    /* shm_interrupt */
   char name[64];                      /* /proc/<pid>/fd/<fd> */
-};
+} gs_shm;
+
+#define KEY_MAX 160
+/* The row's state: every rank's host key and rank 0's segment, as the
+ * handshake brought them, and this rank's mapping once connected. */
+typedef struct shm_state {
+  int rank, world;
+  char (*keys)[KEY_MAX];              /* world entries; equal keys share memory */
+  char spec[96];                      /* rank 0's segment ("" none) */
+  gs_shm *m;
+} shm_state;
 
 static size_t head_bytes(int N) {
   size_t b = sizeof(head) + (size_t)N * sizeof(rank_line);
@@ -152,9 +163,15 @@ static void shm_close(gs_shm *s) {
   free(s);
 }
 
-int gs_shm_prepare(gs_ring *r, gs_err *e) {
-  host_key(r->host_key, sizeof r->host_key);
-  r->shm_name[0] = '\0';
+static int shm_prepare(gs_ring *r, void **state, gs_err *e) {
+  shm_state *st = calloc(1, sizeof *st);
+  if (!st) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for shared memory", r->o.rank);
+  *state = st;
+  st->rank = r->o.rank;
+  st->world = r->o.world;
+  st->keys = calloc((size_t)r->o.world, sizeof *st->keys);
+  if (!st->keys) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for shared memory", r->o.rank);
+  host_key(st->keys[st->rank], KEY_MAX);
   if (r->o.rank != 0 || !may_use(r)) return GS_OK;
   gs_shm *s = calloc(1, sizeof *s);
   if (!s) return GS_FAIL(e, GS_ENOMEM, "rank 0: out of memory for shared memory");
@@ -190,13 +207,25 @@ int gs_shm_prepare(gs_ring *r, gs_err *e) {
   s->h->nonce = nonce;
   s->h->chunk = s->chunk;
   s->h->whole = gs_ring_env_size("GS_SHM_WHOLE", DEFAULT_SHM_WHOLE);
-  r->shm = s;
-  snprintf(r->shm_name, sizeof r->shm_name, "%s:%016" PRIx64, s->name, nonce);
+  st->m = s;
+  snprintf(st->spec, sizeof st->spec, "%s:%016" PRIx64, s->name, nonce);
   return GS_OK;
 }
 
+static void shm_hello(const void *state, int origin, Gradsync__RingHello *h) {
+  const shm_state *st = state;
+  h->host = (char *)st->keys[origin];
+  h->shm_name = (char *)(origin == 0 ? st->spec : "");
+}
+
+static void shm_heard(void *state, int origin, const Gradsync__RingHello *h) {
+  shm_state *st = state;
+  snprintf(st->keys[origin], KEY_MAX, "%s", h->host ? h->host : "");
+  if (origin == 0) snprintf(st->spec, sizeof st->spec, "%s", h->shm_name ? h->shm_name : "");
+}
+
 /* A rank > 0 maps rank 0's object; false (and why) when it cannot. */
-static bool attach(gs_ring *r, const char *spec, char *why, size_t cap) {
+static bool attach(gs_ring *r, shm_state *to, const char *spec, char *why, size_t cap) {
   gs_shm *s = calloc(1, sizeof *s);
   if (!s) return snprintf(why, cap, "out of memory"), false;
   s->fd = -1;
@@ -216,14 +245,14 @@ static bool attach(gs_ring *r, const char *spec, char *why, size_t cap) {
     return false;
   }
   int fd = open(s->name, O_RDWR | O_CLOEXEC);
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < (off_t)head_bytes(r->o.world)) {
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) != 0 || sb.st_size < (off_t)head_bytes(r->o.world)) {
     snprintf(why, cap, "opening %s: %s", s->name, fd < 0 ? strerror(errno) : "too small");
     if (fd >= 0) close(fd);
     free(s);
     return false;
   }
-  s->bytes = (size_t)st.st_size;
+  s->bytes = (size_t)sb.st_size;
   gs_err e;
   int rc = map(r, s, fd, &e);
   close(fd);
@@ -235,23 +264,24 @@ static bool attach(gs_ring *r, const char *spec, char *why, size_t cap) {
     return false;
   }
   s->chunk = s->h->chunk;
-  r->shm = s;
+  to->m = s;
   return true;
 }
 
-int gs_shm_connect(gs_ring *r, gs_err *e) {
+static int shm_connect(gs_ring *r, void *state, const char *const *endpoints, gs_err *e) {
+  shm_state *st = state;
   int N = r->o.world;
   bool one_host = true;
   int other = -1;
   for (int i = 1; i < N && one_host; i++)
-    if (strcmp(r->cfgs[i].host_key, r->cfgs[0].host_key)) one_host = false, other = i;
+    if (strcmp(st->keys[i], st->keys[0])) one_host = false, other = i;
   bool want = r->o.algo == GS_ALGO_SHM;
   /* from the handshake alone, so every rank decides alike */
-  bool try_it = one_host && r->cfgs[0].shm_name[0] &&
+  bool try_it = one_host && st->spec[0] &&
                 (r->o.algo == GS_ALGO_AUTO || r->o.algo == GS_ALGO_SHM);
   if (!try_it) {
-    shm_close(r->shm);
-    r->shm = NULL;
+    shm_close(st->m);
+    st->m = NULL;
     if (!want) return GS_OK;
     if (!one_host)
       return GS_FAIL(e, GS_EINVAL, "rank %d: --algo shm needs every rank on one host, and rank "
@@ -266,14 +296,14 @@ int gs_shm_connect(gs_ring *r, gs_err *e) {
   if (!may_use(r))
     snprintf(why, sizeof why, "GS_SHM=0, device buffers or a 16-bit wire on this rank");
   else if (r->o.rank == 0)
-    ok = r->shm != NULL;
+    ok = st->m != NULL;
   else
-    ok = attach(r, r->cfgs[0].shm_name, why, sizeof why);
+    ok = attach(r, st, st->spec, why, sizeof why);
   if (ok) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    r->shm->yield = cores > 0 && r->o.local_ranks > cores;
-    r->shm->spin = (double)gs_ring_env_size("GS_SHM_SPIN_US", DEFAULT_SHM_SPIN_US) * 1e-6;
-    atomic_store(&r->shm->ranks[r->o.rank].pid, (int32_t)getpid());
+    st->m->yield = cores > 0 && r->o.local_ranks > cores;
+    st->m->spin = (double)gs_ring_env_size("GS_SHM_SPIN_US", DEFAULT_SHM_SPIN_US) * 1e-6;
+    atomic_store(&st->m->ranks[r->o.rank].pid, (int32_t)getpid());
   }
   /* Every rank learns whether all mapped it (the minimum of the votes),
    * over the ring: the shared memory is not yet trusted. */
@@ -281,20 +311,20 @@ int gs_shm_connect(gs_ring *r, gs_err *e) {
   if (r->o.wire == GS_F64) v.d = ok;
   else if (r->o.wire == GS_I32) v.i = ok;
   else v.f = ok;
-  gs_shm *keep = r->shm;
-  r->shm = NULL; /* the vote runs on the ring */
-  int rc = gs_ring_allreduce_op(r, GS_REDOP_MIN, &v, &v, 1, 0, 0, NULL, e);
-  r->shm = keep;
+  /* the vote runs as a collective of one element would without shared
+   * memory (under auto: recursive doubling, which connects the mesh) */
+  int rc = gs_ring_run(r, gs_algo_pick(r->o.algo, 1, r->o.world), GS_REDOP_MIN, &v, &v, 1, 0, 0,
+                       NULL, e);
   if (rc < 0) return rc;
   bool all = r->o.wire == GS_F64 ? v.d > 0 : r->o.wire == GS_I32 ? v.i > 0 : v.f > 0;
-  if (all && r->shm && r->shm->fd >= 0) {
-    close(r->shm->fd); /* every rank has it mapped */
-    r->shm->fd = -1;
+  if (all && st->m && st->m->fd >= 0) {
+    close(st->m->fd); /* every rank has it mapped */
+    st->m->fd = -1;
   }
-  if (all) r->shm->on = true;
+  if (all) st->m->on = true;
   else {
-    shm_close(r->shm);
-    r->shm = NULL;
+    shm_close(st->m);
+    st->m = NULL;
     if (want)
       return GS_FAIL(e, GS_EINVAL, "rank %d: --algo shm: not every rank could map rank 0's "
                      "shared memory%s%s%s; use --algo auto", r->o.rank, why[0] ? " (here: " : "",
@@ -305,31 +335,38 @@ int gs_shm_connect(gs_ring *r, gs_err *e) {
   return GS_OK;
 }
 
-bool gs_shm_on(const gs_ring *r) { return r && r->shm && r->shm->on; }
+static bool shm_ready(const void *state) {
+  const shm_state *st = state;
+  return st->m && st->m->on;
+}
 
-void gs_shm_abort(gs_ring *r, const char *msg) {
-  if (!gs_shm_on(r)) return;
-  gs_shm *s = r->shm;
+static void shm_tell(void *state, const char *msg) {
+  shm_state *st = state;
+  if (!shm_ready(st)) return;
+  gs_shm *s = st->m;
   if (s->told) return;
   s->told = true;
-  snprintf(s->ranks[r->o.rank].why, sizeof s->ranks[r->o.rank].why, "%s", msg ? msg : "");
+  snprintf(s->ranks[st->rank].why, sizeof s->ranks[st->rank].why, "%s", msg ? msg : "");
   uint32_t none = 0; /* the first rank to stop is the one named */
-  atomic_compare_exchange_strong(&s->h->abort_by, &none, (uint32_t)r->o.rank + 1);
+  atomic_compare_exchange_strong(&s->h->abort_by, &none, (uint32_t)st->rank + 1);
   syscall(SYS_futex, &s->h->arrived, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-void gs_shm_interrupt(gs_ring *r) {
-  if (r && r->shm) atomic_store(&r->shm->stop, 1);
+static void shm_interrupt(void *state) {
+  shm_state *st = state;
+  if (st->m) atomic_store(&st->m->stop, 1);
 }
 
-void gs_shm_free(gs_ring *r) {
-  shm_close(r->shm);
-  r->shm = NULL;
+static void shm_free(gs_ring *r, void *state, bool abort) {
+  shm_state *st = state;
+  shm_close(st->m);
+  free(st->keys);
+  free(st);
 }
 
 /* What the rounds are, for errors. */
-static int wait_error(gs_ring *r, uint32_t target, int code, const char *what, gs_err *e) {
-  gs_shm *s = r->shm;
+static int wait_error(gs_ring *r, gs_shm *s, uint32_t target, int code, const char *what,
+                      gs_err *e) {
   uint32_t by = atomic_load(&s->h->abort_by);
   if (by)
     return GS_FAIL(e, GS_EPEER, "rank %d: rank %u stopped the shared-memory all-reduce (bucket "
@@ -352,8 +389,7 @@ static int reached(const gs_shm *s, uint32_t target) {
 }
 
 /* Arrive at the next barrier and wait for every rank. */
-static int barrier(gs_ring *r, gs_err *e) {
-  gs_shm *s = r->shm;
+static int barrier(gs_ring *r, gs_shm *s, gs_err *e) {
   const uint32_t N = (uint32_t)r->o.world;
   const uint32_t b = ++s->barriers;
   const uint32_t target = b * N;
@@ -363,13 +399,13 @@ static int barrier(gs_ring *r, gs_err *e) {
     if (atomic_load(&s->h->sleepers))
       syscall(SYS_futex, &s->h->arrived, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     /* the last to arrive, after the others gave up */
-    return atomic_load(&s->h->abort_by) ? wait_error(r, b, GS_EPEER, "", e) : GS_OK;
+    return atomic_load(&s->h->abort_by) ? wait_error(r, s, b, GS_EPEER, "", e) : GS_OK;
   }
   const double t0 = gs_now(), spin = s->spin;
   const double deadline = t0 + r->o.timeout_ms * 1e-3;
   for (unsigned i = 0;; i++) {
     int got = reached(s, target);
-    if (got) return got > 0 ? GS_OK : wait_error(r, b, GS_EPEER, "", e);
+    if (got) return got > 0 ? GS_OK : wait_error(r, s, b, GS_EPEER, "", e);
     if ((i & 63) == 0 && gs_now() - t0 > spin) break;
     if (s->yield) sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
@@ -383,7 +419,7 @@ static int barrier(gs_ring *r, gs_err *e) {
     v = atomic_load(&s->h->arrived); /* before the test: the futex sleeps only if unchanged */
     int got = reached(s, target);
     if (got) {
-      if (got < 0) rc = wait_error(r, b, GS_EPEER, "", e);
+      if (got < 0) rc = wait_error(r, s, b, GS_EPEER, "", e);
       break;
     }
     if (gs_interrupted || atomic_load(&s->stop)) {
@@ -395,7 +431,7 @@ static int barrier(gs_ring *r, gs_err *e) {
     if (now > deadline) {
       char what[96];
       snprintf(what, sizeof what, "did not arrive within %d ms (the job's --timeout)", r->o.timeout_ms);
-      rc = wait_error(r, b, GS_ETIMEOUT, what, e);
+      rc = wait_error(r, s, b, GS_ETIMEOUT, what, e);
       break;
     }
     if (now > next_check) { /* a rank whose process is gone never arrives */
@@ -421,7 +457,7 @@ static int barrier(gs_ring *r, gs_err *e) {
 /* dst (n elements) = the sum, in rank order, of the n elements at off in
  * every slot of a set, op being the collective's; blocks small enough to
  * stay in the first-level cache across the N - 1 adds. */
-static void sum_slots(gs_ring *r, char *set, size_t off, size_t n, void *dst) {
+static void sum_slots(gs_ring *r, const gs_shm *s, char *set, size_t off, size_t n, void *dst) {
   const size_t es = gs_ring_es(r), blk = 4096 / es;
   const int N = r->o.world;
   for (size_t b = 0; b < n; b += blk) {
@@ -429,13 +465,13 @@ static void sum_slots(gs_ring *r, char *set, size_t off, size_t n, void *dst) {
     char *out = (char *)dst + b * es;
     const size_t at = (off + b) * es;
     if (out != set + at) memcpy(out, set + at, m * es);
-    for (int i = 1; i < N; i++) gs_ring_combine(r, m, out, set + (size_t)i * r->shm->chunk + at);
+    for (int i = 1; i < N; i++) gs_ring_combine(r, m, out, set + (size_t)i * s->chunk + at);
   }
 }
 
-int gs_shm_allreduce(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st,
-                     gs_err *e) {
-  gs_shm *s = r->shm;
+static int shm_allreduce(gs_ring *r, void *state, const void *src, void *dst, size_t n,
+                         gs_ring_stats *st, gs_err *e) {
+  gs_shm *s = ((shm_state *)state)->m;
   const int N = r->o.world, me = r->o.rank;
   const size_t es = gs_ring_es(r), per = s->chunk / es;
   /* the same on every rank: they all pass the same n, and rank 0 set the
@@ -447,18 +483,18 @@ int gs_shm_allreduce(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_s
     char *set = s->slots + (size_t)(s->rounds++ & 1) * (size_t)N * s->chunk;
     char *mine = set + (size_t)me * s->chunk;
     memcpy(mine, (const char *)src + off * es, len * es);
-    GS_TRY(barrier(r, e));
+    GS_TRY(barrier(r, s, e));
     double a = gs_now();
     if (whole) {
-      sum_slots(r, set, 0, len, (char *)dst + off * es);
+      sum_slots(r, s, set, 0, len, (char *)dst + off * es);
     } else {
       size_t po, pl;
       gs_ring_seg_range(len, N, me, &po, &pl);
-      sum_slots(r, set, po, pl, set + po * es);
+      sum_slots(r, s, set, po, pl, set + po * es);
     }
     red += gs_now() - a;
     if (!whole) {
-      GS_TRY(barrier(r, e));
+      GS_TRY(barrier(r, s, e));
       memcpy((char *)dst + off * es, set, len * es);
     }
     st->bytes_sent += len * es;
@@ -467,3 +503,20 @@ int gs_shm_allreduce(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_s
   st->reduce_s += red;
   return GS_OK;
 }
+
+static bool shm_used(const gs_ring_opts *o) {
+  return o->algo == GS_ALGO_AUTO || o->algo == GS_ALGO_SHM;
+}
+
+const gs_algo_ops gs_algo_shm = {
+  .used = shm_used,
+  .prepare = shm_prepare,
+  .hello = shm_hello,
+  .heard = shm_heard,
+  .connect = shm_connect,
+  .ready = shm_ready,
+  .allreduce = shm_allreduce,
+  .tell = shm_tell,
+  .interrupt = shm_interrupt,
+  .close = shm_free,
+};

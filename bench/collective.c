@@ -1,6 +1,6 @@
 /* collective.c: `bench --collective C`, the backends alone, as nccl-tests'
  * all_reduce_perf (reduce_scatter_perf, ...) measures them. The timing, the sizes, the
- * exact check and the table are the one harness in allreduce/perf.c
+ * exact check and the table are the one harness in bench/coll/perf.c
  * (gs_allreduce_perf); this file plugs a backend into it:
  *
  *   setup(src, dst, count)   untimed: close the previous session, then
@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "allreduce/allreduce.h"
+#include "bench/coll/coll.h"
 #include "bench/internal.h"
 #include "bench/report.h"
 #include "bench/results.h"
@@ -132,17 +133,8 @@ static int ring_coll(void *vc, const void *src, void *dst, size_t count, int64_t
   if (!r) return GS_FAIL(e, GS_EINVAL, "%s: no ring under the session", gs_coll_name(c->o->coll));
   /* avg: the sum here, the post-division in the harness */
   gs_redop op = c->o->redop == GS_REDOP_AVG ? GS_REDOP_SUM : (gs_redop)c->o->redop;
-  size_t off, len, es = gs_dtype_lp(c->o->dtype) ? sizeof(float) : gs_dtype_size(c->o->dtype);
-  switch ((gs_coll)c->o->coll) {
-  case GS_COLL_ALL_REDUCE: return gs_ring_allreduce_op(r, op, src, dst, count, iter, 0, NULL, e);
-  case GS_COLL_REDUCE_SCATTER: return gs_ring_reduce_scatter(r, op, src, dst, count, iter, NULL, e);
-  case GS_COLL_ALL_GATHER:
-    gs_ring_part(count, c->job.world, c->job.rank, &off, &len);
-    return gs_ring_all_gather(r, (const char *)src + off * es, dst, count, iter, NULL, e);
-  case GS_COLL_BROADCAST: return gs_ring_broadcast(r, src, dst, count, c->o->root, iter, NULL, e);
-  case GS_COLL_REDUCE: return gs_ring_reduce(r, op, src, dst, count, c->o->root, iter, NULL, e);
-  }
-  return GS_FAIL(e, GS_EINVAL, "ring_coll: unknown collective %d", c->o->coll);
+  return gs_ring_collective(r, (gs_coll)c->o->coll, op, c->o->root, src, dst, count, iter, NULL,
+                            e);
 }
 
 /* A collective as NCCL's own call on the session's communicator (count:
@@ -281,8 +273,14 @@ static int write_json(const gs_opts *o, const char *dir, const char *run_id, gs_
   }
   int errors;
   double avg_busbw = gs_perf_summary(rows, nrows, &errors);
-  static const char *formula[] = {"busbw = algbw * 2(N-1)/N", "busbw = algbw * (N-1)/N",
-                                  "busbw = algbw * (N-1)/N", "busbw = algbw", "busbw = algbw"};
+  /* the row's factor, as nccl-tests writes it */
+  char formula[64] = "busbw = algbw";
+  const char *f = gs_coll_of(which)->factor;
+  if (strcmp(f, "1")) {
+    snprintf(formula, sizeof formula, "busbw = algbw * %s", f);
+    for (char *n = strchr(formula, '*'); *n; n++)
+      if (*n == 'n') *n = 'N';
+  }
   const char *isa = "unknown";
   gs_isa_select(&isa, NULL);
   json_t *doc = json_pack("{s:i, s:s, s:s, s:i, s:s, s:s, s:b, s:i, s:i, s:s, s:s, s:o}",
@@ -291,7 +289,7 @@ static int write_json(const gs_opts *o, const char *dir, const char *run_id, gs_
                           gs_mode_name(mode), "world", world, "device", device, "isa", isa,
                           "ps_dedicated",
                           o->dedicated && mode == GS_MODE_PS, "iters", o->iters, "warmup_iters",
-                          o->warmup_iters, "busbw_formula", formula[which],
+                          o->warmup_iters, "busbw_formula", formula,
                           "units", "GB/s = 1e9 bytes/s; time in microseconds per collective, "
                           "the max over ranks of each rank's mean", "rows", arr);
   json_object_set_new(doc, "out_of_bounds", json_pack("{s:i, s:b}", "count", errors, "okay",

@@ -1,13 +1,13 @@
 /* cuda_loader.h: the CUDA module of gradsync and the loader that finds it.
  * Internal: kernels/cuda_loader.c (the host side, in every CUDA build),
- * kernels/cuda/module.c (the module side), allreduce/nccl_proxy.c and the
+ * kernels/cuda/module.c (the module side), allreduce/nccl/nccl_proxy.c and the
  * tests include it. Plain C, no CUDA headers.
  *
  * Why a module. cudart, cuBLAS and NCCL cost about 200 MB of resident
  * memory in every process that merely has them as DT_NEEDED libraries, and
  * gradsync reports peak RSS per rank (DataParallel's master imbalance must
  * be visible), so a CPU run must not pay for CUDA. The .cu files of kernels/cuda and
- * allreduce/nccl.c are therefore built into libgs_cuda.so (a meson
+ * allreduce/nccl/ are therefore built into libgs_cuda.so (a meson
  * shared_module, top-level meson.build) and the programs link none of the
  * CUDA libraries: the first gs_kernels_cuda() or NCCL prepare() dlopen()s
  * the module and goes through the entry points below.

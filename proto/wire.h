@@ -172,7 +172,9 @@ int gs_resend_fresh(gs_seq_in *in, uint64_t seq, int rank, int from, const char 
  * messages relayed around the ring, so that when a rank fails or stalls
  * every rank stops with the cause (settling a moment for news from further
  * up the ring) instead of its own timeout. Errors name this rank, the
- * neighbour and where (gs_link_where, put in words only when needed). */
+ * neighbour and where (gs_link_where, put in words only when needed).
+ * gs_link_* is this socket layer (DESIGN's "link layer") and nothing else;
+ * the emulated hosts' veth counters in bench/ are not links of this kind. */
 typedef struct gs_link gs_link;
 
 typedef struct gs_link_cfg {

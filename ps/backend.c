@@ -1,77 +1,98 @@
-/* backend.c: the ps backend's entry points, as the launcher calls them
- * (sync.h): prepare (a dedicated server process is forked here, before
- * any ZeroMQ context exists), bootstrap on rank 0 (the in-process server
- * thread, or the dedicated one's address), open (Hello / Init to the
- * server, then its Welcome with rank 0's parameters) and discard. The
- * steps themselves are client.c's. With --ps-servers K > 1 each entry
- * point hands over to shard.c, which runs the _one functions once per
- * server. */
+/* backend.c: the ps backend as the launcher sees it (ps.h, sync.h), K
+ * servers in general: K = 1 is DataParallel's master, K > 1 the sharded
+ * ps (cfg.ps_servers), servers of their own with cfg.ps_server_eps. Every
+ * rank runs one worker (client.c) per server over the views of its
+ * buffers that shard.c's key ranges give, each with its own DEALER and
+ * ZeroMQ context; rank 0's worker of server k sends that server its Init
+ * with rank 0's slice of the parameters.
+ *
+ * Where server k runs, and how the workers learn its address:
+ *   K = 1       on rank 0: a thread (its kernels a clone of rank 0's), or
+ *               with cfg.dedicated a process forked in prepare(); rank 0's
+ *               bootstrap() starts it and its TCP address is the blob.
+ *   K > 1       a thread of rank gs_ps_server_rank(k) (k * world / K:
+ *               ranks 0..K-1 at K = world; with ranks placed host-major,
+ *               one server on the first rank of each host when K equals
+ *               the hosts, the placement whose link bytes the cost model's
+ *               sps-colo predicts). Its rank binds it in prepare() and
+ *               publishes its address as that rank's endpoint; it serves
+ *               from open() on, once the rendezvous brought the job token.
+ *   own         cfg.ps_server_eps: K processes a launcher started
+ *               (gs_ps_serve_alone; on emulated hosts, each on a host of
+ *               its own), K = 1 included; every rank is a plain worker.
+ * A worker beside its server reaches it over inproc://.
+ *
+ * A step: begin on every server's worker; bucket_ready(b) marks b's
+ * pieces ready (with overlap, pushes them); end_step pushes what is left
+ * to every server before it waits for any, then collects the parameters
+ * of every range. sync.h's call order is checked here, once. Loss scaling
+ * and a dedicated server need K = 1: the skip verdict is one per step
+ * over every gradient, which K servers would have to agree on. */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "ps/ps_internal.h"
 
-static void release_free(void *data, void *hint) {
-  (void)hint;
-  free(data);
+/* What prepare() hands open(): the plan and each server's worker state. */
+typedef struct ps_state {
+  int rank, world;
+  bool own;                /* servers of their own (cfg.ps_server_eps) */
+  int mine;                /* the server this rank hosts (K > 1), or -1 */
+  ps_keys keys;
+  ps_worker_state **st;           /* [K], until open() */
+} ps_state;
+
+typedef struct ps_sync {
+  gs_sync base;
+  ps_keys keys;
+  ps_worker **w;             /* [K]: the worker of each server */
+  int rank;
+  bool overlap, failed;
+  gs_sync_order order;
+  double blocked_s;
+} ps_sync;
+
+/* K = 1 on rank 0, its address in the blob (the others: endpoints) */
+static bool one_master(const ps_state *p) { return p->keys.K == 1 && !p->own; }
+
+static int server_rank(const ps_state *p, int k) {
+  return gs_ps_server_rank(k, p->world, p->keys.K);
 }
 
-static int check_buckets(const gs_sync_config *c, gs_err *e) {
-  if (c->nbuckets < 1 || !c->buckets)
-    return GS_FAIL(e, GS_EINVAL, "ps rank %d: no buckets (the model has no parameters?)",
-                   c->rank);
-  for (int b = 0; b < c->nbuckets; b++) {
-    const gs_bucket *x = &c->buckets[b];
-    if (x->count < 1 || x->offset > c->n || x->count > c->n - x->offset)
-      return GS_FAIL(e, GS_EINVAL, "ps rank %d: bucket %d = [%zu, +%zu) is empty or outside "
-                     "the %zu parameters", c->rank, b, x->offset, x->count, c->n);
-    for (int o = 0; o < b; o++) {
-      const gs_bucket *y = &c->buckets[o];
-      if (x->offset < y->offset + y->count && y->offset < x->offset + x->count)
-        return GS_FAIL(e, GS_EINVAL, "ps rank %d: buckets %d and %d overlap", c->rank, o, b);
-    }
-  }
+static void prepared_free(ps_state *p, bool end_states) {
+  if (!p) return;
+  for (int k = 0; end_states && p->st && k < p->keys.K; k++)
+    gs_ps_end(p->st[k], false, true, 1000, NULL);
+  gs_ps_keys_free(&p->keys);
+  free(p->st);
+  free(p);
+}
+
+static int check_sharded(const gs_sync_config *c, int K, bool own, gs_err *e) {
+  if (!own && K > c->world)
+    return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ps servers in a world of %d: each server runs "
+                   "in a rank's process, at most one per rank", c->rank, K, c->world);
+  if (c->dedicated)
+    return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ps servers run in the ranks' processes; a "
+                   "dedicated server is one process", c->rank, K);
+  if (c->wire != GS_F32 || c->scaler.dynamic || c->scaler.scale != 1.0f)
+    return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ps servers need fp32 gradients without loss "
+                   "scaling (a step's inf/NaN verdict covers every gradient, which the servers "
+                   "would have to agree on)", c->rank, K);
+  if (c->n < (size_t)K)
+    return GS_FAIL(e, GS_EINVAL, "ps rank %d: %zu parameters cannot be shared by %d ps servers",
+                   c->rank, c->n, K);
   return GS_OK;
 }
 
-/* ------------------------------------------------------------ backend */
-
-int gs_ps_prepare_one(const gs_sync_config *c, bool host_server, ps_state **out, gs_err *e) {
-  *out = NULL;
-  if (c->world < 1 || c->rank < 0 || c->rank >= c->world)
-    return GS_FAIL(e, GS_EINVAL, "ps: rank %d of world %d is impossible", c->rank, c->world);
-  if (!c->k || !c->params || !c->grads || c->n == 0)
-    return GS_FAIL(e, GS_EINVAL, "ps rank %d: no kernels or buffers to synchronize", c->rank);
-  ps_state *st = calloc(1, sizeof *st);
-  if (!st) return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
-  st->rank = c->rank;
-  st->dedicated = c->dedicated;
-  st->child = st->child_fd = -1;
-  snprintf(st->who, sizeof st->who, "the ps server");
-  snprintf(st->where, sizeof st->where, c->dedicated ? "rank 0's dedicated process" : "rank 0");
-  /* Fork first: the child must not inherit a context of ours. */
-  if (c->rank == 0 && c->dedicated) {
-    int rc = gs_ps_spawn(c, &st->child, &st->child_fd, e);
-    if (rc < 0) {
-      free(st);
-      return rc;
-    }
-  }
-  st->zctx = zmq_ctx_new();
-  if (!st->zctx) {
-    int err = errno;
-    if (st->child > 0) gs_ps_spawn_reap(st->child, st->child_fd, 0, NULL);
-    free(st);
-    return GS_FAIL(e, GS_EIO, "ps rank %d: zmq_ctx_new: %s", c->rank, zmq_strerror(err));
-  }
-  /* the server's host's context carries the in-process server's connections */
-  if (host_server) zmq_ctx_set(st->zctx, ZMQ_IO_THREADS, gs_ps_io_threads(c->world - 1));
-  *out = st;
+/* sync.h's checks, and the server's own: it sums fp32, fp16 or bf16. */
+static int check_config(const gs_sync_config *c, gs_err *e) {
+  GS_TRY(gs_sync_check_config(c, "ps", e));
+  if (c->wire != GS_F32 && c->wire != GS_F16 && c->wire != GS_BF16)
+    return GS_FAIL(e, GS_EINVAL, "ps rank %d: the ps server sums fp32, fp16 or bf16 gradients, "
+                   "not %s", c->rank, gs_dtype_name(c->wire));
   return GS_OK;
 }
 
@@ -79,343 +100,251 @@ static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
                       gs_err *e) {
   *state = NULL;
   endpoint[0] = '\0';
-  ps_state *st = NULL;
-  int rc = c->ps_servers > 1 || c->ps_server_eps
-               ? gs_ps_shards_prepare(c, &st, endpoint, e)
-               : gs_ps_prepare_one(c, c->rank == 0 && !c->dedicated, &st, e);
-  *state = st;
-  return rc;
-}
-
-
-static void *server_main(void *arg) {
-  ps_state *st = arg;
-  st->server_rc = gs_ps_server_run(st->server, &st->server_err);
-  return NULL;
-}
-
-int gs_ps_host_server(ps_state *st, const gs_sync_config *c, gs_err *e) {
-  gs_kernels *k = c->k->clone(c->k, e);
-  if (!k) {
-    gs_err_prefix(e, "ps rank %d: the server's kernels: ", c->rank);
-    return e ? e->code : GS_EDEVICE;
+  GS_TRY(check_config(c, e));
+  int K = c->ps_servers > 1 ? c->ps_servers : 1;
+  bool own = c->ps_server_eps != NULL;
+  if (K > 1 || own) GS_TRY(check_sharded(c, K, own, e));
+  ps_state *p = calloc(1, sizeof *p);
+  if (!p) return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
+  p->rank = c->rank;
+  p->world = c->world;
+  p->own = own;
+  p->mine = -1;
+  int rc = gs_ps_keys_plan(&p->keys, K, c, e);
+  if (rc == GS_OK && !(p->st = calloc((size_t)K, sizeof *p->st)))
+    rc = GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
+  for (int k = 0; rc == GS_OK && k < K; k++) {
+    gs_sync_config x = gs_ps_keys_view(&p->keys, c, k);
+    if (one_master(p)) {
+      rc = gs_ps_prepare_one(&x, c->rank == 0 && !c->dedicated, &p->st[k], e);
+      continue;
+    }
+    int sr = own ? -1 : server_rank(p, k);
+    rc = gs_ps_prepare_one(&x, sr == c->rank, &p->st[k], e);
+    if (rc < 0) break;
+    ps_worker_state *st = p->st[k];
+    st->shard = true;
+    snprintf(st->who, sizeof st->who, "ps server %d of %d", k, K);
+    if (own) snprintf(st->where, sizeof st->where, "a process of its own");
+    else snprintf(st->where, sizeof st->where, "a thread of rank %d", sr);
+    if (sr == c->rank) {
+      p->mine = k;
+      rc = gs_ps_host_server(st, &x, e);
+      if (rc == GS_OK) snprintf(endpoint, GS_ENDPOINT_MAX, "%s", st->tcp_ep);
+      else gs_err_prefix(e, "ps server %d of %d: ", k, K);
+    }
   }
-  gs_ps_server_opts o = {
-    .zctx = st->zctx, .host = c->host, .inproc = true, .inproc_rank = c->rank, .job = c->job,
-    .cred = c->cred, .timeout_ms = c->timeout_ms, .max_elems = c->n, .k = k,
-    .span = c->span, .span_ctx = c->span_ctx,
-  };
-  int rc = gs_zap_start(st->zctx, &c->cred, "ps server", &st->zap, e);
   if (rc < 0) {
-    k->destroy(k);
+    prepared_free(p, true);
     return rc;
   }
-  return gs_ps_server_create(&o, &st->server, st->tcp_ep, st->inproc_ep, e);
-}
-
-int gs_ps_serve(ps_state *st, gs_err *e) {
-  /* The handler of SIGINT belongs to the training thread. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&st->thread, NULL, server_main, st);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) {
-    gs_ps_server_destroy(st->server);
-    st->server = NULL;
-    return GS_FAIL(e, GS_EIO, "ps rank %d: cannot start the server thread: %s", st->rank,
-                   strerror(rc));
-  }
-  st->thread_started = true;
+  *state = p;
   return GS_OK;
 }
 
 static int ps_bootstrap(void *state, const gs_sync_config *c, void *blob, size_t *len,
                         gs_err *e) {
-  ps_state *st = state;
-  if (st->rank != 0)
-    return GS_FAIL(e, GS_EINVAL, "ps: bootstrap() is for rank 0, not rank %d", st->rank);
-  if (st->shards) {
-    /* every shard's server published its address as its rank's endpoint */
-    *len = 0;
-    return GS_OK;
-  }
-  if (st->server || st->thread_started)
-    return GS_FAIL(e, GS_EINVAL, "ps: bootstrap() called twice");
-  if (st->dedicated) {
-    GS_TRY(gs_ps_spawn_endpoint(st->child, st->child_fd, c->timeout_ms > 0 ? c->timeout_ms : 60000,
-                                st->tcp_ep, e));
-  } else {
-    GS_TRY(gs_ps_host_server(st, c, e));
-    GS_TRY(gs_ps_serve(st, e));
-  }
+  ps_state *p = state;
+  *len = 0;
+  if (p->rank != 0)
+    return GS_FAIL(e, GS_EINVAL, "ps: bootstrap() is for rank 0, not rank %d", p->rank);
+  /* K > 1: every server's address is its rank's endpoint */
+  if (!one_master(p)) return GS_OK;
+  char ep[GS_ENDPOINT_MAX];
+  GS_TRY(gs_ps_start(p->st[0], c, ep, e));
   /* The blob is the server's address, NUL included (GS_BOOTSTRAP_MAX bytes). */
-  size_t need = strlen(st->tcp_ep) + 1;
+  size_t need = strlen(ep) + 1;
   if (need > GS_BOOTSTRAP_MAX)
-    return GS_FAIL(e, GS_EINVAL, "ps: server address %s is too long", st->tcp_ep);
-  memcpy(blob, st->tcp_ep, need);
+    return GS_FAIL(e, GS_EINVAL, "ps: server address %s is too long", ep);
+  memcpy(blob, ep, need);
   *len = need;
   return GS_OK;
 }
 
-void gs_ps_discard_one(ps_state *st) {
-  if (!st) return;
-  if (st->thread_started) {
-    gs_ps_server_stop(st->server);
-    pthread_join(st->thread, NULL);
-  }
-  if (st->server) gs_ps_server_destroy(st->server);
-  if (st->child > 0) {
-    kill(st->child, SIGKILL);
-    gs_ps_spawn_reap(st->child, st->child_fd, 1000, NULL);
-  }
-  if (st->zctx) zmq_ctx_term(st->zctx);
-  gs_zap_join(st->zap);
-  free(st);
+static void ps_discard(void *state) { prepared_free(state, true); }
+
+/* ------------------------------------------------------------ the steps */
+
+static int failed(ps_sync *s, gs_err *e) {
+  return GS_FAIL(e, GS_EPEER, "ps rank %d: the backend already failed in step %lld; close it",
+                 s->rank, (long long)s->order.step);
 }
 
-static void ps_discard(void *state) {
-  ps_state *st = state;
-  if (st && st->shards) gs_ps_shards_discard(st);
-  else gs_ps_discard_one(st);
-}
-
-static int send_hello(ps_sync *s, gs_err *e) {
-  const gs_sync_config *c = &s->c;
-  Gradsync__Envelope env;
-  gs_wire_env(&env, c->job, (uint32_t)c->rank);
-  gs_err se = {0};
-  int rc;
-  if (c->rank != 0) {
-    Gradsync__Hello h = GRADSYNC__HELLO__INIT;
-    h.count = c->n;
-    h.nbuckets = (uint32_t)c->nbuckets;
-    env.body_case = GRADSYNC__ENVELOPE__BODY_HELLO;
-    env.hello = &h;
-    rc = gs_wire_send(s->sock, NULL, 0, &env, NULL, 0, NULL, NULL, s->wait_ms, NULL, &se);
-  } else {
-    Gradsync__Init in = GRADSYNC__INIT__INIT;
-    uint64_t *offs = malloc((size_t)c->nbuckets * sizeof *offs);
-    uint64_t *cnts = malloc((size_t)c->nbuckets * sizeof *cnts);
-    float *init = malloc(c->n * sizeof(float));
-    if (!offs || !cnts || !init) {
-      free(offs);
-      free(cnts);
-      free(init);
-      return GS_FAIL(e, GS_ENOMEM, "ps rank 0: out of memory");
-    }
-    for (int b = 0; b < c->nbuckets; b++) {
-      offs[b] = c->buckets[b].offset;
-      cnts[b] = c->buckets[b].count;
-    }
-    in.world = (uint32_t)c->world;
-    in.count = c->n;
-    in.n_bucket_offset = in.n_bucket_count = (size_t)c->nbuckets;
-    in.bucket_offset = offs;
-    in.bucket_count = cnts;
-    in.lr = c->sgd.lr;
-    in.momentum = c->sgd.momentum;
-    in.weight_decay = c->sgd.weight_decay;
-    in.dtype = gs_wire_pbdtype(c->wire);
-    in.scale = c->scaler.scale;
-    in.dynamic_scale = c->scaler.dynamic;
-    in.scale_interval = c->scaler.interval > 0 ? (uint32_t)c->scaler.interval : 0;
-    in.scale_growth = c->scaler.growth;
-    in.scale_backoff = c->scaler.backoff;
-    in.timeout_ms = (uint32_t)(c->timeout_ms > 0 ? c->timeout_ms : 0);
-    in.sum_only = c->sum_only;
-    env.body_case = GRADSYNC__ENVELOPE__BODY_INIT;
-    env.init = &in;
-    c->k->to_host(c->k, init, c->params, c->n * sizeof(float));
-    rc = gs_ps_kcheck(s, "reading the initial parameters", e);
-    if (rc == GS_OK)
-      rc = gs_wire_send(s->sock, NULL, 0, &env, init, c->n * sizeof(float), release_free, NULL,
-                        s->wait_ms, NULL, &se);
-    else
-      free(init);
-    free(offs);
-    free(cnts);
-  }
-  if (rc < 0 && se.code)
-    return GS_FAIL(e, rc, "ps rank %d: saying hello to %s (%s): %s", c->rank, s->who,
-                   s->server_ep, se.msg);
-  return rc;
-}
-
-/* open() is a barrier: wait for the server's Welcome and its parameters. */
-static int wait_welcome(ps_sync *s, gs_err *e) {
-  const gs_sync_config *c = &s->c;
-  double deadline = gs_now() + s->wait_ms / 1000.0;
-  for (;;) {
-    double left = deadline - gs_now();
-    if (left <= 0)
-      return GS_FAIL(e, GS_ETIMEOUT, "ps rank %d: no welcome from %s (%s, in %s) in %.1f s: "
-                     "the server or another rank did not start", c->rank, s->who, s->server_ep,
-                     s->where, s->wait_ms / 1000.0);
-    gs_wire_msg m;
-    gs_err me = {0};
-    int rc = gs_wire_recv(s->sock, false, (int)(left * 1000.0) + 1, c->job,
-                          c->n * sizeof(float), &m, &me);
-    if (rc == GS_ETIMEOUT) {
-      gs_wire_msg_close(&m);
-      continue;
-    }
-    if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_WELCOME) {
-      rc = gs_wire_expect_payload(&m, c->n, GS_F32, &me);
-      if (rc == GS_OK) {
-        c->k->to_device(c->k, c->params, zmq_msg_data(&m.payload), c->n * sizeof(float));
-        rc = gs_ps_kcheck(s, "copying the initial parameters in", e);
-      }
-    } else if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
-      rc = GS_FAIL(&me, GS_EPEER, "%s", m.env->error->message ? m.env->error->message : "?");
-    } else if (rc == GS_OK) {
-      rc = GS_FAIL(&me, GS_EPROTO, "an unexpected %s message", gs_wire_kind(m.env));
-    }
-    gs_wire_msg_close(&m);
-    if (rc < 0 && me.code)
-      return GS_FAIL(e, rc, "ps rank %d: joining %s (%s): %s", c->rank, s->who,
-                     s->server_ep, me.msg);
-    return rc;
-  }
-}
-
-int gs_ps_open_one(ps_state *st, const gs_sync_config *c, ps_sync **out, gs_err *e) {
-  *out = NULL;
-  ps_sync *s = calloc(1, sizeof *s);
-  int rc = GS_OK;
-  if (!s) {
-    gs_ps_discard_one(st);
-    return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
-  }
-  s->base.ops = &gs_ps_step_ops;
-  s->base.name = "ps";
-  s->c = *c;
-  s->st = st;
-  s->who = st->who;
-  s->where = st->where;
-  s->cpu = c->k->device == GS_DEV_CPU;
-  s->step = -1;
-  s->scale = c->scaler.scale;
-  int64_t timeout = c->timeout_ms > 0 ? c->timeout_ms : 60000;
-  timeout += timeout / 4;
-  s->wait_ms = timeout > INT32_MAX ? INT32_MAX : (int)timeout;
-  s->c.endpoints = NULL;
-  s->c.bootstrap = NULL;
-  s->c.host = NULL;
-  if ((rc = check_buckets(c, e)) < 0) goto fail;
-  if (c->wire != GS_F32 && c->wire != GS_F16 && c->wire != GS_BF16) {
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: unknown wire dtype %d", c->rank, (int)c->wire);
-    goto fail;
-  }
-  s->wsize = gs_dtype_size(c->wire);
-  int nb = c->nbuckets;
-  s->buckets = malloc((size_t)nb * sizeof *s->buckets);
-  s->ready = calloc((size_t)nb, 1);
-  s->pushed = calloc((size_t)nb, 1);
-  s->got = calloc((size_t)nb, 1);
-  if (!s->buckets || !s->ready || !s->pushed || !s->got) {
-    rc = GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
-    goto fail;
-  }
-  memcpy(s->buckets, c->buckets, (size_t)nb * sizeof *s->buckets);
-  s->c.buckets = s->buckets;
-
-  const char *ep;
-  /* a shard's worker beside no server goes over the wire */
-  if (st->server || (c->rank == 0 && !st->dedicated && !st->shard)) {
-    if (!st->thread_started) {
-      rc = GS_FAIL(e, GS_EINVAL, "ps rank 0: open() before bootstrap() (the launcher must call "
-                   "bootstrap on rank 0 to start the server)");
-      goto fail;
-    }
-    ep = st->inproc_ep;
-    s->inproc = true;
-    snprintf(s->server_ep, sizeof s->server_ep, "%s", st->tcp_ep);
-  } else {
-    const char *blob = c->bootstrap;
-    size_t len = c->bootstrap_len;
-    if (!blob || len < 7 || len > GS_ENDPOINT_MAX || blob[len - 1] != '\0' ||
-        strlen(blob) != len - 1 || (strncmp(blob, "tcp://", 6) && strncmp(blob, "ipc://@", 7))) {
-      rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: the bootstrap blob is not the address of %s "
-                   "(%zu bytes; expected \"tcp://host:port\" or \"ipc://@name\" from %s)",
-                   c->rank, s->who, len, s->where);
-      goto fail;
-    }
-    ep = blob;
-    snprintf(s->server_ep, sizeof s->server_ep, "%s", blob);
-    s->has_server = c->rank == 0 && st->dedicated;
-  }
-
-  if (!s->cpu || c->wire != GS_F32) {
-    size_t bytes = c->n * s->wsize;
-    s->stage_host = c->k->alloc_host(c->k, bytes);
-    s->stage_host_bytes = bytes;
-    if (!s->cpu && c->wire != GS_F32) {
-      s->stage_dev = c->k->alloc(c->k, bytes);
-      s->stage_dev_bytes = bytes;
-    }
-    gs_err ke = {0};
-    if (!s->stage_host || (!s->cpu && c->wire != GS_F32 && !s->stage_dev) ||
-        c->k->sync(c->k, &ke) < 0) {
-      rc = GS_FAIL(e, GS_ENOMEM, "ps rank %d: cannot allocate %zu bytes of staging for "
-                   "gradients%s%s", c->rank, bytes, ke.code ? ": " : "", ke.msg);
-      goto fail;
-    }
-  }
-
-  s->sock = zmq_socket(st->zctx, ZMQ_DEALER);
-  if (!s->sock) {
-    rc = GS_FAIL(e, GS_EIO, "ps rank %d: zmq_socket: %s", c->rank, zmq_strerror(errno));
-    goto fail;
-  }
-  gs_wire_tune(s->sock);
-  int64_t maxmsg = (int64_t)(c->n * sizeof(float));
-  if (maxmsg < (int64_t)GS_HEADER_MAX) maxmsg = GS_HEADER_MAX;
-  maxmsg += 64;
-  zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-  /* a fixed routing id: after a dropped connection comes back the server
-   * still knows whose it is (it lets the new connection take it over) */
-  char rid[32];
-  snprintf(rid, sizeof rid, "gs-ps-%d", c->rank);
-  zmq_setsockopt(s->sock, ZMQ_ROUTING_ID, rid, strlen(rid));
-  int ivl = 20;
-  zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
-  s->resent_step = -1;
-  if (!s->inproc) gs_ps_watch(s);
-  if ((rc = gs_cred_client(s->sock, &c->cred, e)) < 0) goto fail;
-  if (zmq_connect(s->sock, ep) < 0) {
-    rc = GS_FAIL(e, GS_EIO, "ps rank %d: connecting to %s at %s: %s", c->rank, s->who, ep,
-                 zmq_strerror(errno));
-    goto fail;
-  }
-  if ((rc = send_hello(s, e)) < 0 || (rc = wait_welcome(s, e)) < 0) goto fail;
-  *out = s;
-  return GS_OK;
-
-fail:
-  /* open() owns the state: release everything, and let the server go. */
+/* a misuse or a failure: the backend stays failed */
+static int fail(ps_sync *s, int rc) {
   s->failed = true;
-  if (s->sock) {
-    gs_ps_step_ops.close(&s->base, false, NULL);
-    return rc;
-  }
-  if (s->stage_host) c->k->release_host(c->k, s->stage_host);
-  if (s->stage_dev) c->k->release(c->k, s->stage_dev);
-  free(s->buckets);
-  free(s->ready);
-  free(s->pushed);
-  free(s->got);
-  free(s);
-  gs_ps_discard_one(st);
   return rc;
 }
+
+static int ps_begin_step(gs_sync *base, int64_t step, gs_err *e) {
+  ps_sync *s = (ps_sync *)base;
+  if (s->failed) return failed(s, e);
+  int rc = gs_sync_order_begin(&s->order, step, e);
+  s->blocked_s = 0;
+  for (int k = 0; rc == GS_OK && k < s->keys.K; k++) rc = gs_ps_begin(s->w[k], step, e);
+  return rc < 0 ? fail(s, rc) : GS_OK;
+}
+
+static int ps_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
+  ps_sync *s = (ps_sync *)base;
+  const ps_keys *ks = &s->keys;
+  if (s->failed) return failed(s, e);
+  int rc = gs_sync_order_ready(&s->order, bucket, e);
+  if (rc < 0) return fail(s, rc);
+  double t0 = gs_now();
+  for (int p = ks->first[bucket]; p < ks->first[bucket + 1]; p++) {
+    rc = gs_ps_ready(s->w[ks->pk[p]], ks->pj[p], e);
+    if (rc < 0) {
+      if (ks->K > 1) gs_err_prefix(e, "bucket %d: ", bucket);
+      return fail(s, rc);
+    }
+  }
+  if (s->overlap) s->blocked_s += gs_now() - t0;
+  return GS_OK;
+}
+
+/* Wait for every server's parameters at once: the first server to fail
+ * (its error names the missing rank) is heard first, whatever its index.
+ * A server whose deadline passed is left to gs_ps_finish to name. */
+static int wait_all(ps_sync *s, gs_err *e) {
+  int K = s->keys.K;
+  zmq_pollitem_t it[K];
+  int idx[K];
+  for (;;) {
+    if (gs_interrupted)
+      return GS_FAIL(e, GS_EINTR, "ps rank %d, step %lld: interrupted while waiting for "
+                     "parameters", s->rank, (long long)s->order.step);
+    int n = 0;
+    double left = 0.2; /* a slice: notice SIGINT */
+    for (int k = 0; k < K; k++) {
+      ps_worker *w = s->w[k];
+      if (w->ngot == w->c.nbuckets) continue;
+      double l = w->last_progress + w->wait_ms / 1000.0 - gs_now();
+      if (l <= 0) return GS_OK;
+      if (l < left) left = l;
+      it[n] = (zmq_pollitem_t){.socket = w->sock, .events = ZMQ_POLLIN};
+      idx[n++] = k;
+    }
+    if (n == 0) return GS_OK;
+    int rc = zmq_poll(it, n, (long)(left * 1000.0) + 1);
+    if (rc < 0 && errno != EINTR)
+      return GS_FAIL(e, GS_EIO, "ps rank %d, step %lld: zmq_poll: %s", s->rank,
+                     (long long)s->order.step, zmq_strerror(errno));
+    /* every one, readable or not: a worker whose connection dropped and
+     * came back pushes again from there (client.c) */
+    for (int i = 0; i < n; i++) GS_TRY(gs_ps_drain(s->w[idx[i]], e));
+  }
+}
+
+static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
+  ps_sync *s = (ps_sync *)base;
+  int K = s->keys.K;
+  if (s->failed) return failed(s, e);
+  int rc = gs_sync_order_end(&s->order, e);
+  if (rc < 0) return fail(s, rc);
+  double t0 = gs_now();
+  for (int k = 0; rc == GS_OK && k < K; k++) rc = gs_ps_push_rest(s->w[k], e);
+  if (rc == GS_OK) rc = wait_all(s, e);
+  gs_sync_stats sum = {0};
+  for (int k = 0; rc == GS_OK && k < K; k++) {
+    gs_sync_stats one;
+    rc = gs_ps_finish(s->w[k], t0, &one, e);
+    if (rc < 0) break;
+    sum.bytes_sent += one.bytes_sent;
+    sum.bytes_recv += one.bytes_recv;
+    /* the server beside this rank works on this rank's time */
+    if (s->w[k]->inproc) {
+      sum.reduce_s = one.reduce_s;
+      sum.update_s = one.update_s;
+    }
+    if (one.has_server) {
+      sum.has_server = true;
+      sum.server_reduce_s = one.server_reduce_s;
+      sum.server_update_s = one.server_update_s;
+      sum.server_bytes_sent = one.server_bytes_sent;
+      sum.server_bytes_recv = one.server_bytes_recv;
+    }
+    sum.skipped = one.skipped;
+    sum.scale = one.scale;
+  }
+  if (rc < 0) return fail(s, rc);
+  sum.wait_s = s->blocked_s + (gs_now() - t0) - sum.reduce_s - sum.update_s;
+  if (sum.wait_s < 0) sum.wait_s = 0;
+  if (st) *st = sum;
+  return GS_OK;
+}
+
+static int ps_close(gs_sync *base, bool ok, gs_err *e) {
+  ps_sync *s = (ps_sync *)base;
+  bool orderly = ok && !s->failed && !s->order.in_step;
+  int rc = GS_OK;
+  /* Server k finishes once every rank said goodbye to it; a rank waits
+   * for its own server only after its goodbyes to the servers before it,
+   * so closing in server order never waits in a circle. */
+  for (int k = 0; k < s->keys.K; k++) {
+    gs_err ce = {0};
+    int r = gs_ps_close(s->w[k], orderly, &ce);
+    if (r < 0 && rc == GS_OK) rc = GS_FAIL(e, r, "%s", ce.msg);
+  }
+  gs_ps_keys_free(&s->keys);
+  free(s->w);
+  free(s);
+  return rc;
+}
+
+static const gs_sync_ops ps_ops = {
+  .begin_step = ps_begin_step,
+  .bucket_ready = ps_bucket_ready,
+  .end_step = ps_end_step,
+  .close = ps_close,
+};
 
 static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
-  ps_state *st = state;
   *out = NULL;
-  if (st->shards) return gs_ps_shards_open(st, c, out, e);
-  ps_sync *s = NULL;
-  GS_TRY(gs_ps_open_one(st, c, &s, e));
+  ps_state *p = state;
+  int K = p->keys.K;
+  ps_sync *s = calloc(1, sizeof *s);
+  ps_worker **w = calloc((size_t)K, sizeof *w);
+  int rc = !s || !w ? GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank)
+                     : check_config(c, e);
+  /* the other ranks' hellos wait for this rank's server: start it first */
+  if (rc == GS_OK && p->mine >= 0) {
+    ps_worker_state *st = p->st[p->mine];
+    gs_ps_server_set_job(st->server, c->job);
+    rc = gs_ps_serve(st, e);
+  }
+  const char *const *eps = c->ps_server_eps;
+  if (rc == GS_OK && !one_master(p) && !eps && !c->endpoints)
+    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: open() without the ranks' endpoints (the servers' "
+                 "addresses)", c->rank);
+  for (int k = 0; rc == GS_OK && k < K; k++) {
+    gs_sync_config x = gs_ps_keys_view(&p->keys, c, k);
+    if (!one_master(p)) {
+      const char *ep = eps ? eps[k] : c->endpoints[server_rank(p, k)];
+      x.bootstrap = ep;
+      x.bootstrap_len = strlen(ep) + 1;
+    }
+    ps_worker_state *st = p->st[k];
+    p->st[k] = NULL; /* open takes it over, also when it fails */
+    rc = gs_ps_open_one(st, &x, &w[k], e);
+  }
+  if (rc < 0) {
+    for (int k = 0; w && k < K; k++)
+      if (w[k]) gs_ps_close(w[k], false, NULL);
+    free(w);
+    free(s);
+    prepared_free(p, true);
+    return rc;
+  }
+  s->base.ops = &ps_ops;
+  s->base.name = "ps";
+  s->keys = p->keys;
+  memset(&p->keys, 0, sizeof p->keys);
+  s->w = w;
+  s->rank = c->rank;
+  s->overlap = c->overlap;
+  gs_sync_order_init(&s->order, "ps", c->rank, c->nbuckets);
+  prepared_free(p, false);
   *out = &s->base;
   return GS_OK;
 }
@@ -427,3 +356,14 @@ const gs_backend gs_ps_backend = {
   .open = ps_open,
   .discard = ps_discard,
 };
+
+void gs_ps_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *host_bytes) {
+  const ps_sync *s = (const ps_sync *)base;
+  *device_bytes = *host_bytes = 0;
+  for (int k = 0; k < s->keys.K; k++) {
+    uint64_t d = 0, h = 0;
+    gs_ps_worker_memory(s->w[k], &d, &h);
+    *device_bytes += d;
+    *host_bytes += h;
+  }
+}

@@ -1,12 +1,13 @@
-/* client.c: a ps worker's steps (sync.h), over one DEALER socket to the
- * server:
+/* client.c: one server's worker's steps (sync.h, as backend.c drives
+ * them; the call order is backend.c's to check), over one DEALER socket to
+ * the server:
  *
- *   begin_step   reset the step's bookkeeping
- *   bucket_ready without overlap: record; with overlap: push now (the
+ *   begin        reset the step's bookkeeping
+ *   ready        without overlap: record; with overlap: push now (the
  *                DEALER send only queues) and apply any parameters that
  *                already came back, without waiting
- *   end_step     push what is left, then receive Params until every bucket
- *                of the step is in, copying each into cfg.params
+ *   push_rest,   push what is left, then receive Params until every bucket
+ *   finish       of the step is in, copying each into cfg.params
  *
  * Pushes go zero-copy: straight from cfg.grads on the CPU in fp32, else
  * from a staging buffer allocated once (alloc_host: pinned on a GPU) that
@@ -32,17 +33,17 @@ static void release_count(void *data, void *hint) {
   atomic_fetch_sub((atomic_int *)hint, 1);
 }
 
-static void span(ps_sync *s, const char *name, int bucket, double t0) {
+static void span(ps_worker *s, const char *name, int bucket, double t0) {
   if (s->c.span) s->c.span(s->c.span_ctx, name, bucket, t0, gs_now(), 0);
 }
 
 /* A failed sync stays failed: later calls report the first error again. */
-static int failed(ps_sync *s, gs_err *e) {
+static int failed(ps_worker *s, gs_err *e) {
   return GS_FAIL(e, GS_EPEER, "ps rank %d: the backend already failed in step %lld; close it",
                  s->c.rank, (long long)s->step);
 }
 
-int gs_ps_kcheck(ps_sync *s, const char *what, gs_err *e) {
+int gs_ps_kcheck(ps_worker *s, const char *what, gs_err *e) {
   gs_err ke = {0};
   if (s->c.k->sync(s->c.k, &ke) < 0)
     return GS_FAIL(e, ke.code, "ps rank %d, step %lld, %s: %s", s->c.rank, (long long)s->step,
@@ -52,9 +53,9 @@ int gs_ps_kcheck(ps_sync *s, const char *what, gs_err *e) {
 
 /* ---------------------------------------------------------------- pushes */
 
-static int send_push(ps_sync *s, int b, const void *data, bool again, gs_err *e);
+static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *e);
 
-static int push(ps_sync *s, int b, gs_err *e) {
+static int push(ps_worker *s, int b, gs_err *e) {
   double t0 = gs_now();
   gs_kernels *k = s->c.k;
   size_t off = s->buckets[b].offset, cnt = s->buckets[b].count, bytes = cnt * s->wsize;
@@ -91,16 +92,16 @@ static int push(ps_sync *s, int b, gs_err *e) {
  * takes a push it already has once, and answers one of a step it has
  * finished with that step's parameters again (server.c, on_push). */
 
-void gs_ps_watch(ps_sync *s) {
+void gs_ps_watch(ps_worker *s) {
   s->mon = gs_wire_monitor(s->st->zctx, s->sock, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
 }
 
 /* Whether the connection came back after a drop since the last look. */
-static bool reconnected(ps_sync *s) {
+static bool reconnected(ps_worker *s) {
   return gs_wire_monitor_back(s->mon, &s->dropped);
 }
 
-static int repush(ps_sync *s, gs_err *e) {
+static int repush(ps_worker *s, gs_err *e) {
   if (!reconnected(s) || !s->in_step) return GS_OK;
   int n = 0;
   for (int b = 0; b < s->c.nbuckets; b++) n += s->pushed[b] && !s->got[b];
@@ -120,7 +121,7 @@ static int repush(ps_sync *s, gs_err *e) {
 
 /* ----------------------------------------------------------------------- */
 
-static int send_push(ps_sync *s, int b, const void *data, bool again, gs_err *e) {
+static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *e) {
   size_t off = s->buckets[b].offset, cnt = s->buckets[b].count, bytes = cnt * s->wsize;
   Gradsync__Envelope env;
   Gradsync__Push p = GRADSYNC__PUSH__INIT;
@@ -144,7 +145,7 @@ static int send_push(ps_sync *s, int b, const void *data, bool again, gs_err *e)
 
 /* ------------------------------------------------------------- receiving */
 
-static int apply_params(ps_sync *s, gs_wire_msg *m, gs_err *e) {
+static int apply_params(ps_worker *s, gs_wire_msg *m, gs_err *e) {
   const Gradsync__Params *p = m->env->params;
   int r = s->c.rank;
   /* the answers to pushes sent again after a dropped connection may come
@@ -217,7 +218,7 @@ static int apply_params(ps_sync *s, gs_wire_msg *m, gs_err *e) {
 }
 
 /* Handle one message from the server (Params or Error). */
-static int on_message(ps_sync *s, gs_wire_msg *m, gs_err *e) {
+static int on_message(ps_worker *s, gs_wire_msg *m, gs_err *e) {
   const Gradsync__Envelope *env = m->env;
   if (env->rank != GS_SERVER_RANK)
     return GS_FAIL(e, GS_EPROTO, "ps rank %d: a %s message from rank %u on the server's "
@@ -232,7 +233,7 @@ static int on_message(ps_sync *s, gs_wire_msg *m, gs_err *e) {
   return apply_params(s, m, e);
 }
 
-static int recv_one(ps_sync *s, int timeout_ms, gs_err *e) {
+static int recv_one(ps_worker *s, int timeout_ms, gs_err *e) {
   gs_wire_msg m;
   gs_err me = {0};
   int rc = gs_wire_recv(s->sock, false, timeout_ms, s->c.job, s->c.n * sizeof(float), &m, &me);
@@ -253,7 +254,7 @@ static int recv_one(ps_sync *s, int timeout_ms, gs_err *e) {
 }
 
 /* Apply whatever parameters already arrived, without waiting. */
-static int drain(ps_sync *s, gs_err *e) {
+static int drain(ps_worker *s, gs_err *e) {
   GS_TRY(repush(s, e));
   for (;;) {
     zmq_pollitem_t it = {.socket = s->sock, .events = ZMQ_POLLIN};
@@ -263,14 +264,14 @@ static int drain(ps_sync *s, gs_err *e) {
   }
 }
 
-int gs_ps_drain(ps_sync *s, gs_err *e) {
+int gs_ps_drain(ps_worker *s, gs_err *e) {
   if (s->failed) return failed(s, e);
   int rc = drain(s, e);
   if (rc < 0) s->failed = true;
   return rc;
 }
 
-static int wait_params(ps_sync *s, gs_err *e) {
+static int wait_params(ps_worker *s, gs_err *e) {
   double t0 = gs_now();
   while (s->ngot < s->c.nbuckets) {
     double left = s->last_progress + s->wait_ms / 1000.0 - gs_now();
@@ -290,7 +291,7 @@ static int wait_params(ps_sync *s, gs_err *e) {
   return GS_OK;
 }
 
-static int wait_released(ps_sync *s, gs_err *e) {
+static int wait_released(ps_worker *s, gs_err *e) {
   double t0 = gs_now();
   struct timespec ts = {0, 20000};
   while (atomic_load(&s->inflight) > 0) {
@@ -306,16 +307,10 @@ static int wait_released(ps_sync *s, gs_err *e) {
   return GS_OK;
 }
 
-/* ------------------------------------------------------------ sync ops */
+/* ------------------------------------------------------------ the step */
 
-static int ps_begin_step(gs_sync *base, int64_t step, gs_err *e) {
-  ps_sync *s = (ps_sync *)base;
+int gs_ps_begin(ps_worker *s, int64_t step, gs_err *e) {
   if (s->failed) return failed(s, e);
-  if (s->in_step) {
-    s->failed = true;
-    return GS_FAIL(e, GS_EINVAL, "ps rank %d: begin_step(%lld) before end_step of step %lld",
-                   s->c.rank, (long long)step, (long long)s->step);
-  }
   int nb = s->c.nbuckets;
   memset(s->ready, 0, (size_t)nb);
   memset(s->pushed, 0, (size_t)nb);
@@ -330,55 +325,28 @@ static int ps_begin_step(gs_sync *base, int64_t step, gs_err *e) {
   return GS_OK;
 }
 
-static int ps_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
-  ps_sync *s = (ps_sync *)base;
+int gs_ps_ready(ps_worker *s, int bucket, gs_err *e) {
   if (s->failed) return failed(s, e);
-  int rc = GS_OK;
-  if (!s->in_step) {
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: bucket_ready(%d) outside a step", s->c.rank, bucket);
-  } else if (bucket < 0 || bucket >= s->c.nbuckets) {
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d, step %lld: bucket_ready(%d), but there are %d "
-                 "buckets", s->c.rank, (long long)s->step, bucket, s->c.nbuckets);
-  } else if (s->ready[bucket]) {
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d, step %lld: bucket %d marked ready twice", s->c.rank,
-                 (long long)s->step, bucket);
-  } else {
-    s->ready[bucket] = 1;
-    if (s->c.overlap) {
-      double t0 = gs_now();
-      rc = push(s, bucket, e);
-      if (rc == GS_OK) rc = drain(s, e);
-      s->blocked_s += gs_now() - t0;
-    }
-  }
-  if (rc < 0) s->failed = true;
-  return rc;
-}
-
-int gs_ps_push_rest(ps_sync *s, gs_err *e) {
-  if (s->failed) return failed(s, e);
-  int rc = GS_OK;
-  if (!s->in_step)
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: end_step outside a step", s->c.rank);
-  for (int b = 0; rc == GS_OK && b < s->c.nbuckets; b++) {
-    if (!s->ready[b])
-      rc = GS_FAIL(e, GS_EINVAL, "ps rank %d, step %lld: end_step, but bucket %d was never "
-                   "marked ready", s->c.rank, (long long)s->step, b);
-    else if (!s->pushed[b])
-      rc = push(s, b, e);
-  }
-  if (rc < 0) s->failed = true;
-  return rc;
-}
-
-static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
-  ps_sync *s = (ps_sync *)base;
+  s->ready[bucket] = 1;
+  if (!s->c.overlap) return GS_OK;
   double t0 = gs_now();
-  GS_TRY(gs_ps_push_rest(s, e));
-  return gs_ps_finish(s, t0, st, e);
+  int rc = push(s, bucket, e);
+  if (rc == GS_OK) rc = drain(s, e);
+  s->blocked_s += gs_now() - t0;
+  if (rc < 0) s->failed = true;
+  return rc;
 }
 
-int gs_ps_finish(ps_sync *s, double t0, gs_sync_stats *st, gs_err *e) {
+int gs_ps_push_rest(ps_worker *s, gs_err *e) {
+  if (s->failed) return failed(s, e);
+  int rc = GS_OK;
+  for (int b = 0; rc == GS_OK && b < s->c.nbuckets; b++)
+    if (!s->pushed[b]) rc = push(s, b, e);
+  if (rc < 0) s->failed = true;
+  return rc;
+}
+
+int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e) {
   if (s->failed) return failed(s, e);
   int rc = wait_params(s, e);
   if (rc == GS_OK) rc = wait_released(s, e);
@@ -416,10 +384,26 @@ int gs_ps_finish(ps_sync *s, double t0, gs_sync_stats *st, gs_err *e) {
   return GS_OK;
 }
 
-/* Tell the server (best effort) and stop rank 0's server, if any. */
-static int ps_close(gs_sync *base, bool ok, gs_err *e) {
-  ps_sync *s = (ps_sync *)base;
-  ps_state *st = s->st;
+static void free_bufs(ps_worker *s) {
+  if (s->stage_host) s->c.k->release_host(s->c.k, s->stage_host);
+  if (s->stage_dev) s->c.k->release(s->c.k, s->stage_dev);
+  free(s->buckets);
+  free(s->ready);
+  free(s->pushed);
+  free(s->got);
+  free(s);
+}
+
+void gs_ps_free(ps_worker *s) {
+  ps_worker_state *st = s->st;
+  free_bufs(s);
+  gs_ps_end(st, false, true, 1000, NULL);
+}
+
+/* Tell the server (best effort) and stop the server beside this rank, if
+ * any. */
+int gs_ps_close(ps_worker *s, bool ok, gs_err *e) {
+  ps_worker_state *st = s->st;
   bool orderly = ok && !s->failed && !s->in_step;
   int rc = GS_OK;
   Gradsync__Envelope env;
@@ -450,44 +434,14 @@ static int ps_close(gs_sync *base, bool ok, gs_err *e) {
   }
   gs_wire_monitor_close(s->sock, s->mon);
   zmq_close(s->sock);
-  if (st->thread_started) {
-    if (!orderly) gs_ps_server_stop(st->server);
-    pthread_join(st->thread, NULL);
-    if (orderly && st->server_rc < 0 && rc == GS_OK)
-      rc = GS_FAIL(e, st->server_rc, "%s", st->server_err.msg);
-  }
-  if (st->server) gs_ps_server_destroy(st->server);
-  if (st->child > 0) {
-    gs_err ce = {0};
-    int crc = gs_ps_spawn_reap(st->child, st->child_fd, orderly ? s->wait_ms : 1000, &ce);
-    if (orderly && crc < 0 && rc == GS_OK) rc = GS_FAIL(e, crc, "%s", ce.msg);
-  }
-  zmq_ctx_term(st->zctx);  /* all messages released: the gradients are free again */
-  gs_zap_join(st->zap);
-  if (s->stage_host) s->c.k->release_host(s->c.k, s->stage_host);
-  if (s->stage_dev) s->c.k->release(s->c.k, s->stage_dev);
-  free(s->buckets);
-  free(s->ready);
-  free(s->pushed);
-  free(s->got);
-  free(st);
-  free(s);
+  gs_err ee = {0};
+  int erc = gs_ps_end(st, orderly, false, orderly ? s->wait_ms : 1000, &ee);
+  if (erc < 0 && rc == GS_OK) rc = GS_FAIL(e, erc, "%s", ee.msg);
+  free_bufs(s);
   return rc;
 }
 
-const gs_sync_ops gs_ps_step_ops = {
-  .begin_step = ps_begin_step,
-  .bucket_ready = ps_bucket_ready,
-  .end_step = ps_end_step,
-  .close = ps_close,
-};
-
-void gs_ps_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *host_bytes) {
-  if (base->ops == &gs_ps_shard_ops) {
-    gs_ps_shards_memory(base, device_bytes, host_bytes);
-    return;
-  }
-  const ps_sync *s = (const ps_sync *)base;
+void gs_ps_worker_memory(const ps_worker *s, uint64_t *device_bytes, uint64_t *host_bytes) {
   uint64_t dev = 0, host = 0;
   if (s->st->server) gs_ps_server_memory(s->st->server, &dev, &host);
   if (s->cpu) {
@@ -499,4 +453,3 @@ void gs_ps_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *host_by
   *device_bytes = dev;
   *host_bytes = host;
 }
-

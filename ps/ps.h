@@ -1,4 +1,6 @@
-/* ps.h: the parameter-server backend of sync.h (DataParallel's master).
+/* ps.h: the parameter-server backend of sync.h: K servers in general
+ * (backend.c), K = 1 being DataParallel's master, which this first part
+ * describes.
  *
  * Rank 0 hosts a server that receives every rank's gradients, sums them in
  * rank order, averages, runs SGD (the kernels' sgd, the same as a single
@@ -27,9 +29,10 @@
  *    a plain worker over TCP, and its end_step reports the server's share of
  *    the step in gs_sync_stats.server_* (has_server).
  *
- *  - cfg.ps_servers K > 1 (or cfg.ps_server_eps): a sharded ps (shard.c),
- *    K servers each owning a contiguous range of the parameters, as
- *    ps-lite and BytePS shard theirs; server k is a thread of rank
+ *  - cfg.ps_servers K > 1 (or cfg.ps_server_eps): a sharded ps (backend.c
+ *    over shard.c's key ranges), K servers each owning a contiguous range
+ *    of the parameters, as ps-lite and BytePS shard theirs; server k is a
+ *    thread of rank
  *    gs_ps_server_rank(k) (its address that rank's endpoint from prepare()
  *    on), or, with cfg.ps_server_eps, a process a launcher started
  *    (gs_ps_serve_alone). Every rank runs one worker per server; the bits
@@ -95,7 +98,7 @@ extern const gs_backend gs_ps_backend;
 int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
                       int fd, gs_err *e);
 
-/* Sharded ps (cfg.ps_servers K > 1, shard.c): the rank whose process runs
+/* Sharded ps (cfg.ps_servers K > 1, backend.c): the rank whose process runs
  * server k of K in a world (spread evenly: ranks 0..K-1 at K = world, the
  * first rank of each host when K hosts hold the ranks host-major). */
 static inline int gs_ps_server_rank(int k, int world, int servers) {

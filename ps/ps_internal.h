@@ -1,7 +1,11 @@
-/* ps_internal.h: internal to ps/: the worker side's state, shared by
- * backend.c (joining a job: prepare, bootstrap, open), client.c (the
- * steps: pushes, parameters back, close) and shard.c (K servers, one
- * ps_state and ps_sync per server on every rank). */
+/* ps_internal.h: internal to ps/: the worker side, one server's worker
+ * at a time. backend.c is what the launcher sees: K servers (K = 1 is
+ * DataParallel's master), one ps_worker_state and one ps_worker per server on
+ * every rank, over shard.c's key ranges. Below it, for one server:
+ * state.c (where the server runs: a thread, a forked process, or
+ * elsewhere; and the end of all that), join.c (the socket, Hello / Init
+ * and the Welcome) and client.c (the steps: pushes, parameters back,
+ * close). */
 #ifndef GS_PS_INTERNAL_H
 #define GS_PS_INTERNAL_H
 
@@ -12,13 +16,10 @@
 #include "ps/ps.h"
 #include "ps/server.h"
 
-typedef struct ps_shards ps_shards;
-
-typedef struct ps_state {
+typedef struct ps_worker_state {
   int rank;
   bool dedicated;
-  ps_shards *shards;      /* --ps-servers K > 1: the state is shard.c's, nothing else is set */
-  bool shard;             /* one of shard.c's: a worker of one of its servers */
+  bool shard;             /* one of K > 1 (or of servers of their own) */
   char who[48];           /* the server in messages: "the ps server", "ps server 2 of 3" */
   char where[48];         /* where it runs: "rank 0", "rank 0's dedicated process" */
   void *zctx;
@@ -32,13 +33,12 @@ typedef struct ps_state {
   char tcp_ep[GS_ENDPOINT_MAX], inproc_ep[GS_ENDPOINT_MAX];
   /* rank 0, dedicated server */
   int child, child_fd;
-} ps_state;
+} ps_worker_state;
 
-typedef struct ps_sync {
-  gs_sync base;
+typedef struct ps_worker {
   gs_sync_config c;
   gs_bucket *buckets;
-  ps_state *st;
+  ps_worker_state *st;
   void *sock;
   char server_ep[GS_ENDPOINT_MAX];
   const char *who, *where;  /* st's, for messages */
@@ -62,40 +62,61 @@ typedef struct ps_sync {
   float scale;
   double srv_reduce, srv_update;
   uint64_t srv_sent, srv_recv;
-} ps_sync;
+} ps_worker;
 
-/* backend.c */
-/* One server's worker state for rank c->rank (host_server: that rank's
- * context carries the in-process server's connections). */
-int gs_ps_prepare_one(const gs_sync_config *c, bool host_server, ps_state **out, gs_err *e);
+/* state.c: one server's worker state for rank c->rank (host_server: that
+ * rank's context carries the in-process server's connections). */
+int gs_ps_prepare_one(const gs_sync_config *c, bool host_server, ps_worker_state **out, gs_err *e);
 /* Create and bind the in-process server (its kernels a clone of c->k);
  * it serves once gs_ps_serve started its thread. */
-int gs_ps_host_server(ps_state *st, const gs_sync_config *c, gs_err *e);
-int gs_ps_serve(ps_state *st, gs_err *e);
-int gs_ps_open_one(ps_state *st, const gs_sync_config *c, ps_sync **out, gs_err *e);
-void gs_ps_discard_one(ps_state *st);
+int gs_ps_host_server(ps_worker_state *st, const gs_sync_config *c, gs_err *e);
+int gs_ps_serve(ps_worker_state *st, gs_err *e);
+/* Rank 0 of one server: start it (the thread, or the dedicated process's
+ * address) and write its address to ep. */
+int gs_ps_start(ps_worker_state *st, const gs_sync_config *c, char ep[GS_ENDPOINT_MAX], gs_err *e);
+/* Stop what st runs (orderly: wait for the server to finish, up to
+ * wait_ms for a dedicated one, and report its failure in e; kill_child:
+ * a dedicated one that never served) and free st. */
+int gs_ps_end(ps_worker_state *st, bool orderly, bool kill_child, int wait_ms, gs_err *e);
 
-/* client.c */
+/* join.c: open one server's worker (takes st over, also when it fails). */
+int gs_ps_open_one(ps_worker_state *st, const gs_sync_config *c, ps_worker **out, gs_err *e);
+
+/* client.c: one server's worker's step, as the backend drives it (sync.h's
+ * order is the backend's to check): begin, a bucket ready (with overlap:
+ * pushed, and what came back applied), then push the rest, wait for every
+ * server's parameters (gs_ps_drain applies what arrived, without waiting),
+ * and finish (t0: when the step's wait began, for wait_s). */
+int gs_ps_begin(ps_worker *s, int64_t step, gs_err *e);
+int gs_ps_ready(ps_worker *s, int bucket, gs_err *e);
+int gs_ps_push_rest(ps_worker *s, gs_err *e);
+int gs_ps_drain(ps_worker *s, gs_err *e);
+int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e);
 /* Watch the DEALER's connection for drops (tcp and ipc; not inproc). */
-void gs_ps_watch(ps_sync *s);
-extern const gs_sync_ops gs_ps_step_ops;
-/* end_step in two halves, so that a sharded step pushes to every server
- * before it waits for any: push what is left, then wait for the
- * parameters (t0: when the step's wait began, for wait_s). */
-int gs_ps_push_rest(ps_sync *s, gs_err *e);
-int gs_ps_finish(ps_sync *s, double t0, gs_sync_stats *st, gs_err *e);
-/* Apply whatever the server sent, without waiting (a sharded step polls
- * every server's socket at once and drains the ones that are ready). */
-int gs_ps_drain(ps_sync *s, gs_err *e);
-
-/* shard.c */
-extern const gs_sync_ops gs_ps_shard_ops;
-int gs_ps_shards_prepare(const gs_sync_config *c, ps_state **out, char endpoint[GS_ENDPOINT_MAX],
-                         gs_err *e);
-int gs_ps_shards_open(ps_state *st, const gs_sync_config *c, gs_sync **out, gs_err *e);
-void gs_ps_shards_discard(ps_state *st);
-void gs_ps_shards_memory(const gs_sync *s, uint64_t *device_bytes, uint64_t *host_bytes);
+void gs_ps_watch(ps_worker *s);
+/* Goodbye to the server (or an abort), then free s and its state. */
+int gs_ps_close(ps_worker *s, bool ok, gs_err *e);
+/* free s, its socket closed or never opened, and its state */
+void gs_ps_free(ps_worker *s);
 /* the kernels' sticky error, with the rank, the step and what was done */
-int gs_ps_kcheck(ps_sync *s, const char *what, gs_err *e);
+int gs_ps_kcheck(ps_worker *s, const char *what, gs_err *e);
+/* Bytes this worker (and a server beside it) holds (ps.h gs_ps_memory). */
+void gs_ps_worker_memory(const ps_worker *s, uint64_t *device_bytes, uint64_t *host_bytes);
+
+/* shard.c: the key ranges: K contiguous ranges of the n parameters, and
+ * every bucket's pieces, one per range it overlaps. */
+typedef struct ps_keys {
+  int K, nb;
+  size_t *lo;              /* [K + 1]: server k owns [lo[k], lo[k + 1]) */
+  gs_bucket **sub;         /* [K]: server k's pieces, offsets within its range,
+                              in readiness order */
+  int *nsub;               /* [K] */
+  int *first;              /* [nb + 1]: bucket b is pieces first[b] .. first[b + 1] - 1 */
+  int *pk, *pj;            /* a piece: its server, its index among that server's pieces */
+} ps_keys;
+int gs_ps_keys_plan(ps_keys *ks, int K, const gs_sync_config *c, gs_err *e);
+void gs_ps_keys_free(ps_keys *ks);
+/* Server k's view of the job: its range of the buffers, its pieces. */
+gs_sync_config gs_ps_keys_view(const ps_keys *ks, const gs_sync_config *c, int k);
 
 #endif

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps/server_internal.h"
+#include "ps/server_core.h"
 
 static int send_welcome(gs_ps_server *s, gs_err *e) {
   const float *data = s->master;

@@ -1,4 +1,4 @@
-/* server_send.c: the ps server's sending side (server_internal.h): the
+/* server_send.c: the ps server's sending side (server_core.h): the
  * parameters (or sums) of a bucket to every rank, or again to one whose
  * connection dropped, sent zero-copy from the server's buffers, with a
  * count per (bucket, rank) of what ZeroMQ still holds, and the wait for
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "ps/server_internal.h"
+#include "ps/server_core.h"
 
 /* Wait until ZeroMQ released every message that still points at bucket b
  * (and at the Welcome's parameters). Normally already the case: a worker

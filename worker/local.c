@@ -17,34 +17,23 @@ typedef struct local_sync {
   gs_sync_config c;
   gs_update u;
   void *wire;          /* n elements of the wire dtype */
-  int ready;           /* buckets handed over this step */
-  int64_t step;
+  gs_sync_order order;
 } local_sync;
 
-static int local_begin(gs_sync *s, int64_t step, gs_err *e) {
-  local_sync *l = (local_sync *)s;
-  l->ready = 0;
-  l->step = step;
-  return GS_OK;
+static int local_begin_step(gs_sync *s, int64_t step, gs_err *e) {
+  return gs_sync_order_begin(&((local_sync *)s)->order, step, e);
 }
 
-static int local_ready(gs_sync *s, int bucket, gs_err *e) {
-  local_sync *l = (local_sync *)s;
-  if (bucket != l->ready)
-    return GS_FAIL(e, GS_EINVAL, "local backend, step %lld: bucket %d ready out of order "
-                   "(expected %d)", (long long)l->step, bucket, l->ready);
-  l->ready++;
-  return GS_OK;
+static int local_bucket_ready(gs_sync *s, int bucket, gs_err *e) {
+  return gs_sync_order_ready(&((local_sync *)s)->order, bucket, e);
 }
 
-static int local_end(gs_sync *s, gs_sync_stats *st, gs_err *e) {
+static int local_end_step(gs_sync *s, gs_sync_stats *st, gs_err *e) {
   local_sync *l = (local_sync *)s;
   const gs_sync_config *c = &l->c;
   gs_kernels *k = c->k;
   *st = (gs_sync_stats){0};
-  if (l->ready != c->nbuckets)
-    return GS_FAIL(e, GS_EINVAL, "local backend, step %lld: end_step after %d of %d buckets",
-                   (long long)l->step, l->ready, c->nbuckets);
+  GS_TRY(gs_sync_order_end(&l->order, e));
   double t0 = gs_now();
   if (c->sum_only) {
     k->copy(k, c->params, c->grads, c->n * sizeof(float));
@@ -80,15 +69,19 @@ static int local_close(gs_sync *s, bool ok, gs_err *e) {
   return GS_OK;
 }
 
-static const gs_sync_ops local_ops = {local_begin, local_ready, local_end, local_close};
+static const gs_sync_ops local_ops = {
+  .begin_step = local_begin_step,
+  .bucket_ready = local_bucket_ready,
+  .end_step = local_end_step,
+  .close = local_close,
+};
 
 int gs_sync_local(const gs_sync_config *c, gs_sync **out, gs_err *e) {
   *out = NULL;
   if (c->world != 1 || c->rank != 0)
     return GS_FAIL(e, GS_EINVAL, "the local backend runs world 1 only (got rank %d of %d); use "
                    "--mode ps or ring for more ranks", c->rank, c->world);
-  if (!c->k || !c->params || !c->grads || c->n == 0 || !c->buckets || c->nbuckets <= 0)
-    return GS_FAIL(e, GS_EINVAL, "local backend: incomplete configuration (no model buffers)");
+  GS_TRY(gs_sync_check_config(c, "local", e));
   local_sync *l = calloc(1, sizeof *l);
   if (!l) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   l->base.ops = &local_ops;
@@ -96,6 +89,7 @@ int gs_sync_local(const gs_sync_config *c, gs_sync **out, gs_err *e) {
   l->c = *c;
   l->c.endpoints = NULL;
   l->c.bootstrap = NULL;
+  gs_sync_order_init(&l->order, "local", c->rank, c->nbuckets);
   gs_kernels *k = c->k;
   gs_sgd sgd = c->sgd;
   if (c->sum_only) sgd.momentum = 0.0f;

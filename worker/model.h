@@ -113,7 +113,7 @@ int gs_model_create_seq(const gs_layer_def *defs, int ndefs, int c, int h, int w
                         gs_kernels *k, int max_batch, gs_dtype compute, gs_model **out,
                         gs_err *e);
 
-/* model.c (spec = the text after "mlp:") */
+/* seq.c (spec = the text after "mlp:") */
 int gs_model_create_mlp(const char *spec, gs_kernels *k, int max_batch, gs_dtype compute,
                         gs_model **out, gs_err *e);
 int gs_model_create_lenet(gs_kernels *k, int max_batch, gs_dtype compute, gs_model **out,
@@ -124,7 +124,7 @@ bool gs_profile_known(const char *name);
 int gs_model_create_profile(const char *name, gs_kernels *k, int max_batch, gs_dtype compute,
                             double compute_ms, uint64_t seed, gs_model **out, gs_err *e);
 
-/* models.c, shared by model.c and profile.c: append a tensor (offset assigned in
+/* tensors.c, shared by seq.c and profile.c: append a tensor (offset assigned in
  * order). Returns its index or a negative code. */
 int gs_model_add_tensor(gs_model *m, const char *name, int ndim, const int64_t *shape,
                         bool uniform, float bound_or_const, gs_err *e);

@@ -37,7 +37,11 @@
  *
  * Starting a job is not a backend's concern: the launcher (bench/) calls
  * prepare() on every rank, bootstrap() on rank 0, exchanges the endpoints and
- * the blob through its rendezvous, then calls open() with them filled in. */
+ * the blob through its rendezvous, then calls open() with them filled in.
+ *
+ * The call order and the configuration are checked once for every backend
+ * (sync.c: gs_sync_order, gs_sync_check_config), so every backend refuses
+ * the same misuse with the same words. */
 #ifndef GS_SYNC_H
 #define GS_SYNC_H
 
@@ -151,6 +155,33 @@ typedef struct gs_backend {
   /* Release a prepared state that will not be opened (an error before open). */
   void (*discard)(void *state);
 } gs_backend;
+
+/* The call order above, as every backend keeps it: begin_step, then
+ * bucket_ready(0), (1), ... each once, then end_step. who names the
+ * backend in messages ("ring", "nccl", "ps", "local"). Each call returns
+ * GS_EINVAL with a message naming the rank, the step and what was due,
+ * and changes nothing then. */
+typedef struct gs_sync_order {
+  const char *who;
+  int rank, nbuckets;
+  bool in_step;
+  int64_t step;
+  int next;                 /* the bucket due next */
+} gs_sync_order;
+void gs_sync_order_init(gs_sync_order *o, const char *who, int rank, int nbuckets);
+int gs_sync_order_begin(gs_sync_order *o, int64_t step, gs_err *e);
+int gs_sync_order_ready(gs_sync_order *o, int bucket, gs_err *e);
+/* end_step: every bucket was ready; the step is over. */
+int gs_sync_order_end(gs_sync_order *o, gs_err *e);
+
+/* What every backend requires of a configuration, checked in prepare()
+ * and open(): a rank of the world, a kernels table, model buffers, at
+ * least one bucket, every bucket non-empty, inside the n elements and
+ * disjoint from the others (an element reduced twice would be summed
+ * twice), and a wire dtype of fp32, fp16 or bf16 (fp64 and int32 for the
+ * collective benchmark's one bucket, sum_only). who as above. What a
+ * backend needs beyond that (a device, a blob) it checks itself. */
+int gs_sync_check_config(const gs_sync_config *c, const char *who, gs_err *e);
 
 /* Bucket plan over parameters given in model order (sizes in elements),
  * DDP's way: walk from the last parameter backwards, close a bucket when it

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """gloo_allreduce.py: PyTorch's Gloo all-reduce measured the way gradsync's
-ring is (allreduce/perf.c): float32 sum, sizes -b..-e by factor -f, -w
+ring is (bench/coll/perf.c): float32 sum, sizes -b..-e by factor -f, -w
 warm-up and -n timed iterations per size, the buffer refilled before and
 checked against the exact sum after every iteration (rank r contributes
 ((i + 7r) mod 11) - 5 to element i), time = max over ranks of the mean

@@ -1,5 +1,5 @@
 /* mpi_allreduce.c: Open MPI's MPI_Allreduce measured the way gradsync's ring
- * is (allreduce/perf.c): float32 sum, sizes -b..-e by factor -f, -w warm-up
+ * is (bench/coll/perf.c): float32 sum, sizes -b..-e by factor -f, -w warm-up
  * and -n timed iterations per size, dst poisoned before and checked against
  * the exact sum after every iteration (rank r contributes ((i + 7r) mod 11)
  * - 5 to element i), time = max over ranks of the mean iteration time,

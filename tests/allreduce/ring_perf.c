@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "allreduce/allreduce.h"
+#include "bench/coll/coll.h"
 #include "harness.h"
 
 typedef struct args {

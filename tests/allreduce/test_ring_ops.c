@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "allreduce/allreduce.h"
+#include "bench/coll/coll.h"
 #include "harness.h"
 #include "kernels/elem.h"
 

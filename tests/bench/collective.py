@@ -289,7 +289,7 @@ for args, flag in ((["-d", "double"], "-d double"), (["-d", "int32", "-o", "avg"
     check(r.returncode == 2 and flag in r.stderr and "--mode ring" in r.stderr and
           "--mode ps" in r.stderr, f"ps {args}: exit {r.returncode}, {r.stderr}")
 
-# --device cuda: NCCL runs every collective, type and op (allreduce/nccl_coll.c,
+# --device cuda: NCCL runs every collective, type and op (allreduce/nccl/nccl_coll.c,
 # tested against a CPU mock in tests/gpu/test_nccl_coll_mock.c), so none is a
 # usage error any more: on a host without a GPU the run fails at the device
 # (exit 1, naming --device cuda); on a GPU host it runs and checks its table

@@ -7,7 +7,7 @@
  *
  * Not a test: it asserts nothing and prints what it measured. For each
  * layer (in -> out) and batch B the three GEMMs of a step, row-major as
- * worker/model.c calls them: forward y = x W^T (B x out x in), backward
+ * worker/seq.c calls them: forward y = x W^T (B x out x in), backward
  * dx = dy W (B x in x out) and dW = dy^T x (out x in x B). Each runs
  * --iters times back to back after 5 untimed ones, then one sync: the
  * wall time of the batch over iters, as torch_gemm.py times torch.matmul

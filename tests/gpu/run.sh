@@ -175,7 +175,7 @@ if [ -d "$OUT/mlp-ring-w1-cuda" ] && [ -d "$OUT/mlp-ps-w1-cuda" ]; then
   fi
 fi
 
-# the collective benchmark on NCCL (allreduce/nccl_coll.c): every collective
+# the collective benchmark on NCCL (allreduce/nccl/nccl_coll.c): every collective
 # and type, and every op where it reduces, checked exactly by bench itself
 # (a wrong value exits non-zero), at up to 4 ranks, one per GPU
 cw=$ngpu; [ "$cw" -gt 4 ] && cw=4

@@ -1,4 +1,4 @@
-/* test_nccl_coll_mock.c: gs_nccl_collective (allreduce/nccl_coll.c) on an
+/* test_nccl_coll_mock.c: gs_nccl_collective (allreduce/nccl/nccl_coll.c) on an
  * NCCL session, against the CPU mock of CUDA and NCCL (tests/gpu/mock),
  * ranks as threads, any machine, ASan included. Every collective x
  * -d float, half, bfloat16, double, int32 x -o sum, avg, prod, min, max
@@ -23,6 +23,7 @@
 #include <pthread.h>
 
 #include "allreduce/allreduce.h"
+#include "bench/coll/coll.h"
 #include "kernels/kernels.h"
 #include "mock.h"
 #include "tests/gpu/check.h"

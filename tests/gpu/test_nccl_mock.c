@@ -1,4 +1,4 @@
-/* test_nccl_mock.c: allreduce/nccl.c run against a CPU mock of the CUDA
+/* test_nccl_mock.c: allreduce/nccl/nccl.c run against a CPU mock of the CUDA
  * runtime and NCCL (tests/gpu/mock), ranks as threads, on any machine and
  * under ASan. It checks the backend's own logic, which is most of it: the
  * bucket bookkeeping, what is reduced where (in place, out of place for

@@ -1,4 +1,4 @@
-/* test_gradcheck.c: gradients of worker/model.c against finite differences
+/* test_gradcheck.c: gradients of worker/seq.c against finite differences
  * of an independent forward written here in double precision (naive loops
  * for Linear, Conv2d, ReLU, 2x2 max-pool, flatten and softmax
  * cross-entropy). Covers every layer type alone and mixed, a whole MLP and

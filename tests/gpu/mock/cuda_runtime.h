@@ -1,4 +1,4 @@
-/* mock/cuda_runtime.h: the part of the CUDA runtime API allreduce/nccl.c
+/* mock/cuda_runtime.h: the part of the CUDA runtime API allreduce/nccl/nccl.c
  * uses, for test_nccl_mock (CPU only). Streams run their work at once (the
  * kernels are the CPU table); events can be told to stay "not ready" for a
  * number of queries, or forever, to drive the backend's wait loops. Names

@@ -1,6 +1,6 @@
 /* mock.c: a CPU stand-in for the CUDA runtime, NCCL and the CUDA kernels
  * table's internal API (kernels/cuda/cuda_impl.h), so that
- * allreduce/nccl.c runs in test_nccl_mock on any machine, under ASan too.
+ * allreduce/nccl/nccl.c runs in test_nccl_mock on any machine, under ASan too.
  * Work on a stream happens at once; ranks are threads; see nccl.h here for
  * the communicator's behaviour. */
 #include <pthread.h>

@@ -1,4 +1,4 @@
-/* mock/nccl.h: the NCCL API allreduce/nccl.c and nccl_coll.c use, for
+/* mock/nccl.h: the NCCL API allreduce/nccl/nccl.c and nccl_coll.c use, for
  * test_nccl_mock and test_nccl_coll_mock: ranks are threads of one
  * process; a communicator is complete once all ranks joined (until then
  * ncclCommGetAsyncError says ncclInProgress, so a missing rank looks

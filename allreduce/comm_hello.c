@@ -1,21 +1,20 @@
-/* ring_hello.c: connecting the ring, and the handshake before the first
+/* comm_hello.c: connecting the ring, and the handshake before the first
  * collective: every rank's configuration (world, largest collective, wire
  * dtype, chunk and small-message sizes, bucket plan, algorithm) travels
  * once around the ring (round i: rank r forwards origin r - i), so every
  * rank compares every configuration and fails alike, naming each rank's
  * value, on a mismatch instead of hanging or silently corrupting
  * (baidu-allreduce exchanges buffer lengths first for the same reason).
- * The mesh endpoints of rd and direct travel with it, and the mesh is
- * connected once the configurations agree, and so is the shared memory
- * when every rank is on one host (shm.c). */
+ * What an algorithm publishes (a socket's endpoint, a host key) travels
+ * with it through the algorithm's hello / heard, and every used algorithm
+ * connects once the configurations agree. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "allreduce/ring_internal.h"
+#include "allreduce/comm.h"
 
 static void my_cfg(const gs_ring *r, hello_cfg *c) {
-  c->have = true;
   c->world = (uint32_t)r->o.world;
   c->count = r->o.max_count;
   c->dtype = (uint32_t)r->o.wire;
@@ -25,9 +24,6 @@ static void my_cfg(const gs_ring *r, hello_cfg *c) {
   c->plan_hash = r->o.plan_hash;
   c->sum_only = r->o.sum_only;
   c->algo = (uint32_t)r->o.algo;
-  snprintf(c->mesh_ep, sizeof c->mesh_ep, "%s", r->mesh_ep);
-  snprintf(c->host_key, sizeof c->host_key, "%s", r->host_key);
-  snprintf(c->shm_name, sizeof c->shm_name, "%s", r->shm_name);
 }
 
 /* Field f of a configuration, as a number. */
@@ -87,15 +83,8 @@ static int compare_cfgs(gs_ring *r, gs_err *e) {
 /* the handshake's place, for errors */
 static void hello_where(const void *ctx, char *buf, size_t cap) { snprintf(buf, cap, "%s", (const char *)ctx); }
 
-int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
-  if (!r) return GS_FAIL(e, GS_EINVAL, "ring: connect on no ring");
-  if (r->broken) return GS_FAIL(e, GS_EPEER, "rank %d: the ring failed earlier", r->o.rank);
-  if (r->connected) return GS_OK;
-  int N = r->o.world;
-  r->connected = true;
-  if (N == 1) return GS_OK;
-  int rc = gs_link_connect(r->link, endpoints ? endpoints[r->right] : NULL, e);
-  if (rc < 0) return gs_ring_fail(r, e, rc);
+static int hello(gs_ring *r, const char *const *endpoints, gs_err *e) {
+  int N = r->o.world, rc;
 
   /* Handshake: N-1 rounds; in round i rank r forwards the configuration of
    * rank r-i and receives that of rank r-1-i. */
@@ -119,9 +108,8 @@ int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
     h.plan_hash = c->plan_hash;
     h.sum_only = c->sum_only;
     h.algo = c->algo;
-    h.mesh_endpoint = (char *)c->mesh_ep;
-    h.host = (char *)c->host_key;
-    h.shm_name = (char *)c->shm_name;
+    for (int a = 0; a < GS_ALGO_SLOTS; a++)
+      if (r->state[a] && r->algos[a]->hello) r->algos[a]->hello(r->state[a], origin, &h);
     env.body_case = GRADSYNC__ENVELOPE__BODY_RING_HELLO;
     env.ring_hello = &h;
     char ctxmsg[96];
@@ -147,7 +135,6 @@ int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
                                         "world here: %d)", r->o.rank, r->left, g->origin,
                                         g->round + 1, from, i + 1, N));
     hello_cfg *d = &r->cfgs[from];
-    d->have = true;
     d->world = g->world;
     d->count = g->count;
     d->dtype = (uint32_t)gs_wire_dtype(g->dtype);
@@ -157,9 +144,8 @@ int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
     d->plan_hash = g->plan_hash;
     d->sum_only = g->sum_only;
     d->algo = g->algo;
-    snprintf(d->mesh_ep, sizeof d->mesh_ep, "%s", g->mesh_endpoint ? g->mesh_endpoint : "");
-    snprintf(d->host_key, sizeof d->host_key, "%s", g->host ? g->host : "");
-    snprintf(d->shm_name, sizeof d->shm_name, "%s", g->shm_name ? g->shm_name : "");
+    for (int a = 0; a < GS_ALGO_SLOTS; a++)
+      if (r->state[a] && r->algos[a]->heard) r->algos[a]->heard(r->state[a], from, g);
   }
   rc = compare_cfgs(r, e);
   /* Every rank found the same mismatch: nobody needs to be told. */
@@ -168,8 +154,20 @@ int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
     gs_link_told(r->link);
     return rc;
   }
-  rc = gs_small_connect(r, endpoints, e);
-  if (rc == GS_OK) rc = gs_shm_connect(r, e);
+  for (int a = 0; rc == GS_OK && a < GS_ALGO_SLOTS; a++)
+    if (r->state[a] && r->algos[a]->connect)
+      rc = r->algos[a]->connect(r, r->state[a], endpoints, e);
   if (rc < 0) return gs_ring_fail(r, e, rc);
   return GS_OK;
+}
+
+int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
+  if (!r) return GS_FAIL(e, GS_EINVAL, "ring: connect on no ring");
+  if (r->broken) return GS_FAIL(e, GS_EPEER, "rank %d: the ring failed earlier", r->o.rank);
+  if (r->connected) return GS_OK;
+  r->connected = true;
+  if (r->o.world == 1) return GS_OK;
+  int rc = gs_link_connect(r->link, endpoints ? endpoints[r->right] : NULL, e);
+  if (rc < 0) return gs_ring_fail(r, e, rc);
+  return hello(r, endpoints, e);
 }

@@ -12,7 +12,8 @@
  *                                                                  |... bucket 1 ...|done|
  *
  * One ncclAllReduce (ncclSum) per bucket, in bucket order on every rank
- * (NCCL needs the same order everywhere; bucket_ready enforces 0, 1, 2..).
+ * (NCCL needs the same order everywhere; sync.h's order check enforces
+ * 0, 1, 2..).
  * Gradients are summed in place. With a low-precision wire (cfg.wire fp16 /
  * bf16) the bucket is first rounded into a device wire buffer, all-reduced
  * in that type (NCCL adds in it: half the bytes, more rounding than the
@@ -49,7 +50,7 @@
 #include <nccl.h>
 
 #include "allreduce/allreduce.h"
-#include "allreduce/nccl_internal.h"
+#include "allreduce/nccl/nccl_internal.h"
 #include "kernels/cuda/cuda_impl.h"
 
 _Static_assert(sizeof(ncclUniqueId) <= GS_BOOTSTRAP_MAX, "NCCL unique id fits the blob");
@@ -104,8 +105,9 @@ static int enqueue(nccl_sync *s, int b, gs_err *e) {
 static int nccl_begin_step(gs_sync *base, int64_t step, gs_err *e) {
   nccl_sync *s = (nccl_sync *)base;
   if (s->dead) return gs_nccl_dead(s, e);
+  GS_TRY(gs_sync_order_begin(&s->order, step, e));
   s->step = step;
-  s->ready = s->enqueued = 0;
+  s->enqueued = 0;
   s->blocked_s = 0;
   s->have_anchor = false;
   if (s->cfg.span) {
@@ -122,15 +124,7 @@ static int nccl_begin_step(gs_sync *base, int64_t step, gs_err *e) {
 static int nccl_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   nccl_sync *s = (nccl_sync *)base;
   if (s->dead) return gs_nccl_dead(s, e);
-  if (bucket != s->ready || bucket >= s->cfg.nbuckets) {
-    char pre[160];
-    gs_nccl_where(s, -1, pre, sizeof pre);
-    return GS_FAIL(e, GS_EINVAL,
-                   "%sbucket_ready(%d) out of order: expected bucket %d of %d (buckets become "
-                   "ready 0, 1, 2, ... in the same order on every rank, as NCCL needs)",
-                   pre, bucket, s->ready, s->cfg.nbuckets);
-  }
-  s->ready++;
+  GS_TRY(gs_sync_order_ready(&s->order, bucket, e));
   if (s->cfg.overlap) return enqueue(s, bucket, e);
   return GS_OK;
 }
@@ -156,6 +150,7 @@ static int nccl_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   const gs_sync_config *c = &s->cfg;
   memset(st, 0, sizeof *st);
   if (s->dead) return gs_nccl_dead(s, e);
+  GS_TRY(gs_sync_order_end(&s->order, e));
   double t_enter = gs_now(), blocked_before = s->blocked_s;
   while (s->enqueued < c->nbuckets) GS_TRY(enqueue(s, s->enqueued, e));
   GS_NCCL_CU(s, -1, e, cudaEventRecord(s->done, s->comm_stream));
@@ -311,14 +306,14 @@ static int nccl_bootstrap(void *state, const gs_sync_config *c, void *blob, size
 
 static void nccl_discard(void *state) { free(state); }
 
+/* sync.h's checks, and NCCL's own: the model on a GPU, the unique id. */
 static int check_config(const gs_sync_config *c, gs_err *e) {
-  if (!c->k || c->k->device != GS_DEV_CUDA)
+  if (c && c->k && c->k->device != GS_DEV_CUDA)
     return GS_FAIL(e, GS_EINVAL,
                    "rank %d: the nccl backend needs the model on a GPU (--device cuda); for "
                    "--device cpu the ring is the ZeroMQ one",
                    c->rank);
-  if (c->world < 1 || c->rank < 0 || c->rank >= c->world)
-    return GS_FAIL(e, GS_EINVAL, "rank %d of world %d: invalid", c->rank, c->world);
+  GS_TRY(gs_sync_check_config(c, "nccl", e));
   if (c->bootstrap_len != sizeof(ncclUniqueId) || !c->bootstrap)
     return GS_FAIL(e, GS_EPROTO,
                    "rank %d: the NCCL unique id from the rendezvous is %zu bytes, expected %zu "
@@ -328,25 +323,9 @@ static int check_config(const gs_sync_config *c, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL,
                    "rank %d: the model is on GPU %d but the backend was given GPU %d",
                    c->rank, gs_cuda_device(c->k), c->device);
-  /* fp64 and int32 are the collective benchmark's (its one bucket is the
-   * buffer, of that type), as on the ZeroMQ ring */
-  bool bench_type = (c->wire == GS_F64 || c->wire == GS_I32) && c->sum_only && c->nbuckets <= 1;
-  if (c->wire != GS_F32 && !gs_dtype_lp(c->wire) && !bench_type)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: wire dtype %s (%d): fp32, fp16 or bf16 (fp64 and "
-                   "int32 in the collective benchmark only)", c->rank, gs_dtype_name(c->wire),
-                   (int)c->wire);
   if (c->timeout_ms <= 0)
     return GS_FAIL(e, GS_EINVAL, "rank %d: timeout_ms %d must be positive", c->rank,
                    c->timeout_ms);
-  if (c->nbuckets < 0 || (c->nbuckets > 0 && !c->buckets))
-    return GS_FAIL(e, GS_EINVAL, "rank %d: %d buckets", c->rank, c->nbuckets);
-  for (int b = 0; b < c->nbuckets; b++)
-    if (c->buckets[b].count == 0 || c->buckets[b].offset > c->n ||
-        c->buckets[b].count > c->n - c->buckets[b].offset)
-      return GS_FAIL(e, GS_EINVAL,
-                     "rank %d: bucket %d (offset %zu, %zu elements) is empty or outside the "
-                     "%zu-element gradient buffer",
-                     c->rank, b, c->buckets[b].offset, c->buckets[b].count, c->n);
   return GS_OK;
 }
 
@@ -404,6 +383,7 @@ static int nccl_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
   s->cfg.bootstrap = NULL;
   s->k = c->k;
   s->step = -1;
+  gs_sync_order_init(&s->order, "nccl", c->rank, c->nbuckets);
   int rc = GS_OK;
 #define OPEN_CU(call)                                                                       \
   do {                                                                                      \
@@ -472,7 +452,7 @@ const gs_backend gs_nccl_backend = {
     .discard = nccl_discard,
 };
 
-/* The module's entry for allreduce/nccl_proxy.c: in a CUDA build this file
+/* The module's entry for allreduce/nccl/nccl_proxy.c: in a CUDA build this file
  * lives in libgs_cuda.so (kernels/cuda_loader.h), where gs_nccl_backend
  * above is local; the programs' gs_nccl_backend is the proxy. */
 __attribute__((visibility("default"))) const gs_backend *gs_cudamod_nccl_backend(void);

@@ -1,11 +1,12 @@
-/* ring_chunk.c: one chunk to the right neighbour and one from the left,
- * with the Chunk header every ring algorithm (ring.c, ring_coll.c) checks
- * on receipt: a chunk from another step, phase, segment, dtype or op, or
+/* comm_chunk.c: one chunk to the right neighbour and one from the left,
+ * with the Chunk header every algorithm over the neighbours (the ring's
+ * pipeline and whole-vector path, the chains of ring_coll.c) checks on
+ * receipt: a chunk from another step, phase, segment, dtype or op, or
  * with another total count, is an error naming the neighbour and where. */
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "allreduce/ring_internal.h"
+#include "allreduce/comm.h"
 
 static const char *phase_name[PH_COUNT] = {"reduce-scatter", "all-gather",
                                            "all-gather of whole vectors", "recursive doubling",
@@ -75,24 +76,30 @@ int gs_ring_recv_chunk(gs_ring *r, const gs_ring_want *w, zmq_msg_t *payload, ui
   return GS_OK;
 }
 
+void gs_ring_chunk_env(const gs_ring *r, const gs_ring_want *w, Gradsync__Envelope *env,
+                       Gradsync__Chunk *ch) {
+  gradsync__chunk__init(ch);
+  gs_wire_env(env, r->o.job, (uint32_t)r->o.rank);
+  ch->step = (uint64_t)r->cur_step;
+  ch->bucket = (uint32_t)r->cur_bucket;
+  ch->phase = (uint32_t)w->phase;
+  ch->ring_step = (uint32_t)w->ring_step;
+  ch->segment = (uint32_t)w->segment;
+  ch->chunk = (uint32_t)w->chunk;
+  ch->offset = w->offset;
+  ch->count = w->count;
+  ch->dtype = gs_wire_pbdtype(r->o.wire);
+  ch->total = r->cur_total;
+  ch->redop = (uint32_t)r->cur_op;
+  env->body_case = GRADSYNC__ENVELOPE__BODY_CHUNK;
+  env->chunk = ch;
+}
+
 int gs_ring_send_chunk(gs_ring *r, const gs_ring_want *w, const void *data, atomic_uint *flag,
                       zmq_msg_t *fwd, uint64_t *sent, gs_err *e) {
   Gradsync__Envelope env;
-  Gradsync__Chunk ch = GRADSYNC__CHUNK__INIT;
-  gs_wire_env(&env, r->o.job, (uint32_t)r->o.rank);
-  ch.step = (uint64_t)r->cur_step;
-  ch.bucket = (uint32_t)r->cur_bucket;
-  ch.phase = (uint32_t)w->phase;
-  ch.ring_step = (uint32_t)w->ring_step;
-  ch.segment = (uint32_t)w->segment;
-  ch.chunk = (uint32_t)w->chunk;
-  ch.offset = w->offset;
-  ch.count = w->count;
-  ch.dtype = gs_wire_pbdtype(r->o.wire);
-  ch.total = r->cur_total;
-  ch.redop = (uint32_t)r->cur_op;
-  env.body_case = GRADSYNC__ENVELOPE__BODY_CHUNK;
-  env.chunk = &ch;
+  Gradsync__Chunk ch;
+  gs_ring_chunk_env(r, w, &env, &ch);
   where_ctx wc = {.r = r, .w = w};
   gs_link_where lw = {.fn = chunk_where, .ctx = &wc};
   return gs_link_send(r->link, &env, data, w->count * gs_dtype_size(r->o.wire), flag, fwd, sent,

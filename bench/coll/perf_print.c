@@ -9,7 +9,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "allreduce/allreduce.h"
+#include "bench/coll/coll.h"
 
 /* nccl-tests' number format: two decimals, fewer where the width is
  * short, then an exponent */
@@ -49,25 +49,22 @@ void gs_perf_print(void *fp, const gs_perf_opts *o, const char *title, const gs_
   const char *type = gs_perf_type_name(o->wire);
   /* nccl-tests' columns: the op only for a reduction, the root only
    * where there is one */
-  bool has_op = gs_coll_has_op(o->coll), parted = o->coll == GS_COLL_REDUCE_SCATTER ||
-                                                  o->coll == GS_COLL_ALL_GATHER;
+  const gs_coll_desc *d = gs_coll_of(o->coll);
+  bool has_op = d->has_op, parted = d->parted;
   const char *op = has_op ? gs_redop_name(o->op) : "none";
-  int root = gs_coll_has_root(o->coll) ? o->root : -1;
-  static const char *formula[] = {"2(n-1)/n", "(n-1)/n", "(n-1)/n", "1", "1"};
-  static const char *what[] = {"", " of its part", "every rank's part", "the root's vector",
-                               " on the root"};
+  int root = d->has_root ? o->root : -1;
   char rooted[32] = "";
   if (root >= 0) snprintf(rooted, sizeof rooted, ", root %d", root);
   fprintf(f, "# %s: %s (%s) of %s%s, %d ranks, %d iterations after %d warm-up\n",
           title ? title : "collective", gs_coll_name(o->coll), op, type, rooted, o->world,
           o->iters, o->warmup);
   fprintf(f, "# algbw = size / time; busbw = algbw x %s = algbw x %.3f "
-          "(GB/s = 1e9 bytes/s); size = count x %s%zu bytes (%s)\n", formula[o->coll],
+          "(GB/s = 1e9 bytes/s); size = count x %s%zu bytes (%s)\n", d->factor,
           gs_coll_busbw_factor(o->coll, o->world),
           parted ? "n x " : "", gs_dtype_size(o->wire), type);
   char want[64];
-  if (has_op) snprintf(want, sizeof want, "the exact %s%s", op, what[o->coll]);
-  else snprintf(want, sizeof want, "%s", what[o->coll]);
+  if (has_op) snprintf(want, sizeof want, "the exact %s%s", op, d->what);
+  else snprintf(want, sizeof want, "%s", d->what);
   fprintf(f, "# time: mean of the timed iterations, run back to back, max over ranks; #wrong: "
           "elements differing from %s in one more, checked, iteration, over every "
           "rank (integer inputs%s: tolerance 0)\n", want,

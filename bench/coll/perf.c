@@ -1,4 +1,4 @@
-/* perf.c: the collective benchmark's core, nccl-tests style (allreduce.h).
+/* perf.c: the collective benchmark's core, nccl-tests style (coll.h).
  *
  * For each size, out of place (src != dst) then in place (src == dst):
  * `warmup` untimed collectives, then `iters` timed ones back to back
@@ -31,18 +31,19 @@
  * across world sizes; bytes = count x the wire dtype's size.)
  *
  * The other collectives (gs_coll) run on the same inputs and check what
- * each rank must hold: its part of the exact sum (reduce_scatter), every
- * rank's part of its contributions (all_gather), the root's contributions
- * (broadcast), the exact sum on the root (reduce); the timings go through
- * the all-reduce o->sum. Parted ones run sizes that are whole multiples of
- * N elements (nccl-tests rounds the part down as well). */
+ * their row (allreduce.h gs_coll_desc.holds) says each element of a rank
+ * holds: the exact reduction (its part of it for reduce_scatter, on the
+ * root for reduce), or one rank's contributions (every rank's part for
+ * all_gather, the root's for broadcast); the timings go through the
+ * all-reduce o->sum. Parted ones run sizes that are whole multiples of N
+ * elements (nccl-tests rounds the part down as well). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "allreduce/allreduce.h"
+#include "bench/coll/coll.h"
 
 #define DIGITS 6 /* base-64 digits per exchanged number: 2^36 */
 #define SLOTS 4  /* numbers per rank: time and wrong, out of place and in place */
@@ -96,28 +97,9 @@ static double contribution(gs_redop op, int rank, size_t i) {
   return op == GS_REDOP_PROD ? prod[v] : v - 5;
 }
 
-static const char *coll_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                   "reduce"};
-const char *gs_coll_name(gs_coll c) {
-  return (unsigned)c <= GS_COLL_REDUCE ? coll_names[c] : "unknown";
-}
-int gs_coll_parse(const char *s) {
-  if (s && !strcmp(s, "allreduce")) return GS_COLL_ALL_REDUCE;
-  for (int c = 0; s && c <= GS_COLL_REDUCE; c++)
-    if (!strcmp(s, coll_names[c])) return c;
-  return -1;
-}
-double gs_coll_busbw_factor(gs_coll c, int world) {
-  double n = world;
-  switch (c) {
-  case GS_COLL_ALL_REDUCE: return 2.0 * (n - 1) / n;
-  case GS_COLL_REDUCE_SCATTER:
-  case GS_COLL_ALL_GATHER: return (n - 1) / n;
-  default: return 1.0;
-  }
-}
 static bool parted(gs_coll c) {
-  return c == GS_COLL_REDUCE_SCATTER || c == GS_COLL_ALL_GATHER;
+  const gs_coll_desc *d = gs_coll_of(c);
+  return d && d->parted;
 }
 
 static const char *redop_names[] = {"sum", "avg", "prod", "min", "max"};
@@ -229,32 +211,20 @@ static int one(bench *b, gs_coll_fn fn, const void *src, void *dst, size_t n, gs
   return rc;
 }
 
-/* Elements of hdst (n of them) that differ from what this rank must hold. */
+/* Elements of hdst (n of them) that differ from what this rank must hold
+ * (its collective's row says which value each one holds). */
 static uint64_t count_wrong(const bench *b, size_t n) {
   const gs_perf_opts *o = b->o;
-  const int me = o->rank, N = o->world;
-  size_t lo = 0, hi = n, part = n / (size_t)N;
+  const gs_coll_desc *d = gs_coll_of(o->coll);
+  const size_t part = d->parted ? n / (size_t)o->world : n;
   uint64_t wrong = 0;
-  switch (o->coll) {
-  case GS_COLL_REDUCE_SCATTER:
-    lo = (size_t)me * part;
-    hi = lo + part;
-    break;
-  case GS_COLL_REDUCE:
-    if (me != o->root) hi = 0;
-    break;
-  case GS_COLL_ALL_GATHER:
-    for (size_t i = 0; i < n; i++)
-      wrong += get_v(b->t, b->hdst, i) != contribution(GS_REDOP_SUM, (int)(i / part), i);
-    return wrong;
-  case GS_COLL_BROADCAST:
-    for (size_t i = 0; i < n; i++)
-      wrong += get_v(b->t, b->hdst, i) != contribution(GS_REDOP_SUM, o->root, i);
-    return wrong;
-  default: break;
+  for (size_t i = 0; i < n; i++) {
+    int h = d->holds(i, part, o->rank, o->root);
+    if (h == GS_HOLDS_NOTHING) continue;
+    double got = get_v(b->t, b->hdst, i);
+    if (h >= 0) wrong += got != contribution(GS_REDOP_SUM, h, i);
+    else wrong += !(fabs(got - b->expect[i % 11]) <= b->tol[i % 11]); /* a NaN is never within */
   }
-  for (size_t i = lo; i < hi; i++)  /* a NaN is never within: wrong */
-    wrong += !(fabs(get_v(b->t, b->hdst, i) - b->expect[i % 11]) <= b->tol[i % 11]);
   return wrong;
 }
 

@@ -1,9 +1,12 @@
-/* nccl_internal.h: the NCCL session (allreduce/nccl.c) as the files beside
- * it see it: nccl_coll.c runs the collective benchmark's other collectives
- * on a session's communicator and needs its streams, its wire buffer and
- * its error and wait machinery (never a hang, the communicator aborted on
- * any error, messages naming the rank and the phase). Not part of the
- * contract (allreduce.h). */
+/* nccl_internal.h: allreduce/nccl/, the NCCL backend. Its contract is
+ * allreduce.h's gs_nccl_backend, gs_nccl_collective and
+ * gs_nccl_check_gpus; this header is the session (nccl.c) as the files
+ * beside it see it: nccl_wait.c holds its error and wait machinery (never
+ * a hang, the communicator aborted on any error, messages naming the rank
+ * and the phase), nccl_coll.c runs the collective benchmark's other
+ * collectives on its communicator, streams and wire buffer. nccl_proxy.c
+ * (or nonccl.c without NCCL) is the backend as the programs see it;
+ * nccl_check.c the one-GPU-per-rank rule. */
 #ifndef GS_NCCL_INTERNAL_H
 #define GS_NCCL_INTERNAL_H
 
@@ -31,7 +34,8 @@ typedef struct nccl_sync {
   void *wire;                  /* n elements of cfg.wire (fp16 / bf16 wire only) */
   gs_update u;                 /* the optimizer and the loss scaler */
   int64_t step;
-  int ready, enqueued;         /* buckets handed over / queued on the comm stream this step */
+  gs_sync_order order;         /* sync.h's call order */
+  int enqueued;                /* buckets queued on the comm stream this step */
   double blocked_s;            /* host time spent waiting inside bucket_ready this step */
   double t_anchor;             /* gs_now() when the anchor event completed (spans) */
   bool have_anchor;

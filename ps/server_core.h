@@ -1,9 +1,11 @@
-/* server_internal.h: internal to ps/: what the server's two files share.
- * server.c runs the loop and the steps (pushes, the update, the Params
- * back, deadlines); server_join.c the joining (Init, hellos, the Welcome)
- * and the answer to ranks that join a job that already failed. */
-#ifndef GS_PS_SERVER_INTERNAL_H
-#define GS_PS_SERVER_INTERNAL_H
+/* server_core.h: internal to ps/: what the server's files share.
+ * server.c runs the loop and the steps (pushes, the update, deadlines);
+ * server_join.c the joining (Init, hellos, the Welcome) and the answer to
+ * ranks that join a job that already failed; server_send.c the Params
+ * back; server_peers.c, below all three, the peers' identities, warnings
+ * and errors. */
+#ifndef GS_PS_SERVER_CORE_H
+#define GS_PS_SERVER_CORE_H
 
 #include <stdatomic.h>
 
@@ -89,7 +91,7 @@ struct gs_ps_server {
 #define FAIL(s, e, code, ...) \
   (GS_FAIL((e), (code), __VA_ARGS__), gs_pss_broadcast_error((s), (e)), (code))
 
-/* server.c */
+/* server_peers.c */
 void gs_pss_release_count(void *data, void *hint);   /* zmq free callback: one less held */
 void gs_pss_warn(gs_ps_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void gs_pss_broadcast_error(gs_ps_server *s, const gs_err *e);

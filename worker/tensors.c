@@ -1,7 +1,6 @@
-/* models.c: what every model shares: its tensors laid out in one flat
- * buffer, their PyTorch initialization, and the model a --model spec names
- * (model.c's layered nets, profile.c's gradient-shape profiles; both build
- * on the tensor list here, so neither needs the other). */
+/* tensors.c: what every model shares (model.h): its tensors laid out back
+ * to back in one flat buffer, and their PyTorch initialization from the
+ * seed's init streams. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,22 +43,4 @@ void gs_model_init_params(const gs_model *m, uint64_t seed, float *host) {
     float b = t->init_bound;
     for (size_t j = 0; j < t->count; j++) p[j] = b * (2.0f * gs_rng_uniform(&r) - 1.0f);
   }
-}
-
-void gs_model_destroy(gs_model *m) {
-  if (m && m->ops) m->ops->destroy(m);
-}
-
-int gs_model_create(const char *spec, gs_kernels *k, int max_batch, gs_dtype compute,
-                    double compute_ms, uint64_t seed, gs_model **out, gs_err *e) {
-  *out = NULL;
-  if (!spec) spec = "";
-  if (!strncmp(spec, "mlp:", 4)) return gs_model_create_mlp(spec + 4, k, max_batch, compute, out, e);
-  if (!strcmp(spec, "lenet")) return gs_model_create_lenet(k, max_batch, compute, out, e);
-  if (gs_profile_known(spec))
-    return gs_model_create_profile(spec, k, max_batch, compute, compute_ms, seed, out, e);
-  return GS_FAIL(e, GS_EINVAL,
-                 "--model %s: unknown model; use mlp:IN-H1-...-OUT (e.g. mlp:784-2048-2048-10), "
-                 "lenet, resnet50, vgg16 or bert-base",
-                 spec);
 }

@@ -13,7 +13,7 @@
 #include <nccl.h>
 
 #include "allreduce/allreduce.h"
-#include "allreduce/nccl_internal.h"
+#include "allreduce/nccl/nccl_internal.h"
 #include "kernels/cuda/cuda_impl.h"
 
 /* ---- errors ---- */

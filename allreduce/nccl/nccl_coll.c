@@ -25,15 +25,54 @@
  * asynchronous errors, the communicator aborted on any failure, the
  * message naming the rank, the step (the iteration), the call and its
  * root. Wrong arguments are refused before anything is queued, without an
- * abort. */
+ * abort.
+ *
+ * The calls are NCCL's column of the collectives' rows (allreduce.h
+ * gs_coll_desc, coll.c): a table indexed by gs_coll. */
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "allreduce/allreduce.h"
-#include "allreduce/nccl_internal.h"
+#include "allreduce/nccl/nccl_internal.h"
 
-static const char *const call_names[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather",
-                                         "ncclBroadcast", "ncclReduce"};
+/* One NCCL call on the session's comm stream: sb and db are the whole
+ * vectors' buffers, part the elements of one rank's part (count / N for a
+ * parted collective), mine where this rank's part starts, in bytes. */
+typedef struct call_args {
+  const char *sb;
+  char *db;
+  size_t count, part, mine;
+  ncclDataType_t t;
+  ncclRedOp_t op;
+  int root;
+} call_args;
+
+static ncclResult_t all_reduce(nccl_sync *s, const call_args *a) {
+  return ncclAllReduce(a->sb, a->db, a->count, a->t, a->op, s->comm, s->comm_stream);
+}
+static ncclResult_t reduce_scatter(nccl_sync *s, const call_args *a) {
+  return ncclReduceScatter(a->sb, a->db + a->mine, a->part, a->t, a->op, s->comm, s->comm_stream);
+}
+static ncclResult_t all_gather(nccl_sync *s, const call_args *a) {
+  return ncclAllGather(a->sb + a->mine, a->db, a->part, a->t, s->comm, s->comm_stream);
+}
+static ncclResult_t broadcast(nccl_sync *s, const call_args *a) {
+  return ncclBroadcast(a->sb, a->db, a->count, a->t, a->root, s->comm, s->comm_stream);
+}
+static ncclResult_t reduce(nccl_sync *s, const call_args *a) {
+  return ncclReduce(a->sb, a->db, a->count, a->t, a->op, a->root, s->comm, s->comm_stream);
+}
+
+static const struct {
+  const char *name;
+  ncclResult_t (*run)(nccl_sync *s, const call_args *a);
+} calls[] = {
+  [GS_COLL_ALL_REDUCE] = {"ncclAllReduce", all_reduce},
+  [GS_COLL_REDUCE_SCATTER] = {"ncclReduceScatter", reduce_scatter},
+  [GS_COLL_ALL_GATHER] = {"ncclAllGather", all_gather},
+  [GS_COLL_BROADCAST] = {"ncclBroadcast", broadcast},
+  [GS_COLL_REDUCE] = {"ncclReduce", reduce},
+};
 
 static ncclRedOp_t nccl_op(gs_redop op) {
   switch (op) {
@@ -61,13 +100,14 @@ static int bad(const nccl_sync *s, gs_err *e, const char *fmt, ...) {
 static int check_args(const nccl_sync *s, gs_coll c, gs_redop op, int root, const void *src,
                       void *dst, size_t count, gs_err *e) {
   const int N = s->cfg.world;
-  if ((unsigned)c > GS_COLL_REDUCE) return bad(s, e, "unknown collective %d", (int)c);
-  const char *call = call_names[c];
-  if (gs_coll_has_op(c) && (unsigned)op > GS_REDOP_MAX)
+  const gs_coll_desc *d = gs_coll_of(c);
+  if (!d) return bad(s, e, "unknown collective %d", (int)c);
+  const char *call = calls[c].name;
+  if (d->has_op && (unsigned)op > GS_REDOP_MAX)
     return bad(s, e, "%s: unknown reduction %d (sum, avg, prod, min, max)", call, (int)op);
-  if (gs_coll_has_root(c) && (root < 0 || root >= N))
+  if (d->has_root && (root < 0 || root >= N))
     return bad(s, e, "%s: root %d is not a rank of the world (0..%d)", call, root, N - 1);
-  if ((c == GS_COLL_REDUCE_SCATTER || c == GS_COLL_ALL_GATHER) && count % (size_t)N)
+  if (d->parted && count % (size_t)N)
     return bad(s, e, "%s: %zu elements do not split into %d equal parts (nccl-tests' sizes "
                "are whole multiples of the world)", call, count, N);
   if (count > 0 && (!src || !dst)) return bad(s, e, "%s: no %s buffer", call, src ? "dst" : "src");
@@ -85,21 +125,21 @@ int gs_nccl_collective(gs_sync *base, gs_coll c, gs_redop op, int root, const vo
                    base && base->name ? base->name : "nobody");
   if (s->dead) return gs_nccl_dead(s, e);
   s->step = iter;
-  s->ready = s->enqueued = 0;  /* between steps: no bucket of this one is pending */
+  s->enqueued = 0;  /* between steps: no bucket of this one is pending */
   GS_TRY(check_args(s, c, op, root, src, dst, count, e));
   const int me = s->cfg.rank;
   const gs_dtype wire = s->cfg.wire;
   const bool lp = gs_dtype_lp(wire);
   const size_t es = gs_dtype_size(wire);
-  const size_t part = c == GS_COLL_REDUCE_SCATTER || c == GS_COLL_ALL_GATHER
-                          ? count / (size_t)s->cfg.world : count;
+  const bool rooted = gs_coll_of(c)->has_root;
+  const size_t part = gs_coll_of(c)->parted ? count / (size_t)s->cfg.world : count;
   const size_t mine = (size_t)me * part;  /* this rank's part starts here (elements) */
   char phase[192];
-  if (gs_coll_has_root(c))
-    snprintf(phase, sizeof phase, "%s (root %d, %zu elements of %s)", call_names[c], root,
+  if (rooted)
+    snprintf(phase, sizeof phase, "%s (root %d, %zu elements of %s)", calls[c].name, root,
              count, gs_dtype_name(wire));
   else
-    snprintf(phase, sizeof phase, "%s (%zu elements of %s)", call_names[c], count,
+    snprintf(phase, sizeof phase, "%s (%zu elements of %s)", calls[c].name, count,
              gs_dtype_name(wire));
 
   GS_NCCL_CU(s, -1, e, cudaEventRecord(s->coll_ready, s->compute));
@@ -116,26 +156,9 @@ int gs_nccl_collective(gs_sync *base, gs_coll c, gs_redop op, int root, const vo
       s->kc->convert(s->kc, wire, s->wire, GS_F32, src, count);
     sb = db = s->wire;
   }
-  ncclRedOp_t nop = nccl_op(op);
-  ncclDataType_t t = gs_nccl_type(wire);
-  ncclResult_t r = ncclSuccess;
-  switch (c) {
-  case GS_COLL_ALL_REDUCE:
-    r = ncclAllReduce(sb, db, count, t, nop, s->comm, s->comm_stream);
-    break;
-  case GS_COLL_REDUCE_SCATTER:
-    r = ncclReduceScatter(sb, db + mine * es, part, t, nop, s->comm, s->comm_stream);
-    break;
-  case GS_COLL_ALL_GATHER:
-    r = ncclAllGather(sb + mine * es, db, part, t, s->comm, s->comm_stream);
-    break;
-  case GS_COLL_BROADCAST:
-    r = ncclBroadcast(sb, db, count, t, root, s->comm, s->comm_stream);
-    break;
-  case GS_COLL_REDUCE:
-    r = ncclReduce(sb, db, count, t, nop, root, s->comm, s->comm_stream);
-    break;
-  }
+  call_args a = {.sb = sb, .db = db, .count = count, .part = part, .mine = mine * es,
+                 .t = gs_nccl_type(wire), .op = nccl_op(op), .root = root};
+  ncclResult_t r = calls[c].run(s, &a);
   GS_TRY(gs_nccl_settle(s, r, -1, phase, e));
   if (lp && count > 0) {
     /* what this rank must hold, widened: its part, the root's sum, or all */
@@ -151,7 +174,7 @@ int gs_nccl_collective(gs_sync *base, gs_coll c, gs_redop op, int root, const vo
   return GS_OK;
 }
 
-/* The module's entry for allreduce/nccl_proxy.c (as gs_cudamod_nccl_backend
+/* The module's entry for allreduce/nccl/nccl_proxy.c (as gs_cudamod_nccl_backend
  * in nccl.c): in the module gs_nccl_collective above is local. */
 __attribute__((visibility("default"))) gs_nccl_collective_fn *gs_cudamod_nccl_collective(void);
 gs_nccl_collective_fn *gs_cudamod_nccl_collective(void) { return gs_nccl_collective; }

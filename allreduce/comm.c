@@ -1,0 +1,260 @@
+/* comm.c: the communicator's life (comm.h): the algorithms' names and the
+ * choice by size (gs_algo_pick), prepare (options, tuning, the neighbours'
+ * sockets, then each used algorithm's state), the begin and end of every
+ * collective, the relay of a failure to every algorithm's peers,
+ * interrupt and close; and the per-chunk math every algorithm shares
+ * (combine, take, round). It calls the algorithms only through their
+ * rows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allreduce/comm.h"
+
+/* Spin before sleeping on a receive only in collectives of at most this
+ * many float32 bytes: there a wake-up is a large share of a hop; above it
+ * spinning only burns a core the other threads need. */
+#define SPIN_MAX_BYTES ((size_t)4 << 20)
+
+void gs_ring_seg_range(size_t n, int N, int j, size_t *off, size_t *len) {
+  size_t q = n / (size_t)N, rem = n % (size_t)N, uj = (size_t)j;
+  *len = q + (uj < rem);
+  *off = uj * q + (uj < rem ? uj : rem);
+}
+
+static const char *const algo_names[GS_ALGO_SLOTS] = {
+  [GS_ALGO_RING] = "ring", [GS_ALGO_RD] = "rd", [GS_ALGO_DIRECT] = "direct",
+  [GS_ALGO_AUTO] = "auto", [GS_ALGO_SHM] = "shm",
+};
+
+const char *gs_algo_name(gs_algo a) {
+  return (unsigned)a < GS_ALGO_SLOTS ? algo_names[a] : "unknown";
+}
+
+int gs_algo_parse(const char *s) {
+  for (int a = 0; a < GS_ALGO_SLOTS; a++)
+    if (s && !strcmp(s, algo_names[a])) return a;
+  return -1;
+}
+
+gs_algo gs_algo_pick(gs_algo a, size_t count, int world) {
+  if (world <= 1) return GS_ALGO_RING;
+  if (a == GS_ALGO_AUTO || a == GS_ALGO_SHM)
+    return count <= GS_ALGO_AUTO_MAX_BYTES / sizeof(float) ? GS_ALGO_RD : GS_ALGO_RING;
+  return a;
+}
+
+void gs_ring_part(size_t count, int world, int rank, size_t *off, size_t *len) {
+  gs_ring_seg_range(count, world, rank, off, len);
+}
+
+static void comm_free(gs_ring *r, bool abort) {
+  if (!r) return;
+  for (int a = 0; a < GS_ALGO_SLOTS; a++)
+    if (r->state[a] && r->algos[a]->close) r->algos[a]->close(r, r->state[a], abort);
+  gs_link_close(r->link, abort); /* releases whatever ZeroMQ still held */
+  for (int a = 0; a < GS_ALGO_SLOTS; a++)
+    if (r->state[a] && r->algos[a]->release) r->algos[a]->release(r, r->state[a]);
+  if (r->stage) r->o.k->release(r->o.k, r->stage);
+  free(r->cfgs);
+  free(r);
+}
+
+bool gs_comm_ready(const gs_ring *r, gs_algo a) {
+  void *s = gs_comm_state(r, a);
+  return s && (!r->algos[a]->ready || r->algos[a]->ready(s));
+}
+
+int gs_ring_fail(gs_ring *r, gs_err *e, int code) {
+  r->broken = true;
+  if (!e || code == GS_EINTR) return code;
+  if (r->link) gs_link_tell_once(r->link, "ring", e->msg);
+  for (int a = 0; a < GS_ALGO_SLOTS; a++)
+    if (r->state[a] && r->algos[a]->tell) r->algos[a]->tell(r->state[a], e->msg);
+  return code;
+}
+
+void gs_ring_span(const gs_ring *r, const char *name, double t0, double t1) {
+  if (r->o.span) r->o.span(r->o.span_ctx, name, r->cur_bucket, t0, t1, 1);
+}
+
+int gs_comm_prepare(const gs_ring_opts *o, const gs_algo_ops *const *table, gs_ring **out,
+                    char endpoint[GS_ENDPOINT_MAX], gs_err *e) {
+  *out = NULL;
+  if (endpoint) endpoint[0] = '\0';
+  if (!o || !o->k)
+    return GS_FAIL(e, GS_EINVAL, "ring: no options or no kernels table");
+  if (o->world < 1 || o->rank < 0 || o->rank >= o->world)
+    return GS_FAIL(e, GS_EINVAL, "ring: rank %d of world %d is impossible (0 <= rank < world)",
+                   o->rank, o->world);
+  if (o->wire != GS_F32 && o->wire != GS_F16 && o->wire != GS_BF16 && o->wire != GS_F64 &&
+      o->wire != GS_I32)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: ring: unknown wire dtype %d", o->rank, (int)o->wire);
+  if (!gs_dtype_lp(o->wire) && o->wire != GS_F32 && o->k->device != GS_DEV_CPU)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: ring: a %s wire needs host buffers and a CPU "
+                   "kernels table, not '%s'", o->rank, gs_dtype_name(o->wire), o->k->name);
+  gs_ring *r = calloc(1, sizeof *r);
+  if (!r) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", o->rank);
+  r->o = *o;
+  r->algos = table;
+  snprintf(r->host, sizeof r->host, "%s", o->host && *o->host ? o->host : "127.0.0.1");
+  r->o.host = r->host;
+  if (r->o.timeout_ms <= 0) r->o.timeout_ms = 30000;
+  r->left = gs_ring_mod(o->rank - 1, o->world);
+  r->right = gs_ring_mod(o->rank + 1, o->world);
+  gs_ring_tuning(o, r);
+  int rc = GS_OK;
+  gs_kernels *k = o->k;
+  size_t ws = gs_dtype_size(o->wire);
+
+  r->cfgs = calloc((size_t)o->world, sizeof *r->cfgs);
+  if (!r->cfgs) {
+    rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", o->rank);
+    goto out;
+  }
+  if (o->world == 1) goto out; /* nothing to talk to */
+  if ((unsigned)o->algo >= GS_ALGO_SLOTS) {
+    rc = GS_FAIL(e, GS_EINVAL, "rank %d: ring: unknown algorithm %d", o->rank, (int)o->algo);
+    goto out;
+  }
+
+  if (gs_dtype_lp(o->wire) && !(r->stage = k->alloc(k, o->max_count * ws + 64))) {
+    k->sync(k, e);
+    rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the ring's buffers (%zu elements)",
+                 o->rank, o->max_count);
+    goto out;
+  }
+  /* the largest payload: a chunk, or a whole vector on the small path */
+  size_t max_payload = r->chunk_bytes;
+  if (r->small_bytes != GS_RING_NO_SMALL && r->small_bytes > max_payload)
+    max_payload = r->small_bytes;
+  if (max_payload > o->max_count * ws) max_payload = o->max_count * ws;
+  gs_link_cfg lc = {.rank = o->rank, .world = o->world, .left = r->left, .right = r->right,
+                    .job = o->job, .timeout_ms = r->o.timeout_ms, .spin_us = r->spin_us,
+                    .sockbuf = r->sockbuf, .io_threads = r->io_threads, .host = r->host,
+                    .max_payload = max_payload, .cred = o->cred,
+                    .no_resend = o->no_resend};
+  rc = gs_link_open(&lc, &r->link, endpoint, e);
+  for (int a = 0; rc == GS_OK && a < GS_ALGO_SLOTS; a++) {
+    const gs_algo_ops *x = table[a];
+    if (x && x->used(&r->o)) rc = x->prepare(r, &r->state[a], e);
+  }
+out:
+  if (rc < 0) {
+    comm_free(r, true);
+    return rc;
+  }
+  *out = r;
+  return GS_OK;
+}
+
+int gs_ring_enter(gs_ring *r, gs_redop op, const void *src, const void *dst, size_t count,
+                  int64_t step, int bucket, bool settles, const char *what, gs_err *e) {
+  if (!r) return GS_FAIL(e, GS_EINVAL, "ring: %s on no ring", what);
+  if (op != GS_REDOP_SUM && op != GS_REDOP_PROD && op != GS_REDOP_MIN && op != GS_REDOP_MAX)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: %s with reduction %d: sum, prod, min or max (avg is "
+                   "the sum, then the caller's post-division)", r->o.rank, what, (int)op);
+  if (op != GS_REDOP_SUM && r->o.k->device != GS_DEV_CPU)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: %s: reductions other than the sum run on a CPU "
+                   "kernels table, not '%s'", r->o.rank, what, r->o.k->name);
+  int ok = gs_reduce_host(op, r->o.wire, 0, NULL, NULL, e);
+  if (ok < 0) {
+    gs_err_prefix(e, "rank %d: %s: ", r->o.rank, what);
+    return ok;
+  }
+  if (r->broken)
+    return GS_FAIL(e, GS_EPEER, "rank %d: the ring failed earlier; close it", r->o.rank);
+  if (!r->connected)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: %s before gs_ring_connect", r->o.rank, what);
+  if (count > r->o.max_count)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: %s of %zu elements on a ring prepared for at most "
+                   "%zu", r->o.rank, what, count, r->o.max_count);
+  if (count > 0 && (!src || !dst))
+    return GS_FAIL(e, GS_EINVAL, "rank %d: %s with a NULL buffer", r->o.rank, what);
+  if (r->o.world == 1) return 1;
+  r->cur_op = op;
+  r->cur_step = step;
+  r->cur_bucket = bucket;
+  r->cur_total = count;
+  r->spin_now = count * sizeof(float) <= SPIN_MAX_BYTES;
+  gs_link_begin(r->link, settles);
+  return 0;
+}
+
+int gs_ring_leave(gs_ring *r, int rc, gs_err *e) {
+  if (rc == GS_OK) rc = r->o.k->sync(r->o.k, e);
+  if (rc == GS_OK) rc = gs_link_end(r->link, e);
+  if (rc < 0) return gs_ring_fail(r, e, rc);
+  return GS_OK;
+}
+
+int gs_ring_run(gs_ring *r, gs_algo a, gs_redop op, const void *src, void *dst, size_t count,
+                int64_t step, int bucket, gs_ring_stats *st, gs_err *e) {
+  gs_ring_stats local = {0};
+  if (!st) st = &local;
+  int in = gs_ring_enter(r, op, src, dst, count, step, bucket, true, "all-reduce", e);
+  if (in < 0) return in;
+  gs_kernels *k = r->o.k;
+  if (in == 1) {
+    if (src != dst && count) k->copy(k, dst, src, count * gs_ring_es(r));
+    return k->sync(k, e);
+  }
+  void *s = gs_comm_state(r, a);
+  if (!s)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: the ring was not prepared for %s", r->o.rank,
+                   gs_algo_name(a));
+  return gs_ring_leave(r, r->algos[a]->allreduce(r, s, src, dst, count, st, e), e);
+}
+
+void gs_ring_combine(gs_ring *r, size_t n, void *dst, const void *src) {
+  gs_kernels *k = r->o.k;
+  const gs_dtype w = r->o.wire;
+  if (r->cur_op == GS_REDOP_SUM && (w == GS_F32 || gs_dtype_lp(w))) {
+    k->add_lp(k, w, n, dst, src);
+    return;
+  }
+  /* on a CPU table only (prepare, enter), whose memory is the host's; the
+   * (op, type) pair passed gs_ring_enter's check, so this cannot fail */
+  (void)gs_reduce_host(r->cur_op, w, n, dst, src, NULL);
+}
+
+void gs_ring_take(gs_ring *r, size_t n, void *dst, const void *src) {
+  gs_kernels *k = r->o.k;
+  if (gs_dtype_lp(r->o.wire)) k->convert(k, GS_F32, dst, r->o.wire, src, n);
+  else k->copy(k, dst, src, n * gs_ring_es(r));
+}
+
+void gs_ring_round(gs_ring *r, void *dst, size_t n) {
+  gs_kernels *k = r->o.k;
+  k->convert(k, r->o.wire, r->stage, GS_F32, dst, n);
+  k->convert(k, GS_F32, dst, r->o.wire, r->stage, n);
+}
+
+void gs_ring_set_job(gs_ring *r, uint64_t job) {
+  if (r && !r->connected) {
+    r->o.job = job;
+    if (r->link) gs_link_set_job(r->link, job);
+  }
+}
+
+void gs_ring_interrupt(gs_ring *r) {
+  if (!r) return;
+  gs_link_interrupt(r->link);
+  for (int a = 0; a < GS_ALGO_SLOTS; a++)
+    if (r->state[a] && r->algos[a]->interrupt) r->algos[a]->interrupt(r->state[a]);
+}
+
+size_t gs_ring_chunk_bytes(const gs_ring *r) { return r ? r->chunk_bytes : 0; }
+size_t gs_ring_small_bytes(const gs_ring *r) { return r ? r->small_bytes : 0; }
+
+void gs_ring_close(gs_ring *r, bool ok, const char *why) {
+  if (!r) return;
+  if (!ok && r->link) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "rank %d aborted%s%s", r->o.rank, why ? ": " : "", why ? why : "");
+    gs_link_tell_once(r->link, "abort", msg);
+    for (int a = 0; a < GS_ALGO_SLOTS; a++)
+      if (r->state[a] && r->algos[a]->tell) r->algos[a]->tell(r->state[a], msg);
+  }
+  comm_free(r, !ok);
+}

@@ -1,0 +1,45 @@
+/* ring_bufs.h: internal to allreduce/: the ring algorithm's state, as
+ * its files share it: ring.c (its row in the table: prepare, run, close),
+ * ring_pipe.c (the pipelined reduce-scatter + all-gather, drawn at its
+ * top), ring_small.c (the whole-vector all-gather of small collectives)
+ * and ring_coll.c (the other collectives, on the same pipeline and
+ * chunks). Everything else they use is the communicator's (comm.h). */
+#ifndef GS_ALLREDUCE_RING_BUFS_H
+#define GS_ALLREDUCE_RING_BUFS_H
+
+#include "allreduce/comm.h"
+
+typedef struct ring_bufs {
+  atomic_uint *flags;        /* per chunk sent zero-copy: ZeroMQ still holds it */
+  uint64_t *sent_seq;        /* per reduce-scatter chunk: its message number */
+  size_t nflags;
+  zmq_msg_t *hold;           /* all-gather: a received chunk until it is forwarded */
+  size_t nhold;
+  zmq_msg_t *held;           /* small path: the N vectors */
+  void *scratch;             /* small path: own vector when src == dst */
+} ring_bufs;
+
+/* ring.c: the row, and the state of a ring it was prepared on. */
+extern const gs_algo_ops gs_algo_ring;
+static inline ring_bufs *gs_ring_state(const gs_ring *r) {
+  return gs_comm_state(r, GS_ALGO_RING);
+}
+
+/* ring_pipe.c: the pipelined ring over count elements. Phases: GS_RING_RS,
+ * GS_RING_AG or both (the all-reduce). Alone, a phase numbers data
+ * segments so that rank r owns data segment r (allreduce.h's layout);
+ * both: the all-reduce's own numbering. */
+enum { GS_RING_RS = 1, GS_RING_AG = 2 };
+int gs_ring_phases(gs_ring *r, const void *src, void *dst, size_t n, int phases,
+                   gs_ring_stats *st, gs_err *e);
+/* Chunks per segment of a collective of n elements. */
+size_t gs_ring_chunks(const gs_ring *r, size_t n);
+/* Wait until ZeroMQ holds none of the first n flags' chunks. */
+int gs_ring_wait_flags(gs_ring *r, size_t n, gs_err *e);
+
+/* ring_small.c: every rank's whole vector around the ring, then a sum in
+ * rank order (collectives up to the small-message threshold). */
+int gs_ring_small(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st,
+                  gs_err *e);
+
+#endif
