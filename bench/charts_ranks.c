@@ -158,7 +158,8 @@ int gs_charts_timeline(const char *dir, const char *id, json_t *tl, double span_
   if (!(span_s >= own_span)) span_s = own_span;
   double span_ms = span_s * 1e3;
   /* read back from a file: only names this bench writes reach the SVG */
-  bool known = mode && prec && (ps || local || !strcmp(mode, "ring")) && gs_dtype_parse(prec) >= 0;
+  bool known = mode && prec && (ps || local || !strcmp(mode, "ring")) &&
+               gs_dtype_parse(prec) >= 0;
   if (N < 1 || !known || !(span_ms > 0) || !isfinite(span_ms)) return GS_OK;
   int lane = N > 16 ? 14 : 26, pitch = lane + 12, x0 = 90, x1 = 700, y1 = 50;
   int y0 = y1 + N * pitch + 10, W = 960, H = y0 + 70;
