@@ -268,7 +268,8 @@ static void comparison(FILE *f, json_t *runs) {
         hi = isfinite(hi) && hi > b ? hi : b;
       }
     }
-    json_t *reps = json_object_get(r, "repeats"), *tp = json_object_get(reps, "throughput_samples_per_s");
+    json_t *reps = json_object_get(r, "repeats");
+    json_t *tp = json_object_get(reps, "throughput_samples_per_s");
     double tlo = INFINITY, thi = 0;
     json_array_foreach(tp, k, x) {
       tlo = json_number_value(x) < tlo ? json_number_value(x) : tlo;
