@@ -24,6 +24,14 @@
 
 #define GS_LIST_MAX 16
 
+/* How a sweep's links came to be: given (--link RATE), chosen by default
+ * (auto: emulated hosts where this process may build them), loopback by
+ * default (auto, and the machine does not allow them), or --link none.
+ * Until the launcher decides, auto is GS_LINK_AUTO. */
+typedef enum gs_link_choice {
+  GS_LINK_AUTO = 0, GS_LINK_GIVEN, GS_LINK_AUTO_HOSTS, GS_LINK_AUTO_LOOPBACK, GS_LINK_NONE
+} gs_link_choice;
+
 /* local: one process, no backend (the single-process reference). */
 typedef enum gs_mode { GS_MODE_PS = 0, GS_MODE_RING = 1, GS_MODE_LOCAL = 2 } gs_mode;
 const char *gs_mode_name(gs_mode m);
@@ -41,6 +49,8 @@ typedef struct gs_opts {
   double bucket_mbs[GS_LIST_MAX];
   int nbucket_mbs;
   bool strong;               /* --strong: the global batch stays batch x worlds[0] */
+  int repeats;               /* --repeat K: each configuration K times, interleaved */
+  int repeat;                /* the launcher's repetition under way, 1..repeats */
 
   /* training (one run's values live in train, filled per combination) */
   gs_train_opts train;
@@ -65,7 +75,11 @@ typedef struct gs_opts {
 
   /* emulated hosts (cluster.c): 0 hosts and no link: one machine's loopback */
   int hosts;                 /* --hosts K: K hosts per run (0: --link alone, one per rank) */
-  const char *link_arg;      /* --link RATE as given (tc units: 100mbit, 1gbit) */
+  const char *link_arg;      /* --link RATE as given (tc units: 100mbit, 1gbit); NULL for
+                                auto and none */
+  bool link_none;            /* --link none: loopback, whatever the machine allows */
+  gs_link_choice link_choice; /* how the sweep's link was chosen (cluster.c) */
+  char link_why[1100];       /* auto on loopback: why, and how to get links */
   const char *latency_arg;   /* --latency D as given (100us, 2ms) */
   uint64_t link_bps;         /* resolved: bit/s each direction; 0: no emulated hosts */
   double latency_s;          /* resolved: one-way host-to-host delay */
@@ -112,7 +126,7 @@ typedef struct gs_opts {
   gs_dtype dtype;            /* the wire dtype -d names (F64, I32: buffers of it) */
 
   /* what was given on the command line (join mode re-checks these) */
-  bool world_given, mode_given;
+  bool world_given, mode_given, repeat_given;
   const char *loss_scale_arg; /* --loss-scale as given; resolved with the precision */
   /* the copies the comma lists were split in (freed by gs_opts_free) */
   char *owned[2 * GS_LIST_MAX];

@@ -95,19 +95,38 @@ static void peer_lines(buf *b, json_t *peers, const int *worlds, int nw, int x0,
  * smallest world's throughput per rank, sampled densely because a linear
  * law is a curve on a log axis; efficiency's ideal is the flat 1. peers:
  * report.json's, drawn on the throughput chart (NULL: none). */
+/* the run of mode m at world w that its line draws: its own, or at world 1
+ * the local step every mode runs there */
+static const gs_summary *point(const gs_summary *runs, size_t n, gs_mode m, int w) {
+  const gs_summary *local = NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (runs[i].world != w) continue;
+    if (runs[i].mode == m) return &runs[i];
+    if (w == 1 && runs[i].mode == GS_MODE_LOCAL && !local) local = &runs[i];
+  }
+  return local;
+}
+
 static int scaling(const char *dir, const gs_summary *runs, size_t n, json_t *peers, bool eff,
                    gs_err *e) {
   int W = 720, H = 440, x0 = 80, x1 = 560, y0 = 370, y1 = 50;
   int worlds[64];
   int nw = worlds_of(runs, n, worlds, 64);
+  bool any = false, others = false;
+  for (size_t i = 0; i < n; i++) {
+    any |= !isnan(runs[i].scaling_efficiency);
+    others |= runs[i].mode != GS_MODE_LOCAL;
+  }
+  if (eff && !any) return GS_OK; /* no world-1 run to compare with: no chart */
   double ymax = eff ? 1 : 0;
   double base_t[3] = {0}, base_w[3] = {0};
   for (int m = 0; m < 3; m++)
-    for (size_t i = 0; i < n; i++) {
-      const gs_summary *r = &runs[i];
+    for (int k = 0; k < nw; k++) {
+      const gs_summary *r = point(runs, n, MODES[m], worlds[k]);
+      if (!r || (MODES[m] == GS_MODE_LOCAL && others)) continue;
       double v = eff ? r->scaling_efficiency : r->throughput_samples_per_s;
       if (!isnan(v) && v > ymax) ymax = v;
-      if (r->mode == MODES[m] && (base_w[m] == 0 || r->world < base_w[m])) {
+      if (base_w[m] == 0 || r->world < base_w[m]) {
         base_w[m] = r->world;
         base_t[m] = r->throughput_samples_per_s;
       }
@@ -135,23 +154,20 @@ static int scaling(const char *dir, const gs_summary *runs, size_t n, json_t *pe
   if (eff)
     put(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\" "
         "stroke-dasharray=\"5,4\"/>\n", x0, YV(1.0), x1, YV(1.0));
-  int legend = 0, drawn = 0;
+  int legend = 0;
   for (int m = 0; m < 3; m++) {
     if (base_w[m] == 0) continue;
     const char *name = gs_mode_name(MODES[m]), *col = gs_svg_mode_color(name);
     buf pts = {0}, ideal = {0};
-    for (int k = 0; k < nw; k++)
-      for (size_t i = 0; i < n; i++) {
-        const gs_summary *r = &runs[i];
-        double v = eff ? r->scaling_efficiency : r->throughput_samples_per_s;
-        if (r->mode != MODES[m] || r->world != worlds[k] || isnan(v)) continue;
-        put(&pts, "%.1f,%.1f ", XW(worlds[k]), YV(v));
-        put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>%s world %d: %.3g"
-            "%s</title></circle>\n", XW(worlds[k]), YV(v), col, name, worlds[k], v,
-            eff ? "" : " samples/s");
-        drawn++;
-        break;
-      }
+    for (int k = 0; k < nw; k++) {
+      const gs_summary *r = point(runs, n, MODES[m], worlds[k]);
+      double v = !r ? NAN : eff ? r->scaling_efficiency : r->throughput_samples_per_s;
+      if (isnan(v)) continue;
+      put(&pts, "%.1f,%.1f ", XW(worlds[k]), YV(v));
+      put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>%s world %d%s: %.3g"
+          "%s</title></circle>\n", XW(worlds[k]), YV(v), col, name, worlds[k],
+          r->mode != MODES[m] ? " (the local step)" : "", v, eff ? "" : " samples/s");
+    }
     for (int k = 0; !eff && nw > 1 && k <= 48; k++) {
       double w = exp2(log2(base_w[m]) + (log2(worlds[nw - 1]) - log2(base_w[m])) * k / 48.0);
       put(&ideal, "%.1f,%.1f ", XW(w), YV(base_t[m] / base_w[m] * w));
@@ -168,9 +184,6 @@ static int scaling(const char *dir, const gs_summary *runs, size_t n, json_t *pe
   }
   if (!eff && json_array_size(peers))
     peer_lines(&b, peers, worlds, nw, x0, y0, y1, l2lo, span, top, x1 + 30, legend);
-  if (eff && !drawn)
-    put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#666\">no world-1 run of "
-        "the same mode to compare with</text>\n", (x0 + x1) / 2, (y0 + y1) / 2);
 #undef XW
 #undef YV
   return gs_svg_save(dir, eff ? "efficiency.svg" : "scaling.svg", &b, e);
@@ -269,8 +282,10 @@ static int bars(const char *dir, const gs_summary *runs, size_t nruns, bool byte
         (gx + x - 4) / 2, y0 + 30, mode, r->world);
     x += gap;
   }
-  put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">rank (S: dedicated server), grouped by "
-      "run</text>\n", (x0 + x1) / 2, y0 + 52);
+  bool server = false;
+  for (size_t i = 0; i < nruns; i++) server |= runs[i].has_server;
+  put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">rank%s, grouped by run</text>\n",
+      (x0 + x1) / 2, y0 + 52, server ? " (S: dedicated server)" : "");
   if (!bytes)
     for (int p = 0; p < 5; p++)
       gs_svg_legend(&b, x1 + 20, y1 + 20 * p, PART_COLORS[p], PART_NAMES[p]);

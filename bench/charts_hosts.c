@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/report.h"
 #include "bench/summary.h"
 #include "bench/svg.h"
 
@@ -35,9 +36,13 @@ static int step_chart(const char *dir, const gs_summary *runs, size_t n, gs_err 
     if (runs[i].hosts > 0) first = &runs[i];
   gs_svg b = {0};
   int W = 760, H = 440, x0 = 80, y0 = H - 60, x1 = W - 170, y1 = 50;
-  char title[160];
-  snprintf(title, sizeof title, "Step time on emulated hosts, links %g Mbit/s, delay %g us",
-           first->link_rate_bps / 1e6, first->link_latency_s * 1e6);
+  char title[160], rate[32];
+  gs_rate_text(first->link_rate_bps, rate, sizeof rate);
+  if (first->link_latency_s > 0)
+    snprintf(title, sizeof title, "Step time against emulated hosts: %s links, %g us one way",
+             rate, first->link_latency_s * 1e6);
+  else
+    snprintf(title, sizeof title, "Step time against emulated hosts: %s links", rate);
   gs_svg_header(&b, W, H, title);
   double top = gs_svg_y_axis(&b, x0, y0, x1, y1, ymax * 1.05, "step time, median (ms)");
   double l2lo, span;

@@ -45,11 +45,13 @@ int gs_cluster_parse_delay(const char *s, double *out, gs_err *e) {
 
 int gs_cluster_resolve(gs_opts *o, gs_err *e) {
   if (!o->link_arg) {
+    o->link_choice = o->link_none ? GS_LINK_NONE : GS_LINK_AUTO;
     if (o->hosts || o->latency_arg)
       return GS_FAIL(e, GS_EINVAL, "%s needs --link RATE, the emulated links' rate (e.g. --link "
                      "1gbit)", o->hosts ? "--hosts" : "--latency");
     return GS_OK;
   }
+  o->link_choice = GS_LINK_GIVEN;
   GS_TRY(gs_hosts_parse_rate(o->link_arg, &o->link_bps, e));
   if (o->link_bps < 8000)
     return GS_FAIL(e, GS_EINVAL, "--link %s: at least 8kbit", o->link_arg);
@@ -70,6 +72,42 @@ int gs_cluster_resolve(gs_opts *o, gs_err *e) {
                      "are multiples of %d", k, w, k, k);
   }
   return GS_OK;
+}
+
+/* What --link auto picks for a training sweep: the rate, and why the
+ * default falls back to loopback where it does. */
+#define GS_LINK_AUTO_ARG "1gbit"
+
+void gs_cluster_auto(gs_opts *o) {
+  if (o->link_choice != GS_LINK_AUTO) return;
+  o->link_choice = GS_LINK_AUTO_LOOPBACK;
+  bool multi = false;
+  for (int m = 0; m < o->nmodes; m++)
+    for (int w = 0; w < o->nworlds; w++) multi |= o->modes[m] != GS_MODE_LOCAL && o->worlds[w] > 1;
+  const char *why = NULL;
+  gs_err e = {0};
+  if (!multi) return; /* one process: no link to choose */
+  if (o->collective) why = "the collective benchmark measures this machine's transport";
+  else if (o->peer) why = "--peer runs its peer over this machine's loopback, so ps and ring do "
+                          "too";
+  else if (!strcmp(o->transport, "ipc")) why = "--transport ipc joins ranks of one machine";
+  else if (strcmp(o->device, "cpu") && gs_cuda_device_count() > 0)
+    why = "GPU ranks use NCCL's own transports";
+  else if (o->nnodes > 0) why = "--nnodes runs on real machines";
+  for (int w = 0; w < o->nworlds && !why; w++)
+    if (o->worlds[w] > GS_HOSTS_MAX) why = "a world has more ranks than emulated hosts can be";
+  if (why) {
+    snprintf(o->link_why, sizeof o->link_why, "%s (--link RATE asks for emulated hosts)", why);
+    return;
+  }
+  if (gs_hosts_usable(&e) < 0) {
+    snprintf(o->link_why, sizeof o->link_why, "%s; then bench runs over emulated %s links by "
+             "default", e.msg, GS_LINK_AUTO_ARG);
+    return;
+  }
+  o->link_choice = GS_LINK_AUTO_HOSTS;
+  o->link_arg = GS_LINK_AUTO_ARG;
+  gs_hosts_parse_rate(o->link_arg, &o->link_bps, &e);
 }
 
 int gs_cluster_hosts(const gs_opts *o, gs_mode mode, int world) {

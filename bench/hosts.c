@@ -99,6 +99,13 @@ static int find_tool(const char *name, char *path, size_t cap, gs_err *e) {
                  name);
 }
 
+int gs_hosts_usable(gs_err *e) {
+  char path[4200];
+  GS_TRY(check_caps(e));
+  GS_TRY(find_tool("ip", path, sizeof path, e));
+  return find_tool("tc", path, sizeof path, e);
+}
+
 /* ---- waiting on children ---- */
 
 /* Read what fd delivers until EOF or the deadline; 0 at EOF, -1 timeout. */

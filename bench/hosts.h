@@ -68,6 +68,10 @@ double gs_hosts_counted_Bps(uint64_t rate_bps);
  * (powers of 1000, as tc reads them), e.g. "100mbit", "1gbit", "2.5gbit". */
 int gs_hosts_parse_rate(const char *s, uint64_t *bps, gs_err *e);
 
+/* Whether this process may build a cluster: GS_OK, or an error saying what
+ * is missing (a capability, iproute2) and how to get it. Builds nothing. */
+int gs_hosts_usable(gs_err *e);
+
 /* Whether the kernel has netem: 1 yes, 0 no (tried on the loopback of a
  * throwaway namespace), or a negative GS_E* (no CAP_NET_ADMIN, no tc). */
 int gs_hosts_netem(gs_err *e);

@@ -251,6 +251,11 @@ int gs_parse_real(const char *s, double lo, double hi, double *out);
 /* --hosts / --link / --latency (cluster.c): parse and check them against
  * the sweep (every world splits evenly over the hosts). */
 int gs_cluster_resolve(gs_opts *o, gs_err *e);
+/* --link auto (the default) in a training sweep of bench's own launcher:
+ * emulated hosts at 1 Gbit/s where this process may build them, else
+ * loopback with o->link_why saying why and how to get links. Sets
+ * o->link_choice (and link_arg, link_bps); nothing for a given --link. */
+void gs_cluster_auto(gs_opts *o);
 /* "100us", "2ms": --latency's one-way delay in seconds */
 int gs_cluster_parse_delay(const char *s, double *out, gs_err *e);
 /* --calibrate / --project (project.c): which flags they take (NULL: name is

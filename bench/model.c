@@ -449,7 +449,7 @@ json_t *gs_cm_result_json(const gs_cm_result *r) {
   json_object_set_new(j, "step_s_predicted", num(r->step_s));
   json_object_set_new(j, "samples_per_s_predicted", num(r->samples_per_s));
   json_object_set_new(j, "scaling_efficiency_predicted", num(r->efficiency));
-  json_object_set_new(j, "busiest_link_busy", num(r->link_busy));
+  json_object_set_new(j, "busiest_link_one_way_busy", num(r->link_busy));
   json_object_set_new(j, "bottleneck", json_string(gs_cm_bottleneck_name(r->bottleneck)));
   return j;
 }

@@ -185,7 +185,7 @@ void gs_cm_print_table(FILE *f, const gs_cm_projection *p) {
           "%.1f ms; %d ranks per host\n", (p->fwd_s + p->bwd_s) * 1e3, p->fwd_s * 1e3,
           p->bwd_s * 1e3, p->batch, p->batch * (p->fwd_s + p->bwd_s) * 1e3, p->ranks_per_host);
   fprintf(f, "%7s %6s %-9s %3s %10s %11s %5s %10s %10s %11s %5s  %s\n", "world", "hosts", "mode",
-          "ovl", "step ms", "samples/s", "eff", "comm ms", "exposed ms", "link MB/dir", "busy",
+          "ovl", "step ms", "samples/s", "eff", "comm ms", "exposed ms", "link MB/dir", "1-way",
           "bottleneck");
   for (int i = 0; i < p->nrows; i++) {
     const gs_cm_result *r = &p->rows[i];
@@ -196,7 +196,8 @@ void gs_cm_print_table(FILE *f, const gs_cm_projection *p) {
             r->link_busy, gs_cm_bottleneck_name(r->bottleneck));
   }
   fprintf(f, "  eff = step(world 1) / step(N); link MB/dir = busiest host link, per direction, "
-          "per step (1 MB = 1e6 bytes)\n");
+          "per step (1 MB = 1e6 bytes); 1-way = the share of the step its busiest direction "
+          "carries data\n");
 }
 
 json_t *gs_cm_machine_json(const gs_cm_machine *m) {

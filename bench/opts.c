@@ -271,6 +271,20 @@ static int p_transport(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   return GS_OK;
 }
 
+/* --link RATE, none (loopback), or auto (the default: the launcher picks) */
+static int p_link(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  if (!*a || strlen(a) > 64) return bad(e, f, a, "a rate such as 1gbit or 100mbit, none or auto");
+  o->link_none = !strcmp(a, "none");
+  o->link_arg = o->link_none || !strcmp(a, "auto") ? NULL : a;
+  return GS_OK;
+}
+
+static int p_repeat(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  GS_TRY(p_whole(o, f, a, e));
+  o->repeat_given = true; /* the defaults' parse is forgotten after them */
+  return GS_OK;
+}
+
 static int p_bind(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   if (!*a || strlen(a) > 200 || !strcmp(a, "*"))
     return bad(e, f, a, "an IPv4 address of this host (0.0.0.0 for every interface)");
@@ -295,10 +309,10 @@ static const flag FLAGS[] = {
        nmodes, 0, 0),
   LIST("world", "LIST", "1,2,4", "ranks per run, e.g. 1,2,4,8 (a sweep; up to 1024, or "
        "1048576 with --project)", p_worlds, worlds, nworlds, 1, 1 << 20),
-  LIST("model", "LIST", "mlp:784-2048-2048-10",
+  LIST("model", "LIST", "mlp:784-1024-1024-10",
        "mlp:IN-H1-..-OUT, lenet, or a profile: resnet50, vgg16, bert-base", p_str_list, models,
        nmodels, 0, 0),
-  LIST("batch", "LIST", "64", "per-rank batch (weak scaling; see --strong)", p_int_list,
+  LIST("batch", "LIST", "128", "per-rank batch (weak scaling; see --strong)", p_int_list,
        batches, nbatches, 1, 1 << 20),
   LIST("bucket-mb", "LIST", "25", "gradient bucket size in MiB (DDP's 25)", p_double_list,
        bucket_mbs, nbucket_mbs, 1e-6, 4096),
@@ -307,7 +321,11 @@ static const flag FLAGS[] = {
   SWITCH("strong", 0, "off",
          "strong scaling: keep the global batch at batch x first world, split over the ranks",
          strong, 1),
-  NUM("steps", 0, "N", "100", "optimizer steps per run", p_whole, train.steps, 0, 1e8),
+  NUM("steps", 0, "N", "30", "optimizer steps per run", p_whole, train.steps, 0, 1e8),
+  {"repeat", 0, "K", "3", "3; 1 for --mode local alone", "run each configuration K times, "
+   "interleaved (every one once, then again), and report the median with the min-max "
+   "(training; once with --save-params; --peer runs once)", p_repeat, M(repeats), W(repeats), 0,
+   1, 1000},
   NUM("warmup", 0, "N", "5", "first steps left out of the summaries", p_whole, warmup, 0, 1e8),
   WORD("data", "SPEC", "synthetic", NULL,
        "synthetic | idx:IMAGES,LABELS (MNIST family) | cifar10:FILE[,FILE...]", p_str,
@@ -365,8 +383,9 @@ static const flag FLAGS[] = {
   {"hosts", 0, "K", NULL, "--link alone: one host per rank", "emulated hosts (network "
    "namespaces, needs root): ranks spread host-major over K hosts", p_whole, M(hosts), W(hosts),
    0, 1, 250},
-  WORD("link", "RATE", NULL, NULL, "emulated hosts' links, each direction (tc units: 100mbit, "
-       "1gbit)", p_str, link_arg),
+  WORD("link", "RATE", NULL, "auto: 1gbit where this process may build emulated hosts "
+       "(root), else none", "emulated hosts' links, each direction (tc units: 100mbit, 1gbit); "
+       "none: this machine's loopback", p_link, link_arg),
   WORD("latency", "D", NULL, "0", "emulated links' one-way host-to-host delay (100us, 2ms)",
        p_str, latency_arg),
   {"threads", 0, "N", NULL, "cores / local ranks", "BLAS threads per rank", p_whole, M(threads),
@@ -468,7 +487,7 @@ static int defaults(gs_opts *o, gs_err *e) {
     if (FLAGS[i].def && FLAGS[i].arg) GS_TRY(FLAGS[i].parse(o, &FLAGS[i], FLAGS[i].def, e));
   o->overlap = -1; /* the mode's own: ring on, ps off */
   o->resend = -1;  /* training on, the collective benchmark off */
-  o->world_given = o->mode_given = false;
+  o->world_given = o->mode_given = o->repeat_given = false;
   return GS_OK;
 }
 

@@ -37,7 +37,8 @@ void gs_opts_print_help(FILE *f, const flag *flags, size_t nflags) {
   }
   fprintf(f,
           "\nExamples:\n"
-          "  bench                                  ps vs ring, default model, worlds 1, 2, 4\n"
+          "  bench                                  ps vs ring, default model, worlds 1, 2, 4, on\n"
+          "        emulated 1 Gbit/s links where root (else loopback, saying why), 3 times each\n"
           "  bench --mode=ps --world 1,2,4          scaling of the parameter server\n"
           "  bench --mode=ring --collective allreduce -b 8 -e 256M -f 2 --world 2\n"
           "  bench --mode=local --model lenet --data cifar10:data_batch_1.bin --save-params p\n"

@@ -65,6 +65,8 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
     o->nmodes = 1;
     o->worlds[0] = 1;
   }
+  /* repetitions steady a comparison; one process alone runs once unless asked */
+  if (!o->repeat_given && o->nmodes == 1 && o->modes[0] == GS_MODE_LOCAL) o->repeats = 1;
   /* the resend log is the ring's links' (ps always sends again) */
   if (o->resend >= 0 && !getenv("GS_LAUNCHED")) {
     bool ring = false;
@@ -122,6 +124,7 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL, "--transport ipc joins ranks of one machine, and emulated hosts "
                    "(--link) talk over their links: drop one");
   if (o->save_params) {
+    o->repeats = 1; /* one run's parameters: repeating it would save the same bits again */
     /* without --world, a rank of a job (torchrun, --nnodes, ...) takes its
      * world from the launcher; the sweep checks its default list itself */
     int worlds = o->world_given ? o->nworlds : 1;

@@ -247,6 +247,14 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   size_t *bucket_bytes = NULL; /* the cost model's plan, for the summary */
   char **server_eps = NULL;    /* --ps-server-hosts: the servers' addresses */
   gs_run_info info = gs_run_info_of(o, mode, world);
+  /* our launcher's --repeat: which repetition this is, of how many (its
+   * GS_REPEAT and GS_REPEATS; another launcher's job is one run) */
+  const char *rep = env->launched ? getenv("GS_REPEAT") : NULL;
+  const char *reps = env->launched ? getenv("GS_REPEATS") : NULL;
+  info.repeats = reps ? atoi(reps) : 1;
+  info.repeat = rep ? atoi(rep) : 1;
+  if (info.repeats < 1) info.repeats = 1;
+  if (info.repeat < 1 || info.repeat > info.repeats) info.repeat = 1;
   step_ctx sc = {.o = o, .mode = mode, .rank = rank, .world = world, .csv = -1, .run = info};
   gs_sync_config cfg;
   memset(&cfg, 0, sizeof cfg);

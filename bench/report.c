@@ -101,6 +101,7 @@ static json_t *configuration(const gs_opts *o) {
                         "first_bucket_mb", t->first_bucket_mb, "ps_dedicated", o->dedicated,
                         "ps_servers", o->ps_servers, "ps_server_hosts", o->ps_server_hosts,
                         "timeout_s", o->timeout_s, "device", o->device);
+  json_object_set_new(c, "repeat", json_integer(o->repeats));
   /* a string in every case: "on", "off", or the mode's default */
   json_object_set_new(c, "overlap", json_string(o->overlap < 0 ? "mode default"
                                                 : o->overlap == 1 ? "on" : "off"));
@@ -168,7 +169,42 @@ json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, json_
   json_object_set_new(j, "oversubscribed", json_boolean(over));
   json_object_set_new(j, "oversubscribed_notice", over ? json_string(notice) : json_null());
   json_object_set_new(j, "peers", peers ? json_deep_copy(peers) : json_array());
+  char link[GS_LINK_SENTENCE_MAX];
+  static const char *const choice[] = {"launcher", "given", "auto: emulated hosts",
+                                       "auto: loopback", "none"};
+  gs_link_sentence(o, link, sizeof link);
+  json_object_set_new(j, "links_chosen", json_pack("{s:s, s:s}", "choice",
+                                                   choice[o->link_choice], "sentence", link));
+  gs_verdict v;
+  gs_verdict_of(runs, n, sysconf(_SC_NPROCESSORS_ONLN), link, &v);
+  json_object_set_new(j, "verdict", gs_verdict_json(&v));
   return j;
+}
+
+/* timeline-<id>.svg of every run from its runs/<id>/timeline.json, the runs
+ * of one world (same model, batch, bucket, precision) on one time scale */
+static int draw_timelines(const char *dir, const gs_summary *runs, size_t n, gs_err *e) {
+  json_t **tl = calloc(n + 1, sizeof *tl);
+  if (!tl) return GS_FAIL(e, GS_ENOMEM, "out of memory drawing the timelines");
+  for (size_t i = 0; i < n; i++) {
+    char path[4600];
+    snprintf(path, sizeof path, "%s/runs/%s/timeline.json", dir, runs[i].id);
+    tl[i] = json_load_file(path, 0, NULL); /* none: a run of an older bench */
+  }
+  int rc = GS_OK;
+  for (size_t i = 0; i < n && rc == GS_OK; i++) {
+    if (!tl[i]) continue;
+    double span = 0;
+    for (size_t j = 0; j < n; j++)
+      if (tl[j] && runs[j].world == runs[i].world && !strcmp(runs[j].model, runs[i].model) &&
+          runs[j].batch == runs[i].batch && runs[j].bucket_mb == runs[i].bucket_mb &&
+          runs[j].precision == runs[i].precision && gs_timeline_span(tl[j]) > span)
+        span = gs_timeline_span(tl[j]);
+    rc = gs_charts_timeline(dir, runs[i].id, tl[i], span, e);
+  }
+  for (size_t i = 0; i < n; i++) json_decref(tl[i]);
+  free(tl);
+  return rc;
 }
 
 /* Merge the runs' traces: each run's ranks become processes numbered
@@ -228,6 +264,7 @@ int gs_report_write(const char *dir, const gs_opts *o, const gs_summary *runs, s
   int rc = gs_json_write_atomic(path, rep, e);
   if (rc == GS_OK) rc = merge_traces(dir, runs, n, e);
   if (rc == GS_OK) rc = gs_charts_write(dir, runs, n, peers, e);
+  if (rc == GS_OK) rc = draw_timelines(dir, runs, n, e);
   if (rc == GS_OK) rc = gs_html_write(dir, rep, e);
   json_decref(rep);
   return rc;
@@ -277,9 +314,13 @@ int gs_report_redraw(const char *dir, FILE *out, gs_err *e) {
       gs_err_prefix(e, "%s: ", path);
   if (rc == GS_OK) {
     for (size_t i = 0; i < n; i++) gs_summary_print(out, &runs[i]);
+    const char *verdict = json_string_value(json_object_get(json_object_get(rep, "verdict"),
+                                                            "text"));
+    if (verdict) gs_verdict_print(out, verdict);
     gs_summary_print_comparison(out, runs, n, json_object_get(rep, "peers"),
                                 json_string_value(json_object_get(rep, "oversubscribed_notice")));
     rc = gs_charts_write(dir, runs, n, json_object_get(rep, "peers"), e);
+    if (rc == GS_OK) rc = draw_timelines(dir, runs, n, e);
   }
   if (rc == GS_OK) rc = gs_html_write(dir, rep, e);
   json_decref(rep);

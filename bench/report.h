@@ -13,6 +13,40 @@
 /* Launch every run of the sweep; returns the process exit code. */
 int gs_sweep_main(gs_opts *o, int argc, char **argv);
 
+/* header.c: the sweep's header (links, runs, each model's bucket plan);
+ * the sentence saying where the ranks talk and why (report.json's
+ * "links_chosen"); a link rate for people ("1 Gbit/s"). */
+void gs_sweep_header(FILE *f, const gs_opts *o);
+#define GS_LINK_SENTENCE_MAX 1400
+const char *gs_link_sentence(const gs_opts *o, char *buf, size_t cap);
+void gs_rate_text(double bps, char *buf, size_t cap);
+
+/* verdict.c: what the sweep found, in a few plain sentences computed from
+ * its runs (the records of gs_summary_repeats): ring against ps at the
+ * largest world both ran, with the spread of the repetitions, and the
+ * bottleneck each run measured (a link's busy share and bytes, the
+ * master's CPU, cores shared by the ranks, or none); on loopback with more
+ * ranks than cores, first that the comparison is not meaningful there and
+ * why. cores: this machine's online cores; link: gs_link_sentence's. The
+ * figures it quotes are in its JSON (report.json's "verdict"). */
+typedef struct gs_verdict {
+  char text[2048];
+  int world;                  /* the world compared; 0: no pair of ps and ring */
+  int hosts;                  /* its emulated hosts (0: loopback) */
+  bool meaningful;            /* false: loopback with more ranks than cores */
+  bool within_noise;          /* the repetitions' ranges of ps and ring overlap */
+  double ratio, ratio_lo, ratio_hi; /* ring / ps throughput: medians; slowest/fastest */
+  double ps_link_busy, ps_link_bytes_vs_worker; /* host 0's link in ps (NaN: loopback) */
+  double ring_link_busy_lo, ring_link_busy_hi, ring_link_bytes_spread;
+  double ring_hidden_share;   /* the ring's communication that ran behind backward */
+  char ps_bottleneck[48], ring_bottleneck[48];
+} gs_verdict;
+void gs_verdict_of(const gs_summary *runs, size_t n, long cores, const char *link,
+                   gs_verdict *v);
+json_t *gs_verdict_json(const gs_verdict *v);
+/* The verdict's text, wrapped, after a title line. */
+void gs_verdict_print(FILE *f, const char *text);
+
 /* report.json from the runs' summaries, the peers' rows (peer.c; NULL:
  * none), the environment and the configuration (a new reference; NULL with
  * e set). */

@@ -10,7 +10,8 @@
  *                         launcher reads back;
  *   runs/<id>/trace.json  the run's Chrome trace: one process per rank,
  *                         one track per thread;
- *   timeline-<id>.svg     a few of its steps rank by rank (charts_ranks.c).
+ *   runs/<id>/timeline.json  a few of its steps rank by rank, which the
+ *                         report draws as timeline-<id>.svg (charts_ranks.c).
  * A results directory may be shared: nothing here follows a link planted
  * in it. Files are made afresh (O_EXCL | O_NOFOLLOW) or by the atomic
  * writer (a fresh temporary file, renamed over the name: a link of that
@@ -161,6 +162,7 @@ int gs_json_write_atomic(const char *path, json_t *j, gs_err *e) {
  * this one list. */
 #define CSV_COLUMNS(X)                                            \
   X(run_id, "%s", c->run_id ? c->run_id : "")                     \
+  X(repeat, "%d", c->repeat > 0 ? c->repeat : 1)                  \
   X(mode, "%s", gs_mode_name(c->mode))                            \
   X(world, "%d", c->world)                                        \
   X(model, "%s", c->model)                                        \
@@ -325,7 +327,13 @@ int gs_results_write_run(const char *dir, const gs_summary *s, const gs_run_info
   snprintf(path, sizeof path, "%s/trace.json", sub);
   rc = gs_json_write_atomic(path, tr, e);
   json_decref(tr);
-  return rc == GS_OK ? gs_charts_timeline(dir, s->id, info, ranks, e) : rc;
+  if (rc < 0) return rc;
+  json_t *tl = gs_timeline_json(info, ranks); /* drawn with the report */
+  if (!tl) return GS_OK;
+  snprintf(path, sizeof path, "%s/timeline.json", sub);
+  rc = gs_json_write_atomic(path, tl, e);
+  json_decref(tl);
+  return rc;
 }
 
 int gs_results_read_run(const char *dir, const gs_run_info *info, gs_summary *out, gs_err *e) {

@@ -3,7 +3,9 @@
  *   steps.csv             one row per rank per step, appended as the run goes
  *                         (another launcher's: rank 0's, then everyone's);
  *   runs/<id>/run.json    the run's summary (gs_summary as JSON);
- *   runs/<id>/trace.json  the run's Chrome trace (one process per rank). */
+ *   runs/<id>/trace.json  the run's Chrome trace (one process per rank);
+ *   runs/<id>/timeline.json  a few of its steps rank by rank, drawn by the
+ *                         report (timeline-<id>.svg). */
 #ifndef GS_BENCH_RESULTS_H
 #define GS_BENCH_RESULTS_H
 
@@ -28,7 +30,7 @@ int gs_csv_open(const char *dir, gs_err *e);
 int gs_results_write_steps(const char *dir, const gs_run_info *info,
                            const gs_rank_result *ranks, gs_err *e);
 
-/* Write run.json (s) and trace.json (the ranks' spans) under
+/* Write run.json (s), trace.json (the ranks' spans) and timeline.json under
  * dir/runs/<s->id>/, atomically; read a run.json back (every metric must
  * be there: see gs_summary_from_json). */
 int gs_results_write_run(const char *dir, const gs_summary *s, const gs_run_info *info,

@@ -37,7 +37,8 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       .ps_server_hosts = mode == GS_MODE_PS && world > 1 && o->ps_server_hosts,
       .accuracy = NAN, .eval_loss = NAN,
       .hosts = gs_cluster_hosts(o, mode, world), .link_bps = (double)o->link_bps,
-      .latency_s = o->latency_s, .delay = "none"};
+      .latency_s = o->latency_s, .delay = "none",
+      .repeat = o->repeat > 0 ? o->repeat : 1, .repeats = o->repeats > 0 ? o->repeats : 1};
 }
 
 void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {
@@ -49,9 +50,11 @@ void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {
   if (info->ps_servers > 1 || info->ps_server_hosts)
     snprintf(servers, sizeof servers, "-s%d%s", info->ps_servers,
              info->ps_server_hosts ? "own" : "");
-  snprintf(buf, cap, "%s%s-w%d-%s-b%d-bk%g%s%s", gs_mode_name(info->mode), servers, info->world,
+  char rep[24] = "";
+  if (info->repeats > 1) snprintf(rep, sizeof rep, "-r%d", info->repeat);
+  snprintf(buf, cap, "%s%s-w%d-%s-b%d-bk%g%s%s%s", gs_mode_name(info->mode), servers, info->world,
            model, info->batch, info->bucket_mb, info->dedicated ? "-dedicated" : "",
-           info->precision != GS_F32 ? (info->precision == GS_F16 ? "-fp16" : "-bf16") : "");
+           info->precision != GS_F32 ? (info->precision == GS_F16 ? "-fp16" : "-bf16") : "", rep);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -118,6 +121,45 @@ static const char *formula(const gs_run_info *info) {
 }
 
 static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
+
+static int cmp_span_start(const void *a, const void *b) {
+  const gs_span *x = a, *y = b;
+  return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+/* a span of the backend's thread (track 1) that moves data: not a ps
+ * server's optimizer, which also runs there */
+static bool comm_span(const gs_span *s) {
+  return s->track == 1 && strncmp(s->name, "optimizer", sizeof s->name);
+}
+
+/* The backend's communication (its thread's spans, track 1) that ran while
+ * rank r computed (data, forward, backward) in each measured step: the
+ * overlap, as a sum over the steps. Spans of one thread do not overlap
+ * each other; both lists are walked once in time order. */
+static double hidden_comm(const gs_rank_result *x, size_t first, size_t steps) {
+  size_t n = 0;
+  for (size_t i = 0; i < x->nspans; i++) n += comm_span(&x->spans[i]);
+  gs_span *sp = n ? malloc(n * sizeof *sp) : NULL;
+  if (!sp) return 0;
+  n = 0;
+  for (size_t i = 0; i < x->nspans; i++)
+    if (comm_span(&x->spans[i])) sp[n++] = x->spans[i];
+  qsort(sp, n, sizeof *sp, cmp_span_start);
+  double sum = 0;
+  size_t j = 0;
+  for (size_t t = first; t < steps; t++) {
+    const gs_step_row *row = &x->rows[t];
+    double a = row->t_start, z = a + row->data_s + row->forward_s + row->backward_s;
+    while (j < n && sp[j].t1 <= a) j++;
+    for (size_t k = j; k < n && sp[k].t0 < z; k++) {
+      double lo = sp[k].t0 > a ? sp[k].t0 : a, hi = sp[k].t1 < z ? sp[k].t1 : z;
+      if (hi > lo) sum += hi - lo;
+    }
+  }
+  free(sp);
+  return sum;
+}
 
 /* Every rank delivered rows; the run's steps are the fewest any has. */
 static int steps_of(const gs_run_info *info, const gs_rank_result *ranks, size_t *steps,
@@ -242,6 +284,7 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
     p->forward_s = x->forward / div;
     p->backward_s = x->backward / div;
     p->comm_wait_s = x->wait / div;
+    p->comm_hidden_s = hidden_comm(&ranks[r], first, steps) / div;
     p->reduce_s = x->reduce / div;
     p->update_s = x->update / div;
     p->busy_s = busy;
@@ -253,7 +296,8 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
     p->traffic_vs_model = model > 0 ? (x->sent + x->recv) / div / model : 0.0;
     p->peak_rss_bytes = (int64_t)(x->rss > ranks[r].peak_rss ? x->rss : ranks[r].peak_rss);
   }
-  double master_bytes = (rs[0].sent + rs[0].recv) / div;
+  double master_bytes = (rs[0].sent + rs[0].recv) / div, worker_bytes = 0;
+  for (int r = 1; r < N; r++) worker_bytes += (rs[r].sent + rs[r].recv) / div / (N - 1);
   if (srv.seen) {
     gs_server_summary *v = &s->server;
     s->has_server = true;
@@ -266,7 +310,12 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
     v->model_bytes_recv = cm->master_bytes_recv;
     traffic_all += v->bytes_sent + v->bytes_recv;
     master_bytes = v->bytes_sent + v->bytes_recv;
+    worker_bytes = 0;
+    for (int r = 0; r < N; r++) worker_bytes += (rs[r].sent + rs[r].recv) / div / N;
   }
+  /* one master: ps with one server (in rank 0 or a process of its own) */
+  bool one_master = info->mode == GS_MODE_PS && N > 1 && info->ps_servers <= 1 &&
+                    !info->ps_server_hosts;
 
   s->mode = info->mode;
   s->batch = info->batch;
@@ -290,12 +339,27 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   s->step_time_s_mean = m ? total_time / div : 0.0;
   s->imbalance = busy_mean > 0 ? busy_max / busy_mean : 1.0;
   s->scaling_efficiency = NAN;
-  s->master_traffic_share = traffic_all > 0 ? master_bytes / traffic_all : 0.0;
+  s->master_traffic_share = one_master && traffic_all > 0 ? master_bytes / traffic_all : NAN;
+  s->master_bytes_vs_worker = one_master && worker_bytes > 0 ? master_bytes / worker_bytes : NAN;
   s->skipped_steps = skipped;
   s->final_loss = steps ? ranks[0].rows[steps - 1].loss : 0;
   s->warmup_steps = (int64_t)first;
   s->final_loss_scale = steps ? (double)ranks[0].rows[steps - 1].scale : 1.0;
   s->measured_steps = (int64_t)m;
+  s->repeat = info->repeat > 0 ? info->repeat : 1;
+  s->nrepeats = 1;
+  s->repeat_throughput = malloc(sizeof *s->repeat_throughput);
+  s->repeat_step_median = malloc(sizeof *s->repeat_step_median);
+  s->repeat_ids = calloc(1, sizeof *s->repeat_ids);
+  if (!s->repeat_throughput || !s->repeat_step_median || !s->repeat_ids ||
+      !(s->repeat_ids[0] = strdup(s->id))) {
+    free(sorted);
+    free(rs);
+    gs_summary_free(s);
+    return GS_FAIL(e, GS_ENOMEM, "out of memory summarising the run");
+  }
+  s->repeat_throughput[0] = s->throughput_samples_per_s;
+  s->repeat_step_median[0] = s->step_time_s_median;
   bool measured = !isnan(info->accuracy) && info->accuracy >= 0;
   s->accuracy = measured ? info->accuracy : NAN;
   s->eval_loss = measured ? info->eval_loss : NAN;
@@ -322,21 +386,43 @@ void gs_summary_free(gs_summary *s) {
   free(s->step_time_s);
   free(s->link_delay);
   free(s->links);
+  for (int i = 0; s->repeat_ids && i < s->nrepeats; i++) free(s->repeat_ids[i]);
+  free(s->repeat_ids);
+  free(s->repeat_throughput);
+  free(s->repeat_step_median);
   memset(s, 0, sizeof *s);
 }
 
-/* the world-1 run of the same mode and configuration, for scaling */
+/* the world-1 run of the same mode and configuration (else the local
+ * step's), for scaling */
 static const gs_summary *baseline(const gs_summary *runs, size_t n, const gs_summary *run,
                                   bool strong) {
+  const gs_summary *local = NULL;
   for (size_t i = 0; i < n; i++) {
     const gs_summary *r = &runs[i];
-    if (r->world != 1 || r->mode != run->mode || strcmp(r->model, run->model) ||
-        r->bucket_mb != run->bucket_mb)
+    if (r->world != 1 || (r->mode != run->mode && r->mode != GS_MODE_LOCAL) ||
+        strcmp(r->model, run->model) || r->bucket_mb != run->bucket_mb ||
+        r->precision != run->precision)
       continue;
     if (strong ? r->global_batch != run->global_batch : r->batch != run->batch) continue;
-    return r;
+    if (r->mode == run->mode) return r;
+    if (!local) local = r;
   }
-  return NULL;
+  return local;
+}
+
+const gs_summary *gs_summary_find(const gs_summary *runs, size_t n, gs_mode mode, int world,
+                                  const gs_summary *like) {
+  const gs_summary *local = NULL;
+  for (size_t i = 0; i < n; i++) {
+    const gs_summary *r = &runs[i];
+    if (r->world != world || strcmp(r->model, like->model) || r->batch != like->batch ||
+        r->bucket_mb != like->bucket_mb || r->precision != like->precision)
+      continue;
+    if (r->mode == mode) return r;
+    if (world == 1 && r->mode == GS_MODE_LOCAL && !local) local = r;
+  }
+  return local;
 }
 
 void gs_summary_scaling(gs_summary *runs, size_t n, bool strong) {

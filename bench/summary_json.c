@@ -43,16 +43,19 @@ static const field RUN_HEAD[] = {
   RUN(K_REAL, gradient_bytes), RUN(K_REAL, wall_time_s), RUN(K_REAL, throughput_samples_per_s),
   RUN(K_REAL, step_time_s_median), RUN(K_REAL, step_time_s_p95),
   RUN(K_REAL, step_time_s_mean), RUN(K_REAL, imbalance), RUN(K_NULLABLE, scaling_efficiency),
-  RUN(K_REAL, master_traffic_share), RUN(K_INT, skipped_steps), RUN(K_NULLABLE, final_loss),
+  RUN(K_NULLABLE, master_traffic_share), RUN(K_NULLABLE, master_bytes_vs_worker),
+  RUN(K_INT, skipped_steps), RUN(K_NULLABLE, final_loss),
   RUN(K_I64, warmup_steps), RUN(K_NULLABLE, final_loss_scale), RUN(K_I64, measured_steps),
 };
-static const field RUN_TAIL[] = {RUN(K_NULLABLE, accuracy), RUN(K_NULLABLE, eval_loss)};
+static const field RUN_TAIL[] = {RUN(K_NULLABLE, accuracy), RUN(K_NULLABLE, eval_loss),
+                                 RUN(K_INT, repeat)};
 
 #define RANK(k, m) {#m, k, offsetof(gs_rank_summary, m)}
 static const field RANK_FIELDS[] = {
   RANK(K_INT, rank), RANK(K_STR, host), RANK(K_REAL, bytes_sent), RANK(K_REAL, bytes_recv),
   RANK(K_REAL, compute_s), RANK(K_REAL, data_s), RANK(K_REAL, forward_s),
-  RANK(K_REAL, backward_s), RANK(K_REAL, comm_wait_s), RANK(K_REAL, reduce_s),
+  RANK(K_REAL, backward_s), RANK(K_REAL, comm_wait_s), RANK(K_REAL, comm_hidden_s),
+  RANK(K_REAL, reduce_s),
   RANK(K_REAL, update_s), RANK(K_REAL, busy_s), RANK(K_REAL, idle_s), RANK(K_REAL, step_s),
   RANK(K_REAL, model_bytes_sent), RANK(K_I64, peak_rss_bytes), RANK(K_REAL, model_bytes_recv),
   RANK(K_REAL, traffic_vs_model),
@@ -70,7 +73,7 @@ static const field COST_FIELDS[] = {
   COST(K_REAL, master_bytes_recv), COST(K_REAL, worker_bytes_sent),
   COST(K_REAL, worker_bytes_recv), COST(K_NULLABLE, comm_s_predicted),
   COST(K_NULLABLE, comm_s_measured), COST(K_NULLABLE, comm_s_without_overlap),
-  COST(K_NULLABLE, step_s_predicted), COST(K_NULLABLE, link_busy_predicted),
+  COST(K_NULLABLE, step_s_predicted), COST(K_NULLABLE, link_one_way_busy_predicted),
   COST(K_STR, bottleneck),
 };
 
@@ -182,6 +185,20 @@ json_t *gs_summary_json(const gs_summary *s, gs_err *e) {
       rc = GS_ENOMEM;
   }
   if (rc == GS_OK) rc = put_fields(j, RUN_TAIL, NF(RUN_TAIL), s, id, e);
+  if (rc == GS_OK) {
+    /* the repetitions this record summarises, in the order they ran */
+    json_t *tp = json_array(), *st = json_array(), *ids = json_array();
+    json_t *reps = json_pack("{s:i, s:o, s:o, s:o}", "count", s->nrepeats,
+                             "throughput_samples_per_s", tp, "step_time_s_median", st, "ids", ids);
+    rc = reps && !json_object_set_new(j, "repeats", reps) ? GS_OK : GS_ENOMEM;
+    for (int k = 0; rc == GS_OK && k < s->nrepeats; k++)
+      if (!isfinite(s->repeat_throughput[k]) || !isfinite(s->repeat_step_median[k]))
+        rc = GS_FAIL(e, GS_EINVAL, "run %s: repetition %d has no throughput", id, k + 1);
+      else if (json_array_append_new(tp, json_real(s->repeat_throughput[k])) ||
+               json_array_append_new(st, json_real(s->repeat_step_median[k])) ||
+               json_array_append_new(ids, json_string(s->repeat_ids[k] ? s->repeat_ids[k] : "")))
+        rc = GS_ENOMEM;
+  }
   if (rc < 0) {
     if (!e || !e->code) GS_FAIL(e, GS_ENOMEM, "out of memory writing run %s", id);
     json_decref(j);
@@ -344,6 +361,33 @@ static int read_run(json_t *j, gs_summary *s, gs_err *e) {
     GS_TRY(read_fields(json_array_get(links, i), LINKS_FIELDS, NF(LINKS_FIELDS), &s->links[i],
                        where, prefix, e));
     s->nlinks++;
+  }
+  json_t *reps = member(j, "repeats", where, e);
+  if (!reps) return e->code;
+  json_t *count = json_object_get(reps, "count"), *tp = json_object_get(reps,
+          "throughput_samples_per_s"), *st = json_object_get(reps, "step_time_s_median"),
+         *ids = json_object_get(reps, "ids");
+  json_int_t nrep = json_integer_value(count);
+  if (!json_is_integer(count) || nrep < 1 || nrep > 100000 || !json_is_array(tp) ||
+      !json_is_array(st) || !json_is_array(ids) || json_array_size(tp) != (size_t)nrep ||
+      json_array_size(st) != (size_t)nrep || json_array_size(ids) != (size_t)nrep)
+    return GS_FAIL(e, GS_EPROTO, "run %s: repeats is not {count, throughput_samples_per_s, "
+                   "step_time_s_median, ids} with count entries each", where);
+  s->repeat_throughput = calloc((size_t)nrep, sizeof *s->repeat_throughput);
+  s->repeat_step_median = calloc((size_t)nrep, sizeof *s->repeat_step_median);
+  s->repeat_ids = calloc((size_t)nrep, sizeof *s->repeat_ids);
+  if (!s->repeat_throughput || !s->repeat_step_median || !s->repeat_ids)
+    return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  s->nrepeats = (int)nrep;
+  for (size_t k = 0; k < (size_t)nrep; k++) {
+    json_t *a = json_array_get(tp, k), *b = json_array_get(st, k), *c = json_array_get(ids, k);
+    if (!json_is_number(a) || !json_is_number(b) || !json_is_string(c))
+      return GS_FAIL(e, GS_EPROTO, "run %s: repeats[%zu] is not a number, a number and an id",
+                     where, k);
+    s->repeat_throughput[k] = json_number_value(a);
+    s->repeat_step_median[k] = json_number_value(b);
+    if (!(s->repeat_ids[k] = strdup(json_string_value(c))))
+      return GS_FAIL(e, GS_ENOMEM, "out of memory");
   }
   json_t *series = member(j, "step_time_s", where, e);
   if (!series) return e->code;

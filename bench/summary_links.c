@@ -93,7 +93,7 @@ static void predict(const gs_run_info *info, gs_summary *s) {
   cm->comm_s_predicted = r.exposed_s;
   cm->comm_s_without_overlap = r.comm_s;
   cm->step_s_predicted = r.step_s;
-  cm->link_busy_predicted = r.link_busy;
+  cm->link_one_way_busy_predicted = r.link_busy;
   free(cm->bottleneck);
   cm->bottleneck = strdup(gs_cm_bottleneck_name(r.bottleneck));
   for (int i = 0; i < s->nlinks; i++) {
@@ -109,7 +109,7 @@ int gs_summary_links(const gs_run_info *info, const gs_rank_result *ranks, gs_su
                      gs_err *e) {
   gs_cost_model *cm = &s->cost_model;
   cm->comm_s_predicted = cm->comm_s_measured = cm->comm_s_without_overlap = NAN;
-  cm->step_s_predicted = cm->link_busy_predicted = NAN;
+  cm->step_s_predicted = cm->link_one_way_busy_predicted = NAN;
   cm->bottleneck = strdup("");
   s->hosts = info->hosts > 0 ? info->hosts : 0;
   s->link_rate_bps = info->hosts > 0 ? info->link_bps : 0;

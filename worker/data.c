@@ -131,23 +131,35 @@ static int open_synthetic(const gs_data_want *want, gs_dataset **out, gs_err *e)
   for (size_t i = 0; i < (size_t)K * nblocks; i++)
     tmpl[i] = (float)(background + (gs_rng_uniform(&r) < p ? amp : 0.0));
   const float nscale = (float)(sigma * sqrt(3.0) / 65536.0);
+  /* each pixel's block, once: no division per pixel of the dataset */
+  size_t *block = malloc(dim * sizeof *block);
+  if (!block) {
+    free(tmpl);
+    gs_data_free(d);
+    return GS_FAIL(e, GS_ENOMEM, "out of memory making synthetic data");
+  }
+  for (int ch = 0, i = 0; ch < c; ch++)
+    for (int y = 0; y < h; y++)
+      for (int x = 0; x < w; x++) block[i++] = ((size_t)ch * bh + y / bs_h) * bw + x / bs_w;
   for (int64_t s = 0; s < n; s++) {
     int k = (int)gs_rng_below(&r, (uint64_t)K);
     d->labels[s] = k;
     uint8_t *px = d->pixels + (size_t)s * dim;
     const float *t = tmpl + (size_t)k * nblocks;
-    for (int ch = 0; ch < c; ch++)
-      for (int y = 0; y < h; y++)
-        for (int x = 0; x < w; x++) {
-          uint64_t u = gs_rng_next(&r);
-          /* sum of four 16-bit uniforms: mean 2*65536, sd 65536/sqrt(3) */
-          int64_t sum = (int64_t)(u & 0xffff) + (int64_t)((u >> 16) & 0xffff) +
-                        (int64_t)((u >> 32) & 0xffff) + (int64_t)(u >> 48) - 2 * 65535;
-          float v = t[((size_t)ch * bh + y / bs_h) * bw + x / bs_w] + nscale * (float)sum;
-          v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
-          *px++ = (uint8_t)lrintf(v);
-        }
+    for (size_t i = 0; i < dim; i++) {
+      uint64_t u = gs_rng_next(&r);
+      /* sum of four 16-bit uniforms: mean 2*65536, sd 65536/sqrt(3) */
+      int64_t sum = (int64_t)(u & 0xffff) + (int64_t)((u >> 16) & 0xffff) +
+                    (int64_t)((u >> 32) & 0xffff) + (int64_t)(u >> 48) - 2 * 65535;
+      float v = t[block[i]] + nscale * (float)sum;
+      v = v > 0.0f ? v : 0.0f;   /* two selects (maxss, minss), not branches */
+      v = v < 255.0f ? v : 255.0f;
+      /* lrintf(v) for 0 <= v < 2^23, without a call: adding 2^23 rounds to
+       * the nearest integer, ties to even, in the default rounding mode */
+      px[i] = (uint8_t)((v + 0x1.0p23f) - 0x1.0p23f);
+    }
   }
+  free(block);
   free(tmpl);
   snprintf(d->desc, sizeof d->desc, "synthetic: %lld samples of %dx%dx%d, %d classes (seed %llu)",
            (long long)n, c, h, w, K, (unsigned long long)want->seed);

@@ -42,6 +42,8 @@ typedef struct seq_model {
   void *wlp;                  /* low precision: params in the compute dtype */
   float *wr;                  /* ... and widened back to fp32 */
   void *tlp;                  /* low-precision scratch of max_act */
+  float *wdx;                 /* fp32: a linear layer's weights kept for its dx after
+                                 its hook (largest such layer) */
   int first_param;
 } seq_model;
 
@@ -71,6 +73,7 @@ static void seq_destroy(gs_model *gm) {
   k->release(k, m->wlp);
   k->release(k, m->wr);
   k->release(k, m->tlp);
+  k->release(k, m->wdx);
   free(m->l);
   free(m->act);
   free(gm->tensors);
@@ -144,6 +147,24 @@ static int seq_forward(gs_model *gm, const float *params, int batch, float *loss
   return GS_OK;
 }
 
+/* The layer's parameter gradients are written: hand them over (bias, then
+ * weight: the last first), once the device has finished them. */
+static int hand_over(gs_kernels *k, const seq_layer *L, gs_grad_hook hook, void *ctx,
+                     gs_err *e) {
+  if (L->wt < 0 || !hook) return 0;
+  int rc = k->sync(k, e);
+  if (rc == 0 && L->bt >= 0) rc = hook(ctx, L->bt, e);
+  if (rc == 0) rc = hook(ctx, L->wt, e);
+  return rc;
+}
+
+/* A linear layer computes its weight and bias gradients before the
+ * gradient of its input, and hands them over in between: their bucket can
+ * then travel while backward computes dx here and everything below (the
+ * hook may let a backend overwrite the weights at once, so dx reads a copy
+ * taken before: the low-precision weights of the forward, or wdx in fp32).
+ * The two products are independent, so the order changes no bit of
+ * either. */
 static int seq_backward(gs_model *gm, const float *params, float *grads, int batch, float scale,
                         gs_grad_hook hook, void *ctx, gs_err *e) {
   seq_model *m = (seq_model *)gm;
@@ -157,28 +178,36 @@ static int seq_backward(gs_model *gm, const float *params, float *grads, int bat
     seq_layer *L = &m->l[i];
     bool need_dx = i > m->first_param;
     size_t nout = (size_t)batch * L->out_size;
+    bool handed = false;
     switch (L->kind) {
     case GS_L_LINEAR: {
       const gs_tensor *tw = &gm->tensors[L->wt], *tb = &gm->tensors[L->bt];
       int in = (int)L->in_size, out = (int)L->out_size;
+      const void *wl = lp ? (const char *)m->wlp + tw->offset * esz : NULL;
       if (lp) {
         k->convert(k, gm->compute, m->tlp, GS_F32, cur, nout);
         k->convert(k, GS_F32, cur, gm->compute, m->tlp, nout);
-        const void *wl = (const char *)m->wlp + tw->offset * esz;
-        if (need_dx)  /* dx[b, i] = sum_o dy[b, o] w[o, i] */
-          k->gemm_lp(k, gm->compute, false, false, batch, in, out, 1.0f, m->tlp, out, wl, in,
-                     0.0f, other, in);
         /* dw[o, i] = sum_b dy[b, o] x[b, i] */
         k->gemm_lp(k, gm->compute, true, false, out, in, batch, 1.0f, m->tlp, out, L->xlp, in,
                    0.0f, grads + tw->offset, in);
       } else {
-        if (need_dx)
-          k->gemm(k, false, false, batch, in, out, 1.0f, cur, out, params + tw->offset, in, 0.0f,
-                  other, in);
         k->gemm(k, true, false, out, in, batch, 1.0f, cur, out, m->act[i], in, 0.0f,
                 grads + tw->offset, in);
       }
       k->bias_grad(k, batch, out, cur, grads + tb->offset);
+      const float *wf = params + tw->offset;
+      if (need_dx && !lp && hook) {
+        k->copy(k, m->wdx, wf, tw->count * sizeof(float));
+        wf = m->wdx;
+      }
+      int rc = hand_over(k, L, hook, ctx, e);
+      if (rc) return rc;
+      handed = true;
+      if (need_dx && lp)  /* dx[b, i] = sum_o dy[b, o] w[o, i] */
+        k->gemm_lp(k, gm->compute, false, false, batch, in, out, 1.0f, m->tlp, out, wl, in,
+                   0.0f, other, in);
+      else if (need_dx)
+        k->gemm(k, false, false, batch, in, out, 1.0f, cur, out, wf, in, 0.0f, other, in);
       break;
     }
     case GS_L_CONV: {
@@ -202,11 +231,8 @@ static int seq_backward(gs_model *gm, const float *params, float *grads, int bat
     float *t = cur;
     cur = other;
     other = t;
-    if (L->wt >= 0 && hook) {
-      /* the layer is done with its parameters: hand them over, last first */
-      int rc = k->sync(k, e);
-      if (rc == 0 && L->bt >= 0) rc = hook(ctx, L->bt, e);
-      if (rc == 0) rc = hook(ctx, L->wt, e);
+    if (!handed) {
+      int rc = hand_over(k, L, hook, ctx, e);
       if (rc) return rc;
     }
   }
@@ -331,6 +357,11 @@ int gs_model_create_seq(const gs_layer_def *defs, int ndefs, int c, int h, int w
       m->wr = dalloc(k, gm->nparams * sizeof(float), e);
       m->tlp = dalloc(k, m->max_act * esz, e);
     }
+    size_t wdx = 0; /* the largest linear layer that needs dx */
+    for (int i = m->first_param + 1; !lp && i < ndefs; i++)
+      if (m->l[i].kind == GS_L_LINEAR && gm->tensors[m->l[i].wt].count > wdx)
+        wdx = gm->tensors[m->l[i].wt].count;
+    if (wdx) m->wdx = dalloc(k, wdx * sizeof(float), e);
     m->act[0] = gm->input;
     for (int i = 0; i < ndefs; i++) {
       seq_layer *L = &m->l[i];

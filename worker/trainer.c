@@ -75,10 +75,10 @@ struct gs_trainer {
 
 void gs_train_opts_default(gs_train_opts *o) {
   *o = (gs_train_opts){
-      .model = "mlp:784-2048-2048-10",
+      .model = "mlp:784-1024-1024-10",
       .data = "synthetic",
-      .batch = 64,
-      .steps = 100,
+      .batch = 128,
+      .steps = 30,
       .lr = 0.01f,
       .momentum = 0.9f,
       .weight_decay = 0.0f,
@@ -568,6 +568,9 @@ size_t gs_trainer_nparams(const gs_trainer *t) { return t->m->nparams; }
 int gs_trainer_ntensors(const gs_trainer *t) { return t->m->ntensors; }
 const char *gs_trainer_tensor_name(const gs_trainer *t, int i) {
   return i >= 0 && i < t->m->ntensors ? t->m->tensors[i].name : NULL;
+}
+size_t gs_trainer_tensor_offset(const gs_trainer *t, int i) {
+  return i >= 0 && i < t->m->ntensors ? t->m->tensors[i].offset : 0;
 }
 int gs_trainer_nbuckets(const gs_trainer *t) { return t->nbuckets; }
 const char *gs_trainer_describe(const gs_trainer *t) { return t->desc; }

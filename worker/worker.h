@@ -112,6 +112,8 @@ int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss
 size_t gs_trainer_nparams(const gs_trainer *t);
 int gs_trainer_ntensors(const gs_trainer *t);
 const char *gs_trainer_tensor_name(const gs_trainer *t, int i);
+/* Where tensor i starts in the flat buffers (elements). */
+size_t gs_trainer_tensor_offset(const gs_trainer *t, int i);
 int gs_trainer_nbuckets(const gs_trainer *t);
 
 /* The current parameters (nparams floats) into host memory. */

@@ -14,7 +14,7 @@ for round in 1 2 3 4 5; do
       GS_SHM=0 $B --collective allreduce --mode $mode --world 2 -b 1M -e 64M -f 64 -n 10 -w 2 $flag 2>&1 |
         awk -v m=$mode -v e=$enc '$1 ~ /^[0-9]+$/ {print "coll", m, e, $1, $7}' >> $out
       d=$(mktemp -d)
-      $B --mode $mode --world 2 --model mlp:784-1024-1024-10 --batch 64 --steps 60 --warmup 10 --quiet --out $d/r $flag > $d/log 2>&1
+      $B --mode $mode --world 2 --model mlp:784-1024-1024-10 --batch 64 --steps 60 --warmup 10 --quiet --link none --repeat 1 --out $d/r $flag > $d/log 2>&1
       /usr/bin/python3 -c "import json,sys; r=json.load(open('$d/r/report.json'))['runs']; print('train', '$mode', '$enc', 'samples/s', [x['throughput_samples_per_s'] for x in r if x['world']==2][0])" >> $out
       rm -rf $d
     done

@@ -21,8 +21,11 @@ import numpy as np
 BENCH = os.path.abspath(sys.argv[1])
 failures = []
 
+# loopback and one run per configuration unless a test asks otherwise: the
+# default run (emulated links where root, three repetitions) has tests of
+# its own (default_run.py, tests/hosts)
 SMALL = ["--model", "mlp:784-32-10", "--synthetic-samples", "2048", "--threads", "1",
-         "--timeout", "20", "--quiet"]
+         "--timeout", "20", "--quiet", "--link", "none", "--repeat", "1"]
 
 
 def check(cond, what):

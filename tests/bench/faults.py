@@ -20,7 +20,7 @@ from common import (BENCH, SMALL, check, children_of, finish, rank_pid, steps_cs
                     wait_rows)
 
 LONG = ["--model", "mlp:784-256-10", "--synthetic-samples", "4096", "--threads", "1",
-        "--batch", "16", "--steps", "100000", "--warmup", "0"]
+        "--batch", "16", "--steps", "100000", "--warmup", "0", "--link", "none", "--repeat", "1"]
 
 
 for mode in ("ps", "ring"):

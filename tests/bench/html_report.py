@@ -2,7 +2,12 @@
 """html_report.py: report.html opened in a real browser (headless Chromium).
 
 A ps-vs-ring sweep writes report.html; Chromium loads it from disk with no
-network, and: no console message is logged (an error in the page would
+network, and: the verdict and the first chart lie within the first 1000 px
+of a 1280x1000 window, before the comparison table, whose numbers have 3
+significant digits and their units; no "0.000x" where there is no model,
+no dedicated server named where none ran, no efficiency chart without a
+world-1 run; the timelines of one world share one time scale and their
+titles say overlap and precision; no console message is logged (an error in the page would
 be), the rendered DOM holds the comparison table and one inline <svg> per
 chart of the results directory: scaling, efficiency, breakdown, bytes,
 memory (one bar per rank, as report.json's peak RSS) and one timeline per
@@ -185,6 +190,63 @@ if bw:
     check("reduce_scatter: ring, world 2, int32, max" in heads and
           "broadcast: ring, world 2, int32, none" in heads and
           not any(h.startswith("all_reduce") for h in heads), f"report.html sections: {heads}")
+
+# the first screen, laid out by Chromium in a 1280x1000 window: the verdict
+# and the first chart within its first 1000 px, the comparison after them.
+# (A copy of the page gets a script that writes the boxes into the DOM;
+# report.html itself has none.)
+probe = os.path.join(tmpdir(), "probe.html")
+with open(probe, "w") as f:
+    f.write(html.replace("</body>", """<script>
+var b = function (q) { var e = document.querySelector(q); if (!e) return null;
+  var r = e.getBoundingClientRect(); return [r.top + scrollY, r.bottom + scrollY]; };
+var p = document.createElement('pre'); p.id = 'layout';
+p.textContent = JSON.stringify({verdict: b('#verdict'), chart: b('figure'),
+  table: b('table.cmp'), caption: document.querySelector('figure figcaption').textContent});
+document.body.appendChild(p);
+</script></body>"""))
+lay = subprocess.run(common + ["--window-size=1280,1000", "--dump-dom", "file://" + probe],
+                     capture_output=True, text=True, timeout=120)
+m = re.search(r'<pre id="layout">([^<]*)</pre>', lay.stdout)
+box = json.loads(m.group(1).replace("&quot;", '"')) if m else {}
+check(box.get("verdict") and box.get("chart") and box["verdict"][1] <= 1000 and
+      box["chart"][1] <= 1000 and box["verdict"][0] < box["chart"][0] < box["table"][0],
+      f"the first screen (1000 px): {box or lay.stderr[-300:]}")
+check(box.get("caption") == "scaling.svg", f"the first chart on loopback: {box.get('caption')}")
+# the verdict text is report.json's, and comes first
+vtext = rep.get("verdict", {}).get("text", "")
+check(vtext and vtext[:40] in re.sub(r"\s+", " ", dom[dom.find('id="verdict"'):][:3000]),
+      "report.html's verdict is not report.json's")
+# numbers for people in the comparison: 3 significant digits (whole numbers
+# from 100), units beside them, percentages as %
+cmp_table = re.search(r'<table class="cmp">(.*?)</table>', dom, re.S)
+cells = re.findall(r"<td>([^<]*)</td>", cmp_table.group(1)) if cmp_table else []
+check(cells, "no comparison table")
+for c in cells:
+    if c in ("n/a", "one run") or re.fullmatch(r"[a-z]+", c):
+        continue
+    for num in re.findall(r"\d+(?:\.\d+)?", c):
+        digits = num.replace(".", "").lstrip("0")
+        check("." not in num or len(digits) <= 3, f"comparison cell {c!r}: more than 3 digits")
+check("0.000x" not in dom, "'vs model 0.000x' where there is no model (world 1)")
+check("dedicated server" not in figs.get("bytes.svg", "") + figs.get("breakdown.svg", ""),
+      "the charts name a dedicated server no run had")
+# the timelines of one world share one time scale, and say overlap and precision
+tl = {x["mode"]: figs.get(f"timeline-{x['id']}.svg", "") for x in rep["runs"] if x["world"] == 2}
+ticks = {m: re.findall(r'<text x="[\d.]+" y="\d+" text-anchor="middle">([\d.]+)</text>', t)
+         for m, t in tl.items()}
+check(len(tl) == 2 and ticks["ps"] and ticks["ps"] == ticks["ring"],
+      f"timelines of world 2 on different time scales: {ticks}")
+for mode, words in (("ps", "no overlap"), ("ring", "overlap (each bucket")):
+    check(words in tl.get(mode, "") and "fp32" in tl.get(mode, ""),
+          f"the {mode} timeline's title does not say {words!r} and its precision")
+# no efficiency chart where there is no world-1 run to compare with
+e = tmpdir()
+r = run(SMALL + ["--mode", "ps,ring", "--world", "2", "--batch", "8", "--steps", "3",
+                 "--warmup", "1", "--out", e])
+check(r.returncode == 0 and os.path.exists(os.path.join(e, "scaling.svg")) and
+      not os.path.exists(os.path.join(e, "efficiency.svg")),
+      f"--world 2 alone: efficiency.svg drawn without a world-1 run ({r.stderr[-200:]})")
 
 shot = os.path.join(d, "report.png")
 s = subprocess.run(common + [f"--screenshot={shot}", "--window-size=1200,2400",

@@ -7,7 +7,8 @@
   - a report.json with a metric renamed, missing, or of another type is an
     error (exit 1) naming the metric, and no chart is redrawn from it: a
     missing value is never a zero in a chart;
-  - a report of another schema version is refused.
+  - a report of another schema version is refused;
+  - a timeline.json with a name bench does not write draws no timeline.
 
     redraw.py BENCH"""
 import json
@@ -71,8 +72,27 @@ broken(lambda b: rename(b["runs"][1]["per_rank"][1], "busy_s", "busy"), "per_ran
 broken(lambda b: b["runs"][ded]["server"].pop("reduce_s"), "server.reduce_s")
 broken(lambda b: b["runs"][0]["cost_model"].pop("S_bytes"), "cost_model.S_bytes")
 broken(lambda b: b["runs"][1].update(step_time_s_median="0.5"), "step_time_s_median")
-broken(lambda b: b["runs"][1].update(master_traffic_share=None), "master_traffic_share")
+broken(lambda b: b["runs"][1].update(master_traffic_share="half"), "master_traffic_share")
 broken(lambda b: b["runs"][1]["per_rank"][0].pop("peak_rss_bytes"), "peak_rss_bytes")
 broken(lambda b: b.update(schema_version=2), "schema_version")
+
+# a timeline's names come back from runs/<id>/timeline.json: only the ones
+# bench writes reach the SVG (a tampered file draws no timeline)
+c = tmpdir()
+shutil.copytree(d, c, dirs_exist_ok=True)
+rid = rep["runs"][1]["id"]
+tl_path = os.path.join(c, "runs", rid, "timeline.json")
+with open(tl_path) as f:
+    tl = json.load(f)
+tl["mode"] = "<b>ps</b>"
+with open(tl_path, "w") as f:
+    json.dump(tl, f)
+svg = os.path.join(c, f"timeline-{rid}.svg")
+os.remove(svg)
+r = run(["--report", c])
+check(r.returncode == 0 and not (os.path.exists(svg) and "<b>" in open(svg).read()),
+      f"a tampered timeline.json: exit {r.returncode}, markup in timeline-{rid}.svg")
+check(os.path.exists(os.path.join(c, f"timeline-{rep['runs'][0]['id']}.svg")),
+      "--report draws the untouched runs' timelines")
 
 finish("redraw")

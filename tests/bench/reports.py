@@ -11,8 +11,11 @@
   and spans that fit in the run; --help documents every flag; bad flags and
   values are exit-2 usage errors naming the flag; a collective flag in a
   training run names --collective; a wrong --model or --data fails before
-  any directory is made; --version says what the build is; local first in
-  a list of modes runs as one configuration like the others.
+  any directory is made; --version says what the build is; a list of modes
+  runs world 1 once, as the local step (every mode runs that step there),
+  which is the baseline of every mode's scaling; the single master's share
+  and bytes over a worker's are numbers for ps and null where there is no
+  single master.
 
     reports.py BENCH"""
 import json
@@ -61,10 +64,15 @@ check(isinstance(rep.get("started"), str) and rep["started"].endswith("Z"), f"st
 check(rep.get("overlap", rep["config"].get("overlap")) in ("mode default", "on", "off"),
       f"config overlap {rep['config'].get('overlap')!r} is not one of its strings")
 runs = rep.get("runs", [])
-check(sorted((x["mode"], x["world"]) for x in runs) == [("ps", 1), ("ps", 2), ("ring", 1), ("ring", 2)],
+check(sorted((x["mode"], x["world"]) for x in runs) == [("local", 1), ("ps", 2), ("ring", 2)],
       f"runs: {[(x['mode'], x['world']) for x in runs]}")
-NUM = ("throughput_samples_per_s", "step_time_s_median", "step_time_s_p95", "imbalance",
-       "master_traffic_share")
+NUM = ("throughput_samples_per_s", "step_time_s_median", "step_time_s_p95", "imbalance")
+for x in runs:  # one master: ps at world 2 (rank 0 moves (N-1) S = S, as a worker)
+    master = x["mode"] == "ps"
+    share, vs = x.get("master_traffic_share"), x.get("master_bytes_vs_worker")
+    check((isinstance(share, float) and 0.45 < share < 0.55 and isinstance(vs, float) and
+           0.95 < vs < 1.05) if master else (share is None and vs is None),
+          f"{x['mode']} w{x['world']}: master share {share!r}, bytes over a worker's {vs!r}")
 ROW = ("rank", "bytes_sent", "bytes_recv", "compute_s", "comm_wait_s", "reduce_s", "update_s",
        "busy_s", "peak_rss_bytes")
 for x in runs:
@@ -90,7 +98,7 @@ for x in runs:
           "throughput != global batch / mean step time")
 
 rows = steps_csv(d)
-check(len(rows) == STEPS * (1 + 2) * 2, f"steps.csv has {len(rows)} rows")
+check(len(rows) == STEPS * (1 + 2 + 2), f"steps.csv has {len(rows)} rows")
 
 CHARTS = ("scaling.svg", "efficiency.svg", "breakdown.svg", "bytes.svg", "memory.svg")
 for name in CHARTS:
@@ -105,7 +113,7 @@ with open(os.path.join(d, "trace.json")) as f:
     tr = json.load(f)
 ev = tr["traceEvents"]
 procs = {e["pid"] for e in ev if e.get("ph") == "M" and e["name"] == "process_name"}
-check(len(procs) == 1 + 2 + 1 + 2, f"trace: {len(procs)} processes, expected one per rank per run")
+check(len(procs) == 1 + 2 + 2, f"trace: {len(procs)} processes, expected one per rank per run")
 spans = [e for e in ev if e.get("ph") == "X"]
 check(len(spans) > 0 and all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans), "trace: bad spans")
 names = {e["name"] for e in spans}
@@ -143,13 +151,17 @@ for args, what in ((["--model", "nosuch"], "nosuch"), (["--data", "idx:/nonexist
     r = run(args + ["--out", nd])
     check(r.returncode == 2 and what in r.stderr and not os.path.exists(nd),
           f"{args}: exit {r.returncode}, made {nd}: {os.path.exists(nd)}, {r.stderr.strip()}")
-# the local mode runs in bench's own process: it must get its one
-# configuration of the sweep, as a launched rank does
+# several modes at world 1: the local step once, which every mode runs there
 ld = tmpdir()
 r = run(SMALL + ["--mode", "local,ps", "--world", "1", "--batch", "8", "--steps", "3",
                  "--warmup", "1", "--out", ld])
-check(r.returncode == 0 and sorted(x["mode"] for x in report(ld).get("runs", [])) == ["local", "ps"],
+check(r.returncode == 0 and sorted(x["mode"] for x in report(ld).get("runs", [])) == ["local"],
       f"--mode local,ps: exit {r.returncode}, {r.stderr.strip()}")
+# the local mode alone runs in bench's own process: it must get its one
+# configuration of the sweep, as a launched rank does
+r = run(SMALL + ["--mode", "local", "--batch", "8", "--steps", "3", "--warmup", "1", "--out",
+                 tmpdir()])
+check(r.returncode == 0, f"--mode local: exit {r.returncode}, {r.stderr.strip()}")
 v = run(["--version"])
 check(v.returncode == 0 and "gradsync" in v.stdout and "git" in v.stdout and "ZeroMQ" in v.stdout
       and "CPU code path" in v.stdout, f"--version: {v.stdout!r}")

@@ -159,8 +159,38 @@ static void hosts(void) {
         o.worlds[0] == 2, "%llu %g %d", (unsigned long long)o.link_bps, o.latency_s, o.nworlds);
   gs_opts_free(&o);
   CHECK_OK(parse(&o, &e, "--link", "100mbit", "--world", "2,4,8", NULL), &e);
-  CHECK(o.link_bps == 100000000ull && o.nworlds == 3 && o.hosts == 0);
+  CHECK(o.link_bps == 100000000ull && o.nworlds == 3 && o.hosts == 0 &&
+        o.link_choice == GS_LINK_GIVEN);
   gs_opts_free(&o);
+  /* the default link is auto (the launcher picks), none is loopback; the
+   * later flag wins */
+  CHECK_OK(parse(&o, &e, NULL), &e);
+  CHECK(o.link_choice == GS_LINK_AUTO && !o.link_arg && !o.link_bps && !o.link_none);
+  gs_opts_free(&o);
+  CHECK_OK(parse(&o, &e, "--link", "1gbit", "--link", "none", NULL), &e);
+  CHECK(o.link_choice == GS_LINK_NONE && !o.link_arg && !o.link_bps && o.link_none);
+  gs_opts_free(&o);
+  CHECK_OK(parse(&o, &e, "--link", "none", "--link", "auto", NULL), &e);
+  CHECK(o.link_choice == GS_LINK_AUTO && !o.link_none);
+  gs_opts_free(&o);
+  CHECK(parse(&o, &e, "--link", "none", "--hosts", "2", NULL) == GS_EINVAL &&
+        strstr(e.msg, "--link RATE"), "--link none --hosts 2: \"%s\"", e.msg);
+  gs_opts_free(&o);
+  gs_err_clear(&e);
+  /* --repeat: 3 by default, once with --save-params */
+  CHECK_OK(parse(&o, &e, NULL), &e);
+  CHECK(o.repeats == 3, "--repeat default %d", o.repeats);
+  gs_opts_free(&o);
+  CHECK_OK(parse(&o, &e, "--mode", "ps", "--world", "2", "--save-params", "p", NULL), &e);
+  CHECK(o.repeats == 1, "--save-params repeats %d", o.repeats);
+  gs_opts_free(&o);
+  CHECK_OK(parse(&o, &e, "--mode", "local", NULL), &e);
+  CHECK(o.repeats == 1, "--mode local repeats %d", o.repeats);
+  gs_opts_free(&o);
+  CHECK_OK(parse(&o, &e, "--mode", "local", "--repeat", "3", NULL), &e);
+  CHECK(o.repeats == 3, "--mode local --repeat 3: %d", o.repeats);
+  gs_opts_free(&o);
+  refused("--repeat", "--repeat", "0");
 }
 
 /* --calibrate and --project start no rank: worlds past 1024 are theirs,

@@ -6,7 +6,13 @@
  *    every step; ranks with fewer rows than others);
  *  - a rank that failed, or a rank missing, is an error, not a summary;
  *  - gs_summarize is pure: the same rows give the same bits twice;
- *  - scaling efficiency against the world-1 run, NaN without one;
+ *  - hidden communication: the backend thread's spans (track 1) inside
+ *    each step's compute, but a ps server's optimizer, summed by brute
+ *    force here;
+ *  - scaling efficiency against the world-1 run, else the local step's,
+ *    NaN without either;
+ *  - --repeat: the repetitions of a configuration become the median one,
+ *    carrying every repetition's throughput, step median and id;
  *  - JSON: a summary goes out and comes back bit for bit, and reading
  *    fails, naming the key, when any key of the run, of a rank, of the
  *    server or of the cost model is missing, renamed or of another type;
@@ -38,11 +44,26 @@ static gs_rank_result *make_ranks(int world, int steps, bool short1, bool server
     rr[r].peak_rss = (uint64_t)(1e6 * (r + 1));
     rr[r].nrows = (size_t)steps - (short1 && r == 1);
     rr[r].rows = calloc((size_t)steps + 1, sizeof(gs_step_row));
+    /* the backend thread's spans, back to back, unsorted pairs */
+    rr[r].nspans = (size_t)steps * 4;
+    rr[r].spans = calloc(rr[r].nspans + 1, sizeof(gs_span));
+    double t = 100.0, bt = 100.0;
+    for (size_t i = 0; i < rr[r].nspans; i++) {
+      gs_span *sp = &rr[r].spans[i ^ 1]; /* pairs swapped: not sorted */
+      double gap = 0.01 * rnd(), len = 0.01 * rnd();
+      *sp = (gs_span){.t0 = bt + gap, .t1 = bt + gap + len, .track = (int)(i % 3 != 2),
+                      .bucket = -1};
+      /* a ps server's optimizer runs on that thread too: not communication */
+      snprintf(sp->name, sizeof sp->name, i % 5 == 4 ? "optimizer" : "reduce-scatter");
+      if (sp->track == 1) bt += gap + len;
+    }
     for (int s = 0; s < steps; s++) {
       gs_step_row *x = &rr[r].rows[s];
       x->rank = r;
       x->step = s;
+      x->t_start = t;
       x->step_s = 0.01 + 0.05 * rnd();
+      t += x->step_s;
       x->data_s = 0.001 * rnd();
       x->forward_s = 0.004 * rnd();
       x->backward_s = 0.006 * rnd();
@@ -157,6 +178,18 @@ static void check_definitions(const gs_run_info *in, const gs_rank_result *rr,
     CHECK(NEAR(p->busy_s, p->compute_s + p->reduce_s + p->update_s));
     CHECK(p->busy_s + p->comm_wait_s + p->idle_s >= p->step_s * (1 - 1e-12));
     CHECK(NEAR(p->step_s, s->step_time_s_mean));
+    double hidden = 0;
+    for (size_t t = first; t < steps; t++) {
+      const gs_step_row *x = &rr[r].rows[t];
+      double a = x->t_start, z = a + x->data_s + x->forward_s + x->backward_s;
+      for (size_t i = 0; i < rr[r].nspans; i++) {
+        const gs_span *sp = &rr[r].spans[i];
+        double lo = fmax(sp->t0, a), hi = fmin(sp->t1, z);
+        if (sp->track == 1 && strcmp(sp->name, "optimizer") && hi > lo) hidden += hi - lo;
+      }
+    }
+    CHECK(NEAR(p->comm_hidden_s, hidden / (double)m) && (r > 0 || hidden > 0),
+           "rank %d: hidden communication %g, want %g", r, p->comm_hidden_s, hidden / m);
     CHECK(NEAR(p->bytes_sent, sent / (double)m) && NEAR(p->bytes_recv, recv / (double)m));
     CHECK(p->peak_rss_bytes == (int64_t)rss);
     bool is_master = r == 0 && !ded;
@@ -185,8 +218,25 @@ static void check_definitions(const gs_run_info *in, const gs_rank_result *rr,
     traffic += (ss + sr) / (double)m;
     master_traffic = (ss + sr) / (double)m;
   }
-  CHECK(NEAR(s->master_traffic_share, master_traffic / traffic), "master share %g vs %g",
-         s->master_traffic_share, master_traffic / traffic);
+  /* one master (ps with one server, N > 1): its share of all traffic, and
+   * its bytes over a worker's (the mean of the other ranks', or of every
+   * rank with a dedicated server); none (NaN) in a ring or at world 1 */
+  bool one_master = in->mode == GS_MODE_PS && N > 1;
+  double others = 0;
+  for (int r = ded ? 0 : 1; r < N; r++)
+    for (size_t t = first; t < steps; t++)
+      others += (double)(rr[r].rows[t].bytes_sent + rr[r].rows[t].bytes_recv) / (double)m /
+                (ded ? N : N - 1);
+  if (one_master) {
+    CHECK(NEAR(s->master_traffic_share, master_traffic / traffic), "master share %g vs %g",
+           s->master_traffic_share, master_traffic / traffic);
+    CHECK(NEAR(s->master_bytes_vs_worker, master_traffic / others), "master/worker %g vs %g",
+           s->master_bytes_vs_worker, master_traffic / others);
+  } else {
+    CHECK(isnan(s->master_traffic_share) && isnan(s->master_bytes_vs_worker),
+           "%s world %d: master share %g, bytes over a worker's %g: there is no single master",
+           gs_mode_name(in->mode), N, s->master_traffic_share, s->master_bytes_vs_worker);
+  }
   CHECK(s->final_loss == (double)rr[0].rows[steps - 1].loss);
   CHECK(s->final_loss_scale == (double)rr[0].rows[steps - 1].scale);
   CHECK(s->world == N && s->global_batch == 8 * N && s->nparams == 1000 && s->nbuckets == 2);
@@ -265,6 +315,64 @@ static void scaling(void) {
   runs[1].global_batch = 8;
   gs_summary_scaling(runs, 4, true);
   CHECK(NEAR(runs[1].scaling_efficiency, 0.75) && isnan(runs[2].scaling_efficiency));
+  /* a sweep of several modes runs world 1 once, as local: the baseline of
+   * every mode; a mode's own world-1 run comes first where there is one */
+  runs[1].batch = 8;
+  runs[1].global_batch = 16;
+  runs[0].mode = GS_MODE_LOCAL;
+  runs[2].mode = GS_MODE_RING;
+  gs_summary_scaling(runs, 4, false);
+  CHECK(NEAR(runs[1].scaling_efficiency, 0.75) && NEAR(runs[2].scaling_efficiency, 0.5) &&
+        runs[0].scaling_efficiency == 1);
+  CHECK(gs_summary_find(runs, 4, GS_MODE_RING, 1, &runs[2]) == &runs[0] &&
+        gs_summary_find(runs, 4, GS_MODE_PS, 4, &runs[2]) == NULL &&
+        gs_summary_find(runs, 4, GS_MODE_RING, 4, &runs[1]) == &runs[2]);
+}
+
+/* --repeat 3 of two configurations, interleaved: each becomes its median */
+static void repeats(void) {
+  gs_rank_result *rr = make_ranks(2, 6, false, false);
+  gs_summary all[6];
+  gs_err e = {0};
+  double thr[6];
+  for (int i = 0; i < 6; i++) {
+    gs_run_info in = info_of(i % 2 ? GS_MODE_RING : GS_MODE_PS, 2, 1, false);
+    in.repeats = 3;
+    in.repeat = i / 2 + 1;
+    CHECK_OK(gs_summarize(&in, rr, &all[i], &e), &e);
+    all[i].throughput_samples_per_s = thr[i] = 100 + 10 * ((i * 7) % 5);
+    all[i].repeat_throughput[0] = thr[i];
+    CHECK(strstr(all[i].id, i < 2 ? "-r1" : i < 4 ? "-r2" : "-r3"), "id %s", all[i].id);
+  }
+  gs_summary *rec = NULL;
+  size_t n = 0;
+  CHECK_OK(gs_summary_repeats(all, 6, &rec, &n, &e), &e);
+  CHECK(n == 2 && rec[0].mode == GS_MODE_PS && rec[1].mode == GS_MODE_RING, "%zu records", n);
+  for (size_t k = 0; k < n && n == 2; k++) {
+    double v[3] = {thr[k], thr[k + 2], thr[k + 4]};
+    qsort(v, 3, sizeof *v, cmp_d);
+    double lo, hi;
+    gs_summary_spread(&rec[k], &lo, &hi);
+    CHECK(rec[k].nrepeats == 3 && rec[k].throughput_samples_per_s == v[1] && lo == v[0] &&
+          hi == v[2], "record %zu: %g [%g, %g], want %g [%g, %g]", k,
+          rec[k].throughput_samples_per_s, lo, hi, v[1], v[0], v[2]);
+    for (int r = 0; r < 3; r++)
+      CHECK(rec[k].repeat_throughput[r] == thr[k + 2 * (size_t)r] &&
+            strstr(rec[k].repeat_ids[r], r == 0 ? "-r1" : r == 1 ? "-r2" : "-r3"),
+            "record %zu repetition %d: %g %s", k, r, rec[k].repeat_throughput[r],
+            rec[k].repeat_ids[r]);
+    /* and it goes out and comes back with them */
+    json_t *j = gs_summary_json(&rec[k], &e);
+    gs_summary back;
+    CHECK_OK(gs_summary_from_json(j, &back, &e), &e);
+    CHECK(back.nrepeats == 3 && back.repeat_throughput[2] == rec[k].repeat_throughput[2] &&
+          !strcmp(back.repeat_ids[1], rec[k].repeat_ids[1]));
+    gs_summary_free(&back);
+    json_decref(j);
+  }
+  for (size_t k = 0; k < n; k++) gs_summary_free(&rec[k]);
+  free(rec);
+  free_ranks(rr, 2);
 }
 
 /* every key path of a run object: "imbalance", "per_rank[1].busy_s", ... */
@@ -346,7 +454,8 @@ static void json_round_trip_and_strictness(void) {
   }
   /* null: fine where the schema says so, an error elsewhere */
   const char *nullable[] = {"scaling_efficiency", "final_loss", "final_loss_scale", "accuracy",
-                            "eval_loss", "server"};
+                            "eval_loss", "server", "master_traffic_share",
+                            "master_bytes_vs_worker"};
   for (size_t i = 0; i < sizeof nullable / sizeof nullable[0]; i++) {
     json_t *c = json_deep_copy(j);
     json_object_set_new(c, nullable[i], json_null());
@@ -389,6 +498,7 @@ int main(void) {
   definitions();
   failures();
   scaling();
+  repeats();
   json_round_trip_and_strictness();
   return check_done("test_summary");
 }

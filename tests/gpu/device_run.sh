@@ -218,7 +218,7 @@ fi
 
 # ---- 5. the CPU side on this machine's cores ----
 if section cpusweep "CPU: ps vs ring at world 2, 4, 8" 60; then
-  if timeout 200 "$BENCH" --device cpu --mode ps,ring --world 2,4,8 --steps 30 --warmup 5 \
+  if timeout 200 "$BENCH" --device cpu --mode ps,ring --world 2,4,8 --steps 30 --warmup 5 --link none --repeat 1 \
       --out "$W/cpu-sweep" >"$W/cpu-sweep.log" 2>&1; then
     say "$(grep -E '^(==|  throughput|world|NOTE|verdict)' "$W/cpu-sweep.log")"
     ok "CPU sweep ps vs ring at world 2, 4, 8 (report in details.tar.gz: cpu-sweep/)"

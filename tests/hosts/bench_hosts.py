@@ -22,7 +22,18 @@
           parameters are bitwise those of one server over loopback
   kill    SIGKILL of the launcher mid-run: no namespace, veth or process of
           the run remains, nothing in /run/netns
-  nocap   without CAP_NET_ADMIN: a clear error naming it, non-zero exit
+  nocap   without CAP_NET_ADMIN: --link RATE is a clear error naming it,
+          non-zero exit; the default (no --link) runs on loopback, its header
+          and its verdict saying why (and, with more ranks than cores, that
+          the comparison is not meaningful there)
+  default bench's default sweep, short (as root): on emulated hosts, one per
+          rank at 1 Gbit/s, said in the header; every multi-rank run in
+          report.json with hosts, link and links[]; the verdict's figures are
+          those of report.json's runs (host 0's link in ps, every link in the
+          ring); nothing of the cluster left afterwards
+  signals the default sweep stopped mid-run by SIGINT (exit 130, the runs
+          that completed in report.json) and by SIGKILL of the launcher:
+          nothing of the cluster left either way
   calibrate  --calibrate --hosts 2 --link RATE: the link part measured
           between two emulated hosts (its rate within what the link can
           carry), nothing left behind; other --hosts refused
@@ -38,6 +49,7 @@ import ctypes
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -290,6 +302,127 @@ def case_kill():
     wait_clean(before, sorted(inos), pids, "SIGKILL of the launcher mid-run", check)
 
 
+# the default sweep, short: its model, batch, worlds, link and repetitions
+DEFAULT = ["--steps", "4", "--warmup", "1", "--repeat", "2", "--synthetic-samples", "2048",
+           "--timeout", "30"]
+
+
+def case_default():
+    need_root()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: what the run leaves is ours
+    before = snapshot()
+    d = tmpdir()
+    r = run(DEFAULT + ["--out", d], timeout=240)
+    if not check(r.returncode == 0, f"the default sweep: exit {r.returncode}: {r.stderr[-800:]}"):
+        return
+    head = r.stdout.split("\nbench: run")[0].splitlines()
+    check(len(head) > 1 and head[1] == "emulated hosts: 1 per rank, 1 Gbit/s links (--link none "
+          "for loopback)", f"the header's link line: {head[1:2]}")
+    rep = report(d)
+    check(rep.get("links_chosen", {}).get("choice") == "auto: emulated hosts",
+          f"links_chosen {rep.get('links_chosen')}")
+    runs = rep["runs"]
+    for x in runs:
+        n = x["world"] if x["world"] > 1 else 0
+        check(x["hosts"] == n and len(x["links"]) == n and
+              (x["link"] or {}).get("rate_bps", 1e9 if n else None) == (1e9 if n else None),
+              f"{x['id']}: hosts {x['hosts']}, {len(x['links'])} links, link {x['link']}")
+    v = rep["verdict"]
+    text = v["text"]
+    ps = next(x for x in runs if x["mode"] == "ps" and x["world"] == 4)
+    ring = next(x for x in runs if x["mode"] == "ring" and x["world"] == 4)
+    l0 = ps["links"][0]
+    vs = (l0["tx_bytes"] + l0["rx_bytes"]) / (
+        sum(l["tx_bytes"] + l["rx_bytes"] for l in ps["links"][1:]) / 3)
+    busy = [l["busy"] for l in ring["links"]]
+    ratio = ring["throughput_samples_per_s"] / ps["throughput_samples_per_s"]
+    check(v["world"] == 4 and v["hosts"] == 4 and text.startswith("world 4 on 1 Gbit/s links"),
+          f"the verdict's world: {v['world']}, {text[:60]}")
+    check(abs(v["ps_link_busy"] - l0["busy"]) < 1e-9 and abs(v["ps_link_bytes_vs_worker"] - vs) < 1e-9
+          and abs(v["ring_link_busy_lo"] - min(busy)) < 1e-9 and
+          abs(v["ring_link_busy_hi"] - max(busy)) < 1e-9 and abs(v["ratio"] - ratio) < 1e-9,
+          f"the verdict's figures {v} vs report.json's runs")
+    for quoted in (f"host 0's link busy {100 * l0['busy']:.0f}%", f"carrying {vs:.2f}x",
+                   f"{100 * min(busy):.0f}", f"{ratio:.2f}x"):
+        check(quoted in text, f"the verdict does not quote {quoted!r}: {text}")
+    check(v["ps_bottleneck"] and f"bottleneck: {v['ps_bottleneck']}" in text, f"verdict {v}")
+    print("default:", text)
+    wait_clean(before, [], [], "the default sweep", check)
+
+
+def cluster_now(me):
+    """the launcher's ranks in emulated hosts: their pids and namespaces"""
+    pids, inos = [], set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            ino = os.stat(f"/proc/{pid}/ns/net").st_ino
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if ino != me and cmd.startswith(b"/proc/self/exe"):
+            pids.append(int(pid))
+            inos.add(ino)
+    return pids, inos
+
+
+def mid_run(d):
+    """the default sweep started and run until both ranks of its world-2 run
+    train, each in its host: the launcher, and the pids (ranks and the
+    holders of their hosts) and namespaces of the cluster"""
+    # world 1 (loopback) completes first; world 2 is long enough to be stopped
+    p = subprocess.Popen([BENCH] + DEFAULT[:1] + ["200"] + DEFAULT[2:] +
+                         ["--world", "1,2", "--out", d], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    me = os.stat("/proc/self/ns/net").st_ino
+    pids, inos, deadline = [], set(), time.time() + 120
+    while time.time() < deadline and len(inos) < 2:
+        time.sleep(0.2)
+        pids, inos = cluster_now(me)
+    time.sleep(1.5)  # a little of training
+    for pid in os.listdir("/proc"):  # and the holders of their hosts
+        try:
+            if pid.isdigit() and os.stat(f"/proc/{pid}/ns/net").st_ino in inos:
+                pids.append(int(pid))
+        except OSError:
+            pass
+    return p, sorted(set(pids)), sorted(inos)
+
+
+def case_signals():
+    need_root()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    before = snapshot()
+    d = tmpdir()
+    p, pids, inos = mid_run(d)
+    check(len(inos) >= 2, f"mid-run the ranks live on emulated hosts ({inos})")
+    p.send_signal(signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    check(p.returncode == 130, f"SIGINT: exit {p.returncode}: {err[-400:]}")
+    try:
+        rep = report(d)
+        check(rep.get("interrupted") is True and rep["runs"],
+              f"SIGINT: report.json keeps the runs that completed, marked interrupted: "
+              f"{rep.get('interrupted')}, {len(rep.get('runs', []))} runs")
+    except OSError as e:
+        check(False, f"SIGINT: no report.json: {e}")
+    wait_clean(before, inos, pids, "SIGINT of the default sweep", check)
+    d = tmpdir()
+    p, pids, inos = mid_run(d)
+    check(len(inos) >= 2, f"mid-run the ranks live on emulated hosts ({inos})")
+    p.kill()
+    p.wait(timeout=10)
+    wait_clean(before, inos, pids, "SIGKILL of the default sweep's launcher", check)
+
+
 def case_nocap():
     prefix = []
     if have_caps():
@@ -303,6 +436,26 @@ def case_nocap():
                        capture_output=True, text=True, timeout=60)
     check(r.returncode != 0, f"without CAP_NET_ADMIN bench fails (exit {r.returncode})")
     check("CAP_NET_ADMIN" in r.stderr, f"naming the capability: {r.stderr.strip()}")
+    # the default sweep without the capability: loopback, saying why
+    if prefix:
+        prefix = ["setpriv", "--inh-caps=-all", "--bounding-set=-net_admin,-sys_admin"]
+    d = tmpdir()
+    r = subprocess.run(prefix + [BENCH] + DEFAULT + ["--out", d], capture_output=True, text=True,
+                       timeout=240)
+    if not check(r.returncode == 0, f"the default without CAP_NET_ADMIN: exit {r.returncode}: "
+                 f"{r.stderr[-600:]}"):
+        return
+    head = r.stdout.splitlines()[1] if len(r.stdout.splitlines()) > 1 else ""
+    check(head.startswith("loopback, no emulated hosts: ") and "CAP_NET_ADMIN" in head and
+          "root" in head, f"the header says loopback and why: {head!r}")
+    rep = report(d)
+    check(rep["links_chosen"]["choice"] == "auto: loopback" and
+          all(x["hosts"] == 0 for x in rep["runs"]), f"links_chosen {rep['links_chosen']}")
+    text = rep["verdict"]["text"]
+    if os.sysconf("SC_NPROCESSORS_ONLN") < 4:
+        check(text.startswith("Not a meaningful comparison here") and "CAP_NET_ADMIN" in text,
+              f"the verdict says why the comparison is weak, and how to get links: {text}")
+    print("nocap:", text[:300])
 
 
 PEER = r"""
@@ -422,5 +575,6 @@ def case_calibrate():
 
 
 {"equiv": case_equiv, "bytes": case_bytes, "sharded": case_sharded, "delay": case_delay,
- "kill": case_kill, "nocap": case_nocap, "exec": case_exec, "calibrate": case_calibrate}[CASE]()
+ "kill": case_kill, "nocap": case_nocap, "exec": case_exec, "calibrate": case_calibrate,
+ "default": case_default, "signals": case_signals}[CASE]()
 finish("bench on emulated hosts: " + CASE)

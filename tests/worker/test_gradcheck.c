@@ -8,6 +8,9 @@
  *  - the hook reports every tensor once, in descending order, and only when
  *    its layer no longer reads the parameters: poisoning a tensor's
  *    parameters inside the hook leaves every gradient bit-identical;
+ *  - a linear layer hands its gradients over before it computes its input's
+ *    gradient (the product backward still owes then can hide a bucket's
+ *    communication), in fp32 and fp16;
  *  - fp16 / bf16 compute gives gradients close to fp32 (and not equal). */
 #include <math.h>
 #include <stdlib.h>
@@ -255,6 +258,67 @@ static void check_net(const net *n, gs_kernels *k) {
   gs_model_destroy(m);
 }
 
+/* ---- how early the hooks come ---- */
+
+static int gemms;  /* GEMMs run since the counter was reset */
+static void (*real_gemm)(gs_kernels *, bool, bool, int, int, int, float, const float *, int,
+                         const float *, int, float, float *, int);
+static void (*real_gemm_lp)(gs_kernels *, gs_dtype, bool, bool, int, int, int, float,
+                            const void *, int, const void *, int, float, float *, int);
+static void counting_gemm(gs_kernels *k, bool ta, bool tb, int m, int n, int kk, float alpha,
+                          const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                          int ldc) {
+  gemms++;
+  real_gemm(k, ta, tb, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+static void counting_gemm_lp(gs_kernels *k, gs_dtype t, bool ta, bool tb, int m, int n, int kk,
+                             float alpha, const void *a, int lda, const void *b, int ldb,
+                             float beta, float *c, int ldc) {
+  gemms++;
+  real_gemm_lp(k, t, ta, tb, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static int at_hook[16];
+static int count_hook(void *ctx, int tensor, gs_err *e) {
+  (void)ctx;
+  (void)e;
+  if (tensor < 16) at_hook[tensor] = gemms;
+  return 0;
+}
+
+/* mlp 20-16-12-5: backward runs fc3's dw, its dx, fc2's dw, its dx, fc1's
+ * dw. Each weight's hook comes right after its dw: after 1, 3 and 5
+ * GEMMs (2, 4, 5 if dx came first). */
+static void check_early_hooks(gs_kernels *k, const gs_layer_def *defs, int nd) {
+  real_gemm = k->gemm;
+  real_gemm_lp = k->gemm_lp;
+  k->gemm = counting_gemm;
+  k->gemm_lp = counting_gemm_lp;
+  for (int dt = GS_F32; dt <= GS_F16; dt++) {
+    gs_err e = {0};
+    gs_model *m = NULL;
+    CHECK_OK(gs_model_create_seq(defs, nd, 1, 1, 20, false, k, 4, (gs_dtype)dt, &m, &e), &e);
+    if (!m) continue;
+    float *params = malloc(m->nparams * sizeof *params), *grads = malloc(m->nparams * sizeof *grads);
+    gs_model_init_params(m, 3, params);
+    float loss;
+    CHECK_OK(m->ops->forward(m, params, 4, &loss, NULL, &e), &e);
+    gemms = 0;
+    memset(at_hook, -1, sizeof at_hook);
+    CHECK_OK(m->ops->backward(m, params, grads, 4, 1.0f, count_hook, NULL, &e), &e);
+    /* tensors: fc1.weight 0, fc1.bias 1, fc2.weight 2, ..., fc3.bias 5 */
+    CHECK(at_hook[4] == 1 && at_hook[2] == 3 && at_hook[0] == 5 && gemms == 5,
+          "%s: the weights' hooks came after %d, %d and %d GEMMs of %d (want 1, 3, 5: before "
+          "each layer's dx)", gs_dtype_name((gs_dtype)dt), at_hook[4], at_hook[2], at_hook[0],
+          gemms);
+    free(params);
+    free(grads);
+    gs_model_destroy(m);
+  }
+  k->gemm = real_gemm;
+  k->gemm_lp = real_gemm_lp;
+}
+
 int main(void) {
   gs_err e = {0};
   gs_kernels *k = gs_kernels_cpu(1, &e);
@@ -284,6 +348,7 @@ int main(void) {
       {"lenet", lenet, 12, 3, 32, 32, 2, 6},
   };
   for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) check_net(&nets[i], k);
+  check_early_hooks(k, mlp, 5);
 
   /* the real LeNet spec has PyTorch's names and shapes */
   gs_model *m = NULL;
