@@ -45,7 +45,8 @@ static void clean(const char *dir, const char *name, bool escaped) {
   char *s = slurp(path);
   CHECK(s != NULL, "%s not written", path);
   if (!s) return;
-  CHECK(!strstr(s, "<script>") && !strstr(s, "<b>") && !strstr(s, "<img"),
+  /* the report's own markup has <b>, never "&<b>" as the rank's name has */
+  CHECK(!strstr(s, "<script>") && !strstr(s, "&<b>") && !strstr(s, "<img"),
         "%s holds markup from a rank", name);
   if (escaped)
     CHECK(strstr(s, "&lt;script&gt;") || strstr(s, "&lt;img"),
