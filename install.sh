@@ -30,9 +30,10 @@ pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libzmq3-dev
 # the reference, Gloo, torchrun); clang and its libFuzzer runtime for the
 # fuzz suite; the launchers bench is tested under (Open MPI, MPICH, Slurm
 # with munge); iproute2 and nftables for the fault tests (in private
-# namespaces); Chromium to open report.html as a user would
+# namespaces); Chromium to open report.html as a user would; util-linux's
+# setpriv to run a rank as another user (the strangers tests)
 [ "${1:-}" = "--deps" ] && pkgs+=(python3-torch clang libclang-rt-14-dev openmpi-bin mpich
-                                 slurm-wlm munge iproute2 nftables chromium)
+                                 slurm-wlm munge iproute2 nftables chromium util-linux)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -170,4 +170,16 @@ void gs_ring_tuning(const gs_ring_opts *o, gs_ring *r);
  * GS_RING_NO_SMALL); fallback when unset or not a number. */
 size_t gs_ring_env_size(const char *name, size_t fallback);
 
+/* shm.c: the shared-memory object's header. Rank 0 writes it (world
+ * ranks, slots of chunk bytes, one barrier up to whole bytes); a rank that
+ * maps the object reads it once and checks it against the handshake's
+ * nonce, its world and the object's size (every size computation
+ * overflow-checked), and keeps the chunk and whole it read.
+ * gs_shm_header_bytes: the header's size, to which 2 x world x chunk bytes
+ * of slots are added. */
+void gs_shm_header_write(void *seg, int world, uint64_t nonce, uint64_t chunk, uint64_t whole);
+bool gs_shm_header_check(const void *seg, size_t bytes, int world, uint64_t nonce,
+                         size_t *chunk, size_t *whole);
+size_t gs_shm_header_bytes(int world);
+
 #endif

@@ -39,6 +39,7 @@ struct gs_mesh {
   gs_cred cred;
   void *pull;
   void **push;               /* world entries; NULL for this rank */
+  gs_dial **dial;            /* world entries: each push socket's connection */
   gs_resend **out;           /* world entries: what each peer may not have yet */
   gs_seq_in *in;             /* world entries: each peer's numbers */
   gs_link *link;             /* whose waits look at out too */
@@ -70,6 +71,7 @@ int gs_mesh_open(const gs_ring *r, void *zctx, size_t max_payload, gs_mesh **out
   m->max_payload = max_payload;
   m->cred = o->cred;
   m->push = calloc((size_t)o->world, sizeof *m->push);
+  m->dial = calloc((size_t)o->world, sizeof *m->dial);
   m->q = calloc((size_t)o->world, sizeof *m->q);
   m->out = calloc((size_t)o->world, sizeof *m->out);
   m->in = calloc((size_t)o->world, sizeof *m->in);
@@ -77,7 +79,7 @@ int gs_mesh_open(const gs_ring *r, void *zctx, size_t max_payload, gs_mesh **out
   m->link = r->link;
   m->keep = !o->no_resend;
   int rc = GS_OK;
-  if (!m->push || !m->q || !m->out || !m->in || !m->eps) {
+  if (!m->push || !m->dial || !m->q || !m->out || !m->in || !m->eps) {
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the mesh", o->rank);
     goto out;
   }
@@ -94,9 +96,8 @@ int gs_mesh_open(const gs_ring *r, void *zctx, size_t max_payload, gs_mesh **out
   /* as the ring's: a connection that never finishes its handshake is dropped */
   int hs = m->timeout_ms < 5000 ? m->timeout_ms : 5000;
   zmq_setsockopt(m->pull, ZMQ_HANDSHAKE_IVL, &hs, sizeof hs);
-  rc = gs_cred_server(m->pull, &o->cred, e);
   char ep[GS_ENDPOINT_MAX];
-  if (rc == GS_OK) rc = gs_wire_bind_any(m->pull, r->host, ep, sizeof ep, e);
+  rc = gs_cred_bind(m->pull, &o->cred, r->host, ep, e);
   if (rc < 0) {
     gs_err_prefix(e, "rank %d: mesh: ", o->rank);
     goto out;
@@ -146,13 +147,14 @@ int gs_mesh_connect(gs_mesh *m, const char *const *ring_eps, uint64_t job, gs_er
     zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s, ZMQ_SNDTIMEO, &m->timeout_ms, sizeof m->timeout_ms);
-    GS_TRY(gs_cred_client(s, &m->cred, e));
-    GS_TRY(gs_resend_open(m->ctx, s, m->rank, p, "mesh", m->keep, &m->out[p], e));
-    GS_TRY(gs_link_follow(m->link, m->out[p], e));
     address(ring_eps ? ring_eps[p] : NULL, m->eps[p], ep);
-    if (zmq_connect(s, ep) < 0)
-      return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank %d's mesh socket at '%s': %s",
-                     m->rank, p, ep, zmq_strerror(errno));
+    int rc = gs_dial_open(m->ctx, s, &m->cred, ep, &m->dial[p], e);
+    if (rc < 0) {
+      gs_err_prefix(e, "rank %d: connecting to rank %d's mesh socket: ", m->rank, p);
+      return rc;
+    }
+    GS_TRY(gs_resend_open(m->dial[p], s, m->rank, p, "mesh", m->keep, &m->out[p], e));
+    GS_TRY(gs_link_follow(m->link, m->out[p], e));
   }
   return GS_OK;
 }
@@ -320,6 +322,7 @@ void gs_mesh_close(gs_mesh *m, bool abort) {
         gs_link_unfollow(m->link, m->out[p]);
         gs_resend_close(m->out[p]);
       }
+      if (m->dial) gs_dial_close(m->dial[p]);
       if (abort) {
         int linger = 100;
         zmq_setsockopt(m->push[p], ZMQ_LINGER, &linger, sizeof linger);
@@ -328,6 +331,7 @@ void gs_mesh_close(gs_mesh *m, bool abort) {
     }
   if (m->pull) zmq_close(m->pull);
   free(m->push);
+  free(m->dial);
   free(m->out);
   free(m->in);
   free(m->q);

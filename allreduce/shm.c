@@ -45,6 +45,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sodium.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,8 @@ typedef struct gs_shm {
   head *h;
   rank_line *ranks;
   char *slots;                        /* 2 sets x N slots of chunk bytes */
-  size_t chunk;
+  size_t chunk;                       /* read from the header once, when attached */
+  size_t whole;
   double spin;                        /* seconds to poll before sleeping */
   uint32_t barriers;                  /* passed by this rank */
   uint64_t rounds;                    /* done by this rank: picks the set */
@@ -114,6 +116,42 @@ typedef struct shm_state {
 static size_t head_bytes(int N) {
   size_t b = sizeof(head) + (size_t)N * sizeof(rank_line);
   return (b + 4095) & ~(size_t)4095;
+}
+
+/* The object's size for N ranks and slots of chunk bytes; false when it
+ * does not fit a size_t (a header no rank 0 of ours wrote). */
+static bool segment_bytes(int N, uint64_t chunk, size_t *out) {
+  size_t slots;
+  return !__builtin_mul_overflow((size_t)2 * (size_t)N, chunk, &slots) &&
+         !__builtin_add_overflow(head_bytes(N), slots, out);
+}
+
+void gs_shm_header_write(void *seg, int world, uint64_t nonce, uint64_t chunk, uint64_t whole) {
+  head *h = seg;
+  h->magic = SHM_MAGIC;
+  h->world = (uint32_t)world;
+  h->nonce = nonce;
+  h->chunk = chunk;
+  h->whole = whole;
+}
+
+size_t gs_shm_header_bytes(int world) { return head_bytes(world); }
+
+bool gs_shm_header_check(const void *seg, size_t bytes, int world, uint64_t nonce,
+                         size_t *chunk, size_t *whole) {
+  /* the header's fields, read once: what is checked is what is used, even
+   * if someone writes the object meanwhile */
+  head snap;
+  size_t want = 0;
+  if (bytes < head_bytes(world)) return false;
+  memcpy(&snap, seg, offsetof(head, arrived));
+  if (snap.magic != SHM_MAGIC || snap.nonce != nonce || snap.world != (uint32_t)world ||
+      snap.chunk < LINE || snap.chunk % LINE || snap.chunk > ((uint64_t)1 << 30) ||
+      !segment_bytes(world, snap.chunk, &want) || bytes != want)
+    return false;
+  *chunk = (size_t)snap.chunk;
+  *whole = (size_t)snap.whole;
+  return true;
 }
 
 /* boot id and namespaces: equal only for processes that share memory and
@@ -182,7 +220,12 @@ static int shm_prepare(gs_ring *r, void **state, gs_err *e) {
   if (s->chunk > most) s->chunk = most;
   s->chunk = (s->chunk + LINE - 1) & ~(size_t)(LINE - 1);
   if (s->chunk < LINE) s->chunk = LINE;
-  s->bytes = head_bytes(N) + 2 * (size_t)N * s->chunk;
+  if (!segment_bytes(N, s->chunk, &s->bytes)) {
+    size_t chunk = s->chunk;
+    free(s);
+    return GS_FAIL(e, GS_EINVAL, "rank 0: shared memory for %d ranks of %zu bytes each does not "
+                   "fit in memory", N, chunk);
+  }
   uint64_t nonce;
   randombytes_buf(&nonce, sizeof nonce);
   int fd = memfd_create("gradsync-shm", MFD_CLOEXEC);
@@ -202,11 +245,8 @@ static int shm_prepare(gs_ring *r, void **state, gs_err *e) {
     shm_close(s);
     return rc;
   }
-  s->h->magic = SHM_MAGIC;
-  s->h->world = (uint32_t)N;
-  s->h->nonce = nonce;
-  s->h->chunk = s->chunk;
-  s->h->whole = gs_ring_env_size("GS_SHM_WHOLE", DEFAULT_SHM_WHOLE);
+  s->whole = gs_ring_env_size("GS_SHM_WHOLE", DEFAULT_SHM_WHOLE);
+  gs_shm_header_write(s->base, N, nonce, s->chunk, s->whole);
   st->m = s;
   snprintf(st->spec, sizeof st->spec, "%s:%016" PRIx64, s->name, nonce);
   return GS_OK;
@@ -256,14 +296,12 @@ static bool attach(gs_ring *r, shm_state *to, const char *spec, char *why, size_
   gs_err e;
   int rc = map(r, s, fd, &e);
   close(fd);
-  if (rc < 0 || s->h->magic != SHM_MAGIC || s->h->nonce != nonce ||
-      s->h->world != (uint32_t)r->o.world ||
-      s->bytes != head_bytes(r->o.world) + 2 * (size_t)r->o.world * s->h->chunk) {
+  if (rc < 0 || !gs_shm_header_check(s->base, s->bytes, r->o.world, nonce, &s->chunk,
+                                      &s->whole)) {
     snprintf(why, cap, "%s is not this job's", s->name);
     shm_close(s);
     return false;
   }
-  s->chunk = s->h->chunk;
   to->m = s;
   return true;
 }
@@ -368,10 +406,14 @@ static void shm_free(gs_ring *r, void *state, bool abort) {
 static int wait_error(gs_ring *r, gs_shm *s, uint32_t target, int code, const char *what,
                       gs_err *e) {
   uint32_t by = atomic_load(&s->h->abort_by);
-  if (by)
+  if (by) { /* its reason, terminated here whatever the object holds */
+    char why[sizeof s->ranks[0].why + 1] = "";
+    if (by <= (uint32_t)r->o.world) memcpy(why, s->ranks[by - 1].why, sizeof why - 1);
+    why[sizeof why - 1] = 0;
     return GS_FAIL(e, GS_EPEER, "rank %d: rank %u stopped the shared-memory all-reduce (bucket "
                    "%d, step %" PRId64 "): %s", r->o.rank, by - 1, r->cur_bucket, r->cur_step,
-                   by <= (uint32_t)r->o.world ? s->ranks[by - 1].why : "");
+                   why);
+  }
   char late[256] = "";
   size_t len = 0;
   for (int i = 0; i < r->o.world && len < sizeof late - 16; i++)
@@ -476,7 +518,7 @@ static int shm_allreduce(gs_ring *r, void *state, const void *src, void *dst, si
   const size_t es = gs_ring_es(r), per = s->chunk / es;
   /* the same on every rank: they all pass the same n, and rank 0 set the
    * threshold in the header */
-  const bool whole = N == 2 || n * es <= s->h->whole;
+  const bool whole = N == 2 || n * es <= s->whole;
   double red = 0;
   for (size_t off = 0; off < n; off += per) {
     size_t len = n - off < per ? n - off : per;

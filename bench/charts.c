@@ -76,9 +76,10 @@ static void peer_lines(buf *b, json_t *peers, const int *worlds, int nw, int x0,
           continue;
         double x = x0 + (log2(worlds[k]) - l2lo) * span, y = y0 - v / top * (y0 - y1);
         put(&pts, "%.1f,%.1f ", x, y);
+        char lab[200];
         put(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" fill=\"%s\"><title>%s "
-            "world %d: %.3g samples/s</title></rect>\n", x - 4, y - 4, col, labels[l], worlds[k],
-            v);
+            "world %d: %.3g samples/s</title></rect>\n", x - 4, y - 4, col,
+            gs_svg_esc(labels[l], lab, sizeof lab), worlds[k], v);
         break;
       }
     if (pts.s)
@@ -252,9 +253,10 @@ static int bars(const char *dir, const gs_summary *runs, size_t nruns, bool byte
       if (bytes) {
         double v = (row.sent + row.recv) * scale;
         double h = v / top * (y0 - y1);
+        char id[400];
         put(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"><title>%s "
             "%s: %.3f MiB/step</title></rect>\n", x, y0 - h, barw, h, gs_svg_mode_color(mode),
-            r->id, row.server ? "server" : "rank", v);
+            gs_svg_esc(r->id, id, sizeof id), row.server ? "server" : "rank", v);
         double m = (row.model_sent + row.model_recv) * scale;
         double my = y0 - m / top * (y0 - y1);
         put(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\" "

@@ -53,9 +53,10 @@ int gs_charts_memory(const char *dir, const gs_summary *runs, size_t n, gs_err *
     int gx = x;
     for (int r = 0; r < s->world; r++) {
       double v = s->per_rank[r].peak_rss_bytes / MiB, h = v / top * (y0 - y1);
+      char id[400];
       put(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"><title>%s rank "
-          "%d: %.1f MiB</title></rect>\n", x, y0 - h, barw, h, gs_svg_mode_color(mode), s->id, r,
-          v);
+          "%d: %.1f MiB</title></rect>\n", x, y0 - h, barw, h, gs_svg_mode_color(mode),
+          gs_svg_esc(s->id, id, sizeof id), r, v);
       put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"10\">%d</text>\n",
           x + barw / 2, y0 + 13, r);
       x += barw + 4;
@@ -135,11 +136,8 @@ double gs_timeline_span(json_t *tl) { return json_number_value(json_object_get(t
 
 /* a name read back from a file, as SVG text */
 static void put_text(gs_svg *b, const char *s) {
-  for (; s && *s; s++)
-    if (*s == '<') put(b, "&lt;");
-    else if (*s == '>') put(b, "&gt;");
-    else if (*s == '&') put(b, "&amp;");
-    else put(b, "%c", *s);
+  char esc[6 * 64 + 1];
+  put(b, "%s", gs_svg_esc(s, esc, sizeof esc));
 }
 
 static double num_at(json_t *a, size_t i) { return json_number_value(json_array_get(a, i)); }
@@ -317,9 +315,10 @@ int gs_charts_busbw(const char *dir, json_t *tables, gs_err *e) {
       if (!(s > 0)) continue;
       double x = x0 + (log2(s) - l2lo) * span, y = y0 - bw / top * (y0 - y1);
       put(&pts, "%.1f,%.1f ", x, y);
+      char m[200];
       put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s %s w%d, %.0f "
-          "bytes: %.4g GB/s</title></circle>\n", x, y, col, shown, mode ? mode : "?", world, s,
-          bw);
+          "bytes: %.4g GB/s</title></circle>\n", x, y, col, shown,
+          gs_svg_esc(mode ? mode : "?", m, sizeof m), world, s, bw);
     }
     if (pts.s)
       put(&b, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s/>\n",

@@ -14,11 +14,14 @@
  * artifact as it opened here. It is rendered from report.json's document,
  * the same numbers the terminal and the JSON show. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench/html.h"
 #include "bench/results.h"
@@ -30,7 +33,8 @@ static void esc(FILE *f, const char *s) {
     case '>': fputs("&gt;", f); break;
     case '&': fputs("&amp;", f); break;
     case '"': fputs("&quot;", f); break;
-    default: fputc(*s, f);
+    case '\'': fputs("&#39;", f); break;
+    default: fputc((unsigned char)*s < 0x20 ? '?' : *s, f);
     }
   }
 }
@@ -141,12 +145,26 @@ static int by_name(const struct dirent **a, const struct dirent **b) {
   return strcmp((*a)->d_name, (*b)->d_name);
 }
 
+/* A chart of dir this user wrote: a regular file, not a link, of this
+ * user (a results directory may be shared: what someone else put there is
+ * not inlined). NULL otherwise. */
+static FILE *open_own(const char *path) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()) {
+    FILE *f = fdopen(fd, "r");
+    if (f) return f;
+  }
+  if (fd >= 0) close(fd);
+  return NULL;
+}
+
 /* dir/name inlined as a figure, its name as the caption; the XML prologue
  * is dropped (it is not allowed inside HTML). Whether it was there. */
 static bool inline_chart(FILE *f, const char *dir, const char *name) {
   char path[4200];
   if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return false;
-  FILE *in = fopen(path, "r");
+  FILE *in = open_own(path);
   char *svg = NULL;
   size_t cap = 0;
   ssize_t got = in ? getdelim(&svg, &cap, '\0', in) : -1;
@@ -161,7 +179,7 @@ static bool inline_chart(FILE *f, const char *dir, const char *name) {
   return start != NULL;
 }
 
-/* every *.svg of dir inlined but skip (NULL: none) */
+/* every *.svg of dir this user wrote inlined but skip (NULL: none) */
 static int inline_charts(FILE *f, const char *dir, const char *skip) {
   struct dirent **ents = NULL;
   int n = scandir(dir, &ents, NULL, by_name), shown = 0;

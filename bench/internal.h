@@ -15,12 +15,15 @@
 
 /* ---- rendezvous (rendezvous.c) ----
  * Rank 0 binds a ROUTER at MASTER_ADDR:MASTER_PORT; every other rank
- * connects a DEALER, proves it holds the job secret (a challenge with fresh
- * nonces both ways, HMAC), registers (rank, world, host, backend endpoint,
- * settings), and receives a welcome with everyone's endpoints, rank 0
- * backend's bootstrap blob and the job token; or an error naming the
- * setting that differs. At the end every rank sends its measurements to
- * rank 0, which acknowledges them so nobody exits before delivery. */
+ * connects a DEALER. Both run CURVE with keys derived from the job secret
+ * (proto/wire.h): rank r's own key proves it is rank r. Then it registers
+ * (rank, world, host, backend endpoint, settings) and receives a welcome
+ * with everyone's endpoints, rank 0 backend's bootstrap blob and the job
+ * token; or an error naming the setting that differs. At the end every
+ * rank sends its measurements to rank 0, which acknowledges them so nobody
+ * exits before delivery. Every frame on the rendezvous is at most
+ * GS_RDV_FRAME_MAX bytes. */
+#define GS_RDV_FRAME_MAX (64 << 10)
 typedef struct gs_rdv gs_rdv;
 
 typedef struct gs_rdv_me {
@@ -42,9 +45,11 @@ typedef struct gs_rdv_job {
 } gs_rdv_job;
 void gs_rdv_job_free(gs_rdv_job *j);
 
-/* Rank 0: bind (endpoint "tcp://addr:port", port may be *); the address
- * actually bound is written to bound. */
-int gs_rdv_listen(const char *endpoint, char *bound, size_t cap, gs_rdv **out, gs_err *e);
+/* Rank 0: bind (endpoint "tcp://addr:port", port may be *) for world
+ * ranks of the job of cred; the address actually bound is written to
+ * bound. */
+int gs_rdv_listen(const char *endpoint, const gs_cred *cred, int world, char *bound, size_t cap,
+                  gs_rdv **out, gs_err *e);
 /* A fresh random job token (rank 0 makes it before its backend's
  * bootstrap, so a server it starts already knows it). */
 uint64_t gs_rdv_new_token(void);
@@ -59,14 +64,15 @@ int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv 
 /* What the gather needs of the rendezvous socket (gather.c). */
 void *gs_rdv_socket(gs_rdv *r);
 uint64_t gs_rdv_job_token(const gs_rdv *r);
+/* Rank 0: whether a message's connection proved the rank it claims (else
+ * a line says what was ignored, for the first few). */
+struct gs_wire_msg;
+bool gs_rdv_proven(gs_rdv *r, const struct gs_wire_msg *m, const char *phase);
 /* Best effort: tell rank 0 this rank failed (before exiting non-zero). */
 void gs_rdv_report_error(gs_rdv *r, int rank, const char *phase, const char *msg);
 void gs_rdv_close(gs_rdv *r);
 
 /* ---- the measurements' hand-over (gather.c) ---- */
-/* the largest report rank 0 accepts: 2 GiB (about ten million steps); the
- * rendezvous socket takes no larger frame from anyone */
-#define GS_STATS_MAX ((size_t)1 << 31)
 /* One rank's measurements of a run. */
 typedef struct gs_rank_result {
   int rank;
@@ -88,21 +94,43 @@ typedef struct gs_rank_result {
   size_t nspans;
   int failed;               /* the rank reported an error instead */
   char error[512];
+  size_t want_rows, want_spans; /* rank 0, gathering: what the report promised, */
+  uint32_t next_part;           /* and the part due next */
 } gs_rank_result;
 void gs_rank_result_free(gs_rank_result *r);
 
-/* Rank > 0: send rows + spans to rank 0 and wait for its acknowledgement. */
+/* Rank > 0: send rows + spans to rank 0, in parts, and wait for its
+ * acknowledgement. */
 int gs_rdv_send_stats(gs_rdv *r, int rank, const gs_rank_result *mine, int timeout_ms,
                       gs_err *e);
-/* Rank 0: receive the other ranks' results into out[1..world-1]; a rank
- * whose report is malformed is marked failed, with the reason. */
-int gs_rdv_gather(gs_rdv *r, int world, int timeout_ms, gs_rank_result *out, gs_err *e);
-/* The wire form of a rank's rows and spans (a packed gradsync.Measurements,
- * malloc'ed), and back into x after checking it against the header's
- * counts (GS_EPROTO with why, GS_ENOMEM). */
-int gs_measurements_pack(const gs_rank_result *mine, uint8_t **out, size_t *len, gs_err *e);
-int gs_measurements_unpack(const uint8_t *data, size_t len, uint64_t steps, uint64_t nspans,
-                           int rank, gs_rank_result *x, char *why, size_t cap);
+/* What rank 0 accepts of one rank: what the job's configuration allows. */
+typedef struct gs_gather_limits {
+  size_t rows, spans;
+} gs_gather_limits;
+/* Rank 0: receive the other ranks' results into out[1..world-1], each from
+ * the connection that proved its rank; a rank whose report is malformed or
+ * beyond lim is marked failed, with the reason. */
+int gs_rdv_gather(gs_rdv *r, int world, const gs_gather_limits *lim, int timeout_ms,
+                  gs_rank_result *out, gs_err *e);
+/* One part of rank x->rank's report (its Stats header and payload) into x:
+ * 1 when the report is complete, or rejected (x->failed, x->error saying
+ * why), 0 when more parts are due; GS_ENOMEM stops the gather. */
+struct Gradsync__Stats;
+int gs_gather_take(const struct Gradsync__Stats *st, const uint8_t *data, size_t len,
+                   const gs_gather_limits *lim, gs_rank_result *x, gs_err *e);
+/* The wire form of a rank's measurements, in parts: one packed
+ * gradsync.Measurements of the rows from *row and the spans from *span
+ * that fit in cap bytes (at least one row or span when any is left; the
+ * cursors move past them). GS_EINVAL when one alone does not fit. */
+int gs_measurements_pack_part(const gs_rank_result *mine, size_t *row, size_t *span,
+                              uint8_t *buf, size_t cap, size_t *len, gs_err *e);
+/* Append one part to x, whose header promised steps rows and nspans spans
+ * (x->rows and x->spans are allocated for them on the first part): every
+ * row is rank's and the next step, every span well-formed, nothing beyond
+ * the promise. GS_EPROTO with why, GS_ENOMEM. */
+int gs_measurements_unpack_part(const uint8_t *data, size_t len, uint64_t steps,
+                                uint64_t nspans, int rank, gs_rank_result *x, char *why,
+                                size_t cap);
 
 /* ---- one job start (job.c) ---- */
 /* Which rank this process is, from the launch environment. */
@@ -139,11 +167,14 @@ typedef struct gs_job_addrs {
  * (NULL: not given). */
 int gs_job_addrs_resolve(const gs_rank_env *env, const char *bind, gs_job_addrs *a, gs_err *e);
 
-/* The job secret: --secret-file F (mode 0600 or stricter), else
- * GS_JOB_SECRET; none is allowed for a local job only (the key of the
- * empty secret). Derives the job's credential (encrypt: --encrypt). */
-int gs_job_secret(const char *file, bool local, bool encrypt, gs_cred *c, gs_err *e);
-/* A fresh random secret, as hex, for a job our launcher starts. */
+/* The job secret (secret.c): --secret-file F (mode 0600 or stricter),
+ * else GS_JOB_SECRET, else, when listens is NULL (every socket of this
+ * rank on loopback), the user's own secret file, made on first use; when
+ * listens names what this rank binds beyond loopback, an error asking for
+ * a secret. At least 16 bytes. Derives the job's credential (encrypt:
+ * --encrypt). */
+int gs_job_secret(const char *file, const char *listens, bool encrypt, gs_cred *c, gs_err *e);
+/* A fresh random secret, as hex, for a job our launcher starts (secret.c). */
 void gs_secret_new(char out[2 * GS_KEY_BYTES + 1]);
 /* Run ids (steps.csv, report.json): random for an invocation of bench, or
  * the same on every rank of a job started by another launcher (a hash of

@@ -20,9 +20,11 @@
  *      0.0.0.0 only when --bind 0.0.0.0 asks for it; peers are then told
  *      the route's address instead. A rank on an emulated host binds that
  *      host's address;
- *   3. the job secret: --secret-file or GS_JOB_SECRET (our launcher makes
- *      a fresh one per job); a job that is not local refuses to start
- *      without one. Every registration and every data connection proves it;
+ *   3. the job secret (secret.c): --secret-file or GS_JOB_SECRET (our
+ *      launcher makes a fresh one per job), or for a rank whose every
+ *      socket is on loopback the user's own secret file; a rank that
+ *      listens beyond loopback refuses to start without one. Every
+ *      rendezvous connection and every data connection proves it;
  *   4. the rendezvous: rank 0 listens at MASTER_ADDR:MASTER_PORT (our
  *      launcher: an ephemeral port, written to GS_PORT_FD);
  *   5. which backend runs a mode on a device, and one round of
@@ -322,15 +324,17 @@ static int publish(const gs_job *j, char *text, size_t cap, gs_err *e) {
   return GS_OK;
 }
 
-/* ---- 3. the job secret ---- */
+/* ---- 3. the job secret (secret.c) ---- */
 
-#define SECRET_MAX 4096
-
-void gs_secret_new(char out[2 * GS_KEY_BYTES + 1]) {
-  unsigned char b[GS_KEY_BYTES];
-  randombytes_buf(b, sizeof b);
-  sodium_bin2hex(out, 2 * GS_KEY_BYTES + 1, b, sizeof b);
-  sodium_memzero(b, sizeof b);
+/* What this rank listens on beyond loopback, for the message that asks for
+ * a secret: NULL when every socket it binds is on loopback (or is a Unix
+ * socket of --transport ipc, or it binds nothing at all). */
+static const char *listens_beyond(const gs_job *j) {
+  if (j->world == 1) return NULL;
+  if (j->addr.wildcard) return "0.0.0.0 (--bind 0.0.0.0)";
+  if (!j->ipc && !is_loopback(j->addr.bind)) return j->addr.bind;
+  if (j->rank == 0 && !is_loopback(j->addr.master)) return j->addr.master;
+  return NULL;
 }
 
 void gs_run_id_new(char out[GS_RUN_ID_CHARS + 1]) {
@@ -344,48 +348,6 @@ void gs_run_id_of_job(uint64_t token, char out[GS_RUN_ID_CHARS + 1]) {
   crypto_generichash(b, sizeof b, (const unsigned char *)&token, sizeof token,
                      (const unsigned char *)"gradsync run id", 15);
   sodium_bin2hex(out, GS_RUN_ID_CHARS + 1, b, sizeof b);
-}
-
-/* Read a secret file: a regular file that only its owner can read. */
-static int read_secret(const char *file, char *buf, size_t *len, gs_err *e) {
-  int fd = open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return GS_FAIL(e, GS_EINVAL, "--secret-file %s: %s", file, strerror(errno));
-  struct stat st;
-  int rc = GS_OK;
-  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-    rc = GS_FAIL(e, GS_EINVAL, "--secret-file %s is not a regular file", file);
-  else if (st.st_mode & 077)
-    rc = GS_FAIL(e, GS_EINVAL, "--secret-file %s can be read by others (mode %03o): run "
-                 "chmod 600 %s", file, (unsigned)(st.st_mode & 0777), file);
-  ssize_t n = rc == GS_OK ? read(fd, buf, SECRET_MAX) : 0;
-  close(fd);
-  if (rc < 0) return rc;
-  if (n < 0) return GS_FAIL(e, GS_EIO, "--secret-file %s: %s", file, strerror(errno));
-  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
-  *len = (size_t)n;
-  return GS_OK;
-}
-
-int gs_job_secret(const char *file, bool local, bool encrypt, gs_cred *c, gs_err *e) {
-  char buf[SECRET_MAX];
-  size_t len = 0;
-  const char *env = getenv("GS_JOB_SECRET");
-  if (file) {
-    GS_TRY(read_secret(file, buf, &len, e));
-    if (!len) return GS_FAIL(e, GS_EINVAL, "--secret-file %s is empty", file);
-  } else if (env && *env) {
-    len = strlen(env) < SECRET_MAX ? strlen(env) : SECRET_MAX;
-    memcpy(buf, env, len);
-  } else if (!local) {
-    return GS_FAIL(e, GS_EINVAL, "a job across machines needs a job secret, or anyone who "
-                   "reaches MASTER_PORT could join or stop it: set GS_JOB_SECRET to the same "
-                   "random string on every node (e.g. export GS_JOB_SECRET=$(head -c 32 "
-                   "/dev/urandom | base64)), or pass --secret-file F (a file of mode 0600)");
-  }
-  int rc = gs_cred_derive(c, buf, len, encrypt, e);
-  sodium_memzero(buf, sizeof buf);
-  return rc;
 }
 
 /* ---- 4. starting the job ---- */
@@ -410,12 +372,18 @@ int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e)
     return GS_FAIL(e, GS_EINVAL, "rank %d: --transport ipc needs every rank on this machine "
                    "(bench's own launcher, or MASTER_ADDR a loopback address); use tcp across "
                    "machines", env->rank);
-  GS_TRY(gs_job_secret(o->secret_file, j->addr.local, o->encrypt, &j->cred, e));
+  if (j->world == 1 && !o->secret_file && !getenv("GS_JOB_SECRET")) {
+    char fresh[2 * GS_KEY_BYTES + 1]; /* nothing listens: any key will do */
+    gs_secret_new(fresh);
+    GS_TRY(gs_cred_derive(&j->cred, fresh, strlen(fresh), o->encrypt, e));
+  } else {
+    GS_TRY(gs_job_secret(o->secret_file, listens_beyond(j), o->encrypt, &j->cred, e));
+  }
   /* Rank 0 listens first: our launcher waits for the port before it starts
    * anyone else. */
   if (j->rank != 0 || j->world == 1) return GS_OK;
   char bound[GS_ENDPOINT_MAX] = "";
-  int rc = gs_rdv_listen(j->addr.rendezvous, bound, sizeof bound, &j->rdv, e);
+  int rc = gs_rdv_listen(j->addr.rendezvous, &j->cred, j->world, bound, sizeof bound, &j->rdv, e);
   if (rc < 0 && env->port_derived && !getenv("GS_RENDEZVOUS_PORT")) {
     char was[sizeof e->msg];
     snprintf(was, sizeof was, "%s", e->msg);

@@ -36,7 +36,10 @@ int gs_ps_serve_main(const gs_opts *o) {
   gs_cred cred;
   gs_cm_plan plan = {0};
   /* the most parameters a server may own: its share of the model */
-  int rc = gs_job_secret(o->secret_file, true, o->encrypt, &cred, &e);
+  /* bench's launcher gives it the job's secret; it listens where the
+   * ranks reach it, so it takes no other */
+  int rc = gs_job_secret(o->secret_file, addr && *addr ? addr : "127.0.0.1", o->encrypt, &cred,
+                         &e);
   if (rc == GS_OK)
     rc = gs_cm_plan_model(o->models[0], GS_F32, o->train.first_bucket_mb, o->bucket_mbs[0],
                           &plan, &e);

@@ -314,9 +314,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   if ((rc = gs_job_open(&job, &cfg, &sync, &e)) < 0) goto fail;
 
   if (out_dir && env->launched) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/steps.csv", out_dir);
-    sc.csv = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if ((sc.csv = gs_csv_open(out_dir, &e)) < 0) { rc = sc.csv; sc.csv = -1; goto fail; }
     sc.out_dir = out_dir;
   }
   if (o->verify && k->device != GS_DEV_CPU) sc.host_params = malloc(cfg.n * sizeof(float) + 1);
@@ -376,7 +374,11 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     goto fail;
   }
   results[0] = mine;
-  if (world > 1 && (rc = gs_rdv_gather(job.rdv, world, job.timeout_ms, results, &e)) < 0)
+  /* what this job makes: a row per step, and per step a few spans of the
+   * training loop and a few per bucket (rank 0 may have more, its server's) */
+  gs_gather_limits lim = {.rows = mine.nrows,
+                          .spans = mine.nspans + (size_t)o->train.steps * (16 + 4 * (size_t)cfg.nbuckets) + 1024};
+  if (world > 1 && (rc = gs_rdv_gather(job.rdv, world, &lim, job.timeout_ms, results, &e)) < 0)
     goto fail;
   phase = "summary";
   info.device = k->name;

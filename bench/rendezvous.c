@@ -2,25 +2,32 @@
  * they run (the hand-over of the measurements at the end is gather.c's).
  *
  *   rank 0 (ROUTER at MASTER_ADDR:MASTER_PORT)        rank r (DEALER)
- *      <------------------ Knock{nonce r}
- *      ------------------> Challenge{nonce 0, HMAC(key, "rdv-server", r, 0)}
- *                          rank r checks it: rank 0 holds the secret
- *      <------------------ Register{rank, world, endpoint, settings,
- *                                   HMAC(key, "rdv-client", 0, r, rank, world)}
- *      a registration without a valid proof (no knock, a stale or reused
- *      nonce, another secret) is refused with a line naming the peer's
- *      address, and the wait goes on: a stranger can neither join nor stop
- *      the job, and learns nothing of it (token, endpoints, settings).
+ *      <=================> CURVE handshake (ZeroMQ): rank r encrypts to
+ *                          rank 0's key, rank 0's ZAP handler admits only
+ *                          the keys of ranks 1..world-1 (all derived from
+ *                          the job secret; proto/auth.c) and names the rank
+ *      <------------------ Register{rank, world, endpoint, host, settings}
  *      collect world-1 registrations (timeout), then check: no duplicate
  *      rank, same world, same settings as rank 0 (else Error naming the
  *      first setting that differs, sent to every rank)
  *      ------------------> Welcome{endpoints, hosts, blob} + job token
  *      ... training: the backends talk among themselves ...
- *      <------------------ Stats + Measurements{rows, spans}   (gather.c)
+ *      <------------------ Stats parts + Measurements   (gather.c)
  *      ------------------> Shutdown (ack: rank r may exit)
  *
+ * Everything after the handshake is encrypted and comes from a connection
+ * whose key proved which rank it is: rank 0 takes a message only when the
+ * rank it claims is the rank its connection proved. A peer without the
+ * secret never finishes the handshake: it reaches nothing of rank 0 but
+ * libzmq's handshake, gets nothing back (not even an error), and costs a
+ * bounded buffer (ZMQ_MAXMSGSIZE is GS_RDV_FRAME_MAX; a connection that
+ * does not finish its handshake in HANDSHAKE_MS is dropped).
+ *
  * The DEALER connects before rank 0 may be listening (ZeroMQ reconnects on
- * its own), so ranks can start in any order within the timeout. */
+ * its own), so ranks can start in any order within the timeout. A refused
+ * handshake (another secret, another world size) makes libzmq give up on
+ * the connection; the rank then dials again until its timeout, and its
+ * error says what the last attempt met. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,25 +38,17 @@
 #include "bench/internal.h"
 #include "proto/wire.h"
 
-#define NONCE_BYTES 32
-/* knocks answered and not yet registered; a flood of knocks evicts the
- * oldest, so a stranger costs rank 0 no memory */
-#define PENDING_MAX 64
-
-typedef struct pending {
-  uint8_t id[256];
-  size_t idlen;
-  uint8_t theirs[NONCE_BYTES], ours[NONCE_BYTES];
-  bool used;
-} pending;
+#define HANDSHAKE_MS 5000   /* a connection that proves nothing in this long is dropped */
+#define RCVHWM 64           /* messages queued per proven rank while rank 0 does not read */
+#define REDIAL_S 0.5        /* a rank dials again this long after a refused handshake */
+#define REFUSALS_SHOWN 5
 
 struct gs_rdv {
-  void *ctx, *sock;
+  void *ctx, *sock, *mon;
+  gs_zap *zap;              /* rank 0 */
   bool router;
   uint64_t job;
-  pending *pend;            /* PENDING_MAX, rank 0 only */
-  unsigned next_pend;
-  unsigned refused;         /* registrations refused, for the first few lines */
+  unsigned refused;         /* messages refused, for the first few lines */
 };
 
 void *gs_rdv_socket(gs_rdv *r) { return r->sock; }
@@ -57,9 +56,10 @@ uint64_t gs_rdv_job_token(const gs_rdv *r) { return r->job; }
 
 static void rdv_free(gs_rdv *r) {
   if (!r) return;
-  free(r->pend);
+  gs_wire_monitor_close(r->sock, r->mon);
   if (r->sock) zmq_close(r->sock);
   if (r->ctx) zmq_ctx_term(r->ctx);
+  gs_zap_join(r->zap);
   free(r);
 }
 
@@ -72,33 +72,44 @@ void gs_rdv_job_free(gs_rdv_job *j) {
   j->hosts = NULL;
 }
 
-static int new_socket(gs_rdv **out, int type, gs_err *e) {
+/* rank 0: world > 0, the rendezvous' ZAP handler for that many ranks */
+static int new_socket(gs_rdv **out, int type, const gs_cred *cred, int rank, int world,
+                      gs_err *e) {
   gs_rdv *r = calloc(1, sizeof *r);
   if (!r) return GS_FAIL(e, GS_ENOMEM, "out of memory");
-  r->ctx = zmq_ctx_new();
-  r->sock = r->ctx ? zmq_socket(r->ctx, type) : NULL;
-  if (!r->sock) {
-    rdv_free(r);
-    return GS_FAIL(e, GS_EIO, "rendezvous: cannot create a ZeroMQ socket: %s",
-                   zmq_strerror(zmq_errno()));
-  }
-  int linger = 2000, mandatory = 1;
-  int64_t maxmsg = (int64_t)(GS_STATS_MAX + GS_HEADER_MAX);
-  zmq_setsockopt(r->sock, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(r->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-  if (type == ZMQ_ROUTER) zmq_setsockopt(r->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
   r->router = type == ZMQ_ROUTER;
-  if (r->router && !(r->pend = calloc(PENDING_MAX, sizeof *r->pend))) {
+  r->ctx = zmq_ctx_new();
+  int rc = r->ctx ? GS_OK : GS_FAIL(e, GS_EIO, "rendezvous: zmq_ctx_new: %s",
+                                    zmq_strerror(zmq_errno()));
+  if (rc == GS_OK && r->router) rc = gs_zap_start(r->ctx, cred, world, "rank 0: rendezvous",
+                                                  &r->zap, e);
+  if (rc == GS_OK && !(r->sock = zmq_socket(r->ctx, type)))
+    rc = GS_FAIL(e, GS_EIO, "rendezvous: cannot create a ZeroMQ socket: %s",
+                 zmq_strerror(zmq_errno()));
+  if (rc == GS_OK) {
+    int linger = 2000, mandatory = 1, hs = HANDSHAKE_MS, hwm = RCVHWM;
+    int64_t maxmsg = GS_RDV_FRAME_MAX;
+    zmq_setsockopt(r->sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(r->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(r->sock, ZMQ_HANDSHAKE_IVL, &hs, sizeof hs);
+    zmq_setsockopt(r->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    if (r->router)
+      zmq_setsockopt(r->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
+    rc = r->router ? gs_cred_rdv_server(r->sock, cred, e) : gs_cred_rdv_client(r->sock, cred,
+                                                                                rank, e);
+  }
+  if (rc < 0) {
     rdv_free(r);
-    return GS_FAIL(e, GS_ENOMEM, "out of memory");
+    return rc;
   }
   *out = r;
   return GS_OK;
 }
 
-int gs_rdv_listen(const char *endpoint, char *bound, size_t cap, gs_rdv **out, gs_err *e) {
+int gs_rdv_listen(const char *endpoint, const gs_cred *cred, int world, char *bound, size_t cap,
+                  gs_rdv **out, gs_err *e) {
   gs_rdv *r = NULL;
-  GS_TRY(new_socket(&r, ZMQ_ROUTER, e));
+  GS_TRY(new_socket(&r, ZMQ_ROUTER, cred, 0, world, e));
   if (zmq_bind(r->sock, endpoint) < 0) {
     int err = zmq_errno();
     rdv_free(r);
@@ -134,6 +145,7 @@ static void first_difference(const char *a, const char *b, char *out, size_t cap
   snprintf(out, cap, "(no difference found)");
 }
 
+/* Only ever to a proven rank's connection. */
 static void send_error_to(gs_rdv *r, zmq_msg_t *id, const char *phase, const char *msg) {
   Gradsync__Envelope env;
   Gradsync__Error er = GRADSYNC__ERROR__INIT;
@@ -148,11 +160,11 @@ static void send_error_to(gs_rdv *r, zmq_msg_t *id, const char *phase, const cha
 
 typedef struct reg {
   zmq_msg_t id;
-  bool used;
+  bool used, welcomed;
   char endpoint[GS_ENDPOINT_MAX];
   char host[GS_HOST_MAX];
   char *settings;
-  int world;
+  int world, pid;
 } reg;
 
 static char *join_settings(Gradsync__Register *rg) {
@@ -186,71 +198,26 @@ uint64_t gs_rdv_new_token(void) {
   return t;
 }
 
-/* ---- proofs ---- */
-
-static void nonce(uint8_t out[NONCE_BYTES]) { randombytes_buf(out, NONCE_BYTES); }
-
-/* what a registration's proof covers: both nonces, the rank and the world */
-static void client_msg(const uint8_t ours[NONCE_BYTES], const uint8_t theirs[NONCE_BYTES],
-                       uint32_t rank, uint32_t world, uint8_t out[2 * NONCE_BYTES + 8]) {
-  memcpy(out, ours, NONCE_BYTES);
-  memcpy(out + NONCE_BYTES, theirs, NONCE_BYTES);
-  memcpy(out + 2 * NONCE_BYTES, &rank, 4);
-  memcpy(out + 2 * NONCE_BYTES + 4, &world, 4);
-}
-
-
-/* Rank 0: a knock gets a challenge (and a pending slot). */
-static void answer_knock(gs_rdv *r, const gs_rdv_me *me, gs_wire_msg *m) {
-  Gradsync__Knock *k = m->env->knock;
-  if (!k || k->nonce.len != NONCE_BYTES || zmq_msg_size(&m->id) > sizeof r->pend->id) return;
-  pending *p = &r->pend[r->next_pend++ % PENDING_MAX];
-  p->used = true;
-  p->idlen = zmq_msg_size(&m->id);
-  memcpy(p->id, zmq_msg_data(&m->id), p->idlen);
-  memcpy(p->theirs, k->nonce.data, NONCE_BYTES);
-  nonce(p->ours);
-  uint8_t both[2 * NONCE_BYTES], proof[GS_KEY_BYTES];
-  memcpy(both, p->theirs, NONCE_BYTES);
-  memcpy(both + NONCE_BYTES, p->ours, NONCE_BYTES);
-  gs_cred_mac(me->cred, "rdv-server", both, sizeof both, proof);
-  Gradsync__Envelope env;
-  Gradsync__Challenge ch = GRADSYNC__CHALLENGE__INIT;
-  ch.nonce.data = p->ours;
-  ch.nonce.len = NONCE_BYTES;
-  ch.proof.data = proof;
-  ch.proof.len = sizeof proof;
-  gs_wire_env(&env, 0, 0);
-  env.body_case = GRADSYNC__ENVELOPE__BODY_CHALLENGE;
-  env.challenge = &ch;
-  gs_wire_send(r->sock, p->id, p->idlen, &env, NULL, 0, NULL, NULL, 1000, NULL, NULL);
-}
-
-/* Rank 0: whether a registration carries a valid proof for the challenge
- * this peer was given (each challenge answers once). */
-static bool proven(gs_rdv *r, const gs_rdv_me *me, gs_wire_msg *m) {
-  size_t idlen = zmq_msg_size(&m->id);
-  Gradsync__Register *rg = m->env->reg;
-  for (int i = 0; i < PENDING_MAX; i++) {
-    pending *p = &r->pend[i];
-    if (!p->used || p->idlen != idlen || memcmp(p->id, zmq_msg_data(&m->id), idlen)) continue;
-    p->used = false;
-    uint8_t msg[2 * NONCE_BYTES + 8];
-    client_msg(p->ours, p->theirs, m->env->rank, rg->world, msg);
-    return gs_cred_verify(me->cred, "rdv-client", msg, sizeof msg, rg->proof.data,
-                          rg->proof.len);
-  }
+bool gs_rdv_proven(gs_rdv *r, const struct gs_wire_msg *m, const char *phase) {
+  if (m->proven >= 1 && (uint32_t)m->proven == m->env->rank) return true;
+  if (r->refused++ < REFUSALS_SHOWN)
+    fprintf(stderr, "rank 0: %s: ignored a %s message claiming rank %u from %s, whose "
+            "connection proved %s%d%s\n", phase, gs_wire_kind(m->env), m->env->rank,
+            m->peer[0] ? m->peer : "an unknown address", m->proven < 0 ? "no rank (" : "rank ",
+            m->proven, m->proven < 0 ? ")" : "");
   return false;
 }
 
-static void refuse(gs_rdv *r, gs_wire_msg *m) {
-  const char *addr = m->peer[0] ? m->peer : "an unknown address";
-  if (r->refused++ < 5)
-    fprintf(stderr, "rank 0: rendezvous: refused a registration from %s claiming rank %u: it "
-            "does not prove it holds this job's secret (a stranger, or GS_JOB_SECRET differs "
-            "on that node)%s\n", addr, m->env->rank,
-            r->refused == 5 ? "; further refusals are not shown" : "");
-  send_error_to(r, &m->id, "rendezvous", "refused: no valid proof of the job secret");
+/* The same process registering again (its first handshake was refused,
+ * so it dialled again): the same registration, word for word. */
+static bool same_process(const reg *x, Gradsync__Register *rg) {
+  char *settings = join_settings(rg);
+  bool same = x->pid == rg->pid && x->world == (int)rg->world &&
+              !strcmp(x->host, rg->host ? rg->host : "") &&
+              !strcmp(x->endpoint, rg->endpoint ? rg->endpoint : "") && settings &&
+              x->settings && !strcmp(settings, x->settings);
+  free(settings);
+  return same;
 }
 
 int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob,
@@ -267,6 +234,7 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob
   double deadline = gs_now() + timeout_ms / 1000.0;
   char why[768] = "";
 
+again:
   while (have < world && rc == GS_OK) {
     int left = (int)((deadline - gs_now()) * 1000.0);
     if (left <= 0) {
@@ -276,8 +244,8 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob
         if (!regs[i].used) off += (size_t)snprintf(missing + off, sizeof missing - off, "%s%d",
                                                    off ? ", " : "", i);
       snprintf(why, sizeof why, "rendezvous: %d of %d ranks registered in %.0f s; missing "
-               "rank(s) %s (did they start, with the same MASTER_ADDR/MASTER_PORT?)", have,
-               world, timeout_ms / 1000.0, missing);
+               "rank(s) %s (did they start, with the same MASTER_ADDR/MASTER_PORT, WORLD_SIZE "
+               "and job secret?)", have, world, timeout_ms / 1000.0, missing);
       rc = GS_FAIL(e, GS_ETIMEOUT, "%s", why);
       break;
     }
@@ -286,30 +254,29 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob
     int got = gs_wire_recv(r->sock, true, left, 0, 0, &m, &me2);
     if (got == GS_ETIMEOUT) { gs_wire_msg_close(&m); continue; }
     if (got == GS_EINTR) { gs_wire_msg_close(&m); rc = GS_FAIL(e, GS_EINTR, "rendezvous interrupted"); break; }
-    if (got == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_KNOCK) {
-      answer_knock(r, me, &m);
-      gs_wire_msg_close(&m);
-      continue;
-    }
-    if (got == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_REG && !proven(r, me, &m)) {
-      refuse(r, &m);
-      gs_wire_msg_close(&m);
-      continue;
-    }
-    if (got < 0 || m.env->body_case != GRADSYNC__ENVELOPE__BODY_REG) {
-      if (r->refused++ < 5)
-        fprintf(stderr, "rank 0: rendezvous: ignored a stray message: %s\n",
-                got < 0 ? me2.msg : gs_wire_kind(m.env));
+    if (got < 0 || !gs_rdv_proven(r, &m, "rendezvous") ||
+        m.env->body_case != GRADSYNC__ENVELOPE__BODY_REG) {
+      if (got < 0 && r->refused++ < REFUSALS_SHOWN)
+        fprintf(stderr, "rank 0: rendezvous: ignored a bad message from rank %d: %s\n",
+                m.proven, me2.msg);
+      else if (got == GS_OK && m.proven >= 1 && (uint32_t)m.proven == m.env->rank &&
+               r->refused++ < REFUSALS_SHOWN)
+        fprintf(stderr, "rank 0: rendezvous: ignored a %s message from rank %d (a "
+                "registration was expected)\n", gs_wire_kind(m.env), m.proven);
       gs_wire_msg_close(&m);
       continue;
     }
     Gradsync__Register *rg = m.env->reg;
     unsigned rk = m.env->rank;
     char msg[768] = "";
-    if (rk == 0 || rk >= (unsigned)world)
-      snprintf(msg, sizeof msg, "rank %u registered, but this job's ranks are 0..%d "
-               "(WORLD_SIZE=%d on rank 0)", rk, world - 1, world);
-    else if (regs[rk].used)
+    if (regs[rk].used && same_process(&regs[rk], rg)) { /* dialled again: its new connection */
+      zmq_msg_close(&regs[rk].id);
+      zmq_msg_init(&regs[rk].id);
+      zmq_msg_copy(&regs[rk].id, &m.id);
+      gs_wire_msg_close(&m);
+      continue;
+    }
+    if (regs[rk].used)
       snprintf(msg, sizeof msg, "rank %u registered twice (two processes with RANK=%u); give "
                "each process of the job its own rank", rk, rk);
     else if ((int)rg->world != world)
@@ -335,6 +302,7 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob
     snprintf(x->host, sizeof x->host, "%s", rg->host ? rg->host : "");
     x->settings = join_settings(rg);
     x->world = (int)rg->world;
+    x->pid = rg->pid;
     gs_wire_msg_close(&m);
     have++;
     if (x->settings && strcmp(x->settings, me->settings)) {
@@ -372,13 +340,29 @@ int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob
     gs_wire_env(&env, job->job, 0);
     env.body_case = GRADSYNC__ENVELOPE__BODY_WELCOME;
     env.welcome = &w;
+    int lost = 0;
     for (int i = 1; i < world && rc == GS_OK; i++) {
+      if (regs[i].welcomed) continue;
       rc = gs_wire_send(r->sock, zmq_msg_data(&regs[i].id), zmq_msg_size(&regs[i].id), &env,
                         NULL, 0, NULL, NULL, timeout_ms, NULL, e);
-      if (rc < 0) gs_err_prefix(e, "rank 0: rendezvous: welcoming rank %d: ", i);
+      if (rc == GS_EPEER) { /* its connection is gone: it dials again and registers anew */
+        gs_err_clear(e);
+        rc = GS_OK;
+        zmq_msg_close(&regs[i].id);
+        free(regs[i].settings);
+        regs[i].settings = NULL;
+        regs[i].used = false;
+        have--;
+        lost++;
+      } else if (rc < 0) {
+        gs_err_prefix(e, "rank 0: rendezvous: welcoming rank %d: ", i);
+      } else {
+        regs[i].welcomed = true;
+      }
     }
     free(eps);
     free(hosts);
+    if (lost && rc == GS_OK) goto again;
   } else {
     for (int i = 1; i < world; i++)
       if (regs[i].used) send_error_to(r, &regs[i].id, "rendezvous", why);
@@ -431,76 +415,10 @@ static bool welcome_strings_fit(const Gradsync__Welcome *w) {
   return true;
 }
 
-/* Rank r: knock, check rank 0's proof, and make this rank's. */
-static int knock(gs_rdv *r, const char *master, const gs_rdv_me *me, int timeout_ms,
-                 uint8_t proof[GS_KEY_BYTES], gs_err *e) {
-  uint8_t ours[NONCE_BYTES];
-  nonce(ours);
-  Gradsync__Envelope env;
-  Gradsync__Knock k = GRADSYNC__KNOCK__INIT;
-  k.nonce.data = ours;
-  k.nonce.len = NONCE_BYTES;
-  gs_wire_env(&env, 0, (uint32_t)me->rank);
-  env.body_case = GRADSYNC__ENVELOPE__BODY_KNOCK;
-  env.knock = &k;
-  GS_TRY(gs_wire_send(r->sock, NULL, 0, &env, NULL, 0, NULL, NULL, timeout_ms, NULL, e));
-  gs_wire_msg m;
-  int rc = gs_wire_recv(r->sock, false, timeout_ms, 0, 0, &m, e);
-  if (rc == GS_ETIMEOUT) {
-    gs_err_clear(e);
-    rc = GS_FAIL(e, GS_ETIMEOUT, "rank %d: no answer from rank 0 at %s in %.0f s (is rank 0 "
-                 "running there, with the same MASTER_ADDR/MASTER_PORT?)", me->rank, master,
-                 timeout_ms / 1000.0);
-  } else if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
-    rc = GS_FAIL(e, GS_EMISMATCH, "rank %d: rank 0 refused this job: %s", me->rank,
-                 m.env->error->message);
-  } else if (rc == GS_OK && m.env->body_case != GRADSYNC__ENVELOPE__BODY_CHALLENGE) {
-    rc = GS_FAIL(e, GS_EPROTO, "rank %d: expected a challenge from rank 0 at %s, got a %s "
-                 "message", me->rank, master, gs_wire_kind(m.env));
-  } else if (rc == GS_OK) {
-    Gradsync__Challenge *ch = m.env->challenge;
-    uint8_t both[2 * NONCE_BYTES];
-    memcpy(both, ours, NONCE_BYTES);
-    if (ch->nonce.len == NONCE_BYTES) memcpy(both + NONCE_BYTES, ch->nonce.data, NONCE_BYTES);
-    if (ch->nonce.len != NONCE_BYTES ||
-        !gs_cred_verify(me->cred, "rdv-server", both, sizeof both, ch->proof.data,
-                        ch->proof.len)) {
-      rc = GS_FAIL(e, GS_EPROTO, "rank %d: the process at %s does not prove it holds this "
-                   "job's secret: it is not this job's rank 0, or GS_JOB_SECRET (or "
-                   "--secret-file) differs between the nodes", me->rank, master);
-    } else {
-      uint8_t msg[2 * NONCE_BYTES + 8];
-      client_msg(ch->nonce.data, ours, (uint32_t)me->rank, (uint32_t)me->world, msg);
-      gs_cred_mac(me->cred, "rdv-client", msg, sizeof msg, proof);
-    }
-  } else {
-    gs_err_prefix(e, "rank %d: rendezvous with rank 0 at %s: ", me->rank, master);
-  }
-  gs_wire_msg_close(&m);
-  return rc;
-}
-
-int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv **out,
-                gs_rdv_job *job, gs_err *e) {
-  gs_rdv *r = NULL;
-  GS_TRY(new_socket(&r, ZMQ_DEALER, e));
-  if (zmq_connect(r->sock, master) < 0) {
-    int err = zmq_errno();
-    rdv_free(r);
-    return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank 0 at %s: %s (check "
-                   "MASTER_ADDR / MASTER_PORT)", me->rank, master, zmq_strerror(err));
-  }
-  uint8_t proof[GS_KEY_BYTES];
-  int rc = knock(r, master, me, timeout_ms, proof, e);
-  if (rc < 0) {
-    rdv_free(r);
-    return rc;
-  }
+static int send_register(gs_rdv *r, const gs_rdv_me *me, int timeout_ms, gs_err *e) {
   Gradsync__Envelope env;
   Gradsync__Register rg = GRADSYNC__REGISTER__INIT;
   char *store = NULL;
-  rg.proof.data = proof;
-  rg.proof.len = sizeof proof;
   rg.world = (uint32_t)me->world;
   rg.local_rank = (uint32_t)me->local_rank;
   rg.host = (char *)me->host;
@@ -510,25 +428,103 @@ int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv 
   gs_wire_env(&env, 0, (uint32_t)me->rank);
   env.body_case = GRADSYNC__ENVELOPE__BODY_REG;
   env.reg = &rg;
-  rc = rg.settings ? gs_wire_send(r->sock, NULL, 0, &env, NULL, 0, NULL, NULL, timeout_ms,
+  int rc = rg.settings ? gs_wire_send(r->sock, NULL, 0, &env, NULL, 0, NULL, NULL, timeout_ms,
                                       NULL, e)
                        : GS_FAIL(e, GS_ENOMEM, "out of memory");
-  if (rg.settings) free(rg.settings[0]);
+  free(rg.settings ? rg.settings[0] : NULL);
   free(rg.settings);
   free(store);
+  return rc;
+}
+
+/* What a refused handshake says about rank 0's side. */
+static const char *refusal(uint16_t id, uint32_t status) {
+  if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+    return status == 400 ? "rank 0 refused this rank's key: it is no rank of rank 0's job (its "
+                           "WORLD_SIZE differs, or GS_JOB_SECRET / --secret-file differs)"
+                         : "rank 0's connection check failed";
+  return "the handshake failed: the process there does not hold this job's secret (it is not "
+         "this job's rank 0, or GS_JOB_SECRET / --secret-file differs between the ranks)";
+}
+
+#define CLOSED_IN_HANDSHAKE "the process there closed every connection during the handshake: " \
+  "it does not hold this job's secret (it is not this job's rank 0, or GS_JOB_SECRET / " \
+  "--secret-file differs between the ranks)"
+
+/* Wait for rank 0's answer to the registration, dialling again after a
+ * refused handshake (libzmq gives such a connection up). The registration
+ * goes again over every connection after the first, since rank 0 may have
+ * lost the one it came by (it takes the same registration twice as one). */
+static int await_welcome(gs_rdv *r, const char *master, const gs_rdv_me *me, int timeout_ms,
+                         gs_wire_msg *m, gs_err *e) {
+  double deadline = gs_now() + timeout_ms / 1000.0, redial_at = 0;
+  const char *last = NULL;
+  bool handshaking = false, queued = true; /* the first registration waits in the pipe */
+  memset(m, 0, sizeof *m);
+  for (;;) {
+    uint16_t id;
+    uint32_t value;
+    while (gs_wire_monitor_event(r->mon, &id, &value)) {
+      if (id == ZMQ_EVENT_CONNECTED) handshaking = true;
+      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        handshaking = false;
+        redial_at = 0;
+        if (!queued) GS_TRY(send_register(r, me, timeout_ms, e));
+        queued = false;
+      }
+      if (id == ZMQ_EVENT_DISCONNECTED && handshaking) last = CLOSED_IN_HANDSHAKE;
+      if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+          id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+        handshaking = false;
+        last = refusal(id, value);
+        if (!redial_at) redial_at = gs_now() + REDIAL_S;
+      }
+    }
+    if (redial_at && gs_now() >= redial_at) {
+      redial_at = 0;
+      queued = false; /* dropped with the old connection's pipe */
+      zmq_disconnect(r->sock, master);
+      if (zmq_connect(r->sock, master) < 0)
+        return GS_FAIL(e, GS_EIO, "rank %d: connecting to rank 0 at %s again: %s", me->rank,
+                       master, zmq_strerror(zmq_errno()));
+    }
+    double left = deadline - gs_now();
+    if (left <= 0) break;
+    int slice = left > 0.1 ? 100 : (int)(left * 1000) + 1;
+    int rc = gs_wire_recv(r->sock, false, slice, 0, 0, m, e);
+    if (rc != GS_ETIMEOUT) return rc;
+    gs_wire_msg_close(m);
+    gs_err_clear(e);
+  }
+  return GS_FAIL(e, GS_ETIMEOUT, "rank %d: no welcome from rank 0 at %s in %.0f s (%s)",
+                 me->rank, master, timeout_ms / 1000.0,
+                 last ? last : "is rank 0 running there, with the same MASTER_ADDR/MASTER_PORT, "
+                               "and have all ranks started?");
+}
+
+int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv **out,
+                gs_rdv_job *job, gs_err *e) {
+  gs_rdv *r = NULL;
+  GS_TRY(new_socket(&r, ZMQ_DEALER, me->cred, me->rank, 0, e));
+  r->mon = gs_wire_monitor(r->ctx, r->sock, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
+                                                ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                                                ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
+  if (zmq_connect(r->sock, master) < 0) {
+    int err = zmq_errno();
+    rdv_free(r);
+    return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank 0 at %s: %s (check "
+                   "MASTER_ADDR / MASTER_PORT)", me->rank, master, zmq_strerror(err));
+  }
+  int rc = send_register(r, me, timeout_ms, e);
   if (rc < 0) {
     rdv_free(r);
     return rc;
   }
-
   gs_wire_msg m;
-  rc = gs_wire_recv(r->sock, false, timeout_ms, 0, 0, &m, e);
-  if (rc == GS_ETIMEOUT) {
-    gs_err_clear(e);
-    rc = GS_FAIL(e, GS_ETIMEOUT, "rank %d: no welcome from rank 0 at %s in %.0f s (is rank 0 "
-                 "running, and have all %d ranks started?)", me->rank, master,
-                 timeout_ms / 1000.0, me->world);
-  } else if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
+  rc = await_welcome(r, master, me, timeout_ms, &m, e);
+  if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR) {
     rc = GS_FAIL(e, GS_EMISMATCH, "rank %d: rank 0 refused this job: %s", me->rank,
                  m.env->error->message);
   } else if (rc == GS_OK && m.env->body_case != GRADSYNC__ENVELOPE__BODY_WELCOME) {
@@ -537,7 +533,7 @@ int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv 
   } else if (rc == GS_OK) {
     Gradsync__Welcome *w = m.env->welcome;
     if ((int)w->world != me->world || w->n_endpoints != w->world || w->n_hosts != w->world ||
-        w->bootstrap.len > GS_BOOTSTRAP_MAX || !welcome_strings_fit(w)) {
+        w->bootstrap.len > GS_BOOTSTRAP_MAX || !welcome_strings_fit(w) || !m.env->job) {
       rc = GS_FAIL(e, GS_EPROTO, "rank %d: a malformed welcome from rank 0", me->rank);
     } else if (fill_job(job, me->world)) {
       rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
@@ -552,7 +548,7 @@ int gs_rdv_join(const char *master, const gs_rdv_me *me, int timeout_ms, gs_rdv 
       job->local_world = count_local(job, me->host);
       r->job = job->job;
     }
-  } else {
+  } else if (rc != GS_ETIMEOUT && rc != GS_EINTR) {
     gs_err_prefix(e, "rank %d: rendezvous with rank 0 at %s: ", me->rank, master);
   }
   gs_wire_msg_close(&m);

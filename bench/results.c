@@ -11,7 +11,12 @@
  *   runs/<id>/trace.json  the run's Chrome trace: one process per rank,
  *                         one track per thread;
  *   runs/<id>/timeline.json  a few of its steps rank by rank, which the
- *                         report draws as timeline-<id>.svg (charts_ranks.c). */
+ *                         report draws as timeline-<id>.svg (charts_ranks.c).
+ * A results directory may be shared: nothing here follows a link planted
+ * in it. Files are made afresh (O_EXCL | O_NOFOLLOW) or by the atomic
+ * writer (a fresh temporary file, renamed over the name: a link of that
+ * name is replaced, never followed); directories below it must be real
+ * ones; steps.csv, which ranks append to, must be the one the run made. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -39,13 +44,51 @@ int gs_mkdirs(const char *path, gs_err *e) {
   return GS_OK;
 }
 
+int gs_mkdir_below(const char *dir, const char *sub, gs_err *e) {
+  char path[4200];
+  int n = snprintf(path, sizeof path, "%s/%s", dir, sub);
+  if (n < 0 || (size_t)n >= sizeof path) return GS_FAIL(e, GS_EINVAL, "%s/%s: too long", dir, sub);
+  for (char *p = path + strlen(dir) + 1;; p++) {
+    bool end = !*p;
+    if (!end && *p != '/') continue;
+    *p = 0;
+    struct stat st;
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+      return GS_FAIL(e, GS_EIO, "cannot create directory %s: %s", path, strerror(errno));
+    if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+      return GS_FAIL(e, GS_EINVAL, "%s is not a directory (a link?): the results of a run go "
+                     "only into directories of their own; move it away", path);
+    if (end) break;
+    *p = '/';
+  }
+  return GS_OK;
+}
+
 bool gs_holds_run(const char *dir) {
   char path[4200];
   struct stat st;
+  /* lstat: a link of either name counts too (it may point anywhere) */
   snprintf(path, sizeof path, "%s/steps.csv", dir);
-  if (stat(path, &st) == 0) return true;
+  if (lstat(path, &st) == 0) return true;
   snprintf(path, sizeof path, "%s/report.json", dir);
-  return stat(path, &st) == 0;
+  return lstat(path, &st) == 0;
+}
+
+int gs_csv_open(const char *dir, gs_err *e) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/steps.csv", dir);
+  int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0)
+    return GS_FAIL(e, GS_EIO, "cannot append to %s: %s%s", path, strerror(errno),
+                   errno == ELOOP ? " (a link took its place)" : "");
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+      st.st_uid != geteuid()) {
+    close(fd);
+    return GS_FAIL(e, GS_EIO, "%s is not the file this run made (another owner, or a link to "
+                   "another file took its place): not writing to it", path);
+  }
+  return fd;
 }
 
 /* The directory's entry of a rename is durable only once the directory is
@@ -166,23 +209,14 @@ int gs_csv_row(char *buf, size_t cap, const gs_run_info *c, const gs_step_row *r
   return n < cap && n <= INT_MAX ? (int)n : -1; /* -1: truncated */
 }
 
-void gs_csv_header_once(const char *dir) {
-  char path[4096];
-  gs_mkdirs(dir, NULL);
-  snprintf(path, sizeof path, "%s/steps.csv", dir);
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return; /* exists: someone wrote it */
-  const char *h = CSV_HEADER + 1;
-  ssize_t n = write(fd, h, strlen(h));
-  (void)n;
-  close(fd);
-}
-
 int gs_csv_start(const char *dir, gs_err *e) {
-  char path[4096];
+  char path[4200];
   GS_TRY(gs_mkdirs(dir, e));
   snprintf(path, sizeof path, "%s/steps.csv", dir);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST)
+    return GS_FAIL(e, GS_EINVAL, "%s exists already: --out %s holds an earlier run (or a link "
+                   "of that name); give a new directory, or move the old run away", path, dir);
   const char *h = CSV_HEADER + 1;
   size_t n = strlen(h);
   if (fd < 0 || write(fd, h, n) != (ssize_t)n) {
@@ -278,9 +312,10 @@ static json_t *trace_json(const gs_run_info *info, const gs_rank_result *ranks) 
 
 int gs_results_write_run(const char *dir, const gs_summary *s, const gs_run_info *info,
                          const gs_rank_result *ranks, gs_err *e) {
-  char sub[4096], path[4200];
+  char sub[4096], path[4200], below[600];
+  snprintf(below, sizeof below, "runs/%s", s->id);
+  GS_TRY(gs_mkdir_below(dir, below, e));
   snprintf(sub, sizeof sub, "%s/runs/%s", dir, s->id);
-  GS_TRY(gs_mkdirs(sub, e));
   json_t *run = gs_summary_json(s, e);
   if (!run) return e->code ? e->code : GS_ENOMEM;
   snprintf(path, sizeof path, "%s/run.json", sub);

@@ -14,15 +14,19 @@
 
 #include "bench/summary.h"
 
-/* steps.csv: the header, written if dir/steps.csv does not exist yet, and
- * one formatted row of a run (returns its length, -1 when cap is short). */
-void gs_csv_header_once(const char *dir);
+/* steps.csv: one formatted row of a run (returns its length, -1 when cap
+ * is short). */
 int gs_csv_row(char *buf, size_t cap, const gs_run_info *run, const gs_step_row *row,
                uint64_t param_hash);
-/* A job that another launcher started: rank 0 begins dir/steps.csv afresh
- * (header only; returns the open descriptor for its own rows as they go),
- * and at the end replaces it atomically with every rank's gathered rows. */
+/* dir/steps.csv made afresh with its header (O_EXCL | O_NOFOLLOW: an
+ * earlier run's, or a link of that name, is an error saying so); returns
+ * the open descriptor for rows as they go. Our launcher's sweep makes it
+ * once; a job that another launcher started, on rank 0, and at the end
+ * replaces it atomically with every rank's gathered rows. */
 int gs_csv_start(const char *dir, gs_err *e);
+/* A rank of our launcher's: dir/steps.csv to append to, only when it is
+ * still the regular file of this user that the sweep made (not a link). */
+int gs_csv_open(const char *dir, gs_err *e);
 int gs_results_write_steps(const char *dir, const gs_run_info *info,
                            const gs_rank_result *ranks, gs_err *e);
 
@@ -39,7 +43,10 @@ int gs_write_atomic(const char *path, const void *data, size_t len, gs_err *e);
 int gs_json_write_atomic(const char *path, json_t *j, gs_err *e);
 /* mkdir -p */
 int gs_mkdirs(const char *path, gs_err *e);
-/* Whether dir holds a run already (steps.csv or report.json). */
+/* mkdir -p of dir/sub, every level below dir a directory, not a link. */
+int gs_mkdir_below(const char *dir, const char *sub, gs_err *e);
+/* Whether dir holds a run already (steps.csv or report.json, or a link of
+ * either name). */
 bool gs_holds_run(const char *dir);
 
 #endif

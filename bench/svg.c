@@ -28,6 +28,25 @@ void gs_svg_put(gs_svg *b, const char *fmt, ...) {
   }
 }
 
+const char *gs_svg_esc(const char *s, char *buf, size_t cap) {
+  size_t n = 0;
+  if (!cap) return "";
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    const char *rep = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
+                      : c == '"' ? "&quot;" : c == '\'' ? "&#39;" : c < 0x20 || c == 0x7f ? "?"
+                      : NULL;
+    char one[2] = {(char)c, 0};
+    if (!rep) rep = one;
+    size_t k = strlen(rep);
+    if (n + k >= cap) break;
+    memcpy(buf + n, rep, k);
+    n += k;
+  }
+  buf[n] = 0;
+  return buf;
+}
+
 const char *const gs_svg_part_names[5] = {"compute (fwd+bwd)", "exposed communication",
                                           "reduction", "optimizer", "idle"};
 const char *const gs_svg_part_colors[5] = {"#4c78a8", "#e45756", "#f58518", "#54a24b",
@@ -44,6 +63,8 @@ const char *gs_svg_mode_color(const char *mode) {
 }
 
 void gs_svg_header(gs_svg *b, int w, int h, const char *title) {
+  char t[1024];
+  title = gs_svg_esc(title, t, sizeof t);
   gs_svg_put(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                 "viewBox=\"0 0 %d %d\" font-family=\"Helvetica, Arial, sans-serif\" "
@@ -53,6 +74,8 @@ void gs_svg_header(gs_svg *b, int w, int h, const char *title) {
 }
 
 double gs_svg_y_axis(gs_svg *b, int x0, int y0, int x1, int y1, double ymax, const char *label) {
+  char l[512];
+  label = gs_svg_esc(label, l, sizeof l);
   double step = gs_svg_nice_step(ymax > 0 ? ymax : 1, 5);
   double top = ceil((ymax > 0 ? ymax : 1) / step) * step;
   for (double v = 0; v <= top * 1.0001; v += step) {
@@ -73,6 +96,8 @@ double gs_svg_y_axis(gs_svg *b, int x0, int y0, int x1, int y1, double ymax, con
 void gs_svg_log2_x_axis(gs_svg *b, int x0, int y0, int x1, int y1, double lo, double hi,
                         gs_svg_tick_fn fmt_tick, const char *label, double *l2lo,
                         double *span) {
+  char l[512];
+  label = gs_svg_esc(label, l, sizeof l);
   double a = floor(log2(lo > 0 ? lo : 1)), z = ceil(log2(hi > lo ? hi : lo * 2));
   if (z <= a) z = a + 1;
   /* a tick every power of two, or every few when there are too many */
@@ -93,6 +118,8 @@ void gs_svg_log2_x_axis(gs_svg *b, int x0, int y0, int x1, int y1, double lo, do
 }
 
 void gs_svg_legend(gs_svg *b, int x, int y, const char *color, const char *text) {
+  char t[512];
+  text = gs_svg_esc(text, t, sizeof t);
   gs_svg_put(b, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" "
                 "y=\"%d\">%s</text>\n", x, y, color, x + 18, y + 10, text);
 }

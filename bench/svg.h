@@ -14,6 +14,10 @@ typedef struct gs_svg {
 } gs_svg;
 
 void gs_svg_put(gs_svg *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s as SVG (XML) text or attribute: & < > " ' as entities, control bytes
+ * as '?', cut to fit cap; returns buf. Every string a rank or a file gave
+ * goes through it (the functions below escape their text themselves). */
+const char *gs_svg_esc(const char *s, char *buf, size_t cap);
 /* the XML prologue, the white page and the chart's title */
 void gs_svg_header(gs_svg *b, int w, int h, const char *title);
 /* grid, ticks and the y axis from 0 to ymax (rounded up to a nice tick,

@@ -256,7 +256,14 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
     fprintf(stderr, "bench: %s\n", e.msg);
     return 1;
   }
-  if (!o->collective) gs_csv_header_once(o->out);
+  if (!o->collective) {
+    int fd = gs_csv_start(o->out, &e);
+    if (fd < 0) {
+      fprintf(stderr, "bench: %s\n", e.msg);
+      return 1;
+    }
+    close(fd);
+  }
   gs_bench_signals();
   const char *isa = "unknown";
   gs_isa_select(&isa, NULL);

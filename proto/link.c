@@ -28,6 +28,7 @@ struct gs_link {
   gs_link_cfg c;
   char host[256];
   void *ctx, *pull, *push, *mon;
+  gs_dial *dial;             /* the push socket's connection to the right */
   gs_zap *zap;
   bool told_right;           /* the right neighbour has been told why we stop */
   int errors_sent;
@@ -91,7 +92,7 @@ int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_
   zmq_ctx_set(l->ctx, ZMQ_IO_THREADS, c->io_threads > 0 ? c->io_threads : 1);
   char who[64];
   snprintf(who, sizeof who, "rank %d: ring", c->rank);
-  if ((rc = gs_zap_start(l->ctx, &c->cred, who, &l->zap, e)) < 0) goto out;
+  if ((rc = gs_zap_start(l->ctx, &c->cred, 0, who, &l->zap, e)) < 0) goto out;
   l->pull = zmq_socket(l->ctx, ZMQ_PULL);
   if (!l->pull) {
     rc = GS_FAIL(e, GS_EIO, "rank %d: zmq_socket: %s", c->rank, zmq_strerror(errno));
@@ -112,8 +113,7 @@ int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_
   int64_t maxmsg = (int64_t)(c->max_payload > GS_HEADER_MAX ? c->max_payload : GS_HEADER_MAX) + 64;
   zmq_setsockopt(l->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
   char ep[GS_ENDPOINT_MAX];
-  rc = gs_cred_server(l->pull, &c->cred, e);
-  if (rc == GS_OK) rc = gs_wire_bind_any(l->pull, l->host, ep, sizeof ep, e);
+  rc = gs_cred_bind(l->pull, &c->cred, l->host, ep, e);
   if (rc < 0) {
     gs_err_prefix(e, "rank %d: ring: ", c->rank);
     goto out;
@@ -150,14 +150,14 @@ int gs_link_connect(gs_link *l, const char *right, gs_err *e) {
     zmq_setsockopt(l->push, ZMQ_RCVBUF, &l->c.sockbuf, sizeof l->c.sockbuf);
   }
   zmq_setsockopt(l->push, ZMQ_SNDTIMEO, &l->c.timeout_ms, sizeof l->c.timeout_ms);
-  GS_TRY(gs_cred_client(l->push, &l->c.cred, e));
-  GS_TRY(gs_resend_open(l->ctx, l->push, l->c.rank, l->c.right, "right", !l->c.no_resend,
+  int rc = gs_dial_open(l->ctx, l->push, &l->c.cred, right, &l->dial, e);
+  if (rc < 0) {
+    gs_err_prefix(e, "rank %d: connecting to rank %d (right): ", l->c.rank, l->c.right);
+    return rc;
+  }
+  GS_TRY(gs_resend_open(l->dial, l->push, l->c.rank, l->c.right, "right", !l->c.no_resend,
                         &l->out, e));
-  GS_TRY(gs_link_follow(l, l->out, e));
-  if (zmq_connect(l->push, right) < 0)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: cannot connect to rank %d (right) at '%s': %s",
-                   l->c.rank, l->c.right, right, zmq_strerror(errno));
-  return GS_OK;
+  return gs_link_follow(l, l->out, e);
 }
 
 void gs_link_close(gs_link *l, bool abort) {
@@ -168,6 +168,7 @@ void gs_link_close(gs_link *l, bool abort) {
   }
   gs_wire_msg_close(&l->last);
   gs_resend_close(l->out);
+  gs_dial_close(l->dial);
   free(l->watch);
   gs_wire_monitor_close(l->pull, l->mon);
   if (l->pull) zmq_close(l->pull);

@@ -2,10 +2,10 @@
  * kept to send again when the connection drops and comes back (wire.h,
  * gs_resend).
  *
- * ZeroMQ reconnects a PUSH socket that connects, and what still waits in
- * its queue goes out on the new connection; but the frames already handed
- * to the dropped TCP connection (both kernels' buffers, a half-read
- * message) are gone. So each message carries a number (Envelope.seq), the
+ * A PUSH socket's dial (dial.c) connects again after a drop, but the
+ * frames already handed to the dropped TCP connection (both kernels'
+ * buffers, a half-read message) are gone, and so is what waited in the
+ * queue of a connection that is dialled afresh. So each message carries a number (Envelope.seq), the
  * sender keeps a copy of each until its caller knows the receiver had it
  * (gs_resend_forget), and after a reconnect it sends every kept one again,
  * in order. The receiver takes each number once and in order
@@ -49,13 +49,13 @@ typedef struct spare {
 } spare;
 
 struct gs_resend {
-  void *sock, *mon;
+  void *sock;
+  gs_dial *dial;             /* whose gs_dial_back says the connection came back */
   int rank, peer;
   const char *role;          /* "right", "mesh" */
   uint64_t seq;              /* the last number given */
   uint64_t begin;            /* gs_resend_begin's mark */
   bool enabled, keep, settle;
-  bool dropped;
   kept *k;                   /* a FIFO: k[(head + i) % cap], i < n */
   size_t head, n, cap;
   spare *pool;
@@ -63,7 +63,7 @@ struct gs_resend {
   double checked_at;
 };
 
-int gs_resend_open(void *ctx, void *push, int rank, int peer, const char *role, bool keep,
+int gs_resend_open(gs_dial *dial, void *push, int rank, int peer, const char *role, bool keep,
                    gs_resend **out, gs_err *e) {
   gs_resend *s = calloc(1, sizeof *s);
   if (!s) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the resend log", rank);
@@ -72,9 +72,9 @@ int gs_resend_open(void *ctx, void *push, int rank, int peer, const char *role, 
   s->peer = peer;
   s->role = role;
   s->enabled = s->keep = keep;
-  /* without a monitor nothing is resent: a reset then stops the job, as
-   * it would without this log */
-  s->mon = gs_wire_monitor(ctx, push, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
+  /* without a watched dial nothing is resent: a reset then stops the job,
+   * as it would without this log */
+  s->dial = gs_dial_watched(dial) ? dial : NULL;
   *out = s;
   return GS_OK;
 }
@@ -117,7 +117,6 @@ void gs_resend_close(gs_resend *s) {
   if (!s) return;
   for (size_t i = 0; i < s->n; i++) drop_kept(s, &s->k[(s->head + i) % s->cap]);
   for (size_t i = 0; i < s->npool; i++) free(s->pool[i].p);
-  gs_wire_monitor_close(s->sock, s->mon);
   free(s->pool);
   free(s->k);
   free(s);
@@ -129,7 +128,7 @@ uint64_t gs_resend_last(const gs_resend *s) { return s ? s->seq : 0; }
 
 int gs_resend_keep(gs_resend *s, uint64_t seq, const void *hdr, size_t hlen, const void *data,
                    size_t bytes, zmq_msg_t *fwd, bool borrow, gs_err *e) {
-  if (!s || !s->keep || !s->mon) return GS_OK;
+  if (!s || !s->keep || !s->dial) return GS_OK;
   if (s->n == s->cap) {
     size_t nc = s->cap ? 2 * s->cap : 64;
     kept *nk = calloc(nc, sizeof *nk);
@@ -223,11 +222,11 @@ static int send_again(gs_resend *s, gs_err *e) {
 }
 
 int gs_resend_check(gs_resend *s, bool now, gs_err *e) {
-  if (!s || !s->mon) return GS_OK;
+  if (!s || !s->dial) return GS_OK;
   double t = gs_now();
   if (!now && t - s->checked_at < CHECK_EVERY_S) return GS_OK;
   s->checked_at = t;
-  return gs_wire_monitor_back(s->mon, &s->dropped) ? send_again(s, e) : GS_OK;
+  return gs_dial_back(s->dial) ? send_again(s, e) : GS_OK;
 }
 
 int gs_resend_fresh(gs_seq_in *in, uint64_t seq, int rank, int from, const char *role) {

@@ -26,8 +26,6 @@ const char *gs_wire_kind(const Gradsync__Envelope *env) {
   case GRADSYNC__ENVELOPE__BODY_ERROR: return "error";
   case GRADSYNC__ENVELOPE__BODY_SHUTDOWN: return "shutdown";
   case GRADSYNC__ENVELOPE__BODY_RING_HELLO: return "ring hello";
-  case GRADSYNC__ENVELOPE__BODY_KNOCK: return "knock";
-  case GRADSYNC__ENVELOPE__BODY_CHALLENGE: return "challenge";
   default: return "empty";
   }
 }
@@ -231,6 +229,7 @@ int gs_wire_read(void *sock, bool router, uint64_t job, size_t max_payload,
                  ProtobufCAllocator *alloc, gs_wire_msg *m, gs_err *e) {
   memset(m, 0, sizeof *m);
   m->alloc = alloc;
+  m->proven = -1;
   if (router) {
     zmq_msg_init(&m->id);
     m->has_id = true;
@@ -246,9 +245,11 @@ int gs_wire_read(void *sock, bool router, uint64_t job, size_t max_payload,
   }
   size_t hlen = zmq_msg_size(&h);
   m->bytes += hlen;
-  if (router) { /* for the refusal lines: who sent it (not kept on the identity frame) */
+  if (router) { /* who sent it: its address and what it proved (not kept on the identity
+                  frame) */
     const char *a = zmq_msg_gets(&h, "Peer-Address");
     if (a) snprintf(m->peer, sizeof m->peer, "%s", a);
+    m->proven = gs_cred_rank_of(&h);
   }
   int rc = GS_OK;
   if (hlen == 0 || hlen > GS_HEADER_MAX) {
@@ -359,20 +360,6 @@ void gs_wire_monitor_close(void *sock, void *mon) {
   if (!mon) return;
   zmq_socket_monitor(sock, NULL, 0);
   zmq_close(mon);
-}
-
-bool gs_wire_monitor_back(void *mon, bool *dropped) {
-  bool back = false;
-  uint16_t id;
-  uint32_t fd;
-  while (gs_wire_monitor_event(mon, &id, &fd)) {
-    if (id == ZMQ_EVENT_DISCONNECTED) *dropped = true;
-    if (id == ZMQ_EVENT_CONNECTED && *dropped) {
-      *dropped = false;
-      back = true;
-    }
-  }
-  return back;
 }
 
 int gs_wire_monitor_event(void *mon, uint16_t *id, uint32_t *value) {

@@ -26,7 +26,7 @@
 #include "kernels/kernels.h"
 #include "proto/gradsync.pb-c.h"
 
-#define GS_PROTO_VERSION 1u
+#define GS_PROTO_VERSION 2u
 #define GS_SERVER_RANK 0xffffffffu
 #define GS_HEADER_MAX 65536u      /* an Envelope is small; more is an attack or a bug */
 #ifndef GS_ENDPOINT_MAX
@@ -42,6 +42,8 @@ typedef struct gs_wire_msg {
   size_t bytes;                   /* frames' bytes received, identity excluded */
   ProtobufCAllocator *alloc;      /* what unpacked env (NULL: malloc) */
   char peer[64];                  /* a ROUTER's sender's address ("" unknown) */
+  int proven;                     /* the rank its connection proved at the rendezvous
+                                     (gs_cred_rank_of), -1 none */
 } gs_wire_msg;
 
 /* The emulated links' delay line, for kernels without netem: with delay_s
@@ -109,10 +111,6 @@ void gs_wire_monitor_close(void *sock, void *mon);
 /* The next event, without waiting: 1 (its id, and its value: the file
  * descriptor of ACCEPTED/CONNECTED/DISCONNECTED), 0 none. */
 int gs_wire_monitor_event(void *mon, uint16_t *id, uint32_t *value);
-/* Read every event of a monitor of CONNECTED | DISCONNECTED: whether the
- * connection dropped and came back since the last look (*dropped carries
- * a drop still waiting for its reconnect between looks). */
-bool gs_wire_monitor_back(void *mon, bool *dropped);
 
 /* Socket options every data socket gets: no linger on abort, large kernel
  * buffers, unbounded high-water marks (flow is bounded by the protocol). */
@@ -125,10 +123,13 @@ void gs_wire_tune(void *sock);
  * receiver had it; when the connection drops and comes back, it sends the
  * kept ones again. The receiver takes each number once, in order. */
 typedef struct gs_resend gs_resend;
-/* rank: this rank; peer and role ("right", "mesh"): the receiver, for
- * messages; keep: false numbers messages but keeps none (a reset then
- * stops the job). Close before the socket. */
-int gs_resend_open(void *ctx, void *push, int rank, int peer, const char *role, bool keep,
+typedef struct gs_dial gs_dial;
+/* dial: the PUSH socket's (dial.c), which says when the connection came
+ * back (NULL: never, so nothing is kept); rank: this rank; peer and role
+ * ("right", "mesh"): the receiver, for messages; keep: false numbers
+ * messages but keeps none (a reset then stops the job). Close before the
+ * dial and the socket. */
+int gs_resend_open(gs_dial *dial, void *push, int rank, int peer, const char *role, bool keep,
                    gs_resend **out, gs_err *e);
 void gs_resend_close(gs_resend *s);
 /* The number for the next message (s NULL: 0, unnumbered); the last given. */
@@ -250,34 +251,77 @@ gs_dtype gs_wire_dtype(Gradsync__DType t);
 Gradsync__DType gs_wire_pbdtype(gs_dtype t);
 
 /* ---- the job's credential on every socket (auth.c) ----
- * From the job secret (bench reads it from GS_JOB_SECRET or --secret-file;
- * its local launcher makes a fresh one per job) comes one key, and from it:
- *   - the rendezvous' proofs: HMAC-SHA-256 over a label and both sides'
- *     nonces (gs_cred_mac / gs_cred_verify, constant-time compare);
- *   - the data sockets' admission: ZeroMQ's PLAIN mechanism with a password
- *     derived from the key, checked by a ZAP handler in the binding
- *     context, so a peer without the secret is dropped at the handshake and
- *     never delivers a frame; with encrypt, CURVE instead, the server and
- *     client key pairs derived from the key (nobody without the secret
- *     knows the server's public key), and the ZAP handler admits only the
- *     job's client key.
+ * From the job secret (bench reads it from GS_JOB_SECRET or --secret-file,
+ * or the user's own secret file for a job on loopback; its local launcher
+ * makes a fresh one per job) comes one key, and from it:
+ *   - the rendezvous: always ZeroMQ's CURVE. Rank 0's key pair and each
+ *     rank's own pair are derived from the key; rank 0's ZAP handler admits
+ *     only ranks 1..world-1's keys and names the rank as the connection's
+ *     User-Id (gs_cred_rank_of), so every message is checked against the
+ *     rank whose key sent it. A peer without the secret never finishes the
+ *     handshake, learns nothing, and gets nothing;
+ *   - the data sockets: every socket that binds draws a fresh port nonce,
+ *     carried in its endpoint ("tcp://host:port#<32 hex digits>"), and
+ *     every credential for that port is derived from the key and the
+ *     nonce, so it is worth nothing to any other port or job. By default
+ *     ZeroMQ's PLAIN, one time: each dial's user name is a fresh connection
+ *     nonce and its password the key's HMAC of both nonces, and the ZAP
+ *     handler admits a connection nonce once (a password seen on the wire
+ *     admits nobody). With encrypt, CURVE with key pairs derived from the
+ *     key and the port nonce.
  * The ZAP handler is one thread per ZeroMQ context that binds: start it
  * before the first bind, and join it after zmq_ctx_term (which ends it). */
 typedef struct gs_zap gs_zap;
 
-/* The key of a secret (len bytes; len 0: the job has none). */
+#define GS_PORT_NONCE_BYTES 16
+#define GS_CONN_NONCE_BYTES 16
+
+/* The key of a secret (len bytes). */
 int gs_cred_derive(gs_cred *c, const void *secret, size_t len, bool encrypt, gs_err *e);
-void gs_cred_mac(const gs_cred *c, const char *label, const void *msg, size_t n,
-                 unsigned char mac[GS_KEY_BYTES]);
-bool gs_cred_verify(const gs_cred *c, const char *label, const void *msg, size_t n,
-                    const unsigned char *mac, size_t maclen);
-/* who names the context's owner in refusals ("rank 2: ring") */
-int gs_zap_start(void *ctx, const gs_cred *c, const char *who, gs_zap **out, gs_err *e);
+/* world > 1: this context holds rank 0's rendezvous of that many ranks.
+ * who names the context's owner in refusals ("rank 2: ring"). */
+int gs_zap_start(void *ctx, const gs_cred *c, int world, const char *who, gs_zap **out,
+                 gs_err *e);
 void gs_zap_join(gs_zap *z);
-/* The PLAIN password of the data sockets (for a raw ZMTP peer in tests). */
-void gs_cred_password(const gs_cred *c, char out[2 * GS_KEY_BYTES + 1]);
-/* Before zmq_bind / zmq_connect of a data socket. */
-int gs_cred_server(void *sock, const gs_cred *c, gs_err *e);
-int gs_cred_client(void *sock, const gs_cred *c, gs_err *e);
+
+/* The rendezvous' sockets, before zmq_bind / zmq_connect. */
+int gs_cred_rdv_server(void *sock, const gs_cred *c, gs_err *e);
+int gs_cred_rdv_client(void *sock, const gs_cred *c, int rank, gs_err *e);
+/* The rank a received frame's connection proved at the rendezvous, -1
+ * when it proved none. */
+int gs_cred_rank_of(zmq_msg_t *frame);
+
+/* A data socket: its credential, then gs_wire_bind_any; endpoint is the
+ * address with the port nonce. */
+int gs_cred_bind(void *sock, const gs_cred *c, const char *host, char endpoint[GS_ENDPOINT_MAX],
+                 gs_err *e);
+/* Bind again at an earlier gs_cred_bind's endpoint, with its port nonce (a
+ * socket that takes the place of a closed one; the tests' resets). */
+int gs_cred_bind_at(void *sock, const gs_cred *c, const char *endpoint, gs_err *e);
+/* endpoint -> the address ZeroMQ knows and the port nonce: 1 with one, 0
+ * without ("inproc://..."), -1 malformed or too long for cap. */
+int gs_endpoint_split(const char *endpoint, char *addr, size_t cap,
+                      uint8_t nonce[GS_PORT_NONCE_BYTES]);
+/* Set a fresh credential for the port of endpoint and zmq_connect (inproc
+ * needs none). */
+int gs_cred_connect(void *sock, const gs_cred *c, const char *endpoint, gs_err *e);
+/* A one-time PLAIN login for a port (for a raw ZMTP peer in tests). */
+void gs_cred_plain_login(const gs_cred *c, const uint8_t port[GS_PORT_NONCE_BYTES],
+                         char user[2 * GS_CONN_NONCE_BYTES + 1],
+                         char password[2 * GS_KEY_BYTES + 1]);
+
+/* ---- a socket connected to one data port (dial.c) ----
+ * gs_cred_connect, plus a monitor: after a drop, or a refused handshake,
+ * it dials again with a fresh credential (a PLAIN one is good once).
+ * gs_dial_back: whether the connection came back after a drop since the
+ * last look (then what was in flight goes again); call it from every wait.
+ * gs_dial_watched: whether there is a monitor at all (inproc, or ZeroMQ
+ * refused one: no), without which nothing is resent. Close before the
+ * socket. */
+int gs_dial_open(void *ctx, void *sock, const gs_cred *c, const char *endpoint, gs_dial **out,
+                 gs_err *e);
+bool gs_dial_back(gs_dial *d);
+bool gs_dial_watched(const gs_dial *d);
+void gs_dial_close(gs_dial *d);
 
 #endif

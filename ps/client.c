@@ -85,20 +85,17 @@ static int push(ps_worker *s, int b, gs_err *e) {
 }
 
 /* ------------------------------------------------------ dropped connections
- * ZeroMQ reconnects by itself, but what was in flight on a connection that
- * dropped is gone. The gradients of the step are still where push() left
- * them (end_step returns only when every bucket is back), so once the
- * connection is back every bucket not answered yet goes again; the server
- * takes a push it already has once, and answers one of a step it has
- * finished with that step's parameters again (server.c, on_push). */
-
-void gs_ps_watch(ps_worker *s) {
-  s->mon = gs_wire_monitor(s->st->zctx, s->sock, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
-}
+ * The dial connects again by itself (proto/dial.c), but what was in flight
+ * on a connection that dropped is gone. The gradients of the step are
+ * still where push() left them (end_step returns only when every bucket is
+ * back), so once the connection is back every bucket not answered yet goes
+ * again; the server takes a push it already has once, and answers one of a
+ * step it has finished with that step's parameters again (server.c,
+ * on_push). */
 
 /* Whether the connection came back after a drop since the last look. */
 static bool reconnected(ps_worker *s) {
-  return gs_wire_monitor_back(s->mon, &s->dropped);
+  return gs_dial_back(s->dial);
 }
 
 static int repush(ps_worker *s, gs_err *e) {
@@ -285,7 +282,7 @@ static int wait_params(ps_worker *s, gs_err *e) {
     }
     GS_TRY(repush(s, e));
     int slice = (int)(left * 1000.0) + 1;
-    GS_TRY(recv_one(s, s->mon && slice > 50 ? 50 : slice, e));
+    GS_TRY(recv_one(s, gs_dial_watched(s->dial) && slice > 50 ? 50 : slice, e));
   }
   span(s, "wait", -1, t0);
   return GS_OK;
@@ -432,7 +429,7 @@ int gs_ps_close(ps_worker *s, bool ok, gs_err *e) {
     int linger = 200;
     zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
   }
-  gs_wire_monitor_close(s->sock, s->mon);
+  gs_dial_close(s->dial);
   zmq_close(s->sock);
   gs_err ee = {0};
   int erc = gs_ps_end(st, orderly, false, orderly ? s->wait_ms : 1000, &ee);

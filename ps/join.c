@@ -210,11 +210,8 @@ int gs_ps_open_one(ps_worker_state *st, const gs_sync_config *c, ps_worker **out
   int ivl = 20;
   zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
   s->resent_step = -1;
-  if (!s->inproc) gs_ps_watch(s);
-  if ((rc = gs_cred_client(s->sock, &c->cred, e)) < 0) goto fail;
-  if (zmq_connect(s->sock, ep) < 0) {
-    rc = GS_FAIL(e, GS_EIO, "ps rank %d: connecting to %s at %s: %s", c->rank, s->who, ep,
-                 zmq_strerror(errno));
+  if ((rc = gs_dial_open(st->zctx, s->sock, &c->cred, ep, &s->dial, e)) < 0) {
+    gs_err_prefix(e, "ps rank %d: connecting to %s: ", c->rank, s->who);
     goto fail;
   }
   if ((rc = send_hello(s, e)) < 0 || (rc = wait_welcome(s, e)) < 0) goto fail;

@@ -50,8 +50,7 @@ typedef struct ps_worker {
   void *stage_host, *stage_dev;
   uint64_t stage_host_bytes, stage_dev_bytes;
   atomic_int inflight;
-  void *mon;        /* the DEALER's connection events (not inproc) */
-  bool dropped;     /* the connection dropped; push again once it is back */
+  gs_dial *dial;    /* the DEALER's connection, watched for drops (not inproc) */
   int64_t resent_step; /* the step whose pushes went again (-1: none) */
 
   int64_t step;
@@ -92,8 +91,6 @@ int gs_ps_ready(ps_worker *s, int bucket, gs_err *e);
 int gs_ps_push_rest(ps_worker *s, gs_err *e);
 int gs_ps_drain(ps_worker *s, gs_err *e);
 int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e);
-/* Watch the DEALER's connection for drops (tcp and ipc; not inproc). */
-void gs_ps_watch(ps_worker *s);
 /* Goodbye to the server (or an abort), then free s and its state. */
 int gs_ps_close(ps_worker *s, bool ok, gs_err *e);
 /* free s, its socket closed or never opened, and its state */

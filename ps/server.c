@@ -261,8 +261,11 @@ int gs_ps_server_create(const gs_ps_server_opts *o, gs_ps_server **out,
   if (maxmsg < (int64_t)GS_HEADER_MAX) maxmsg = GS_HEADER_MAX;
   maxmsg += 64;
   zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-  int rc = gs_cred_server(s->sock, &o->cred, e);
-  if (rc == GS_OK) rc = gs_wire_bind_any(s->sock, o->host, s->tcp_ep, sizeof s->tcp_ep, e);
+  /* a connection that does not prove the job's credential soon is
+   * dropped, with whatever it made ZeroMQ buffer */
+  int hs = s->timeout_ms < 5000 ? s->timeout_ms : 5000;
+  zmq_setsockopt(s->sock, ZMQ_HANDSHAKE_IVL, &hs, sizeof hs);
+  int rc = gs_cred_bind(s->sock, &o->cred, o->host, s->tcp_ep, e);
   if (rc == GS_OK && o->inproc) {
     char ep[GS_ENDPOINT_MAX];
     snprintf(ep, sizeof ep, "inproc://gradsync-ps-%p", (void *)s);

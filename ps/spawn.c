@@ -82,7 +82,7 @@ static void __attribute__((noreturn)) child_main(const gs_sync_config *c, int wf
   gs_ps_server *srv = NULL;
   gs_zap *zap = NULL;
   char ep[GS_ENDPOINT_MAX];
-  if (gs_zap_start(ctx, &c->cred, "ps server (dedicated)", &zap, &e) < 0 ||
+  if (gs_zap_start(ctx, &c->cred, 0, "ps server (dedicated)", &zap, &e) < 0 ||
       gs_ps_server_create(&o, &srv, ep, NULL, &e) < 0) {
     put_line(wfd, 'F', e.msg);
     _exit(1);
@@ -115,7 +115,7 @@ int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, siz
   gs_ps_server *srv = NULL;
   gs_zap *zap = NULL;
   char ep[GS_ENDPOINT_MAX];
-  int rc = gs_zap_start(ctx, cred, "ps server (own process)", &zap, e);
+  int rc = gs_zap_start(ctx, cred, 0, "ps server (own process)", &zap, e);
   if (rc == GS_OK) rc = gs_ps_server_create(&o, &srv, ep, NULL, e);
   else k->destroy(k);
   if (rc == GS_OK) {

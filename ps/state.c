@@ -60,7 +60,7 @@ int gs_ps_host_server(ps_worker_state *st, const gs_sync_config *c, gs_err *e) {
     .cred = c->cred, .timeout_ms = c->timeout_ms, .max_elems = c->n, .k = k,
     .span = c->span, .span_ctx = c->span_ctx,
   };
-  int rc = gs_zap_start(st->zctx, &c->cred, "ps server", &st->zap, e);
+  int rc = gs_zap_start(st->zctx, &c->cred, 0, "ps server", &st->zap, e);
   if (rc < 0) {
     k->destroy(k);
     return rc;

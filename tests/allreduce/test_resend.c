@@ -1,7 +1,9 @@
-/* test_resend.c: proto/resend.c on a real PUSH/PULL pair in one process.
- * The receiving socket is closed and bound again at the same address, which
- * drops the connection as a reset does; the PUSH reconnects, and what its
- * log kept must come again, in order, with the bytes it had when sent:
+/* test_resend.c: proto/resend.c on a real PUSH/PULL pair in one process,
+ * with the job's credential as the ring uses it (a PLAIN login good for one
+ * connection, proto/auth.c). The receiving socket is closed and bound
+ * again at the same address, which drops the connection as a reset does;
+ * the PUSH's dial connects again with a fresh login, and what its log kept
+ * must come again, in order, with the bytes it had when sent:
  *
  *   numbers   the receiver's side: in order once, copies and gaps dropped
  *   again     copied, borrowed and shared payloads sent again after a
@@ -17,18 +19,23 @@
 #include "tests/check.h"
 
 static void *ctx;
-static char endpoint[GS_ENDPOINT_MAX];
+static gs_cred cred;
+static char endpoint[GS_ENDPOINT_MAX]; /* with the port nonce */
 
+/* a fresh port (endpoint NULL), or the same one again */
 static void *bind_pull(const char *ep) {
   void *p = zmq_socket(ctx, ZMQ_PULL);
   int zero = 0;
   zmq_setsockopt(p, ZMQ_LINGER, &zero, sizeof zero);
+  gs_err e = {0};
+  if (!ep) {
+    CHECK_OK(gs_cred_bind(p, &cred, "127.0.0.1", endpoint, &e), &e);
+    return p;
+  }
   for (int i = 0; i < 100; i++) { /* the port may take a moment to be free again */
-    if (zmq_bind(p, ep) == 0) break;
+    if (gs_cred_bind_at(p, &cred, ep, &e) == 0) break;
     usleep(20000);
   }
-  size_t len = sizeof endpoint;
-  zmq_getsockopt(p, ZMQ_LAST_ENDPOINT, endpoint, &len);
   return p;
 }
 
@@ -89,12 +96,13 @@ static void numbers(void) {
 }
 
 static void again(void) {
-  void *pull = bind_pull("tcp://127.0.0.1:*");
+  void *pull = bind_pull(NULL);
   void *push = zmq_socket(ctx, ZMQ_PUSH);
   gs_resend *s;
+  gs_dial *d;
   gs_err e = {0};
-  CHECK_OK(gs_resend_open(ctx, push, 0, 1, "right", true, &s, &e), &e);
-  REQUIRE(zmq_connect(push, endpoint) == 0);
+  CHECK_OK(gs_dial_open(ctx, push, &cred, endpoint, &d, &e), &e);
+  CHECK_OK(gs_resend_open(d, push, 0, 1, "right", true, &s, &e), &e);
   char h[64], p[64];
 
   gs_resend_begin(s, true);
@@ -150,17 +158,19 @@ static void again(void) {
   CHECK(h[0] == 0, "nothing more: '%s'", h);
 
   gs_resend_close(s);
+  gs_dial_close(d);
   zmq_close(push);
   zmq_close(pull);
 }
 
 static void off(void) {
-  void *pull = bind_pull("tcp://127.0.0.1:*");
+  void *pull = bind_pull(NULL);
   void *push = zmq_socket(ctx, ZMQ_PUSH);
   gs_resend *s;
+  gs_dial *d;
   gs_err e = {0};
-  CHECK_OK(gs_resend_open(ctx, push, 0, 1, "right", false, &s, &e), &e);
-  REQUIRE(zmq_connect(push, endpoint) == 0);
+  CHECK_OK(gs_dial_open(ctx, push, &cred, endpoint, &d, &e), &e);
+  CHECK_OK(gs_resend_open(d, push, 0, 1, "right", false, &s, &e), &e);
   gs_resend_begin(s, true);
   send_kept(push, s, "h1", "ccc", NULL, false);
   CHECK(gs_resend_last(s) == 1, "numbered all the same");
@@ -171,15 +181,21 @@ static void off(void) {
   wait_msg(pull, s, h, p, 1500);
   CHECK(h[0] == 0, "a log without keep sent '%s' again", h);
   gs_resend_close(s);
+  gs_dial_close(d);
   zmq_close(push);
   zmq_close(pull);
 }
 
 int main(void) {
   ctx = zmq_ctx_new();
+  gs_err e = {0};
+  gs_zap *zap = NULL;
+  CHECK_OK(gs_cred_derive(&cred, "resend test secret", 18, false, &e), &e);
+  CHECK_OK(gs_zap_start(ctx, &cred, 0, "test_resend", &zap, &e), &e);
   numbers();
   again();
   off();
   zmq_ctx_term(ctx);
+  gs_zap_join(zap);
   return check_done("resend");
 }

@@ -335,14 +335,17 @@ static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
  * the secret but belongs to another job (its frames dropped). */
 static void *stranger(void *ctx, const char *secret, const char *ep) {
   void *s = zmq_socket(ctx, ZMQ_PUSH);
-  if (secret) {
-    gs_cred c;
-    gs_err e = {0};
-    if (gs_cred_derive(&c, secret, strlen(secret), false, &e) == 0) gs_cred_client(s, &c, &e);
-  }
   int zero = 0;
   zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_connect(s, ep);
+  gs_cred c;
+  gs_err e = {0};
+  char addr[GS_ENDPOINT_MAX];
+  uint8_t nonce[GS_PORT_NONCE_BYTES];
+  if (secret && gs_cred_derive(&c, secret, strlen(secret), false, &e) == 0) {
+    gs_cred_connect(s, &c, ep, &e);
+  } else if (gs_endpoint_split(ep, addr, sizeof addr, nonce) >= 0) {
+    zmq_connect(s, addr);
+  }
   zmq_send(s, "\xff\x01garbage", 9, ZMQ_DONTWAIT);
   return s;
 }

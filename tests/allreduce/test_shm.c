@@ -16,6 +16,10 @@
  *   test_shm fallback     one rank with GS_SHM=0: auto runs over sockets
  *                         (right sums); shm is a clear error on every rank;
  *                         a 16-bit wire never runs shm
+ *   test_shm header       what a rank accepts of the object's header: rank
+ *                         0's, and none whose size computation wraps, whose
+ *                         slots are not whole lines, or of another job or
+ *                         world
  * (test_small abort and killed stop a rank in the middle of shm.) */
 #include <dirent.h>
 #include <math.h>
@@ -24,6 +28,7 @@
 #include <unistd.h>
 
 #include "allreduce/allreduce.h"
+#include "allreduce/comm.h"
 #include "harness.h"
 
 static gs_kernels *K;
@@ -207,7 +212,39 @@ static int body_fallback(th_shared *sh, int rank, int world, void *arg) {
   return bad;
 }
 
+/* The header as a rank reads it: only rank 0's, for an object of the
+ * right size. A chunk that makes head + 2 N chunk wrap around to the
+ * object's real size is the case an unchecked sum let through. */
+static void header(void) {
+  const int N = 4;
+  const uint64_t nonce = 0x1234;
+  size_t hb = gs_shm_header_bytes(N), chunk = 0, whole = 0;
+  size_t bytes = hb + 2 * (size_t)N * 4096;
+  void *seg = calloc(1, bytes);
+  gs_shm_header_write(seg, N, nonce, 4096, 777);
+  CHECK(gs_shm_header_check(seg, bytes, N, nonce, &chunk, &whole) && chunk == 4096 &&
+        whole == 777, "rank 0's own header refused");
+  CHECK(!gs_shm_header_check(seg, bytes - 64, N, nonce, &chunk, &whole), "a short object");
+  CHECK(!gs_shm_header_check(seg, bytes, N, nonce + 1, &chunk, &whole), "another job's");
+  CHECK(!gs_shm_header_check(seg, bytes, N - 1, nonce, &chunk, &whole), "another world's");
+  /* 2 N chunk = 2^64 + 2 N 4096: the sum wraps to bytes */
+  uint64_t wrap = ((uint64_t)1 << 61) + 4096;
+  gs_shm_header_write(seg, N, nonce, wrap, 777);
+  CHECK(!gs_shm_header_check(seg, bytes, N, nonce, &chunk, &whole),
+        "a chunk of %llu bytes whose size wraps was accepted", (unsigned long long)wrap);
+  gs_shm_header_write(seg, N, nonce, 4096 + 8, 777);
+  CHECK(!gs_shm_header_check(seg, hb + 2 * (size_t)N * (4096 + 8), N, nonce, &chunk, &whole),
+        "a chunk that is no whole number of lines");
+  gs_shm_header_write(seg, N, nonce, 0, 777);
+  CHECK(!gs_shm_header_check(seg, hb, N, nonce, &chunk, &whole), "an empty chunk");
+  free(seg);
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "header")) {
+    header();
+    return check_done("header");
+  }
   K = th_start();
   if (!K) return 1;
   const char *what = argc > 1 ? argv[1] : "sums";

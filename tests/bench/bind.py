@@ -13,7 +13,10 @@ torchrun starts them:
   - --bind 0.0.0.0: the wildcard, and yet every connection goes to
     10.9.9.1 (what peers are told), ps and ring alike;
   - --bind 10.9.9.2: the data sockets there, the rendezvous at MASTER_ADDR;
-  - --bind with an address the host lacks: a usage error naming it.
+  - --bind with an address the host lacks: a usage error naming it;
+  - without a secret, a rank that listens beyond loopback refuses to start,
+    MASTER_ADDR 127.0.0.1 with --bind 0.0.0.0 included; a secret shorter
+    than 16 bytes is refused.
 
 Skipped (exit 77) where user namespaces are not allowed.
 
@@ -111,6 +114,19 @@ procs, _ = start("ring", "10.9.9.1", [], 5, tmpdir(), secret=None)
 for rc, _, err in finish_all(procs, timeout=30):
     check(rc == 2 and "GS_JOB_SECRET" in err and "--secret-file" in err,
           f"no secret on 10.9.9.1: exit {rc}, {err!r}")
+
+# what is bound decides, not MASTER_ADDR: loopback's MASTER_ADDR with
+# --bind 0.0.0.0 listens beyond loopback, so it needs a secret too
+procs, _ = start("ring", "127.0.0.1", ["--bind", "0.0.0.0"], 5, tmpdir(), secret=None)
+for rc, _, err in finish_all(procs, timeout=30):
+    check(rc == 2 and "0.0.0.0" in err and "GS_JOB_SECRET" in err,
+          f"no secret, --bind 0.0.0.0 on loopback: exit {rc}, {err!r}")
+
+# a secret shorter than 16 bytes is refused, saying how to make one
+procs, _ = start("ring", "10.9.9.1", [], 5, tmpdir(), secret="fifteen bytes!!")
+for rc, _, err in finish_all(procs, timeout=30):
+    check(rc == 2 and "at least 16" in err and "/dev/urandom" in err,
+          f"a 15-byte secret: exit {rc}, {err!r}")
 
 # the multi-node rule: the route's source toward MASTER_ADDR, here 10.9.9.1
 for mode in ("ring", "ps"):

@@ -7,7 +7,8 @@ the same world (bench --world 4 --save-params) and that rank 0 writes one
 complete results directory (report.json naming the launcher, steps.csv
 with every rank's rows and the same parameter hash on every rank,
 runs/<id>/run.json, the trace with four ranks, the charts a local run
-draws); a rerun into the same directory starts afresh.
+draws); a rerun writes a directory of its own (one that holds a run is
+refused: results_links.py).
 
   torchrun        two `python3 -m torch.distributed.run` invocations
                   (--node_rank 0 and 1, static rendezvous: the agent's
@@ -177,9 +178,10 @@ def torchrun(backend):
     if shutil.which(PYTHON) is None or subprocess.run(
             [PYTHON, "-c", "import torch.distributed.run"], capture_output=True).returncode:
         skip(f"{PYTHON} has no torch.distributed.run (apt install python3-torch)")
-    ref, d = reference(), tmpdir()
+    ref = reference()
     port = free_port_pair()
     for attempt in ("first", "rerun"):
+        d = tmpdir()
         procs = []
         for node in (0, 1):
             cmd = [PYTHON, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "2"]
@@ -229,6 +231,8 @@ def openmpi():
     two = common + ["--mca", "plm_rsh_agent", agent, "--host", "nodea:2,nodeb:2"] + job
     if ran(wait_all([start(two, clean_env())], "mpirun 2 hosts"), "mpirun 2 hosts"):
         complete(d, "openmpi", ref, "mpirun 2 hosts x 2")
+    d = tmpdir()
+    job[job.index("--save-params") + 1:job.index("--out") + 2] = [d + "/p", "--out", d]
     if ran(wait_all([start(common + job, clean_env())], "mpirun -np 4"), "mpirun -np 4"):
         complete(d, "openmpi", ref, "mpirun -np 4 (rerun)")
 
@@ -385,8 +389,9 @@ def socket_free(port):
 
 
 def nnodes():
-    ref, d = reference(), tmpdir()
+    ref = reference()
     for attempt in ("first", "rerun"):
+        d = tmpdir()
         port = free_port_pair()
         procs = [start([BENCH, "--nnodes", "2", "--node-rank", str(n), "--nproc-per-node", "2",
                         "--master-addr", "127.0.0.1", "--master-port", str(port)] + ARGS +

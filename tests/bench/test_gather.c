@@ -1,15 +1,17 @@
 /* test_gather.c: the measurements' wire form (bench/gather.c).
  *
- *  - rows and spans packed by a rank come back bit for bit at rank 0
- *    (names that fill their 24 bytes included);
- *  - rank 0 refuses, with a reason and without a crash, measurements whose
- *    counts disagree with the header, rows of another rank or out of step
- *    order, malformed spans, truncated or corrupted bytes, and counts that
- *    would overflow a size computation. */
+ *  - rows and spans packed by a rank in parts come back bit for bit at
+ *    rank 0 (names that fill their 24 bytes included);
+ *  - rank 0 refuses, with a reason and without a crash, reports of more
+ *    rows or spans than the job makes, counts that disagree between parts
+ *    or with what came, parts out of order, rows of another rank or out of
+ *    step order, malformed spans, truncated or corrupted bytes;
+ *  - no part is larger than a rendezvous frame. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench/internal.h"
+#include "proto/wire.h"
 #include "tests/check.h"
 
 static gs_rank_result mine(int rank, size_t nrows, size_t nspans) {
@@ -57,69 +59,125 @@ static gs_rank_result mine(int rank, size_t nrows, size_t nspans) {
   return r;
 }
 
-static void round_trip(void) {
-  gs_rank_result a = mine(3, 100, 57), b = {.rank = 3};
-  uint8_t *buf;
-  size_t len;
+/* A's report as it travels: parts of at most cap bytes, each with its
+ * Stats header. */
+typedef struct report {
+  Gradsync__Stats st[512];
+  uint8_t *data[512];
+  size_t len[512];
+  int n;
+} report;
+
+static void pack_report(const gs_rank_result *a, size_t cap, report *r) {
+  size_t row = 0, span = 0;
   gs_err e = {0};
-  char why[256] = "";
-  CHECK_OK(gs_measurements_pack(&a, &buf, &len, &e), &e);
-  CHECK(gs_measurements_unpack(buf, len, 100, 57, 3, &b, why, sizeof why) == GS_OK, "%s", why);
+  r->n = 0;
+  do {
+    REQUIRE(r->n < 512, "too many parts");
+    Gradsync__Stats *st = &r->st[r->n];
+    gradsync__stats__init(st);
+    st->steps = a->nrows;
+    st->spans = a->nspans;
+    st->host = "h";
+    st->part = (uint32_t)r->n;
+    r->data[r->n] = malloc(cap);
+    CHECK_OK(gs_measurements_pack_part(a, &row, &span, r->data[r->n], cap, &r->len[r->n], &e),
+             &e);
+    st->last = row == a->nrows && span == a->nspans;
+    r->n++;
+  } while (!r->st[r->n - 1].last);
+}
+
+static void free_report(report *r) {
+  for (int i = 0; i < r->n; i++) free(r->data[i]);
+}
+
+static const gs_gather_limits roomy = {.rows = 1000, .spans = 1000};
+
+/* Rank `rank`'s report r into b: 1 accepted whole, 0 refused (b->error
+ * says why), -1 still waiting for parts. */
+static int take_all(const report *r, int rank, const gs_gather_limits *lim, gs_rank_result *b) {
+  *b = (gs_rank_result){.rank = rank};
+  gs_err e = {0};
+  for (int i = 0; i < r->n; i++) {
+    int rc = gs_gather_take(&r->st[i], r->data[i], r->len[i], lim, b, &e);
+    CHECK(rc >= 0, "%s", e.msg);
+    if (rc == 1) return b->failed ? 0 : 1;
+  }
+  return -1;
+}
+
+static void round_trip(void) {
+  gs_rank_result a = mine(3, 100, 57), b;
+  report r;
+  pack_report(&a, 1000, &r);
+  CHECK(r.n > 10, "only %d parts of at most 1000 bytes", r.n);
+  CHECK(take_all(&r, 3, &roomy, &b) == 1, "%s", b.error);
   CHECK(b.nrows == 100 && b.nspans == 57);
   CHECK(b.rows && !memcmp(a.rows, b.rows, 100 * sizeof *a.rows));
   CHECK(b.spans && !memcmp(a.spans, b.spans, 57 * sizeof *a.spans));
   gs_rank_result_free(&b);
 
-  /* the header's counts must match */
-  b = (gs_rank_result){.rank = 3};
-  CHECK(gs_measurements_unpack(buf, len, 99, 57, 3, &b, why, sizeof why) == GS_EPROTO &&
-        strstr(why, "header") && !b.rows);
-  CHECK(gs_measurements_unpack(buf, len, 100, UINT64_MAX, 3, &b, why, sizeof why) == GS_EPROTO);
+  /* the counts must stay within what the job makes */
+  gs_gather_limits few = {.rows = 99, .spans = 1000};
+  CHECK(take_all(&r, 3, &few, &b) == 0 && strstr(b.error, "more than this job makes") &&
+        !b.rows, "%s", b.error);
   /* another rank's rows */
-  CHECK(gs_measurements_unpack(buf, len, 100, 57, 2, &b, why, sizeof why) == GS_EPROTO &&
-        strstr(why, "rank"));
-  /* truncated: every prefix is refused or, where protobuf allows it, a
-   * shorter report that the header's counts then refuse */
-  for (size_t cut = 0; cut < len; cut += 1 + cut / 8) {
-    b = (gs_rank_result){.rank = 3};
-    CHECK(gs_measurements_unpack(buf, cut, 100, 57, 3, &b, why, sizeof why) == GS_EPROTO,
-           "%zu of %zu bytes accepted", cut, len);
-    gs_rank_result_free(&b);
+  CHECK(take_all(&r, 2, &roomy, &b) == 0 && strstr(b.error, "rank"), "%s", b.error);
+  /* the header's counts must match what comes */
+  for (int i = 0; i < r.n; i++) r.st[i].steps = 101;
+  CHECK(take_all(&r, 3, &roomy, &b) == 0 && strstr(b.error, "promised"), "%s", b.error);
+  for (int i = 0; i < r.n; i++) r.st[i].steps = 100;
+  r.st[r.n - 1].spans = 58; /* a later part promising more than the first */
+  CHECK(take_all(&r, 3, &roomy, &b) == 0 && strstr(b.error, "part 0"), "%s", b.error);
+  r.st[r.n - 1].spans = 57;
+  /* parts out of order, or missing */
+  Gradsync__Stats keep = r.st[1];
+  r.st[1] = r.st[2];
+  CHECK(take_all(&r, 3, &roomy, &b) == 0 && strstr(b.error, "was due"), "%s", b.error);
+  r.st[1] = keep;
+  /* truncated parts: refused, or a shorter part the counts then refuse */
+  for (int p = 0; p < r.n; p += 3) {
+    size_t len = r.len[p];
+    for (size_t cut = 0; cut < len; cut += 1 + cut / 4) {
+      r.len[p] = cut;
+      CHECK(take_all(&r, 3, &roomy, &b) == 0, "part %d cut to %zu of %zu bytes accepted", p,
+            cut, len);
+      gs_rank_result_free(&b);
+    }
+    r.len[p] = len;
   }
   /* corrupted bytes: never a crash; whatever passes holds the counts */
   uint64_t x = 88172645463325252ull;
   for (int k = 0; k < 2000; k++) {
-    uint8_t *c = malloc(len);
-    memcpy(c, buf, len);
+    int p = (int)(x % (uint64_t)r.n);
+    uint8_t *c = r.data[p], *saved = malloc(r.len[p] + 1);
+    memcpy(saved, c, r.len[p]);
     for (int n = 0; n < 4; n++) {
       x ^= x << 13;
       x ^= x >> 7;
       x ^= x << 17;
-      c[x % len] ^= (uint8_t)(x >> 32);
+      c[x % r.len[p]] ^= (uint8_t)(x >> 32);
     }
-    b = (gs_rank_result){.rank = 3};
-    if (gs_measurements_unpack(c, len, 100, 57, 3, &b, why, sizeof why) == GS_OK)
-      CHECK(b.nrows == 100 && b.nspans == 57);
+    if (take_all(&r, 3, &roomy, &b) == 1) CHECK(b.nrows == 100 && b.nspans == 57);
     gs_rank_result_free(&b);
-    free(c);
+    memcpy(c, saved, r.len[p]);
+    free(saved);
   }
-  free(buf);
+  free_report(&r);
   gs_rank_result_free(&a);
 }
 
 /* a's measurements, packed and read back as rank 1's, must be refused
  * with a reason that says what */
 static void refused(const gs_rank_result *a, const char *what) {
-  char why[256] = "";
-  uint8_t *buf;
-  size_t len;
-  gs_err e = {0};
-  gs_rank_result b = {.rank = 1};
-  CHECK_OK(gs_measurements_pack(a, &buf, &len, &e), &e);
-  int rc = gs_measurements_unpack(buf, len, a->nrows, a->nspans, 1, &b, why, sizeof why);
-  CHECK(rc == GS_EPROTO && strstr(why, what) && !b.rows, "%s: rc %d, \"%s\"", what, rc, why);
+  report r;
+  gs_rank_result b;
+  pack_report(a, GS_RDV_FRAME_MAX, &r);
+  CHECK(take_all(&r, 1, &roomy, &b) == 0 && strstr(b.error, what) && !b.rows, "%s: \"%s\"",
+        what, b.error);
   gs_rank_result_free(&b);
-  free(buf);
+  free_report(&r);
 }
 
 static void malformed(void) {
@@ -133,16 +191,37 @@ static void malformed(void) {
   a.spans[0].bucket = -2;
   refused(&a, "span 0");
   gs_rank_result_free(&a);
-  /* nothing at all is zero rows and zero spans, and only that */
-  char why[256];
-  gs_rank_result b = {.rank = 1};
-  CHECK(gs_measurements_unpack(NULL, 0, 0, 0, 1, &b, why, sizeof why) == GS_OK && b.nrows == 0);
+  /* nothing at all is zero rows and zero spans, in one part */
+  gs_rank_result none = {.rank = 1}, b;
+  report r;
+  pack_report(&none, 64, &r);
+  CHECK(r.n == 1 && take_all(&r, 1, &roomy, &b) == 1 && b.nrows == 0);
   gs_rank_result_free(&b);
-  CHECK(gs_measurements_unpack(NULL, 0, 1, 0, 1, &b, why, sizeof why) == GS_EPROTO);
+  r.st[0].steps = 1;
+  CHECK(take_all(&r, 1, &roomy, &b) == 0);
+  gs_rank_result_free(&b);
+  free_report(&r);
+}
+
+/* A part is at most a frame: however many rows a rank made, none of its
+ * parts is larger, and a part whose rows protobuf expands most (empty
+ * rows, two bytes each) stays a few MiB once decoded. */
+static void parts_are_small(void) {
+  gs_rank_result a = mine(2, 3000, 5000);
+  report r;
+  pack_report(&a, GS_RDV_FRAME_MAX - 64, &r);
+  for (int i = 0; i < r.n; i++) CHECK(r.len[i] <= GS_RDV_FRAME_MAX - 64);
+  gs_rank_result b;
+  gs_gather_limits lim = {.rows = 3000, .spans = 5000};
+  CHECK(take_all(&r, 2, &lim, &b) == 1 && b.nrows == 3000 && b.nspans == 5000, "%s", b.error);
+  gs_rank_result_free(&b);
+  free_report(&r);
+  gs_rank_result_free(&a);
 }
 
 int main(void) {
   round_trip();
   malformed();
+  parts_are_small();
   return check_done("test_gather");
 }

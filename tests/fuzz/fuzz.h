@@ -68,6 +68,7 @@ void fuzz_file_close(fuzz_file *f);
  * carrying message. The job tokens the harnesses check: */
 #define FUZZ_RDV_TOKEN 0x7465737474657374ull
 #define FUZZ_WIRE_JOB 0x5eed5eed0badf00dull
+#define FUZZ_SHM_NONCE 0x5eedf00dull
 size_t fuzz_register_msg(uint8_t *out, uint32_t rank, uint32_t world, const char *model);
 size_t fuzz_error_msg(uint8_t *out, uint64_t job, uint32_t rank, const char *message);
 

@@ -4,21 +4,22 @@
  *
  * Input: one byte (bits 0-1 the role: 0 host, 1 gather, 2 join; bits 2-3
  * the world size 2..4), then the messages as parts (fuzz.h), sent over
- * ipc:// (the rendezvous makes its own ZeroMQ context) by one DEALER, or
- * in join mode by rank 0's ROUTER as the reply to the registration.
- * Host and gather get the fuzz messages first (from a stranger that holds
- * no secret), then the valid messages that end their round (every rank
- * joining with gs_rdv_join, then an error report from every rank), so
- * every call returns at once: a timeout is a finding (a stray message
- * stalled the rendezvous). In join mode rank 0 answers the knock with a
- * valid challenge, then the registration with the fuzz messages. What an accepted round hands back must
- * be whole: measurements of as many rows and spans as they claim, strings
+ * ipc:// (the rendezvous makes its own ZeroMQ context) with the job's
+ * CURVE keys, as a rank that proved itself would send them: in host mode
+ * by a DEALER holding rank 1's key, which then registers as rank 1 on the
+ * same connection (the other ranks join as ranks do); in gather mode
+ * on rank 1's own connection after the round, before every rank reports
+ * an error (gs_rdv_report_error) so that every call returns at once; in
+ * join mode by rank 0's ROUTER as the reply to the registration. In host
+ * and gather mode a stranger without the secret sends the same parts too:
+ * they must change nothing. A timeout is a finding (a stray message
+ * stalled the rendezvous). What an accepted round hands back must be
+ * whole: measurements of as many rows and spans as they claim, strings
  * terminated.
  *
  * This harness follows the rendezvous as it is: the token given to
- * gs_rdv_host, the proofs made with one credential (CRED). When those
- * change, its message building (msgs.c and the seeds in mkseeds.c) changes
- * too. */
+ * gs_rdv_host, the keys of one credential (CRED). When those change, its
+ * message building (msgs.c and the seeds in mkseeds.c) changes too. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -40,10 +41,6 @@ static void *zctx;
 static unsigned serial;
 static gs_cred CRED;
 
-static void send_packed(void *s, const uint8_t *buf, size_t n) {
-  FUZZ_CHECK(zmq_send(s, buf, n, 0) == (int)n, "zmq_send: %s", zmq_strerror(zmq_errno()));
-}
-
 /* The fuzz messages, each prefixed by the routing id when there is one. */
 static void send_parts(void *s, const zmq_msg_t *id, const fuzz_part *p, size_t n) {
   for (size_t i = 0; i < n; i++) {
@@ -55,10 +52,17 @@ static void send_parts(void *s, const zmq_msg_t *id, const fuzz_part *p, size_t 
   }
 }
 
-static void *socket_to(int type, const char *ep, bool bind) {
+/* curve: 0 none (a stranger), 1 rank 1's key (a DEALER) or rank 0's (a
+ * ROUTER) */
+static void *socket_to(int type, const char *ep, bool bind, int curve) {
   void *s = zmq_socket(zctx, type);
   int zero = 0;
   zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+  gs_err e = {0};
+  if (curve && type == ZMQ_ROUTER)
+    FUZZ_CHECK(gs_cred_rdv_server(s, &CRED, &e) == 0, "%s", e.msg);
+  else if (curve)
+    FUZZ_CHECK(gs_cred_rdv_client(s, &CRED, 1, &e) == 0, "%s", e.msg);
   int rc;
   /* libFuzzer's timer signal can interrupt the call: try again */
   do rc = s ? (bind ? zmq_bind(s, ep) : zmq_connect(s, ep)) : -1;
@@ -85,18 +89,17 @@ static gs_rdv_me me_as(int rank, int world) {
 typedef struct joiner {
   char ep[64];
   int rank, world, rc;
+  gs_rdv *r;                 /* kept for the gather */
   pthread_t th;
 } joiner;
 
 static void *join_main(void *arg) {
   joiner *j = arg;
-  gs_rdv *r = NULL;
   gs_rdv_job job = {0};
   gs_err e = {0};
   gs_rdv_me me = me_as(j->rank, j->world);
-  j->rc = gs_rdv_join(j->ep, &me, TIMEOUT_MS, &r, &job, &e);
+  j->rc = gs_rdv_join(j->ep, &me, TIMEOUT_MS, &j->r, &job, &e);
   gs_rdv_job_free(&job);
-  if (r) gs_rdv_close(r);
   return NULL;
 }
 
@@ -106,14 +109,22 @@ static void host_or_gather(bool gather, int world, const fuzz_part *p, size_t np
   snprintf(ep, sizeof ep, "ipc://@gs-fuzz-rdv-%d-%u", (int)getpid(), serial++);
   gs_rdv *r = NULL;
   gs_err e = {0};
-  FUZZ_CHECK(gs_rdv_listen(ep, bound, sizeof bound, &r, &e) == 0, "listen: %s", e.msg);
-  void *d = socket_to(ZMQ_DEALER, ep, false);
-  if (!gather) send_parts(d, NULL, p, np);
-  uint8_t buf[1024];
-  /* a registration without a proof: refused, and the wait goes on */
-  send_packed(d, buf, fuzz_register_msg(buf, 1, (uint32_t)world, "mlp:4-2"));
-  joiner js[4];
-  for (int rk = 1; rk < world; rk++) {
+  FUZZ_CHECK(gs_rdv_listen(ep, &CRED, world, bound, sizeof bound, &r, &e) == 0, "listen: %s",
+             e.msg);
+  void *d = socket_to(ZMQ_DEALER, ep, false, 1), *stranger = socket_to(ZMQ_DEALER, ep, false, 0);
+  int ms = 0;
+  zmq_setsockopt(stranger, ZMQ_SNDTIMEO, &ms, sizeof ms);
+  send_parts(stranger, NULL, p, np);
+  joiner js[4] = {0};
+  /* host: rank 1 is the fuzz DEALER, which registers properly after the
+   * fuzz messages on the same connection, so their order is the input's */
+  if (!gather) {
+    uint8_t reg[1024];
+    send_parts(d, NULL, p, np);
+    size_t n = fuzz_register_msg(reg, 1, (uint32_t)world, "mlp:4-2");
+    FUZZ_CHECK(zmq_send(d, reg, n, 0) == (int)n, "zmq_send: %s", zmq_strerror(zmq_errno()));
+  }
+  for (int rk = gather ? 1 : 2; rk < world; rk++) {
     js[rk] = (joiner){.rank = rk, .world = world};
     snprintf(js[rk].ep, sizeof js[rk].ep, "%s", ep);
     FUZZ_CHECK(pthread_create(&js[rk].th, NULL, join_main, &js[rk]) == 0, "pthread_create%s", "");
@@ -121,7 +132,7 @@ static void host_or_gather(bool gather, int world, const fuzz_part *p, size_t np
   gs_rdv_job job = {0};
   gs_rdv_me me0 = me_as(0, world);
   int rc = gs_rdv_host(r, &me0, TOKEN, "blob", 4, TIMEOUT_MS, &job, &e);
-  for (int rk = 1; rk < world; rk++) pthread_join(js[rk].th, NULL);
+  for (int rk = gather ? 1 : 2; rk < world; rk++) pthread_join(js[rk].th, NULL);
   if (gather) {
     FUZZ_CHECK(rc == 0, "the rendezvous refused valid registrations: %s", e.msg);
   } else {
@@ -134,26 +145,34 @@ static void host_or_gather(bool gather, int world, const fuzz_part *p, size_t np
   }
   gs_rdv_job_free(&job);
   if (gather) {
-    send_parts(d, NULL, p, np);
     for (int rk = 1; rk < world; rk++)
-      send_packed(d, buf, fuzz_error_msg(buf, TOKEN, (uint32_t)rk, "the harness ends the gather"));
+      FUZZ_CHECK(js[rk].rc == 0 && js[rk].r, "rank %d did not join", rk);
+    send_parts(stranger, NULL, p, np);
+    send_parts(gs_rdv_socket(js[1].r), NULL, p, np);
+    for (int rk = 1; rk < world; rk++)
+      gs_rdv_report_error(js[rk].r, rk, "fuzz", "the harness ends the gather");
     gs_rank_result out[4];
     memset(out, 0, sizeof out);
     gs_err ge = {0};
-    rc = gs_rdv_gather(r, world, TIMEOUT_MS, out, &ge);
+    gs_gather_limits lim = {.rows = 64, .spans = 64};
+    rc = gs_rdv_gather(r, world, &lim, TIMEOUT_MS, out, &ge);
     fuzz_verdict(rc, &ge, "gs_rdv_gather");
     FUZZ_CHECK(rc != GS_ETIMEOUT, "stray messages stalled the gather: %s", ge.msg);
     for (int i = 1; i < world; i++) {
       gs_rank_result *x = &out[i];
       FUZZ_CHECK(rc < 0 || x->failed || x->rows, "rank %d neither reported nor failed", i);
+      FUZZ_CHECK(i == 1 || rc < 0 || x->failed, "rank %d's report came from rank 1", i);
       FUZZ_CHECK(strnlen(x->host, sizeof x->host) < sizeof x->host &&
                      strnlen(x->error, sizeof x->error) < sizeof x->error,
                  "rank %d: host or error not terminated", i);
+      FUZZ_CHECK(x->nrows <= lim.rows && x->nspans <= lim.spans,
+                 "rank %d: accepted %zu rows and %zu spans, beyond the limits", i, x->nrows,
+                 x->nspans);
       /* every row and span it claims must be there: they came from this input */
       size_t rb, sb, all;
       FUZZ_CHECK(!__builtin_mul_overflow(x->nrows, sizeof(gs_step_row), &rb) &&
                      !__builtin_mul_overflow(x->nspans, sizeof(gs_span), &sb) &&
-                     !__builtin_add_overflow(rb, sb, &all) && all <= size,
+                     !__builtin_add_overflow(rb, sb, &all) && all <= size * 64,
                  "rank %d: accepted %zu rows and %zu spans from a %zu-byte input", i, x->nrows,
                  x->nspans, size);
       volatile const uint8_t *last;
@@ -168,7 +187,10 @@ static void host_or_gather(bool gather, int world, const fuzz_part *p, size_t np
       gs_rank_result_free(x);
     }
   }
+  for (int rk = 1; rk < world; rk++)
+    if (js[rk].r) gs_rdv_close(js[rk].r);
   zmq_close(d);
+  zmq_close(stranger);
   gs_rdv_close(r);
 }
 
@@ -179,33 +201,12 @@ typedef struct responder {
   bool got;
 } responder;
 
-/* Rank 0's side in join mode: a valid challenge for the knock, then the
- * fuzz messages for the registration (an empty frame when there are none). */
+/* Rank 0's side in join mode: the fuzz messages for the registration (an
+ * empty frame when there are none). */
 static void *respond(void *arg) {
   responder *rs = arg;
   gs_wire_msg m;
   gs_err e = {0};
-  if (gs_wire_recv(rs->router, true, TIMEOUT_MS, 0, 0, &m, &e) < 0 ||
-      m.env->body_case != GRADSYNC__ENVELOPE__BODY_KNOCK || m.env->knock->nonce.len != 32) {
-    gs_wire_msg_close(&m);
-    return NULL;
-  }
-  uint8_t both[64], ours[32] = {7}, proof[GS_KEY_BYTES];
-  memcpy(both, m.env->knock->nonce.data, 32);
-  memcpy(both + 32, ours, 32);
-  gs_cred_mac(&CRED, "rdv-server", both, sizeof both, proof);
-  Gradsync__Envelope env;
-  Gradsync__Challenge ch = GRADSYNC__CHALLENGE__INIT;
-  ch.nonce.data = ours;
-  ch.nonce.len = 32;
-  ch.proof.data = proof;
-  ch.proof.len = sizeof proof;
-  gs_wire_env(&env, 0, 0);
-  env.body_case = GRADSYNC__ENVELOPE__BODY_CHALLENGE;
-  env.challenge = &ch;
-  gs_wire_send(rs->router, zmq_msg_data(&m.id), zmq_msg_size(&m.id), &env, NULL, 0, NULL, NULL,
-               TIMEOUT_MS, NULL, NULL);
-  gs_wire_msg_close(&m);
   if (gs_wire_recv(rs->router, true, TIMEOUT_MS, 0, 0, &m, &e) < 0) {
     gs_wire_msg_close(&m);
     return NULL;
@@ -228,7 +229,7 @@ static void *respond(void *arg) {
 static void join(int world, const fuzz_part *p, size_t np) {
   char ep[64];
   snprintf(ep, sizeof ep, "ipc://@gs-fuzz-rdv-%d-%u", (int)getpid(), serial++);
-  responder rs = {.router = socket_to(ZMQ_ROUTER, ep, true), .p = p, .np = np};
+  responder rs = {.router = socket_to(ZMQ_ROUTER, ep, true, 1), .p = p, .np = np};
   pthread_t th;
   FUZZ_CHECK(pthread_create(&th, NULL, respond, &rs) == 0, "pthread_create failed%s", "");
   gs_rdv *r = NULL;

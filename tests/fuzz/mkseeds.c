@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "allreduce/comm.h"
 #include "bench/internal.h"
 #include "fuzz.h"
 #include "proto/wire.h"
@@ -269,15 +270,15 @@ static size_t welcome_env(uint8_t *out, size_t nendpoints) {
   return pack(&env, out);
 }
 
-static size_t stats_env(uint8_t *out, uint64_t steps, uint64_t spans) {
+/* rank's report of steps rows and spans spans, in one part */
+static size_t stats_env(uint8_t *out, uint32_t rank, uint64_t steps, uint64_t spans) {
   Gradsync__Stats st = GRADSYNC__STATS__INIT;
   st.steps = steps;
   st.spans = spans;
-  st.row_bytes = sizeof(gs_step_row);
-  st.span_bytes = sizeof(gs_span);
   st.host = "seedhost";
+  st.last = true;
   Gradsync__Envelope env;
-  gs_wire_env(&env, TOKEN, 1);
+  gs_wire_env(&env, TOKEN, rank);
   env.body_case = GRADSYNC__ENVELOPE__BODY_STATS;
   env.stats = &st;
   return pack(&env, out);
@@ -289,7 +290,7 @@ static void proto_seeds(void) {
   put("proto", "ok-push-count-wraps", h, push_env(h, GS_PROTO_VERSION, 1, 1ull << 62));
   put("proto", "ok-register", h, fuzz_register_msg(h, 1, 2, "mlp:4-2"));
   put("proto", "ok-welcome", h, welcome_env(h, 2));
-  put("proto", "ok-stats", h, stats_env(h, 1, 1));
+  put("proto", "ok-stats", h, stats_env(h, 1, 1, 1));
   put("proto", "ok-error", h, fuzz_error_msg(h, TOKEN, 0, "refused"));
   size_t n = push_env(h, GS_PROTO_VERSION, 1, 16);
   put("proto", "bad-truncated-push", h, n - 1);
@@ -336,40 +337,9 @@ static void wire_seeds(void) {
   put("wire", "bad-three-frames-then-good", buf, at);
 }
 
-static void rdv_seed(const char *name, uint8_t role, const uint8_t *m, size_t ml,
-                     const void *pay, size_t pl, bool payload) {
-  buf[0] = role;
-  size_t at = 1;
-  if (m) at = fuzz_put_part(buf, at, m, ml, payload);
-  if (payload) at = fuzz_put_part(buf, at, pay, pl, false);
-  put("rdv", name, buf, at);
-}
-
-static void rdv_seeds(void) {
-  uint8_t h[1024];
-  enum { HOST = 0, GATHER = 1, JOIN = 2 };
-  rdv_seed("ok-host-register", HOST, h, fuzz_register_msg(h, 1, 2, "mlp:4-2"), NULL, 0, false);
-  rdv_seed("ok-host-stray", HOST, (const uint8_t *)"junk", 4, NULL, 0, false);
-  rdv_seed("ok-host-unproven-settings-differ", HOST, h, fuzz_register_msg(h, 1, 2, "lenet"), NULL, 0, false);
-  rdv_seed("ok-host-unproven-rank-out-of-range", HOST, h, fuzz_register_msg(h, 7, 2, "mlp:4-2"), NULL, 0,
-           false);
-  rdv_seed("ok-host-unproven-world-differs", HOST, h, fuzz_register_msg(h, 1, 3, "mlp:4-2"), NULL, 0, false);
-  static uint8_t rows[sizeof(gs_step_row) + sizeof(gs_span)];
-  rdv_seed("ok-gather-stats", GATHER, h, stats_env(h, 1, 1), rows, sizeof rows, true);
-  rdv_seed("ok-gather-stats-short", GATHER, h, stats_env(h, 1, 1), rows, sizeof rows - 1, true);
-  /* 2^60 spans of 48 bytes: a size that wraps to 0 */
-  rdv_seed("ok-gather-stats-count-wraps", GATHER, h,
-           stats_env(h, 0, (uint64_t)1 << 60), NULL, 0, false);
-  rdv_seed("ok-gather-stray", GATHER, (const uint8_t *)"junk", 4, NULL, 0, false);
-  rdv_seed("ok-join-welcome", JOIN, h, welcome_env(h, 2), NULL, 0, false);
-  rdv_seed("bad-join-welcome-short", JOIN, h, welcome_env(h, 1), NULL, 0, false);
-  rdv_seed("bad-join-error", JOIN, h, fuzz_error_msg(h, 0, 0, "refused"), NULL, 0, false);
-  rdv_seed("bad-join-nothing", JOIN, NULL, 0, NULL, 0, false);
-}
-
-/* a rank's measurements: two count bytes, then the packed message */
-static void meas_seed(const char *name, int steps, int spans, uint8_t hdr_steps, uint8_t hdr_spans,
-                      int rank, const char *span_name) {
+/* steps rows and spans spans of rank, packed as one part into out */
+static size_t measurements(uint8_t *out, size_t cap, int steps, int spans, int rank,
+                           const char *span_name) {
   gs_step_row rows[4];
   gs_span sp[4];
   memset(rows, 0, sizeof rows);
@@ -388,17 +358,56 @@ static void meas_seed(const char *name, int steps, int spans, uint8_t hdr_steps,
   }
   gs_rank_result r = {.rank = rank, .rows = rows, .nrows = (size_t)steps, .spans = sp,
                       .nspans = (size_t)spans};
-  uint8_t *packed = NULL;
-  size_t len = 0;
+  size_t row = 0, span = 0, len = 0;
   gs_err e = {0};
-  if (gs_measurements_pack(&r, &packed, &len, &e) < 0 || len + 2 > sizeof buf) {
-    fprintf(stderr, "mkseeds: %s: %s\n", name, e.msg);
+  if (gs_measurements_pack_part(&r, &row, &span, out, cap, &len, &e) < 0 ||
+      row != (size_t)steps || span != (size_t)spans) {
+    fprintf(stderr, "mkseeds: measurements: %s\n", e.msg);
     exit(1);
   }
+  return len;
+}
+
+static void rdv_seed(const char *name, uint8_t role, const uint8_t *m, size_t ml,
+                     const void *pay, size_t pl, bool payload) {
+  buf[0] = role;
+  size_t at = 1;
+  if (m) at = fuzz_put_part(buf, at, m, ml, payload);
+  if (payload) at = fuzz_put_part(buf, at, pay, pl, false);
+  put("rdv", name, buf, at);
+}
+
+static void rdv_seeds(void) {
+  uint8_t h[1024], m[1024];
+  enum { HOST = 0, GATHER = 1, JOIN = 2 };
+  rdv_seed("ok-host-register", HOST, h, fuzz_register_msg(h, 1, 2, "mlp:4-2"), NULL, 0, false);
+  rdv_seed("ok-host-stray", HOST, (const uint8_t *)"junk", 4, NULL, 0, false);
+  rdv_seed("bad-host-settings-differ", HOST, h, fuzz_register_msg(h, 1, 2, "lenet"), NULL, 0,
+           false);
+  rdv_seed("ok-host-claims-another-rank", HOST, h, fuzz_register_msg(h, 7, 2, "mlp:4-2"), NULL,
+           0, false);
+  rdv_seed("bad-host-world-differs", HOST, h, fuzz_register_msg(h, 1, 3, "mlp:4-2"), NULL, 0,
+           false);
+  size_t ml = measurements(m, sizeof m, 1, 1, 1, "forward");
+  rdv_seed("ok-gather-stats", GATHER, h, stats_env(h, 1, 1, 1), m, ml, true);
+  rdv_seed("ok-gather-stats-short", GATHER, h, stats_env(h, 1, 1, 1), m, ml - 1, true);
+  rdv_seed("ok-gather-stats-claims-rank-2", GATHER, h, stats_env(h, 2, 1, 1), m, ml, true);
+  /* 2^60 spans of 48 bytes: a size that wraps to 0 */
+  rdv_seed("ok-gather-stats-count-wraps", GATHER, h, stats_env(h, 1, 0, (uint64_t)1 << 60),
+           NULL, 0, false);
+  rdv_seed("ok-gather-stray", GATHER, (const uint8_t *)"junk", 4, NULL, 0, false);
+  rdv_seed("ok-join-welcome", JOIN, h, welcome_env(h, 2), NULL, 0, false);
+  rdv_seed("bad-join-welcome-short", JOIN, h, welcome_env(h, 1), NULL, 0, false);
+  rdv_seed("bad-join-error", JOIN, h, fuzz_error_msg(h, 0, 0, "refused"), NULL, 0, false);
+  rdv_seed("bad-join-nothing", JOIN, NULL, 0, NULL, 0, false);
+}
+
+/* a rank's measurements: two count bytes, then one packed part */
+static void meas_seed(const char *name, int steps, int spans, uint8_t hdr_steps, uint8_t hdr_spans,
+                      int rank, const char *span_name) {
   buf[0] = hdr_steps;
   buf[1] = hdr_spans;
-  memcpy(buf + 2, packed, len);
-  free(packed);
+  size_t len = measurements(buf + 2, sizeof buf - 2, steps, spans, rank, span_name);
   put("meas", name, buf, len + 2);
 }
 
@@ -408,6 +417,32 @@ static void meas_seeds(void) {
   meas_seed("bad-count-differs", 3, 2, 2, 2, 1, "forward");
   meas_seed("bad-other-rank", 2, 0, 2, 0, 2, "forward");
   meas_seed("ok-longest-span-name", 1, 1, 1, 1, 1, "a-span-name-of-23-chars");
+  meas_seed("ok-span-name-with-markup", 1, 1, 1, 1, 1, "<b>&\"x'</b>");
+}
+
+/* the shared-memory header: world, object size (4 bytes LE), the header */
+static void shm_seed(const char *name, int world, uint64_t chunk, uint64_t nonce, int64_t adjust) {
+  size_t hb = gs_shm_header_bytes(world);
+  uint8_t *h = calloc(1, hb);
+  gs_shm_header_write(h, world, nonce, chunk, 65536);
+  uint32_t bytes = (uint32_t)((int64_t)hb + 2 * (int64_t)world * (int64_t)(chunk & 0xffffff) +
+                              adjust);
+  buf[0] = (uint8_t)(world - 1);
+  for (int i = 0; i < 4; i++) buf[1 + i] = (uint8_t)(bytes >> (8 * i));
+  size_t n = hb < 256 ? hb : 256; /* the fields; the rest of the header is zeros */
+  memcpy(buf + 5, h, n);
+  free(h);
+  put("shm", name, buf, 5 + n);
+}
+
+static void shm_seeds(void) {
+  shm_seed("ok-2-ranks", 2, 4096, FUZZ_SHM_NONCE, 0);
+  shm_seed("ok-8-ranks", 8, 64, FUZZ_SHM_NONCE, 0);
+  shm_seed("bad-short-object", 2, 4096, FUZZ_SHM_NONCE, -64);
+  shm_seed("bad-other-nonce", 2, 4096, FUZZ_SHM_NONCE + 1, 0);
+  shm_seed("bad-half-line", 2, 96, FUZZ_SHM_NONCE, 0);
+  /* 2 x 8 x chunk wraps around 2^64 to 2 x 8 x 4096 */
+  shm_seed("bad-size-wraps", 8, ((uint64_t)1 << 60) + 4096, FUZZ_SHM_NONCE, 0);
 }
 
 int main(int argc, char **argv) {
@@ -425,5 +460,6 @@ int main(int argc, char **argv) {
   wire_seeds();
   rdv_seeds();
   meas_seeds();
+  shm_seeds();
   return 0;
 }
