@@ -21,6 +21,7 @@
  * row, so a killed run keeps every completed step. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,10 +104,13 @@ static void link_result(gs_rank_result *x, int host, const gs_link_stat *a,
   x->link_host = host;
   x->link_tx = b->up_bytes - a->up_bytes;
   x->link_rx = b->down_bytes - a->down_bytes;
-  x->link_window_s = b->t - a->t;
-  x->link_busy_tx_s = b->up_busy_s - a->up_busy_s;
-  x->link_busy_rx_s = b->down_busy_s - a->down_busy_s;
-  x->link_busy_s = b->any_busy_s - a->any_busy_s;
+  double w = b->t - a->t;
+  x->link_window_s = w;
+  /* a link busy through every interval sums the intervals, which may round
+   * a hair above their span: the gather refuses busy > window, so clamp */
+  x->link_busy_tx_s = fmin(b->up_busy_s - a->up_busy_s, w);
+  x->link_busy_rx_s = fmin(b->down_busy_s - a->down_busy_s, w);
+  x->link_busy_s = fmin(b->any_busy_s - a->any_busy_s, w);
 }
 
 /* FNV-1a over the parameter bytes: the same bits give the same hash on
