@@ -19,7 +19,7 @@
 #include "bench/results.h"
 #include "bench/version.h"
 
-#define GS_REPORT_SCHEMA 1
+#define GS_REPORT_SCHEMA 2
 
 
 static void zmq_version_text(char *buf, size_t cap) {
