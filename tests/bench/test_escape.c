@@ -12,11 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench.h"
-#include "bench/internal.h"
-#include "bench/report.h"
-#include "bench/results.h"
-#include "bench/summary.h"
+#include "bench/cli/cli.h"
+#include "bench/job/job.h"
+#include "bench/report/report.h"
 #include "proto/wire.h"
 #include "tests/check.h"
 
