@@ -226,14 +226,6 @@ void gs_job_report_error(gs_job *j, const char *phase, const char *msg);
 /* ---- one rank (rank.c) ---- */
 /* Run this process as env->rank of a job of mode m; returns an exit code. */
 int gs_rank_main(const gs_opts *o, gs_mode m, const gs_rank_env *env);
-/* ---- ps servers of their own (ps_serve.c) ---- */
-/* The server role: serve GS_PS_SERVE's server of the run; an exit code. */
-int gs_ps_serve_main(const gs_opts *o);
-/* A rank's view: the o->ps_servers servers' addresses, from GS_PS_SERVERS
- * (o->ps_servers strings, freed with gs_ps_serve_endpoints_free). */
-int gs_ps_serve_endpoints(const gs_opts *o, char ***out, gs_err *e);
-void gs_ps_serve_endpoints_free(const gs_opts *o, char **eps);
-
 /* The kernels of --device for this local rank. */
 int gs_bench_kernels(const gs_opts *o, int local_rank, int threads, gs_kernels **k, gs_err *e);
 /* SIGINT / SIGTERM set gs_interrupted; SIGPIPE is ignored. */
@@ -241,6 +233,14 @@ void gs_bench_signals(void);
 /* The exit status of a run stopped by a signal: 128 + its number (130
  * SIGINT, 143 SIGTERM), as shells report it. */
 int gs_interrupt_status(void);
+
+/* ---- ps servers of their own (ps_serve.c) ---- */
+/* The server role: serve GS_PS_SERVE's server of the run; an exit code. */
+int gs_ps_serve_main(const gs_opts *o);
+/* A rank's view: the o->ps_servers servers' addresses, from GS_PS_SERVERS
+ * (o->ps_servers strings, freed with gs_ps_serve_endpoints_free). */
+int gs_ps_serve_endpoints(const gs_opts *o, char ***out, gs_err *e);
+void gs_ps_serve_endpoints_free(const gs_opts *o, char **eps);
 
 /* ---- emulated hosts in a job (cluster.c) ---- */
 /* --hosts / --link / --latency: parse and check them against the sweep
