@@ -1,16 +1,28 @@
-/* bench.h: the gradsync command line, `bench`.
+/* bench.h: what every part of the `bench` command shares: the modes it
+ * compares and the configuration the command line resolved (gs_opts).
  *
- * One executable plays three roles:
- *   launcher   (no rank in the environment) expands the sweep (--mode,
- *              --world, --model, --batch, --bucket-mb lists), spawns the
- *              ranks of each run on this machine, watches them, and writes
- *              the reports from what rank 0 of each run gathered;
- *   rank       (RANK/WORLD_SIZE from our launcher, torchrun, Slurm or Open
- *              MPI) trains as one rank: rendezvous, backend, trainer, and
- *              for rank 0 the gathering of every rank's measurements;
- *   collective (--collective allreduce) the nccl-tests style benchmark of
- *              the backends alone.
- * This header is the contract between the CLI parser and those roles. */
+ * One executable plays these roles (cli/roles.c picks one per process):
+ *   launcher    (no rank in the environment) expands the sweep (--mode,
+ *               --world, --model, --batch, --bucket-mb lists), spawns the
+ *               ranks of each run on this machine, watches them, and writes
+ *               the reports from what rank 0 of each run gathered (cli/);
+ *   rank        (RANK/WORLD_SIZE from our launcher, torchrun, Slurm, Open
+ *               MPI or MPICH) trains as one rank: rendezvous, backend,
+ *               trainer, and for rank 0 the gathering of every rank's
+ *               measurements (job/);
+ *   collective  (--collective) the nccl-tests style benchmark of the
+ *               backends alone, as launcher or rank (coll/);
+ *   nodes       (--nnodes) bench's own multi-node launcher (job/);
+ *   exec        (-- CMD) a command of the user's on emulated hosts (job/);
+ *   ps server   (GS_PS_SERVE, set by our launcher) a --ps-server-hosts
+ *               server in a process of its own (job/);
+ *   calibrate, project  (--calibrate, --project) the cost model's
+ *               commands, which start no rank (cli/, costmodel/);
+ *   report      (--report DIR) a finished sweep's tables and charts drawn
+ *               again (report/).
+ * Data flows downward: cli -> coll -> job -> report -> costmodel, hosts,
+ * files. hosts/ and costmodel/ never see gs_opts: they take plain
+ * configurations of their own. */
 #ifndef GS_BENCH_H
 #define GS_BENCH_H
 
@@ -34,7 +46,9 @@ typedef enum gs_link_choice {
 
 /* local: one process, no backend (the single-process reference). */
 typedef enum gs_mode { GS_MODE_PS = 0, GS_MODE_RING = 1, GS_MODE_LOCAL = 2 } gs_mode;
-const char *gs_mode_name(gs_mode m);
+static inline const char *gs_mode_name(gs_mode m) {
+  return m == GS_MODE_PS ? "ps" : m == GS_MODE_RING ? "ring" : "local";
+}
 
 typedef struct gs_opts {
   /* sweep axes: every combination is one run */
@@ -73,18 +87,18 @@ typedef struct gs_opts {
   bool encrypt;              /* --encrypt: CURVE on every data socket */
   int threads;               /* BLAS threads per rank; 0: cores / local ranks */
 
-  /* emulated hosts (cluster.c): 0 hosts and no link: one machine's loopback */
+  /* emulated hosts (job/cluster.c): 0 hosts and no link: one machine's loopback */
   int hosts;                 /* --hosts K: K hosts per run (0: --link alone, one per rank) */
   const char *link_arg;      /* --link RATE as given (tc units: 100mbit, 1gbit); NULL for
                                 auto and none */
   bool link_none;            /* --link none: loopback, whatever the machine allows */
-  gs_link_choice link_choice; /* how the sweep's link was chosen (cluster.c) */
+  gs_link_choice link_choice; /* how the sweep's link was chosen (job/cluster.c) */
   char link_why[1100];       /* auto on loopback: why, and how to get links */
   const char *latency_arg;   /* --latency D as given (100us, 2ms) */
   uint64_t link_bps;         /* resolved: bit/s each direction; 0: no emulated hosts */
   double latency_s;          /* resolved: one-way host-to-host delay */
 
-  /* the cost model (project.c): no rank starts */
+  /* the cost model's commands (cli/costmodel.c): no rank starts */
   bool calibrate;            /* --calibrate: measure this machine, write a calibration */
   bool project;              /* --project: predict big worlds from a calibration */
   const char *calibration;   /* --calibration F (NULL: calibrate afresh) */
@@ -112,7 +126,7 @@ typedef struct gs_opts {
 
   /* collective benchmark (nccl-tests flags) */
   const char *collective;    /* --collective as given, or NULL */
-  int coll;                  /* allreduce.h gs_coll it names (collective.c); a
+  int coll;                  /* allreduce.h gs_coll it names (coll/collective.c); a
                                 comma list runs each in turn: colls[0..ncolls) */
   int colls[8], ncolls;
   int root;                  /* -r: broadcast's and reduce's root */
@@ -121,7 +135,7 @@ typedef struct gs_opts {
   int iters, warmup_iters;
   bool check;
   int algo;                  /* --algo: allreduce.h gs_algo (the ring's) */
-  const char *redop_arg, *dtype_arg;  /* -o, -d as given (collective.c checks them) */
+  const char *redop_arg, *dtype_arg;  /* -o, -d as given (coll/collective.c checks them) */
   int redop;                 /* kernels.h gs_redop */
   gs_dtype dtype;            /* the wire dtype -d names (F64, I32: buffers of it) */
 
@@ -132,19 +146,5 @@ typedef struct gs_opts {
   char *owned[2 * GS_LIST_MAX];
   int nowned;
 } gs_opts;
-
-/* Parse argv into o. Every flag is one row of opts.c's table: name,
- * argument, default, help and parser; the defaults are the table's, applied
- * by the same parsers before argv. GS_EINVAL with a message naming the flag
- * on a usage error; *help set when --help was asked. */
-int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e);
-void gs_opts_usage(FILE *f);
-void gs_opts_free(gs_opts *o);
-
-/* The settings every rank of a job must share, as "key=value" lines, for
- * the rendezvous' configuration check. */
-size_t gs_opts_settings(const gs_opts *o, gs_mode mode, int world, char *buf, size_t cap);
-
-int gs_bench_main(int argc, char **argv);
 
 #endif

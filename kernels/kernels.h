@@ -222,7 +222,7 @@ struct gs_kernels {
 /* ---- the end of a step, written once ----
  * Every backend (ps server, ring, NCCL) and the local mode finish a step
  * through gs_update_apply, so they round, check, skip and step alike
- * (DESIGN.md contracts 3 and 7). It holds the optimizer's state: the
+ * (docs/architecture.md, contracts 3 and 7). It holds the optimizer's state: the
  * momentum of every parameter (torch.optim.SGD's buffer, started at the
  * first step that is not skipped) and the loss scaler. Given the reduced
  * gradients (the SUM over world ranks, still carrying the loss scale):

@@ -122,14 +122,6 @@ int gs_cred_rdv_client(void *sock, const gs_cred *c, int rank, gs_err *e) {
   return rc < 0 ? fail_opt(e, "the rendezvous") : GS_OK;
 }
 
-int gs_cred_rank_of(zmq_msg_t *frame) {
-  const char *u = zmq_msg_gets(frame, "User-Id");
-  if (!u || !*u || strlen(u) > 8) return -1;
-  char *end;
-  long r = strtol(u, &end, 10);
-  return *end || r < 1 || r > (1 << 24) ? -1 : (int)r;
-}
-
 /* ---- data sockets ---- */
 
 int gs_endpoint_split(const char *endpoint, char *addr, size_t cap,

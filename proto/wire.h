@@ -43,7 +43,7 @@ typedef struct gs_wire_msg {
   ProtobufCAllocator *alloc;      /* what unpacked env (NULL: malloc) */
   char peer[64];                  /* a ROUTER's sender's address ("" unknown) */
   int proven;                     /* the rank its connection proved at the rendezvous
-                                     (gs_cred_rank_of), -1 none */
+                                     (its User-Id, set by the ZAP handler), -1 none */
 } gs_wire_msg;
 
 /* The emulated links' delay line, for kernels without netem: with delay_s
@@ -257,9 +257,10 @@ Gradsync__DType gs_wire_pbdtype(gs_dtype t);
  *   - the rendezvous: always ZeroMQ's CURVE. Rank 0's key pair and each
  *     rank's own pair are derived from the key; rank 0's ZAP handler admits
  *     only ranks 1..world-1's keys and names the rank as the connection's
- *     User-Id (gs_cred_rank_of), so every message is checked against the
- *     rank whose key sent it. A peer without the secret never finishes the
- *     handshake, learns nothing, and gets nothing;
+ *     User-Id (wire.c reads it into gs_wire_msg.proven), so every message
+ *     is checked against the rank whose key sent it. A peer without the
+ *     secret never finishes the handshake, learns nothing, and gets
+ *     nothing;
  *   - the data sockets: every socket that binds draws a fresh port nonce,
  *     carried in its endpoint ("tcp://host:port#<32 hex digits>"), and
  *     every credential for that port is derived from the key and the
@@ -287,9 +288,6 @@ void gs_zap_join(gs_zap *z);
 /* The rendezvous' sockets, before zmq_bind / zmq_connect. */
 int gs_cred_rdv_server(void *sock, const gs_cred *c, gs_err *e);
 int gs_cred_rdv_client(void *sock, const gs_cred *c, int rank, gs_err *e);
-/* The rank a received frame's connection proved at the rendezvous, -1
- * when it proved none. */
-int gs_cred_rank_of(zmq_msg_t *frame);
 
 /* A data socket: its credential, then gs_wire_bind_any; endpoint is the
  * address with the port nonce. */

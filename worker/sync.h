@@ -25,7 +25,7 @@
  * happens in end_step. The parameters of bucket b may change as soon as
  * bucket_ready(b) returns: backward never reads them again in that step.
  *
- * Contracts every backend keeps (see DESIGN.md):
+ * Contracts every backend keeps (docs/architecture.md):
  *  - equivalence: the update equals one single-process step on the
  *    concatenated batch with the mean loss (up to summation order);
  *  - after end_step all ranks hold bitwise-identical parameters;

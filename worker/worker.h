@@ -45,7 +45,7 @@ typedef struct gs_train_opts {
   int64_t synthetic_samples; /* size of the synthetic dataset */
 } gs_train_opts;
 
-/* The training defaults of bench's flag table (bench/opts.c, shown by bench
+/* The training defaults of bench's flag table (bench/cli/opts.c, shown by bench
  * --help); tests/bench/test_opts.c checks that the two agree. */
 void gs_train_opts_default(gs_train_opts *o);
 

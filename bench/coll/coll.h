@@ -1,11 +1,13 @@
-/* coll.h: the contract of the collective benchmark's harness, nccl-tests
- * style: the sizes, the timing, the exact check and the table of any
- * collective a backend runs (perf.c, perf_print.c). What a collective is
+/* coll.h: the contract of bench/coll, the collective benchmark: `bench
+ * --collective` (collective.c) over its harness, nccl-tests style: the
+ * sizes, the timing, the exact check and the table of any collective a
+ * backend runs (perf.c, perf_print.c). What a collective is
  * (its name, sizes, bus-bandwidth factor and reference) is its row in
  * allreduce.h (gs_coll_of); how a backend runs it is a gs_coll_fn the
- * caller plugs in (bench/collective.c for `bench --collective`,
- * tests/allreduce/ring_perf.c, the GPU mock tests). Knows allreduce.h's
- * rows and kernels.h, nothing of a backend. */
+ * caller plugs in (collective.c for `bench --collective`,
+ * tests/allreduce/ring_perf.c, the GPU mock tests). The harness knows
+ * allreduce.h's rows and kernels.h, nothing of a backend; collective.c
+ * starts the backends through bench/job. */
 #ifndef GS_BENCH_COLL_H
 #define GS_BENCH_COLL_H
 
@@ -14,6 +16,7 @@
 #include <stdint.h>
 
 #include "allreduce/allreduce.h"
+#include "bench/bench.h"
 #include "kernels/kernels.h"
 
 /* One collective over a backend, as gs_coll says (src == dst: in place). */
@@ -103,5 +106,15 @@ void gs_perf_print(void *f, const gs_perf_opts *o, const char *title, const gs_p
 /* Those two closing figures: the mean busbw over both placements (the
  * return) and the number of results with a wrong value. */
 double gs_perf_summary(const gs_perf_row *rows, int nrows, int *errors);
+
+/* ---- `bench --collective` (collective.c) ---- */
+struct gs_rank_env;
+/* --collective's -o and -d: nccl-tests' names to ours. */
+int gs_collective_resolve(gs_opts *o, gs_err *e);
+/* Why mode cannot run collective coll (NULL: it can): the sweep skips such
+ * pairs of a --collective list. */
+const char *gs_collective_skip(const gs_opts *o, int coll, gs_mode mode);
+/* The collective benchmark as one rank of a job; an exit code. */
+int gs_collective_rank(const gs_opts *o, gs_mode mode, const struct gs_rank_env *env);
 
 #endif

@@ -4,7 +4,7 @@
  * (which calls kernels/elem.h per element), or a block reduction whose
  * per-thread part and tree step are in ops.h too. No floating-point
  * atomics anywhere: every result is the same bits on every run, which the
- * determinism contract (DESIGN.md 2) needs. The CUDA sources are built with
+ * determinism contract (docs/architecture.md, contract 2) needs. The CUDA sources are built with
  * --fmad=false so a*b+c rounds twice as on the CPU, and the element-wise
  * ops give the CPU table's bits exactly (tests/gpu checks it).
  *

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""equivalence.py MODE WORLDS: DESIGN.md's contracts 1 and 2 for a backend.
+"""equivalence.py MODE WORLDS: docs/architecture.md's contracts 1 and 2 for a backend.
 
 With --no-shuffle, N ranks of per-rank batch B give the parameters of one
 process with batch N*B (to 1e-5 relative: only the summation order

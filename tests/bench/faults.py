@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""faults.py: DESIGN.md's contract 9 through the real launcher.
+"""faults.py: docs/architecture.md's contract 9 through the real launcher.
 
   - a rank SIGKILLed mid-run (ps and ring): every other rank stops within
     the timeout with an error naming the dead rank, the launcher names it

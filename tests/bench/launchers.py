@@ -27,7 +27,7 @@ refused: results_links.py).
   nnodes          two `bench --nnodes 2 --node-rank R` invocations;
   errors          inconsistent environments: a clear error naming the
                   variable, never a hang;
-  readme          README.md's launch commands as they are written, with
+  readme          docs/launching.md's commands as they are written, with
                   node 0's 10.0.0.1 made 127.0.0.1 (both nodes of a
                   two-node command on this machine), a free port for 29500
                   and 29400, a small model and a results directory of the
@@ -442,9 +442,8 @@ def errors():
 
 
 def readme():
-    text = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                             "README.md")).read()
-    section = text.split("## Launching on several machines", 1)[1].split("\n## ", 1)[0]
+    section = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "docs", "launching.md")).read()
     blocks = [b.split("```", 1)[0] for b in section.split("```sh\n")[1:]]
     cmds = []
     for b in blocks:
@@ -452,7 +451,7 @@ def readme():
             line = line.split(" # ", 1)[0].strip()
             if line and not line.startswith("#"):
                 cmds.append(line)
-    check(len(cmds) >= 8, f"README: {len(cmds)} launch commands found")
+    check(len(cmds) >= 8, f"docs/launching.md: {len(cmds)} launch commands found")
     small = ["--model", "mlp:784-32-10", "--synthetic-samples", "2048", "--threads", "1",
              "--timeout", "20", "--quiet"]
     openmpi = shutil.which("mpirun") and "Open MPI" in subprocess.run(
@@ -482,16 +481,16 @@ def readme():
             copies.append(list(words))
         outs = wait_all([start(c, clean_env()) for c in copies], cmd)
         tried += 1
-        if not ran(outs, f"README: {cmd}"):
+        if not ran(outs, f"docs/launching.md: {cmd}"):
             continue
         print(f"readme: ran x{len(copies)}: {cmd}")
         try:
             run0 = json.load(open(os.path.join(d, "report.json")))["runs"][0]
-            check(run0["world"] == 4, f"README: {cmd}: world {run0['world']}, not 4")
+            check(run0["world"] == 4, f"docs/launching.md: {cmd}: world {run0['world']}, not 4")
         except (OSError, ValueError, KeyError, IndexError) as ex:
-            check(False, f"README: {cmd}: no report.json in --out: {ex}")
+            check(False, f"docs/launching.md: {cmd}: no report.json in --out: {ex}")
     if tried == 0:
-        skip("none of the README's launchers is installed")
+        skip("none of docs/launching.md's launchers is installed")
 
 
 CASES = {"torchrun": lambda: torchrun("static"), "torchrun-c10d": lambda: torchrun("c10d"),

@@ -3,7 +3,7 @@
 bench --project); neither starts a rank.
 
   - --calibrate writes a calibration that --project reads back (the strict
-    reader of model_calib.c accepts it), every rate positive and finite,
+    reader of bench/costmodel/calib.c accepts it), every rate positive and finite,
     and the table it prints shows the very figures of the file; --link and
     --latency land in its "link" part;
   - --project with a calibration written here by hand prints a row for every

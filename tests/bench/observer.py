@@ -17,7 +17,7 @@ in clear by default; the rendezvous never), a connection of its own sends
 rank 0's rendezvous an Error "from rank 1", as the rendezvous once took
 it, and holds it open until the end of the job. A and B must finish with
 the parameters of an undisturbed run. The recording itself
-must show what the README says crosses the wire: the rendezvous'
+must show what docs/security.md says crosses the wire: the rendezvous'
 registration and welcome never in clear (no endpoint, no setting), and the
 original connections were admitted (READY in the server's bytes: the
 recording is not empty of what it should hold).

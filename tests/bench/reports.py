@@ -32,7 +32,7 @@ check(r.returncode == 0, f"sweep: {r.stderr}")
 check("ps vs ring" in r.stdout, "no side-by-side comparison printed")
 
 rep = report(d)
-check(rep.get("schema_version") == 1, "schema_version")
+check(rep.get("schema_version") == 2, "schema_version")
 
 # one run id: in every steps.csv row and every run of report.json
 ids = {row["run_id"] for row in steps_csv(d)}

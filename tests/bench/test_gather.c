@@ -1,4 +1,4 @@
-/* test_gather.c: the measurements' wire form (bench/gather.c).
+/* test_gather.c: the measurements' wire form (bench/job/gather.c).
  *
  *  - rows and spans packed by a rank in parts come back bit for bit at
  *    rank 0 (names that fill their 24 bytes included);
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/internal.h"
+#include "bench/job/job.h"
 #include "proto/wire.h"
 #include "tests/check.h"
 

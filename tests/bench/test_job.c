@@ -1,4 +1,4 @@
-/* test_job.c: the job start's pure parts (bench/job.c).
+/* test_job.c: the job start's pure parts (bench/job/job.c).
  *
  *  - which rank this is, from torchrun's, Open MPI's, MPICH's and Slurm's
  *    variables (and our launcher's), and clear errors naming the variable
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/internal.h"
+#include "bench/job/job.h"
 #include "tests/check.h"
 
 static const char *VARS[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",

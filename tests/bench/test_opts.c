@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench.h"
+#include "bench/cli/cli.h"
 #include "tests/check.h"
 
 static int parse(gs_opts *o, gs_err *e, ...) {

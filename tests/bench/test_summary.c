@@ -1,4 +1,4 @@
-/* test_summary.c: the one summary (bench/summary.h) on synthetic rows.
+/* test_summary.c: the one summary (bench/report/report.h) on synthetic rows.
  *
  *  - every metric of gs_summarize against the README's definition,
  *    computed here independently from the same rows (ps in rank 0, a
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/summary.h"
+#include "bench/report/report.h"
 #include "tests/check.h"
 
 #define NEAR(a, b) (fabs((a) - (b)) <= 1e-12 * (1 + fabs(b)))

@@ -1,5 +1,5 @@
 /* fuzz_meas.c: a rank's measurements as rank 0 takes them in the gather
- * (bench/gather.c gs_gather_take): one part, the rank's whole report, a
+ * (bench/job/gather.c gs_gather_take): one part, the rank's whole report, a
  * packed Measurements message and the step and span counts its Stats
  * header announced.
  *
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/internal.h"
+#include "bench/job/job.h"
 #include "fuzz.h"
 #include "proto/wire.h"
 

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench.h"
+#include "bench/cli/cli.h"
+#include "bench/job/job.h"
 #include "fuzz.h"
 
 #define MAXARGS 64
@@ -77,7 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char settings[8192] = "";
   if (rc == 0 && !help) {
     check_ranges(&o);
-    size_t n = gs_opts_settings(&o, o.modes[0], o.worlds[0], settings, sizeof settings);
+    size_t n = gs_run_settings(&o, o.modes[0], o.worlds[0], settings, sizeof settings);
     FUZZ_CHECK(n > 0, "no settings%s", "");
   }
   gs_opts_free(&o);
@@ -88,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   gs_err e2 = {0};
   int rc2 = gs_opts_parse(argc, argv, &o, &help2, &e2);
   char settings2[8192] = "";
-  if (rc2 == 0 && !help2) gs_opts_settings(&o, o.modes[0], o.worlds[0], settings2, sizeof settings2);
+  if (rc2 == 0 && !help2) gs_run_settings(&o, o.modes[0], o.worlds[0], settings2, sizeof settings2);
   FUZZ_CHECK(rc2 == rc && help2 == help && !strcmp(e2.msg, e.msg) && !strcmp(settings2, settings),
              "a second parse of the same arguments differs: %d%s '%s' then %d%s '%s'", rc,
              help ? " (help)" : "", e.msg, rc2, help2 ? " (help)" : "", e2.msg);

@@ -1,4 +1,4 @@
-/* fuzz_rdv.c: the rendezvous (bench/internal.h) receiving arbitrary
+/* fuzz_rdv.c: the rendezvous (bench/job/job.h) receiving arbitrary
  * messages: rank 0 collecting registrations (gs_rdv_host) and measurements
  * (gs_rdv_gather), and a rank waiting for its welcome (gs_rdv_join).
  *
@@ -28,7 +28,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "bench/internal.h"
+#include "bench/job/job.h"
 #include "fuzz.h"
 #include "proto/wire.h"
 

@@ -1,4 +1,4 @@
-/* fuzz_secret.c: a job secret file as a rank reads it (bench/internal.h
+/* fuzz_secret.c: a job secret file as a rank reads it (bench/job/job.h
  * gs_job_secret with --secret-file).
  *
  * Input: the file's bytes, written to a fresh file of mode 0600. The
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bench/internal.h"
+#include "bench/job/job.h"
 #include "fuzz.h"
 #include "proto/wire.h"
 

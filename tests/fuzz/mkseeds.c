@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 
 #include "allreduce/comm.h"
-#include "bench/internal.h"
+#include "bench/job/job.h"
 #include "fuzz.h"
 #include "proto/wire.h"
 #include "worker/npy.h"

@@ -149,7 +149,7 @@ for m in mlp lenet; do
   done
 done
 
-# determinism: the same GPU run twice gives the same bits (DESIGN.md 2)
+# determinism: the same GPU run twice gives the same bits (docs/architecture.md, contract 2)
 wmax=${ring_worlds[${#ring_worlds[@]}-1]}
 for run in "ring $wmax" "ps 2"; do
   read -r mode w <<<"$run"

@@ -1,7 +1,7 @@
 /* test_nccl_perf_mock.c: `bench --collective C --device cuda` without a
  * GPU: the benchmark's harness (gs_allreduce_perf, bench/coll/perf.c) on a
  * device table, over NCCL sessions (allreduce/nccl/nccl.c) and NCCL's own calls
- * (gs_nccl_collective, allreduce/nccl/nccl_coll.c), wired as bench/collective.c
+ * (gs_nccl_collective, allreduce/nccl/nccl_coll.c), wired as bench/coll/collective.c
  * wires them: a session per size (setup), training's all-reduce through a
  * step where the sum is asked, NCCL's call otherwise, the timings exchanged
  * through the session's all-reduce, -o avg as ncclAvg (fn_avg: nothing

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/hosts/hosts.py TOOL CASE: emulated hosts (bench/hosts.h) through
+"""tests/hosts/hosts.py TOOL CASE: emulated hosts (bench/hosts/hosts.h) through
 hosts_tool's JSON lines.
 
   stream    2 hosts at 100 mbit: a ZeroMQ stream carries 85-100% of the

@@ -1,4 +1,4 @@
-/* hosts_tool: build a cluster of emulated hosts (bench/hosts.h), check it,
+/* hosts_tool: build a cluster of emulated hosts (bench/hosts/hosts.h), check it,
  * measure a ZeroMQ stream across it, print the link counters, tear down.
  *
  *   hosts_tool --hosts 4 --link 1gbit --from 1 --to 2 --bytes 64M --msg 16M
@@ -29,7 +29,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "bench/hosts.h"
+#include "bench/hosts/hosts.h"
 #include "tests/hosts/roles.h"
 
 typedef struct opts {
@@ -245,13 +245,13 @@ static int reach(gs_hosts *c, const opts *o) {
   return ok && failures == 0 ? 0 : 1;
 }
 
-static void print_links(gs_hosts *c, const opts *o, const gs_link_stat *a, const gs_link_stat *b,
-                        json_t *links) {
+static void print_links(gs_hosts *c, const opts *o, const gs_hostlink_stat *a,
+                        const gs_hostlink_stat *b, json_t *links) {
   if (!json_out) printf("link  up_bytes     down_bytes   up_busy  down_busy  (fraction of %.3f s)\n",
                         b[0].t - a[0].t);
   for (int h = 0; h < o->hosts; h++) {
     double ub, db;
-    gs_link_busy(&a[h], &b[h], &ub, &db);
+    gs_hostlink_busy(&a[h], &b[h], &ub, &db);
     uint64_t up = b[h].up_bytes - a[h].up_bytes, down = b[h].down_bytes - a[h].down_bytes;
     json_array_append_new(
         links, json_pack("{si sI sI sf sf sf sf}", "host", h, "up_bytes", (json_int_t)up,
@@ -273,7 +273,7 @@ static int stream(gs_hosts *c, const opts *o) {
   char arg[160], ep[64], line[64];
   int fd = -1, rc = 0, *pfd = calloc((size_t)o->nfrom, sizeof *pfd);
   pid_t pull = -1, *push = calloc((size_t)o->nfrom, sizeof *push);
-  gs_link_stat *a = calloc((size_t)o->hosts * 2, sizeof *a), *b = a ? a + o->hosts : NULL;
+  gs_hostlink_stat *a = calloc((size_t)o->hosts * 2, sizeof *a), *b = a ? a + o->hosts : NULL;
   if (!pfd || !push || !a) rc = -1;
   for (int i = 0; pfd && i < o->nfrom; i++) pfd[i] = -1;
   snprintf(arg, sizeof arg, "%s,%ld,%.0f,%.0f", to.addr, count * o->nfrom, o->msg, limit_s);

@@ -1,4 +1,4 @@
-/* test_hosts: bench/hosts.h called directly.
+/* test_hosts: bench/hosts/hosts.h called directly.
  *   test_hosts parse   rate parsing and bad configurations (no root needed)
  *   test_hosts api     spawn (namespace, environment, a missing program),
  *                      info and link bounds, the sampler's misuse, and a
@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench/hosts.h"
+#include "bench/hosts/hosts.h"
 #include "tests/check.h"
 
 static void parse(void) {
@@ -91,7 +91,7 @@ static void api(void) {
         "the switch is described: %s, %s", sw.ifname, sw.netns);
   CHECK(gs_hosts_info(c, 2, &none) == GS_EINVAL && gs_hosts_info(c, -2, &none) == GS_EINVAL,
         "hosts outside 0..K-1 are refused by info");
-  gs_link_stat st;
+  gs_hostlink_stat st;
   gs_err e2 = {0};
   CHECK(gs_hosts_link(c, 2, &st, &e2) == GS_EINVAL && strstr(e2.msg, "host 2"),
         "and by link: %s", e2.msg);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/model.h"
+#include "bench/costmodel/costmodel.h"
 
 static int usage(const char *why) {
   fprintf(stderr, "model_example: %s\n(see the comment at the top of tests/model/example.c)\n",

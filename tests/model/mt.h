@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "bench/model.h"
+#include "bench/costmodel/costmodel.h"
 #include "tests/check.h"
 
 /* A plan over caller storage: nb buckets of the given bytes (fp32 wire). */

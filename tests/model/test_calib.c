@@ -1,4 +1,4 @@
-/* test_calib.c: the calibration record (model_calib.c).
+/* test_calib.c: the calibration record (bench/costmodel/calib.c).
  *  - a record written and read back holds the same values (with and
  *    without the optional link and comment), and fills a machine;
  *  - a file with a missing, negative, non-numeric, misspelt or out-of-range

@@ -1,4 +1,4 @@
-/* test_fit.c: the least-squares fits of model_fit.c.
+/* test_fit.c: the least-squares fits of bench/costmodel/fit.c.
  *  - gs_cm_lsq solves an exact system, and refuses collinear columns and
  *    fewer points than unknowns;
  *  - alpha and beta of a transport come back from synthetic point-to-point

@@ -1,4 +1,4 @@
-/* test_project.c: plans and projections (model_project.c).
+/* test_project.c: plans and projections (bench/costmodel/projection.c).
  *  - a plan from parameter sizes is the project's planner's plan, in bytes;
  *  - the plan of the resnet50 profile, taken from the trainer, has its
  *    parameters, DDP's 1 MiB first bucket and 25 MiB buckets; fp16 halves

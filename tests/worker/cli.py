@@ -22,8 +22,11 @@ import time
 
 import numpy as np
 
-bench = sys.argv[1]
+bench = os.path.abspath(sys.argv[1])
 failures = 0
+# bench writes results/<stamp>-... under its working directory when no --out
+# is given: run it in a directory of its own, never the source tree
+WORK = tempfile.TemporaryDirectory(prefix="gs_cli_work_")
 
 
 def check(cond, what):
@@ -34,7 +37,8 @@ def check(cond, what):
 
 
 def run(args, timeout=120):
-    return subprocess.run([bench] + args, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([bench] + args, capture_output=True, text=True, timeout=timeout,
+                          cwd=WORK.name)
 
 
 # one process (--mode local): the single-process reference trainer
@@ -149,7 +153,7 @@ if not os.path.exists("/dev/nvidia0"):
           f"--device cuda without a GPU: exit {r.returncode}, {r.stderr}")
 
 # ---- SIGINT: prompt, non-zero, says so
-p = subprocess.Popen([bench] + SMALL + ["--steps", "100000000", "--quiet"],
+p = subprocess.Popen([bench] + SMALL + ["--steps", "100000000", "--quiet"], cwd=WORK.name,
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 time.sleep(1.0)
 t0 = time.time()

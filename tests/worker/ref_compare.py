@@ -8,7 +8,7 @@ with a partial last batch). Every tensor must agree to 1e-4 relative (L2),
 and training must have moved every tensor by at least 50 times that.
 
 With --mode ps|ring --world N, bench trains N ranks of batch B/N: the same
-global batch, so the same parameters (DESIGN.md contract 1). The code path
+global batch, so the same parameters (docs/architecture.md, contract 1). The code path
 is whatever GS_ISA says (the tests run this once per path).
 
     ref_compare.py BENCH REF_PY [--mode local|ps|ring] [--world N]

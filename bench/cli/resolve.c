@@ -1,0 +1,141 @@
+/* resolve.c: what bench's flags mean together, once every one is read:
+ * the checks and defaults that need several of them (local means world 1,
+ * --save-params means one run, the loss scale of a precision, the
+ * collective's, the emulated hosts' and the model commands' own rules), and
+ * the settings string every rank of a job compares with rank 0's. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allreduce/allreduce.h"
+#include "bench/cli/cli.h"
+#include "bench/coll/coll.h"
+#include "bench/job/job.h"
+#include "bench/report/report.h"
+
+/* --ps-servers K > 1: the sharded ps (ps/shard.c) and what it leaves out. */
+static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
+  int K = o->ps_servers;
+  if (o->ps_server_hosts) {
+    if (o->nnodes > 0)
+      return GS_FAIL(e, GS_EINVAL, "--ps-server-hosts: bench's launcher on one machine starts "
+                     "the servers; --nnodes cannot");
+    if (!strcmp(o->transport, "ipc"))
+      return GS_FAIL(e, GS_EINVAL, "--ps-server-hosts: the servers listen on TCP; drop "
+                     "--transport ipc");
+  } else if (K <= 1) {
+    return GS_OK;
+  }
+  char named[48]; /* what the messages name */
+  if (o->ps_server_hosts) snprintf(named, sizeof named, "--ps-servers %d --ps-server-hosts", K);
+  else snprintf(named, sizeof named, "--ps-servers %d", K);
+  /* a sweep's flags apply to its ps runs; its launcher starts each other
+   * run's ranks with the same flags and that run's --mode */
+  bool ps = getenv("GS_LAUNCHED") != NULL;
+  for (int i = 0; i < o->nmodes; i++) ps |= o->modes[i] == GS_MODE_PS;
+  if (!ps)
+    return GS_FAIL(e, GS_EINVAL, "%s shards the parameter server: it needs --mode ps", named);
+  if (o->dedicated)
+    return GS_FAIL(e, GS_EINVAL, "%s runs the servers in %s, --ps-dedicated one server in a "
+                   "process that rank 0 forks: give one of them", named,
+                   o->ps_server_hosts ? "processes of their own" : "the ranks' processes");
+  if (o->collective)
+    return GS_FAIL(e, GS_EINVAL, "%s: the collective benchmark runs one ps server", named);
+  if (o->train.precision != GS_F32 || o->train.dynamic_scale || o->train.loss_scale != 1.0f)
+    return GS_FAIL(e, GS_EINVAL, "%s needs --precision fp32 without --loss-scale: a step's "
+                   "inf/NaN verdict covers every gradient, which the servers would have to "
+                   "agree on", named);
+  for (int i = 0; i < o->nworlds && !o->ps_server_hosts; i++)
+    if (o->worlds[i] > 1 && o->worlds[i] < K)
+      return GS_FAIL(e, GS_EINVAL, "%s: world %d has fewer ranks than servers (each server is "
+                     "a thread of a rank; --ps-server-hosts runs them on their own)", named,
+                     o->worlds[i]);
+  return GS_OK;
+}
+
+int gs_opts_resolve(gs_opts *o, gs_err *e) {
+  if (o->calibrate || o->project) return gs_model_resolve(o, e);
+  for (int i = 0; i < o->nworlds; i++)
+    if (o->worlds[i] > 1024)
+      return GS_FAIL(e, GS_EINVAL, "--world %d: a run starts at most 1024 ranks (--project "
+                     "predicts larger worlds)", o->worlds[i]);
+  /* Without --mode and --world, saving or loading parameters means the
+   * single-process reference: one run whose parameters mean something. */
+  if (!o->mode_given && !o->world_given && !o->collective && !o->report &&
+      (o->save_params || o->train.load_params)) {
+    o->modes[0] = GS_MODE_LOCAL;
+    o->nmodes = 1;
+    o->worlds[0] = 1;
+  }
+  /* repetitions steady a comparison; one process alone runs once unless asked */
+  if (!o->repeat_given && o->nmodes == 1 && o->modes[0] == GS_MODE_LOCAL) o->repeats = 1;
+  /* the resend log is the ring's links' (ps always sends again) */
+  if (o->resend >= 0 && !getenv("GS_LAUNCHED")) {
+    bool ring = false;
+    for (int i = 0; i < o->nmodes; i++) ring |= o->modes[i] == GS_MODE_RING;
+    if (!ring)
+      return GS_FAIL(e, GS_EINVAL, "--%s keeps or drops the ring's resend log and does nothing "
+                     "without --mode ring (ps always sends a push again after a reconnect)",
+                     o->resend ? "resend" : "no-resend");
+  }
+  /* the collective benchmark measures as nccl-tests measures NCCL, which
+   * keeps nothing to resend; training keeps the log */
+  if (o->resend < 0) o->resend = !o->collective;
+  /* local is one process: it runs at world 1 (alone, without --world, it
+   * means world 1; in a list it joins only the world-1 runs) */
+  if (o->nmodes == 1 && o->modes[0] == GS_MODE_LOCAL) {
+    if (!o->world_given) {
+      o->worlds[0] = 1;
+      o->nworlds = 1;
+    }
+    for (int j = 0; j < o->nworlds; j++)
+      if (o->worlds[j] != 1)
+        return GS_FAIL(e, GS_EINVAL, "--mode local is one process: it takes --world 1 (got %d)",
+                       o->worlds[j]);
+  }
+  /* the loss scale: GradScaler's dynamic one for fp16, 1 otherwise */
+  bool f16 = o->train.precision == GS_F16;
+  o->train.loss_scale = f16 ? 65536.0f : 1.0f;
+  o->train.dynamic_scale = f16;
+  if (o->loss_scale_arg) {
+    const char *a = o->loss_scale_arg;
+    double d;
+    o->loss_scale_set = true;
+    if (!strcmp(a, "dynamic")) {
+      o->train.loss_scale = 65536.0f;
+      o->train.dynamic_scale = true;
+    } else if (!gs_parse_real(a, 1e-30, 3.4e38, &d)) {
+      o->train.loss_scale = (float)d;
+      o->train.dynamic_scale = false;
+    } else {
+      return GS_FAIL(e, GS_EINVAL, "--loss-scale %s: 'dynamic' or a positive number", a);
+    }
+  }
+  if (o->min_bytes > o->max_bytes)
+    return GS_FAIL(e, GS_EINVAL, "-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
+  if (o->collective) {
+    for (int i = 0; i < o->nmodes; i++)
+      if (o->modes[i] == GS_MODE_LOCAL)
+        return GS_FAIL(e, GS_EINVAL, "--collective needs --mode ps or ring");
+    GS_TRY(gs_collective_resolve(o, e));
+  }
+  GS_TRY(resolve_ps_servers(o, e));
+  GS_TRY(gs_cluster_resolve(o, e));
+  if (o->exec) return gs_exec_resolve(o, e);
+  if (o->link_bps && !strcmp(o->transport, "ipc"))
+    return GS_FAIL(e, GS_EINVAL, "--transport ipc joins ranks of one machine, and emulated hosts "
+                   "(--link) talk over their links: drop one");
+  if (o->save_params) {
+    o->repeats = 1; /* one run's parameters: repeating it would save the same bits again */
+    /* without --world, a rank of a job (torchrun, --nnodes, ...) takes its
+     * world from the launcher; the sweep checks its default list itself */
+    int worlds = o->world_given ? o->nworlds : 1;
+    int runs = o->nmodes * worlds * o->nmodels * o->nbatches * o->nbucket_mbs;
+    if (runs != 1)
+      return GS_FAIL(e, GS_EINVAL, "--save-params saves one run's parameters, but these flags "
+                     "make %d runs; give one --mode, --world, --model, --batch and --bucket-mb",
+                     runs);
+  }
+  return GS_OK;
+}

@@ -1,0 +1,106 @@
+/* sweep_header.c: what a training sweep says before its first run, so that a
+ * reader knows what the figures after it are: where the ranks talk
+ * (emulated hosts and their links, or loopback and why), what runs
+ * (modes, worlds, steps, repetitions), and each model's bucket plan with
+ * the tensors in each bucket: a bucket leaves only once backward has
+ * written all of it, so the plan says how early communication can start.
+ * Its link sentence (link_text.c) also heads report.json and report.html. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/cli/cli.h"
+#include "bench/job/job.h"
+#include "bench/report/report.h"
+
+/* "fc3.bias .. fc2.weight (4 tensors)" for the tensors of bucket b, in the
+ * order backward writes them */
+static void bucket_tensors(const gs_trainer *t, const gs_bucket *b, char *buf, size_t cap) {
+  int hi = -1, lo = -1, nt = gs_trainer_ntensors(t);
+  for (int i = 0; i < nt; i++) {
+    size_t off = gs_trainer_tensor_offset(t, i);
+    if (off >= b->offset && off < b->offset + b->count) {
+      if (lo < 0) lo = i;
+      hi = i;
+    }
+  }
+  if (lo < 0) snprintf(buf, cap, "part of a tensor");
+  else if (hi == lo) snprintf(buf, cap, "%s", gs_trainer_tensor_name(t, hi));
+  else if (hi == lo + 1)
+    snprintf(buf, cap, "%s, %s", gs_trainer_tensor_name(t, hi), gs_trainer_tensor_name(t, lo));
+  else
+    snprintf(buf, cap, "%s .. %s (%d tensors)", gs_trainer_tensor_name(t, hi),
+             gs_trainer_tensor_name(t, lo), hi - lo + 1);
+}
+
+/* one model's size and bucket plan at one bucket size */
+static void plan_line(FILE *f, const gs_opts *o, const char *model, double bucket_mb) {
+  gs_err e = {0};
+  gs_kernels *k = gs_kernels_cpu(1, &e);
+  if (!k) return;
+  gs_train_opts to = o->train;
+  to.model = model;
+  to.batch = 1;
+  to.synthetic_samples = 16; /* the tensors matter here, not the data */
+  to.compute_ms = 0;
+  to.load_params = NULL;
+  to.bucket_mb = bucket_mb;
+  to.rank = 0;
+  to.world = 1;
+  gs_trainer *t = NULL;
+  if (gs_trainer_create(&to, k, &t, &e) == GS_OK) {
+    gs_sync_config c;
+    memset(&c, 0, sizeof c);
+    gs_trainer_sync_config(t, &c);
+    double MiB = 1024.0 * 1024.0, esz = (double)gs_dtype_size(c.wire);
+    fprintf(f, "model %s: %.3g M parameters, %.3g MiB of gradients (%s); buckets by DDP's rule "
+            "(whole tensors from the last layer; the first closes past %g MiB, the others past "
+            "%g MiB):\n", model, (double)gs_trainer_nparams(t) / 1e6,
+            (double)gs_trainer_nparams(t) * esz / MiB, gs_dtype_name(c.wire),
+            o->train.first_bucket_mb, bucket_mb);
+    for (int b = 0; b < c.nbuckets; b++) {
+      char names[256];
+      bucket_tensors(t, &c.buckets[b], names, sizeof names);
+      fprintf(f, "  bucket %d: %.3g MiB, %s\n", b, (double)c.buckets[b].count * esz / MiB, names);
+    }
+    gs_trainer_destroy(t);
+  }
+  k->destroy(k);
+}
+
+void gs_sweep_header(FILE *f, const gs_opts *o) {
+  char line[GS_LINK_SENTENCE_MAX];
+  fprintf(f, "%s\n", gs_link_sentence(o, line, sizeof line));
+  bool many = o->nmodes > 1, w1 = false;
+  char modes[64] = "", worlds[256] = "";
+  for (int i = 0; i < o->nmodes; i++)
+    snprintf(modes + strlen(modes), sizeof modes - strlen(modes), "%s%s",
+             i == 0 ? "" : i + 1 == o->nmodes ? " and " : ", ", gs_mode_name(o->modes[i]));
+  for (int i = 0; i < o->nworlds; i++) {
+    w1 |= o->worlds[i] == 1;
+    snprintf(worlds + strlen(worlds), sizeof worlds - strlen(worlds), "%s%d", i ? ", " : "",
+             o->worlds[i]);
+  }
+  fprintf(f, "runs: %s at world %s%s; batch %s%d per rank; %lld steps each, the first %d left "
+          "out (warm-up)", modes, worlds,
+          many && w1 ? " (world 1 once: one process, the baseline of every mode)" : "",
+          o->nbatches > 1 ? "from " : "", o->batches[0], (long long)o->train.steps, o->warmup);
+  if (o->repeats > 1)
+    fprintf(f, "; every configuration %d times, interleaved (medians, with the min-max)",
+            o->repeats);
+  fprintf(f, "\n");
+  for (int m = 0; m < o->nmodels; m++)
+    for (int b = 0; b < o->nbucket_mbs; b++) plan_line(f, o, o->models[m], o->bucket_mbs[b]);
+  bool ring = false, ps = false;
+  for (int i = 0; i < o->nmodes; i++) {
+    ring |= o->modes[i] == GS_MODE_RING;
+    ps |= o->modes[i] == GS_MODE_PS;
+  }
+  if (o->overlap < 0 && ring && ps)
+    fprintf(f, "overlap: ring sends each bucket once backward has written it (DDP), ps after "
+            "backward (DataParallel)\n");
+  else if (ring || ps)
+    fprintf(f, "overlap: %s\n", o->overlap == 1 ? "on: each bucket leaves once backward has "
+            "written it" : o->overlap == 0 ? "off: buckets leave after backward"
+            : ring ? "ring: on (DDP)" : "ps: off (DataParallel)");
+}

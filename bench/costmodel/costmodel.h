@@ -1,0 +1,300 @@
+/* costmodel.h: the contract of bench/costmodel: the time cost model of one
+ * training step, for ps, ring and a sharded parameter server (the
+ * command line's --project and --calibrate and the "cost_model" object of
+ * report.json use it; nothing below bench/ sees it, and it sees nothing of
+ * the command line: it takes plain configurations). docs/model.md states
+ * every formula, its units and its assumptions; this header is the
+ * contract of the code.
+ *
+ * Pure functions (costmodel.c: the formulas per topology, fit.c,
+ * calib.c, projection.c): no clock, no socket, no global state, except
+ * measure.c, which measures this machine for a calibration. Inputs are a
+ * machine (rates and latencies, SI units: seconds, bytes, bytes/second),
+ * a bucket plan (the real one, from worker/sync.h's gs_plan_buckets) and a
+ * job (mode, world N, hosts K with N/K ranks per host in host-major order,
+ * batch, compute per sample, overlap). Outputs are bytes per host link and
+ * direction, communication time, exposed communication after overlap with
+ * backward (bucket by bucket), step time, samples/s, scaling efficiency
+ * against world 1, and the term that bounds the step.
+ *
+ *   machine + plan + job --gs_cm_predict--> gs_cm_result (one row)
+ *   machine + plan + worlds x modes --gs_cm_project--> gs_cm_projection
+ *       --> gs_cm_print_table (FILE *), gs_cm_projection_json (json_t *)
+ *   measured (world, bytes, seconds) points --gs_cm_fit_*--> alpha, beta, gamma
+ *   gs_cm_calib <-> calibration JSON file (strictly validated)
+ *
+ * Every function that can fail returns GS_OK or a GS_E* code and fills the
+ * gs_err with a sentence naming the field and what to do. */
+#ifndef GS_BENCH_COSTMODEL_H
+#define GS_BENCH_COSTMODEL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "kernels/kernels.h"
+#include "worker/worker.h"
+
+/* ---- modes ---- */
+
+typedef enum gs_cm_mode {
+  GS_CM_PS = 0,      /* DataParallel master: rank 0 on host 0 reduces and updates */
+  GS_CM_RING = 1,    /* ring all-reduce (reduce-scatter + all-gather), host-major */
+  GS_CM_RD = 2,      /* recursive doubling all-reduce (small messages) */
+  GS_CM_SPS_COLO = 3,  /* sharded ps by key range, one server on every host */
+  GS_CM_SPS_HOSTS = 4, /* sharded ps by key range, servers on hosts of their own */
+  GS_CM_NMODES = 5
+} gs_cm_mode;
+/* "ps", "ring", "rd", "sps-colo", "sps-hosts" */
+const char *gs_cm_mode_name(gs_cm_mode m);
+int gs_cm_mode_parse(const char *s, gs_cm_mode *out, gs_err *e);
+
+/* ---- inputs ---- */
+
+/* The hardware, as calibration measures it or a user states it. */
+typedef struct gs_cm_machine {
+  double link_Bps;       /* b: each host link, bytes/s per direction */
+  double link_latency_s; /* a: one-way latency of a host link */
+  double alpha_s;        /* per-message overhead of the transport (occupies an endpoint) */
+  double local_Bps;      /* same-host transport (loopback, ipc, NVLink), bytes/s */
+  double reduce_Bps;     /* summing: bytes of one operand added into another per second */
+  double copy_Bps;       /* memory copy, bytes/s */
+  double optim_pps;      /* optimizer (average + SGD): parameters updated per second */
+} gs_cm_machine;
+/* Rates > 0 and finite, latency and alpha >= 0 and finite. */
+int gs_cm_machine_check(const gs_cm_machine *m, gs_err *e);
+/* {"link_Bps", "link_latency_s", "alpha_s", "local_Bps", "reduce_Bps",
+ *  "copy_Bps", "optimizer_params_per_s"} */
+json_t *gs_cm_machine_json(const gs_cm_machine *m);
+
+/* The gradient traffic of one step: bucket sizes in bytes on the wire, in
+ * readiness order (bucket 0 holds the last layers and is ready first). */
+typedef struct gs_cm_plan {
+  size_t *bytes;         /* nbuckets entries (owned) */
+  int nbuckets;
+  size_t nparams;        /* parameters the optimizer updates */
+  size_t elem_bytes;     /* wire dtype size */
+  double total;          /* S: sum of bytes */
+} gs_cm_plan;
+/* DDP's plan (gs_plan_buckets) over parameter sizes in model order
+ * (elements). Caps in MiB, as --first-bucket-mb / --bucket-mb. */
+int gs_cm_plan_from_sizes(const size_t *param_sizes, int nparams, size_t elem_bytes,
+                          double first_mb, double cap_mb, gs_cm_plan *out, gs_err *e);
+/* The plan a run of `model` (any --model spec: resnet50, vgg16, bert-base,
+ * lenet, mlp:...) uses, taken from the trainer itself. It builds a
+ * throwaway trainer, so it briefly holds the model's parameter and
+ * gradient buffers (12 bytes per parameter: 1.7 GB for vgg16). */
+int gs_cm_plan_model(const char *model, gs_dtype wire, double first_mb, double cap_mb,
+                     gs_cm_plan *out, gs_err *e);
+void gs_cm_plan_free(gs_cm_plan *p);
+
+typedef struct gs_cm_job {
+  gs_cm_mode mode;
+  int world, hosts;      /* N, K: N/K ranks on every host, rank r on host r / (N/K) */
+  int servers;           /* sps-hosts: server hosts (>= 1); ignored by other modes
+                            (sps-colo has one server per host) */
+  const gs_cm_plan *plan;
+  const double *ready;   /* NULL, or per bucket the fraction of backward done when it is
+                            ready (non-decreasing in [0, 1]); NULL: in proportion to bytes */
+  int batch;             /* per rank */
+  double fwd_s, bwd_s;   /* compute per sample */
+  bool overlap;          /* a bucket may leave as soon as backward produced it */
+  bool barrier;          /* ps family: the server waits for every bucket before it
+                            updates (loss scaling), as ps.h does with fp16 / bf16 */
+} gs_cm_job;
+
+/* ---- outputs ---- */
+
+typedef enum gs_cm_bottleneck {
+  GS_CM_B_COMPUTE = 0,
+  GS_CM_B_MASTER_LINK,      /* ps: host 0's link (or loopback when K = 1) */
+  GS_CM_B_MASTER_REDUCE,    /* ps: the master's reduction and optimizer */
+  GS_CM_B_RING_LATENCY,     /* ring: 2(N-1)(alpha + a) per bucket */
+  GS_CM_B_RING_BANDWIDTH,   /* ring: 2(N-1)/N S / b */
+  GS_CM_B_RING_REDUCE,      /* ring: (N-1)/N S summed and copied */
+  GS_CM_B_RD_LATENCY,
+  GS_CM_B_RD_BANDWIDTH,
+  GS_CM_B_RD_REDUCE,
+  GS_CM_B_HOST_LINK,        /* sps-colo: every host's link */
+  GS_CM_B_SERVER_LINK,      /* sps-hosts: a server host's link */
+  GS_CM_B_WORKER_LINK,      /* sps-hosts: a worker host's link */
+  GS_CM_B_SERVER_REDUCE,    /* sharded ps: one server's reduction and optimizer */
+  GS_CM_B_OPTIMIZER,        /* ring, rd: every rank's optimizer */
+  GS_CM_B_COUNT
+} gs_cm_bottleneck;
+/* "compute", "master link", "master reduction", "ring latency term", ... */
+const char *gs_cm_bottleneck_name(gs_cm_bottleneck b);
+
+typedef struct gs_cm_result {
+  gs_cm_mode mode;
+  int world, hosts, ranks_per_host, servers;
+  bool overlap;
+  double grad_bytes;            /* S */
+  /* bytes per step on host links, per direction (in: into the host) */
+  double hot_in, hot_out;       /* the busiest host: host 0 (ps), a server host
+                                   (sps-hosts), any host (ring, rd, sps-colo) */
+  double worker_in, worker_out; /* a host without master or server (ps, sps-hosts);
+                                   equal to hot_* where every host is alike */
+  /* seconds per step */
+  double compute_s;             /* batch x (forward + backward) per sample */
+  double comm_s;                /* communication if nothing overlapped: from the end
+                                   of backward until the parameters are back (ps: the
+                                   master's reduction and optimizer included) */
+  double exposed_s;             /* communication the step waits for (with overlap) */
+  double reduce_s;              /* reduction at the master (ps), at one server
+                                   (sharded), at every rank (ring, rd) */
+  double optimizer_s;           /* likewise for the optimizer */
+  double step_s, samples_per_s;
+  double efficiency;            /* step(world 1) / step(N): throughput(N) / (N x throughput(1)) */
+  double latency_s, bandwidth_s;/* the alpha and a parts and the byte parts of every
+                                   bucket's communication stages, summed */
+  double link_busy;             /* fraction of the step the busiest link direction is busy */
+  gs_cm_bottleneck bottleneck;  /* the resource with the most busy time in the step */
+} gs_cm_result;
+
+/* One step of one job. GS_EINVAL on nonsense (world 0, hosts not dividing
+ * world, rates <= 0, unknown mode, empty plan...), naming the field. */
+int gs_cm_predict(const gs_cm_machine *m, const gs_cm_job *j, gs_cm_result *r, gs_err *e);
+
+/* Hosts a job occupies: K, plus the server hosts of sps-hosts (numbered
+ * K .. K+servers-1). */
+int gs_cm_nhosts(const gs_cm_job *j);
+/* Bytes per step host `host`'s link carries into and out of the host
+ * (what its veth counters should read, protocol overhead aside). */
+int gs_cm_link_bytes(const gs_cm_job *j, int host, double *in, double *out, gs_err *e);
+
+/* The report.json "cost_model" object of one run: the job's shape and the
+ * prediction (numbers as numbers, seconds and bytes). "comm_s_predicted" is
+ * exposed_s (what a run's comm_wait_s measures, under the job's overlap),
+ * "comm_s_without_overlap" is comm_s. The caller adds "comm_s_measured". */
+json_t *gs_cm_result_json(const gs_cm_result *r);
+
+/* ---- fitting measured points ---- */
+
+typedef struct gs_cm_point {
+  int world;             /* ranks of the measurement (1 for point to point) */
+  double bytes, seconds;
+} gs_cm_point;
+
+typedef struct gs_cm_fit {
+  double alpha_s;        /* seconds per message (intercept) */
+  double beta_s;         /* seconds per byte moved (1 / bandwidth) */
+  double gamma_s;        /* seconds per byte reduced (gs_cm_fit_reduce) */
+  double rms_rel, max_rel; /* residuals relative to the measured times */
+  int npoints;
+} gs_cm_fit;
+
+/* Weighted least squares: coef (p) minimising sum_i w_i^2 (y_i - X_i.coef)^2,
+ * X row-major n x p (p <= 8). GS_EINVAL when the points do not determine
+ * the coefficients (fewer points than unknowns, collinear columns). */
+int gs_cm_lsq(const double *X, const double *y, const double *w, int n, int p, double *coef,
+              gs_err *e);
+/* t = alpha + beta m: a transport's point-to-point (or ping-pong half) times.
+ * Weighted by 1/t, so small and large messages count alike. resid (n,
+ * may be NULL) gets (measured - fitted) / measured. */
+int gs_cm_fit_p2p(const gs_cm_point *pts, int n, gs_cm_fit *f, double *resid, gs_err *e);
+/* Ring all-reduce times at several sizes and worlds (one host):
+ * t = 2(N-1) alpha + 2(N-1)/N m beta + (N-1)/N m (1/reduce + 1/copy), the
+ * last term known from m (its bytes/s) because it is collinear with beta. */
+int gs_cm_fit_ring(const gs_cm_point *pts, int n, const gs_cm_machine *known, gs_cm_fit *f,
+                   double *resid, gs_err *e);
+/* t = c + gamma m: a reduction kernel's times (c lands in alpha_s). */
+int gs_cm_fit_reduce(const gs_cm_point *pts, int n, gs_cm_fit *f, double *resid, gs_err *e);
+
+/* ---- calibration record (a small JSON file) ---- */
+
+typedef struct gs_cm_calib {
+  char transport[64];    /* what alpha and local_Bps were measured over */
+  double alpha_s, local_Bps, reduce_Bps, copy_Bps, optim_pps;
+  bool has_link;         /* a network part (what-if, or fitted on emulated hosts) */
+  double link_Bps, link_latency_s;
+  char model[64];        /* the model compute was measured for */
+  char precision[8];     /* "fp32", "fp16", "bf16" */
+  double fwd_s, bwd_s;   /* compute per sample */
+  char comment[256];     /* free text ("" for none) */
+} gs_cm_calib;
+/* Strict: every required field present, numbers finite and in range, no
+ * unknown key (a typo is an error, not a silent default). `what` names the
+ * source in messages (a path). */
+int gs_cm_calib_check(const gs_cm_calib *c, gs_err *e);
+int gs_cm_calib_from_json(json_t *j, const char *what, gs_cm_calib *c, gs_err *e);
+json_t *gs_cm_calib_json(const gs_cm_calib *c);
+int gs_cm_calib_read(const char *path, gs_cm_calib *c, gs_err *e);
+/* Checked, then written atomically. */
+int gs_cm_calib_write(const char *path, const gs_cm_calib *c, gs_err *e);
+/* The machine of a calibration (its link part only when has_link). */
+void gs_cm_calib_machine(const gs_cm_calib *c, gs_cm_machine *m);
+
+/* ---- projection: many worlds, several modes ---- */
+
+typedef struct gs_cm_proj_in {
+  const char *model;     /* label for the table and JSON */
+  const gs_cm_plan *plan;
+  const int *worlds;
+  int nworlds;
+  int ranks_per_host;    /* n; a world below n runs on one host */
+  const gs_cm_mode *modes; /* NULL: ps, ring, sps-colo, sps-hosts */
+  int nmodes;
+  int server_hosts;      /* sps-hosts: 0 = as many as worker hosts */
+  int batch;
+  double fwd_s, bwd_s;
+  int overlap;           /* -1: each mode's default (ps family off as DataParallel,
+                            ring and rd on as DDP), 0 off, 1 on */
+  bool barrier;
+  const double *ready;   /* NULL, or per bucket as gs_cm_job.ready */
+} gs_cm_proj_in;
+
+typedef struct gs_cm_projection {
+  gs_cm_machine machine;
+  char model[64];
+  int batch, ranks_per_host;
+  double fwd_s, bwd_s;
+  size_t nparams, elem_bytes;
+  double grad_bytes;
+  int nbuckets;
+  gs_cm_result *rows;    /* world-major: for each world, one row per mode */
+  int nrows;
+} gs_cm_projection;
+
+int gs_cm_project(const gs_cm_machine *m, const gs_cm_proj_in *in, gs_cm_projection *out,
+                  gs_err *e);
+void gs_cm_projection_free(gs_cm_projection *p);
+/* A terminal table with its assumptions in a header. */
+void gs_cm_print_table(FILE *f, const gs_cm_projection *p);
+/* {"model", "machine": {...}, "plan": {...}, "rows": [gs_cm_result_json...]} */
+json_t *gs_cm_projection_json(const gs_cm_projection *p);
+
+/* ---- measuring this machine for a calibration (measure.c) ---- */
+
+/* What to measure: the compute of train's model at its batch and
+ * precision (one rank, world 1) with threads BLAS threads; the link part
+ * measured between two emulated hosts at link_bps (and latency_s) when
+ * measure_link, else as given when link_bps > 0, else none. */
+typedef struct gs_cm_measure_cfg {
+  gs_train_opts train;
+  int threads;
+  bool measure_link;
+  uint64_t link_bps;
+  double latency_s;
+} gs_cm_measure_cfg;
+
+/* how the figures of a calibration were obtained, for its printed table */
+typedef struct gs_calib_notes {
+  double transport_rms, reduce_rms, copy_rms; /* relative fit residuals (NaN: no fit) */
+  double loop_small_s;                        /* half a 64 B round trip over loopback */
+  bool link_measured;                         /* --hosts 2: the link part was measured */
+  size_t optim_params;
+  int compute_steps, threads;
+  double seconds;                             /* the whole measurement */
+} gs_calib_notes;
+
+/* Measure this machine as cfg says. A wrong model is GS_EINVAL with a
+ * message naming --model. */
+int gs_calibrate_measure(const gs_cm_measure_cfg *cfg, gs_cm_calib *c, gs_calib_notes *n,
+                         gs_err *e);
+/* the table: each field as the file names it, its value in SI units, a
+ * readable value and how it was measured */
+void gs_calibrate_print(FILE *f, const gs_cm_calib *c, const gs_calib_notes *n);
+
+#endif

@@ -1,0 +1,225 @@
+/* projection.c: the cost model over many worlds and modes (costmodel.h):
+ * bucket plans from the project's own planner, the projection rows, and
+ * their two renderings (a terminal table, a JSON object a chart can read). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/costmodel/costmodel.h"
+#include "worker/worker.h"
+
+#define MiB 1048576.0
+
+/* ---- plans ---- */
+
+static int check_caps(double first_mb, double cap_mb, gs_err *e) {
+  if (!(first_mb >= 0 && first_mb <= 1e6) || !(cap_mb >= 0 && cap_mb <= 1e6))
+    return GS_FAIL(e, GS_EINVAL, "bucket caps %g / %g MiB: must be between 0 and 1e6", first_mb,
+                   cap_mb);
+  return GS_OK;
+}
+
+/* Own a plan from buckets in elements. */
+static int plan_from_buckets(const gs_bucket *b, int nb, size_t nparams, size_t elem_bytes,
+                             gs_cm_plan *out, gs_err *e) {
+  out->bytes = malloc((size_t)nb * sizeof *out->bytes);
+  if (!out->bytes) return GS_FAIL(e, GS_ENOMEM, "bucket plan: out of memory");
+  out->nbuckets = nb;
+  out->nparams = nparams;
+  out->elem_bytes = elem_bytes;
+  out->total = 0;
+  for (int i = 0; i < nb; i++) {
+    out->bytes[i] = b[i].count * elem_bytes;
+    out->total += (double)out->bytes[i];
+  }
+  return GS_OK;
+}
+
+int gs_cm_plan_from_sizes(const size_t *param_sizes, int nparams, size_t elem_bytes,
+                          double first_mb, double cap_mb, gs_cm_plan *out, gs_err *e) {
+  memset(out, 0, sizeof *out);
+  GS_TRY(check_caps(first_mb, cap_mb, e));
+  gs_bucket *b = NULL;
+  int nb = 0;
+  GS_TRY(gs_plan_buckets(param_sizes, nparams, elem_bytes, (size_t)(first_mb * MiB),
+                         (size_t)(cap_mb * MiB), &b, &nb, e));
+  size_t total = 0;
+  for (int i = 0; i < nparams; i++) total += param_sizes[i];
+  int rc = plan_from_buckets(b, nb, total, elem_bytes, out, e);
+  free(b);
+  return rc;
+}
+
+int gs_cm_plan_model(const char *model, gs_dtype wire, double first_mb, double cap_mb,
+                     gs_cm_plan *out, gs_err *e) {
+  memset(out, 0, sizeof *out);
+  GS_TRY(check_caps(first_mb, cap_mb, e));
+  gs_kernels *k = gs_kernels_cpu(1, e);
+  if (!k) return e && e->code ? e->code : GS_EDEVICE;
+  gs_train_opts o;
+  gs_train_opts_default(&o);
+  o.model = model;
+  o.batch = 1;
+  o.compute_ms = 0;          /* no emulated compute: only the tensors matter */
+  o.synthetic_samples = 16;
+  o.precision = wire;
+  o.first_bucket_mb = first_mb;
+  o.bucket_mb = cap_mb;
+  gs_trainer *t = NULL;
+  int rc = gs_trainer_create(&o, k, &t, e);
+  if (rc == GS_OK) {
+    gs_sync_config c;
+    memset(&c, 0, sizeof c);
+    gs_trainer_sync_config(t, &c);
+    rc = plan_from_buckets(c.buckets, c.nbuckets, gs_trainer_nparams(t), gs_dtype_size(wire), out,
+                           e);
+    gs_trainer_destroy(t);
+  } else {
+    gs_err_prefix(e, "bucket plan of %s: ", model);
+  }
+  k->destroy(k);
+  return rc;
+}
+
+void gs_cm_plan_free(gs_cm_plan *p) {
+  free(p->bytes);
+  memset(p, 0, sizeof *p);
+}
+
+/* ---- projection ---- */
+
+static const gs_cm_mode default_modes[] = {GS_CM_PS, GS_CM_RING, GS_CM_SPS_COLO, GS_CM_SPS_HOSTS};
+
+static bool overlap_default(gs_cm_mode m) { return m == GS_CM_RING || m == GS_CM_RD; }
+
+int gs_cm_project(const gs_cm_machine *m, const gs_cm_proj_in *in, gs_cm_projection *out,
+                  gs_err *e) {
+  memset(out, 0, sizeof *out);
+  GS_TRY(gs_cm_machine_check(m, e));
+  if (!in->plan) return GS_FAIL(e, GS_EINVAL, "projection: no bucket plan");
+  if (!in->worlds || in->nworlds < 1)
+    return GS_FAIL(e, GS_EINVAL, "projection: no world sizes (e.g. --world 8,64,512,4096)");
+  if (in->ranks_per_host < 1)
+    return GS_FAIL(e, GS_EINVAL, "projection: %d ranks per host: must be at least 1",
+                   in->ranks_per_host);
+  if (in->server_hosts < 0)
+    return GS_FAIL(e, GS_EINVAL, "projection: %d server hosts: must be >= 0 (0: one per worker "
+                   "host)", in->server_hosts);
+  if (in->overlap < -1 || in->overlap > 1)
+    return GS_FAIL(e, GS_EINVAL, "projection: overlap %d: use -1 (mode default), 0 or 1",
+                   in->overlap);
+  const gs_cm_mode *modes = in->modes ? in->modes : default_modes;
+  int nmodes = in->modes ? in->nmodes : (int)(sizeof default_modes / sizeof default_modes[0]);
+  if (nmodes < 1) return GS_FAIL(e, GS_EINVAL, "projection: no modes");
+  for (int i = 0; i < nmodes; i++)
+    if ((unsigned)modes[i] >= GS_CM_NMODES)
+      return GS_FAIL(e, GS_EINVAL, "projection: unknown mode %d (known: ps, ring, rd, sps-colo, "
+                     "sps-hosts)", (int)modes[i]);
+  int n = in->ranks_per_host;
+  for (int w = 0; w < in->nworlds; w++) {
+    int world = in->worlds[w];
+    if (world < 1) return GS_FAIL(e, GS_EINVAL, "projection: world %d: must be at least 1", world);
+    if (world > n && world % n)
+      return GS_FAIL(e, GS_EINVAL, "projection: world %d is not a multiple of %d ranks per host "
+                     "(hosts must hold the same number of ranks)", world, n);
+  }
+  out->rows = calloc((size_t)in->nworlds * (size_t)nmodes, sizeof *out->rows);
+  if (!out->rows) return GS_FAIL(e, GS_ENOMEM, "projection: out of memory");
+  out->machine = *m;
+  snprintf(out->model, sizeof out->model, "%s", in->model ? in->model : "model");
+  out->batch = in->batch;
+  out->ranks_per_host = n;
+  out->fwd_s = in->fwd_s;
+  out->bwd_s = in->bwd_s;
+  out->nparams = in->plan->nparams;
+  out->elem_bytes = in->plan->elem_bytes;
+  out->grad_bytes = in->plan->total;
+  out->nbuckets = in->plan->nbuckets;
+  for (int w = 0; w < in->nworlds; w++) {
+    int world = in->worlds[w], hosts = world <= n ? 1 : world / n;
+    for (int k = 0; k < nmodes; k++) {
+      gs_cm_job j = {
+          .mode = modes[k],
+          .world = world,
+          .hosts = hosts,
+          .servers = in->server_hosts ? in->server_hosts : hosts,
+          .plan = in->plan,
+          .ready = in->ready,
+          .batch = in->batch,
+          .fwd_s = in->fwd_s,
+          .bwd_s = in->bwd_s,
+          .overlap = in->overlap < 0 ? overlap_default(modes[k]) : in->overlap == 1,
+          .barrier = in->barrier,
+      };
+      int rc = gs_cm_predict(m, &j, &out->rows[out->nrows], e);
+      if (rc) {
+        gs_err_prefix(e, "projection, world %d, %s: ", world, gs_cm_mode_name(modes[k]));
+        gs_cm_projection_free(out);
+        return rc;
+      }
+      out->nrows++;
+    }
+  }
+  return GS_OK;
+}
+
+void gs_cm_projection_free(gs_cm_projection *p) {
+  free(p->rows);
+  p->rows = NULL;
+  p->nrows = 0;
+}
+
+/* ---- renderings ---- */
+
+void gs_cm_print_table(FILE *f, const gs_cm_projection *p) {
+  const gs_cm_machine *m = &p->machine;
+  fprintf(f, "cost model: %s, %zu parameters, %.1f MB of gradients per step in %d buckets "
+          "(%zu-byte wire dtype)\n", p->model, p->nparams, p->grad_bytes / 1e6, p->nbuckets,
+          p->elem_bytes);
+  fprintf(f, "  link %.3g Gbit/s per direction, latency %.3g us, alpha %.3g us per message; "
+          "same host %.3g GB/s\n", m->link_Bps * 8 / 1e9, m->link_latency_s * 1e6,
+          m->alpha_s * 1e6, m->local_Bps / 1e9);
+  fprintf(f, "  reduce %.3g GB/s, copy %.3g GB/s, optimizer %.3g Mparams/s\n", m->reduce_Bps / 1e9,
+          m->copy_Bps / 1e9, m->optim_pps / 1e6);
+  fprintf(f, "  compute %.3g ms per sample (forward %.3g + backward %.3g) x batch %d per rank = "
+          "%.1f ms; %d ranks per host\n", (p->fwd_s + p->bwd_s) * 1e3, p->fwd_s * 1e3,
+          p->bwd_s * 1e3, p->batch, p->batch * (p->fwd_s + p->bwd_s) * 1e3, p->ranks_per_host);
+  fprintf(f, "%7s %6s %-9s %3s %10s %11s %5s %10s %10s %11s %5s  %s\n", "world", "hosts", "mode",
+          "ovl", "step ms", "samples/s", "eff", "comm ms", "exposed ms", "link MB/dir", "1-way",
+          "bottleneck");
+  for (int i = 0; i < p->nrows; i++) {
+    const gs_cm_result *r = &p->rows[i];
+    double link = fmax(fmax(r->hot_in, r->hot_out), fmax(r->worker_in, r->worker_out));
+    fprintf(f, "%7d %6d %-9s %3s %10.1f %11.0f %5.2f %10.1f %10.1f %11.1f %5.2f  %s\n", r->world,
+            r->hosts, gs_cm_mode_name(r->mode), r->overlap ? "on" : "off", r->step_s * 1e3,
+            r->samples_per_s, r->efficiency, r->comm_s * 1e3, r->exposed_s * 1e3, link / 1e6,
+            r->link_busy, gs_cm_bottleneck_name(r->bottleneck));
+  }
+  fprintf(f, "  eff = step(world 1) / step(N); link MB/dir = busiest host link, per direction, "
+          "per step (1 MB = 1e6 bytes); 1-way = the share of the step its busiest direction "
+          "carries data\n");
+}
+
+json_t *gs_cm_machine_json(const gs_cm_machine *m) {
+  return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "link_Bps", m->link_Bps,
+                   "link_latency_s", m->link_latency_s, "alpha_s", m->alpha_s, "local_Bps",
+                   m->local_Bps, "reduce_Bps", m->reduce_Bps, "copy_Bps", m->copy_Bps,
+                   "optimizer_params_per_s", m->optim_pps);
+}
+
+json_t *gs_cm_projection_json(const gs_cm_projection *p) {
+  json_t *rows = json_array();
+  for (int i = 0; i < p->nrows; i++) json_array_append_new(rows, gs_cm_result_json(&p->rows[i]));
+  json_t *j = json_pack("{s:s, s:I, s:f, s:i, s:I, s:i, s:i, s:f, s:f}", "model", p->model,
+                        "nparams", (json_int_t)p->nparams, "gradient_bytes", p->grad_bytes,
+                        "nbuckets", p->nbuckets, "wire_bytes", (json_int_t)p->elem_bytes,
+                        "batch", p->batch, "ranks_per_host", p->ranks_per_host,
+                        "forward_s_per_sample", p->fwd_s, "backward_s_per_sample", p->bwd_s);
+  if (!j) {
+    json_decref(rows);
+    return NULL;
+  }
+  json_object_set_new(j, "machine", gs_cm_machine_json(&p->machine));
+  json_object_set_new(j, "rows", rows);
+  return j;
+}

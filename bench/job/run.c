@@ -1,0 +1,44 @@
+/* run.c: one run of the sweep (a mode at a world, with the model, batch and
+ * bucket of o->train) as the job hands it on: the settings every rank of
+ * it must share (the rendezvous compares them), and what the run was for
+ * its report. */
+#include <math.h>
+#include <stdio.h>
+
+#include "bench/job/job.h"
+
+size_t gs_run_settings(const gs_opts *o, gs_mode mode, int world, char *buf, size_t cap) {
+  const gs_train_opts *t = &o->train;
+  int n = snprintf(buf, cap,
+                   "mode=%s\nworld=%d\nmodel=%s\ndata=%s\nbatch=%d\nsteps=%lld\nlr=%.9g\n"
+                   "momentum=%.9g\nweight_decay=%.9g\nseed=%llu\nshuffle=%d\ndrop_last=%d\n"
+                   "precision=%s\nloss_scale=%.9g\ndynamic_scale=%d\ncompute_ms=%.9g\n"
+                   "bucket_mb=%.9g\nfirst_bucket_mb=%.9g\noverlap=%d\nps_dedicated=%d\n"
+                   "ps_servers=%d\nps_server_hosts=%d\ndevice=%s\nsamples=%lld\n"
+                   "load_params=%s\nverify=%d\n",
+                   gs_mode_name(mode), world, t->model, t->data, t->batch, (long long)t->steps,
+                   t->lr, t->momentum, t->weight_decay, (unsigned long long)t->seed, t->shuffle,
+                   t->drop_last, gs_dtype_name(t->precision), t->loss_scale, t->dynamic_scale,
+                   t->compute_ms, t->bucket_mb, t->first_bucket_mb, o->overlap, o->dedicated,
+                   mode == GS_MODE_PS ? o->ps_servers : 1,
+                   mode == GS_MODE_PS && o->ps_server_hosts, o->device,
+                   (long long)t->synthetic_samples,
+                   t->load_params ? t->load_params : "", o->verify);
+  return n < 0 ? 0 : (size_t)n;
+}
+
+gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
+  const gs_train_opts *t = &o->train;
+  return (gs_run_info){
+      .mode = mode, .world = world, .model = t->model, .data = t->data, .batch = t->batch,
+      .bucket_mb = t->bucket_mb, .first_bucket_mb = t->first_bucket_mb,
+      .precision = t->precision, .wire = t->precision, .warmup = o->warmup,
+      .dedicated = o->dedicated && mode == GS_MODE_PS,
+      /* world 1 runs the local step, without a server */
+      .ps_servers = mode == GS_MODE_PS && world > 1 && o->ps_servers > 1 ? o->ps_servers : 1,
+      .ps_server_hosts = mode == GS_MODE_PS && world > 1 && o->ps_server_hosts,
+      .accuracy = NAN, .eval_loss = NAN,
+      .hosts = gs_cluster_hosts(o, mode, world), .link_bps = (double)o->link_bps,
+      .latency_s = o->latency_s, .delay = "none",
+      .repeat = o->repeat > 0 ? o->repeat : 1, .repeats = o->repeats > 0 ? o->repeats : 1};
+}

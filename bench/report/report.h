@@ -1,0 +1,363 @@
+/* report.h: the contract of bench/report: what bench shows of its runs.
+ *
+ * In: every rank's measurements of a run (gs_rank_result: step rows and
+ * spans, link counters, peak memory) and what the run was (gs_run_info).
+ * ONE pure function (gs_summarize) turns them into the metrics of
+ * docs/metrics.md (gs_summary); everything shown is drawn from summaries:
+ *   the files of a run      steps.csv, runs/<id>/run.json, trace.json,
+ *                           timeline.json (results.c, summary_json.c);
+ *   report.json             the runs, the peers' rows, the environment and
+ *                           the verdict (report.c, verdict.c);
+ *   the terminal tables     tables.c; the SVG charts (charts*.c, timeline.c,
+ *                           drawn with svg.c) and report.html (html.c).
+ * The summary's members are named as the report.json keys, and a summary
+ * read back from JSON must have every one of them: a missing or mistyped
+ * value is an error naming it, never a zero. NaN stands for JSON null where
+ * the schema allows null. Every file goes through bench/files. */
+#ifndef GS_BENCH_REPORT_H
+#define GS_BENCH_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "bench/bench.h"
+#include "bench/costmodel/costmodel.h"
+#include "bench/files/files.h"
+
+#define GS_HOST_MAX 256
+
+/* One rank's measurements of a run. */
+typedef struct gs_rank_result {
+  int rank;
+  char host[GS_HOST_MAX];
+  uint64_t peak_rss;
+  /* emulated hosts: the first rank of each host reads its link's counters
+   * over the measured steps (host -1: not read) */
+  int link_host;
+  uint64_t link_tx, link_rx;
+  double link_window_s;
+  double link_busy_tx_s, link_busy_rx_s, link_busy_s; /* busy time in the window */
+  /* rank 0 with ps servers on hosts of their own: those hosts' links, read
+   * over the same steps (hosts + k for server k; never on the wire) */
+  struct gs_rank_result *server_links;
+  int nserver_links;
+  gs_step_row *rows;
+  size_t nrows;
+  gs_span *spans;
+  size_t nspans;
+  int failed;               /* the rank reported an error instead */
+  char error[512];
+  size_t want_rows, want_spans; /* rank 0, gathering: what the report promised, */
+  uint32_t next_part;           /* and the part due next */
+} gs_rank_result;
+void gs_rank_result_free(gs_rank_result *r);
+
+/* What a run was: the configuration of one combination of the sweep and
+ * the facts its rank 0 learned (model size, device, wall clock). */
+typedef struct gs_run_info {
+  gs_mode mode;
+  int world;
+  const char *model, *data;
+  int batch;
+  double bucket_mb, first_bucket_mb;
+  gs_dtype precision;       /* compute dtype */
+  gs_dtype wire;            /* gradient dtype on the wire: the cost model's S */
+  int warmup;               /* steps left out of the summaries */
+  bool overlap, dedicated;  /* dedicated: a ps server in its own process */
+  int ps_servers;           /* ps: servers sharing the parameters (1: one; else ps/shard.c's
+                               placement, server k a thread of rank k * world / K) */
+  bool ps_server_hosts;     /* ps: the servers run in processes (on hosts) of their own */
+  const char *device;       /* the kernels' name: "cpu", "cuda" */
+  const char *launcher;     /* who started the ranks: "gradsync", "torchrun", ... */
+  const char *run_id;       /* the invocation's unique id (GS_RUN_ID, else the job's) */
+  int threads;              /* BLAS threads per rank */
+  size_t nparams;
+  int nbuckets;
+  double wall_start, wall_end;
+  double accuracy, eval_loss; /* NaN: not measured */
+  /* emulated hosts: K (0: none), link rate (bit/s) and one-way delay, and
+   * how the delay was made ("netem", "none") */
+  int hosts;
+  double link_bps, latency_s;
+  const char *delay;
+  const size_t *bucket_bytes; /* nbuckets wire sizes in readiness order (the cost
+                                 model's plan); NULL: no prediction */
+  int repeat, repeats;      /* --repeat: this is repetition `repeat` (1..repeats) */
+} gs_run_info;
+
+/* The run's id, e.g. "ps-w4-mlp_784-512-512-10-b64-bk25" (safe as a name),
+ * with "-r2" for the second of several repetitions. */
+void gs_run_id(const gs_run_info *info, char *buf, size_t cap);
+
+/* One rank, per measured step (means over the steps after the warm-up). */
+typedef struct gs_rank_summary {
+  int rank;
+  char *host;
+  double bytes_sent, bytes_recv;
+  double compute_s, data_s, forward_s, backward_s;
+  double comm_wait_s, reduce_s, update_s;
+  double comm_hidden_s;        /* the backend's communication while this rank computed */
+  double busy_s, idle_s, step_s;
+  double model_bytes_sent, model_bytes_recv, traffic_vs_model;
+  int64_t peak_rss_bytes;
+} gs_rank_summary;
+
+/* A dedicated ps server's share, per measured step. */
+typedef struct gs_server_summary {
+  double bytes_sent, bytes_recv, reduce_s, update_s, busy_s;
+  double model_bytes_sent, model_bytes_recv;
+} gs_server_summary;
+
+/* The cost model's bytes per step (README "Cost model"), and on emulated
+ * hosts its time (summary_links.c; NaN / "" elsewhere). */
+typedef struct gs_cost_model {
+  char *formula;
+  double S_bytes;
+  double master_bytes_sent, master_bytes_recv, worker_bytes_sent, worker_bytes_recv;
+  double comm_s_predicted;     /* communication the step waits for (costmodel.h exposed_s) */
+  double comm_s_measured;      /* mean wait + reduction of the ranks that wait for it */
+  double comm_s_without_overlap, step_s_predicted, link_one_way_busy_predicted;
+  char *bottleneck;
+} gs_cost_model;
+
+/* One emulated host's link over the measured steps, from its counters. */
+typedef struct gs_hostlink_summary {
+  int host;
+  double tx_bytes, rx_bytes;   /* per step: host -> switch, switch -> host */
+  double model_tx_bytes, model_rx_bytes; /* what the cost model says they carry */
+  double window_s;             /* the measured steps' wall time */
+  double busy_tx, busy_rx, busy; /* fraction of window_s each direction sent; max */
+} gs_hostlink_summary;
+
+typedef struct gs_summary {
+  char *id;
+  gs_mode mode;
+  int world;
+  char *model, *data;
+  int batch, global_batch;
+  double bucket_mb, first_bucket_mb;
+  gs_dtype precision;
+  char *device;
+  bool overlap, ps_dedicated;
+  int ps_servers;
+  bool ps_server_hosts;
+  char *launcher;
+  char *run_id;
+  int threads_per_rank;
+  int64_t steps, nparams;
+  int nbuckets;
+  double gradient_bytes, wall_time_s;
+  double throughput_samples_per_s;
+  double step_time_s_median, step_time_s_p95, step_time_s_mean;
+  double imbalance;
+  double scaling_efficiency;   /* NaN: no world-1 run to compare with */
+  /* the single master's (rank 0's, or a dedicated server's) bytes per step:
+   * its share of all traffic, and over a worker's (the mean of the other
+   * ranks'); NaN where there is no single master (ring, sharded ps, world 1) */
+  double master_traffic_share, master_bytes_vs_worker;
+  int skipped_steps;
+  double final_loss;           /* NaN: diverged */
+  int64_t warmup_steps;
+  double final_loss_scale;
+  int64_t measured_steps;
+  gs_rank_summary *per_rank;   /* world entries, rank order */
+  bool has_server;             /* server is meaningful (JSON null otherwise) */
+  gs_server_summary server;
+  gs_cost_model cost_model;
+  double *step_time_s;         /* steps entries, the warm-up included */
+  double accuracy, eval_loss;  /* NaN: not measured */
+  int hosts;                   /* emulated hosts (0: one machine's loopback) */
+  double link_rate_bps, link_latency_s; /* meaningful when hosts > 0 */
+  char *link_delay;            /* "netem" or "none" */
+  gs_hostlink_summary *links;      /* nlinks entries, by host */
+  int nlinks;
+  /* --repeat: this record is repetition `repeat`; the repetitions it
+   * summarises (itself alone in run.json; every one in report.json, whose
+   * record is the median's) with each one's throughput, step median, id */
+  int repeat, nrepeats;
+  double *repeat_throughput, *repeat_step_median;
+  char **repeat_ids;
+} gs_summary;
+
+/* The summary of one run from every rank's measurements (ranks[0..world-1]
+ * in rank order). Pure: reads nothing but its arguments. GS_EINVAL when a
+ * rank reported a failure instead of measurements, or ranks are missing;
+ * GS_ENOMEM. On failure *out is left empty (gs_summary_free is safe). */
+int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *out,
+                 gs_err *e);
+void gs_summary_free(gs_summary *s);
+/* The links and the cost model's time of a run on emulated hosts (part of
+ * gs_summarize; summary_links.c). */
+int gs_summary_links(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *s,
+                     gs_err *e);
+
+/* scaling_efficiency of every run: throughput(N) / (N x throughput(1))
+ * against the world-1 run of the same mode, or else of the local step (a
+ * sweep of several modes runs world 1 once, as local: every mode's world 1
+ * is that step), same model, bucket size and batch (the global batch with
+ * strong scaling); NaN without one. */
+void gs_summary_scaling(gs_summary *runs, size_t n, bool strong);
+/* The run of mode at world among runs (at world 1 the local run when the
+ * mode has none of its own) with the configuration of like; NULL: none. */
+const gs_summary *gs_summary_find(const gs_summary *runs, size_t n, gs_mode mode, int world,
+                                  const gs_summary *like);
+
+/* --repeat (repeats.c): the repetitions of each configuration (runs[0..n),
+ * as they came) become one record, the repetition of median throughput,
+ * carrying every repetition's throughput, step median and id; the others
+ * are freed. *out (malloc'ed, *nout records, in the order of the first
+ * repetition) owns what it holds; runs is emptied. GS_ENOMEM. */
+int gs_summary_repeats(gs_summary *runs, size_t n, gs_summary **out, size_t *nout, gs_err *e);
+/* The spread of a record's repetitions: min and max of their throughput
+ * (its own throughput twice when it has none). */
+void gs_summary_spread(const gs_summary *s, double *lo, double *hi);
+
+/* JSON (summary_json.c): the run object of report.json (a new reference,
+ * NULL with e set when a value that may not be null is not finite), and
+ * back: every member must be there with its type (GS_EPROTO naming the
+ * key and the run otherwise). */
+json_t *gs_summary_json(const gs_summary *s, gs_err *e);
+int gs_summary_from_json(json_t *j, gs_summary *out, gs_err *e);
+
+/* Terminal tables (tables.c): one run, and the runs side by side with the
+ * peers' rows (report.json's "peers"; NULL: none) and a notice beside
+ * them (NULL or "": none); with one run and no peer, the notice alone. */
+void gs_summary_print(FILE *f, const gs_summary *s);
+/* One line as a run of the sweep ends (run done of total). */
+void gs_summary_print_line(FILE *f, const gs_summary *s, int done, int total);
+void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json_t *peers,
+                                 const char *notice);
+
+/* SVG charts (charts.c): scaling.svg, efficiency.svg, breakdown.svg,
+ * bytes.svg and memory.svg in dir; scaling.svg draws peers (report.json's
+ * "peers"; NULL: none) beside the modes. */
+int gs_charts_write(const char *dir, const gs_summary *runs, size_t n, json_t *peers,
+                    gs_err *e);
+/* charts_ranks.c: memory.svg (peak RSS per rank); timeline.c:
+ * timeline-<id>.svg, a few measured steps of one run rank by rank, from its
+ * timeline data; charts_busbw.c: the collective benchmark's busbw.svg from
+ * the tables gs_collective_tables read (every collective's table of dir,
+ * collective-*.json for all_reduce and <collective>-*.json for the others,
+ * that invocation run_id wrote, or all of them when run_id is NULL; as a
+ * new array), one series per collective, mode and world. */
+int gs_charts_memory(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
+/* charts_hosts.c: hosts.svg (step time against hosts, measured and the
+ * cost model) and links.svg (each host's link busy), for runs on emulated
+ * hosts; nothing otherwise. */
+int gs_charts_hosts(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
+/* A timeline's data (the last few measured steps of each rank: when each
+ * began, its compute, wait, reduction and optimizer; the backend thread's
+ * spans), times from the first shown step's start: runs/<id>/timeline.json.
+ * NULL when there is nothing to show. Drawn by gs_charts_timeline on a
+ * time axis of span_s (at least its own span, gs_timeline_span), so that
+ * the runs of one comparison share one scale. */
+json_t *gs_timeline_json(const gs_run_info *info, const gs_rank_result *ranks);
+double gs_timeline_span(json_t *tl);
+int gs_charts_timeline(const char *dir, const char *id, json_t *tl, double span_s, gs_err *e);
+json_t *gs_collective_tables(const char *dir, const char *run_id);
+int gs_charts_busbw(const char *dir, json_t *tables, gs_err *e);
+
+/* projection.svg (charts_projection.c): bench --project's samples per
+ * second and scaling efficiency of nmodes modes against world size. */
+int gs_charts_projection(const char *dir, const gs_cm_projection *p, int nmodes, gs_err *e);
+
+/* ---- the files of one run (results.c): ----
+ *   steps.csv             one row per rank per step, appended as the run goes
+ *                         (another launcher's: rank 0's, then everyone's);
+ *   runs/<id>/run.json    the run's summary (gs_summary as JSON);
+ *   runs/<id>/trace.json  the run's Chrome trace (one process per rank);
+ *   runs/<id>/timeline.json  a few of its steps rank by rank, drawn by the
+ *                         report (timeline-<id>.svg). */
+/* steps.csv: one formatted row of a run (returns its length, -1 when cap
+ * is short). */
+int gs_csv_row(char *buf, size_t cap, const gs_run_info *run, const gs_step_row *row,
+               uint64_t param_hash);
+/* dir/steps.csv made afresh with its header (O_EXCL | O_NOFOLLOW: an
+ * earlier run's, or a link of that name, is an error saying so); returns
+ * the open descriptor for rows as they go. Our launcher's sweep makes it
+ * once; a job that another launcher started, on rank 0, and at the end
+ * replaces it atomically with every rank's gathered rows. */
+int gs_csv_start(const char *dir, gs_err *e);
+/* A rank of our launcher's: dir/steps.csv to append to, only when it is
+ * still the regular file of this user that the sweep made (not a link). */
+int gs_csv_open(const char *dir, gs_err *e);
+int gs_results_write_steps(const char *dir, const gs_run_info *info,
+                           const gs_rank_result *ranks, gs_err *e);
+
+/* Write run.json (s), trace.json (the ranks' spans) and timeline.json under
+ * dir/runs/<s->id>/, atomically; read a run.json back (every metric must
+ * be there: see gs_summary_from_json). */
+int gs_results_write_run(const char *dir, const gs_summary *s, const gs_run_info *info,
+                         const gs_rank_result *ranks, gs_err *e);
+int gs_results_read_run(const char *dir, const gs_run_info *info, gs_summary *out, gs_err *e);
+
+/* Whether dir holds a run already (steps.csv or report.json, or a link of
+ * either name). */
+bool gs_holds_run(const char *dir);
+
+/* ---- the report of a sweep ---- */
+/* link_text.c: the sentence saying where the ranks talk and why (the
+ * sweep's header, report.json's "links_chosen"); a link rate for people
+ * ("1 Gbit/s"). */
+#define GS_LINK_SENTENCE_MAX 1400
+const char *gs_link_sentence(const gs_opts *o, char *buf, size_t cap);
+void gs_rate_text(double bps, char *buf, size_t cap);
+
+/* verdict.c: what the sweep found, in a few plain sentences computed from
+ * its runs (the records of gs_summary_repeats): ring against ps at the
+ * largest world both ran, with the spread of the repetitions, and the
+ * bottleneck each run measured (a link's busy share and bytes, the
+ * master's CPU, cores shared by the ranks, or none); on loopback with more
+ * ranks than cores, first that the comparison is not meaningful there and
+ * why. cores: this machine's online cores; link: gs_link_sentence's. The
+ * figures it quotes are in its JSON (report.json's "verdict"). */
+typedef struct gs_verdict {
+  char text[2048];
+  int world;                  /* the world compared; 0: no pair of ps and ring */
+  int hosts;                  /* its emulated hosts (0: loopback) */
+  bool meaningful;            /* false: loopback with more ranks than cores */
+  bool within_noise;          /* the repetitions' ranges of ps and ring overlap */
+  double ratio, ratio_lo, ratio_hi; /* ring / ps throughput: medians; slowest/fastest */
+  double ps_link_busy, ps_link_bytes_vs_worker; /* host 0's link in ps (NaN: loopback) */
+  double ring_link_busy_lo, ring_link_busy_hi, ring_link_bytes_spread;
+  double ring_hidden_share;   /* the ring's communication that ran behind backward */
+  char ps_bottleneck[48], ring_bottleneck[48];
+} gs_verdict;
+void gs_verdict_of(const gs_summary *runs, size_t n, long cores, const char *link,
+                   gs_verdict *v);
+json_t *gs_verdict_json(const gs_verdict *v);
+/* The verdict's text, wrapped, after a title line. */
+void gs_verdict_print(FILE *f, const char *text);
+
+/* report.json from the runs' summaries, the peers' rows (peer.c; NULL:
+ * none), the environment and the configuration (a new reference; NULL with
+ * e set). */
+json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, json_t *peers,
+                       bool interrupted, gs_err *e);
+/* Write report.json, the SVG charts and trace.json into dir. */
+int gs_report_write(const char *dir, const gs_opts *o, const gs_summary *runs, size_t n,
+                    json_t *peers, bool interrupted, gs_err *e);
+/* The collective benchmark's report: busbw.svg and report.html from the
+ * tables of dir that invocation run_id wrote (every collective of it; none
+ * of an earlier invocation into the same directory); nothing when there is
+ * none. */
+int gs_report_collective(const char *dir, const gs_opts *o, const char *run_id, gs_err *e);
+/* A run's ranks on one host outnumber this machine's online cores: a
+ * notice for the comparison (the runs then measure scheduling as much as
+ * synchronization) written into buf, or false with buf empty. */
+bool gs_oversubscribed(const gs_summary *runs, size_t n, char *buf, size_t cap);
+/* --report DIR: print the tables of DIR/report.json's runs to out and draw
+ * its charts again; every metric must be in the file (GS_EPROTO naming the
+ * missing one otherwise). */
+int gs_report_redraw(const char *dir, FILE *out, gs_err *e);
+/* Free n summaries and the array. */
+void gs_summaries_free(gs_summary *runs, size_t n);
+/* --version: version, git revision, build type, CPU code path, libraries,
+ * and whether a GPU is usable (or why not). */
+void gs_version_print(FILE *f);
+
+#endif

@@ -1,0 +1,419 @@
+/* summary.c: one run's measurements -> its metrics (report.h). Pure: no
+ * I/O, no clock, no globals; the same rows give the same summary.
+ *
+ * Definitions (every report uses these):
+ *   step time of rank r   batch start to parameters updated (row.step_s);
+ *   a step's time         the max over ranks;
+ *   throughput            global samples / sum of step times, over the
+ *                         steps after --warmup;
+ *   busy                  compute (data + forward + backward) + reduction
+ *                         + optimizer; idle = step time - busy - wait;
+ *   load imbalance        max over ranks of mean busy / mean of mean busy;
+ *   master traffic share  the master's bytes sent + received / everyone's
+ *                         (the master: rank 0, or a dedicated ps server);
+ *   cost model bytes      S = parameters x wire dtype size; per step the ps
+ *                         master moves (N-1)S in and out (N.S if dedicated),
+ *                         a ps worker S; with K servers a rank that hosts one
+ *                         (N+K-2)/K.S (its server's (N-1)S/K and its worker's
+ *                         (K-1)S/K), the others S; with servers of their
+ *                         own a server N.S/K, every rank S; a ring rank
+ *                         2(N-1)/N.S each way. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/report/report.h"
+#include "ps/ps.h"
+
+void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {
+  char model[128];
+  snprintf(model, sizeof model, "%s", info->model);
+  for (char *p = model; *p; p++)
+    if (*p == ':' || *p == '/' || *p == ',' || *p == ' ') *p = '_';
+  char servers[24] = "";
+  if (info->ps_servers > 1 || info->ps_server_hosts)
+    snprintf(servers, sizeof servers, "-s%d%s", info->ps_servers,
+             info->ps_server_hosts ? "own" : "");
+  char rep[24] = "";
+  if (info->repeats > 1) snprintf(rep, sizeof rep, "-r%d", info->repeat);
+  snprintf(buf, cap, "%s%s-w%d-%s-b%d-bk%g%s%s%s", gs_mode_name(info->mode), servers, info->world,
+           model, info->batch, info->bucket_mb, info->dedicated ? "-dedicated" : "",
+           info->precision != GS_F32 ? (info->precision == GS_F16 ? "-fp16" : "-bf16") : "", rep);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* linear interpolation between the closest ranks, as numpy's default */
+static double quantile(const double *sorted, size_t n, double q) {
+  if (n == 0) return 0;
+  double pos = q * (double)(n - 1);
+  size_t i = (size_t)pos;
+  double f = pos - (double)i;
+  return i + 1 < n ? sorted[i] * (1 - f) + sorted[i + 1] * f : sorted[i];
+}
+
+/* sums over the measured steps, divided into means at the end */
+typedef struct rank_sum {
+  double compute, wait, reduce, update, busy, idle, data, forward, backward;
+  double sent, recv;
+  uint64_t rss;
+} rank_sum;
+
+typedef struct server_sum {
+  bool seen;
+  double reduce, update, sent, recv;
+} server_sum;
+
+static void cost_model(const gs_run_info *info, gs_cost_model *cm) {
+  int N = info->world;
+  double S = (double)info->nparams * (double)gs_dtype_size(info->wire);
+  cm->S_bytes = S;
+  if (info->mode == GS_MODE_PS && info->dedicated) {
+    cm->master_bytes_recv = cm->master_bytes_sent = N * S;
+    cm->worker_bytes_recv = cm->worker_bytes_sent = S;
+  } else if (info->mode == GS_MODE_PS && info->ps_server_hosts) {
+    cm->master_bytes_recv = cm->master_bytes_sent = N * S / info->ps_servers;
+    cm->worker_bytes_recv = cm->worker_bytes_sent = S;
+  } else if (info->mode == GS_MODE_PS && info->ps_servers > 1) {
+    cm->master_bytes_recv = cm->master_bytes_sent = (N + info->ps_servers - 2) * S /
+                                                     info->ps_servers;
+    cm->worker_bytes_recv = cm->worker_bytes_sent = S;
+  } else if (info->mode == GS_MODE_PS) {
+    cm->master_bytes_recv = cm->master_bytes_sent = (N - 1) * S;
+    cm->worker_bytes_recv = cm->worker_bytes_sent = N > 1 ? S : 0;
+  } else if (info->mode == GS_MODE_RING) {
+    cm->master_bytes_recv = cm->master_bytes_sent = cm->worker_bytes_recv =
+        cm->worker_bytes_sent = 2.0 * (N - 1) / N * S;
+  }
+}
+
+static const char *formula(const gs_run_info *info) {
+  if (info->mode == GS_MODE_PS && info->dedicated)
+    return "ps, dedicated server: server receives and sends N*S, each worker S (per step)";
+  if (info->mode == GS_MODE_PS && info->ps_server_hosts)
+    return "sharded ps, K servers of their own: a server receives and sends N*S/K, each rank S";
+  if (info->mode == GS_MODE_PS && info->ps_servers > 1)
+    return "sharded ps, K servers in ranks k*N/K: a server's rank receives and sends "
+           "(N+K-2)/K*S, each other rank S";
+  if (info->mode == GS_MODE_PS)
+    return "ps, server in rank 0: rank 0 receives and sends (N-1)*S, each worker S";
+  if (info->mode == GS_MODE_RING) return "ring: every rank sends and receives 2(N-1)/N*S";
+  return "local: no communication";
+}
+
+static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
+
+static int cmp_span_start(const void *a, const void *b) {
+  const gs_span *x = a, *y = b;
+  return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+/* a span of the backend's thread (track 1) that moves data: not a ps
+ * server's optimizer, which also runs there */
+static bool comm_span(const gs_span *s) {
+  return s->track == 1 && strncmp(s->name, "optimizer", sizeof s->name);
+}
+
+/* The backend's communication (its thread's spans, track 1) that ran while
+ * rank r computed (data, forward, backward) in each measured step: the
+ * overlap, as a sum over the steps. Spans of one thread do not overlap
+ * each other; both lists are walked once in time order. */
+static double hidden_comm(const gs_rank_result *x, size_t first, size_t steps) {
+  size_t n = 0;
+  for (size_t i = 0; i < x->nspans; i++) n += comm_span(&x->spans[i]);
+  gs_span *sp = n ? malloc(n * sizeof *sp) : NULL;
+  if (!sp) return 0;
+  n = 0;
+  for (size_t i = 0; i < x->nspans; i++)
+    if (comm_span(&x->spans[i])) sp[n++] = x->spans[i];
+  qsort(sp, n, sizeof *sp, cmp_span_start);
+  double sum = 0;
+  size_t j = 0;
+  for (size_t t = first; t < steps; t++) {
+    const gs_step_row *row = &x->rows[t];
+    double a = row->t_start, z = a + row->data_s + row->forward_s + row->backward_s;
+    while (j < n && sp[j].t1 <= a) j++;
+    for (size_t k = j; k < n && sp[k].t0 < z; k++) {
+      double lo = sp[k].t0 > a ? sp[k].t0 : a, hi = sp[k].t1 < z ? sp[k].t1 : z;
+      if (hi > lo) sum += hi - lo;
+    }
+  }
+  free(sp);
+  return sum;
+}
+
+/* Every rank delivered rows; the run's steps are the fewest any has. */
+static int steps_of(const gs_run_info *info, const gs_rank_result *ranks, size_t *steps,
+                    gs_err *e) {
+  if (info->world < 1) return GS_FAIL(e, GS_EINVAL, "summary: world %d", info->world);
+  *steps = SIZE_MAX;
+  for (int r = 0; r < info->world; r++) {
+    if (ranks[r].failed)
+      return GS_FAIL(e, GS_EINVAL, "rank %d failed instead of reporting measurements: %s", r,
+                     ranks[r].error);
+    if (ranks[r].rank != r)
+      return GS_FAIL(e, GS_EINVAL, "summary: measurements of rank %d in place of rank %d",
+                     ranks[r].rank, r);
+    if (ranks[r].nrows && !ranks[r].rows)
+      return GS_FAIL(e, GS_EINVAL, "summary: rank %d has %zu rows and no data", r,
+                     ranks[r].nrows);
+    if (ranks[r].nrows < *steps) *steps = ranks[r].nrows;
+  }
+  return GS_OK;
+}
+
+int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *out,
+                 gs_err *e) {
+  memset(out, 0, sizeof *out);
+  size_t steps = 0;
+  GS_TRY(steps_of(info, ranks, &steps, e));
+  int N = info->world;
+  size_t first = info->warmup >= 0 && (size_t)info->warmup < steps ? (size_t)info->warmup : 0;
+  size_t m = steps - first;
+
+  gs_summary *s = out;
+  s->world = N; /* before per_rank exists: gs_summary_free walks world entries */
+  char id[512];
+  gs_run_id(info, id, sizeof id);
+  s->id = strdup(id);
+  s->model = dup_or_empty(info->model);
+  s->data = dup_or_empty(info->data);
+  s->device = dup_or_empty(info->device);
+  s->launcher = dup_or_empty(info->launcher ? info->launcher : "gradsync");
+  s->run_id = dup_or_empty(info->run_id ? info->run_id : "");
+  s->cost_model.formula = strdup(formula(info));
+  s->step_time_s = calloc(steps + 1, sizeof *s->step_time_s);
+  s->per_rank = calloc((size_t)N, sizeof *s->per_rank);
+  double *sorted = calloc(steps + 1, sizeof *sorted);
+  rank_sum *rs = calloc((size_t)N, sizeof *rs);
+  bool ok = s->id && s->model && s->data && s->device && s->launcher && s->run_id && s->cost_model.formula &&
+            s->step_time_s && s->per_rank && sorted && rs;
+  for (int r = 0; ok && r < N; r++) ok = (s->per_rank[r].host = dup_or_empty(ranks[r].host));
+  if (!ok) {
+    free(sorted);
+    free(rs);
+    gs_summary_free(s);
+    return GS_FAIL(e, GS_ENOMEM, "out of memory summarising the run");
+  }
+
+  double total_time = 0, total_samples = 0;
+  server_sum srv = {0};
+  int skipped = 0;
+  for (size_t t = 0; t < steps; t++) {
+    double mx = 0, samples = 0;
+    for (int r = 0; r < N; r++) {
+      const gs_step_row *row = &ranks[r].rows[t];
+      if (row->step_s > mx) mx = row->step_s;
+      samples += row->samples;
+    }
+    s->step_time_s[t] = mx;
+    skipped += ranks[0].rows[t].skipped != 0;
+    if (t < first) continue;
+    total_time += mx;
+    total_samples += samples;
+    for (int r = 0; r < N; r++) {
+      const gs_step_row *row = &ranks[r].rows[t];
+      rank_sum *x = &rs[r];
+      double compute = row->data_s + row->forward_s + row->backward_s;
+      double busy = compute + row->reduce_s + row->update_s;
+      double idle = mx - busy - row->wait_s;
+      x->data += row->data_s;
+      x->forward += row->forward_s;
+      x->backward += row->backward_s;
+      x->compute += compute;
+      x->wait += row->wait_s;
+      x->reduce += row->reduce_s;
+      x->update += row->update_s;
+      x->busy += busy;
+      x->idle += idle > 0 ? idle : 0;
+      x->sent += (double)row->bytes_sent;
+      x->recv += (double)row->bytes_recv;
+      if (row->rss_bytes > x->rss) x->rss = row->rss_bytes;
+    }
+    const gs_step_row *r0 = &ranks[0].rows[t];
+    if (r0->has_server) {
+      srv.seen = true;
+      srv.reduce += r0->server_reduce_s;
+      srv.update += r0->server_update_s;
+      srv.sent += (double)r0->server_bytes_sent;
+      srv.recv += (double)r0->server_bytes_recv;
+    }
+  }
+  memcpy(sorted, s->step_time_s + first, m * sizeof *sorted);
+  qsort(sorted, m, sizeof *sorted, cmp_double);
+  double div = m ? (double)m : 1;
+
+  gs_cost_model *cm = &s->cost_model;
+  cost_model(info, cm);
+  double busy_max = 0, busy_mean = 0, traffic_all = 0;
+  for (int r = 0; r < N; r++) {
+    const rank_sum *x = &rs[r];
+    gs_rank_summary *p = &s->per_rank[r];
+    bool master = info->mode == GS_MODE_PS && info->ps_server_hosts ? false
+                  : info->mode == GS_MODE_PS && info->ps_servers > 1
+                      ? gs_ps_runs_server(r, N, info->ps_servers)
+                      : r == 0 && !(info->mode == GS_MODE_PS && info->dedicated);
+    double busy = x->busy / div;
+    busy_mean += busy / N;
+    if (busy > busy_max) busy_max = busy;
+    traffic_all += (x->sent + x->recv) / div;
+    p->rank = r;
+    p->bytes_sent = x->sent / div;
+    p->bytes_recv = x->recv / div;
+    p->compute_s = x->compute / div;
+    p->data_s = x->data / div;
+    p->forward_s = x->forward / div;
+    p->backward_s = x->backward / div;
+    p->comm_wait_s = x->wait / div;
+    p->comm_hidden_s = hidden_comm(&ranks[r], first, steps) / div;
+    p->reduce_s = x->reduce / div;
+    p->update_s = x->update / div;
+    p->busy_s = busy;
+    p->idle_s = x->idle / div;
+    p->step_s = m ? total_time / div : 0.0;
+    p->model_bytes_sent = master ? cm->master_bytes_sent : cm->worker_bytes_sent;
+    p->model_bytes_recv = master ? cm->master_bytes_recv : cm->worker_bytes_recv;
+    double model = p->model_bytes_sent + p->model_bytes_recv;
+    p->traffic_vs_model = model > 0 ? (x->sent + x->recv) / div / model : 0.0;
+    p->peak_rss_bytes = (int64_t)(x->rss > ranks[r].peak_rss ? x->rss : ranks[r].peak_rss);
+  }
+  double master_bytes = (rs[0].sent + rs[0].recv) / div, worker_bytes = 0;
+  for (int r = 1; r < N; r++) worker_bytes += (rs[r].sent + rs[r].recv) / div / (N - 1);
+  if (srv.seen) {
+    gs_server_summary *v = &s->server;
+    s->has_server = true;
+    v->bytes_sent = srv.sent / div;
+    v->bytes_recv = srv.recv / div;
+    v->reduce_s = srv.reduce / div;
+    v->update_s = srv.update / div;
+    v->busy_s = (srv.reduce + srv.update) / div;
+    v->model_bytes_sent = cm->master_bytes_sent;
+    v->model_bytes_recv = cm->master_bytes_recv;
+    traffic_all += v->bytes_sent + v->bytes_recv;
+    master_bytes = v->bytes_sent + v->bytes_recv;
+    worker_bytes = 0;
+    for (int r = 0; r < N; r++) worker_bytes += (rs[r].sent + rs[r].recv) / div / N;
+  }
+  /* one master: ps with one server (in rank 0 or a process of its own) */
+  bool one_master = info->mode == GS_MODE_PS && N > 1 && info->ps_servers <= 1 &&
+                    !info->ps_server_hosts;
+
+  s->mode = info->mode;
+  s->batch = info->batch;
+  s->global_batch = info->batch * N;
+  s->bucket_mb = info->bucket_mb;
+  s->first_bucket_mb = info->first_bucket_mb;
+  s->precision = info->precision;
+  s->overlap = info->overlap;
+  s->ps_dedicated = info->dedicated;
+  s->ps_servers = info->ps_servers > 1 ? info->ps_servers : 1;
+  s->ps_server_hosts = info->ps_server_hosts;
+  s->threads_per_rank = info->threads;
+  s->steps = (int64_t)steps;
+  s->nparams = (int64_t)info->nparams;
+  s->nbuckets = info->nbuckets;
+  s->gradient_bytes = cm->S_bytes;
+  s->wall_time_s = info->wall_end - info->wall_start;
+  s->throughput_samples_per_s = total_time > 0 ? total_samples / total_time : 0.0;
+  s->step_time_s_median = quantile(sorted, m, 0.5);
+  s->step_time_s_p95 = quantile(sorted, m, 0.95);
+  s->step_time_s_mean = m ? total_time / div : 0.0;
+  s->imbalance = busy_mean > 0 ? busy_max / busy_mean : 1.0;
+  s->scaling_efficiency = NAN;
+  s->master_traffic_share = one_master && traffic_all > 0 ? master_bytes / traffic_all : NAN;
+  s->master_bytes_vs_worker = one_master && worker_bytes > 0 ? master_bytes / worker_bytes : NAN;
+  s->skipped_steps = skipped;
+  s->final_loss = steps ? ranks[0].rows[steps - 1].loss : 0;
+  s->warmup_steps = (int64_t)first;
+  s->final_loss_scale = steps ? (double)ranks[0].rows[steps - 1].scale : 1.0;
+  s->measured_steps = (int64_t)m;
+  s->repeat = info->repeat > 0 ? info->repeat : 1;
+  s->nrepeats = 1;
+  s->repeat_throughput = malloc(sizeof *s->repeat_throughput);
+  s->repeat_step_median = malloc(sizeof *s->repeat_step_median);
+  s->repeat_ids = calloc(1, sizeof *s->repeat_ids);
+  if (!s->repeat_throughput || !s->repeat_step_median || !s->repeat_ids ||
+      !(s->repeat_ids[0] = strdup(s->id))) {
+    free(sorted);
+    free(rs);
+    gs_summary_free(s);
+    return GS_FAIL(e, GS_ENOMEM, "out of memory summarising the run");
+  }
+  s->repeat_throughput[0] = s->throughput_samples_per_s;
+  s->repeat_step_median[0] = s->step_time_s_median;
+  bool measured = !isnan(info->accuracy) && info->accuracy >= 0;
+  s->accuracy = measured ? info->accuracy : NAN;
+  s->eval_loss = measured ? info->eval_loss : NAN;
+  free(sorted);
+  free(rs);
+  int rc = gs_summary_links(info, ranks, s, e);
+  if (rc < 0) gs_summary_free(s);
+  return rc;
+}
+
+void gs_summary_free(gs_summary *s) {
+  if (!s) return;
+  if (s->per_rank)
+    for (int r = 0; r < s->world; r++) free(s->per_rank[r].host);
+  free(s->per_rank);
+  free(s->id);
+  free(s->model);
+  free(s->data);
+  free(s->device);
+  free(s->launcher);
+  free(s->run_id);
+  free(s->cost_model.formula);
+  free(s->cost_model.bottleneck);
+  free(s->step_time_s);
+  free(s->link_delay);
+  free(s->links);
+  for (int i = 0; s->repeat_ids && i < s->nrepeats; i++) free(s->repeat_ids[i]);
+  free(s->repeat_ids);
+  free(s->repeat_throughput);
+  free(s->repeat_step_median);
+  memset(s, 0, sizeof *s);
+}
+
+/* the world-1 run of the same mode and configuration (else the local
+ * step's), for scaling */
+static const gs_summary *baseline(const gs_summary *runs, size_t n, const gs_summary *run,
+                                  bool strong) {
+  const gs_summary *local = NULL;
+  for (size_t i = 0; i < n; i++) {
+    const gs_summary *r = &runs[i];
+    if (r->world != 1 || (r->mode != run->mode && r->mode != GS_MODE_LOCAL) ||
+        strcmp(r->model, run->model) || r->bucket_mb != run->bucket_mb ||
+        r->precision != run->precision)
+      continue;
+    if (strong ? r->global_batch != run->global_batch : r->batch != run->batch) continue;
+    if (r->mode == run->mode) return r;
+    if (!local) local = r;
+  }
+  return local;
+}
+
+const gs_summary *gs_summary_find(const gs_summary *runs, size_t n, gs_mode mode, int world,
+                                  const gs_summary *like) {
+  const gs_summary *local = NULL;
+  for (size_t i = 0; i < n; i++) {
+    const gs_summary *r = &runs[i];
+    if (r->world != world || strcmp(r->model, like->model) || r->batch != like->batch ||
+        r->bucket_mb != like->bucket_mb || r->precision != like->precision)
+      continue;
+    if (r->mode == mode) return r;
+    if (world == 1 && r->mode == GS_MODE_LOCAL && !local) local = r;
+  }
+  return local;
+}
+
+void gs_summary_scaling(gs_summary *runs, size_t n, bool strong) {
+  for (size_t i = 0; i < n; i++) {
+    const gs_summary *b = baseline(runs, n, &runs[i], strong);
+    double t1 = b ? b->throughput_samples_per_s : 0;
+    runs[i].scaling_efficiency =
+        t1 > 0 ? runs[i].throughput_samples_per_s / (runs[i].world * t1) : NAN;
+  }
+}
