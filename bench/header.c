@@ -123,6 +123,20 @@ void gs_sweep_header(FILE *f, const gs_opts *o) {
     fprintf(f, "; every configuration %d times, interleaved (medians, with the min-max)",
             o->repeats);
   fprintf(f, "\n");
+  const gs_straggle *g = &o->train.straggle;
+  if (g->nslow > 0 || g->jitter_cv > 0) {
+    char slow[GS_SLOW_MAX * 8 + 32];
+    gs_straggle_text(g, slow, sizeof slow);
+    fprintf(f, "stragglers: ");
+    if (g->nslow > 0)
+      fprintf(f, "rank%s %.*s compute%s %gx as long (busy arithmetic, --slow %s)",
+              g->nslow > 1 ? "s" : "", (int)strcspn(slow, ":"), slow, g->nslow > 1 ? "" : "s",
+              g->factor, slow);
+    if (g->jitter_cv > 0)
+      fprintf(f, "%severy rank's compute x (1 + %g |z|) per step, seeded (--jitter)",
+              g->nslow > 0 ? "; " : "", g->jitter_cv);
+    fprintf(f, "\n");
+  }
   for (int m = 0; m < o->nmodels; m++)
     for (int b = 0; b < o->nbucket_mbs; b++) plan_line(f, o, o->models[m], o->bucket_mbs[b]);
   bool ring = false, ps = false;

@@ -285,6 +285,11 @@ static int p_repeat(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   return GS_OK;
 }
 
+static int p_slow(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  (void)f;
+  return gs_straggle_parse(a, &o->train.straggle, e);
+}
+
 static int p_bind(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   if (!*a || strlen(a) > 200 || !strcmp(a, "*"))
     return bad(e, f, a, "an IPv4 address of this host (0.0.0.0 for every interface)");
@@ -347,6 +352,11 @@ static const flag FLAGS[] = {
   WORD("loss-scale", "S", NULL, "dynamic for fp16, 1 otherwise",
        "dynamic (GradScaler: 2^16, x2 per 2000 clean steps, x0.5 on inf/NaN) or a fixed number",
        p_str, loss_scale_arg),
+  WORD("slow", "RANKS:X", NULL, "none", "stragglers: those ranks (e.g. 3 or 1,3) compute X "
+       "times as long, with real arithmetic (not sleep)", p_slow, train.straggle),
+  NUM("jitter", 0, "CV", "0", "seeded compute noise on every rank: each step's compute x (1 + "
+      "CV x |z|), z standard normal from (seed, rank, step)", p_real, train.straggle.jitter_cv,
+      0, 10),
   NUM("compute-ms", 0, "MS", "20", "profiles: emulated compute per step", p_real,
       train.compute_ms, 0, 1e6),
   {"overlap", 0, NULL, NULL, "ring: on, ps: off", "send each bucket as soon as backward fills it",

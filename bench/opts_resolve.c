@@ -117,6 +117,13 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
         return GS_FAIL(e, GS_EINVAL, "--collective needs --mode ps or ring");
     GS_TRY(gs_collective_resolve(o, e));
   }
+  for (int i = 0; i < o->train.straggle.nslow && o->world_given && !getenv("GS_LAUNCHED"); i++) {
+    int mx = 0;
+    for (int j = 0; j < o->nworlds; j++) mx = o->worlds[j] > mx ? o->worlds[j] : mx;
+    if (o->train.straggle.slow[i] >= mx)
+      return GS_FAIL(e, GS_EINVAL, "--slow: rank %d is outside every --world (the largest is %d "
+                     "ranks, 0..%d)", o->train.straggle.slow[i], mx, mx - 1);
+  }
   GS_TRY(resolve_ps_servers(o, e));
   GS_TRY(gs_cluster_resolve(o, e));
   if (o->exec) return gs_exec_resolve(o, e);
@@ -139,19 +146,21 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
 
 size_t gs_opts_settings(const gs_opts *o, gs_mode mode, int world, char *buf, size_t cap) {
   const gs_train_opts *t = &o->train;
+  char slow[GS_SLOW_MAX * 8 + 32];
+  gs_straggle_text(&t->straggle, slow, sizeof slow);
   int n = snprintf(buf, cap,
                    "mode=%s\nworld=%d\nmodel=%s\ndata=%s\nbatch=%d\nsteps=%lld\nlr=%.9g\n"
                    "momentum=%.9g\nweight_decay=%.9g\nseed=%llu\nshuffle=%d\ndrop_last=%d\n"
                    "precision=%s\nloss_scale=%.9g\ndynamic_scale=%d\ncompute_ms=%.9g\n"
                    "bucket_mb=%.9g\nfirst_bucket_mb=%.9g\noverlap=%d\nps_dedicated=%d\n"
                    "ps_servers=%d\nps_server_hosts=%d\ndevice=%s\nsamples=%lld\n"
-                   "load_params=%s\nverify=%d\n",
+                   "load_params=%s\nverify=%d\nslow=%s\njitter=%.9g\n",
                    gs_mode_name(mode), world, t->model, t->data, t->batch, (long long)t->steps,
                    t->lr, t->momentum, t->weight_decay, (unsigned long long)t->seed, t->shuffle,
                    t->drop_last, gs_dtype_name(t->precision), t->loss_scale, t->dynamic_scale,
                    t->compute_ms, t->bucket_mb, t->first_bucket_mb, o->overlap, o->dedicated,
                    mode == GS_MODE_PS ? o->ps_servers : 1,
                    mode == GS_MODE_PS && o->ps_server_hosts, o->device, (long long)t->synthetic_samples,
-                   t->load_params ? t->load_params : "", o->verify);
+                   t->load_params ? t->load_params : "", o->verify, slow, t->straggle.jitter_cv);
   return n < 0 ? 0 : (size_t)n;
 }

@@ -102,6 +102,10 @@ static json_t *configuration(const gs_opts *o) {
                         "ps_servers", o->ps_servers, "ps_server_hosts", o->ps_server_hosts,
                         "timeout_s", o->timeout_s, "device", o->device);
   json_object_set_new(c, "repeat", json_integer(o->repeats));
+  char slow[GS_SLOW_MAX * 8 + 32];
+  gs_straggle_text(&o->train.straggle, slow, sizeof slow);
+  json_object_set_new(c, "slow", json_string(slow));
+  json_object_set_new(c, "jitter_cv", json_real(o->train.straggle.jitter_cv));
   /* a string in every case: "on", "off", or the mode's default */
   json_object_set_new(c, "overlap", json_string(o->overlap < 0 ? "mode default"
                                                 : o->overlap == 1 ? "on" : "off"));

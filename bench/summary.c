@@ -38,7 +38,8 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       .accuracy = NAN, .eval_loss = NAN,
       .hosts = gs_cluster_hosts(o, mode, world), .link_bps = (double)o->link_bps,
       .latency_s = o->latency_s, .delay = "none",
-      .repeat = o->repeat > 0 ? o->repeat : 1, .repeats = o->repeats > 0 ? o->repeats : 1};
+      .repeat = o->repeat > 0 ? o->repeat : 1, .repeats = o->repeats > 0 ? o->repeats : 1,
+      .straggle = t->straggle};
 }
 
 void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {
@@ -200,12 +201,17 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   s->device = dup_or_empty(info->device);
   s->launcher = dup_or_empty(info->launcher ? info->launcher : "gradsync");
   s->run_id = dup_or_empty(info->run_id ? info->run_id : "");
+  char slow[GS_SLOW_MAX * 8 + 32];
+  gs_straggle_text(&info->straggle, slow, sizeof slow);
+  s->slow = strdup(slow);
+  s->jitter_cv = info->straggle.jitter_cv;
   s->cost_model.formula = strdup(formula(info));
   s->step_time_s = calloc(steps + 1, sizeof *s->step_time_s);
   s->per_rank = calloc((size_t)N, sizeof *s->per_rank);
   double *sorted = calloc(steps + 1, sizeof *sorted);
   rank_sum *rs = calloc((size_t)N, sizeof *rs);
-  bool ok = s->id && s->model && s->data && s->device && s->launcher && s->run_id && s->cost_model.formula &&
+  bool ok = s->id && s->model && s->data && s->device && s->launcher && s->run_id && s->slow &&
+            s->cost_model.formula &&
             s->step_time_s && s->per_rank && sorted && rs;
   for (int r = 0; ok && r < N; r++) ok = (s->per_rank[r].host = dup_or_empty(ranks[r].host));
   if (!ok) {
@@ -295,6 +301,7 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
     double model = p->model_bytes_sent + p->model_bytes_recv;
     p->traffic_vs_model = model > 0 ? (x->sent + x->recv) / div / model : 0.0;
     p->peak_rss_bytes = (int64_t)(x->rss > ranks[r].peak_rss ? x->rss : ranks[r].peak_rss);
+    p->slow_factor = gs_straggle_factor(&info->straggle, r);
   }
   double master_bytes = (rs[0].sent + rs[0].recv) / div, worker_bytes = 0;
   for (int r = 1; r < N; r++) worker_bytes += (rs[r].sent + rs[r].recv) / div / (N - 1);
@@ -381,6 +388,7 @@ void gs_summary_free(gs_summary *s) {
   free(s->device);
   free(s->launcher);
   free(s->run_id);
+  free(s->slow);
   free(s->cost_model.formula);
   free(s->cost_model.bottleneck);
   free(s->step_time_s);

@@ -51,6 +51,7 @@ typedef struct gs_run_info {
   const size_t *bucket_bytes; /* nbuckets wire sizes in readiness order (the cost
                                  model's plan); NULL: no prediction */
   int repeat, repeats;      /* --repeat: this is repetition `repeat` (1..repeats) */
+  gs_straggle straggle;     /* --slow, --jitter */
 } gs_run_info;
 
 /* The run info of one combination of o's sweep (model, batch and bucket
@@ -72,6 +73,7 @@ typedef struct gs_rank_summary {
   double busy_s, idle_s, step_s;
   double model_bytes_sent, model_bytes_recv, traffic_vs_model;
   int64_t peak_rss_bytes;
+  double slow_factor;          /* --slow: this rank's compute factor (1: not slowed) */
 } gs_rank_summary;
 
 /* A dedicated ps server's share, per measured step. */
@@ -115,6 +117,8 @@ typedef struct gs_summary {
   bool ps_server_hosts;
   char *launcher;
   char *run_id;
+  char *slow;                  /* --slow as RANKS:FACTOR ("" none) */
+  double jitter_cv;            /* --jitter */
   int threads_per_rank;
   int64_t steps, nparams;
   int nbuckets;

@@ -39,6 +39,7 @@ static const field RUN_HEAD[] = {
   RUN(K_INT, batch), RUN(K_INT, global_batch), RUN(K_REAL, bucket_mb),
   RUN(K_REAL, first_bucket_mb), RUN(K_DTYPE, precision), RUN(K_STR, device),
   RUN(K_BOOL, overlap), RUN(K_BOOL, ps_dedicated), RUN(K_INT, ps_servers), RUN(K_BOOL, ps_server_hosts), RUN(K_STR, launcher), RUN(K_STR, run_id),
+  RUN(K_STR, slow), RUN(K_REAL, jitter_cv),
   RUN(K_INT, threads_per_rank), RUN(K_I64, steps), RUN(K_I64, nparams), RUN(K_INT, nbuckets),
   RUN(K_REAL, gradient_bytes), RUN(K_REAL, wall_time_s), RUN(K_REAL, throughput_samples_per_s),
   RUN(K_REAL, step_time_s_median), RUN(K_REAL, step_time_s_p95),
@@ -58,7 +59,7 @@ static const field RANK_FIELDS[] = {
   RANK(K_REAL, reduce_s),
   RANK(K_REAL, update_s), RANK(K_REAL, busy_s), RANK(K_REAL, idle_s), RANK(K_REAL, step_s),
   RANK(K_REAL, model_bytes_sent), RANK(K_I64, peak_rss_bytes), RANK(K_REAL, model_bytes_recv),
-  RANK(K_REAL, traffic_vs_model),
+  RANK(K_REAL, traffic_vs_model), RANK(K_REAL, slow_factor),
 };
 
 #define SERVER(m) {#m, K_REAL, offsetof(gs_server_summary, m)}

@@ -53,6 +53,7 @@ struct gs_trainer {
   gs_scaler scaler;
   float scale;            /* loss scale of the next step */
   int64_t step, epoch, pos;
+  double last_backward_s; /* the previous step's backward (stragglers' base) */
   int64_t *shard;         /* this epoch's indices */
   /* The dataset, this epoch's indices and evaluation's indices where the
    * kernels run: on a GPU device memory (the data uploaded once, the
@@ -147,6 +148,13 @@ static int check_opts(const gs_train_opts *o, gs_err *e) {
                    o->bucket_mb, o->first_bucket_mb);
   if (!isfinite(o->loss_scale))
     return GS_FAIL(e, GS_EINVAL, "--loss-scale %g: must be finite", o->loss_scale);
+  const gs_straggle *g = &o->straggle;
+  if (g->nslow < 0 || g->nslow > GS_SLOW_MAX ||
+      (g->nslow > 0 && !(g->factor >= 1 && g->factor <= 1000)))
+    return GS_FAIL(e, GS_EINVAL, "--slow: %d ranks with factor %g (want at most %d ranks, a "
+                   "factor in [1, 1000])", g->nslow, g->factor, GS_SLOW_MAX);
+  if (!(g->jitter_cv >= 0 && g->jitter_cv <= 10))
+    return GS_FAIL(e, GS_EINVAL, "--jitter %g: must be in [0, 10]", g->jitter_cv);
   return GS_OK;
 }
 
@@ -429,6 +437,17 @@ static int one_step(gs_trainer *t, gs_sync *s, gs_step_row *row, gs_err *e) {
   GS_TRY(t->m->ops->forward(t->m, t->params, n, &loss, &correct, e));
   double t3 = gs_now();
   add_span(t, "forward", -1, t2, t3, 0);
+  /* a straggler: the step's compute stretched before backward hands over
+   * any bucket; it counts as forward time (the row's compute) */
+  double m = gs_straggle_multiplier(&t->o.straggle, t->o.seed, t->o.rank, t->step);
+  if (m > 1) {
+    double base = (t3 - t2) + (t->step > 0 && t->last_backward_s > 0 ? t->last_backward_s
+                                                                      : 2 * (t3 - t2));
+    gs_busy_work((m - 1) * base);
+    double t3b = gs_now();
+    add_span(t, "straggle", -1, t3, t3b, 0);
+    t3 = t3b;
+  }
   for (int b = 0; b < t->nbuckets; b++) t->bucket_left[b] = 0;
   for (int i = 0; i < t->m->ntensors; i++) t->bucket_left[t->tensor_bucket[i]]++;
   t->next_ready = 0;
@@ -438,6 +457,7 @@ static int one_step(gs_trainer *t, gs_sync *s, gs_step_row *row, gs_err *e) {
                    t->nbuckets);
   double t4 = gs_now();
   add_span(t, "backward", -1, t3, t4, 0);
+  t->last_backward_s = t4 - t3;
   gs_sync_stats st = {0};
   rc = s->ops->end_step(s, &st, e);
   if (rc) {
