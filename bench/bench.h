@@ -106,6 +106,7 @@ typedef struct gs_opts {
   bool json;                 /* collective: print where the JSON table went */
   bool verify;               /* hash parameters every step (steps.csv) */
   bool eval;                 /* accuracy after training */
+  const char *eval_data;     /* --eval-data SPEC: held-out accuracy after training */
   const char *peer;          /* --peer torch: PyTorch DDP measured beside (NULL: none) */
   const char *report;        /* --report DIR: tables and charts again from DIR/report.json */
   char **exec;               /* -- CMD ARGS: run that on the emulated hosts (NULL: bench) */

@@ -428,6 +428,8 @@ static const flag FLAGS[] = {
   SWITCH("verify", 0, NULL, "hash the parameters on every rank after every step (steps.csv "
          "param_hash)", verify, 1),
   SWITCH("eval", 0, NULL, "report training-set accuracy at the end", eval, 1),
+  WORD("eval-data", "SPEC", NULL, NULL, "report accuracy and loss on this held-out data at the "
+       "end (a --data spec, e.g. idx:test-images.idx,test-labels.idx)", p_str, eval_data),
   WORD("report", "DIR", NULL, NULL, "no training: print the tables of DIR/report.json and draw "
        "its charts again", p_str, report),
   WORD("peer", "NAME", NULL, NULL, "torch: also train PyTorch DDP (gloo) on the same model, "

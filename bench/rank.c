@@ -346,6 +346,12 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     phase = "evaluation";
     if ((rc = gs_trainer_evaluate(t, 10000, &info.accuracy, &info.eval_loss, &e)) < 0) goto fail;
   }
+  if (rank == 0 && o->eval_data) {
+    phase = "held-out evaluation";
+    if ((rc = gs_trainer_evaluate_data(t, o->eval_data, &info.heldout_accuracy,
+                                       &info.heldout_loss, &e)) < 0)
+      goto fail;
+  }
 
   phase = "gathering measurements";
   gs_rank_result mine = {.rank = rank, .peak_rss = peak_rss(), .link_host = -1};

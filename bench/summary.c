@@ -35,7 +35,7 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       /* world 1 runs the local step, without a server */
       .ps_servers = mode == GS_MODE_PS && world > 1 && o->ps_servers > 1 ? o->ps_servers : 1,
       .ps_server_hosts = mode == GS_MODE_PS && world > 1 && o->ps_server_hosts,
-      .accuracy = NAN, .eval_loss = NAN,
+      .accuracy = NAN, .eval_loss = NAN, .heldout_accuracy = NAN, .heldout_loss = NAN,
       .hosts = gs_cluster_hosts(o, mode, world), .link_bps = (double)o->link_bps,
       .latency_s = o->latency_s, .delay = "none",
       .repeat = o->repeat > 0 ? o->repeat : 1, .repeats = o->repeats > 0 ? o->repeats : 1,
@@ -370,6 +370,9 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   bool measured = !isnan(info->accuracy) && info->accuracy >= 0;
   s->accuracy = measured ? info->accuracy : NAN;
   s->eval_loss = measured ? info->eval_loss : NAN;
+  measured = !isnan(info->heldout_accuracy) && info->heldout_accuracy >= 0;
+  s->heldout_accuracy = measured ? info->heldout_accuracy : NAN;
+  s->heldout_loss = measured ? info->heldout_loss : NAN;
   free(sorted);
   free(rs);
   int rc = gs_summary_links(info, ranks, s, e);

@@ -43,6 +43,7 @@ typedef struct gs_run_info {
   int nbuckets;
   double wall_start, wall_end;
   double accuracy, eval_loss; /* NaN: not measured */
+  double heldout_accuracy, heldout_loss; /* --eval-data; NaN: not measured */
   /* emulated hosts: K (0: none), link rate (bit/s) and one-way delay, and
    * how the delay was made ("netem", "none") */
   int hosts;
@@ -142,6 +143,7 @@ typedef struct gs_summary {
   gs_cost_model cost_model;
   double *step_time_s;         /* steps entries, the warm-up included */
   double accuracy, eval_loss;  /* NaN: not measured */
+  double heldout_accuracy, heldout_loss; /* --eval-data; NaN: not measured */
   int hosts;                   /* emulated hosts (0: one machine's loopback) */
   double link_rate_bps, link_latency_s; /* meaningful when hosts > 0 */
   char *link_delay;            /* "netem" or "none" */

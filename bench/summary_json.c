@@ -49,6 +49,7 @@ static const field RUN_HEAD[] = {
   RUN(K_I64, warmup_steps), RUN(K_NULLABLE, final_loss_scale), RUN(K_I64, measured_steps),
 };
 static const field RUN_TAIL[] = {RUN(K_NULLABLE, accuracy), RUN(K_NULLABLE, eval_loss),
+                                 RUN(K_NULLABLE, heldout_accuracy), RUN(K_NULLABLE, heldout_loss),
                                  RUN(K_INT, repeat)};
 
 #define RANK(k, m) {#m, k, offsetof(gs_rank_summary, m)}

@@ -100,6 +100,9 @@ void gs_summary_print(FILE *f, const gs_summary *s) {
   if (!isnan(s->accuracy))
     fprintf(f, "  eval accuracy %.2f%% loss %.4f (on up to 10000 training samples)\n",
             100 * s->accuracy, s->eval_loss);
+  if (!isnan(s->heldout_accuracy))
+    fprintf(f, "  held-out accuracy %.2f%% loss %.4f (--eval-data)\n", 100 * s->heldout_accuracy,
+            s->heldout_loss);
   const gs_cost_model *cm = &s->cost_model;
   if (!(cm->S_bytes > 0) || s->mode == GS_MODE_LOCAL || s->world < 2) return;
   char m1[32], m2[32];

@@ -531,11 +531,10 @@ const gs_span *gs_trainer_spans(const gs_trainer *t, size_t *n) {
 
 /* ---- evaluation ---- */
 
-int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss, gs_err *e) {
-  *accuracy = 0.0;
-  *loss = 0.0;
-  if (!t->d) return GS_OK;  /* profiles: dummy 0, see profile.c */
-  if (n <= 0 || n > t->d->n) n = t->d->n;
+/* the first n samples of d, whose bytes are at pixels / labels where the
+ * kernels run */
+static int eval_set(gs_trainer *t, const gs_dataset *d, const uint8_t *pixels,
+                    const int32_t *labels, int64_t n, double *accuracy, double *loss, gs_err *e) {
   int64_t *idx = malloc((size_t)t->o.batch * sizeof *idx);
   if (!idx) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   gs_kernels *k = t->k;
@@ -546,7 +545,7 @@ int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss
     int cnt = (int)(n - s < t->o.batch ? n - s : t->o.batch);
     for (int i = 0; i < cnt; i++) idx[i] = s + i;
     if (t->device_data) k->to_device(k, t->didx, idx, (size_t)cnt * sizeof *idx);
-    k->gather_batch(k, cnt, t->d->dim, t->dpixels, t->dlabels, t->device_data ? t->didx : idx,
+    k->gather_batch(k, cnt, d->dim, pixels, labels, t->device_data ? t->didx : idx,
                     t->m->input, t->m->labels);
     float l = 0.0f;
     int c = 0;
@@ -563,6 +562,56 @@ int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss
   *accuracy = (double)hits / (double)n;
   *loss = sum / (double)n;
   return GS_OK;
+}
+
+int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss, gs_err *e) {
+  *accuracy = 0.0;
+  *loss = 0.0;
+  if (!t->d) return GS_OK;  /* profiles: dummy 0, see profile.c */
+  if (n <= 0 || n > t->d->n) n = t->d->n;
+  return eval_set(t, t->d, t->dpixels, t->dlabels, n, accuracy, loss, e);
+}
+
+int gs_trainer_evaluate_data(gs_trainer *t, const char *spec, double *accuracy, double *loss,
+                             gs_err *e) {
+  *accuracy = 0.0;
+  *loss = 0.0;
+  if (!t->d)
+    return GS_FAIL(e, GS_EINVAL, "--eval-data %s: the %s profile reads no data", spec,
+                   t->model_spec);
+  gs_data_want want = {.c = t->m->in_c, .h = t->m->in_h, .w = t->m->in_w, .flat = t->m->flat,
+                       .classes = t->m->classes, .synthetic_n = t->o.synthetic_samples,
+                       .seed = t->o.seed};
+  gs_dataset *d = NULL;
+  int rc = gs_data_open(spec, &want, &d, e);
+  if (rc) {
+    gs_err_prefix(e, "--eval-data: ");
+    return rc;
+  }
+  gs_kernels *k = t->k;
+  const uint8_t *pix = d->pixels;
+  const int32_t *lab = d->labels;
+  uint8_t *dpix = NULL;
+  int32_t *dlab = NULL;
+  size_t npix = (size_t)d->n * d->dim, nlab = (size_t)d->n * sizeof(int32_t);
+  if (t->device_data) { /* the held-out set where the kernels run, as the training set */
+    dpix = k->alloc(k, npix ? npix : 1);
+    dlab = k->alloc(k, nlab ? nlab : 1);
+    if (dpix && dlab) {
+      k->to_device(k, dpix, d->pixels, npix);
+      k->to_device(k, dlab, d->labels, nlab);
+    }
+    rc = k->sync(k, e);
+    if (rc == 0 && (!dpix || !dlab))
+      rc = GS_FAIL(e, GS_ENOMEM, "out of device memory for --eval-data (%zu bytes)", npix + nlab);
+    pix = dpix;
+    lab = dlab;
+  }
+  if (rc == 0) rc = eval_set(t, d, pix, lab, d->n, accuracy, loss, e);
+  if (dpix) k->release(k, dpix);
+  if (dlab) k->release(k, dlab);
+  gs_data_free(d);
+  return rc;
 }
 
 /* ---- checkpoints ---- */

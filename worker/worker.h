@@ -139,6 +139,10 @@ int gs_trainer_save(gs_trainer *t, const char *dir, gs_err *e);
 /* Accuracy and mean loss of the current parameters over the first n
  * samples of the dataset (n <= 0: all), no gradient. */
 int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss, gs_err *e);
+/* The same over every sample of another dataset (--data's spec, shaped for
+ * this model): a held-out split. */
+int gs_trainer_evaluate_data(gs_trainer *t, const char *spec, double *accuracy, double *loss,
+                             gs_err *e);
 
 /* Model facts for reports and the rendezvous' configuration check. */
 size_t gs_trainer_nparams(const gs_trainer *t);
