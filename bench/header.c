@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bench/report.h"
+#include "ps/ps.h"
 
 void gs_rate_text(double bps, char *buf, size_t cap) {
   if (bps >= 1e9) snprintf(buf, cap, "%.4g Gbit/s", bps / 1e9);
@@ -136,6 +137,14 @@ void gs_sweep_header(FILE *f, const gs_opts *o) {
       fprintf(f, "%severy rank's compute x (1 + %g |z|) per step, seeded (--jitter)",
               g->nslow > 0 ? "; " : "", g->jitter_cv);
     fprintf(f, "\n");
+  }
+  if (gs_ps_sync_stale(&o->ps_sync)) {
+    char sync[48];
+    gs_ps_sync_text(&o->ps_sync, sync, sizeof sync);
+    fprintf(f, "ps consistency: %s (%s); staleness of every applied gradient in steps.csv\n",
+            sync, o->ps_sync.backup_on ? "each update takes the first world-B gradients"
+            : o->ps_sync.model == GS_PS_SSP ? "a worker computes on parameters at most K "
+            "updates old" : "each gradient is applied as it arrives");
   }
   for (int m = 0; m < o->nmodels; m++)
     for (int b = 0; b < o->nbucket_mbs; b++) plan_line(f, o, o->models[m], o->bucket_mbs[b]);

@@ -20,6 +20,7 @@
 
 #include "allreduce/allreduce.h"
 #include "bench/internal.h"
+#include "ps/ps.h"
 
 #include "bench/opts_internal.h"
 
@@ -290,6 +291,17 @@ static int p_slow(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   return gs_straggle_parse(a, &o->train.straggle, e);
 }
 
+static int p_ps_sync(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  (void)f;
+  return gs_ps_sync_parse(a, &o->ps_sync, e);
+}
+
+static int p_ps_backup(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  GS_TRY(p_whole(o, f, a, e));
+  o->ps_sync.backup_on = true;
+  return GS_OK;
+}
+
 static int p_bind(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   if (!*a || strlen(a) > 200 || !strcmp(a, "*"))
     return bad(e, f, a, "an IPv4 address of this host (0.0.0.0 for every interface)");
@@ -376,6 +388,12 @@ static const flag FLAGS[] = {
   SWITCH("ps-server-hosts", 0, "off", "ps: the --ps-servers run as processes of their own, on "
          "emulated hosts (--link) each on a host of its own beyond the ranks' (BytePS' spare "
          "machines)", ps_server_hosts, 1),
+  WORD("ps-sync", "MODEL", "bsp", NULL, "ps: bsp (every update waits for every rank), ssp:K (a "
+       "worker may run on parameters at most K updates old) or async (each gradient applied "
+       "on arrival)", p_ps_sync, ps_sync),
+  {"ps-backup", 0, "B", NULL, "off", "ps backup workers: each update uses the first world-B "
+   "gradients to arrive, later ones are dropped (0: the machinery with every gradient)",
+   p_ps_backup, M(ps_sync.backup), W(ps_sync.backup), 0, 0, 1023},
   NUM("timeout", 0, "SEC", "60", "longest wait for any peer before failing", p_real,
       timeout_s, 0.05, 86400),
   WORD("device", "D", "auto", NULL, "cpu | cuda | auto (cuda when a GPU is present)", p_device,

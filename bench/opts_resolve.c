@@ -10,6 +10,7 @@
 
 #include "allreduce/allreduce.h"
 #include "bench/internal.h"
+#include "ps/ps.h"
 
 /* --ps-servers K > 1: the sharded ps (ps/shard.c) and what it leaves out. */
 static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
@@ -48,6 +49,42 @@ static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
       return GS_FAIL(e, GS_EINVAL, "%s: world %d has fewer ranks than servers (each server is "
                      "a thread of a rank; --ps-server-hosts runs them on their own)", flag,
                      o->worlds[i]);
+  return GS_OK;
+}
+
+/* --ps-sync ssp:K | async, --ps-backup B: the stale server (ps/stale.c)
+ * and what it leaves out so far. */
+static int resolve_ps_sync(const gs_opts *o, gs_err *e) {
+  if (!gs_ps_sync_stale(&o->ps_sync)) return GS_OK;
+  char what[48];
+  gs_ps_sync_text(&o->ps_sync, what, sizeof what);
+  bool ps = getenv("GS_LAUNCHED") != NULL;
+  for (int i = 0; i < o->nmodes; i++) ps |= o->modes[i] == GS_MODE_PS;
+  if (!ps)
+    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup (%s) is the parameter server's "
+                   "consistency model: it needs --mode ps", what);
+  if (o->ps_sync.backup_on && o->ps_sync.model != GS_PS_BSP)
+    return GS_FAIL(e, GS_EINVAL, "--ps-backup goes with --ps-sync bsp (an update of the first "
+                   "world-B gradients), not %s", what);
+  if (o->ps_servers > 1 || o->ps_server_hosts)
+    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s with a sharded ps (--ps-servers, "
+                   "--ps-server-hosts) is not supported yet: run one server", what);
+  if (o->collective)
+    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s: the collective benchmark has no "
+                   "optimizer to be stale", what);
+  if (o->train.precision != GS_F32 || o->train.dynamic_scale || o->train.loss_scale != 1.0f)
+    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s runs --precision fp32 without "
+                   "--loss-scale so far (a skipped step's verdict over stale gradients is not "
+                   "defined yet)", what);
+  if (o->overlap == 1)
+    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s pushes after backward (new "
+                   "parameters may arrive at any time, and backward still reads them): drop "
+                   "--overlap", what);
+  for (int i = 0; i < o->nworlds && o->ps_sync.backup_on; i++)
+    if (o->worlds[i] > 1 && o->ps_sync.backup >= o->worlds[i])
+      return GS_FAIL(e, GS_EINVAL, "--ps-backup %d: world %d would make updates of %d "
+                     "gradients; B must be below every --world", o->ps_sync.backup,
+                     o->worlds[i], o->worlds[i] - o->ps_sync.backup);
   return GS_OK;
 }
 
@@ -125,6 +162,7 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
                      "ranks, 0..%d)", o->train.straggle.slow[i], mx, mx - 1);
   }
   GS_TRY(resolve_ps_servers(o, e));
+  GS_TRY(resolve_ps_sync(o, e));
   GS_TRY(gs_cluster_resolve(o, e));
   if (o->exec) return gs_exec_resolve(o, e);
   if (o->link_bps && !strcmp(o->transport, "ipc"))
@@ -148,19 +186,22 @@ size_t gs_opts_settings(const gs_opts *o, gs_mode mode, int world, char *buf, si
   const gs_train_opts *t = &o->train;
   char slow[GS_SLOW_MAX * 8 + 32];
   gs_straggle_text(&t->straggle, slow, sizeof slow);
+  char ps_sync[48];
+  gs_ps_sync_text(&o->ps_sync, ps_sync, sizeof ps_sync);
   int n = snprintf(buf, cap,
                    "mode=%s\nworld=%d\nmodel=%s\ndata=%s\nbatch=%d\nsteps=%lld\nlr=%.9g\n"
                    "momentum=%.9g\nweight_decay=%.9g\nseed=%llu\nshuffle=%d\ndrop_last=%d\n"
                    "precision=%s\nloss_scale=%.9g\ndynamic_scale=%d\ncompute_ms=%.9g\n"
                    "bucket_mb=%.9g\nfirst_bucket_mb=%.9g\noverlap=%d\nps_dedicated=%d\n"
                    "ps_servers=%d\nps_server_hosts=%d\ndevice=%s\nsamples=%lld\n"
-                   "load_params=%s\nverify=%d\nslow=%s\njitter=%.9g\n",
+                   "load_params=%s\nverify=%d\nslow=%s\njitter=%.9g\nps_sync=%s\n",
                    gs_mode_name(mode), world, t->model, t->data, t->batch, (long long)t->steps,
                    t->lr, t->momentum, t->weight_decay, (unsigned long long)t->seed, t->shuffle,
                    t->drop_last, gs_dtype_name(t->precision), t->loss_scale, t->dynamic_scale,
                    t->compute_ms, t->bucket_mb, t->first_bucket_mb, o->overlap, o->dedicated,
                    mode == GS_MODE_PS ? o->ps_servers : 1,
                    mode == GS_MODE_PS && o->ps_server_hosts, o->device, (long long)t->synthetic_samples,
-                   t->load_params ? t->load_params : "", o->verify, slow, t->straggle.jitter_cv);
+                   t->load_params ? t->load_params : "", o->verify, slow, t->straggle.jitter_cv,
+                   mode == GS_MODE_PS ? ps_sync : "bsp");
   return n < 0 ? 0 : (size_t)n;
 }

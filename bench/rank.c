@@ -276,6 +276,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   cfg.no_resend = !o->resend;
   cfg.dedicated = o->dedicated;
   cfg.ps_servers = mode == GS_MODE_PS ? o->ps_servers : 1;
+  if (mode == GS_MODE_PS) cfg.ps_sync = o->ps_sync;
   if (mode == GS_MODE_PS && o->ps_server_hosts && world > 1) {
     if ((rc = gs_ps_serve_endpoints(o, &server_eps, &e)) < 0) goto fail;
     cfg.ps_server_eps = (const char *const *)server_eps;

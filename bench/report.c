@@ -18,6 +18,7 @@
 #include "bench/report.h"
 #include "bench/results.h"
 #include "bench/version.h"
+#include "ps/ps.h"
 
 #define GS_REPORT_SCHEMA 1
 
@@ -106,6 +107,9 @@ static json_t *configuration(const gs_opts *o) {
   gs_straggle_text(&o->train.straggle, slow, sizeof slow);
   json_object_set_new(c, "slow", json_string(slow));
   json_object_set_new(c, "jitter_cv", json_real(o->train.straggle.jitter_cv));
+  char sync[48];
+  gs_ps_sync_text(&o->ps_sync, sync, sizeof sync);
+  json_object_set_new(c, "ps_sync", json_string(sync));
   /* a string in every case: "on", "off", or the mode's default */
   json_object_set_new(c, "overlap", json_string(o->overlap < 0 ? "mode default"
                                                 : o->overlap == 1 ? "on" : "off"));

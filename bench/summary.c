@@ -39,7 +39,8 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       .hosts = gs_cluster_hosts(o, mode, world), .link_bps = (double)o->link_bps,
       .latency_s = o->latency_s, .delay = "none",
       .repeat = o->repeat > 0 ? o->repeat : 1, .repeats = o->repeats > 0 ? o->repeats : 1,
-      .straggle = t->straggle};
+      .straggle = t->straggle,
+      .ps_sync = mode == GS_MODE_PS && world > 1 ? o->ps_sync : (gs_ps_sync){0}};
 }
 
 void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {
@@ -51,11 +52,18 @@ void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {
   if (info->ps_servers > 1 || info->ps_server_hosts)
     snprintf(servers, sizeof servers, "-s%d%s", info->ps_servers,
              info->ps_server_hosts ? "own" : "");
-  char rep[24] = "";
+  char sync[48] = "", rep[24] = "";
+  if (gs_ps_sync_stale(&info->ps_sync)) {
+    sync[0] = '-';
+    gs_ps_sync_text(&info->ps_sync, sync + 1, sizeof sync - 1);
+    for (char *p = sync; *p; p++)
+      if (*p == ':' || *p == '+') *p = '_';
+  }
   if (info->repeats > 1) snprintf(rep, sizeof rep, "-r%d", info->repeat);
-  snprintf(buf, cap, "%s%s-w%d-%s-b%d-bk%g%s%s%s", gs_mode_name(info->mode), servers, info->world,
-           model, info->batch, info->bucket_mb, info->dedicated ? "-dedicated" : "",
-           info->precision != GS_F32 ? (info->precision == GS_F16 ? "-fp16" : "-bf16") : "", rep);
+  snprintf(buf, cap, "%s%s-w%d-%s-b%d-bk%g%s%s%s%s", gs_mode_name(info->mode), servers,
+           info->world, model, info->batch, info->bucket_mb, info->dedicated ? "-dedicated" : "",
+           info->precision != GS_F32 ? (info->precision == GS_F16 ? "-fp16" : "-bf16") : "", sync,
+           rep);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -205,12 +213,27 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   gs_straggle_text(&info->straggle, slow, sizeof slow);
   s->slow = strdup(slow);
   s->jitter_cv = info->straggle.jitter_cv;
+  char sync[48] = "";
+  if (info->mode == GS_MODE_PS && info->world > 1) gs_ps_sync_text(&info->ps_sync, sync, sizeof sync);
+  s->ps_sync = strdup(sync);
+  int64_t applied = 0;
+  double stale_sum = 0;
+  for (int r = 0; r < N; r++)
+    for (size_t t = 0; t < steps; t++) {
+      int x = ranks[r].rows[t].staleness;
+      if (x < 0) s->dropped_gradients++;
+      else applied++, stale_sum += x;
+      if (x > s->staleness_max) s->staleness_max = x;
+    }
+  s->staleness_mean = applied && gs_ps_sync_stale(&info->ps_sync) ? stale_sum / (double)applied
+                                                                   : NAN;
   s->cost_model.formula = strdup(formula(info));
   s->step_time_s = calloc(steps + 1, sizeof *s->step_time_s);
   s->per_rank = calloc((size_t)N, sizeof *s->per_rank);
   double *sorted = calloc(steps + 1, sizeof *sorted);
   rank_sum *rs = calloc((size_t)N, sizeof *rs);
   bool ok = s->id && s->model && s->data && s->device && s->launcher && s->run_id && s->slow &&
+            s->ps_sync &&
             s->cost_model.formula &&
             s->step_time_s && s->per_rank && sorted && rs;
   for (int r = 0; ok && r < N; r++) ok = (s->per_rank[r].host = dup_or_empty(ranks[r].host));
@@ -392,6 +415,7 @@ void gs_summary_free(gs_summary *s) {
   free(s->launcher);
   free(s->run_id);
   free(s->slow);
+  free(s->ps_sync);
   free(s->cost_model.formula);
   free(s->cost_model.bottleneck);
   free(s->step_time_s);

@@ -53,6 +53,7 @@ typedef struct gs_run_info {
                                  model's plan); NULL: no prediction */
   int repeat, repeats;      /* --repeat: this is repetition `repeat` (1..repeats) */
   gs_straggle straggle;     /* --slow, --jitter */
+  gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */
 } gs_run_info;
 
 /* The run info of one combination of o's sweep (model, batch and bucket
@@ -119,6 +120,10 @@ typedef struct gs_summary {
   char *launcher;
   char *run_id;
   char *slow;                  /* --slow as RANKS:FACTOR ("" none) */
+  char *ps_sync;               /* "bsp", "ssp:2", "async", "bsp+backup:1" (ring, local: "") */
+  int staleness_max;           /* over every rank's applied gradients, every step */
+  double staleness_mean;       /* NaN: none applied (or not a stale model) */
+  int dropped_gradients;       /* backup workers: gradients not applied */
   double jitter_cv;            /* --jitter */
   int threads_per_rank;
   int64_t steps, nparams;

@@ -83,6 +83,9 @@ void gs_summary_print(FILE *f, const gs_summary *s) {
   fprintf(f, "  (ms per step, the mean of the measured steps; wait: exposed communication, the "
           "time the step waited for it; hidden: communication that ran while the rank "
           "computed; slow: --slow's compute factor)\n");
+  if (!isnan(s->staleness_mean))
+    fprintf(f, "  ps %s: applied gradients %.3g updates stale on average, %d at most; %d "
+            "dropped\n", s->ps_sync, s->staleness_mean, s->staleness_max, s->dropped_gradients);
   if (s->slow[0] || s->jitter_cv > 0)
     fprintf(f, "  stragglers: --slow %s --jitter %g\n", s->slow[0] ? s->slow : "none",
             s->jitter_cv);

@@ -478,6 +478,7 @@ static int one_step(gs_trainer *t, gs_sync *s, gs_step_row *row, gs_err *e) {
   row->bytes_recv = st.bytes_recv;
   row->loss = loss;
   row->skipped = st.skipped;
+  row->staleness = st.staleness;
   row->correct = correct;
   row->samples = n;
   row->rss_bytes = peak_rss();

@@ -104,6 +104,9 @@ typedef struct gs_step_row {
   /* --verify: the hash of the parameters after the step (0: not hashed);
    * the trainer leaves it 0, bench fills it in for the gather */
   uint64_t param_hash;
+  /* ps ssp/async/backup: this step's gradient's staleness (updates it
+   * missed), -1: dropped (backup workers); 0 elsewhere */
+  int32_t staleness;
 } gs_step_row;
 
 /* One timeline span (Chrome trace "X" event). */

@@ -68,10 +68,11 @@ for mode in (["--mode", "local"], ["--mode", "ring", "--world", "2"]):
         check("held-out accuracy" in r.stdout, f"{mode}: no held-out line in the table")
         check(run0["accuracy"] is None, f"{mode}: training accuracy without --eval")
 
-r = run(["--mode", "local"] + base[:-1] + ["5", "--eval-data", f"idx:{a}/nope.idx,{a}/x.idx"])
+r = run(["--mode", "local"] + base[:-1] + ["5", "--eval-data", f"idx:{a}/nope.idx,{a}/x.idx",
+                                         "--out", tmpdir() + "/r"])
 check(r.returncode != 0 and "nope.idx" in r.stderr, f"missing file: {r.returncode} {r.stderr[-300:]}")
 r = run(["--mode", "local", "--model", "mlp:784-16-10", "--steps", "2", "--threads", "1",
-         "--link", "none", "--eval-data", held])
+         "--link", "none", "--eval-data", held, "--out", tmpdir() + "/r"])
 check(r.returncode != 0 and "test-images.idx" in r.stderr,
       f"wrong shape: {r.returncode} {r.stderr[-300:]}")
 finish("bench_digits")
