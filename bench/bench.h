@@ -66,6 +66,7 @@ typedef struct gs_opts {
   int ps_servers;            /* --ps-servers K: servers sharing the parameters (ps only) */
   bool ps_server_hosts;      /* --ps-server-hosts: they run in processes (hosts) of their own */
   gs_ps_sync ps_sync;        /* --ps-sync, --ps-backup (ps only) */
+  int ring_period;           /* --ring-period H (ring only; 1: every step) */
   double timeout_s;
   const char *device;        /* cpu | cuda | auto */
   const char *bind;          /* --bind: address the sockets bind (NULL: job.c's rule) */

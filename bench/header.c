@@ -138,6 +138,10 @@ void gs_sweep_header(FILE *f, const gs_opts *o) {
               g->nslow > 0 ? "; " : "", g->jitter_cv);
     fprintf(f, "\n");
   }
+  if (o->ring_period > 1)
+    fprintf(f, "ring: post-local SGD: every rank steps on its own gradient, parameters averaged "
+            "after steps 0, %d, %d, ... (--ring-period %d)\n", o->ring_period,
+            2 * o->ring_period, o->ring_period);
   if (gs_ps_sync_stale(&o->ps_sync)) {
     char sync[48];
     gs_ps_sync_text(&o->ps_sync, sync, sizeof sync);

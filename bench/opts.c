@@ -394,6 +394,10 @@ static const flag FLAGS[] = {
   {"ps-backup", 0, "B", NULL, "off", "ps backup workers: each update uses the first world-B "
    "gradients to arrive, later ones are dropped (0: the machinery with every gradient)",
    p_ps_backup, M(ps_sync.backup), W(ps_sync.backup), 0, 0, 1023},
+  NUM("ring-period", 0, "H", "1", "ring: post-local SGD: ranks step on their own gradients "
+      "and average their parameters after every H-th step (PyTorch's PostLocalSGDOptimizer + "
+      "PeriodicModelAverager); 1: gradients all-reduced every step (DDP)", p_whole, ring_period,
+      1, 1e6),
   NUM("timeout", 0, "SEC", "60", "longest wait for any peer before failing", p_real,
       timeout_s, 0.05, 86400),
   WORD("device", "D", "auto", NULL, "cpu | cuda | auto (cuda when a GPU is present)", p_device,

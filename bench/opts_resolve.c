@@ -163,6 +163,18 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
   }
   GS_TRY(resolve_ps_servers(o, e));
   GS_TRY(resolve_ps_sync(o, e));
+  if (o->ring_period > 1) {
+    bool ring = getenv("GS_LAUNCHED") != NULL;
+    for (int i = 0; i < o->nmodes; i++) ring |= o->modes[i] == GS_MODE_RING;
+    if (!ring || o->collective)
+      return GS_FAIL(e, GS_EINVAL, "--ring-period %d averages the ring's parameters every %d "
+                     "steps: it needs --mode ring (and training, not --collective)",
+                     o->ring_period, o->ring_period);
+    if (o->train.precision != GS_F32 || o->train.dynamic_scale || o->train.loss_scale != 1.0f)
+      return GS_FAIL(e, GS_EINVAL, "--ring-period %d runs --precision fp32 without "
+                     "--loss-scale so far (parameters are averaged as they are)",
+                     o->ring_period);
+  }
   GS_TRY(gs_cluster_resolve(o, e));
   if (o->exec) return gs_exec_resolve(o, e);
   if (o->link_bps && !strcmp(o->transport, "ipc"))
@@ -194,7 +206,8 @@ size_t gs_opts_settings(const gs_opts *o, gs_mode mode, int world, char *buf, si
                    "precision=%s\nloss_scale=%.9g\ndynamic_scale=%d\ncompute_ms=%.9g\n"
                    "bucket_mb=%.9g\nfirst_bucket_mb=%.9g\noverlap=%d\nps_dedicated=%d\n"
                    "ps_servers=%d\nps_server_hosts=%d\ndevice=%s\nsamples=%lld\n"
-                   "load_params=%s\nverify=%d\nslow=%s\njitter=%.9g\nps_sync=%s\n",
+                   "load_params=%s\nverify=%d\nslow=%s\njitter=%.9g\nps_sync=%s\n"
+                   "ring_period=%d\n",
                    gs_mode_name(mode), world, t->model, t->data, t->batch, (long long)t->steps,
                    t->lr, t->momentum, t->weight_decay, (unsigned long long)t->seed, t->shuffle,
                    t->drop_last, gs_dtype_name(t->precision), t->loss_scale, t->dynamic_scale,
@@ -202,6 +215,7 @@ size_t gs_opts_settings(const gs_opts *o, gs_mode mode, int world, char *buf, si
                    mode == GS_MODE_PS ? o->ps_servers : 1,
                    mode == GS_MODE_PS && o->ps_server_hosts, o->device, (long long)t->synthetic_samples,
                    t->load_params ? t->load_params : "", o->verify, slow, t->straggle.jitter_cv,
-                   mode == GS_MODE_PS ? ps_sync : "bsp");
+                   mode == GS_MODE_PS ? ps_sync : "bsp",
+                   mode == GS_MODE_RING ? o->ring_period : 1);
   return n < 0 ? 0 : (size_t)n;
 }

@@ -40,7 +40,8 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       .latency_s = o->latency_s, .delay = "none",
       .repeat = o->repeat > 0 ? o->repeat : 1, .repeats = o->repeats > 0 ? o->repeats : 1,
       .straggle = t->straggle,
-      .ps_sync = mode == GS_MODE_PS && world > 1 ? o->ps_sync : (gs_ps_sync){0}};
+      .ps_sync = mode == GS_MODE_PS && world > 1 ? o->ps_sync : (gs_ps_sync){0},
+      .ring_period = mode == GS_MODE_RING && world > 1 ? o->ring_period : 0};
 }
 
 void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {
@@ -59,6 +60,7 @@ void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {
     for (char *p = sync; *p; p++)
       if (*p == ':' || *p == '+') *p = '_';
   }
+  if (info->ring_period > 1) snprintf(sync, sizeof sync, "-period%d", info->ring_period);
   if (info->repeats > 1) snprintf(rep, sizeof rep, "-r%d", info->repeat);
   snprintf(buf, cap, "%s%s-w%d-%s-b%d-bk%g%s%s%s%s", gs_mode_name(info->mode), servers,
            info->world, model, info->batch, info->bucket_mb, info->dedicated ? "-dedicated" : "",
@@ -216,6 +218,7 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   char sync[48] = "";
   if (info->mode == GS_MODE_PS && info->world > 1) gs_ps_sync_text(&info->ps_sync, sync, sizeof sync);
   s->ps_sync = strdup(sync);
+  s->ring_period = info->ring_period;
   int64_t applied = 0;
   double stale_sum = 0;
   for (int r = 0; r < N; r++)

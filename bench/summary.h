@@ -54,6 +54,7 @@ typedef struct gs_run_info {
   int repeat, repeats;      /* --repeat: this is repetition `repeat` (1..repeats) */
   gs_straggle straggle;     /* --slow, --jitter */
   gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */
+  int ring_period;          /* ring: --ring-period (1: every step) */
 } gs_run_info;
 
 /* The run info of one combination of o's sweep (model, batch and bucket
@@ -124,6 +125,8 @@ typedef struct gs_summary {
   int staleness_max;           /* over every rank's applied gradients, every step */
   double staleness_mean;       /* NaN: none applied (or not a stale model) */
   int dropped_gradients;       /* backup workers: gradients not applied */
+  int ring_period;             /* ring: parameters averaged every H steps (1: gradients
+                                  every step; 0: not a ring run) */
   double jitter_cv;            /* --jitter */
   int threads_per_rank;
   int64_t steps, nparams;

@@ -152,6 +152,12 @@ typedef struct gs_sync_config {
                                ring); training always runs the ring */
   bool no_resend;           /* ring: gs_ring_opts.no_resend */
   gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */
+  int ring_period;          /* ring: H > 1: post-local SGD (PyTorch's PostLocalSGDOptimizer
+                               + PeriodicModelAverager(period=H, warmup_steps=0)): every
+                               rank steps on its own gradient, and after the steps t with
+                               t % H == 0 the parameters are averaged over the ranks
+                               (divided by world, then all-reduced); 0 or 1: gradients
+                               all-reduced every step (DDP) */
   int device;               /* GPU ordinal for the CUDA paths */
   int local_rank, local_world;  /* ranks on this host (NCCL GPU checks) */
 
