@@ -93,5 +93,5 @@ void gs_busy_work(double seconds) {
   do {
     for (int i = 0; i < 4096; i++) x = x * 0.999999 + 1e-6;
   } while (gs_now() < end);
-  __asm__ volatile("" : : "x"(x));
+  __asm__ volatile("" : : "r"(&x) : "memory"); /* x is used: the loop stays */
 }
