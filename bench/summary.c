@@ -216,7 +216,8 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   s->slow = strdup(slow);
   s->jitter_cv = info->straggle.jitter_cv;
   char sync[48] = "";
-  if (info->mode == GS_MODE_PS && info->world > 1) gs_ps_sync_text(&info->ps_sync, sync, sizeof sync);
+  if (info->mode == GS_MODE_PS && info->world > 1)
+    gs_ps_sync_text(&info->ps_sync, sync, sizeof sync);
   s->ps_sync = strdup(sync);
   s->ring_period = info->ring_period;
   int64_t applied = 0;
@@ -236,8 +237,7 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   double *sorted = calloc(steps + 1, sizeof *sorted);
   rank_sum *rs = calloc((size_t)N, sizeof *rs);
   bool ok = s->id && s->model && s->data && s->device && s->launcher && s->run_id && s->slow &&
-            s->ps_sync &&
-            s->cost_model.formula &&
+            s->ps_sync && s->cost_model.formula &&
             s->step_time_s && s->per_rank && sorted && rs;
   for (int r = 0; ok && r < N; r++) ok = (s->per_rank[r].host = dup_or_empty(ranks[r].host));
   if (!ok) {

@@ -58,7 +58,8 @@ int gs_pss_stale_init(gs_ps_server *s, gs_err *e) {
   s->acc = gs_pss_dev_alloc(s, s->n * sizeof(float));
   if (!s->held || !s->acc)
     return GS_FAIL(e, GS_ENOMEM, "ps server: cannot hold %zu pushes of %zu parameters (%s)",
-                   nslots, s->n, s->cons.model == GS_PS_SSP ? "ssp: K + 2 per rank" : "one per rank");
+                   nslots, s->n,
+                   s->cons.model == GS_PS_SSP ? "ssp: K + 2 per rank" : "one per rank");
   s->alive = s->world;
   return GS_OK;
 }

@@ -70,7 +70,8 @@ for mode in (["--mode", "local"], ["--mode", "ring", "--world", "2"]):
 
 r = run(["--mode", "local"] + base[:-1] + ["5", "--eval-data", f"idx:{a}/nope.idx,{a}/x.idx",
                                          "--out", tmpdir() + "/r"])
-check(r.returncode != 0 and "nope.idx" in r.stderr, f"missing file: {r.returncode} {r.stderr[-300:]}")
+check(r.returncode != 0 and "nope.idx" in r.stderr,
+      f"missing file: {r.returncode} {r.stderr[-300:]}")
 r = run(["--mode", "local", "--model", "mlp:784-16-10", "--steps", "2", "--threads", "1",
          "--link", "none", "--eval-data", held, "--out", tmpdir() + "/r"])
 check(r.returncode != 0 and "test-images.idx" in r.stderr,

@@ -29,9 +29,11 @@ for args, says in [(["--ps-sync", "foo"], "--ps-sync foo"),
                    (["--ps-sync", "ssp:x"], "ssp:K takes K"),
                    (["--ps-sync", "ssp:-1"], "ssp:K takes K"),
                    (["--ps-backup", "2", "--world", "2"], "--ps-backup 2: world 2"),
-                   (["--ps-sync", "ssp:1", "--ps-backup", "1", "--world", "3"], "goes with --ps-sync bsp"),
+                   (["--ps-sync", "ssp:1", "--ps-backup", "1", "--world", "3"],
+                    "goes with --ps-sync bsp"),
                    (["--ps-sync", "async", "--mode", "ring"], "needs --mode ps"),
-                   (["--ps-sync", "async", "--ps-servers", "2", "--world", "2"], "not supported yet"),
+                   (["--ps-sync", "async", "--ps-servers", "2", "--world", "2"],
+                    "not supported yet"),
                    (["--ps-sync", "async", "--precision", "bf16"], "--precision fp32"),
                    (["--ps-sync", "ssp:1", "--overlap"], "drop --overlap")]:
     a = args + (["--mode", "ps"] if "--mode" not in args else [])

@@ -63,7 +63,8 @@ torch.set_num_threads(1)
 dist.init_process_group("gloo", rank=rank, world_size=world)
 model = "mlp:64-32-10"
 shapes = ref.param_shapes(model)
-P = {n: torch.tensor(np.load(os.path.join(init, n + ".npy")), requires_grad=True) for n, _ in shapes}
+P = {n: torch.tensor(np.load(os.path.join(init, n + ".npy")), requires_grad=True)
+     for n, _ in shapes}
 x, y = ref.load_data(data)
 x, y = torch.tensor(x.astype(np.float32))[rank::world], torch.tensor(y)[rank::world]
 params = [P[n] for n, _ in shapes]
@@ -120,7 +121,8 @@ else:
     ok = all(p.returncode == 0 for p in procs)
     check(ok, f"torch post-local SGD failed: {errs}")
     if ok and r.returncode == 0:
-        ours, theirs, init = load_params(t + "/ours"), load_params(t + "/torch"), load_params(t + "/init")
+        ours, theirs = load_params(t + "/ours"), load_params(t + "/torch")
+        init = load_params(t + "/init")
         for k in theirs:
             err = np.linalg.norm(ours[k] - theirs[k]) / np.linalg.norm(theirs[k])
             moved = np.linalg.norm(theirs[k] - init[k]) / np.linalg.norm(theirs[k])
