@@ -27,12 +27,13 @@ pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libzmq3-dev
       libprotobuf-c-dev protobuf-c-compiler libjansson-dev libsodium-dev python3 python3-numpy
       libxml2-utils)
 # the test suite's peers and references: PyTorch (its SGD and training as
-# the reference, Gloo, torchrun); clang and its libFuzzer runtime for the
+# the reference, Gloo, torchrun); scikit-learn for its bundled 8x8 digits
+# (tools/digits_idx.py, real data for the convergence tests); clang and its libFuzzer runtime for the
 # fuzz suite; the launchers bench is tested under (Open MPI, MPICH, Slurm
 # with munge); iproute2 and nftables for the fault tests (in private
 # namespaces); Chromium to open report.html as a user would; util-linux's
 # setpriv to run a rank as another user (the strangers tests)
-[ "${1:-}" = "--deps" ] && pkgs+=(python3-torch clang libclang-rt-14-dev openmpi-bin mpich
+[ "${1:-}" = "--deps" ] && pkgs+=(python3-torch python3-sklearn clang libclang-rt-14-dev openmpi-bin mpich
                                  slurm-wlm munge iproute2 nftables chromium util-linux)
 missing=()
 for p in "${pkgs[@]}"; do

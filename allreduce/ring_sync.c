@@ -72,6 +72,13 @@ static int check_config(const gs_sync_config *c, gs_err *e) {
   if (c->k->device != GS_DEV_CPU)
     return GS_FAIL(e, GS_EINVAL, "rank %d: the ZeroMQ ring reduces host memory and the model "
                    "lives on '%s'; on GPUs use the nccl backend", c->rank, c->k->name);
+  if (c->ring_period > 1 && (c->wire != GS_F32 || c->scaler.dynamic ||
+                             c->scaler.scale != 1.0f || c->sum_only))
+    return GS_FAIL(e, GS_EINVAL, "rank %d: periodic averaging (ring period %d) runs fp32 "
+                   "training without loss scaling (parameters are averaged as they are)",
+                   c->rank, c->ring_period);
+  if (c->ring_period < 0)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: ring period %d", c->rank, c->ring_period);
   return GS_OK;
 }
 
@@ -143,7 +150,7 @@ static int ring_begin_step(gs_sync *base, int64_t step, gs_err *e) {
 static int ring_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   ring_sync *s = (ring_sync *)base;
   GS_TRY(gs_sync_order_ready(&s->order, bucket, e));
-  if (!s->c.overlap) return GS_OK;
+  if (!s->c.overlap || s->c.ring_period > 1) return GS_OK;
   double t0 = gs_now();
   pthread_mutex_lock(&s->mu);
   int rc = s->err_code < 0 ? thread_error(s, e) : GS_OK;
@@ -154,15 +161,9 @@ static int ring_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   return rc;
 }
 
-static int ring_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
-  ring_sync *s = (ring_sync *)base;
-  gs_sync_stats local;
-  if (!st) st = &local;
-  memset(st, 0, sizeof *st);
-  st->scale = s->u.scaler.scale;
-  GS_TRY(gs_sync_order_end(&s->order, e));
-
-  /* wait for the progress thread to finish the last bucket */
+/* Hand every bucket of c.grads to the progress thread and wait until it
+ * all-reduced them; what it cost goes to st. */
+static int reduce_all(ring_sync *s, gs_sync_stats *st, gs_err *e) {
   double t0 = gs_now();
   pthread_mutex_lock(&s->mu);
   s->submitted = s->c.nbuckets;
@@ -193,6 +194,57 @@ static int ring_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   st->bytes_sent = acc.bytes_sent;
   st->bytes_recv = acc.bytes_recv;
   st->reduce_s = acc.reduce_s;
+  return rc;
+}
+
+/* Post-local SGD: this rank's own gradient (the mean over 1), then, after
+ * the steps t % H == 0, the parameters averaged over the ranks as
+ * PyTorch's average_parameters does: divided by world, then all-reduced
+ * (through the gradient buffer, which backward fills anew next step). */
+static int local_end_step(ring_sync *s, gs_sync_stats *st, gs_err *e) {
+  gs_update_result res;
+  double a = gs_now();
+  s->u.world = 1;
+  int rc = gs_update_apply(&s->u, s->c.params, s->ranges, s->c.nbuckets, true, true, &res, e);
+  if (rc < 0) {
+    gs_err_prefix(e, "rank %d: ", s->c.rank);
+    return rc;
+  }
+  st->reduce_s = res.check_s;
+  st->update_s = res.update_s;
+  st->scale = res.scale;
+  span(s, "optimizer", -1, a + res.check_s, gs_now());
+  if (s->step % s->c.ring_period != 0) {
+    st->wait_s = s->wait_s;
+    return GS_OK;
+  }
+  gs_kernels *k = s->c.k;
+  double b = gs_now();
+  k->copy(k, s->c.grads, s->c.params, s->c.n * sizeof(float));
+  k->scale(k, s->c.n, 1.0f / (float)s->c.world, s->c.grads);
+  GS_TRY(k->sync(k, e));
+  double r0 = gs_now() - b;
+  gs_sync_stats avg = {0};
+  GS_TRY(reduce_all(s, &avg, e));
+  k->copy(k, s->c.params, s->c.grads, s->c.n * sizeof(float));
+  GS_TRY(k->sync(k, e));
+  st->wait_s = avg.wait_s;
+  st->bytes_sent = avg.bytes_sent;
+  st->bytes_recv = avg.bytes_recv;
+  st->reduce_s += avg.reduce_s + r0;
+  return GS_OK;
+}
+
+static int ring_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
+  ring_sync *s = (ring_sync *)base;
+  gs_sync_stats local;
+  if (!st) st = &local;
+  memset(st, 0, sizeof *st);
+  st->scale = s->u.scaler.scale;
+  GS_TRY(gs_sync_order_end(&s->order, e));
+  if (s->c.ring_period > 1) return local_end_step(s, st, e);
+  /* wait for the progress thread to finish the last bucket */
+  int rc = reduce_all(s, st, e);
   if (rc < 0) return rc;
   if (s->c.sum_only) return GS_OK;
 

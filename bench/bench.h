@@ -79,6 +79,8 @@ typedef struct gs_opts {
   bool dedicated;            /* --ps-dedicated */
   int ps_servers;            /* --ps-servers K: servers sharing the parameters (ps only) */
   bool ps_server_hosts;      /* --ps-server-hosts: they run in processes (hosts) of their own */
+  gs_ps_sync ps_sync;        /* --ps-sync, --ps-backup (ps only) */
+  int ring_period;           /* --ring-period H (ring only; 1: every step) */
   double timeout_s;
   const char *device;        /* cpu | cuda | auto */
   const char *bind;          /* --bind: address the sockets bind (NULL: job.c's rule) */
@@ -120,6 +122,7 @@ typedef struct gs_opts {
   bool json;                 /* collective: print where the JSON table went */
   bool verify;               /* hash parameters every step (steps.csv) */
   bool eval;                 /* accuracy after training */
+  const char *eval_data;     /* --eval-data SPEC: held-out accuracy after training */
   const char *peer;          /* --peer torch: PyTorch DDP measured beside (NULL: none) */
   const char *report;        /* --report DIR: tables and charts again from DIR/report.json */
   char **exec;               /* -- CMD ARGS: run that on the emulated hosts (NULL: bench) */

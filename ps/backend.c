@@ -93,6 +93,28 @@ static int check_config(const gs_sync_config *c, gs_err *e) {
   if (c->wire != GS_F32 && c->wire != GS_F16 && c->wire != GS_BF16)
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: the ps server sums fp32, fp16 or bf16 gradients, "
                    "not %s", c->rank, gs_dtype_name(c->wire));
+  const gs_ps_sync *y = &c->ps_sync;
+  if (gs_ps_sync_stale(y)) {
+    const char *what = y->model == GS_PS_SSP ? "ssp" : y->model == GS_PS_ASYNC ? "async"
+                       : "backup workers";
+    if (y->model < GS_PS_BSP || y->model > GS_PS_ASYNC || y->staleness < 0 ||
+        y->staleness > 1000 || (y->backup_on && (y->model != GS_PS_BSP || y->backup < 0 ||
+                                                 y->backup >= c->world)))
+      return GS_FAIL(e, GS_EINVAL, "ps rank %d: consistency model %d (ssp:%d, backup %d of %d "
+                     "ranks) is not one the server runs", c->rank, (int)y->model, y->staleness,
+                     y->backup, c->world);
+    if (c->ps_servers > 1 || c->ps_server_eps)
+      return GS_FAIL(e, GS_EINVAL, "ps rank %d: %s with a sharded ps (--ps-servers, "
+                     "--ps-server-hosts) is not supported yet: use one server", c->rank, what);
+    if (c->wire != GS_F32 || c->scaler.dynamic || c->scaler.scale != 1.0f || c->sum_only)
+      return GS_FAIL(e, GS_EINVAL, "ps rank %d: %s runs fp32 training without loss scaling "
+                     "(a skipped step's verdict over stale gradients is not defined yet)",
+                     c->rank, what);
+    if (c->overlap)
+      return GS_FAIL(e, GS_EINVAL, "ps rank %d: %s pushes after backward: parameters may "
+                     "arrive at any time, and backward still reads them (drop --overlap)",
+                     c->rank, what);
+  }
   return GS_OK;
 }
 
@@ -218,7 +240,8 @@ static int wait_all(ps_sync *s, gs_err *e) {
     double left = 0.2; /* a slice: notice SIGINT */
     for (int k = 0; k < K; k++) {
       ps_worker *w = s->w[k];
-      if (w->ngot == w->c.nbuckets) continue;
+      /* ssp, async, backup: the worker waits for its versions in finish */
+      if (w->stale || w->ngot == w->c.nbuckets) continue;
       double l = w->last_progress + w->wait_ms / 1000.0 - gs_now();
       if (l <= 0) return GS_OK;
       if (l < left) left = l;
@@ -266,6 +289,7 @@ static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
     }
     sum.skipped = one.skipped;
     sum.scale = one.scale;
+    sum.staleness = one.staleness;
   }
   if (rc < 0) return fail(s, rc);
   sum.wait_s = s->blocked_s + (gs_now() - t0) - sum.reduce_s - sum.update_s;

@@ -129,6 +129,7 @@ static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *
   p.count = cnt;
   p.dtype = gs_wire_pbdtype(s->c.wire);
   p.again = again;
+  p.base_version = s->base;
   env.body_case = GRADSYNC__ENVELOPE__BODY_PUSH;
   env.push = &p;
   atomic_fetch_add(&s->inflight, 1);
@@ -142,9 +143,52 @@ static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *
 
 /* ------------------------------------------------------------- receiving */
 
+/* ssp, async, backup: every bucket of one version, in bucket order, each
+ * version newer than the last */
+static int apply_version(ps_worker *s, gs_wire_msg *m, gs_err *e) {
+  const Gradsync__Params *p = m->env->params;
+  int r = s->c.rank;
+  uint64_t v = p->step + 1;
+  if (s->vgot == 0 && v <= s->version)
+    return GS_FAIL(e, GS_EPROTO, "ps rank %d: the ps server sent update %llu's parameters after "
+                   "update %llu's", r, (unsigned long long)p->step,
+                   (unsigned long long)s->version - 1);
+  if ((s->vgot > 0 && v != s->incoming) || p->bucket != (uint32_t)s->vgot ||
+      p->bucket >= (uint32_t)s->c.nbuckets)
+    return GS_FAIL(e, GS_EPROTO, "ps rank %d: the ps server sent update %llu bucket %u while "
+                   "bucket %d of update %llu was due", r, (unsigned long long)p->step, p->bucket,
+                   s->vgot, (unsigned long long)(s->vgot ? s->incoming : v) - 1);
+  const gs_bucket *bk = &s->buckets[p->bucket];
+  gs_err pe = {0};
+  if (p->offset != bk->offset || p->count != bk->count || p->skipped ||
+      gs_wire_dtype(p->dtype) != GS_F32 || (int)p->dtype < 0 || (int)p->dtype > 2 ||
+      gs_wire_expect_payload(m, bk->count, GS_F32, &pe) < 0)
+    return GS_FAIL(e, GS_EPROTO, "ps rank %d: update %llu bucket %u from the ps server does not "
+                   "match this rank's bucket [%zu, +%zu) of fp32 parameters %s", r,
+                   (unsigned long long)p->step, p->bucket, bk->offset, bk->count, pe.msg);
+  double t0 = gs_now();
+  s->c.k->to_device(s->c.k, s->c.params + bk->offset, zmq_msg_data(&m->payload),
+                    bk->count * sizeof(float));
+  GS_TRY(gs_ps_kcheck(s, "copying parameters in", e));
+  span(s, "pull", (int)p->bucket, t0);
+  s->incoming = v;
+  if (!s->inproc) s->recv += m->bytes;
+  if (++s->vgot < s->c.nbuckets) return GS_OK;
+  s->vgot = 0;
+  s->version = v;
+  s->answers++;
+  if (s->c.ps_sync.model != GS_PS_SSP) s->staleness = p->staleness;
+  s->srv_reduce += p->reduce_s;
+  s->srv_update += p->update_s;
+  s->srv_sent += p->bytes_sent;
+  s->srv_recv += p->bytes_recv;
+  return GS_OK;
+}
+
 static int apply_params(ps_worker *s, gs_wire_msg *m, gs_err *e) {
   const Gradsync__Params *p = m->env->params;
   int r = s->c.rank;
+  if (s->stale) return apply_version(s, m, e);
   /* the answers to pushes sent again after a dropped connection may come
    * twice: the second is dropped */
   bool again = s->resent_step >= 0 && p->step == (uint64_t)s->resent_step;
@@ -288,6 +332,31 @@ static int wait_params(ps_worker *s, gs_err *e) {
   return GS_OK;
 }
 
+/* ssp: until this rank holds a whole version at least `need`; async,
+ * backup: until every push has its answer */
+static bool stale_ready(const ps_worker *s, uint64_t need) {
+  if (s->vgot > 0) return false;
+  if (s->c.ps_sync.model == GS_PS_SSP) return s->version >= need;
+  return s->answers >= s->pushes;
+}
+
+static int wait_stale(ps_worker *s, uint64_t need, gs_err *e) {
+  double t0 = gs_now();
+  GS_TRY(drain(s, e));
+  while (!stale_ready(s, need)) {
+    double left = s->last_progress + s->wait_ms / 1000.0 - gs_now();
+    if (left <= 0)
+      return GS_FAIL(e, GS_ETIMEOUT, "ps rank %d: no parameters from %s (%s) in %.1f s after "
+                     "step %lld (holding update %llu, waiting for %llu): the server (%s) died or "
+                     "stalled", s->c.rank, s->who, s->server_ep, s->wait_ms / 1000.0,
+                     (long long)s->step, (unsigned long long)s->version,
+                     (unsigned long long)need, s->where);
+    GS_TRY(recv_one(s, (int)(left * 1000.0) + 1 > 50 ? 50 : (int)(left * 1000.0) + 1, e));
+  }
+  span(s, "wait", -1, t0);
+  return GS_OK;
+}
+
 static int wait_released(ps_worker *s, gs_err *e) {
   double t0 = gs_now();
   struct timespec ts = {0, 20000};
@@ -319,6 +388,9 @@ int gs_ps_begin(ps_worker *s, int64_t step, gs_err *e) {
   s->srv_sent = s->srv_recv = 0;
   s->step = step;
   s->in_step = true;
+  s->stale = gs_ps_sync_stale(&s->c.ps_sync);
+  s->base = s->version;
+  s->staleness = step - (int64_t)s->version; /* ssp: the update of step s is update s */
   return GS_OK;
 }
 
@@ -339,13 +411,21 @@ int gs_ps_push_rest(ps_worker *s, gs_err *e) {
   int rc = GS_OK;
   for (int b = 0; rc == GS_OK && b < s->c.nbuckets; b++)
     if (!s->pushed[b]) rc = push(s, b, e);
+  if (rc == GS_OK) s->pushes++;
   if (rc < 0) s->failed = true;
   return rc;
 }
 
 int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e) {
   if (s->failed) return failed(s, e);
-  int rc = wait_params(s, e);
+  int K = s->c.ps_sync.staleness;
+  /* ssp: step s+1 may start on any version from s+1-K on */
+  uint64_t need = s->step + 1 > K ? (uint64_t)(s->step + 1 - K) : 0;
+  /* fault injection for the tests: a worker that ignores the bound, which
+   * the server must catch */
+  const char *cheat = getenv("GS_TEST_PS_SKIP_WAIT");
+  if (cheat && atoi(cheat) == s->c.rank) need = 0;
+  int rc = s->stale ? wait_stale(s, need, e) : wait_params(s, e);
   if (rc == GS_OK) rc = wait_released(s, e);
   if (rc < 0) {
     s->failed = true;
@@ -356,7 +436,8 @@ int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e) {
   if (st) {
     memset(st, 0, sizeof *st);
     st->wait_s = s->blocked_s;
-    st->skipped = s->nskipped == s->c.nbuckets;
+    st->skipped = !s->stale && s->nskipped == s->c.nbuckets;
+    st->staleness = s->stale ? (int)s->staleness : 0;
     st->scale = s->scale;
     if (s->inproc) {
       /* The server thread's work is this rank's (DataParallel's GPU 0). */
@@ -403,6 +484,10 @@ int gs_ps_close(ps_worker *s, bool ok, gs_err *e) {
   ps_worker_state *st = s->st;
   bool orderly = ok && !s->failed && !s->in_step;
   int rc = GS_OK;
+  /* ssp: every rank leaves with the last update, as every bsp rank does */
+  if (orderly && s->stale && s->c.ps_sync.model == GS_PS_SSP && s->pushes > 0 &&
+      (rc = wait_stale(s, (uint64_t)s->step + 1, e)) < 0)
+    orderly = false;
   Gradsync__Envelope env;
   gs_wire_env(&env, s->c.job, (uint32_t)s->c.rank);
   Gradsync__Shutdown sd = GRADSYNC__SHUTDOWN__INIT;

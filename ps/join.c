@@ -58,6 +58,9 @@ static int send_hello(ps_worker *s, gs_err *e) {
     in.scale_interval = c->scaler.interval > 0 ? (uint32_t)c->scaler.interval : 0;
     in.scale_growth = c->scaler.growth;
     in.scale_backoff = c->scaler.backoff;
+    in.sync_model = (uint32_t)c->ps_sync.model;
+    in.staleness = (uint32_t)c->ps_sync.staleness;
+    in.backup = c->ps_sync.backup_on ? (uint32_t)c->ps_sync.backup + 1 : 0;
     in.timeout_ms = (uint32_t)(c->timeout_ms > 0 ? c->timeout_ms : 0);
     in.sum_only = c->sum_only;
     env.body_case = GRADSYNC__ENVELOPE__BODY_INIT;

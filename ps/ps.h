@@ -87,6 +87,13 @@
 
 #include "worker/sync.h"
 
+/* The consistency model as users write it: "bsp", "ssp:K" (K in 0..1000)
+ * or "async" into y's model and staleness (backup untouched); GS_EINVAL
+ * naming --ps-sync. And back: "bsp", "ssp:2", "async", with "+backup:B"
+ * when backup workers are on. */
+int gs_ps_sync_parse(const char *spec, gs_ps_sync *y, gs_err *e);
+void gs_ps_sync_text(const gs_ps_sync *y, char *buf, size_t cap);
+
 /* The "ps" backend for the launcher. */
 extern const gs_backend gs_ps_backend;
 

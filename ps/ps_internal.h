@@ -59,6 +59,14 @@ typedef struct ps_worker {
   double blocked_s, last_progress;
   uint64_t sent, recv;
   float scale;
+  /* ssp, async, backup (sync.h gs_ps_sync): versions are updates applied */
+  bool stale;
+  uint64_t version;   /* the parameters this rank holds */
+  uint64_t base;      /* the version this step computes on */
+  uint64_t incoming;  /* the version arriving, while vgot > 0 */
+  int vgot;           /* its buckets received so far */
+  int64_t answers, pushes; /* async, backup: versions received / steps pushed */
+  int64_t staleness;  /* this step's gradient's */
   double srv_reduce, srv_update;
   uint64_t srv_sent, srv_recv;
 } ps_worker;

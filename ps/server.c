@@ -128,8 +128,10 @@ static int on_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
                 "hello", r);
   if (s->peers[r].bye)
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed gradients after saying goodbye", r);
-  if (again(s, r, p)) return answer_again(s, r, p, e);
-  if (!s->in_round) {
+  if (!s->stale && again(s, r, p)) return answer_again(s, r, p, e);
+  if (s->stale) {
+    /* the checks below that are not about rounds */
+  } else if (!s->in_round) {
     if (s->stepped && p->step <= s->last_step)
       return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed gradients for step %llu, but "
                   "step %llu is already done", r, (unsigned long long)p->step,
@@ -156,6 +158,7 @@ static int on_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
   if (gs_wire_expect_payload(m, s->cnt[b], s->wire, &pe) < 0)
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d, step %llu bucket %d: %s", r,
                 (unsigned long long)p->step, b, pe.msg);
+  if (s->stale) return gs_pss_stale_push(s, r, m, e);
   size_t i = (size_t)r * s->nb + b;
   if (s->got[i] && !p->again)
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed step %llu bucket %d twice", r,
@@ -185,11 +188,12 @@ static int on_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
 
 /* 1: every rank said goodbye. */
 static int on_bye(gs_ps_server *s, int r, gs_err *e) {
-  if (s->in_round)
+  if (s->in_round && !s->stale)
     return FAIL(s, e, GS_EPEER, "ps server: rank %d said goodbye in the middle of step %llu",
                 r, (unsigned long long)s->step);
   if (s->peers[r].bye) return GS_OK;
   s->peers[r].bye = true;
+  if (s->stale) GS_TRY(gs_pss_stale_bye(s, r, e));
   if (s->nbye++ == 0) s->bye_t0 = gs_now();
   return s->nbye == s->world;
 }
@@ -418,6 +422,7 @@ void gs_ps_server_destroy(gs_ps_server *s) {
     nanosleep(&ts, NULL);
   }
   if (leak) return; /* release callbacks may still run: keep everything */
+  gs_pss_stale_free(s);
   gs_ps_reduce_destroy(s->red);
   gs_update_free(&s->u);
   if (s->master) s->k->release(s->k, s->master);

@@ -82,6 +82,16 @@ struct gs_ps_server {
   int nbye;
   double bye_t0;
 
+  /* ssp, async, backup workers (stale.c) */
+  gs_ps_sync cons;
+  bool stale;
+  uint64_t updates;           /* updates applied: the parameters' version */
+  int depth;                  /* pushes held per rank (ssp: K + 2; else 1) */
+  struct stale_slot *slots;   /* [world * depth] */
+  float *held;                /* [world * depth * n] the held gradients (device) */
+  float *acc;                 /* [n] their sum (device) */
+  int alive;                  /* ranks that have not said goodbye */
+
   atomic_int stop;            /* gs_ps_server_stop */
   _Atomic uint64_t dev_bytes, host_bytes;
   unsigned long warnings;
@@ -112,6 +122,17 @@ void *gs_pss_dev_alloc(gs_ps_server *s, size_t bytes);
  * ZeroMQ holds nothing of bucket b (nor of the Welcome's parameters). */
 int gs_pss_send_bucket(gs_ps_server *s, int b, bool skipped, bool last, int only, gs_err *e);
 int gs_pss_wait_inflight(gs_ps_server *s, int b, gs_err *e);
+
+/* stale.c: the ssp / async / backup server (gs_ps_sync), beside server.c's
+ * bsp rounds. A push (checked by server.c: bucket, sizes, dtype, payload)
+ * is copied out at once (the worker may compute on); an update is applied
+ * when the model says, its parameters sent (ssp: to every rank; async,
+ * backup: as the answer to each push it resolves). stale_bye: rank r left
+ * (backup: fewer gradients can make an update). */
+int gs_pss_stale_init(gs_ps_server *s, gs_err *e);
+int gs_pss_stale_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e);
+int gs_pss_stale_bye(gs_ps_server *s, int r, gs_err *e);
+void gs_pss_stale_free(gs_ps_server *s);
 
 /* server_join.c */
 int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e);

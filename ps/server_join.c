@@ -53,6 +53,13 @@ static int check_init(const Gradsync__Init *in, size_t max_elems, char *why, siz
     return snprintf(why, cap, "loss scale %g", (double)in->scale), -1;
   if (!isfinite(in->lr) || !isfinite(in->momentum) || !isfinite(in->weight_decay))
     return snprintf(why, cap, "non-finite SGD settings"), -1;
+  if (in->sync_model > 2 || in->staleness > 1000000 || in->backup > in->world)
+    return snprintf(why, cap, "consistency model %u (staleness %u, backup %u) for world %u",
+                    in->sync_model, in->staleness, in->backup, in->world), -1;
+  if ((in->sync_model != 0 || in->backup) &&
+      (in->sum_only || in->dtype != GRADSYNC__DTYPE__F32 || in->dynamic_scale || in->scale != 1))
+    return snprintf(why, cap, "ssp, async and backup workers run fp32 training without loss "
+                    "scaling"), -1;
   if (!(in->scale_growth >= 0) || !(in->scale_backoff >= 0))
     return snprintf(why, cap, "scaler growth %g / backoff %g", (double)in->scale_growth,
                     (double)in->scale_backoff), -1;
@@ -110,6 +117,7 @@ static int alloc_state(gs_ps_server *s, gs_scaler scaler, gs_err *e) {
   gs_sgd sgd = s->sgd;
   if (s->sum_only) sgd.momentum = 0.0f;
   GS_TRY(gs_update_init(&s->u, s->k, s->n, s->world, sgd, s->wire, scaler, e));
+  if (s->stale) GS_TRY(gs_pss_stale_init(s, e));
   size_t bytes = s->n * sizeof(float);
   s->master = gs_pss_dev_alloc(s, bytes);
   if (s->wire != GS_F32 && !s->sum_only) {
@@ -205,6 +213,9 @@ int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e) {
   if (in->scale_growth > 0) scaler.growth = in->scale_growth;
   if (in->scale_backoff > 0) scaler.backoff = in->scale_backoff;
   if (in->timeout_ms > 0) s->timeout_ms = (int)in->timeout_ms;
+  s->cons = (gs_ps_sync){.model = (gs_ps_model)in->sync_model, .staleness = (int)in->staleness,
+                         .backup_on = in->backup > 0, .backup = (int)in->backup - 1};
+  s->stale = gs_ps_sync_stale(&s->cons);
   s->off = malloc((size_t)s->nb * sizeof *s->off);
   s->cnt = malloc((size_t)s->nb * sizeof *s->cnt);
   if (!s->off || !s->cnt) return FAIL(s, e, GS_ENOMEM, "ps server: out of memory");

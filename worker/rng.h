@@ -32,6 +32,7 @@ enum {
   GS_STREAM_DATA = 0x2000,     /* synthetic dataset */
   GS_STREAM_SAMPLER = 0x3000,  /* see sampler.c: seed + epoch, as PyTorch */
   GS_STREAM_PROFILE = 0x4000,  /* pseudo-gradients of profiles */
+  GS_STREAM_STRAGGLE = 0x5000, /* + rank: per-step compute noise (straggle.c) */
 };
 
 static inline void gs_rng_seed(gs_rng *r, uint64_t seed, uint64_t stream) {

@@ -72,12 +72,45 @@ typedef struct gs_sync_stats {
   double update_s;   /* optimizer done by this rank */
   uint64_t bytes_sent, bytes_recv; /* on the wire, headers included */
   bool skipped;      /* the step was skipped (inf/NaN); parameters unchanged */
+  int staleness;     /* ps ssp/async/backup: this step's gradient's staleness
+                        (updates it missed), -1: dropped (backup); 0 otherwise */
   float scale;       /* loss scale to use for the NEXT step */
   /* A dedicated ps server's share of the step (has_server on rank 0 only). */
   bool has_server;
   double server_reduce_s, server_update_s;
   uint64_t server_bytes_sent, server_bytes_recv;
 } gs_sync_stats;
+
+/* The ps consistency model (ps/stale.c), DESIGN.md "Consistency models":
+ *   bsp       every update waits for every rank's gradient of that step
+ *             (DataParallel; the default, the server of server.c);
+ *   ssp:K     stale-synchronous parallel (Ho et al. 2013): update s still
+ *             sums every rank's step-s gradient in rank order, but a worker
+ *             starts step s+1 with whatever version it holds as long as it
+ *             is at least s+1-K (at most K updates missing), so a fast
+ *             worker runs up to K steps ahead of the slowest; K = 0 is bsp;
+ *   async     each worker's gradient is applied alone as it arrives (one
+ *             SGD step with that gradient), and the worker gets the new
+ *             parameters back (Downpour);
+ *   backup B  (with bsp) each update uses the first world-B gradients
+ *             computed on the current version to arrive, averaged over
+ *             them; later ones are dropped and their worker gets the
+ *             current parameters (Chen et al. 2016); B = 0 runs this
+ *             machinery with every gradient, the same bits as bsp.
+ * A gradient's staleness is the updates the server applied between the
+ * version the worker computed it on and its own update. */
+typedef enum gs_ps_model { GS_PS_BSP = 0, GS_PS_SSP = 1, GS_PS_ASYNC = 2 } gs_ps_model;
+typedef struct gs_ps_sync {
+  gs_ps_model model;
+  int staleness;            /* ssp: K */
+  bool backup_on;           /* backup workers asked for (--ps-backup, even 0) */
+  int backup;               /* B */
+} gs_ps_sync;
+/* Whether s needs the stale server (anything but plain bsp). A zero
+ * struct is plain bsp. */
+static inline bool gs_ps_sync_stale(const gs_ps_sync *s) {
+  return s->model != GS_PS_BSP || s->backup_on;
+}
 
 typedef struct gs_sync_config {
   int rank, world;
@@ -118,6 +151,13 @@ typedef struct gs_sync_config {
   int algo;                 /* ring, sum_only: allreduce.h gs_algo (0: the
                                ring); training always runs the ring */
   bool no_resend;           /* ring: gs_ring_opts.no_resend */
+  gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */
+  int ring_period;          /* ring: H > 1: post-local SGD (PyTorch's PostLocalSGDOptimizer
+                               + PeriodicModelAverager(period=H, warmup_steps=0)): every
+                               rank steps on its own gradient, and after the steps t with
+                               t % H == 0 the parameters are averaged over the ranks
+                               (divided by world, then all-reduced); 0 or 1: gradients
+                               all-reduced every step (DDP) */
   int device;               /* GPU ordinal for the CUDA paths */
   int local_rank, local_world;  /* ranks on this host (NCCL GPU checks) */
 

@@ -53,6 +53,7 @@ struct gs_trainer {
   gs_scaler scaler;
   float scale;            /* loss scale of the next step */
   int64_t step, epoch, pos;
+  double last_backward_s; /* the previous step's backward (stragglers' base) */
   int64_t *shard;         /* this epoch's indices */
   /* The dataset, this epoch's indices and evaluation's indices where the
    * kernels run: on a GPU device memory (the data uploaded once, the
@@ -147,6 +148,13 @@ static int check_opts(const gs_train_opts *o, gs_err *e) {
                    o->bucket_mb, o->first_bucket_mb);
   if (!isfinite(o->loss_scale))
     return GS_FAIL(e, GS_EINVAL, "--loss-scale %g: must be finite", o->loss_scale);
+  const gs_straggle *g = &o->straggle;
+  if (g->nslow < 0 || g->nslow > GS_SLOW_MAX ||
+      (g->nslow > 0 && !(g->factor >= 1 && g->factor <= 1000)))
+    return GS_FAIL(e, GS_EINVAL, "--slow: %d ranks with factor %g (want at most %d ranks, a "
+                   "factor in [1, 1000])", g->nslow, g->factor, GS_SLOW_MAX);
+  if (!(g->jitter_cv >= 0 && g->jitter_cv <= 10))
+    return GS_FAIL(e, GS_EINVAL, "--jitter %g: must be in [0, 10]", g->jitter_cv);
   return GS_OK;
 }
 
@@ -429,6 +437,17 @@ static int one_step(gs_trainer *t, gs_sync *s, gs_step_row *row, gs_err *e) {
   GS_TRY(t->m->ops->forward(t->m, t->params, n, &loss, &correct, e));
   double t3 = gs_now();
   add_span(t, "forward", -1, t2, t3, 0);
+  /* a straggler: the step's compute stretched before backward hands over
+   * any bucket; it counts as forward time (the row's compute) */
+  double m = gs_straggle_multiplier(&t->o.straggle, t->o.seed, t->o.rank, t->step);
+  if (m > 1) {
+    double base = (t3 - t2) + (t->step > 0 && t->last_backward_s > 0 ? t->last_backward_s
+                                                                      : 2 * (t3 - t2));
+    gs_busy_work((m - 1) * base);
+    double t3b = gs_now();
+    add_span(t, "straggle", -1, t3, t3b, 0);
+    t3 = t3b;
+  }
   for (int b = 0; b < t->nbuckets; b++) t->bucket_left[b] = 0;
   for (int i = 0; i < t->m->ntensors; i++) t->bucket_left[t->tensor_bucket[i]]++;
   t->next_ready = 0;
@@ -438,6 +457,7 @@ static int one_step(gs_trainer *t, gs_sync *s, gs_step_row *row, gs_err *e) {
                    t->nbuckets);
   double t4 = gs_now();
   add_span(t, "backward", -1, t3, t4, 0);
+  t->last_backward_s = t4 - t3;
   gs_sync_stats st = {0};
   rc = s->ops->end_step(s, &st, e);
   if (rc) {
@@ -458,6 +478,7 @@ static int one_step(gs_trainer *t, gs_sync *s, gs_step_row *row, gs_err *e) {
   row->bytes_recv = st.bytes_recv;
   row->loss = loss;
   row->skipped = st.skipped;
+  row->staleness = st.staleness;
   row->correct = correct;
   row->samples = n;
   row->rss_bytes = peak_rss();
@@ -511,11 +532,10 @@ const gs_span *gs_trainer_spans(const gs_trainer *t, size_t *n) {
 
 /* ---- evaluation ---- */
 
-int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss, gs_err *e) {
-  *accuracy = 0.0;
-  *loss = 0.0;
-  if (!t->d) return GS_OK;  /* profiles: dummy 0, see profile.c */
-  if (n <= 0 || n > t->d->n) n = t->d->n;
+/* the first n samples of d, whose bytes are at pixels / labels where the
+ * kernels run */
+static int eval_set(gs_trainer *t, const gs_dataset *d, const uint8_t *pixels,
+                    const int32_t *labels, int64_t n, double *accuracy, double *loss, gs_err *e) {
   int64_t *idx = malloc((size_t)t->o.batch * sizeof *idx);
   if (!idx) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   gs_kernels *k = t->k;
@@ -526,7 +546,7 @@ int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss
     int cnt = (int)(n - s < t->o.batch ? n - s : t->o.batch);
     for (int i = 0; i < cnt; i++) idx[i] = s + i;
     if (t->device_data) k->to_device(k, t->didx, idx, (size_t)cnt * sizeof *idx);
-    k->gather_batch(k, cnt, t->d->dim, t->dpixels, t->dlabels, t->device_data ? t->didx : idx,
+    k->gather_batch(k, cnt, d->dim, pixels, labels, t->device_data ? t->didx : idx,
                     t->m->input, t->m->labels);
     float l = 0.0f;
     int c = 0;
@@ -543,6 +563,56 @@ int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss
   *accuracy = (double)hits / (double)n;
   *loss = sum / (double)n;
   return GS_OK;
+}
+
+int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss, gs_err *e) {
+  *accuracy = 0.0;
+  *loss = 0.0;
+  if (!t->d) return GS_OK;  /* profiles: dummy 0, see profile.c */
+  if (n <= 0 || n > t->d->n) n = t->d->n;
+  return eval_set(t, t->d, t->dpixels, t->dlabels, n, accuracy, loss, e);
+}
+
+int gs_trainer_evaluate_data(gs_trainer *t, const char *spec, double *accuracy, double *loss,
+                             gs_err *e) {
+  *accuracy = 0.0;
+  *loss = 0.0;
+  if (!t->d)
+    return GS_FAIL(e, GS_EINVAL, "--eval-data %s: the %s profile reads no data", spec,
+                   t->model_spec);
+  gs_data_want want = {.c = t->m->in_c, .h = t->m->in_h, .w = t->m->in_w, .flat = t->m->flat,
+                       .classes = t->m->classes, .synthetic_n = t->o.synthetic_samples,
+                       .seed = t->o.seed};
+  gs_dataset *d = NULL;
+  int rc = gs_data_open(spec, &want, &d, e);
+  if (rc) {
+    gs_err_prefix(e, "--eval-data: ");
+    return rc;
+  }
+  gs_kernels *k = t->k;
+  const uint8_t *pix = d->pixels;
+  const int32_t *lab = d->labels;
+  uint8_t *dpix = NULL;
+  int32_t *dlab = NULL;
+  size_t npix = (size_t)d->n * d->dim, nlab = (size_t)d->n * sizeof(int32_t);
+  if (t->device_data) { /* the held-out set where the kernels run, as the training set */
+    dpix = k->alloc(k, npix ? npix : 1);
+    dlab = k->alloc(k, nlab ? nlab : 1);
+    if (dpix && dlab) {
+      k->to_device(k, dpix, d->pixels, npix);
+      k->to_device(k, dlab, d->labels, nlab);
+    }
+    rc = k->sync(k, e);
+    if (rc == 0 && (!dpix || !dlab))
+      rc = GS_FAIL(e, GS_ENOMEM, "out of device memory for --eval-data (%zu bytes)", npix + nlab);
+    pix = dpix;
+    lab = dlab;
+  }
+  if (rc == 0) rc = eval_set(t, d, pix, lab, d->n, accuracy, loss, e);
+  if (dpix) k->release(k, dpix);
+  if (dlab) k->release(k, dlab);
+  gs_data_free(d);
+  return rc;
 }
 
 /* ---- checkpoints ---- */

@@ -24,6 +24,37 @@
 #include "kernels/kernels.h"
 #include "worker/sync.h"
 
+/* Stragglers (straggle.c): ranks whose compute is stretched with real
+ * arithmetic, not sleep, so that the CPU is busy as a slow GPU or a shared
+ * host would be. Each step's compute (forward + backward) of rank r becomes
+ *     base x factor(r) x (1 + jitter_cv x |z|)
+ * where factor(r) is `factor` for the ranks listed in slow[] and 1 for the
+ * others, and z is a standard normal drawn from (seed, rank, step): the
+ * noise is the same on every run and only adds work (a rank cannot compute
+ * faster than it can). The extra work runs between forward and backward,
+ * before any bucket is handed over, so every mode waits for it as it would
+ * for a slower GPU. A zero struct means no stragglers. */
+#define GS_SLOW_MAX 64
+typedef struct gs_straggle {
+  int nslow;
+  int slow[GS_SLOW_MAX];   /* ranks, ascending, no duplicates */
+  double factor;           /* >= 1 for the slow ranks (0 or 1: none) */
+  double jitter_cv;        /* >= 0 */
+} gs_straggle;
+
+/* "RANK[,RANK...]:FACTOR" (e.g. "3:2.5", "1,3:4") into s's slow and
+ * factor (jitter_cv untouched). FACTOR in [1, 1000], ranks in 0..1048575.
+ * GS_EINVAL with a message naming the bad part. */
+int gs_straggle_parse(const char *spec, gs_straggle *s, gs_err *e);
+/* The spec back as text ("1,3:4"), "" without slow ranks. */
+void gs_straggle_text(const gs_straggle *s, char *buf, size_t cap);
+/* The factor of rank r (1 unless listed). */
+double gs_straggle_factor(const gs_straggle *s, int rank);
+/* The compute multiplier of rank r at step: factor(r) x (1 + jitter_cv |z|). */
+double gs_straggle_multiplier(const gs_straggle *s, uint64_t seed, int rank, int64_t step);
+/* Busy the calling thread with floating-point arithmetic for seconds. */
+void gs_busy_work(double seconds);
+
 typedef struct gs_train_opts {
   const char *model;       /* "mlp:784-2048-2048-10", "lenet", "resnet50", "vgg16", "bert-base" */
   const char *data;        /* "synthetic", "idx:IMAGES,LABELS", "cifar10:FILE[,FILE...]" */
@@ -43,6 +74,7 @@ typedef struct gs_train_opts {
   double bucket_mb, first_bucket_mb;   /* DDP: 25, 1 */
   const char *load_params; /* directory of .npy files, or NULL */
   int64_t synthetic_samples; /* size of the synthetic dataset */
+  gs_straggle straggle;    /* slowed ranks and compute noise (none: zero) */
 } gs_train_opts;
 
 /* The training defaults of bench's flag table (bench/cli/opts.c, shown by bench
@@ -72,6 +104,9 @@ typedef struct gs_step_row {
   /* --verify: the hash of the parameters after the step (0: not hashed);
    * the trainer leaves it 0, bench fills it in for the gather */
   uint64_t param_hash;
+  /* ps ssp/async/backup: this step's gradient's staleness (updates it
+   * missed), -1: dropped (backup workers); 0 elsewhere */
+  int32_t staleness;
 } gs_step_row;
 
 /* One timeline span (Chrome trace "X" event). */
@@ -107,6 +142,10 @@ int gs_trainer_save(gs_trainer *t, const char *dir, gs_err *e);
 /* Accuracy and mean loss of the current parameters over the first n
  * samples of the dataset (n <= 0: all), no gradient. */
 int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss, gs_err *e);
+/* The same over every sample of another dataset (--data's spec, shaped for
+ * this model): a held-out split. */
+int gs_trainer_evaluate_data(gs_trainer *t, const char *spec, double *accuracy, double *loss,
+                             gs_err *e);
 
 /* Model facts for reports and the rendezvous' configuration check. */
 size_t gs_trainer_nparams(const gs_trainer *t);

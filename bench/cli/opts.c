@@ -23,6 +23,7 @@
 #include "bench/coll/coll.h"
 #include "bench/job/job.h"
 #include "bench/report/report.h"
+#include "ps/ps.h"
 
 typedef struct flag flag;
 typedef int (*flag_fn)(gs_opts *o, const flag *f, const char *arg, gs_err *e);
@@ -295,6 +296,22 @@ static int p_repeat(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   return GS_OK;
 }
 
+static int p_slow(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  (void)f;
+  return gs_straggle_parse(a, &o->train.straggle, e);
+}
+
+static int p_ps_sync(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  (void)f;
+  return gs_ps_sync_parse(a, &o->ps_sync, e);
+}
+
+static int p_ps_backup(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  GS_TRY(p_whole(o, f, a, e));
+  o->ps_sync.backup_on = true;
+  return GS_OK;
+}
+
 static int p_bind(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   if (!*a || strlen(a) > 200 || !strcmp(a, "*"))
     return bad(e, f, a, "an IPv4 address of this host (0.0.0.0 for every interface)");
@@ -357,6 +374,11 @@ static const flag FLAGS[] = {
   WORD("loss-scale", "S", NULL, "dynamic for fp16, 1 otherwise",
        "dynamic (GradScaler: 2^16, x2 per 2000 clean steps, x0.5 on inf/NaN) or a fixed number",
        p_str, loss_scale_arg),
+  WORD("slow", "RANKS:X", NULL, "none", "stragglers: those ranks (e.g. 3 or 1,3) compute X "
+       "times as long, with real arithmetic (not sleep)", p_slow, train.straggle),
+  NUM("jitter", 0, "CV", "0", "seeded compute noise on every rank: each step's compute x (1 + "
+      "CV x |z|), z standard normal from (seed, rank, step)", p_real, train.straggle.jitter_cv,
+      0, 10),
   NUM("compute-ms", 0, "MS", "20", "profiles: emulated compute per step", p_real,
       train.compute_ms, 0, 1e6),
   {"overlap", 0, NULL, NULL, "ring: on, ps: off", "send each bucket as soon as backward fills it",
@@ -376,6 +398,16 @@ static const flag FLAGS[] = {
   SWITCH("ps-server-hosts", 0, "off", "ps: the --ps-servers run as processes of their own, on "
          "emulated hosts (--link) each on a host of its own beyond the ranks' (BytePS' spare "
          "machines)", ps_server_hosts, 1),
+  WORD("ps-sync", "MODEL", "bsp", NULL, "ps: bsp (every update waits for every rank), ssp:K (a "
+       "worker may run on parameters at most K updates old) or async (each gradient applied "
+       "on arrival)", p_ps_sync, ps_sync),
+  {"ps-backup", 0, "B", NULL, "off", "ps backup workers: each update uses the first world-B "
+   "gradients to arrive, later ones are dropped (0: the machinery with every gradient)",
+   p_ps_backup, M(ps_sync.backup), W(ps_sync.backup), 0, 0, 1023},
+  NUM("ring-period", 0, "H", "1", "ring: post-local SGD: ranks step on their own gradients "
+      "and average their parameters after every H-th step (PyTorch's PostLocalSGDOptimizer + "
+      "PeriodicModelAverager); 1: gradients all-reduced every step (DDP)", p_whole, ring_period,
+      1, 1e6),
   NUM("timeout", 0, "SEC", "60", "longest wait for any peer before failing", p_real,
       timeout_s, 0.05, 86400),
   WORD("device", "D", "auto", NULL, "cpu | cuda | auto (cuda when a GPU is present)", p_device,
@@ -428,6 +460,8 @@ static const flag FLAGS[] = {
   SWITCH("verify", 0, NULL, "hash the parameters on every rank after every step (steps.csv "
          "param_hash)", verify, 1),
   SWITCH("eval", 0, NULL, "report training-set accuracy at the end", eval, 1),
+  WORD("eval-data", "SPEC", NULL, NULL, "report accuracy and loss on this held-out data at the "
+       "end (a --data spec, e.g. idx:test-images.idx,test-labels.idx)", p_str, eval_data),
   WORD("report", "DIR", NULL, NULL, "no training: print the tables of DIR/report.json and draw "
        "its charts again", p_str, report),
   WORD("peer", "NAME", NULL, NULL, "torch: also train PyTorch DDP (gloo) on the same model, "

@@ -13,6 +13,7 @@
 #include "bench/coll/coll.h"
 #include "bench/job/job.h"
 #include "bench/report/report.h"
+#include "ps/ps.h"
 
 /* --ps-servers K > 1: the sharded ps (ps/shard.c) and what it leaves out. */
 static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
@@ -51,6 +52,42 @@ static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
       return GS_FAIL(e, GS_EINVAL, "%s: world %d has fewer ranks than servers (each server is "
                      "a thread of a rank; --ps-server-hosts runs them on their own)", named,
                      o->worlds[i]);
+  return GS_OK;
+}
+
+/* --ps-sync ssp:K | async, --ps-backup B: the stale server (ps/stale.c)
+ * and what it leaves out so far. */
+static int resolve_ps_sync(const gs_opts *o, gs_err *e) {
+  if (!gs_ps_sync_stale(&o->ps_sync)) return GS_OK;
+  char what[48];
+  gs_ps_sync_text(&o->ps_sync, what, sizeof what);
+  bool ps = getenv("GS_LAUNCHED") != NULL;
+  for (int i = 0; i < o->nmodes; i++) ps |= o->modes[i] == GS_MODE_PS;
+  if (!ps)
+    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup (%s) is the parameter server's "
+                   "consistency model: it needs --mode ps", what);
+  if (o->ps_sync.backup_on && o->ps_sync.model != GS_PS_BSP)
+    return GS_FAIL(e, GS_EINVAL, "--ps-backup goes with --ps-sync bsp (an update of the first "
+                   "world-B gradients), not %s", what);
+  if (o->ps_servers > 1 || o->ps_server_hosts)
+    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s with a sharded ps (--ps-servers, "
+                   "--ps-server-hosts) is not supported yet: run one server", what);
+  if (o->collective)
+    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s: the collective benchmark has no "
+                   "optimizer to be stale", what);
+  if (o->train.precision != GS_F32 || o->train.dynamic_scale || o->train.loss_scale != 1.0f)
+    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s runs --precision fp32 without "
+                   "--loss-scale so far (a skipped step's verdict over stale gradients is not "
+                   "defined yet)", what);
+  if (o->overlap == 1)
+    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s pushes after backward (new "
+                   "parameters may arrive at any time, and backward still reads them): drop "
+                   "--overlap", what);
+  for (int i = 0; i < o->nworlds && o->ps_sync.backup_on; i++)
+    if (o->worlds[i] > 1 && o->ps_sync.backup >= o->worlds[i])
+      return GS_FAIL(e, GS_EINVAL, "--ps-backup %d: world %d would make updates of %d "
+                     "gradients; B must be below every --world", o->ps_sync.backup,
+                     o->worlds[i], o->worlds[i] - o->ps_sync.backup);
   return GS_OK;
 }
 
@@ -120,7 +157,27 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
         return GS_FAIL(e, GS_EINVAL, "--collective needs --mode ps or ring");
     GS_TRY(gs_collective_resolve(o, e));
   }
+  for (int i = 0; i < o->train.straggle.nslow && o->world_given && !getenv("GS_LAUNCHED"); i++) {
+    int mx = 0;
+    for (int j = 0; j < o->nworlds; j++) mx = o->worlds[j] > mx ? o->worlds[j] : mx;
+    if (o->train.straggle.slow[i] >= mx)
+      return GS_FAIL(e, GS_EINVAL, "--slow: rank %d is outside every --world (the largest is %d "
+                     "ranks, 0..%d)", o->train.straggle.slow[i], mx, mx - 1);
+  }
   GS_TRY(resolve_ps_servers(o, e));
+  GS_TRY(resolve_ps_sync(o, e));
+  if (o->ring_period > 1) {
+    bool ring = getenv("GS_LAUNCHED") != NULL;
+    for (int i = 0; i < o->nmodes; i++) ring |= o->modes[i] == GS_MODE_RING;
+    if (!ring || o->collective)
+      return GS_FAIL(e, GS_EINVAL, "--ring-period %d averages the ring's parameters every %d "
+                     "steps: it needs --mode ring (and training, not --collective)",
+                     o->ring_period, o->ring_period);
+    if (o->train.precision != GS_F32 || o->train.dynamic_scale || o->train.loss_scale != 1.0f)
+      return GS_FAIL(e, GS_EINVAL, "--ring-period %d runs --precision fp32 without "
+                     "--loss-scale so far (parameters are averaged as they are)",
+                     o->ring_period);
+  }
   GS_TRY(gs_cluster_resolve(o, e));
   if (o->exec) return gs_exec_resolve(o, e);
   if (o->link_bps && !strcmp(o->transport, "ipc"))

@@ -12,6 +12,7 @@
 #include "bench/cli/cli.h"
 #include "bench/job/job.h"
 #include "bench/report/report.h"
+#include "ps/ps.h"
 
 /* "fc3.bias .. fc2.weight (4 tensors)" for the tensors of bucket b, in the
  * order backward writes them */
@@ -89,6 +90,32 @@ void gs_sweep_header(FILE *f, const gs_opts *o) {
     fprintf(f, "; every configuration %d times, interleaved (medians, with the min-max)",
             o->repeats);
   fprintf(f, "\n");
+  const gs_straggle *g = &o->train.straggle;
+  if (g->nslow > 0 || g->jitter_cv > 0) {
+    char slow[GS_SLOW_MAX * 8 + 32];
+    gs_straggle_text(g, slow, sizeof slow);
+    fprintf(f, "stragglers: ");
+    if (g->nslow > 0)
+      fprintf(f, "rank%s %.*s compute%s %gx as long (busy arithmetic, --slow %s)",
+              g->nslow > 1 ? "s" : "", (int)strcspn(slow, ":"), slow, g->nslow > 1 ? "" : "s",
+              g->factor, slow);
+    if (g->jitter_cv > 0)
+      fprintf(f, "%severy rank's compute x (1 + %g |z|) per step, seeded (--jitter)",
+              g->nslow > 0 ? "; " : "", g->jitter_cv);
+    fprintf(f, "\n");
+  }
+  if (o->ring_period > 1)
+    fprintf(f, "ring: post-local SGD: every rank steps on its own gradient, parameters averaged "
+            "after steps 0, %d, %d, ... (--ring-period %d)\n", o->ring_period,
+            2 * o->ring_period, o->ring_period);
+  if (gs_ps_sync_stale(&o->ps_sync)) {
+    char sync[48];
+    gs_ps_sync_text(&o->ps_sync, sync, sizeof sync);
+    fprintf(f, "ps consistency: %s (%s); staleness of every applied gradient in steps.csv\n",
+            sync, o->ps_sync.backup_on ? "each update takes the first world-B gradients"
+            : o->ps_sync.model == GS_PS_SSP ? "a worker computes on parameters at most K "
+            "updates old" : "each gradient is applied as it arrives");
+  }
   for (int m = 0; m < o->nmodels; m++)
     for (int b = 0; b < o->nbucket_mbs; b++) plan_line(f, o, o->models[m], o->bucket_mbs[b]);
   bool ring = false, ps = false;

@@ -68,6 +68,7 @@ static void row_to_pb(const gs_step_row *r, Gradsync__StepRow *p) {
   p->server_bytes_sent = r->server_bytes_sent;
   p->server_bytes_recv = r->server_bytes_recv;
   p->param_hash = r->param_hash;
+  p->staleness = r->staleness;
 }
 
 /* proto3 leaves a zero out of the wire, -0.0 included: the receiver reads
@@ -103,6 +104,7 @@ static void row_from_pb(const Gradsync__StepRow *p, gs_step_row *r) {
   r->server_bytes_sent = p->server_bytes_sent;
   r->server_bytes_recv = p->server_bytes_recv;
   r->param_hash = p->param_hash;
+  r->staleness = p->staleness;
 }
 
 /* Every byte printable ASCII: a span's name goes into the trace, the

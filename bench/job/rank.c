@@ -280,6 +280,13 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   cfg.no_resend = !o->resend;
   cfg.dedicated = o->dedicated;
   cfg.ps_servers = mode == GS_MODE_PS ? o->ps_servers : 1;
+  if (mode == GS_MODE_PS) cfg.ps_sync = o->ps_sync;
+  if (mode == GS_MODE_RING) cfg.ring_period = o->ring_period;
+  if (cfg.ring_period > 1 && k->device != GS_DEV_CPU) {
+    rc = GS_FAIL(&e, GS_EINVAL, "--ring-period %d: periodic averaging runs on the CPU ring so "
+                 "far, not NCCL: add --device cpu", o->ring_period);
+    goto fail;
+  }
   if (mode == GS_MODE_PS && o->ps_server_hosts && world > 1) {
     if ((rc = gs_ps_serve_endpoints(o, &server_eps, &e)) < 0) goto fail;
     cfg.ps_server_eps = (const char *const *)server_eps;
@@ -349,6 +356,12 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   if (rank == 0 && o->eval) {
     phase = "evaluation";
     if ((rc = gs_trainer_evaluate(t, 10000, &info.accuracy, &info.eval_loss, &e)) < 0) goto fail;
+  }
+  if (rank == 0 && o->eval_data) {
+    phase = "held-out evaluation";
+    if ((rc = gs_trainer_evaluate_data(t, o->eval_data, &info.heldout_accuracy,
+                                       &info.heldout_loss, &e)) < 0)
+      goto fail;
   }
 
   phase = "gathering measurements";

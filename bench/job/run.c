@@ -6,16 +6,22 @@
 #include <stdio.h>
 
 #include "bench/job/job.h"
+#include "ps/ps.h"
 
 size_t gs_run_settings(const gs_opts *o, gs_mode mode, int world, char *buf, size_t cap) {
   const gs_train_opts *t = &o->train;
+  char slow[GS_SLOW_MAX * 8 + 32];
+  gs_straggle_text(&t->straggle, slow, sizeof slow);
+  char ps_sync[48];
+  gs_ps_sync_text(&o->ps_sync, ps_sync, sizeof ps_sync);
   int n = snprintf(buf, cap,
                    "mode=%s\nworld=%d\nmodel=%s\ndata=%s\nbatch=%d\nsteps=%lld\nlr=%.9g\n"
                    "momentum=%.9g\nweight_decay=%.9g\nseed=%llu\nshuffle=%d\ndrop_last=%d\n"
                    "precision=%s\nloss_scale=%.9g\ndynamic_scale=%d\ncompute_ms=%.9g\n"
                    "bucket_mb=%.9g\nfirst_bucket_mb=%.9g\noverlap=%d\nps_dedicated=%d\n"
                    "ps_servers=%d\nps_server_hosts=%d\ndevice=%s\nsamples=%lld\n"
-                   "load_params=%s\nverify=%d\n",
+                   "load_params=%s\nverify=%d\nslow=%s\njitter=%.9g\nps_sync=%s\n"
+                   "ring_period=%d\n",
                    gs_mode_name(mode), world, t->model, t->data, t->batch, (long long)t->steps,
                    t->lr, t->momentum, t->weight_decay, (unsigned long long)t->seed, t->shuffle,
                    t->drop_last, gs_dtype_name(t->precision), t->loss_scale, t->dynamic_scale,
@@ -23,7 +29,9 @@ size_t gs_run_settings(const gs_opts *o, gs_mode mode, int world, char *buf, siz
                    mode == GS_MODE_PS ? o->ps_servers : 1,
                    mode == GS_MODE_PS && o->ps_server_hosts, o->device,
                    (long long)t->synthetic_samples,
-                   t->load_params ? t->load_params : "", o->verify);
+                   t->load_params ? t->load_params : "", o->verify, slow, t->straggle.jitter_cv,
+                   mode == GS_MODE_PS ? ps_sync : "bsp",
+                   mode == GS_MODE_RING ? o->ring_period : 1);
   return n < 0 ? 0 : (size_t)n;
 }
 
@@ -37,8 +45,11 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       /* world 1 runs the local step, without a server */
       .ps_servers = mode == GS_MODE_PS && world > 1 && o->ps_servers > 1 ? o->ps_servers : 1,
       .ps_server_hosts = mode == GS_MODE_PS && world > 1 && o->ps_server_hosts,
-      .accuracy = NAN, .eval_loss = NAN,
+      .accuracy = NAN, .eval_loss = NAN, .heldout_accuracy = NAN, .heldout_loss = NAN,
       .hosts = gs_cluster_hosts(o, mode, world), .link_bps = (double)o->link_bps,
       .latency_s = o->latency_s, .delay = "none",
-      .repeat = o->repeat > 0 ? o->repeat : 1, .repeats = o->repeats > 0 ? o->repeats : 1};
+      .repeat = o->repeat > 0 ? o->repeat : 1, .repeats = o->repeats > 0 ? o->repeats : 1,
+      .straggle = t->straggle,
+      .ps_sync = mode == GS_MODE_PS && world > 1 ? o->ps_sync : (gs_ps_sync){0},
+      .ring_period = mode == GS_MODE_RING && world > 1 ? o->ring_period : 0};
 }

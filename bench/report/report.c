@@ -17,6 +17,7 @@
 #include "bench/report/draw.h"
 #include "bench/report/report.h"
 #include "bench/version.h"
+#include "ps/ps.h"
 
 #define GS_REPORT_SCHEMA 2
 
@@ -101,6 +102,14 @@ static json_t *configuration(const gs_opts *o) {
                         "ps_servers", o->ps_servers, "ps_server_hosts", o->ps_server_hosts,
                         "timeout_s", o->timeout_s, "device", o->device);
   json_object_set_new(c, "repeat", json_integer(o->repeats));
+  char slow[GS_SLOW_MAX * 8 + 32];
+  gs_straggle_text(&o->train.straggle, slow, sizeof slow);
+  json_object_set_new(c, "slow", json_string(slow));
+  json_object_set_new(c, "jitter_cv", json_real(o->train.straggle.jitter_cv));
+  char sync[48];
+  gs_ps_sync_text(&o->ps_sync, sync, sizeof sync);
+  json_object_set_new(c, "ps_sync", json_string(sync));
+  json_object_set_new(c, "ring_period", json_integer(o->ring_period));
   /* a string in every case: "on", "off", or the mode's default */
   json_object_set_new(c, "overlap", json_string(o->overlap < 0 ? "mode default"
                                                 : o->overlap == 1 ? "on" : "off"));

@@ -79,6 +79,7 @@ typedef struct gs_run_info {
   int nbuckets;
   double wall_start, wall_end;
   double accuracy, eval_loss; /* NaN: not measured */
+  double heldout_accuracy, heldout_loss; /* --eval-data; NaN: not measured */
   /* emulated hosts: K (0: none), link rate (bit/s) and one-way delay, and
    * how the delay was made ("netem", "none") */
   int hosts;
@@ -87,6 +88,9 @@ typedef struct gs_run_info {
   const size_t *bucket_bytes; /* nbuckets wire sizes in readiness order (the cost
                                  model's plan); NULL: no prediction */
   int repeat, repeats;      /* --repeat: this is repetition `repeat` (1..repeats) */
+  gs_straggle straggle;     /* --slow, --jitter */
+  gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */
+  int ring_period;          /* ring: --ring-period (1: every step) */
 } gs_run_info;
 
 /* The run's id, e.g. "ps-w4-mlp_784-512-512-10-b64-bk25" (safe as a name),
@@ -104,6 +108,7 @@ typedef struct gs_rank_summary {
   double busy_s, idle_s, step_s;
   double model_bytes_sent, model_bytes_recv, traffic_vs_model;
   int64_t peak_rss_bytes;
+  double slow_factor;          /* --slow: this rank's compute factor (1: not slowed) */
 } gs_rank_summary;
 
 /* A dedicated ps server's share, per measured step. */
@@ -147,6 +152,14 @@ typedef struct gs_summary {
   bool ps_server_hosts;
   char *launcher;
   char *run_id;
+  char *slow;                  /* --slow as RANKS:FACTOR ("" none) */
+  char *ps_sync;               /* "bsp", "ssp:2", "async", "bsp+backup:1" (ring, local: "") */
+  int staleness_max;           /* over every rank's applied gradients, every step */
+  double staleness_mean;       /* NaN: none applied (or not a stale model) */
+  int dropped_gradients;       /* backup workers: gradients not applied */
+  int ring_period;             /* ring: parameters averaged every H steps (1: gradients
+                                  every step; 0: not a ring run) */
+  double jitter_cv;            /* --jitter */
   int threads_per_rank;
   int64_t steps, nparams;
   int nbuckets;
@@ -170,6 +183,7 @@ typedef struct gs_summary {
   gs_cost_model cost_model;
   double *step_time_s;         /* steps entries, the warm-up included */
   double accuracy, eval_loss;  /* NaN: not measured */
+  double heldout_accuracy, heldout_loss; /* --eval-data; NaN: not measured */
   int hosts;                   /* emulated hosts (0: one machine's loopback) */
   double link_rate_bps, link_latency_s; /* meaningful when hosts > 0 */
   char *link_delay;            /* "netem" or "none" */

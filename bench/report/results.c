@@ -86,7 +86,8 @@ int gs_csv_open(const char *dir, gs_err *e) {
   X(correct, "%d", r->correct)                                    \
   X(samples, "%d", r->samples)                                    \
   X(rss_bytes, "%llu", (unsigned long long)r->rss_bytes)          \
-  X(param_hash, "%016llx", (unsigned long long)hash)
+  X(param_hash, "%016llx", (unsigned long long)hash)              \
+  X(staleness, "%d", r->staleness)
 
 #define CSV_NAME(name, fmt, value) "," #name
 static const char CSV_HEADER[] = CSV_COLUMNS(CSV_NAME) "\n"; /* from [1]: no leading comma */

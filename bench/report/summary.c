@@ -34,11 +34,19 @@ void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {
   if (info->ps_servers > 1 || info->ps_server_hosts)
     snprintf(servers, sizeof servers, "-s%d%s", info->ps_servers,
              info->ps_server_hosts ? "own" : "");
-  char rep[24] = "";
+  char sync[48] = "", rep[24] = "";
+  if (gs_ps_sync_stale(&info->ps_sync)) {
+    sync[0] = '-';
+    gs_ps_sync_text(&info->ps_sync, sync + 1, sizeof sync - 1);
+    for (char *p = sync; *p; p++)
+      if (*p == ':' || *p == '+') *p = '_';
+  }
+  if (info->ring_period > 1) snprintf(sync, sizeof sync, "-period%d", info->ring_period);
   if (info->repeats > 1) snprintf(rep, sizeof rep, "-r%d", info->repeat);
-  snprintf(buf, cap, "%s%s-w%d-%s-b%d-bk%g%s%s%s", gs_mode_name(info->mode), servers, info->world,
-           model, info->batch, info->bucket_mb, info->dedicated ? "-dedicated" : "",
-           info->precision != GS_F32 ? (info->precision == GS_F16 ? "-fp16" : "-bf16") : "", rep);
+  snprintf(buf, cap, "%s%s-w%d-%s-b%d-bk%g%s%s%s%s", gs_mode_name(info->mode), servers,
+           info->world, model, info->batch, info->bucket_mb, info->dedicated ? "-dedicated" : "",
+           info->precision != GS_F32 ? (info->precision == GS_F16 ? "-fp16" : "-bf16") : "", sync,
+           rep);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -184,12 +192,33 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   s->device = dup_or_empty(info->device);
   s->launcher = dup_or_empty(info->launcher ? info->launcher : "gradsync");
   s->run_id = dup_or_empty(info->run_id ? info->run_id : "");
+  char slow[GS_SLOW_MAX * 8 + 32];
+  gs_straggle_text(&info->straggle, slow, sizeof slow);
+  s->slow = strdup(slow);
+  s->jitter_cv = info->straggle.jitter_cv;
+  char sync[48] = "";
+  if (info->mode == GS_MODE_PS && info->world > 1)
+    gs_ps_sync_text(&info->ps_sync, sync, sizeof sync);
+  s->ps_sync = strdup(sync);
+  s->ring_period = info->ring_period;
+  int64_t applied = 0;
+  double stale_sum = 0;
+  for (int r = 0; r < N; r++)
+    for (size_t t = 0; t < steps; t++) {
+      int x = ranks[r].rows[t].staleness;
+      if (x < 0) s->dropped_gradients++;
+      else applied++, stale_sum += x;
+      if (x > s->staleness_max) s->staleness_max = x;
+    }
+  s->staleness_mean = applied && gs_ps_sync_stale(&info->ps_sync) ? stale_sum / (double)applied
+                                                                   : NAN;
   s->cost_model.formula = strdup(formula(info));
   s->step_time_s = calloc(steps + 1, sizeof *s->step_time_s);
   s->per_rank = calloc((size_t)N, sizeof *s->per_rank);
   double *sorted = calloc(steps + 1, sizeof *sorted);
   rank_sum *rs = calloc((size_t)N, sizeof *rs);
-  bool ok = s->id && s->model && s->data && s->device && s->launcher && s->run_id && s->cost_model.formula &&
+  bool ok = s->id && s->model && s->data && s->device && s->launcher && s->run_id && s->slow &&
+            s->ps_sync && s->cost_model.formula &&
             s->step_time_s && s->per_rank && sorted && rs;
   for (int r = 0; ok && r < N; r++) ok = (s->per_rank[r].host = dup_or_empty(ranks[r].host));
   if (!ok) {
@@ -279,6 +308,7 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
     double model = p->model_bytes_sent + p->model_bytes_recv;
     p->traffic_vs_model = model > 0 ? (x->sent + x->recv) / div / model : 0.0;
     p->peak_rss_bytes = (int64_t)(x->rss > ranks[r].peak_rss ? x->rss : ranks[r].peak_rss);
+    p->slow_factor = gs_straggle_factor(&info->straggle, r);
   }
   double master_bytes = (rs[0].sent + rs[0].recv) / div, worker_bytes = 0;
   for (int r = 1; r < N; r++) worker_bytes += (rs[r].sent + rs[r].recv) / div / (N - 1);
@@ -347,6 +377,9 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   bool measured = !isnan(info->accuracy) && info->accuracy >= 0;
   s->accuracy = measured ? info->accuracy : NAN;
   s->eval_loss = measured ? info->eval_loss : NAN;
+  measured = !isnan(info->heldout_accuracy) && info->heldout_accuracy >= 0;
+  s->heldout_accuracy = measured ? info->heldout_accuracy : NAN;
+  s->heldout_loss = measured ? info->heldout_loss : NAN;
   free(sorted);
   free(rs);
   int rc = gs_summary_links(info, ranks, s, e);
@@ -365,6 +398,8 @@ void gs_summary_free(gs_summary *s) {
   free(s->device);
   free(s->launcher);
   free(s->run_id);
+  free(s->slow);
+  free(s->ps_sync);
   free(s->cost_model.formula);
   free(s->cost_model.bottleneck);
   free(s->step_time_s);

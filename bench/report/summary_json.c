@@ -39,6 +39,7 @@ static const field RUN_HEAD[] = {
   RUN(K_INT, batch), RUN(K_INT, global_batch), RUN(K_REAL, bucket_mb),
   RUN(K_REAL, first_bucket_mb), RUN(K_DTYPE, precision), RUN(K_STR, device),
   RUN(K_BOOL, overlap), RUN(K_BOOL, ps_dedicated), RUN(K_INT, ps_servers), RUN(K_BOOL, ps_server_hosts), RUN(K_STR, launcher), RUN(K_STR, run_id),
+  RUN(K_STR, slow), RUN(K_REAL, jitter_cv),
   RUN(K_INT, threads_per_rank), RUN(K_I64, steps), RUN(K_I64, nparams), RUN(K_INT, nbuckets),
   RUN(K_REAL, gradient_bytes), RUN(K_REAL, wall_time_s), RUN(K_REAL, throughput_samples_per_s),
   RUN(K_REAL, step_time_s_median), RUN(K_REAL, step_time_s_p95),
@@ -48,6 +49,10 @@ static const field RUN_HEAD[] = {
   RUN(K_I64, warmup_steps), RUN(K_NULLABLE, final_loss_scale), RUN(K_I64, measured_steps),
 };
 static const field RUN_TAIL[] = {RUN(K_NULLABLE, accuracy), RUN(K_NULLABLE, eval_loss),
+                                 RUN(K_NULLABLE, heldout_accuracy), RUN(K_NULLABLE, heldout_loss),
+                                 RUN(K_STR, ps_sync), RUN(K_INT, staleness_max),
+                                 RUN(K_NULLABLE, staleness_mean), RUN(K_INT, dropped_gradients),
+                                 RUN(K_INT, ring_period),
                                  RUN(K_INT, repeat)};
 
 #define RANK(k, m) {#m, k, offsetof(gs_rank_summary, m)}
@@ -58,7 +63,7 @@ static const field RANK_FIELDS[] = {
   RANK(K_REAL, reduce_s),
   RANK(K_REAL, update_s), RANK(K_REAL, busy_s), RANK(K_REAL, idle_s), RANK(K_REAL, step_s),
   RANK(K_REAL, model_bytes_sent), RANK(K_I64, peak_rss_bytes), RANK(K_REAL, model_bytes_recv),
-  RANK(K_REAL, traffic_vs_model),
+  RANK(K_REAL, traffic_vs_model), RANK(K_REAL, slow_factor),
 };
 
 #define SERVER(m) {#m, K_REAL, offsetof(gs_server_summary, m)}

@@ -62,11 +62,11 @@ void gs_summary_print(FILE *f, const gs_summary *s) {
             "run's", s->nrepeats, lo, hi);
   }
   fprintf(f, "\n");
-  fprintf(f, "  %-6s %9s %9s %9s %9s %9s %9s %9s %9s %11s %11s %9s %10s\n", "rank", "compute",
-          "wait", "hidden", "reduce", "update", "busy", "idle", "step", "sent/step", "recv/step",
-          "vs model", "peak RSS");
-  fprintf(f, "  %-6s %9s %9s %9s %9s %9s %9s %9s %9s %11s %11s %9s %10s\n", "", "ms", "ms", "ms",
-          "ms", "ms", "ms", "ms", "ms", "", "", "", "");
+  fprintf(f, "  %-6s %9s %9s %9s %9s %9s %9s %9s %9s %11s %11s %9s %10s %6s\n", "rank",
+          "compute", "wait", "hidden", "reduce", "update", "busy", "idle", "step", "sent/step",
+          "recv/step", "vs model", "peak RSS", "slow");
+  fprintf(f, "  %-6s %9s %9s %9s %9s %9s %9s %9s %9s %11s %11s %9s %10s %6s\n", "", "ms", "ms",
+          "ms", "ms", "ms", "ms", "ms", "ms", "", "", "", "", "x");
   for (int r = 0; r < s->world; r++) {
     const gs_rank_summary *p = &s->per_rank[r];
     char s1[32], s2[32], s3[32], vm[16] = "-";
@@ -75,14 +75,20 @@ void gs_summary_print(FILE *f, const gs_summary *s) {
     human_bytes((double)p->peak_rss_bytes, s3, sizeof s3);
     if (p->model_bytes_sent + p->model_bytes_recv > 0)
       snprintf(vm, sizeof vm, "%.3fx", p->traffic_vs_model);
-    fprintf(f, "  %-6d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11s %11s %9s %10s\n",
+    fprintf(f, "  %-6d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11s %11s %9s %10s %6.3g\n",
             p->rank, 1e3 * p->compute_s, 1e3 * p->comm_wait_s, 1e3 * p->comm_hidden_s,
             1e3 * p->reduce_s, 1e3 * p->update_s, 1e3 * p->busy_s, 1e3 * p->idle_s,
-            1e3 * p->step_s, s1, s2, vm, s3);
+            1e3 * p->step_s, s1, s2, vm, s3, p->slow_factor);
   }
   fprintf(f, "  (ms per step, the mean of the measured steps; wait: exposed communication, the "
           "time the step waited for it; hidden: communication that ran while the rank "
-          "computed)\n");
+          "computed; slow: --slow's compute factor)\n");
+  if (!isnan(s->staleness_mean))
+    fprintf(f, "  ps %s: applied gradients %.3g updates stale on average, %d at most; %d "
+            "dropped\n", s->ps_sync, s->staleness_mean, s->staleness_max, s->dropped_gradients);
+  if (s->slow[0] || s->jitter_cv > 0)
+    fprintf(f, "  stragglers: --slow %s --jitter %g\n", s->slow[0] ? s->slow : "none",
+            s->jitter_cv);
   if (s->has_server) {
     const gs_server_summary *v = &s->server;
     char s1[32], s2[32];
@@ -97,6 +103,9 @@ void gs_summary_print(FILE *f, const gs_summary *s) {
   if (!isnan(s->accuracy))
     fprintf(f, "  eval accuracy %.2f%% loss %.4f (on up to 10000 training samples)\n",
             100 * s->accuracy, s->eval_loss);
+  if (!isnan(s->heldout_accuracy))
+    fprintf(f, "  held-out accuracy %.2f%% loss %.4f (--eval-data)\n", 100 * s->heldout_accuracy,
+            s->heldout_loss);
   const gs_cost_model *cm = &s->cost_model;
   if (!(cm->S_bytes > 0) || s->mode == GS_MODE_LOCAL || s->world < 2) return;
   char m1[32], m2[32];

@@ -101,7 +101,8 @@ static gs_run_info info_of(gs_mode mode, int world, int warmup, bool dedicated) 
                        .overlap = mode == GS_MODE_RING, .dedicated = dedicated,
                        .device = "cpu", .launcher = "gradsync", .threads = 1,
                        .nparams = 1000, .nbuckets = 2, .wall_start = 10, .wall_end = 12.5,
-                       .accuracy = NAN, .eval_loss = NAN};
+                       .accuracy = NAN, .eval_loss = NAN, .heldout_accuracy = NAN,
+                       .heldout_loss = NAN};
 }
 
 static int cmp_d(const void *a, const void *b) {
