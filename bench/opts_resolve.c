@@ -51,6 +51,28 @@ static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
   return GS_OK;
 }
 
+/* --compress: on fp32 gradients; powersgd in the ring (and world 1) */
+static int resolve_compress(const gs_opts *o, gs_err *e) {
+  const gs_compress *c = &o->train.compress;
+  if (c->kind == GS_COMPRESS_NONE) return GS_OK;
+  char spec[32];
+  gs_compress_spec(c, spec, sizeof spec);
+  if (o->train.precision != GS_F32)
+    return GS_FAIL(e, GS_EINVAL, "--compress %s with --precision %s: compression works on fp32 "
+                   "gradients; give --precision fp32", spec, gs_dtype_name(o->train.precision));
+  if (o->collective)
+    return GS_FAIL(e, GS_EINVAL, "--compress %s: the collective benchmark moves raw buffers "
+                   "(its -d picks the dtype); drop --compress", spec);
+  if (c->kind != GS_COMPRESS_POWERSGD) return GS_OK;
+  for (int i = 0; i < o->nmodes; i++)
+    if (o->modes[i] == GS_MODE_PS)
+      return GS_FAIL(e, GS_EINVAL, "--compress %s runs in --mode ring (and local); ps does not "
+                     "compress yet: give --mode ring", spec);
+  if (strcmp(o->device, "cuda") == 0)
+    return GS_FAIL(e, GS_EINVAL, "--compress %s runs on the CPU ring; drop --device cuda", spec);
+  return GS_OK;
+}
+
 int gs_opts_resolve(gs_opts *o, gs_err *e) {
   if (o->calibrate || o->project) return gs_model_resolve(o, e);
   for (int i = 0; i < o->nworlds; i++)
@@ -109,6 +131,7 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
       return GS_FAIL(e, GS_EINVAL, "--loss-scale %s: 'dynamic' or a positive number", a);
     }
   }
+  GS_TRY(resolve_compress(o, e));
   if (o->min_bytes > o->max_bytes)
     return GS_FAIL(e, GS_EINVAL, "-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
   if (o->collective) {
@@ -145,13 +168,15 @@ size_t gs_opts_settings(const gs_opts *o, gs_mode mode, int world, char *buf, si
                    "precision=%s\nloss_scale=%.9g\ndynamic_scale=%d\ncompute_ms=%.9g\n"
                    "bucket_mb=%.9g\nfirst_bucket_mb=%.9g\noverlap=%d\nps_dedicated=%d\n"
                    "ps_servers=%d\nps_server_hosts=%d\ndevice=%s\nsamples=%lld\n"
-                   "load_params=%s\nverify=%d\n",
+                   "load_params=%s\nverify=%d\ncompress=%s\npowersgd_start=%lld\n",
                    gs_mode_name(mode), world, t->model, t->data, t->batch, (long long)t->steps,
                    t->lr, t->momentum, t->weight_decay, (unsigned long long)t->seed, t->shuffle,
                    t->drop_last, gs_dtype_name(t->precision), t->loss_scale, t->dynamic_scale,
                    t->compute_ms, t->bucket_mb, t->first_bucket_mb, o->overlap, o->dedicated,
                    mode == GS_MODE_PS ? o->ps_servers : 1,
                    mode == GS_MODE_PS && o->ps_server_hosts, o->device, (long long)t->synthetic_samples,
-                   t->load_params ? t->load_params : "", o->verify);
+                   t->load_params ? t->load_params : "", o->verify,
+                   gs_compress_spec(&t->compress, (char[32]){0}, 32),
+                   (long long)t->compress.start);
   return n < 0 ? 0 : (size_t)n;
 }

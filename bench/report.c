@@ -102,6 +102,8 @@ static json_t *configuration(const gs_opts *o) {
                         "ps_servers", o->ps_servers, "ps_server_hosts", o->ps_server_hosts,
                         "timeout_s", o->timeout_s, "device", o->device);
   json_object_set_new(c, "repeat", json_integer(o->repeats));
+  json_object_set_new(c, "compress", json_string(gs_compress_spec(&t->compress, (char[32]){0}, 32)));
+  json_object_set_new(c, "powersgd_start", json_integer((json_int_t)t->compress.start));
   /* a string in every case: "on", "off", or the mode's default */
   json_object_set_new(c, "overlap", json_string(o->overlap < 0 ? "mode default"
                                                 : o->overlap == 1 ? "on" : "off"));
