@@ -136,7 +136,7 @@ void gs_sweep_header(FILE *f, const gs_opts *o) {
             "all-reduce before step %lld\n", o->train.compress.rank, o->train.compress.rank,
             (long long)o->train.compress.start);
   else if (o->train.compress.kind != GS_COMPRESS_NONE)
-    fprintf(f, "compress: %s: fp32 compute, gradients rounded to %s for the all-reduce\n",
+    fprintf(f, "compress: %s: fp32 compute, gradients rounded to %s on the wire\n",
             gs_compress_spec(&o->train.compress, (char[32]){0}, 32),
             gs_compress_spec(&o->train.compress, (char[32]){0}, 32));
   if (o->overlap < 0 && ring && ps)
