@@ -56,9 +56,10 @@ if plain and psgd:
         own = [p["bytes_sent"] for p in r["per_rank"]]
         print(f"{name}: each host's link sent per step {min(tx):.0f}..{max(tx):.0f} B; the "
               f"ranks counted {min(own):.0f}..{max(own):.0f} B")
-        # the link carries what the ranks sent, plus TCP/IP headers and acknowledgements
-        check(min(tx) >= min(own) and max(tx) <= 1.1 * max(own) + 64 * 1024,
-              f"{name}: links {tx} against the ranks' own {own}")
+        # the link carries what the ranks sent, plus TCP/IP headers and acknowledgements,
+        # within 5% (the links' counters and the ranks' steps are not read at one instant)
+        check(min(tx) >= 0.95 * min(own) and max(tx) <= 1.05 * max(own) * (1 + 66 / 1448)
+              + 64 * 1024, f"{name}: links {tx} against the ranks' own {own}")
     cut = min(l["tx_bytes"] for l in plain["links"]) / max(l["tx_bytes"] for l in psgd["links"])
     print(f"powersgd:2 cut what the links carried {cut:.1f}x (limit: at least 10x)")
     check(cut >= 10, f"powersgd:2 cut link bytes only {cut:.1f}x")
