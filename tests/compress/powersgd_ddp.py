@@ -156,7 +156,11 @@ def ddp_rank(rank, d, port, hook_on):
             np.save(os.path.join(out, name + ".npy"), p.detach().numpy())
         print(f"torch {torch.__version__} DDP{' + powerSGD_hook' if hook_on else ''}: "
               f"{STEPS} steps, rank 0's last loss {loss.item():.6f}")
-    dist.destroy_process_group()
+    # both ranks past their last step, then out without gloo's teardown, whose
+    # threads can abort a process that exits while its peer already closed
+    dist.barrier()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 # ---------------------------------------------------------------- the test
