@@ -7,7 +7,9 @@
  *   ring  our own, over ZeroMQ: a communicator that knows no algorithm
  *         (comm.c) and a table of algorithms over it (algos.c: the ring,
  *         recursive doubling, direct exchange, shared memory), with
- *         ring_sync.c for buckets, overlap and the optimizer;
+ *         ring_sync.c for buckets, overlap, the optimizer and
+ *         --compress powersgd (compress/compress.h over the ring's
+ *         all-reduce);
  *   nccl  the ring on GPUs (allreduce/nccl/, built where NCCL is found).
  * Both are handed to the launcher as a gs_backend; the training loop never
  * sees anything below sync.h.

@@ -13,6 +13,11 @@
  * collective benchmark) the element-wise sum lands in params and nothing
  * else happens.
  *
+ * With --compress powersgd:R (compress.h) the thread hands a bucket of a
+ * step from `start` on to gs_powersgd_bucket instead, which runs its three
+ * all-reduces (the uncompressed tensors, P, Q) on the same ring and leaves
+ * the sum as the plain all-reduce would; the rest of the step is the same.
+ *
  * Overlap on or off runs exactly the same operations in the same order,
  * so it gives the same bits; only the time the training thread waits
  * (wait_s) differs. */
@@ -37,6 +42,7 @@ typedef struct ring_sync {
   gs_ring *ring;
   gs_kernels *rk;
   gs_update u;             /* the optimizer and the loss scaler */
+  gs_powersgd *psgd;       /* --compress powersgd, or NULL */
   gs_update_range *ranges; /* the buckets, as the optimizer takes them */
 
   /* training thread */
@@ -66,6 +72,18 @@ static uint64_t plan_hash(const gs_bucket *b, int nb) {
   return h;
 }
 
+/* The bucket plan and the compression, so ranks that differ in either
+ * meet a mismatch in the handshake instead of a hang. */
+static uint64_t config_hash(const gs_sync_config *c) {
+  uint64_t h = plan_hash(c->buckets, c->nbuckets);
+  if (c->compress.kind == GS_COMPRESS_NONE) return h;  /* as before compression existed */
+  uint64_t v[3] = {(uint64_t)c->compress.kind, (uint64_t)c->compress.rank,
+                   (uint64_t)c->compress.start};
+  const uint8_t *p = (const uint8_t *)v;
+  for (size_t j = 0; j < sizeof v; j++) h = (h ^ p[j]) * 1099511628211ull;
+  return h;
+}
+
 /* sync.h's checks, and the ring's own: host memory. */
 static int check_config(const gs_sync_config *c, gs_err *e) {
   GS_TRY(gs_sync_check_config(c, "ring", e));
@@ -85,6 +103,23 @@ static int check_config(const gs_sync_config *c, gs_err *e) {
 /* ------------------------------------------------------------------ */
 /* the progress thread */
 
+/* PowerSGD's all-reduce: the plain one on this ring, labelled with the
+ * step and bucket being compressed. */
+typedef struct psgd_call {
+  ring_sync *s;
+  int64_t step;
+  int bucket;
+  gs_ring_stats *st;
+} psgd_call;
+
+static int psgd_allreduce(void *ctx, float *buf, size_t count, int part, gs_err *e) {
+  static const char *const what[] = {"the uncompressed tensors", "P", "Q"};
+  psgd_call *c = ctx;
+  int rc = gs_ring_allreduce(c->s->ring, buf, buf, count, c->step, c->bucket, c->st, e);
+  if (rc < 0) gs_err_prefix(e, "powersgd, all-reduce of %s: ", what[part >= 0 && part < 3 ? part : 0]);
+  return rc;
+}
+
 static void *progress(void *arg) {
   ring_sync *s = arg;
   pthread_mutex_lock(&s->mu);
@@ -101,7 +136,16 @@ static void *progress(void *arg) {
     float *dst = s->c.sum_only ? s->c.params + bk.offset : src;
     gs_ring_stats st = {0};
     gs_err e = {0};
-    int rc = gs_ring_allreduce(s->ring, src, dst, bk.count, step, b, &st, &e);
+    int rc;
+    if (gs_powersgd_active(s->psgd, step)) {
+      psgd_call call = {s, step, b, &st};
+      gs_powersgd_stats ps = {0};
+      rc = gs_powersgd_bucket(s->psgd, b, s->c.grads, bk.offset, bk.count, psgd_allreduce, &call,
+                              &ps, &e);
+      st.reduce_s += ps.compute_s;  /* compressing is this rank's reduction work */
+    } else {
+      rc = gs_ring_allreduce(s->ring, src, dst, bk.count, step, b, &st, &e);
+    }
 
     pthread_mutex_lock(&s->mu);
     s->acc.bytes_sent += st.bytes_sent;
@@ -280,6 +324,7 @@ static int ring_close(gs_sync *base, bool ok, gs_err *e) {
   }
   gs_ring_close(s->ring, ok, ok ? NULL : "its job stopped");
   gs_update_free(&s->u);
+  gs_powersgd_destroy(s->psgd);
   free(s->ranges);
   if (s->rk) s->rk->destroy(s->rk);
   pthread_mutex_destroy(&s->mu);
@@ -325,7 +370,7 @@ static int ring_prepare(const gs_sync_config *c, void **state, char endpoint[GS_
     .wire = c->wire,
     .max_count = max_count,
     .nbuckets = (uint32_t)c->nbuckets,
-    .plan_hash = plan_hash(c->buckets, c->nbuckets),
+    .plan_hash = config_hash(c),
     .sum_only = c->sum_only,
     .local_ranks = c->local_world,
     /* Training moves the textbook 2(N-1)/N x S bytes per step whatever the
@@ -401,6 +446,10 @@ static int ring_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
     gs_dtype uw = c->wire == GS_F64 || c->wire == GS_I32 ? GS_F32 : c->wire;
     if (rc == GS_OK && (rc = gs_update_init(&s->u, c->k, c->n, c->world, sgd, uw, c->scaler,
                                             e)) < 0)
+      gs_err_prefix(e, "rank %d: ", c->rank);
+    if (rc == GS_OK && c->compress.kind == GS_COMPRESS_POWERSGD &&
+        (rc = gs_powersgd_create(&c->compress, s->rk, c->tensors, c->ntensors, c->nbuckets,
+                                 c->world, &s->psgd, e)) < 0)
       gs_err_prefix(e, "rank %d: ", c->rank);
     if (rc == GS_OK) {
       if (pthread_create(&s->thr, NULL, progress, s) != 0)

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 
 #include "kernels/kernels.h"
-#include "worker/rng.h"
+#include "kernels/rng.h"
 
 /* Whole file into memory; errors name the file. */
 static int slurp(const char *path, uint8_t **buf, size_t *len, gs_err *e) {

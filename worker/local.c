@@ -7,7 +7,10 @@
  * rounding and the same overflows as world N; then the step ends as every
  * backend's does, in gs_update_apply (kernels.h): unscale, overflow
  * verdict, SGD. sum_only (collective benchmark) copies the gradients into
- * the parameters: the sum over one rank. */
+ * the parameters: the sum over one rank. With --compress powersgd the
+ * buckets go through the same compression as in the ring (a world of one:
+ * each all-reduce leaves its buffer as it is), as DDP runs its hook at
+ * world 1 too. */
 #include <stdlib.h>
 
 #include "worker/worker.h"
@@ -18,10 +21,21 @@ typedef struct local_sync {
   gs_update u;
   void *wire;          /* n elements of the wire dtype */
   gs_sync_order order;
+  gs_powersgd *psgd;   /* --compress powersgd, or NULL */
+  int64_t step;
 } local_sync;
 
 static int local_begin_step(gs_sync *s, int64_t step, gs_err *e) {
-  return gs_sync_order_begin(&((local_sync *)s)->order, step, e);
+  local_sync *l = (local_sync *)s;
+  GS_TRY(gs_sync_order_begin(&l->order, step, e));
+  l->step = step;
+  return GS_OK;
+}
+
+/* the all-reduce of a world of one */
+static int alone(void *ctx, float *buf, size_t count, int part, gs_err *e) {
+  (void)ctx, (void)buf, (void)count, (void)part, (void)e;
+  return GS_OK;
 }
 
 static int local_bucket_ready(gs_sync *s, int bucket, gs_err *e) {
@@ -42,6 +56,9 @@ static int local_end_step(gs_sync *s, gs_sync_stats *st, gs_err *e) {
     st->scale = l->u.scaler.scale;
     return GS_OK;
   }
+  for (int b = 0; gs_powersgd_active(l->psgd, l->step) && b < c->nbuckets; b++)
+    GS_TRY(gs_powersgd_bucket(l->psgd, b, c->grads, c->buckets[b].offset, c->buckets[b].count,
+                              alone, NULL, NULL, e));
   if (c->wire != GS_F32) {
     k->convert(k, c->wire, l->wire, GS_F32, c->grads, c->n);
     k->convert(k, GS_F32, c->grads, c->wire, l->wire, c->n);
@@ -64,6 +81,7 @@ static int local_close(gs_sync *s, bool ok, gs_err *e) {
   local_sync *l = (local_sync *)s;
   if (!l) return GS_OK;
   gs_update_free(&l->u);
+  gs_powersgd_destroy(l->psgd);
   if (l->wire) l->c.k->release(l->c.k, l->wire);
   free(l);
   return GS_OK;
@@ -98,6 +116,8 @@ int gs_sync_local(const gs_sync_config *c, gs_sync **out, gs_err *e) {
     k->sync(k, e);
     rc = GS_FAIL(e, GS_ENOMEM, "local backend: out of memory for %zu parameters", c->n);
   }
+  if (rc == GS_OK && c->compress.kind == GS_COMPRESS_POWERSGD)
+    rc = gs_powersgd_create(&c->compress, k, c->tensors, c->ntensors, c->nbuckets, 1, &l->psgd, e);
   if (rc) {
     local_close(&l->base, false, NULL);
     return rc;

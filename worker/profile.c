@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "worker/model.h"
-#include "worker/rng.h"
+#include "kernels/rng.h"
 
 #define UNIT 128
 #define PATTERN 65536

@@ -6,7 +6,7 @@
 
 #include <stdlib.h>
 
-#include "worker/rng.h"
+#include "kernels/rng.h"
 
 int gs_sampler_init(gs_sampler *s, int64_t n, int rank, int world, bool shuffle, bool drop_last,
                     uint64_t seed, gs_err *e) {

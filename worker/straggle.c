@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/rng.h"
+#include "kernels/rng.h"
 #include "worker/worker.h"
 
 static int cmp_int(const void *a, const void *b) {

@@ -70,6 +70,25 @@ int gs_sync_check_config(const gs_sync_config *c, const char *who, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL, "%s rank %d: wire dtype %s (%d): fp32, fp16 or bf16 (fp64 and "
                    "int32 in the collective benchmark only)", who, c->rank,
                    gs_dtype_name(c->wire), (int)c->wire);
+  if (c->compress.kind == GS_COMPRESS_POWERSGD) {
+    if (strcmp(who, "ring") && strcmp(who, "local"))
+      return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress powersgd runs in --mode ring on the "
+                     "CPU only (not yet %s); use --mode ring, or --compress fp16 / bf16", who,
+                     c->rank, who);
+    if (c->sum_only || c->wire != GS_F32)
+      return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress powersgd compresses fp32 training "
+                     "gradients: give --precision fp32 (not with the collective benchmark)", who,
+                     c->rank);
+    if (c->ntensors < 1 || !c->tensors)
+      return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress powersgd needs the model's tensors",
+                     who, c->rank);
+    for (int i = 0; i < c->ntensors; i++) {
+      const gs_compress_tensor *t = &c->tensors[i];
+      if (t->offset > c->n || t->rows * t->cols > c->n - t->offset)
+        return GS_FAIL(e, GS_EINVAL, "%s rank %d: tensor %d (%zu x %zu at %zu) lies outside the "
+                       "%zu gradients", who, c->rank, i, t->rows, t->cols, t->offset, c->n);
+    }
+  }
   for (int i = 0; i < c->nbuckets; i++) {
     const gs_bucket *b = &c->buckets[i];
     if (b->count == 0 || b->offset > c->n || b->count > c->n - b->offset)

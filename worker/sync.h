@@ -49,6 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compress/compress.h"
 #include "kernels/kernels.h"
 
 #define GS_ENDPOINT_MAX 256
@@ -137,6 +138,12 @@ typedef struct gs_sync_config {
   gs_sgd sgd;
   gs_dtype wire;            /* gradient dtype on the wire: F32, F16, BF16 */
   gs_scaler scaler;         /* initial state (scale 1, not dynamic, for fp32) */
+  gs_compress compress;     /* what goes over the wire instead of the gradient
+                               (compress.h); the zero value is none. fp16 and
+                               bf16 are already in wire; powersgd: ring only */
+  const gs_compress_tensor *tensors;  /* powersgd: the model's tensors as
+                               matrices, covering every bucket */
+  int ntensors;
   bool overlap;             /* hand buckets over as backward fills them */
   bool dedicated;           /* ps: the server runs as a separate process */
   int ps_servers;           /* ps: servers sharing the parameters by key range (ps.h);
@@ -219,7 +226,9 @@ int gs_sync_order_end(gs_sync_order *o, gs_err *e);
  * least one bucket, every bucket non-empty, inside the n elements and
  * disjoint from the others (an element reduced twice would be summed
  * twice), and a wire dtype of fp32, fp16 or bf16 (fp64 and int32 for the
- * collective benchmark's one bucket, sum_only). who as above. What a
+ * collective benchmark's one bucket, sum_only); --compress powersgd only
+ * in the ring, on fp32 training gradients, with tensors inside the buffer.
+ * who as above. What a
  * backend needs beyond that (a device, a blob) it checks itself. */
 int gs_sync_check_config(const gs_sync_config *c, const char *who, gs_err *e);
 

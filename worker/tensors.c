@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "worker/model.h"
-#include "worker/rng.h"
+#include "kernels/rng.h"
 
 int gs_model_add_tensor(gs_model *m, const char *name, int ndim, const int64_t *shape,
                         bool uniform, float bound_or_const, gs_err *e) {

@@ -47,6 +47,7 @@ struct gs_trainer {
   float *params, *grads;  /* device */
   gs_bucket *buckets;
   int nbuckets;
+  gs_compress_tensor *ctensors;  /* the tensors as matrices, for compression */
   int *tensor_bucket;     /* bucket of each tensor */
   size_t *bucket_left;    /* tensors still to come this step, per bucket */
   int next_ready;         /* first bucket not yet handed over */
@@ -97,6 +98,7 @@ void gs_train_opts_default(gs_train_opts *o) {
       .load_params = NULL,
       .synthetic_samples = 60000,
   };
+  gs_compress_default(&o->compress);
 }
 
 /* ---- spans ---- */
@@ -146,6 +148,11 @@ static int check_opts(const gs_train_opts *o, gs_err *e) {
       o->first_bucket_mb > 1e6)
     return GS_FAIL(e, GS_EINVAL, "--bucket-mb %g / --first-bucket-mb %g: must be between 0 and 1e6",
                    o->bucket_mb, o->first_bucket_mb);
+  if (o->compress.kind != GS_COMPRESS_NONE && o->precision != GS_F32)
+    return GS_FAIL(e, GS_EINVAL, "--compress %s with --precision %s: compression works on fp32 "
+                   "gradients (fp16 and bf16 already travel in 16 bits); give --precision fp32",
+                   gs_compress_spec(&o->compress, (char[32]){0}, 32),
+                   gs_dtype_name(o->precision));
   if (!isfinite(o->loss_scale))
     return GS_FAIL(e, GS_EINVAL, "--loss-scale %g: must be finite", o->loss_scale);
   const gs_straggle *g = &o->straggle;
@@ -251,7 +258,16 @@ int gs_trainer_create(const gs_train_opts *o, gs_kernels *k, gs_trainer **out, g
   if (rc == 0) {
     sizes = malloc((size_t)t->m->ntensors * sizeof *sizes);
     t->tensor_bucket = malloc((size_t)t->m->ntensors * sizeof *t->tensor_bucket);
-    if (!sizes || !t->tensor_bucket) rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
+    t->ctensors = malloc((size_t)t->m->ntensors * sizeof *t->ctensors);
+    if (!sizes || !t->tensor_bucket || !t->ctensors) rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
+  }
+  /* PyTorch's view(shape[0], -1) of each tensor */
+  for (int i = 0; rc == 0 && i < t->m->ntensors; i++) {
+    const gs_tensor *x = &t->m->tensors[i];
+    size_t rows = x->ndim > 0 && x->shape[0] > 0 ? (size_t)x->shape[0] : x->count;
+    if (rows == 0 || x->count % rows) rows = x->count;
+    t->ctensors[i] = (gs_compress_tensor){.offset = x->offset, .rows = rows,
+                                          .cols = rows ? x->count / rows : 0};
   }
   if (rc == 0) {
     for (int i = 0; i < t->m->ntensors; i++) sizes[i] = t->m->tensors[i].count;
@@ -322,6 +338,7 @@ void gs_trainer_destroy(gs_trainer *t) {
   gs_free(t->shard);
   free(t->buckets);
   free(t->tensor_bucket);
+  free(t->ctensors);
   free(t->bucket_left);
   free(t->rows);
   free(t->spans);
@@ -339,7 +356,11 @@ void gs_trainer_sync_config(gs_trainer *t, gs_sync_config *c) {
   c->buckets = t->buckets;
   c->nbuckets = t->nbuckets;
   c->sgd = (gs_sgd){t->o.lr, t->o.momentum, t->o.weight_decay};
-  c->wire = t->o.precision;
+  c->wire = gs_compress_wire(&t->o.compress, t->o.precision);
+  c->compress = t->o.compress;
+  c->compress.seed = t->o.seed;
+  c->tensors = t->ctensors;
+  c->ntensors = t->m->ntensors;
   c->scaler = t->scaler;
   c->span = trainer_span;
   c->span_ctx = t;

@@ -72,6 +72,8 @@ typedef struct gs_train_opts {
   double compute_ms;       /* profiles: emulated compute per step (real GEMM work) */
   int rank, world;
   double bucket_mb, first_bucket_mb;   /* DDP: 25, 1 */
+  gs_compress compress;    /* DDP's communication hook (compress.h); its seed
+                              is taken from seed above */
   const char *load_params; /* directory of .npy files, or NULL */
   int64_t synthetic_samples; /* size of the synthetic dataset */
   gs_straggle straggle;    /* slowed ranks and compute noise (none: zero) */

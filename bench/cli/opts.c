@@ -253,6 +253,11 @@ static int p_precision(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   return GS_OK;
 }
 
+static int p_compress(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  (void)f;
+  return gs_compress_parse(a, &o->train.compress, e);
+}
+
 static int p_device(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   if (strcmp(a, "cpu") && strcmp(a, "cuda") && strcmp(a, "auto"))
     return bad(e, f, a, "cpu, cuda or auto");
@@ -371,6 +376,13 @@ static const flag FLAGS[] = {
   WORD("precision", "P", "fp32", NULL,
        "fp32 | fp16 | bf16: compute and gradient traffic (FP32 master weights)", p_precision,
        train.precision),
+  WORD("compress", "C", "none", NULL,
+       "none | fp16 | bf16 | powersgd:R: what gradients travel as (DDP's communication hooks): "
+       "fp32 compute with 16-bit traffic, or PowerSGD's rank-R approximation with error "
+       "feedback (ring and world 1; docs/compression.md)", p_compress, train.compress),
+  NUM("powersgd-start", 0, "N", "2", "powersgd: plain all-reduce before step N "
+      "(start_powerSGD_iter; PyTorch's constructor default is 1000)", p_whole,
+      train.compress.start, 0, 1e12),
   WORD("loss-scale", "S", NULL, "dynamic for fp16, 1 otherwise",
        "dynamic (GradScaler: 2^16, x2 per 2000 clean steps, x0.5 on inf/NaN) or a fixed number",
        p_str, loss_scale_arg),

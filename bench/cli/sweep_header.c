@@ -123,6 +123,15 @@ void gs_sweep_header(FILE *f, const gs_opts *o) {
     ring |= o->modes[i] == GS_MODE_RING;
     ps |= o->modes[i] == GS_MODE_PS;
   }
+  if (o->train.compress.kind == GS_COMPRESS_POWERSGD)
+    fprintf(f, "compress: powersgd:%d, PowerSGD with error feedback and warm start: matrices "
+            "worth it travel as rank-%d P and Q, vectors and small tensors as they are; plain "
+            "all-reduce before step %lld\n", o->train.compress.rank, o->train.compress.rank,
+            (long long)o->train.compress.start);
+  else if (o->train.compress.kind != GS_COMPRESS_NONE)
+    fprintf(f, "compress: %s: fp32 compute, gradients rounded to %s on the wire\n",
+            gs_compress_spec(&o->train.compress, (char[32]){0}, 32),
+            gs_compress_spec(&o->train.compress, (char[32]){0}, 32));
   if (o->overlap < 0 && ring && ps)
     fprintf(f, "overlap: ring sends each bucket once backward has written it (DDP), ps after "
             "backward (DataParallel)\n");

@@ -18,7 +18,7 @@
 
 #include "tests/check.h"
 #include "worker/model.h"
-#include "worker/rng.h"
+#include "kernels/rng.h"
 
 typedef struct net {
   const char *name;

@@ -1,4 +1,5 @@
-/* rng.h: the one pseudo-random generator of gradsync (internal).
+/* rng.h: the one pseudo-random generator of gradsync (header-only, internal to
+ * the parts that draw numbers: worker/ and compress/).
  *
  * Everything random (initial parameters, synthetic data, the sampler's
  * permutation) comes from xoshiro256** (Blackman & Vigna, 2018) seeded by
@@ -32,7 +33,8 @@ enum {
   GS_STREAM_DATA = 0x2000,     /* synthetic dataset */
   GS_STREAM_SAMPLER = 0x3000,  /* see sampler.c: seed + epoch, as PyTorch */
   GS_STREAM_PROFILE = 0x4000,  /* pseudo-gradients of profiles */
-  GS_STREAM_STRAGGLE = 0x5000, /* + rank: per-step compute noise (straggle.c) */
+  GS_STREAM_POWERSGD = 0x5000, /* + tensor index: PowerSGD's first Q (compress/) */
+  GS_STREAM_STRAGGLE = 0x6000, /* + rank: per-step compute noise (straggle.c) */
 };
 
 static inline void gs_rng_seed(gs_rng *r, uint64_t seed, uint64_t stream) {
@@ -58,6 +60,15 @@ static inline uint64_t gs_rng_next(gs_rng *r) {
 /* Uniform in [0, 1) with 24 random bits: every value is an exact float. */
 static inline float gs_rng_uniform(gs_rng *r) {
   return (float)(gs_rng_next(r) >> 40) * 0x1.0p-24f;
+}
+
+/* Standard normal by Box-Muller in double (the cosine branch only, one
+ * normal per two draws of 53 bits), rounded once to float. Plain enough to
+ * be reproduced outside C with the same libm (tests/ref/powersgd_ddp.py). */
+static inline float gs_rng_normal(gs_rng *r) {
+  double u1 = (double)(gs_rng_next(r) >> 11) * 0x1.0p-53;
+  double u2 = (double)(gs_rng_next(r) >> 11) * 0x1.0p-53;
+  return (float)(sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2));
 }
 
 /* Uniform in [0, n) without modulo bias (Lemire's multiply-shift with

@@ -1,0 +1,111 @@
+/* compress.h: what goes over the wire instead of the gradient, as DDP's
+ * communication hooks decide it (--compress none|fp16|bf16|powersgd:R).
+ *
+ *   none      the gradient itself, in the precision's dtype (today's path)
+ *   fp16/bf16 fp32 compute, gradients rounded to 16 bits for the all-reduce
+ *             only (PyTorch's fp16_compress_hook / bf16_compress_hook): the
+ *             backends' existing 16-bit wire (gs_sync_config.wire), chosen by
+ *             gs_compress_wire; nothing below changes
+ *   powersgd  PyTorch 1.13's powerSGD_hook (Vogels et al., 2019), per bucket:
+ *             each tensor is viewed as a matrix M of shape[0] rows; those
+ *             worth it (min_rate x (rows + cols) x R < rows x cols; vectors
+ *             never are) are sent as a rank-R product, the rest as they are:
+ *
+ *               g += error                        (error feedback)
+ *               keep g;  Q: warm start (last step's), first draw N(0,1)
+ *               orthogonalize Q;  P = M Q
+ *               all-reduce the uncompressed tensors (one buffer)
+ *               all-reduce P;  orthogonalize P;  Q = M^T P;  all-reduce Q
+ *               M = P Q^T;  error = kept g - (the bucket's result) / world
+ *
+ *             Before step `start` the bucket is all-reduced plainly
+ *             (start_powerSGD_iter). Orthogonalization is Gram-Schmidt
+ *             (PyTorch's choice up to rank 2; above it PyTorch takes a QR,
+ *             the same columns up to sign, which P Q^T does not see); a zero
+ *             column stays zero instead of becoming NaN.
+ *
+ * The contract with the backend that calls it: gs_powersgd_bucket leaves in
+ * the bucket the element-wise SUM over ranks of what each rank contributed
+ * (its approximation for compressed tensors), so the caller divides by the
+ * world as after a plain all-reduce; every rank ends with the same bits
+ * (the all-reduces do, and the rest is the same arithmetic on them). The
+ * all-reduce is the caller's (a function pointer: the ring's, over emulated
+ * hosts too); this part knows no transport and no model, only matrices in a
+ * flat buffer. Math goes through a CPU gs_kernels table (OpenBLAS GEMMs). */
+#ifndef GS_COMPRESS_H
+#define GS_COMPRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+typedef enum gs_compress_kind {
+  GS_COMPRESS_NONE = 0, GS_COMPRESS_FP16, GS_COMPRESS_BF16, GS_COMPRESS_POWERSGD
+} gs_compress_kind;
+
+/* PyTorch's PowerSGDState defaults that gradsync keeps. */
+#define GS_POWERSGD_MIN_RATE 2.0
+#define GS_POWERSGD_START 2   /* see gs_compress_default */
+
+typedef struct gs_compress {
+  gs_compress_kind kind;
+  int rank;                /* powersgd: R (matrix_approximation_rank), >= 1 */
+  int64_t start;           /* powersgd: first compressed step (start_powerSGD_iter) */
+  double min_rate;         /* powersgd: min_compression_rate */
+  uint64_t seed;           /* powersgd: the first Q's draw (the run's --seed) */
+} gs_compress;
+
+/* none, with the powersgd fields at their defaults: start 2, the smallest
+ * start PyTorch accepts with error feedback (its constructor's default is
+ * 1000, longer than a benchmark run; --powersgd-start 1000 gives it). */
+void gs_compress_default(gs_compress *c);
+/* "none", "fp16", "bf16", "powersgd:R" into c's kind and rank (the other
+ * fields stay); GS_EINVAL with a message naming the spec otherwise. */
+int gs_compress_parse(const char *spec, gs_compress *c, gs_err *e);
+/* The spec back ("powersgd:2"), into buf. */
+const char *gs_compress_spec(const gs_compress *c, char *buf, size_t cap);
+/* The dtype gradients travel in: fp16 / bf16 for those kinds, the
+ * precision's dtype otherwise. */
+gs_dtype gs_compress_wire(const gs_compress *c, gs_dtype precision);
+
+/* One tensor of the flat gradient buffer, as PyTorch's view(shape[0], -1):
+ * rows x cols elements from offset (a vector: rows = count, cols = 1). */
+typedef struct gs_compress_tensor {
+  size_t offset, rows, cols;
+} gs_compress_tensor;
+
+/* Whether PowerSGD sends tensor t compressed at rank R (_should_compress). */
+bool gs_powersgd_compresses(const gs_compress *c, const gs_compress_tensor *t);
+
+/* The caller's all-reduce: buf (count floats, host memory) := the sum over
+ * ranks of every rank's buf, in place. part numbers the collectives of one
+ * bucket (0 uncompressed, 1 P, 2 Q) for messages. Returns < 0 with e set. */
+typedef int (*gs_allreduce_fn)(void *ctx, float *buf, size_t count, int part, gs_err *e);
+
+typedef struct gs_powersgd gs_powersgd;
+
+/* State for a model of ntensors tensors (copied) in nbuckets buckets;
+ * k: a CPU table (its GEMMs), kept, not owned. */
+int gs_powersgd_create(const gs_compress *c, gs_kernels *k, const gs_compress_tensor *tensors,
+                       int ntensors, int nbuckets, int world, gs_powersgd **out, gs_err *e);
+void gs_powersgd_destroy(gs_powersgd *p);
+
+/* Whether step compresses (step >= start). */
+bool gs_powersgd_active(const gs_powersgd *p, int64_t step);
+
+/* What one bucket's compressed exchange cost, ADDED to. */
+typedef struct gs_powersgd_stats {
+  uint64_t elems_before, elems_after;  /* floats a plain all-reduce would take / took */
+  double compute_s;                    /* GEMMs, orthogonalization, error feedback */
+} gs_powersgd_stats;
+
+/* Bucket b (elements [off, off + count) of the flat buffer grads, which
+ * every tensor inside it lies in) at an active step: the exchange above, in
+ * place. Every rank calls it for the same buckets in the same order.
+ * Tensors are those whose offset falls in the range. */
+int gs_powersgd_bucket(gs_powersgd *p, int b, float *grads, size_t off, size_t count,
+                       gs_allreduce_fn allreduce, void *ctx, gs_powersgd_stats *st, gs_err *e);
+
+#endif
