@@ -439,7 +439,9 @@ static const flag FLAGS[] = {
       p_bool01, check, 0, 1),
   WORD("algo", "A", "auto", NULL, "collective: the ring's algorithm: ring, rd (recursive "
        "doubling), direct (every rank to every rank), shm (shared memory, every rank on one "
-       "host), or auto (shm on one host; elsewhere rd for small sizes, ring above)",
+       "host), hier (inside each host through shared memory, a ring between hosts; training "
+       "too), or auto (shm on one host, hier on several hosts of several ranks; elsewhere rd "
+       "for small sizes, ring above; training: hier or ring)",
        p_algo, algo),
   NUM("op", 'o', "OP", "sum", "collective: the reduction: sum, avg (the sum / N), prod, min "
       "or max (prod, min, max: --mode ring, on the CPU or NCCL)", p_str, redop_arg, 0, 0),
