@@ -85,8 +85,8 @@ gs_ring *gs_ring_sync_ring(gs_sync *s);
  *           fold in first and get the result back last);
  *   direct  every rank sends its whole buffer to every other rank (one
  *           round) and sums all N in rank order;
- *   shm     every rank on one host (same boot, same network, IPC, PID and
- *           mount namespaces, so not across emulated hosts): through
+ *   shm     every rank on one host (same boot, same network, IPC and PID
+ *           namespaces, so not across emulated hosts): through
  *           shared memory, every rank copying in and summing its part
  *           (allreduce/shm.c); fp32, fp64 or int32 host buffers;
  *   hier    several ranks on each of several hosts (allreduce/hier.c):

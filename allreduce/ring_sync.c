@@ -281,8 +281,9 @@ static int ring_prepare(const gs_sync_config *c, void **state, char endpoint[GS_
      * path, as NCCL picks its algorithm by size. */
     .small_bytes = c->sum_only ? 0 : GS_RING_NO_SMALL,
     /* Training keeps the ring for every bucket, so its parameters stay
-     * those of the one summation order the tests and the reference know. */
-    .algo = c->sum_only ? (gs_algo)c->algo : GS_ALGO_RING,
+     * those of the one summation order the tests and the reference know,
+     * or the hierarchical all-reduce, whose order is as fixed (hier.c). */
+    .algo = c->sum_only || c->algo == GS_ALGO_HIER ? (gs_algo)c->algo : GS_ALGO_RING,
     .no_resend = c->no_resend,
     .span = c->span,
     .span_ctx = c->span_ctx,

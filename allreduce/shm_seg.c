@@ -114,7 +114,10 @@ void gs_shm_host_key(char *buf, size_t cap, const char *tag) {
   }
   boot[strcspn(boot, "\n")] = '\0';
   size_t len = (size_t)snprintf(buf, cap, "%s", boot);
-  static const char *ns[] = {"net", "ipc", "pid", "mnt"};
+  /* not the mount namespace: an emulated host's ranks each have one of
+   * their own, and the segment is reached through /proc/<pid>/fd of the
+   * shared PID namespace (a rank that cannot open it votes no) */
+  static const char *ns[] = {"net", "ipc", "pid"};
   for (size_t i = 0; i < sizeof ns / sizeof *ns && len < cap; i++) {
     char p[32];
     struct stat st;

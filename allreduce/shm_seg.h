@@ -38,7 +38,7 @@ typedef struct gs_shm {
   char name[64];                      /* /proc/<pid>/fd/<fd> */
 } gs_shm;
 
-/* This process's host key (boot id and the network, IPC, PID and mount
+/* This process's host key (boot id and the network, IPC and PID
  * namespaces, then tag when not NULL or empty): equal only for processes
  * that share memory and whose traffic would not cross an (emulated) link. */
 void gs_shm_host_key(char *buf, size_t cap, const char *tag);

@@ -29,6 +29,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "allreduce/allreduce.h"
 #include "bench/report.h"
 #include "bench/results.h"
 
@@ -68,6 +69,18 @@ typedef struct step_ctx {
   gs_link_stat *srv0, *srv1;
   int nsrv;
 } step_ctx;
+
+/* What the ring trains with: --algo hier, or under auto hier where there
+ * are several hosts (emulated, or a launcher's local world) of several
+ * ranks and fp32 gradients on the CPU; else the flat ring. */
+static int train_algo(const gs_opts *o, const gs_rank_env *env, int world, gs_dtype wire,
+                      const gs_kernels *k) {
+  if (o->algo != GS_ALGO_AUTO) return o->algo == GS_ALGO_HIER ? GS_ALGO_HIER : GS_ALGO_RING;
+  int hosts = env->hosts > 0 ? env->hosts
+              : env->local_world > 0 ? world / env->local_world : 1;
+  bool several = hosts > 1 && world / hosts > 1 && world % hosts == 0;
+  return several && wire == GS_F32 && k->device == GS_DEV_CPU ? GS_ALGO_HIER : GS_ALGO_RING;
+}
 
 /* Rank 0 on emulated hosts with ps servers on hosts of their own: watch
  * their links too (GS_PS_SERVER_PIDS: their pids, which this rank's /proc
@@ -280,6 +293,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   cfg.no_resend = !o->resend;
   cfg.dedicated = o->dedicated;
   cfg.ps_servers = mode == GS_MODE_PS ? o->ps_servers : 1;
+  cfg.algo = train_algo(o, env, world, cfg.wire, k);
   if (mode == GS_MODE_PS && o->ps_server_hosts && world > 1) {
     if ((rc = gs_ps_serve_endpoints(o, &server_eps, &e)) < 0) goto fail;
     cfg.ps_server_eps = (const char *const *)server_eps;
@@ -395,6 +409,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     bucket_bytes[b] = cfg.buckets[b].count * gs_dtype_size(cfg.wire);
   info.bucket_bytes = bucket_bytes;
   info.wire = cfg.wire;
+  info.algo = mode == GS_MODE_RING && world > 1 ? gs_algo_name((gs_algo)cfg.algo) : "";
   info.overlap = cfg.overlap;
   info.wall_end = gs_wall();
   if (info.hosts > 0 && o->latency_s > 0) info.delay = env->delay_line_s > 0 ? "delay line" : "netem";

@@ -116,7 +116,8 @@ typedef struct gs_sync_config {
    * and every worker pulls; ring: all-reduce, then copy). */
   bool sum_only;
   int algo;                 /* ring, sum_only: allreduce.h gs_algo (0: the
-                               ring); training always runs the ring */
+                               ring); training runs the ring, or hier when
+                               this says so */
   bool no_resend;           /* ring: gs_ring_opts.no_resend */
   int device;               /* GPU ordinal for the CUDA paths */
   int local_rank, local_world;  /* ranks on this host (NCCL GPU checks) */
