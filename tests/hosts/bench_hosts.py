@@ -154,6 +154,7 @@ def case_hier():
         check(len(rows) == 4 and all(x[-1] == "hier" and x[8] == "0" and x[12] == "0"
                                      for x in rows), f"collective --algo hier: {r.stdout}")
     before = snapshot()
+    shm_before = sorted(os.listdir("/dev/shm"))
     d = tmpdir()
     timeout = 8
     p = subprocess.Popen([BENCH] + SMALL[:-4] + flags + ["--timeout", str(timeout), "--steps",
@@ -180,6 +181,8 @@ def case_hier():
           f"hier kill: a survivor on each host names rank 3 ({named}): {err}")
     check(took < timeout + 12, f"hier kill: stopping took {took:.1f} s with --timeout {timeout}")
     wait_clean(before, [], [], "hier kill", check)
+    left = sorted(set(os.listdir("/dev/shm")) - set(shm_before))
+    check(not [f for f in left if "gradsync" in f], f"hier kill: left in /dev/shm: {left}")
 
 
 def check_links(what, hosts, links):
