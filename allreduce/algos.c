@@ -21,6 +21,7 @@ gs_algo gs_ring_algo(const gs_ring *r, size_t count) {
   if (!r) return GS_ALGO_RING;
   if (gs_comm_ready(r, GS_ALGO_HIER) && (r->o.algo == GS_ALGO_AUTO || r->o.algo == GS_ALGO_HIER))
     return GS_ALGO_HIER;
+  if (r->o.algo == GS_ALGO_HIER) return GS_ALGO_RING; /* hier_auto, where it does not run */
   if (gs_comm_ready(r, GS_ALGO_SHM) && (r->o.algo == GS_ALGO_AUTO || r->o.algo == GS_ALGO_SHM))
     return GS_ALGO_SHM;
   return gs_algo_pick(r->o.algo, count, r->o.world);

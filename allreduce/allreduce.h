@@ -153,6 +153,9 @@ typedef struct gs_ring_opts {
                                 collectives up to 4 MiB (default 100; off
                                 when local_ranks exceed the host's cores) */
   int local_ranks;           /* ranks sharing this host (0: unknown, as 1) */
+  bool hier_auto;            /* with algo hier: run it only on several hosts
+                                of several ranks (training's auto), else the
+                                ring, and no error */
   const char *host_tag;      /* added to this rank's host key: ranks whose
                                 tags differ are on different hosts to shm
                                 and hier even on one machine (NULL: none) */

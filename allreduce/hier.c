@@ -135,7 +135,7 @@ static bool place(hier_state *st, int *host_of, int *first, char *why, size_t ca
 static int hier_connect(gs_ring *r, void *state, const char *const *endpoints, gs_err *e) {
   hier_state *st = state;
   const int N = r->o.world;
-  const bool want = r->o.algo == GS_ALGO_HIER;
+  const bool want = r->o.algo == GS_ALGO_HIER && !r->o.hier_auto;
   int *host_of = calloc((size_t)N, sizeof *host_of), *first = calloc((size_t)N, sizeof *first);
   if (!host_of || !first) {
     free(host_of);

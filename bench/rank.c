@@ -70,18 +70,6 @@ typedef struct step_ctx {
   int nsrv;
 } step_ctx;
 
-/* What the ring trains with: --algo hier, or under auto hier where there
- * are several hosts (emulated, or a launcher's local world) of several
- * ranks and fp32 gradients on the CPU; else the flat ring. */
-static int train_algo(const gs_opts *o, const gs_rank_env *env, int world, gs_dtype wire,
-                      const gs_kernels *k) {
-  if (o->algo != GS_ALGO_AUTO) return o->algo == GS_ALGO_HIER ? GS_ALGO_HIER : GS_ALGO_RING;
-  int hosts = env->hosts > 0 ? env->hosts
-              : env->local_world > 0 ? world / env->local_world : 1;
-  bool several = hosts > 1 && world / hosts > 1 && world % hosts == 0;
-  return several && wire == GS_F32 && k->device == GS_DEV_CPU ? GS_ALGO_HIER : GS_ALGO_RING;
-}
-
 /* Rank 0 on emulated hosts with ps servers on hosts of their own: watch
  * their links too (GS_PS_SERVER_PIDS: their pids, which this rank's /proc
  * shows, the cluster's processes sharing one PID namespace). */
@@ -293,7 +281,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   cfg.no_resend = !o->resend;
   cfg.dedicated = o->dedicated;
   cfg.ps_servers = mode == GS_MODE_PS ? o->ps_servers : 1;
-  cfg.algo = train_algo(o, env, world, cfg.wire, k);
+  cfg.algo = o->algo; /* ring, hier, or auto (ring_sync.c) */
   if (mode == GS_MODE_PS && o->ps_server_hosts && world > 1) {
     if ((rc = gs_ps_serve_endpoints(o, &server_eps, &e)) < 0) goto fail;
     cfg.ps_server_eps = (const char *const *)server_eps;
@@ -330,6 +318,9 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
 
   phase = "backend";
   if ((rc = gs_job_open(&job, &cfg, &sync, &e)) < 0) goto fail;
+  /* what the ring's buckets run (hier or ring), as its host keys decided */
+  gs_ring *ring = mode == GS_MODE_RING && world > 1 ? gs_ring_sync_ring(sync) : NULL;
+  info.algo = ring ? gs_algo_name(gs_ring_algo(ring, SIZE_MAX)) : "";
 
   if (out_dir && env->launched) {
     if ((sc.csv = gs_csv_open(out_dir, &e)) < 0) { rc = sc.csv; sc.csv = -1; goto fail; }
@@ -409,7 +400,6 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     bucket_bytes[b] = cfg.buckets[b].count * gs_dtype_size(cfg.wire);
   info.bucket_bytes = bucket_bytes;
   info.wire = cfg.wire;
-  info.algo = mode == GS_MODE_RING && world > 1 ? gs_algo_name((gs_algo)cfg.algo) : "";
   info.overlap = cfg.overlap;
   info.wall_end = gs_wall();
   if (info.hosts > 0 && o->latency_s > 0) info.delay = env->delay_line_s > 0 ? "delay line" : "netem";
