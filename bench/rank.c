@@ -281,7 +281,12 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   cfg.no_resend = !o->resend;
   cfg.dedicated = o->dedicated;
   cfg.ps_servers = mode == GS_MODE_PS ? o->ps_servers : 1;
-  cfg.algo = o->algo; /* ring, hier, or auto (ring_sync.c) */
+  /* hier when asked; auto tries it (ring_sync.c) only on emulated hosts of
+   * several ranks each, so every other training job opens exactly the
+   * flat ring's sockets */
+  bool hosts_of_several = env->hosts > 1 && world > env->hosts && world % env->hosts == 0;
+  cfg.algo = o->algo == GS_ALGO_HIER || (o->algo == GS_ALGO_AUTO && hosts_of_several)
+                 ? o->algo : GS_ALGO_RING;
   if (mode == GS_MODE_PS && o->ps_server_hosts && world > 1) {
     if ((rc = gs_ps_serve_endpoints(o, &server_eps, &e)) < 0) goto fail;
     cfg.ps_server_eps = (const char *const *)server_eps;
