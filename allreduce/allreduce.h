@@ -87,17 +87,22 @@ gs_ring *gs_ring_sync_ring(gs_sync *s);
  *           fold in first and get the result back last);
  *   direct  every rank sends its whole buffer to every other rank (one
  *           round) and sums all N in rank order;
- *   shm     every rank on one host (same boot, same network, IPC, PID and
- *           mount namespaces, so not across emulated hosts): through
+ *   shm     every rank on one host (same boot, same network, IPC and PID
+ *           namespaces, so not across emulated hosts): through
  *           shared memory, every rank copying in and summing its part
  *           (allreduce/shm.c); fp32, fp64 or int32 host buffers;
- *   auto    shm where every rank is on one host, else rd up to
- *           GS_ALGO_AUTO_MAX_BYTES and the ring above.
+ *   hier    several ranks on each of several hosts (allreduce/hier.c):
+ *           reduce-scatter inside each host through shared memory, a ring
+ *           between hosts run by every local rank on its own slice, and
+ *           all-gather inside the host; fp32, fp64 or int32 host buffers;
+ *   auto    shm where every rank is on one host, hier where there are
+ *           several hosts with the same number (> 1) of ranks each, else
+ *           rd up to GS_ALGO_AUTO_MAX_BYTES and the ring above.
  * rd and direct open a socket to every rank (a mesh) besides the ring's
  * two; every algorithm gives every rank the same bits, and the same bits
  * run after run. */
 typedef enum gs_algo { GS_ALGO_RING = 0, GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_AUTO,
-                       GS_ALGO_SHM } gs_algo;
+                       GS_ALGO_SHM, GS_ALGO_HIER } gs_algo;
 
 /* Where auto leaves recursive doubling for the ring, in float32 bytes (as
  * small_bytes, so fp16 and fp32 pick alike): the largest size at which rd
@@ -111,7 +116,7 @@ typedef enum gs_algo { GS_ALGO_RING = 0, GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_AUT
  * again before trusting it there. */
 #define GS_ALGO_AUTO_MAX_BYTES ((size_t)256 << 10)
 
-/* "ring", "rd", "direct", "auto", "shm". */
+/* "ring", "rd", "direct", "auto", "shm", "hier". */
 const char *gs_algo_name(gs_algo a);
 /* The name's algorithm, or -1. */
 int gs_algo_parse(const char *s);
@@ -150,6 +155,12 @@ typedef struct gs_ring_opts {
                                 collectives up to 4 MiB (default 100; off
                                 when local_ranks exceed the host's cores) */
   int local_ranks;           /* ranks sharing this host (0: unknown, as 1) */
+  bool hier_auto;            /* with algo hier: run it only on several hosts
+                                of several ranks (training's auto), else the
+                                ring, and no error */
+  const char *host_tag;      /* added to this rank's host key: ranks whose
+                                tags differ are on different hosts to shm
+                                and hier even on one machine (NULL: none) */
   int io_threads;            /* ZeroMQ I/O threads (default 1) */
   int sockbuf;               /* kernel SO_SNDBUF / SO_RCVBUF (default, or < 0:
                                 the kernel's autotuning) */

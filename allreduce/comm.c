@@ -24,7 +24,7 @@ void gs_ring_seg_range(size_t n, int N, int j, size_t *off, size_t *len) {
 
 static const char *const algo_names[GS_ALGO_SLOTS] = {
   [GS_ALGO_RING] = "ring", [GS_ALGO_RD] = "rd", [GS_ALGO_DIRECT] = "direct",
-  [GS_ALGO_AUTO] = "auto", [GS_ALGO_SHM] = "shm",
+  [GS_ALGO_AUTO] = "auto", [GS_ALGO_SHM] = "shm", [GS_ALGO_HIER] = "hier",
 };
 
 const char *gs_algo_name(gs_algo a) {
@@ -39,7 +39,7 @@ int gs_algo_parse(const char *s) {
 
 gs_algo gs_algo_pick(gs_algo a, size_t count, int world) {
   if (world <= 1) return GS_ALGO_RING;
-  if (a == GS_ALGO_AUTO || a == GS_ALGO_SHM)
+  if (a == GS_ALGO_AUTO || a == GS_ALGO_SHM || a == GS_ALGO_HIER)
     return count <= GS_ALGO_AUTO_MAX_BYTES / sizeof(float) ? GS_ALGO_RD : GS_ALGO_RING;
   return a;
 }

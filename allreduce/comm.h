@@ -23,9 +23,9 @@
 
 /* The phase a chunk's header names (the wire's numbering). */
 enum { PH_RS = 0, PH_AG = 1, PH_SMALL = 2, PH_RD = 3, PH_DIRECT = 4, PH_BCAST = 5,
-       PH_REDUCE = 6, PH_COUNT };
+       PH_REDUCE = 6, PH_HIER = 7, PH_COUNT };
 
-#define GS_ALGO_SLOTS (GS_ALGO_SHM + 1)
+#define GS_ALGO_SLOTS (GS_ALGO_HIER + 1)
 
 /* An algorithm over the communicator. Every function but used and
  * allreduce may be NULL. */

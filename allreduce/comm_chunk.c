@@ -10,7 +10,8 @@
 
 static const char *phase_name[PH_COUNT] = {"reduce-scatter", "all-gather",
                                            "all-gather of whole vectors", "recursive doubling",
-                                           "direct exchange", "broadcast", "reduce"};
+                                           "direct exchange", "broadcast", "reduce",
+                                           "hierarchical all-reduce"};
 
 /* Where a chunk belongs, put in words only when an error needs it:
  * "reduce-scatter step 2/3 of bucket 3, step 14". */

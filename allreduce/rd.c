@@ -86,9 +86,11 @@ static int rd_allreduce(gs_ring *r, void *state, const void *src, void *dst, siz
   return rc;
 }
 
-/* auto and shm fall back on it for small collectives */
+/* auto and shm fall back on it for small collectives; hier's ring between
+ * hosts runs over its mesh */
 static bool rd_used(const gs_ring_opts *o) {
-  return o->algo == GS_ALGO_RD || o->algo == GS_ALGO_AUTO || o->algo == GS_ALGO_SHM;
+  return o->algo == GS_ALGO_RD || o->algo == GS_ALGO_AUTO || o->algo == GS_ALGO_SHM ||
+         o->algo == GS_ALGO_HIER;
 }
 
 static int rd_prepare(gs_ring *r, void **state, gs_err *e) {

@@ -344,6 +344,16 @@ static const gs_sync_ops ring_ops = {
 /* ------------------------------------------------------------------ */
 /* gs_backend */
 
+/* Training: --algo hier; under auto hier too where the host keys show
+ * several hosts of several ranks (hier_auto: else the ring), with fp32
+ * gradients on the CPU; anything else the ring. */
+static gs_algo train_algo(const gs_sync_config *c, const gs_kernels *k) {
+  if (c->algo == GS_ALGO_HIER) return GS_ALGO_HIER;
+  if (c->algo == GS_ALGO_AUTO && c->wire == GS_F32 && k->device == GS_DEV_CPU)
+    return GS_ALGO_HIER;
+  return GS_ALGO_RING;
+}
+
 static int ring_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
                       gs_err *e) {
   *state = NULL;
@@ -378,8 +388,10 @@ static int ring_prepare(const gs_sync_config *c, void **state, char endpoint[GS_
      * path, as NCCL picks its algorithm by size. */
     .small_bytes = c->sum_only ? 0 : GS_RING_NO_SMALL,
     /* Training keeps the ring for every bucket, so its parameters stay
-     * those of the one summation order the tests and the reference know. */
-    .algo = c->sum_only ? (gs_algo)c->algo : GS_ALGO_RING,
+     * those of the one summation order the tests and the reference know,
+     * or the hierarchical all-reduce, whose order is as fixed (hier.c). */
+    .algo = c->sum_only ? (gs_algo)c->algo : train_algo(c, p->rk),
+    .hier_auto = !c->sum_only && c->algo == GS_ALGO_AUTO,
     .no_resend = c->no_resend,
     .span = c->span,
     .span_ctx = c->span_ctx,

@@ -13,6 +13,9 @@ static void msg_where(const void *ctx, char *buf, size_t cap) {
   const gs_whole_where *c = ctx;
   char what[64];
   if (c->phase == PH_DIRECT) snprintf(what, sizeof what, "the direct exchange");
+  else if (c->phase == PH_HIER)
+    snprintf(what, sizeof what, "the hierarchical all-reduce's ring between hosts, step %d/%d",
+             c->round, c->rounds);
   else if (c->round == 0) snprintf(what, sizeof what, "the fold-in of recursive doubling");
   else if (c->round > c->rounds) snprintf(what, sizeof what, "the fold-out of recursive doubling");
   else snprintf(what, sizeof what, "recursive doubling round %d/%d", c->round, c->rounds);

@@ -156,7 +156,8 @@ typedef struct gs_sync_config {
    * and every worker pulls; ring: all-reduce, then copy). */
   bool sum_only;
   int algo;                 /* ring, sum_only: allreduce.h gs_algo (0: the
-                               ring); training always runs the ring */
+                               ring); training runs the ring, or hier when
+                               this says so */
   bool no_resend;           /* ring: gs_ring_opts.no_resend */
   gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */
   int ring_period;          /* ring: H > 1: post-local SGD (PyTorch's PostLocalSGDOptimizer

@@ -493,9 +493,12 @@ static const flag FLAGS[] = {
       1e6),
   NUM("check", 'c', "0|1", "1", "collective: check every result against the exact sum",
       p_bool01, check, 0, 1),
-  WORD("algo", "A", "auto", NULL, "collective: the ring's algorithm: ring, rd (recursive "
+  WORD("algo", "A", "auto", NULL, "the ring's all-reduce: ring, rd (recursive "
        "doubling), direct (every rank to every rank), shm (shared memory, every rank on one "
-       "host), or auto (shm on one host; elsewhere rd for small sizes, ring above)",
+       "host), hier (inside each host through shared memory, a ring between hosts; training "
+       "too), or auto (shm on one host, hier on several hosts of several ranks; elsewhere rd "
+       "for small sizes, ring above); training runs ring or hier (auto: hier on several hosts "
+       "of several ranks)",
        p_algo, algo),
   NUM("op", 'o', "OP", "sum", "collective: the reduction: sum, avg (the sum / N), prod, min "
       "or max (prod, min, max: --mode ring, on the CPU or NCCL)", p_str, redop_arg, 0, 0),
@@ -666,6 +669,11 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
     char name[64];
     if (why) return GS_FAIL(e, GS_EINVAL, "%s %s", flag_name(&FLAGS[i], name, sizeof name), why);
   }
+  if (!o->collective && o->algo != GS_ALGO_AUTO &&
+      o->algo != GS_ALGO_RING && o->algo != GS_ALGO_HIER)
+    return GS_FAIL(e, GS_EINVAL, "--algo %s runs in the collective benchmark only: training runs "
+                   "ring or hier (or auto); add --collective allreduce, or pick one of those",
+                   gs_algo_name((gs_algo)o->algo));
   if (collective_only && !o->collective)
     return GS_FAIL(e, GS_EINVAL, "%s belongs to the collective benchmark and does nothing in a "
                    "training run: add --collective allreduce, or drop it", collective_only);

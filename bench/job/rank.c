@@ -29,6 +29,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "allreduce/allreduce.h"
 #include "bench/job/job.h"
 #include "bench/report/report.h"
 
@@ -287,6 +288,12 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
                  "far, not NCCL: add --device cpu", o->ring_period);
     goto fail;
   }
+  /* hier when asked; auto tries it (ring_sync.c) only on emulated hosts of
+   * several ranks each, so every other training job opens exactly the
+   * flat ring's sockets */
+  bool hosts_of_several = env->hosts > 1 && world > env->hosts && world % env->hosts == 0;
+  cfg.algo = o->algo == GS_ALGO_HIER || (o->algo == GS_ALGO_AUTO && hosts_of_several)
+                 ? o->algo : GS_ALGO_RING;
   if (mode == GS_MODE_PS && o->ps_server_hosts && world > 1) {
     if ((rc = gs_ps_serve_endpoints(o, &server_eps, &e)) < 0) goto fail;
     cfg.ps_server_eps = (const char *const *)server_eps;
@@ -323,6 +330,9 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
 
   phase = "backend";
   if ((rc = gs_job_open(&job, &cfg, &sync, &e)) < 0) goto fail;
+  /* what the ring's buckets run (hier or ring), as its host keys decided */
+  gs_ring *ring = mode == GS_MODE_RING && world > 1 ? gs_ring_sync_ring(sync) : NULL;
+  info.algo = ring ? gs_algo_name(gs_ring_algo(ring, SIZE_MAX)) : "";
 
   if (out_dir && env->launched) {
     if ((sc.csv = gs_csv_open(out_dir, &e)) < 0) { rc = sc.csv; sc.csv = -1; goto fail; }

@@ -73,6 +73,7 @@ typedef struct gs_run_info {
   bool ps_server_hosts;     /* ps: the servers run in processes (on hosts) of their own */
   const char *device;       /* the kernels' name: "cpu", "cuda" */
   const char *launcher;     /* who started the ranks: "gradsync", "torchrun", ... */
+  const char *algo;         /* ring: the all-reduce that trained ("ring", "hier"); NULL: "" */
   const char *run_id;       /* the invocation's unique id (GS_RUN_ID, else the job's) */
   int threads;              /* BLAS threads per rank */
   size_t nparams;
@@ -151,6 +152,7 @@ typedef struct gs_summary {
   int ps_servers;
   bool ps_server_hosts;
   char *launcher;
+  char *algo;
   char *run_id;
   char *slow;                  /* --slow as RANKS:FACTOR ("" none) */
   char *ps_sync;               /* "bsp", "ssp:2", "async", "bsp+backup:1" (ring, local: "") */

@@ -191,6 +191,7 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   s->data = dup_or_empty(info->data);
   s->device = dup_or_empty(info->device);
   s->launcher = dup_or_empty(info->launcher ? info->launcher : "gradsync");
+  s->algo = dup_or_empty(info->algo ? info->algo : "");
   s->run_id = dup_or_empty(info->run_id ? info->run_id : "");
   char slow[GS_SLOW_MAX * 8 + 32];
   gs_straggle_text(&info->straggle, slow, sizeof slow);
@@ -217,7 +218,7 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   s->per_rank = calloc((size_t)N, sizeof *s->per_rank);
   double *sorted = calloc(steps + 1, sizeof *sorted);
   rank_sum *rs = calloc((size_t)N, sizeof *rs);
-  bool ok = s->id && s->model && s->data && s->device && s->launcher && s->run_id && s->slow &&
+  bool ok = s->id && s->model && s->data && s->device && s->launcher && s->algo && s->run_id && s->slow &&
             s->ps_sync && s->cost_model.formula &&
             s->step_time_s && s->per_rank && sorted && rs;
   for (int r = 0; ok && r < N; r++) ok = (s->per_rank[r].host = dup_or_empty(ranks[r].host));
@@ -397,6 +398,7 @@ void gs_summary_free(gs_summary *s) {
   free(s->data);
   free(s->device);
   free(s->launcher);
+  free(s->algo);
   free(s->run_id);
   free(s->slow);
   free(s->ps_sync);

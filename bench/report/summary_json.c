@@ -38,7 +38,7 @@ static const field RUN_HEAD[] = {
   RUN(K_STR, id), RUN(K_MODE, mode), RUN(K_INT, world), RUN(K_STR, model), RUN(K_STR, data),
   RUN(K_INT, batch), RUN(K_INT, global_batch), RUN(K_REAL, bucket_mb),
   RUN(K_REAL, first_bucket_mb), RUN(K_DTYPE, precision), RUN(K_STR, device),
-  RUN(K_BOOL, overlap), RUN(K_BOOL, ps_dedicated), RUN(K_INT, ps_servers), RUN(K_BOOL, ps_server_hosts), RUN(K_STR, launcher), RUN(K_STR, run_id),
+  RUN(K_BOOL, overlap), RUN(K_BOOL, ps_dedicated), RUN(K_INT, ps_servers), RUN(K_BOOL, ps_server_hosts), RUN(K_STR, launcher), RUN(K_STR, algo), RUN(K_STR, run_id),
   RUN(K_STR, slow), RUN(K_REAL, jitter_cv),
   RUN(K_INT, threads_per_rank), RUN(K_I64, steps), RUN(K_I64, nparams), RUN(K_INT, nbuckets),
   RUN(K_REAL, gradient_bytes), RUN(K_REAL, wall_time_s), RUN(K_REAL, throughput_samples_per_s),

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""algo.py: `bench --collective allreduce --algo ring|rd|direct|shm|auto`.
+"""algo.py: `bench --collective allreduce --algo ring|rd|direct|shm|hier|auto`.
 
 Every forced algorithm runs (world 2 and 3: a power of two and not),
 checks exact, and is named on every row of the table and of the JSON;
@@ -48,7 +48,7 @@ def collective(world, algo, lo, hi, factor, env=None):
 
 
 for world in (2, 3):
-    for algo in ("ring", "rd", "direct", "shm"):
+    for algo in ("ring", "rd", "direct", "shm", "hier"):
         rows, _ = collective(world, algo, "4", "64K", "8")
         check([int(s) for s, _, _ in rows] == [4, 32, 256, 2048, 16384],
               f"--algo {algo or 'auto'} w{world}: sizes {[s for s, _, _ in rows]}")

@@ -3,10 +3,16 @@
 --link).
 
   equiv   2 and 4 hosts (one rank each), and 4 ranks on 2 hosts, in ps and
-          ring: the parameters are bitwise those of the same run over
+          ring (--algo ring): the parameters are bitwise those of the same run over
           loopback, and those of one process with the whole batch (to 1e-5:
           only the summation order differs); report.json names the hosts
           and the link
+  hier    4 ranks on 2 hosts, ring mode: auto trains with the hierarchical
+          all-reduce (report.json's algo), every rank the same parameters
+          every step, two runs bitwise alike, within 1e-5 of the flat ring;
+          the collective --algo hier checks its sums; a rank killed mid-run
+          is named by the launcher and by a surviving rank on each host,
+          before the timeout, and nothing of the run is left
   bytes   each link's counters over the measured steps carry what the cost
           model says (within 5%, plus TCP/IP headers); in ps mode host 0's
           link is the busiest; the cost model's communication time is there
@@ -55,8 +61,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
-from common import (BENCH, SMALL, check, finish, load_params, max_rel, report, run,  # noqa: E402
-                    same_bits, steps_csv, tmpdir)
+from common import (BENCH, SMALL, check, finish, load_params, max_rel, rank_pid, report,  # noqa: E402
+                    run, same_bits, steps_csv, tmpdir, wait_rows)
 from leftover import snapshot, wait_clean  # noqa: E402
 
 CASE = sys.argv[2]
@@ -96,8 +102,9 @@ def case_equiv():
             for where in ("loopback", "hosts"):
                 d = tmpdir()
                 flags = ["--hosts", str(hosts), "--link", "1gbit"] if where == "hosts" else []
+                algo = ["--algo", "ring"] if mode == "ring" else []
                 r = run(BASE + ["--mode", mode, "--world", str(world), "--save-params", d + "/p",
-                                "--out", d, "--verify"] + flags)
+                                "--out", d, "--verify"] + flags + algo)
                 if check(r.returncode == 0, f"{mode} world {world} on {where}: {r.stderr}"):
                     got[where] = load_params(d + "/p")
                     run0 = report(d)["runs"][0]
@@ -117,6 +124,65 @@ def case_equiv():
                 err = max_rel(got["hosts"], ref)
                 check(err <= 1e-5, f"{mode} world {world} on {hosts} hosts vs one process: "
                       f"relative error {err:.2e}")
+
+
+def case_hier():
+    need_root()
+    flags = ["--hosts", "2", "--world", "4", "--link", "1gbit", "--mode", "ring"]
+    got = {}
+    for name, algo in (("hier", []), ("again", []), ("ring", ["--algo", "ring"])):
+        d = tmpdir()
+        r = run(BASE + flags + algo + ["--save-params", d + "/p", "--out", d, "--verify"])
+        if not check(r.returncode == 0, f"{name}: {r.stderr}"):
+            continue
+        got[name] = load_params(d + "/p")
+        run0 = report(d)["runs"][0]
+        want = "ring" if algo else "hier"
+        check(run0["algo"] == want, f"{name}: report.json says algo {run0['algo']!r}, not {want}")
+        hashes = {(row["step"], row["param_hash"]) for row in steps_csv(d)}
+        check(len(hashes) == STEPS, f"{name}: ranks differ ({hashes})")
+    if len(got) == 3:
+        check(same_bits(got["hier"], got["again"]), "hier: two runs differ")
+        err = max_rel(got["hier"], got["ring"])
+        check(0 < err <= 1e-5, f"hier vs the flat ring: relative difference {err:.2e} (0 would "
+              "mean the flat ring ran twice)")
+    d = tmpdir()
+    r = run(SMALL[:-4] + flags[:-2] + ["--mode", "ring", "--collective", "allreduce", "--algo",
+            "hier", "-b", "1K", "-e", "4M", "-f", "16", "-n", "3", "-w", "1", "--out", d])
+    if check(r.returncode == 0, f"collective --algo hier: {r.stderr}"):
+        rows = [l.split() for l in r.stdout.splitlines() if l.strip() and l.split()[0].isdigit()]
+        check(len(rows) == 4 and all(x[-1] == "hier" and x[8] == "0" and x[12] == "0"
+                                     for x in rows), f"collective --algo hier: {r.stdout}")
+    before = snapshot()
+    shm_before = sorted(os.listdir("/dev/shm"))
+    d = tmpdir()
+    timeout = 8
+    p = subprocess.Popen([BENCH] + SMALL[:-4] + flags + ["--timeout", str(timeout), "--steps",
+                         "100000", "--warmup", "0", "--batch", "16", "--out", d],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(wait_rows(d, 12), "hier kill: no steps recorded within 60 s")
+    victim = rank_pid(p.pid, 3)
+    check(victim is not None, "hier kill: cannot find rank 3's process")
+    t0 = time.time()
+    if victim:
+        os.kill(victim, signal.SIGKILL)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        check(False, "hier kill: the launcher did not stop after rank 3 was killed")
+    took = time.time() - t0
+    check(p.returncode not in (0, None), f"hier kill: launcher exit {p.returncode}")
+    check("rank 3 was killed by signal 9" in err, f"hier kill: launcher does not name rank 3: {err}")
+    named = {l.split(":")[1].strip() for l in err.splitlines()
+             if l.startswith("bench: rank ") and "rank 3" in l.split(":", 2)[-1]}
+    check(named & {"rank 0", "rank 1"} and "rank 2" in named,
+          f"hier kill: a survivor on each host names rank 3 ({named}): {err}")
+    check(took < timeout + 12, f"hier kill: stopping took {took:.1f} s with --timeout {timeout}")
+    wait_clean(before, [], [], "hier kill", check)
+    left = sorted(set(os.listdir("/dev/shm")) - set(shm_before))
+    check(not [f for f in left if "gradsync" in f], f"hier kill: left in /dev/shm: {left}")
 
 
 def check_links(what, hosts, links):
@@ -574,7 +640,7 @@ def case_calibrate():
     wait_clean(before, [], [], "--calibrate --hosts 2", check)
 
 
-{"equiv": case_equiv, "bytes": case_bytes, "sharded": case_sharded, "delay": case_delay,
+{"equiv": case_equiv, "hier": case_hier, "bytes": case_bytes, "sharded": case_sharded, "delay": case_delay,
  "kill": case_kill, "nocap": case_nocap, "exec": case_exec, "calibrate": case_calibrate,
  "default": case_default, "signals": case_signals}[CASE]()
 finish("bench on emulated hosts: " + CASE)

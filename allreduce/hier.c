@@ -1,0 +1,276 @@
+/* hier.c: the hierarchical all-reduce ("hier", allreduce.h gs_algo), its
+ * row in the table, for several ranks on each of several hosts: what NCCL
+ * and Horovod do there, so that each host's link carries 2(H-1)/H x S per
+ * all-reduce of S bytes on H hosts, not the flat ring's share of every
+ * rank's.
+ *
+ * Hosts are the ranks' host keys (shm_seg.c; an emulated host is a
+ * namespace), in the order of their first ranks; member l of a host is its
+ * l-th rank in rank order. Every host needs the same number L of ranks.
+ * Each rank creates a segment in prepare (only pages that are written cost
+ * memory); the handshake carries them, the first rank of each host keeps
+ * its own and the others map it. Per round of at most a slot:
+ *
+ *   copy in      member l: slot l = its part of src
+ *   barrier
+ *   reduce       member l sums part l (of L) of every slot, in member
+ *                order, into part l of slot 0:  p = ((v_0 + v_1) + ...)
+ *   between      member l of every host all-reduces its part l over the
+ *                mesh (rd.c's sockets) with member l of the other hosts:
+ *                a ring of H, host h sending to host h+1; reduce-scatter
+ *                in H pieces (piece q starts at host q, and each host adds
+ *                what arrives to its own: x = own + arrived), then
+ *                all-gather (copies)
+ *   barrier
+ *   copy out     dst = slot 0 (every member)
+ *
+ * So element i's sum is fixed by i alone: inside each host in member
+ * order, then between hosts starting at host q (i's piece) and going
+ * right, each host's partial added as (own + arrived). Every rank copies
+ * the same bits, run after run; the order differs from the flat ring's, so
+ * the two agree to rounding, not bitwise. The two sets of slots make the
+ * second barrier enough between rounds, as in shm.c.
+ *
+ * A failure anywhere reaches every rank: a member's process that is gone
+ * or a reason written into the segment ends the host's barrier waits
+ * (shm_seg.c), and the failing rank's reason goes to every rank over the
+ * mesh (gs_ring_fail tells every row). The counters of a collective count
+ * the bytes on sockets only (those between hosts). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allreduce/mesh.h"
+#include "allreduce/shm_seg.h"
+
+/* bigger slots than shm.c's: each round also pays the ring's latency
+ * between hosts, 2(H-1) hops */
+#define DEFAULT_HIER_CHUNK ((size_t)1 << 20)
+
+typedef struct hier_state {
+  int rank, world;
+  char (*keys)[GS_SHM_KEY_MAX];       /* every rank's host key */
+  char (*specs)[GS_SHM_SPEC_MAX];     /* every rank's segment ("" none) */
+  int H, L, host, local;              /* hosts, ranks per host, this rank's */
+  int *members;                       /* L: the ring ranks of this host */
+  int *peers;                         /* H: member `local` of each host */
+  gs_shm *m;
+} hier_state;
+
+static bool hier_used(const gs_ring_opts *o) {
+  return o->algo == GS_ALGO_AUTO || o->algo == GS_ALGO_HIER;
+}
+
+static int hier_prepare(gs_ring *r, void **state, gs_err *e) {
+  hier_state *st = calloc(1, sizeof *st);
+  if (!st) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for hier", r->o.rank);
+  *state = st;
+  int N = r->o.world;
+  st->rank = r->o.rank;
+  st->world = N;
+  st->keys = calloc((size_t)N, sizeof *st->keys);
+  st->specs = calloc((size_t)N, sizeof *st->specs);
+  st->members = calloc((size_t)N, sizeof *st->members);
+  st->peers = calloc((size_t)N, sizeof *st->peers);
+  if (!st->keys || !st->specs || !st->members || !st->peers)
+    return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for hier", r->o.rank);
+  gs_shm_host_key(st->keys[st->rank], GS_SHM_KEY_MAX, r->o.host_tag);
+  if (!gs_shm_may_use(r)) return GS_OK;
+  /* room for a group of every rank: the group is known after the handshake */
+  return gs_shm_create(r, N, DEFAULT_HIER_CHUNK, 0, &st->m, st->specs[st->rank], e);
+}
+
+static void hier_hello(const void *state, int origin, Gradsync__RingHello *h) {
+  const hier_state *st = state;
+  h->host = (char *)st->keys[origin];
+  h->host_shm = (char *)st->specs[origin];
+}
+
+static void hier_heard(void *state, int origin, const Gradsync__RingHello *h) {
+  hier_state *st = state;
+  snprintf(st->keys[origin], GS_SHM_KEY_MAX, "%s", h->host ? h->host : "");
+  snprintf(st->specs[origin], GS_SHM_SPEC_MAX, "%s", h->host_shm ? h->host_shm : "");
+}
+
+/* Hosts from the keys, the same on every rank: host of each rank, H, and
+ * whether every host has L ranks (why not, in why). */
+static bool place(hier_state *st, int *host_of, int *first, char *why, size_t cap) {
+  int N = st->world, H = 0;
+  for (int i = 0; i < N; i++) {
+    host_of[i] = -1;
+    for (int h = 0; h < H; h++)
+      if (!strcmp(st->keys[first[h]], st->keys[i])) host_of[i] = h;
+    if (host_of[i] < 0) {
+      first[H] = i;
+      host_of[i] = H++;
+    }
+  }
+  st->H = H;
+  st->L = 0;
+  for (int i = 0; i < N; i++) st->L += host_of[i] == 0;
+  for (int h = 1; h < H; h++) {
+    int c = 0;
+    for (int i = 0; i < N; i++) c += host_of[i] == h;
+    if (c != st->L) {
+      snprintf(why, cap, "host 0 (rank 0's) has %d ranks and host %d (rank %d's) %d: every host "
+               "needs the same number", st->L, h, first[h], c);
+      return false;
+    }
+  }
+  int l = 0;
+  for (int i = 0; i < N; i++)
+    if (host_of[i] == host_of[st->rank]) {
+      if (i == st->rank) st->local = l;
+      st->members[l++] = i;
+    }
+  st->host = host_of[st->rank];
+  for (int h = 0; h < H; h++) {
+    int k = 0;
+    for (int i = 0; i < N; i++)
+      if (host_of[i] == h && k++ == st->local) st->peers[h] = i;
+  }
+  return true;
+}
+
+static int hier_connect(gs_ring *r, void *state, const char *const *endpoints, gs_err *e) {
+  hier_state *st = state;
+  const int N = r->o.world;
+  const bool want = r->o.algo == GS_ALGO_HIER && !r->o.hier_auto;
+  int *host_of = calloc((size_t)N, sizeof *host_of), *first = calloc((size_t)N, sizeof *first);
+  if (!host_of || !first) {
+    free(host_of);
+    free(first);
+    return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for hier", r->o.rank);
+  }
+  char why[256] = "";
+  bool even = place(st, host_of, first, why, sizeof why);
+  int lead = first[host_of[st->rank]];
+  bool specs = true;
+  for (int h = 0; h < st->H; h++) specs = specs && st->specs[first[h]][0];
+  free(host_of);
+  free(first);
+  /* from the handshake alone, so every rank decides alike; auto leaves one
+   * host to shm and one rank per host to the flat algorithms */
+  bool try_it = even && specs && (want || (st->H > 1 && st->L > 1));
+  if (!try_it) {
+    gs_shm_close(st->m);
+    st->m = NULL;
+    if (!want) return GS_OK;
+    if (!even)
+      return GS_FAIL(e, GS_EINVAL, "rank %d: --algo hier: %s; use --algo ring", r->o.rank, why);
+    return GS_FAIL(e, GS_EINVAL, "rank %d: --algo hier: a host's first rank made no shared "
+                   "memory (it needs host buffers and an fp32, fp64 or int32 wire; GS_SHM=0 "
+                   "turns it off); use --algo ring", r->o.rank);
+  }
+  bool ok = false;
+  if (!gs_shm_may_use(r)) {
+    snprintf(why, sizeof why, "GS_SHM=0, device buffers or a 16-bit wire on this rank");
+  } else if (lead == st->rank) {
+    ok = st->m != NULL;
+  } else {
+    gs_shm_close(st->m); /* the host's first rank's is the one */
+    st->m = NULL;
+    ok = gs_shm_attach(r, N, st->specs[lead], &st->m, why, sizeof why);
+  }
+  if (ok) gs_shm_join(r, st->m, st->local, st->L, st->members);
+  bool all = false;
+  GS_TRY(gs_shm_vote(r, ok, &all, e));
+  if (all) {
+    gs_shm_mapped(st->m);
+    return GS_OK;
+  }
+  gs_shm_close(st->m);
+  st->m = NULL;
+  if (want)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: --algo hier: not every rank could map its host's "
+                   "shared memory%s%s%s; use --algo ring", r->o.rank, why[0] ? " (here: " : "",
+                   why, why[0] ? ")" : "");
+  if (why[0]) fprintf(stderr, "rank %d: no shared memory (%s): the all-reduce uses sockets\n",
+                      r->o.rank, why);
+  return GS_OK;
+}
+
+static bool hier_ready(const void *state) {
+  const hier_state *st = state;
+  return st->m && st->m->on;
+}
+
+/* x (n elements, this member's part) = its sum over the hosts: a ring of
+ * the H peers over the mesh */
+static int between(gs_ring *r, hier_state *hs, whole_state *w, char *x, size_t n,
+                   gs_ring_stats *st, gs_err *e) {
+  const int H = hs->H, h = hs->host;
+  const int right = hs->peers[(h + 1) % H], left = hs->peers[gs_ring_mod(h - 1, H)];
+  const size_t es = gs_ring_es(r);
+  gs_whole_where wc = {.r = r, .phase = PH_HIER, .round = 0, .rounds = 2 * (H - 1)};
+  for (int t = 0; t < 2 * (H - 1); t++) {
+    bool rs = t < H - 1;
+    int sq = rs ? gs_ring_mod(h - t, H) : gs_ring_mod(h + 1 - (t - H + 1), H);
+    int rq = gs_ring_mod(sq - 1, H);
+    size_t so, sl, ro, rl;
+    gs_ring_seg_range(n, H, sq, &so, &sl);
+    gs_ring_seg_range(n, H, rq, &ro, &rl);
+    wc.round = t + 1;
+    GS_TRY(gs_whole_send(r, w, right, &wc, x + so * es, sl, st, e));
+    GS_TRY(gs_whole_take(r, w, left, &wc, x + ro * es, rl, !rs, st, e));
+  }
+  return GS_OK;
+}
+
+static int hier_allreduce(gs_ring *r, void *state, const void *src, void *dst, size_t n,
+                          gs_ring_stats *st, gs_err *e) {
+  hier_state *hs = state;
+  gs_shm *s = hs->m;
+  whole_state *w = gs_comm_state(r, GS_ALGO_RD);
+  if (hs->H > 1 && !w)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: hier without the mesh", r->o.rank);
+  const size_t es = gs_ring_es(r), per = s->chunk / es;
+  const double t0 = gs_now();
+  double red = 0;
+  for (size_t off = 0; off < n; off += per) {
+    size_t len = n - off < per ? n - off : per, po, pl;
+    char *set = gs_shm_next_set(s);
+    memcpy(gs_shm_slot(s, set, hs->local), (const char *)src + off * es, len * es);
+    GS_TRY(gs_shm_barrier(r, s, e));
+    gs_ring_seg_range(len, hs->L, hs->local, &po, &pl);
+    double a = gs_now();
+    gs_shm_sum(r, s, set, po, pl, set + po * es);
+    red += gs_now() - a;
+    if (hs->H > 1) GS_TRY(between(r, hs, w, set + po * es, pl, st, e));
+    GS_TRY(gs_shm_barrier(r, s, e));
+    memcpy((char *)dst + off * es, set, len * es);
+  }
+  st->reduce_s += red;
+  gs_ring_span(r, "hierarchical all-reduce", t0, gs_now());
+  return GS_OK;
+}
+
+static void hier_tell(void *state, const char *msg) {
+  hier_state *st = state;
+  if (hier_ready(st)) gs_shm_tell(st->m, msg);
+}
+
+static void hier_interrupt(void *state) { gs_shm_interrupt(((hier_state *)state)->m); }
+
+static void hier_free(gs_ring *r, void *state, bool abort) {
+  hier_state *st = state;
+  gs_shm_close(st->m);
+  free(st->keys);
+  free(st->specs);
+  free(st->members);
+  free(st->peers);
+  free(st);
+}
+
+const gs_algo_ops gs_algo_hier = {
+  .used = hier_used,
+  .prepare = hier_prepare,
+  .hello = hier_hello,
+  .heard = hier_heard,
+  .connect = hier_connect,
+  .ready = hier_ready,
+  .allreduce = hier_allreduce,
+  .tell = hier_tell,
+  .interrupt = hier_interrupt,
+  .close = hier_free,
+};
