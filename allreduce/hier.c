@@ -173,21 +173,7 @@ static int hier_connect(gs_ring *r, void *state, const char *const *endpoints, g
     ok = gs_shm_attach(r, N, st->specs[lead], &st->m, why, sizeof why);
   }
   if (ok) gs_shm_join(r, st->m, st->local, st->L, st->members);
-  bool all = false;
-  GS_TRY(gs_shm_vote(r, ok, &all, e));
-  if (all) {
-    gs_shm_mapped(st->m);
-    return GS_OK;
-  }
-  gs_shm_close(st->m);
-  st->m = NULL;
-  if (want)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: --algo hier: not every rank could map its host's "
-                   "shared memory%s%s%s; use --algo ring", r->o.rank, why[0] ? " (here: " : "",
-                   why, why[0] ? ")" : "");
-  if (why[0]) fprintf(stderr, "rank %d: no shared memory (%s): the all-reduce uses sockets\n",
-                      r->o.rank, why);
-  return GS_OK;
+  return gs_shm_settle(r, &st->m, ok, why, want, "hier", "its host's", "ring", e);
 }
 
 static bool hier_ready(const void *state) {

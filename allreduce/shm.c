@@ -107,20 +107,7 @@ static int shm_connect(gs_ring *r, void *state, const char *const *endpoints, gs
   else
     ok = gs_shm_attach(r, r->o.world, st->spec, &st->m, why, sizeof why);
   if (ok) gs_shm_join(r, st->m, r->o.rank, r->o.world, NULL);
-  bool all = false;
-  GS_TRY(gs_shm_vote(r, ok, &all, e));
-  if (all) gs_shm_mapped(st->m);
-  else {
-    gs_shm_close(st->m);
-    st->m = NULL;
-    if (want)
-      return GS_FAIL(e, GS_EINVAL, "rank %d: --algo shm: not every rank could map rank 0's "
-                     "shared memory%s%s%s; use --algo auto", r->o.rank, why[0] ? " (here: " : "",
-                     why, why[0] ? ")" : "");
-    if (why[0]) fprintf(stderr, "rank %d: no shared memory (%s): the all-reduce uses sockets\n",
-                        r->o.rank, why);
-  }
-  return GS_OK;
+  return gs_shm_settle(r, &st->m, ok, why, want, "shm", "rank 0's", "auto", e);
 }
 
 static bool shm_ready(const void *state) {

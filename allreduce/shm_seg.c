@@ -248,13 +248,13 @@ void gs_shm_join(gs_ring *r, gs_shm *s, int me, int N, const int *global) {
   atomic_store(&s->ranks[me].pid, (int32_t)getpid());
 }
 
-void gs_shm_mapped(gs_shm *s) {
+static void mapped(gs_shm *s) {
   if (s->fd >= 0) close(s->fd);
   s->fd = -1;
   s->on = true;
 }
 
-int gs_shm_vote(gs_ring *r, bool ok, bool *all, gs_err *e) {
+static int vote(gs_ring *r, bool ok, bool *all, gs_err *e) {
   union { float f; double d; int32_t i; } v;
   if (r->o.wire == GS_F64) v.d = ok;
   else if (r->o.wire == GS_I32) v.i = ok;
@@ -265,6 +265,25 @@ int gs_shm_vote(gs_ring *r, bool ok, bool *all, gs_err *e) {
                        NULL, e);
   if (rc < 0) return rc;
   *all = r->o.wire == GS_F64 ? v.d > 0 : r->o.wire == GS_I32 ? v.i > 0 : v.f > 0;
+  return GS_OK;
+}
+
+int gs_shm_settle(gs_ring *r, gs_shm **m, bool ok, const char *why, bool want, const char *algo,
+                  const char *whose, const char *fallback, gs_err *e) {
+  bool all = false;
+  GS_TRY(vote(r, ok, &all, e));
+  if (all) {
+    mapped(*m);
+    return GS_OK;
+  }
+  gs_shm_close(*m);
+  *m = NULL;
+  if (want)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: --algo %s: not every rank could map %s shared "
+                   "memory%s%s%s; use --algo %s", r->o.rank, algo, whose,
+                   why[0] ? " (here: " : "", why, why[0] ? ")" : "", fallback);
+  if (why[0]) fprintf(stderr, "rank %d: no shared memory (%s): the all-reduce uses sockets\n",
+                      r->o.rank, why);
   return GS_OK;
 }
 

@@ -57,12 +57,14 @@ bool gs_shm_attach(gs_ring *r, int N, const char *spec, gs_shm **out, char *why,
 /* Take place me in a group of N members (after create or attach; N at
  * most the N it was made for). */
 void gs_shm_join(gs_ring *r, gs_shm *s, int me, int N, const int *global);
-/* Whether every rank of the ring says ok (the minimum of the votes, over
- * the ring's sockets: the shared memory is not yet trusted). */
-int gs_shm_vote(gs_ring *r, bool ok, bool *all, gs_err *e);
-/* Every member mapped it: the creator's descriptor goes (no name of it
- * outlives the job). */
-void gs_shm_mapped(gs_shm *s);
+/* Whether every rank of the ring mapped *m (ok; why not in why): the
+ * minimum of the votes, over the ring's sockets, as the shared memory is
+ * not yet trusted. All did: the creator's descriptor goes (no name of it
+ * outlives the job). Any did not: *m is closed and NULL, and a rank that
+ * asked for algo by name (want) fails saying whose memory it was and to
+ * use --algo fallback; one that did not goes on over the sockets. */
+int gs_shm_settle(gs_ring *r, gs_shm **m, bool ok, const char *why, bool want, const char *algo,
+                  const char *whose, const char *fallback, gs_err *e);
 /* Arrive at the next barrier and wait for every member. */
 int gs_shm_barrier(gs_ring *r, gs_shm *s, gs_err *e);
 /* The set of slots this round writes (rounds alternate two sets), and
