@@ -82,7 +82,7 @@ typedef struct gs_sync_stats {
   uint64_t server_bytes_sent, server_bytes_recv;
 } gs_sync_stats;
 
-/* The ps consistency model (ps/stale.c), DESIGN.md "Consistency models":
+/* The ps consistency model (ps/stale.c; docs/stragglers.md):
  *   bsp       every update waits for every rank's gradient of that step
  *             (DataParallel; the default, the server of server.c);
  *   ssp:K     stale-synchronous parallel (Ho et al. 2013): update s still
