@@ -48,6 +48,17 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv);
 /* The sweep's header (sweep_header.c): links, runs, each model's bucket
  * plan. */
 void gs_sweep_header(FILE *f, const gs_opts *o);
+/* --compress (compress_forecast.c): before the runs, whether it should pay
+ * on the sweep's links (the cost model on this machine, measured first);
+ * after them, each run's measured step beside the prediction. NULL: no
+ * --compress (or no memory); beside and free take NULL. */
+typedef struct gs_compress_forecast gs_compress_forecast;
+struct gs_summary;
+gs_compress_forecast *gs_compress_forecast_print(FILE *f, const gs_opts *o);
+void gs_compress_forecast_beside(FILE *f, const gs_compress_forecast *fc,
+                                 const struct gs_summary *runs,
+                                 size_t n);
+void gs_compress_forecast_free(gs_compress_forecast *fc);
 
 /* --calibrate / --project (costmodel.c): which flags they take (NULL: name
  * is fine; else the sentence of the error), their own checks, and their

@@ -277,6 +277,8 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
     if (!o->collective) gs_sweep_header(stdout, o);
     fflush(stdout);
   }
+  gs_compress_forecast *forecast = o->collective || o->quiet ? NULL
+                                   : gs_compress_forecast_print(stdout, o);
 
   sweep sw = {.peers = json_array(), .one_w1 = !o->collective && o->nmodes > 1};
   int status = 0, reps = o->collective ? 1 : o->repeats;
@@ -298,6 +300,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
       fprintf(stderr, "bench: %s\n", e.msg);
       free(runs);
       json_decref(peers);
+      gs_compress_forecast_free(forecast);
       return 1;
     }
     free(runs);
@@ -311,6 +314,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
     gs_verdict_of(runs, nruns, sysconf(_SC_NPROCESSORS_ONLN), gs_link_sentence(o, link,
                   sizeof link), &v);
     gs_verdict_print(stdout, v.text);
+    gs_compress_forecast_beside(stdout, forecast, runs, nruns);
     gs_summary_print_comparison(stdout, runs, nruns, peers, notice);
     fflush(stdout);
     gs_err_clear(&e);
@@ -334,6 +338,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   if (status && !o->collective)
     fprintf(stderr, "bench: what was measured is in %s/steps.csv\n", o->out);
   gs_summaries_free(runs, nruns);
+  gs_compress_forecast_free(forecast);
   json_decref(peers);
   return status;
 }

@@ -40,7 +40,7 @@ static const char *const bottleneck_names[GS_CM_B_COUNT] = {
     "compute",          "master link",         "master reduction", "ring latency term",
     "ring bandwidth term", "ring reduction",   "rd latency term",  "rd bandwidth term",
     "rd reduction",     "host link",           "server link",      "worker link",
-    "server reduction", "optimizer"};
+    "server reduction", "optimizer",      "compression"};
 
 const char *gs_cm_bottleneck_name(gs_cm_bottleneck b) {
   return (unsigned)b < GS_CM_B_COUNT ? bottleneck_names[b] : "unknown";
@@ -256,9 +256,12 @@ static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
     case GS_CM_RING: {
       /* 2(N-1) steps of s/N bytes; each step waits for its slowest edge */
       double beta = fmax(j->hosts > 1 ? 1 / b : 0, n > 1 ? 1 / L : 0);
-      double lat = 2 * (N - 1) * (al + ax), bw = 2 * (N - 1) * (s / N) * beta;
+      double colls = j->collectives ? j->collectives[i] : 1;
+      double lat = colls * 2 * (N - 1) * (al + ax), bw = 2 * (N - 1) * (s / N) * beta;
       double red = (N - 1) * (s / N) / R, cp = (N - 1) * (s / N) / C;
-      st[0] = (stage){0, lat + bw + red + cp, 0};
+      double work = j->extra_s ? j->extra_s[i] : 0;  /* compressing, on the same thread */
+      st[0] = (stage){0, lat + bw + red + cp + work, 0};
+      sh->cand[GS_CM_B_COMPRESSION] += work;
       sh->lat += lat;
       sh->bw += bw;
       sh->reduce += red;

@@ -7,8 +7,9 @@
  * contract of the code.
  *
  * Pure functions (costmodel.c: the formulas per topology, fit.c,
- * calib.c, projection.c): no clock, no socket, no global state, except
- * measure.c, which measures this machine for a calibration. Inputs are a
+ * calib.c, projection.c, compress.c): no clock, no socket, no global
+ * state, except measure.c, which measures this machine for a calibration,
+ * and compress_measure.c, which times the compression's own work. Inputs are a
  * machine (rates and latencies, SI units: seconds, bytes, bytes/second),
  * a bucket plan (the real one, from worker/sync.h's gs_plan_buckets) and a
  * job (mode, world N, hosts K with N/K ranks per host in host-major order,
@@ -102,6 +103,11 @@ typedef struct gs_cm_job {
   bool overlap;          /* a bucket may leave as soon as backward produced it */
   bool barrier;          /* ps family: the server waits for every bucket before it
                             updates (loss scaling), as ps.h does with fp16 / bf16 */
+  /* ring, compressed (gs_cm_compressed): NULL for one all-reduce per bucket
+   * and nothing else on the communication thread */
+  const int *collectives;   /* per bucket, the all-reduces it takes (powersgd: up to 3) */
+  const double *extra_s;    /* per bucket, seconds of compression on the communication
+                               thread, which nothing else uses meanwhile */
 } gs_cm_job;
 
 /* ---- outputs ---- */
@@ -121,6 +127,7 @@ typedef enum gs_cm_bottleneck {
   GS_CM_B_WORKER_LINK,      /* sps-hosts: a worker host's link */
   GS_CM_B_SERVER_REDUCE,    /* sharded ps: one server's reduction and optimizer */
   GS_CM_B_OPTIMIZER,        /* ring, rd: every rank's optimizer */
+  GS_CM_B_COMPRESSION,      /* ring: the compression's own work (gs_cm_job.extra_s) */
   GS_CM_B_COUNT
 } gs_cm_bottleneck;
 /* "compute", "master link", "master reduction", "ring latency term", ... */
@@ -296,5 +303,52 @@ int gs_calibrate_measure(const gs_cm_measure_cfg *cfg, gs_cm_calib *c, gs_calib_
 /* the table: each field as the file names it, its value in SI units, a
  * readable value and how it was measured */
 void gs_calibrate_print(FILE *f, const gs_cm_calib *c, const gs_calib_notes *n);
+
+/* ---- compression (compress.c: bytes; compress_measure.c: its work) ---- */
+
+/* What one compressed step puts on the wire, bucket by bucket, as
+ * compress.h sends it: none, the bucket in the precision's dtype; fp16 /
+ * bf16, in 2 bytes an element; powersgd:R, the tensors it leaves as they
+ * are, then P and Q (rows x r and cols x r floats for every tensor it
+ * compresses, r = min(R, rows, cols)), one all-reduce for each part that is
+ * not empty. compute_s is the compression's own work per bucket and step
+ * (GEMMs, orthogonalization, error feedback), 0 until measured. */
+typedef struct gs_cm_compressed {
+  gs_compress c;
+  gs_cm_plan plan;       /* bytes per bucket on the wire (owned); total: S compressed */
+  int *collectives;      /* per bucket (owned) */
+  double *compute_s;     /* per bucket (owned) */
+  gs_cm_plan plain;      /* the same buckets uncompressed, in the precision's dtype */
+} gs_cm_compressed;
+
+/* The plan of c over a model's tensors and buckets (worker/sync.h's
+ * gs_bucket, gs_compress_tensor as the trainer makes them); nparams: the
+ * parameters the optimizer updates. GS_EINVAL when a tensor does not lie in
+ * one bucket. */
+int gs_cm_compress_plan(const gs_compress *c, gs_dtype precision,
+                        const gs_compress_tensor *tensors, int ntensors,
+                        const gs_bucket *buckets, int nbuckets, size_t nparams,
+                        gs_cm_compressed *out, gs_err *e);
+void gs_cm_compressed_free(gs_cm_compressed *c);
+
+/* plain: job j as it runs uncompressed; comp: the same job with c's plan,
+ * collectives and compute (ring only; other modes take the bytes alone).
+ * pays: the compressed step is predicted shorter. */
+typedef struct gs_cm_compress_verdict {
+  gs_cm_result plain, comp;
+  double compute_s;      /* the compression's work per step (sum over buckets) */
+  bool pays;
+} gs_cm_compress_verdict;
+int gs_cm_compress_predict(const gs_cm_machine *m, const gs_cm_job *j,
+                           const gs_cm_compressed *c, gs_cm_compress_verdict *v, gs_err *e);
+
+/* The plan of a run of `train`'s model with its --compress and buckets,
+ * and powersgd's work per bucket measured on this machine with `threads`
+ * BLAS threads: `reps` steps timed after one that builds its state, the
+ * median per bucket, over an all-reduce that does nothing (the arithmetic
+ * every rank repeats whatever the world). Holds the model's buffers
+ * meanwhile, as gs_cm_plan_model does. */
+int gs_cm_compress_measure(const gs_train_opts *train, int threads, int reps,
+                           gs_cm_compressed *out, gs_err *e);
 
 #endif

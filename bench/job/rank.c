@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "allreduce/allreduce.h"
+#include "bench/costmodel/costmodel.h"
 #include "bench/job/job.h"
 #include "bench/report/report.h"
 
@@ -250,6 +251,8 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   gs_sync *sync = NULL;
   gs_rank_result *results = NULL;
   size_t *bucket_bytes = NULL; /* the cost model's plan, for the summary */
+  gs_cm_compressed compressed;  /* --compress powersgd: its plan, for the summary */
+  memset(&compressed, 0, sizeof compressed);
   char **server_eps = NULL;    /* --ps-server-hosts: the servers' addresses */
   gs_run_info info = gs_run_info_of(o, mode, world);
   /* our launcher's --repeat: which repetition this is, of how many (its
@@ -417,6 +420,18 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   for (int b = 0; bucket_bytes && b < cfg.nbuckets; b++)
     bucket_bytes[b] = cfg.buckets[b].count * gs_dtype_size(cfg.wire);
   info.bucket_bytes = bucket_bytes;
+  if (bucket_bytes && cfg.compress.kind == GS_COMPRESS_POWERSGD && world > 1 &&
+      gs_cm_compress_plan(&cfg.compress, o->train.precision, cfg.tensors, cfg.ntensors,
+                          cfg.buckets, cfg.nbuckets, cfg.n, &compressed, &e) == GS_OK) {
+    /* step s compresses from --powersgd-start on; the summary measures from --warmup */
+    int64_t steps = o->train.steps, from = o->warmup < steps ? o->warmup : 0;
+    int64_t on = cfg.compress.start > from ? cfg.compress.start : from;
+    info.compressed_bytes = compressed.plan.bytes;
+    info.compressed_collectives = compressed.collectives;
+    info.compressed_share = steps > from && on < steps ? (double)(steps - on) / (double)(steps - from)
+                                                       : 0;
+  }
+  gs_err_clear(&e);
   info.wire = cfg.wire;
   info.overlap = cfg.overlap;
   info.wall_end = gs_wall();
@@ -443,6 +458,7 @@ done:
   free(sc.host_params);
   free(sc.hashes);
   free(bucket_bytes);
+  gs_cm_compressed_free(&compressed);
   gs_ps_serve_endpoints_free(o, server_eps);
   gs_hostlink_watch_stop(sc.link);
   for (int i = 0; i < sc.nsrv; i++) gs_hostlink_watch_stop(sc.srv[i]);

@@ -88,6 +88,12 @@ typedef struct gs_run_info {
   const char *delay;
   const size_t *bucket_bytes; /* nbuckets wire sizes in readiness order (the cost
                                  model's plan); NULL: no prediction */
+  /* --compress powersgd: per bucket, the bytes and all-reduces of a
+   * compressed step (the cost model's gs_cm_compressed), and the share of
+   * the measured steps that compressed; NULL: every step sends bucket_bytes */
+  const size_t *compressed_bytes;
+  const int *compressed_collectives;
+  double compressed_share;
   int repeat, repeats;      /* --repeat: this is repetition `repeat` (1..repeats) */
   gs_straggle straggle;     /* --slow, --jitter */
   gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */

@@ -78,6 +78,10 @@ typedef struct server_sum {
 static void cost_model(const gs_run_info *info, gs_cost_model *cm) {
   int N = info->world;
   double S = (double)info->nparams * (double)gs_dtype_size(info->wire);
+  /* compressed steps send what compression leaves (a mean over the steps) */
+  for (int b = 0; info->compressed_bytes && b < info->nbuckets; b++)
+    S += info->compressed_share * ((double)info->compressed_bytes[b] -
+                                   (double)info->bucket_bytes[b]);
   cm->S_bytes = S;
   if (info->mode == GS_MODE_PS && info->dedicated) {
     cm->master_bytes_recv = cm->master_bytes_sent = N * S;

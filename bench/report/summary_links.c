@@ -90,17 +90,35 @@ static void predict(const gs_run_info *info, gs_summary *s) {
   gs_cm_result r;
   gs_err e = {0};
   if (model_of(info, s, &m, &j, &plan) < 0 || gs_cm_predict(&m, &j, &r, &e) < 0) return;
-  cm->comm_s_predicted = r.exposed_s;
-  cm->comm_s_without_overlap = r.comm_s;
-  cm->step_s_predicted = r.step_s;
-  cm->link_one_way_busy_predicted = r.link_busy;
+  /* compressed steps: their own plan, weighted by their share of the steps;
+   * the run's reduction rate already holds the compression's work */
+  gs_cm_plan cplan = plan;
+  gs_cm_job cj = j;
+  gs_cm_result c = r;
+  double w = info->compressed_bytes ? info->compressed_share : 0;
+  if (w > 0) {
+    cplan.bytes = (size_t *)info->compressed_bytes;
+    cplan.elem_bytes = sizeof(float);
+    cplan.total = 0;
+    for (int b = 0; b < info->nbuckets; b++) cplan.total += (double)cplan.bytes[b];
+    cj.plan = &cplan;
+    cj.collectives = info->compressed_collectives;
+    if (!(cplan.total > 0) || gs_cm_predict(&m, &cj, &c, &e) < 0) return;
+  }
+#define MIX(f) ((1 - w) * r.f + w * c.f)
+  cm->comm_s_predicted = MIX(exposed_s);
+  cm->comm_s_without_overlap = MIX(comm_s);
+  cm->step_s_predicted = MIX(step_s);
+  cm->link_one_way_busy_predicted = MIX(link_busy);
+#undef MIX
   free(cm->bottleneck);
-  cm->bottleneck = strdup(gs_cm_bottleneck_name(r.bottleneck));
+  cm->bottleneck = strdup(gs_cm_bottleneck_name(w > 0.5 ? c.bottleneck : r.bottleneck));
   for (int i = 0; i < s->nlinks; i++) {
-    double in = NAN, out = NAN;
-    if (gs_cm_link_bytes(&j, s->links[i].host, &in, &out, &e) == GS_OK) {
-      s->links[i].model_rx_bytes = in;
-      s->links[i].model_tx_bytes = out;
+    double in = NAN, out = NAN, cin = NAN, cout = NAN;
+    if (gs_cm_link_bytes(&j, s->links[i].host, &in, &out, &e) == GS_OK &&
+        gs_cm_link_bytes(&cj, s->links[i].host, &cin, &cout, &e) == GS_OK) {
+      s->links[i].model_rx_bytes = (1 - w) * in + w * cin;
+      s->links[i].model_tx_bytes = (1 - w) * out + w * cout;
     }
   }
 }

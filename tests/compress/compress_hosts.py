@@ -60,6 +60,12 @@ if plain and psgd:
         # within 5% (the links' counters and the ranks' steps are not read at one instant)
         check(min(tx) >= 0.95 * min(own) and max(tx) <= 1.05 * max(own) * (1 + 66 / 1448)
               + 64 * 1024, f"{name}: links {tx} against the ranks' own {own}")
+        # the cost model's bytes per link (compressed: P, Q and the uncompressed
+        # tensors, counted from the shapes) against the counters, as above
+        model = [l["model_tx_bytes"] for l in r["links"]]
+        print(f"{name}: the cost model says {min(model):.0f}..{max(model):.0f} B per link")
+        check(all(m and 0.95 * m <= t <= 1.05 * m * (1 + 66 / 1448) + 64 * 1024
+                  for m, t in zip(model, tx)), f"{name}: links {tx} against the model's {model}")
     cut = min(l["tx_bytes"] for l in plain["links"]) / max(l["tx_bytes"] for l in psgd["links"])
     print(f"powersgd:2 cut what the links carried {cut:.1f}x (limit: at least 10x)")
     check(cut >= 10, f"powersgd:2 cut link bytes only {cut:.1f}x")
