@@ -314,6 +314,9 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
     gs_verdict_of(runs, nruns, sysconf(_SC_NPROCESSORS_ONLN), gs_link_sentence(o, link,
                   sizeof link), &v);
     gs_verdict_print(stdout, v.text);
+    char bv[4096];
+    gs_bucket_verdict(runs, nruns, bv, sizeof bv);
+    if (bv[0]) printf("\n== bucket size ==\n  %s\n", bv);
     gs_compress_forecast_beside(stdout, forecast, runs, nruns);
     gs_summary_print_comparison(stdout, runs, nruns, peers, notice);
     fflush(stdout);

@@ -188,6 +188,9 @@ json_t *gs_report_json(const gs_opts *o, const gs_summary *runs, size_t n, json_
   gs_verdict v;
   gs_verdict_of(runs, n, sysconf(_SC_NPROCESSORS_ONLN), link, &v);
   json_object_set_new(j, "verdict", gs_verdict_json(&v));
+  char bv[4096];
+  gs_bucket_verdict(runs, n, bv, sizeof bv);
+  json_object_set_new(j, "bucket_verdict", json_string(bv));
   return j;
 }
 

@@ -145,6 +145,17 @@ typedef struct gs_hostlink_summary {
   double busy_tx, busy_rx, busy; /* fraction of window_s each direction sent; max */
 } gs_hostlink_summary;
 
+/* One gradient bucket of a run (summary_buckets.c): means over the measured
+ * steps and the ranks, in seconds from the step's start. */
+typedef struct gs_bucket_timing {
+  int bucket;                  /* readiness order: 0 holds the last layers */
+  double bytes;                /* on the wire per step (the plan's) */
+  double ready_s;              /* backward had made every gradient in it */
+  double comm_start_s, comm_end_s; /* its first communication began, its last ended */
+  double comm_s;               /* the time its communication spans took */
+  double hidden_s;             /* of comm_s, what ran while the rank computed */
+} gs_bucket_timing;
+
 typedef struct gs_summary {
   char *id;
   gs_mode mode;
@@ -197,6 +208,10 @@ typedef struct gs_summary {
   char *link_delay;            /* "netem" or "none" */
   gs_hostlink_summary *links;      /* nlinks entries, by host */
   int nlinks;
+  /* per bucket (summary_buckets.c); none at world 1 or without spans */
+  gs_bucket_timing *bucket_timing;
+  int nbucket_timing;
+  double backward_start_s, backward_end_s; /* means, from the step's start */
   /* --repeat: this record is repetition `repeat`; the repetitions it
    * summarises (itself alone in run.json; every one in report.json, whose
    * record is the median's) with each one's throughput, step median, id */
@@ -216,6 +231,15 @@ void gs_summary_free(gs_summary *s);
  * gs_summarize; summary_links.c). */
 int gs_summary_links(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *s,
                      gs_err *e);
+/* Each bucket's timing (part of gs_summarize; summary_buckets.c): from the
+ * ranks' spans of the measured steps [first, steps), per bucket its
+ * "ready" mark and its communication spans (any span of the bucket but
+ * "ready" and "optimizer"); and its report.json "bucket_timing" object
+ * (null without timings), written and read back. */
+int gs_summary_buckets(const gs_run_info *info, const gs_rank_result *ranks, size_t first,
+                       size_t steps, gs_summary *s, gs_err *e);
+json_t *gs_bucket_timing_json(const gs_summary *s);
+int gs_bucket_timing_read(json_t *run, const char *where, gs_summary *s, gs_err *e);
 
 /* scaling_efficiency of every run: throughput(N) / (N x throughput(1))
  * against the world-1 run of the same mode, or else of the local step (a
@@ -271,6 +295,10 @@ int gs_charts_memory(const char *dir, const gs_summary *runs, size_t n, gs_err *
  * cost model) and links.svg (each host's link busy), for runs on emulated
  * hosts; nothing otherwise. */
 int gs_charts_hosts(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
+/* charts_buckets.c: buckets-<id>.svg (each bucket's ready mark and
+ * communication against backward, per run) and bucket-sweep.svg (step time
+ * against --bucket-mb with the cost model's, for a sweep of several). */
+int gs_charts_buckets(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
 /* A timeline's data (the last few measured steps of each rank: when each
  * began, its compute, wait, reduction and optimizer; the backend thread's
  * spans), times from the first shown step's start: runs/<id>/timeline.json.
@@ -354,6 +382,12 @@ void gs_verdict_of(const gs_summary *runs, size_t n, long cores, const char *lin
 json_t *gs_verdict_json(const gs_verdict *v);
 /* The verdict's text, wrapped, after a title line. */
 void gs_verdict_print(FILE *f, const char *text);
+/* verdict_buckets.c: for a --bucket-mb sweep, per mode, world and model
+ * the best bucket size measured and why each other size lost (more
+ * buckets, each paying the collective's fixed costs; or a last bucket
+ * exposed after backward, with the measured tail); "" without a sweep.
+ * report.json's "bucket_verdict". */
+void gs_bucket_verdict(const gs_summary *runs, size_t n, char *text, size_t cap);
 
 /* report.json from the runs' summaries, the peers' rows (peer.c; NULL:
  * none), the environment and the configuration (a new reference; NULL with

@@ -388,6 +388,7 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   free(sorted);
   free(rs);
   int rc = gs_summary_links(info, ranks, s, e);
+  if (rc == GS_OK) rc = gs_summary_buckets(info, ranks, first, steps, s, e);
   if (rc < 0) gs_summary_free(s);
   return rc;
 }
@@ -411,6 +412,7 @@ void gs_summary_free(gs_summary *s) {
   free(s->step_time_s);
   free(s->link_delay);
   free(s->links);
+  free(s->bucket_timing);
   for (int i = 0; s->repeat_ids && i < s->nrepeats; i++) free(s->repeat_ids[i]);
   free(s->repeat_ids);
   free(s->repeat_throughput);

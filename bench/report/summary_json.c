@@ -179,6 +179,8 @@ json_t *gs_summary_json(const gs_summary *s, gs_err *e) {
     json_t *row = object_of(LINKS_FIELDS, NF(LINKS_FIELDS), &s->links[i], id, e);
     rc = row && !json_array_append_new(links, row) ? GS_OK : GS_EINVAL;
   }
+  if (rc == GS_OK)
+    rc = json_object_set_new(j, "bucket_timing", gs_bucket_timing_json(s)) ? GS_ENOMEM : GS_OK;
   json_t *series = json_array();
   if (rc == GS_OK) rc = json_object_set_new(j, "step_time_s", series) ? GS_ENOMEM : GS_OK;
   else json_decref(series);
@@ -367,6 +369,7 @@ static int read_run(json_t *j, gs_summary *s, gs_err *e) {
                        where, prefix, e));
     s->nlinks++;
   }
+  GS_TRY(gs_bucket_timing_read(j, where, s, e));
   json_t *reps = member(j, "repeats", where, e);
   if (!reps) return e->code;
   json_t *count = json_object_get(reps, "count"), *tp = json_object_get(reps,

@@ -92,6 +92,7 @@ check(sorted(figs) == charts, f"{sorted(figs)} rendered, {charts} in the directo
 rep = json.load(open(os.path.join(d, "report.json")))
 want = {"scaling.svg", "efficiency.svg", "breakdown.svg", "bytes.svg", "memory.svg"}
 want |= {f"timeline-{x['id']}.svg" for x in rep["runs"]}
+want |= {f"buckets-{x['id']}.svg" for x in rep["runs"] if x["bucket_timing"]}
 check(set(charts) == want, f"charts {charts}, expected {sorted(want)}")
 for name, s in figs.items():
     chart_ok(name, s)

@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""buckets.py BENCH: --bucket-mb as a sweep axis, end to end on loopback.
+
+  - `--mode ps,ring --bucket-mb 1,100` runs every size in both modes; each
+    run's report.json has "bucket_timing" with one entry per bucket of its
+    plan: ready marks in readiness order, communication that starts no
+    earlier than the bucket was ready (ring, which overlaps) and ends after
+    it starts, a hidden share between 0 and the communication's time;
+  - a chart per run (buckets-<id>.svg) and one across the sweep
+    (bucket-sweep.svg);
+  - the bucket verdict (stdout and report.json) names, per mode, the size
+    whose median step was the lowest, and says why the other lost;
+  - --bucket-mb 25 gives bitwise the parameters of a run without the flag,
+    in both modes."""
+import filecmp
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+BENCH = os.path.abspath(sys.argv[1])
+failures = []
+tmp = tempfile.mkdtemp(prefix="gs_buckets_")
+MODEL = "mlp:784-512-512-512-512-10"
+BASE = ["--world", "2", "--link", "none", "--repeat", "1", "--threads", "1", "--timeout", "30",
+        "--model", MODEL, "--batch", "16", "--warmup", "2", "--synthetic-samples", "1024"]
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+env = {k: v for k, v in os.environ.items()
+       if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                    "GS_LAUNCHED", "GS_RUN_DIR")}
+
+
+def bench(args):
+    return subprocess.run([BENCH] + BASE + args, capture_output=True, text=True, timeout=200,
+                          env=env)
+
+
+d = os.path.join(tmp, "sweep")
+r = bench(["--mode", "ps,ring", "--bucket-mb", "1,100", "--steps", "8", "--out", d])
+if check(r.returncode == 0, f"sweep: exit {r.returncode}: {r.stderr[-2000:]}"):
+    rep = json.load(open(os.path.join(d, "report.json")))
+    runs = rep["runs"]
+    check(sorted((x["mode"], x["bucket_mb"]) for x in runs) ==
+          [("ps", 1.0), ("ps", 100.0), ("ring", 1.0), ("ring", 100.0)],
+          f"runs {[(x['mode'], x['bucket_mb']) for x in runs]}")
+    for x in runs:
+        bt = x["bucket_timing"]
+        if not check(bt and len(bt["buckets"]) == x["nbuckets"],
+                     f"{x['id']}: bucket_timing {bt} for {x['nbuckets']} buckets"):
+            continue
+        bs = bt["buckets"]
+        print(f"{x['id']}: backward {bt['backward_start_s'] * 1e3:.1f}-"
+              f"{bt['backward_end_s'] * 1e3:.1f} ms; " + "; ".join(
+                  f"b{b['bucket']} ready {b['ready_s'] * 1e3:.1f} comm "
+                  f"{b['comm_start_s'] * 1e3:.1f}-{b['comm_end_s'] * 1e3:.1f} hidden "
+                  f"{b['hidden_s'] * 1e3:.1f}/{b['comm_s'] * 1e3:.1f}" for b in bs))
+        check([b["bucket"] for b in bs] == list(range(len(bs))), f"{x['id']}: bucket numbers")
+        ready = [b["ready_s"] for b in bs]
+        check(ready == sorted(ready), f"{x['id']}: ready marks out of order {ready}")
+        for b in bs:
+            check(b["comm_end_s"] >= b["comm_start_s"] >= 0, f"{x['id']}: {b}")
+            check(-1e-9 <= b["hidden_s"] <= b["comm_s"] + 1e-9, f"{x['id']}: hidden {b}")
+            if x["mode"] == "ring":
+                check(b["comm_start_s"] >= b["ready_s"] - 1e-4,
+                      f"{x['id']}: bucket {b['bucket']} left before it was ready")
+        check(os.path.exists(os.path.join(d, f"buckets-{x['id']}.svg")),
+              f"no buckets-{x['id']}.svg")
+    check(os.path.exists(os.path.join(d, "bucket-sweep.svg")), "no bucket-sweep.svg")
+    check(sorted(x["nbuckets"] for x in runs if x["bucket_mb"] == 1.0) ==
+          [4, 4] and all(x["nbuckets"] == 2 for x in runs if x["bucket_mb"] == 100.0),
+          f"plans {[(x['bucket_mb'], x['nbuckets']) for x in runs]}")
+    text = rep["bucket_verdict"]
+    print("bucket verdict:", text)
+    check(text in r.stdout.replace("\n  ", " ") or text[:60] in r.stdout,
+          "the bucket verdict is not printed")
+    for mode in ("ps", "ring"):
+        mine = [x for x in runs if x["mode"] == mode]
+        best = min(mine, key=lambda x: x["step_time_s_median"])
+        m = re.search(mode + r" world 2, [^,]+, loopback: best bucket size measured ([0-9.]+) "
+                      r"MiB", text)
+        if check(m, f"{mode}: no best size in the verdict"):
+            check(float(m.group(1)) == best["bucket_mb"],
+                  f"{mode}: verdict says {m.group(1)} MiB, the lowest median is "
+                  f"{best['bucket_mb']} MiB")
+    check("fixed costs" in text or "ready only when backward ends" in text or "noise" in text,
+          "the verdict gives no reason")
+
+# --bucket-mb 25 is the default: the same bits
+for mode in ("ps", "ring"):
+    outs = []
+    for tag, extra in (("default", []), ("25", ["--bucket-mb", "25"])):
+        o = os.path.join(tmp, f"{mode}-{tag}")
+        r = bench(["--mode", mode, "--steps", "4", "--quiet", "--out", o, "--save-params",
+                   o + "/p"] + extra)
+        check(r.returncode == 0, f"{mode} {tag}: exit {r.returncode}: {r.stderr[-1000:]}")
+        outs.append(o + "/p")
+    if all(os.path.isdir(p) for p in outs):
+        names = sorted(os.listdir(outs[0]))
+        same = names == sorted(os.listdir(outs[1])) and all(
+            filecmp.cmp(os.path.join(outs[0], f), os.path.join(outs[1], f), shallow=False)
+            for f in names)
+        check(same and names, f"{mode}: --bucket-mb 25 changed the parameters ({names})")
+shutil.rmtree(tmp, ignore_errors=True)
+if failures:
+    print(f"buckets: {len(failures)} failure(s)")
+    sys.exit(1)
+print("buckets: all checks passed")

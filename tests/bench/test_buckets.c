@@ -1,0 +1,122 @@
+/* test_buckets.c: each bucket's timing (bench/report/summary_buckets.c) on
+ * synthetic rows and spans whose answer is known by construction.
+ *
+ *  - 2 ranks, 4 steps (the first one warm-up), 2 buckets; every step lasts
+ *    1 s from t_start, compute (data + forward + backward) ends at 0.6 s;
+ *    bucket 0 is ready at 0.4 s and communicates in two spans 0.45-0.5 and
+ *    0.55-0.7 (0.15 of its 0.2 s inside compute); bucket 1 is ready at 0.6
+ *    and communicates 0.62-0.9; rank 1 runs 0.01 s later in every mark,
+ *    the warm-up step at other times, and the optimizer span (bucket 0)
+ *    must not count;
+ *  - the means over steps and ranks, backward's start and end;
+ *  - world 1 and a run without spans have no timings;
+ *  - report.json's "bucket_timing" goes out and comes back, null stays
+ *    null, and a missing or malformed one is refused. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/report/report.h"
+#include "tests/check.h"
+
+#define NEAR(a, b) (fabs((a) - (b)) <= 1e-9)
+
+enum { STEPS = 4, NSP = 5 };
+
+static void span(gs_span *s, const char *name, int bucket, double t0, double t1, int track) {
+  *s = (gs_span){.t0 = t0, .t1 = t1, .track = track, .bucket = bucket};
+  snprintf(s->name, sizeof s->name, "%s", name);
+}
+
+static void make(gs_rank_result *r, int rank) {
+  memset(r, 0, sizeof *r);
+  r->rank = rank;
+  r->nrows = STEPS;
+  r->rows = calloc(STEPS, sizeof *r->rows);
+  r->spans = calloc(STEPS * NSP + 1, sizeof *r->spans);
+  double d = 0.01 * rank;
+  for (int s = 0; s < STEPS; s++) {
+    double a = 100 + s;
+    r->rows[s] = (gs_step_row){.step = s, .t_start = a, .t_end = a + 1, .step_s = 1,
+                               .data_s = 0.1, .forward_s = 0.2, .backward_s = 0.3, .samples = 1};
+    double w = s == 0 ? 0.2 : 0; /* the warm-up step's marks differ */
+    gs_span *sp = &r->spans[r->nspans];
+    span(sp++, "ready", 0, a + 0.4 + d + w, a + 0.4 + d + w, 0);
+    span(sp++, "reduce-scatter", 0, a + 0.45 + d, a + 0.5 + d, 1);
+    span(sp++, "all-gather", 0, a + 0.55 + d, a + 0.7 + d, 1);
+    span(sp++, "ready", 1, a + 0.6 + d, a + 0.6 + d, 0);
+    span(sp++, "reduce-scatter", 1, a + 0.62 + d, a + 0.9 + d, 1);
+    r->nspans += NSP;
+  }
+  /* the optimizer, tagged with a bucket: not communication */
+  span(&r->spans[r->nspans++], "optimizer", 0, 100 + 1.9, 100 + 1.99, 1);
+}
+
+int main(void) {
+  gs_rank_result rr[2];
+  make(&rr[0], 0);
+  make(&rr[1], 1);
+  size_t bytes[2] = {1000, 3000};
+  gs_run_info info = {.mode = GS_MODE_RING, .world = 2, .nbuckets = 2, .bucket_bytes = bytes};
+  gs_summary s;
+  memset(&s, 0, sizeof s);
+  gs_err e = {0};
+  CHECK_OK(gs_summary_buckets(&info, rr, 1, STEPS, &s, &e), &e);
+  CHECK(s.nbucket_timing == 2);
+  if (s.nbucket_timing == 2) {
+    const gs_bucket_timing *b0 = &s.bucket_timing[0], *b1 = &s.bucket_timing[1];
+    CHECK(b0->bucket == 0 && b1->bucket == 1 && b0->bytes == 1000 && b1->bytes == 3000);
+    CHECK(NEAR(b0->ready_s, 0.405) && NEAR(b1->ready_s, 0.605), "%g %g", b0->ready_s,
+          b1->ready_s);
+    CHECK(NEAR(b0->comm_start_s, 0.455) && NEAR(b0->comm_end_s, 0.705), "%g %g",
+          b0->comm_start_s, b0->comm_end_s);
+    CHECK(NEAR(b0->comm_s, 0.2), "%g", b0->comm_s);
+    /* inside [0, 0.6]: rank 0 0.05 + 0.05, rank 1 0.05 + 0.04 */
+    CHECK(NEAR(b0->hidden_s, 0.095), "%g", b0->hidden_s);
+    CHECK(NEAR(b1->comm_start_s, 0.625) && NEAR(b1->comm_end_s, 0.905) &&
+          NEAR(b1->comm_s, 0.28) && NEAR(b1->hidden_s, 0), "%g %g %g %g", b1->comm_start_s,
+          b1->comm_end_s, b1->comm_s, b1->hidden_s);
+    CHECK(NEAR(s.backward_start_s, 0.3) && NEAR(s.backward_end_s, 0.6));
+  }
+
+  json_t *j = gs_bucket_timing_json(&s);
+  json_t *run = json_pack("{s:o}", "bucket_timing", j);
+  gs_summary back;
+  memset(&back, 0, sizeof back);
+  CHECK_OK(gs_bucket_timing_read(run, "r", &back, &e), &e);
+  CHECK(back.nbucket_timing == s.nbucket_timing && back.backward_end_s == s.backward_end_s);
+  for (int i = 0; i < back.nbucket_timing && i < s.nbucket_timing; i++)
+    CHECK(!memcmp(&back.bucket_timing[i], &s.bucket_timing[i], sizeof back.bucket_timing[i]),
+          "bucket %d differs after JSON", i);
+  free(back.bucket_timing);
+  json_object_set_new(json_object_get(run, "bucket_timing"), "buckets", json_string("x"));
+  CHECK(gs_bucket_timing_read(run, "r", &back, &e) == GS_EPROTO &&
+        strstr(e.msg, "bucket_timing"));
+  free(back.bucket_timing);
+  json_object_del(run, "bucket_timing");
+  gs_err_clear(&e);
+  CHECK(gs_bucket_timing_read(run, "r", &back, &e) == GS_EPROTO && strstr(e.msg, "missing"));
+  json_decref(run);
+  free(s.bucket_timing);
+
+  /* world 1, and spans of no bucket: nothing, and null in JSON */
+  info.world = 1;
+  CHECK_OK(gs_summary_buckets(&info, rr, 1, STEPS, &s, &e), &e);
+  CHECK(s.nbucket_timing == 0 && !s.bucket_timing);
+  info.world = 2;
+  for (int r = 0; r < 2; r++)
+    for (size_t i = 0; i < rr[r].nspans; i++) rr[r].spans[i].bucket = -1;
+  CHECK_OK(gs_summary_buckets(&info, rr, 1, STEPS, &s, &e), &e);
+  CHECK(s.nbucket_timing == 0);
+  j = gs_bucket_timing_json(&s);
+  CHECK(json_is_null(j));
+  run = json_pack("{s:o}", "bucket_timing", j);
+  CHECK_OK(gs_bucket_timing_read(run, "r", &back, &e), &e);
+  CHECK(back.nbucket_timing == 0);
+  json_decref(run);
+  for (int r = 0; r < 2; r++) {
+    free(rr[r].rows);
+    free(rr[r].spans);
+  }
+  return check_done("bench_buckets");
+}
