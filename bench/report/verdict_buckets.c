@@ -48,7 +48,7 @@ static double tail_ms(const gs_summary *r) {
 
 static void why(txt *t, const gs_summary *best, const gs_summary *o) {
   double d = (o->step_time_s_median / best->step_time_s_median - 1) * 100;
-  say(t, " %g MiB: %.3g ms (%+.0f%%)", o->bucket_mb, o->step_time_s_median * 1e3, d);
+  say(t, " %g MiB: %.4g ms (%+.0f%%)", o->bucket_mb, o->step_time_s_median * 1e3, d);
   if (o->nbuckets == best->nbuckets) {
     say(t, ", the same %d bucket%s (the model's tensors decide them), so the difference is "
         "noise", o->nbuckets, o->nbuckets > 1 ? "s" : "");
@@ -60,7 +60,7 @@ static void why(txt *t, const gs_summary *best, const gs_summary *o) {
     say(t, ", %d bucket%s against %d: the last is ready only when backward ends", o->nbuckets,
         o->nbuckets > 1 ? "s" : "", best->nbuckets);
     if (isfinite(tl) && isfinite(tb))
-      say(t, " and its communication ends %.3g ms after backward (%.3g ms at %g MiB)", tl, tb,
+      say(t, " and its communication ends %.4g ms after backward (%.4g ms at %g MiB)", tl, tb,
           best->bucket_mb);
   }
   say(t, ";");
@@ -86,7 +86,7 @@ void gs_bucket_verdict(const gs_summary *runs, size_t n, char *text, size_t cap)
                                a->link_rate_bps / 1e6);
     else snprintf(where, sizeof where, "loopback");
     say(&t, "%s%s world %d, %s, %s: best bucket size measured %g MiB (%d bucket%s, median step "
-        "%.3g ms, exposed communication %.3g ms).", t.n ? " " : "", gs_mode_name(a->mode),
+        "%.4g ms, exposed communication %.4g ms).", t.n ? " " : "", gs_mode_name(a->mode),
         a->world, a->model, where, best->bucket_mb, best->nbuckets, best->nbuckets > 1 ? "s" : "",
         best->step_time_s_median * 1e3, best->per_rank[0].comm_wait_s * 1e3);
     say(&t, " Against it:");
