@@ -46,10 +46,25 @@ static double tail_ms(const gs_summary *r) {
   return isfinite(end) && isfinite(r->backward_end_s) ? (end - r->backward_end_s) * 1e3 : NAN;
 }
 
+/* a time in ms, to 3 significant figures below 100 ms, whole above */
+static const char *ms(double s, char *buf, size_t cap) {
+  double v = s * 1e3;
+  snprintf(buf, cap, fabs(v) >= 100 ? "%.0f" : "%.3g", v);
+  return buf;
+}
+
+/* one run against the other: within CLOSE they are not told apart */
+#define CLOSE 0.05
+
 static void why(txt *t, const gs_summary *best, const gs_summary *o) {
   double d = (o->step_time_s_median / best->step_time_s_median - 1) * 100;
-  say(t, " %g MiB: %.4g ms (%+.0f%%)", o->bucket_mb, o->step_time_s_median * 1e3, d);
-  if (o->nbuckets == best->nbuckets) {
+  char a[32], b[32];
+  say(t, " %g MiB: %s ms (%+.0f%%)", o->bucket_mb, ms(o->step_time_s_median, a, sizeof a), d);
+  int reps = o->nrepeats < best->nrepeats ? o->nrepeats : best->nrepeats;
+  if (d < CLOSE * 100 && reps <= 1) {
+    say(t, ", within %.0f%% of the best: too close to call from one run each (--repeat K "
+        "shows the spread)", CLOSE * 100);
+  } else if (o->nbuckets == best->nbuckets) {
     say(t, ", the same %d bucket%s (the model's tensors decide them), so the difference is "
         "noise", o->nbuckets, o->nbuckets > 1 ? "s" : "");
   } else if (o->bucket_mb < best->bucket_mb) {
@@ -60,8 +75,8 @@ static void why(txt *t, const gs_summary *best, const gs_summary *o) {
     say(t, ", %d bucket%s against %d: the last is ready only when backward ends", o->nbuckets,
         o->nbuckets > 1 ? "s" : "", best->nbuckets);
     if (isfinite(tl) && isfinite(tb))
-      say(t, " and its communication ends %.4g ms after backward (%.4g ms at %g MiB)", tl, tb,
-          best->bucket_mb);
+      say(t, " and its communication ends %s ms after backward (%s ms at %g MiB)",
+          ms(tl / 1e3, a, sizeof a), ms(tb / 1e3, b, sizeof b), best->bucket_mb);
   }
   say(t, ";");
 }
@@ -85,10 +100,16 @@ void gs_bucket_verdict(const gs_summary *runs, size_t n, char *text, size_t cap)
     if (a->hosts > 0) snprintf(where, sizeof where, "%d hosts at %.4g Mbit/s", a->hosts,
                                a->link_rate_bps / 1e6);
     else snprintf(where, sizeof where, "loopback");
+    char m1[32], m2[32];
+    double wait = best->per_rank[0].comm_wait_s;
     say(&t, "%s%s world %d, %s, %s: best bucket size measured %g MiB (%d bucket%s, median step "
-        "%.4g ms, exposed communication %.4g ms).", t.n ? " " : "", gs_mode_name(a->mode),
+        "%s ms, exposed communication %s ms).", t.n ? " " : "", gs_mode_name(a->mode),
         a->world, a->model, where, best->bucket_mb, best->nbuckets, best->nbuckets > 1 ? "s" : "",
-        best->step_time_s_median * 1e3, best->per_rank[0].comm_wait_s * 1e3);
+        ms(best->step_time_s_median, m1, sizeof m1), ms(wait, m2, sizeof m2));
+    if (wait > 0.8 * best->step_time_s_median)
+      say(&t, " Communication is most of the step (%.0f%%): the bytes take that long in any "
+          "buckets, so the size can move the step only a little.",
+          100 * wait / best->step_time_s_median);
     say(&t, " Against it:");
     for (size_t j = 0; j < n; j++)
       if (same_series(a, &runs[j]) && &runs[j] != best) why(&t, best, &runs[j]);

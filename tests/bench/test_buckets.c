@@ -52,7 +52,51 @@ static void make(gs_rank_result *r, int rank) {
   span(&r->spans[r->nspans++], "optimizer", 0, 100 + 1.9, 100 + 1.99, 1);
 }
 
+/* a run of the sweep: its bucket size, buckets, median step, wait (s) */
+static gs_summary sweep_run(double mb, int nb, double step, double wait, gs_rank_summary *pr,
+                            gs_bucket_timing *bt) {
+  *pr = (gs_rank_summary){.comm_wait_s = wait};
+  *bt = (gs_bucket_timing){.bucket = 0, .comm_end_s = step};
+  return (gs_summary){.mode = GS_MODE_RING, .world = 2, .model = "m", .batch = 8,
+                      .bucket_mb = mb, .nbuckets = nb, .step_time_s_median = step,
+                      .per_rank = pr, .nrepeats = 1, .bucket_timing = bt, .nbucket_timing = 1,
+                      .backward_end_s = step / 2};
+}
+
+/* the verdict names the lowest median and gives each other size its reason */
+static void verdict(void) {
+  gs_rank_summary pr[4];
+  gs_bucket_timing bt[4];
+  gs_summary runs[4] = {sweep_run(1, 30, 0.200, 0.05, &pr[0], &bt[0]),
+                        sweep_run(5, 10, 0.100, 0.02, &pr[1], &bt[1]),
+                        sweep_run(25, 10, 0.103, 0.02, &pr[2], &bt[2]),
+                        sweep_run(100, 2, 0.150, 0.06, &pr[3], &bt[3])};
+  char text[4096];
+  gs_bucket_verdict(runs, 4, text, sizeof text);
+  printf("%s\n", text);
+  CHECK(strstr(text, "ring world 2, m, loopback: best bucket size measured 5 MiB"));
+  CHECK(strstr(text, "1 MiB: 200 ms (+100%), 30 buckets against 10: each pays the collective's "
+                     "fixed costs"));
+  CHECK(strstr(text, "25 MiB: 103 ms (+3%), within 5% of the best: too close to call"));
+  CHECK(strstr(text, "100 MiB: 150 ms (+50%), 2 buckets against 10: the last is ready only "
+                     "when backward ends and its communication ends 75 ms after backward "
+                     "(50 ms at 5 MiB)."), "%s", text);
+  CHECK(!strstr(text, "most of the step"));
+  /* repetitions: 3% apart is then a measured difference of the same plan */
+  for (int i = 0; i < 4; i++) runs[i].nrepeats = 3;
+  gs_bucket_verdict(runs, 4, text, sizeof text);
+  CHECK(strstr(text, "25 MiB: 103 ms (+3%), the same 10 buckets"), "%s", text);
+  /* communication-bound: said so */
+  pr[1].comm_wait_s = 0.09;
+  gs_bucket_verdict(runs, 4, text, sizeof text);
+  CHECK(strstr(text, "Communication is most of the step (90%)"), "%s", text);
+  /* one size only: nothing to say */
+  gs_bucket_verdict(runs, 1, text, sizeof text);
+  CHECK(text[0] == 0);
+}
+
 int main(void) {
+  verdict();
   gs_rank_result rr[2];
   make(&rr[0], 0);
   make(&rr[1], 1);
