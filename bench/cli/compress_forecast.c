@@ -40,6 +40,10 @@ static const char *human(double bytes, char *buf, size_t cap) {
   return buf;
 }
 
+static const char *verdict(const gs_cm_compress_verdict *v) {
+  return v->even ? "about even (within 5%)" : v->pays ? "should pay" : "should not pay";
+}
+
 /* the link of a world as the sweep builds it: emulated hosts, or loopback */
 static int hosts_of(const gs_opts *o, int world) {
   if (!o->link_bps) return 1;
@@ -56,7 +60,7 @@ static void print_one(FILE *f, const gs_opts *o, const char *spec, const forecas
     snprintf(where, sizeof where, "loopback");
   fprintf(f, "  %s world %d, %s, buckets %g MiB: %s on these links: step %.2f ms uncompressed, "
           "%.2f ms with %s (model)\n", gs_mode_name(x->mode), x->world, where, x->bucket_mb,
-          v->pays ? "should pay" : "should not pay", v->plain.step_s * 1e3, v->comp.step_s * 1e3,
+          verdict(v), v->plain.step_s * 1e3, v->comp.step_s * 1e3,
           spec);
   fprintf(f, "    gradient bytes per step %s -> %s (%.3gx less); compressing %.2f ms per step "
           "(measured here); exposed communication %.2f -> %.2f ms; bottleneck %s -> %s\n",
@@ -127,7 +131,9 @@ static int one_model(FILE *f, const gs_opts *o, const char *model, int batch,
 }
 
 gs_compress_forecast *gs_compress_forecast_print(FILE *f, const gs_opts *o) {
-  if (o->train.compress.kind == GS_COMPRESS_NONE) return NULL;
+  /* the machine is measured on the CPU: no word on a GPU's step */
+  if (o->train.compress.kind == GS_COMPRESS_NONE || (o->device && !strcmp(o->device, "cuda")))
+    return NULL;
   gs_compress_forecast *fc = calloc(1, sizeof *fc);
   if (!fc) return NULL;
   gs_compress_spec(&o->train.compress, fc->spec, sizeof fc->spec);
@@ -158,7 +164,7 @@ void gs_compress_forecast_beside(FILE *f, const gs_compress_forecast *fc, const 
         continue;
       fprintf(f, "  %s world %d, %s, buckets %g MiB: model %.2f ms (%s; uncompressed %.2f ms), "
               "measured %.2f ms (%.2fx the model)\n", gs_mode_name(x->mode), x->world, x->model,
-              x->bucket_mb, x->v.comp.step_s * 1e3, x->v.pays ? "should pay" : "should not pay",
+              x->bucket_mb, x->v.comp.step_s * 1e3, verdict(&x->v),
               x->v.plain.step_s * 1e3, s->step_time_s_median * 1e3,
               s->step_time_s_median / x->v.comp.step_s);
     }

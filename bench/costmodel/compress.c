@@ -129,6 +129,7 @@ int gs_cm_compress_predict(const gs_cm_machine *m, const gs_cm_job *j,
   int rc = gs_cm_predict(m, &comp, &v->comp, e);
   free(ready);
   GS_TRY(rc);
-  v->pays = v->comp.step_s < v->plain.step_s;
+  v->even = fabs(v->comp.step_s / v->plain.step_s - 1) <= GS_CM_EVEN;
+  v->pays = !v->even && v->comp.step_s < v->plain.step_s;
   return GS_OK;
 }

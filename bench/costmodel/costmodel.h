@@ -333,11 +333,14 @@ void gs_cm_compressed_free(gs_cm_compressed *c);
 
 /* plain: job j as it runs uncompressed; comp: the same job with c's plan,
  * collectives and compute (ring only; other modes take the bytes alone).
- * pays: the compressed step is predicted shorter. */
+ * pays: the compressed step is predicted shorter by more than
+ * GS_CM_EVEN; even: the two are within GS_CM_EVEN of each other, closer
+ * than the model can tell apart. */
+#define GS_CM_EVEN 0.05
 typedef struct gs_cm_compress_verdict {
   gs_cm_result plain, comp;
   double compute_s;      /* the compression's work per step (sum over buckets) */
-  bool pays;
+  bool pays, even;
 } gs_cm_compress_verdict;
 int gs_cm_compress_predict(const gs_cm_machine *m, const gs_cm_job *j,
                            const gs_cm_compressed *c, gs_cm_compress_verdict *v, gs_err *e);
