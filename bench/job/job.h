@@ -270,6 +270,7 @@ typedef struct gs_launch {
   int nextra;
   int hosts;                /* > 0: on that many emulated hosts (cluster.c) */
   uint64_t link_bps;
+  const gs_host_rates *link_host; /* links of a rate of their own (NULL: none) */
   double latency_s;
   bool exec;                /* argv is a command of the user's (exec.c), not bench:
                                no rendezvous port to wait for, MASTER_PORT exec_port */

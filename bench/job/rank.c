@@ -341,7 +341,8 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   if (o->verify && k->device != GS_DEV_CPU) sc.host_params = malloc(cfg.n * sizeof(float) + 1);
   sc.t0 = gs_now();
   if (env->hosts > 0 && job.local_rank == 0) {
-    if ((rc = gs_hostlink_watch_start(o->link_bps, 0.005, &sc.link, &e)) < 0) goto fail;
+    uint64_t bps = gs_host_rates_of(&o->link_host, env->host, o->link_bps);
+    if ((rc = gs_hostlink_watch_start(bps, 0.005, &sc.link, &e)) < 0) goto fail;
     gs_hostlink_watch_read(sc.link, &sc.link0);
     if (rank == 0 && mode == GS_MODE_PS && (rc = watch_servers(&sc, &e)) < 0) goto fail;
   }
