@@ -117,6 +117,7 @@ typedef struct gs_opts {
   /* output */
   const char *out;           /* results directory */
   const char *save_params;
+  const char *replay;        /* --replay FILE: an apply-order log, replayed (cli/replay.c) */
   bool quiet;
   bool version;              /* --version: print what this build is, and stop */
   const char *command_line;  /* argv as typed, for report.json */

@@ -115,6 +115,7 @@ static int resolve_compress(const gs_opts *o, gs_err *e) {
 
 int gs_opts_resolve(gs_opts *o, gs_err *e) {
   if (o->calibrate || o->project) return gs_model_resolve(o, e);
+  if (o->replay) return gs_replay_resolve(o, e);
   for (int i = 0; i < o->nworlds; i++)
     if (o->worlds[i] > 1024)
       return GS_FAIL(e, GS_EINVAL, "--world %d: a run starts at most 1024 ranks (--project "
