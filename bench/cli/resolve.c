@@ -69,9 +69,6 @@ static int resolve_ps_sync(const gs_opts *o, gs_err *e) {
   if (o->ps_sync.backup_on && o->ps_sync.model != GS_PS_BSP)
     return GS_FAIL(e, GS_EINVAL, "--ps-backup goes with --ps-sync bsp (an update of the first "
                    "world-B gradients), not %s", what);
-  if (o->ps_servers > 1 || o->ps_server_hosts)
-    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s with a sharded ps (--ps-servers, "
-                   "--ps-server-hosts) is not supported yet: run one server", what);
   if (o->collective)
     return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s: the collective benchmark has no "
                    "optimizer to be stale", what);
