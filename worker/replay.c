@@ -80,10 +80,11 @@ static int one_update(replay *r, const gs_apply_update *x, gs_update *u, gs_err 
   return gs_update_apply(u, r->master, &rg, 1, false, true, &res, e);
 }
 
-static uint64_t hash_of(replay *r, float *host, gs_err *e) {
+static int hash_of(replay *r, float *host, uint64_t *h, gs_err *e) {
   r->k->to_host(r->k, host, r->master, r->n * sizeof(float));
-  if (r->k->sync(r->k, e) < 0) return 0;
-  return gs_params_hash(host, r->n);
+  GS_TRY(r->k->sync(r->k, e));
+  *h = gs_params_hash(host, r->n);
+  return GS_OK;
 }
 
 int gs_replay(const gs_apply_log *l, gs_kernels *k, const char *save_dir, gs_replay_result *res,
@@ -122,10 +123,11 @@ int gs_replay(const gs_apply_log *l, gs_kernels *k, const char *save_dir, gs_rep
   if (rc == GS_OK) rc = keep(&r, 0, e);
   for (size_t i = 0; rc == GS_OK && i < l->nup; i++) {
     const gs_apply_update *x = &l->up[i];
+    uint64_t h = 0;
     rc = one_update(&r, x, &u, e);
-    uint64_t h = rc == GS_OK ? hash_of(&r, host, e) : 0;
+    if (rc == GS_OK) rc = hash_of(&r, host, &h, e);
     if (rc == GS_OK && h != x->hash) {
-      rc = GS_FAIL(e, GS_EPROTO, "replay: after update %llu (gradients of", 
+      rc = GS_FAIL(e, GS_EPROTO, "replay: after update %llu (gradients of",
                    (unsigned long long)x->version);
       for (int j = 0; j < x->n && j < 8; j++) {
         const gs_apply_grad *g = &l->grads[x->first + (size_t)j];
