@@ -13,7 +13,7 @@ hosts_tool's JSON lines.
             process of the run remains, nothing in /run/netns
   linkhost  3 hosts at 100 mbit with --link-host 1=20mbit: each host's
             link reports its own rate; a stream from host 1 and one to it
-            run at 85-100% of 20 Mbit/s (not 100), and link 1 is busy for
+            run at 85-105% of 20 Mbit/s (not 100), and link 1 is busy for
             the stream's span at its own rate; a stream 2 -> 0 still gets
             85-100% of 100 Mbit/s
   delay     with netem, --delay D makes host-to-host round trips >= 2D;
@@ -241,8 +241,9 @@ def case_linkhost():
               "the hosts' links run at 100, 20, 100 Mbit/s (%s)" %
               [nodes[h]["rate_bps"] for h in range(3)])
         s = event(ev, "stream")
-        check(0.85 * want <= s["rate_bps"] <= 1.0 * want,
-              "stream %d -> %d carries 85-100%% of %g Mbit/s: %.1f Mbit/s" %
+        # up to 5% over: tbf's bucket (96 KiB, 40 ms at 20 Mbit/s) goes at once
+        check(0.85 * want <= s["rate_bps"] <= 1.05 * want,
+              "stream %d -> %d carries 85-105%% of %g Mbit/s: %.1f Mbit/s" %
               (src, dst, want / 1e6, s["rate_bps"] / 1e6))
         lk = links(s)
         h, d = (1, "up") if src == 1 else (1, "down") if dst == 1 else (src, "up")
