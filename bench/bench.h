@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "bench/hosts/hosts.h"
 #include "kernels/kernels.h"
 #include "worker/worker.h"
 
@@ -98,6 +99,8 @@ typedef struct gs_opts {
   char link_why[1100];       /* auto on loopback: why, and how to get links */
   const char *latency_arg;   /* --latency D as given (100us, 2ms) */
   uint64_t link_bps;         /* resolved: bit/s each direction; 0: no emulated hosts */
+  const char *link_host_arg; /* --link-host H=RATE[,...] as given (NULL: none) */
+  gs_host_rates link_host;   /* resolved: hosts whose link has a rate of its own */
   double latency_s;          /* resolved: one-way host-to-host delay */
 
   /* the cost model's commands (cli/costmodel.c): no rank starts */
@@ -114,6 +117,7 @@ typedef struct gs_opts {
   /* output */
   const char *out;           /* results directory */
   const char *save_params;
+  const char *replay;        /* --replay FILE: an apply-order log, replayed (cli/replay.c) */
   bool quiet;
   bool version;              /* --version: print what this build is, and stop */
   const char *command_line;  /* argv as typed, for report.json */

@@ -103,9 +103,6 @@ static int check_config(const gs_sync_config *c, gs_err *e) {
       return GS_FAIL(e, GS_EINVAL, "ps rank %d: consistency model %d (ssp:%d, backup %d of %d "
                      "ranks) is not one the server runs", c->rank, (int)y->model, y->staleness,
                      y->backup, c->world);
-    if (c->ps_servers > 1 || c->ps_server_eps)
-      return GS_FAIL(e, GS_EINVAL, "ps rank %d: %s with a sharded ps (--ps-servers, "
-                     "--ps-server-hosts) is not supported yet: use one server", c->rank, what);
     if (c->wire != GS_F32 || c->scaler.dynamic || c->scaler.scale != 1.0f || c->sum_only)
       return GS_FAIL(e, GS_EINVAL, "ps rank %d: %s runs fp32 training without loss scaling "
                      "(a skipped step's verdict over stale gradients is not defined yet)",
@@ -289,7 +286,10 @@ static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
     }
     sum.skipped = one.skipped;
     sum.scale = one.scale;
-    sum.staleness = one.staleness;
+    /* K servers, K clocks: the step's staleness is its stalest part's, and
+     * -1 when any server dropped its part (backup workers) */
+    if (k == 0 || one.staleness < 0 || (sum.staleness >= 0 && one.staleness > sum.staleness))
+      sum.staleness = one.staleness;
   }
   if (rc < 0) return fail(s, rc);
   sum.wait_s = s->blocked_s + (gs_now() - t0) - sum.reduce_s - sum.update_s;
@@ -302,9 +302,14 @@ static int ps_close(gs_sync *base, bool ok, gs_err *e) {
   ps_sync *s = (ps_sync *)base;
   bool orderly = ok && !s->failed && !s->order.in_step;
   int rc = GS_OK;
-  /* Server k finishes once every rank said goodbye to it; a rank waits
-   * for its own server only after its goodbyes to the servers before it,
-   * so closing in server order never waits in a circle. */
+  /* Server k finishes once every rank said goodbye to it; a rank says
+   * goodbye to every server before it waits for its own, so closing never
+   * waits in a circle, however far apart the ranks finish (stale models) */
+  for (int k = 0; k < s->keys.K && s->keys.K > 1; k++) {
+    gs_err ce = {0};
+    int r = gs_ps_goodbye(s->w[k], orderly, &ce);
+    if (r < 0 && rc == GS_OK) rc = GS_FAIL(e, r, "%s", ce.msg);
+  }
   for (int k = 0; k < s->keys.K; k++) {
     gs_err ce = {0};
     int r = gs_ps_close(s->w[k], orderly, &ce);

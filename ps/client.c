@@ -480,8 +480,8 @@ void gs_ps_free(ps_worker *s) {
 
 /* Tell the server (best effort) and stop the server beside this rank, if
  * any. */
-int gs_ps_close(ps_worker *s, bool ok, gs_err *e) {
-  ps_worker_state *st = s->st;
+int gs_ps_goodbye(ps_worker *s, bool ok, gs_err *e) {
+  if (s->said_bye) return s->bye_rc;
   bool orderly = ok && !s->failed && !s->in_step;
   int rc = GS_OK;
   /* ssp: every rank leaves with the last update, as every bsp rank does */
@@ -516,6 +516,19 @@ int gs_ps_close(ps_worker *s, bool ok, gs_err *e) {
   }
   gs_dial_close(s->dial);
   zmq_close(s->sock);
+  s->said_bye = true;
+  s->bye_orderly = orderly;
+  s->bye_rc = rc;
+  if (rc < 0 && e) s->bye_err = *e;
+  return rc;
+}
+
+int gs_ps_close(ps_worker *s, bool ok, gs_err *e) {
+  ps_worker_state *st = s->st;
+  bool said = s->said_bye;
+  int rc = gs_ps_goodbye(s, ok, e);
+  if (said && rc < 0 && e) *e = s->bye_err;
+  bool orderly = s->bye_orderly;
   gs_err ee = {0};
   int erc = gs_ps_end(st, orderly, false, orderly ? s->wait_ms : 1000, &ee);
   if (erc < 0 && rc == GS_OK) rc = GS_FAIL(e, erc, "%s", ee.msg);

@@ -69,6 +69,10 @@ typedef struct ps_worker {
   int64_t staleness;  /* this step's gradient's */
   double srv_reduce, srv_update;
   uint64_t srv_sent, srv_recv;
+  /* gs_ps_goodbye done: its verdict and result, for gs_ps_close */
+  bool said_bye, bye_orderly;
+  int bye_rc;
+  gs_err bye_err;
 } ps_worker;
 
 /* state.c: one server's worker state for rank c->rank (host_server: that
@@ -101,6 +105,12 @@ int gs_ps_drain(ps_worker *s, gs_err *e);
 int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e);
 /* Goodbye to the server (or an abort), then free s and its state. */
 int gs_ps_close(ps_worker *s, bool ok, gs_err *e);
+/* gs_ps_close's first half, which waits for no server to finish: ssp's
+ * last update, the goodbye, the socket closed. A rank of a sharded ps says
+ * it to every server before it waits for its own to finish (a server
+ * whose ranks leave at different times, as stale models let them, must
+ * hear every goodbye). gs_ps_close then does the rest. */
+int gs_ps_goodbye(ps_worker *s, bool ok, gs_err *e);
 /* free s, its socket closed or never opened, and its state */
 void gs_ps_free(ps_worker *s);
 /* the kernels' sticky error, with the rank, the step and what was done */

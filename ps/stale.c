@@ -116,6 +116,27 @@ static int send_version(gs_ps_server *s, int only, int64_t staleness, gs_err *e)
   return GS_OK;
 }
 
+/* The apply-order hook (sync.h gs_applied): update s->updates from the
+ * pushes of ranks[0..nr) in slots idx[], and the parameters after it. */
+static int tell_applied(gs_ps_server *s, const int *ranks, const int *idx, int nr, gs_err *e) {
+  int64_t steps[nr];
+  uint64_t bases[nr];
+  for (int i = 0; i < nr; i++) {
+    steps[i] = slot_at(s, ranks[i], idx[i])->step;
+    bases[i] = slot_at(s, ranks[i], idx[i])->base;
+  }
+  const float *p = s->master;
+  if (!s->cpu) {
+    s->k->to_host(s->k, s->hout, s->master, s->n * sizeof(float));
+    GS_TRY(gs_pss_kernel_check(s, "copying parameters for the apply-order log", e));
+    p = s->hout;
+  }
+  gs_applied a = {.version = s->updates, .n = nr, .ranks = ranks, .steps = steps,
+                  .bases = bases, .params = p, .count = s->n};
+  s->o.applied(s->o.applied_ctx, &a);
+  return GS_OK;
+}
+
 /* One update from the held pushes of ranks[0..nr) (slots idx[]), summed in
  * that (rank) order and averaged over nr. */
 static int apply(gs_ps_server *s, const int *ranks, const int *idx, int nr, gs_err *e) {
@@ -129,6 +150,9 @@ static int apply(gs_ps_server *s, const int *ranks, const int *idx, int nr, gs_e
   }
   GS_TRY(gs_pss_kernel_check(s, "summing held gradients", e));
   s->reduce_s += gs_now() - t0;
+  /* the Welcome went out zero-copy from the master copy: a rank that has not
+   * been sent all of it yet must not get a part of this update instead */
+  GS_TRY(gs_pss_wait_inflight(s, 0, e));
   gs_update_range rg = {.offset = 0, .count = s->n, .grad = sum};
   gs_update_result res;
   gs_err ue = {0};
@@ -141,6 +165,7 @@ static int apply(gs_ps_server *s, const int *ranks, const int *idx, int nr, gs_e
   if (s->o.span) s->o.span(s->o.span_ctx, "optimizer", -1, t1, gs_now(), 1);
   s->updates++;
   s->round_t0 = gs_now(); /* progress: the deadline runs from here */
+  if (s->o.applied) GS_TRY(tell_applied(s, ranks, idx, nr, e));
   for (int i = 0; i < nr; i++) slot_at(s, ranks[i], idx[i])->used = false;
   return GS_OK;
 }

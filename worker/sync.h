@@ -66,6 +66,23 @@ typedef struct gs_bucket {
 typedef void (*gs_span_fn)(void *ctx, const char *name, int bucket, double t0, double t1,
                            int track);
 
+/* ps ssp/async/backup: the server applied update `version` (1, 2, ...): the
+ * gradients of ranks[i]'s step steps[i], computed on version bases[i], summed
+ * in that order and averaged over n; params: the count parameters after it
+ * (host memory, valid during the call). Called from the server's thread,
+ * in order, by the server inside rank 0 (not a dedicated or sharded one):
+ * what an apply-order log (worker.h gs_apply_log) records. */
+typedef struct gs_applied {
+  uint64_t version;
+  int n;
+  const int *ranks;
+  const int64_t *steps;
+  const uint64_t *bases;
+  const float *params;
+  size_t count;
+} gs_applied;
+typedef void (*gs_applied_fn)(void *ctx, const gs_applied *a);
+
 /* What one step cost this rank, filled by end_step. Times are seconds. */
 typedef struct gs_sync_stats {
   double wait_s;     /* exposed communication: the loop blocked in the backend */
@@ -171,6 +188,8 @@ typedef struct gs_sync_config {
 
   gs_span_fn span;          /* may be NULL */
   void *span_ctx;
+  gs_applied_fn applied;    /* ps, stale models, rank 0: each update (may be NULL) */
+  void *applied_ctx;
 } gs_sync_config;
 
 typedef struct gs_sync gs_sync;

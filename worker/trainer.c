@@ -541,6 +541,38 @@ int gs_trainer_run(gs_trainer *t, gs_sync *s, gs_step_cb cb, void *ctx, gs_err *
   return rc;
 }
 
+/* backward's notice without a backend: nothing to hand over */
+static int no_handover(void *ctx, int tensor, gs_err *e) {
+  (void)ctx, (void)tensor, (void)e;
+  return GS_OK;
+}
+
+int gs_trainer_gradient(gs_trainer *t, int64_t step, gs_err *e) {
+  if (step < 0) return GS_FAIL(e, GS_EINVAL, "rank %d: no step %lld", t->o.rank, (long long)step);
+  if (t->d) { /* where next_batch would be at this step: batch-sized steps, epochs rolling */
+    int64_t per = (t->sampler.num_samples + t->o.batch - 1) / t->o.batch;
+    if (per < 1) return GS_FAIL(e, GS_EINVAL, "rank %d: an empty shard", t->o.rank);
+    int64_t epoch = step / per;
+    if (t->sampler.epoch != epoch) {
+      gs_sampler_epoch(&t->sampler, epoch, t->shard);
+      if (t->device_data)
+        t->k->to_device(t->k, t->dshard, t->shard,
+                        (size_t)t->sampler.num_samples * sizeof *t->shard);
+    }
+    t->epoch = epoch;
+    t->pos = (step % per) * t->o.batch;
+  }
+  t->step = step;
+  int n = 0;
+  GS_TRY(next_batch(t, &n, e));
+  t->m->step = step;
+  float loss = 0.0f;
+  int correct = 0;
+  GS_TRY(t->m->ops->forward(t->m, t->params, n, &loss, &correct, e));
+  GS_TRY(t->m->ops->backward(t->m, t->params, t->grads, n, t->scale, no_handover, t, e));
+  return t->k->sync(t->k, e);
+}
+
 const gs_step_row *gs_trainer_rows(const gs_trainer *t, size_t *n) {
   *n = t->nrows;
   return t->rows;

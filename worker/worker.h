@@ -169,4 +169,77 @@ int64_t gs_trainer_shard_size(const gs_trainer *t);
  * verdict) applied in end_step. Valid for world 1 only. */
 int gs_sync_local(const gs_sync_config *c, gs_sync **out, gs_err *e);
 
+/* The gradient of this rank's batch of step `step` (its shard's batches in
+ * order, epochs rolling over, as gs_trainer_run takes them) at the current
+ * parameters, into the gradient buffer (gs_trainer_sync_config's grads),
+ * with the current loss scale: what step `step` of gs_trainer_run hands its
+ * backend, without the backend, the straggler work and the row. */
+int gs_trainer_gradient(gs_trainer *t, int64_t step, gs_err *e);
+
+/* ---- apply-order logs and their replay (apply_log.c, replay.c) ----
+ * An async, ssp or backup-worker ps server applies gradients in an order
+ * that arrival decided. Its log records that order, update by update: for
+ * each update the (rank, step, base version) of every gradient it summed,
+ * in summation order, and a hash of the parameters after it; its header
+ * the training configuration that makes each gradient again (model, data,
+ * batch, seed, sampler, optimizer, world, BLAS threads). Replaying it in
+ * one process recomputes every gradient from the version it was computed
+ * on and that rank's batch of that step, sums and applies them as the
+ * server did (gs_update_apply), and checks the parameters after every
+ * update against the hash. Text, one update a line:
+ *
+ *   gradsync-apply-order 1
+ *   world 4
+ *   ...                                 (key value lines, see apply_log.c)
+ *   update 1 hash 9f0c...e1 grads 3:0:0
+ *   update 2 hash 1a2b...7c grads 0:1:1 2:1:1 (rank:step:base)
+ */
+typedef struct gs_apply_grad {
+  int rank;
+  int64_t step;
+  uint64_t base;
+} gs_apply_grad;
+typedef struct gs_apply_update {
+  uint64_t version, hash;
+  size_t first;              /* its gradients: grads[first .. first + n) */
+  int n;
+} gs_apply_update;
+typedef struct gs_apply_log {
+  gs_train_opts train;       /* model and data point into the strings below */
+  char *model, *data, *sync, *load; /* owned; load: --load-params or NULL */
+  int world, threads;
+  size_t nparams;
+  gs_apply_update *up;
+  size_t nup, capup;
+  gs_apply_grad *grads;
+  size_t ngrads, capgrads;
+  bool lost;                 /* an update could not be recorded (memory) */
+} gs_apply_log;
+/* A log for a run of t's configuration (t->world ranks; sync: "async", ...). */
+int gs_apply_log_init(gs_apply_log *l, const gs_train_opts *t, int threads, const char *sync,
+                      size_t nparams, gs_err *e);
+/* gs_applied_fn: record one update (ctx: the log). */
+void gs_apply_log_add(void *ctx, const gs_applied *a);
+/* The log as text (malloc'ed, *len bytes), or NULL with e set. */
+char *gs_apply_log_text(const gs_apply_log *l, size_t *len, gs_err *e);
+/* Read a log written by gs_apply_log_text: every line checked, sizes
+ * bounded; GS_EINVAL naming the file, the line and what is wrong. */
+int gs_apply_log_read(const char *path, gs_apply_log *l, gs_err *e);
+int gs_apply_log_parse(const char *text, size_t len, const char *name, gs_apply_log *l,
+                       gs_err *e);
+void gs_apply_log_free(gs_apply_log *l);
+/* The parameters' hash the log keeps (FNV-1a over their bytes). */
+uint64_t gs_params_hash(const float *p, size_t n);
+
+typedef struct gs_replay_result {
+  uint64_t updates;          /* replayed, every one matching its hash */
+  uint64_t gradients;        /* recomputed */
+  uint64_t hash;             /* of the final parameters */
+} gs_replay_result;
+/* Replay l with kernels k (k's BLAS threads as the log says: the caller's
+ * concern); save_dir: write the final parameters there (NULL: not).
+ * GS_EPROTO naming the first update whose parameters differ. */
+int gs_replay(const gs_apply_log *l, gs_kernels *k, const char *save_dir, gs_replay_result *r,
+              gs_err *e);
+
 #endif

@@ -68,4 +68,10 @@ int gs_model_resolve(gs_opts *o, gs_err *e);
 int gs_calibrate_main(const gs_opts *o);
 int gs_project_main(const gs_opts *o);
 
+/* --replay FILE (replay.c): its checks, and its main (exit status 0 when
+ * every update's parameters are the logged bits, 1 when not, 2 on bad
+ * input). */
+int gs_replay_resolve(const gs_opts *o, gs_err *e);
+int gs_replay_main(const gs_opts *o);
+
 #endif

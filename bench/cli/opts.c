@@ -295,6 +295,13 @@ static int p_link(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   return GS_OK;
 }
 
+static int p_link_host(gs_opts *o, const flag *f, const char *a, gs_err *e) {
+  (void)f;
+  GS_TRY(gs_host_rates_parse(a, &o->link_host, e));
+  o->link_host_arg = a;
+  return GS_OK;
+}
+
 static int p_repeat(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   GS_TRY(p_whole(o, f, a, e));
   o->repeat_given = true; /* the defaults' parse is forgotten after them */
@@ -440,6 +447,9 @@ static const flag FLAGS[] = {
   WORD("link", "RATE", NULL, "auto: 1gbit where this process may build emulated hosts "
        "(root), else none", "emulated hosts' links, each direction (tc units: 100mbit, 1gbit); "
        "none: this machine's loopback", p_link, link_arg),
+  WORD("link-host", "H=RATE[,...]", NULL, "none", "emulated hosts: host H's link runs at "
+       "RATE instead of --link's (a slow uplink: --link 1gbit --link-host 3=100mbit)",
+       p_link_host, link_host_arg),
   WORD("latency", "D", NULL, "0", "emulated links' one-way host-to-host delay (100us, 2ms)",
        p_str, latency_arg),
   {"threads", 0, "N", NULL, "cores / local ranks", "BLAS threads per rank", p_whole, M(threads),
@@ -459,6 +469,9 @@ static const flag FLAGS[] = {
        p_str, out),
   WORD("save-params", "DIR", NULL, NULL, "save the final parameters (.npy per tensor)", p_str,
        save_params),
+  WORD("replay", "FILE", NULL, NULL, "with --mode local: replay a ps run's apply-order log "
+       "(runs/<id>/apply_order.txt of ssp, async, backup) in one process and check its bits",
+       p_str, replay),
   WORD("load-params", "DIR", NULL, NULL, "start from these parameters (.npy per tensor)", p_str,
        train.load_params),
   SWITCH("quiet", 'q', NULL, "no progress lines (the tables still print)", quiet, 1),

@@ -69,9 +69,6 @@ static int resolve_ps_sync(const gs_opts *o, gs_err *e) {
   if (o->ps_sync.backup_on && o->ps_sync.model != GS_PS_BSP)
     return GS_FAIL(e, GS_EINVAL, "--ps-backup goes with --ps-sync bsp (an update of the first "
                    "world-B gradients), not %s", what);
-  if (o->ps_servers > 1 || o->ps_server_hosts)
-    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s with a sharded ps (--ps-servers, "
-                   "--ps-server-hosts) is not supported yet: run one server", what);
   if (o->collective)
     return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s: the collective benchmark has no "
                    "optimizer to be stale", what);
@@ -115,6 +112,7 @@ static int resolve_compress(const gs_opts *o, gs_err *e) {
 
 int gs_opts_resolve(gs_opts *o, gs_err *e) {
   if (o->calibrate || o->project) return gs_model_resolve(o, e);
+  if (o->replay) return gs_replay_resolve(o, e);
   for (int i = 0; i < o->nworlds; i++)
     if (o->worlds[i] > 1024)
       return GS_FAIL(e, GS_EINVAL, "--world %d: a run starts at most 1024 ranks (--project "

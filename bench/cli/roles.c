@@ -56,6 +56,7 @@ static int run(gs_opts *op, int argc, char **argv) {
   /* the cost model's commands start no rank, whatever the environment says */
   if (o.calibrate) return gs_calibrate_main(&o);
   if (o.exec) return gs_exec_main(&o);
+  if (o.replay) return gs_replay_main(&o);
   if (o.project) return gs_project_main(&o);
   if (o.report) {
     if (gs_report_redraw(o.report, stdout, &e) == GS_OK) return 0;

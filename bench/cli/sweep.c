@@ -171,7 +171,8 @@ static int sweep_once(gs_opts *o, int argc, char **argv, int rep, int reps, swee
               gs_launch l = {.argc = argc, .argv = argv, .run_dir = o->out, .world = world,
                              .timeout_s = o->timeout_s,
                              .hosts = gs_cluster_hosts(o, mode, world),
-                             .link_bps = o->link_bps, .latency_s = o->latency_s,
+                             .link_bps = o->link_bps, .link_host = &o->link_host,
+                             .latency_s = o->latency_s,
                              /* world 1 runs the local step: no server */
                              .ps_servers_own = mode == GS_MODE_PS && o->ps_server_hosts &&
                                                        world > 1 ? o->ps_servers : 0};

@@ -350,10 +350,10 @@ int gs_hosts_netem(gs_err *e) {
   return rc == 0;
 }
 
-static void tbf_line(char *s, size_t cap, const gs_hosts *c, const char *dev) {
+static void tbf_line(char *s, size_t cap, const gs_hosts *c, const gs_node *h, const char *dev) {
   int n = snprintf(s, cap, "qdisc add dev %s root handle 1: tbf rate %llubit burst %llu limit %llu\n",
-                   dev, (unsigned long long)c->rate, (unsigned long long)c->burst,
-                   (unsigned long long)c->limit);
+                   dev, (unsigned long long)h->rate, (unsigned long long)h->burst,
+                   (unsigned long long)h->limit);
   if (c->delay > 0 && n > 0 && (size_t)n < cap)
     snprintf(s + n, cap - (size_t)n, "qdisc add dev %s parent 1:1 handle 10: netem delay %.0fus\n",
              dev, c->delay * 0.5e6);
@@ -381,14 +381,14 @@ static int wire(gs_hosts *c, gs_err *e) {
              c->host[h].addr, PREFIX);
     rc = batch_in(c->ip, &c->host[h], b, where, e);
     if (rc == 0) {
-      tbf_line(b, cap, c, "eth0");
+      tbf_line(b, cap, c, &c->host[h], "eth0");
       rc = batch_in(c->tc, &c->host[h], b, where, e);
     }
   }
   for (int h = 0, used = 0; rc == 0 && h < c->k; h++) {
     char dev[16];
     snprintf(dev, sizeof dev, "port%d", h);
-    tbf_line(b + used, cap - (size_t)used, c, dev);
+    tbf_line(b + used, cap - (size_t)used, c, &c->host[h], dev);
     used += (int)strlen(b + used);
   }
   if (rc == 0) rc = batch_in(c->tc, &c->sw, b, "the switch", e);
@@ -403,6 +403,15 @@ static int check_cfg(const gs_hosts_cfg *cfg, gs_err *e) {
   if (cfg->rate_bps < 8000)
     return GS_FAIL(e, GS_EINVAL, "emulated hosts: link rate %llu bit/s is too low (at least 8kbit)",
                    (unsigned long long)cfg->rate_bps);
+  for (int i = 0; cfg->host_rates && i < cfg->host_rates->n; i++) {
+    const gs_host_rates *r = cfg->host_rates;
+    if (r->host[i] < 0 || r->host[i] >= cfg->hosts)
+      return GS_FAIL(e, GS_EINVAL, "emulated hosts: host %d's link is given a rate, but the "
+                     "hosts are 0..%d", r->host[i], cfg->hosts - 1);
+    if (r->bps[i] < 8000)
+      return GS_FAIL(e, GS_EINVAL, "emulated hosts: host %d's link rate %llu bit/s is too low "
+                     "(at least 8kbit)", r->host[i], (unsigned long long)r->bps[i]);
+  }
   if (!(cfg->delay_s >= 0 && cfg->delay_s < 10))
     return GS_FAIL(e, GS_EINVAL, "emulated hosts: link delay %g s is not in [0, 10)", cfg->delay_s);
   return GS_OK;
@@ -457,7 +466,14 @@ int gs_hosts_create(const gs_hosts_cfg *cfg, gs_hosts **out, gs_err *e) {
   c->delay = cfg->delay_s;
   c->life[0] = c->life[1] = c->devnull = c->own_pidns = c->cluster_pidns = -1;
   c->sw.nsfd = c->sw.pidfd = -1;
-  for (int h = 0; h < c->k; h++) c->host[h].nsfd = c->host[h].devfd = c->host[h].pidfd = -1;
+  for (int h = 0; h < c->k; h++) {
+    gs_node *n = &c->host[h];
+    n->nsfd = n->devfd = n->pidfd = -1;
+    n->rate = gs_host_rates_of(cfg->host_rates, h, c->rate);
+    n->burst = c->burst;
+    n->limit = c->limit;
+    if (n->rate != c->rate) gs_hosts_tbf(n->rate, &n->burst, &n->limit);
+  }
   gs_hosts_links_init(c);
   int rc = build(c, cfg, e);
   if (rc < 0) {
@@ -508,6 +524,7 @@ int gs_hosts_info(const gs_hosts *c, int h, gs_host_info *out) {
   out->holder = n->pid;
   snprintf(out->netns, sizeof out->netns, "%s", n->netns);
   out->netns_ino = n->ino;
+  out->rate_bps = h == GS_HOSTS_SWITCH ? 0 : n->rate;
   return GS_OK;
 }
 

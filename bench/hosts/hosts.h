@@ -58,7 +58,25 @@ typedef struct gs_hosts_cfg {
   uint64_t limit_bytes;     /* tbf queue; 0: gs_hosts_tbf()'s choice */
   double delay_s;           /* one-way host-to-host delay (netem, half on
                                each end of both links); needs netem */
+  const struct gs_host_rates *host_rates; /* links of their own rate; NULL: none */
 } gs_hosts_cfg;
+
+/* host_rates.c: links of their own rate, "H=RATE[,H=RATE...]" as users
+ * write them (--link-host); every other link runs at the cluster's rate.
+ * The burst and queue of such a link are gs_hosts_tbf()'s at its rate. */
+#define GS_HOST_RATES_MAX 32
+typedef struct gs_host_rates {
+  int n;
+  int host[GS_HOST_RATES_MAX];
+  uint64_t bps[GS_HOST_RATES_MAX];
+} gs_host_rates;
+int gs_host_rates_parse(const char *s, gs_host_rates *out, gs_err *e);
+/* host h's rate, or dflt when h has none of its own (r may be NULL) */
+uint64_t gs_host_rates_of(const gs_host_rates *r, int h, uint64_t dflt);
+/* the highest host named, -1 for none */
+int gs_host_rates_max_host(const gs_host_rates *r);
+/* "3=100000000bit,5=..." (tc's units, parseable again); "" for none */
+void gs_host_rates_text(const gs_host_rates *r, char *buf, size_t cap);
 
 /* The tbf parameters used at rate_bps when the configuration leaves them
  * at 0 (links.c says why these). */
@@ -101,6 +119,7 @@ typedef struct gs_host_info {
   pid_t holder;             /* a process in that namespace (caller's view) */
   char netns[40];           /* "/proc/<holder>/ns/net": for nsenter --net= */
   uint64_t netns_ino;       /* its inode: how /proc/<pid>/ns/net names it */
+  uint64_t rate_bps;        /* its link's rate (0 for the switch) */
 } gs_host_info;
 int gs_hosts_info(const gs_hosts *c, int h, gs_host_info *out);
 

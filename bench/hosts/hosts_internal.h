@@ -16,6 +16,7 @@ typedef struct gs_node {
   char netns[40];
   uint64_t ino;
   char addr[16];         /* hosts only */
+  uint64_t rate, burst, limit; /* hosts only: its link's tbf */
   /* counters (hosts only), guarded by gs_hosts.mu */
   int devfd;             /* /proc/<pid>/net/dev */
   gs_hostlink_acc acc;

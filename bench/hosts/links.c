@@ -158,7 +158,7 @@ int gs_hosts_links_open(gs_hosts *c, gs_err *e) {
     if (n->devfd < 0 || gs_netdev_read_eth0(n->devfd, &rx, &tx) < 0)
       return GS_FAIL(e, GS_EIO, "emulated hosts: cannot read host %d's link counters in %s",
                      h, path);
-    gs_hostlink_acc_start(&n->acc, c->rate, gs_now(), tx, rx);
+    gs_hostlink_acc_start(&n->acc, n->rate, gs_now(), tx, rx);
   }
   return GS_OK;
 }

@@ -47,9 +47,10 @@ int gs_cluster_parse_delay(const char *s, double *out, gs_err *e) {
 int gs_cluster_resolve(gs_opts *o, gs_err *e) {
   if (!o->link_arg) {
     o->link_choice = o->link_none ? GS_LINK_NONE : GS_LINK_AUTO;
-    if (o->hosts || o->latency_arg)
+    if (o->hosts || o->latency_arg || o->link_host_arg)
       return GS_FAIL(e, GS_EINVAL, "%s needs --link RATE, the emulated links' rate (e.g. --link "
-                     "1gbit)", o->hosts ? "--hosts" : "--latency");
+                     "1gbit)", o->hosts ? "--hosts" : o->latency_arg ? "--latency"
+                     : "--link-host");
     return GS_OK;
   }
   o->link_choice = GS_LINK_GIVEN;
@@ -71,6 +72,10 @@ int gs_cluster_resolve(gs_opts *o, gs_err *e) {
       return GS_FAIL(e, GS_EINVAL, "--hosts %d: world %d does not split evenly over %d hosts "
                      "(ranks are placed host-major, world / hosts on each): give worlds that "
                      "are multiples of %d", k, w, k, k);
+    if (gs_host_rates_max_host(&o->link_host) >= k)
+      return GS_FAIL(e, GS_EINVAL, "--link-host %s: world %d runs on hosts 0..%d, so host %d "
+                     "has no link: name hosts below %d (or give --hosts K)", o->link_host_arg,
+                     w, k - 1, gs_host_rates_max_host(&o->link_host), k);
   }
   return GS_OK;
 }

@@ -22,11 +22,12 @@
 #define EXEC_PORT 29500
 
 const char *gs_exec_flag_refused(const char *name) {
-  static const char *const ok[] = {"hosts", "link", "latency", "world", "timeout", NULL};
+  static const char *const ok[] = {"hosts", "link", "link-host", "latency", "world", "timeout",
+                                   NULL};
   for (int i = 0; ok[i]; i++)
     if (!strcmp(name, ok[i])) return NULL;
   return "does nothing with -- CMD, which runs a command of your own on the emulated hosts "
-         "(only --hosts, --link, --latency, --world and --timeout apply)";
+         "(only --hosts, --link, --link-host, --latency, --world and --timeout apply)";
 }
 
 int gs_exec_resolve(const gs_opts *o, gs_err *e) {
@@ -46,7 +47,8 @@ int gs_exec_main(const gs_opts *o) {
   int argc = 0;
   while (o->exec[argc]) argc++;
   gs_launch l = {.argc = argc, .argv = o->exec, .world = world, .timeout_s = o->timeout_s, .hosts = hosts,
-                 .link_bps = o->link_bps, .latency_s = o->latency_s, .exec = true,
+                 .link_bps = o->link_bps, .link_host = &o->link_host,
+                 .latency_s = o->latency_s, .exec = true,
                  .exec_port = EXEC_PORT, .links = links, .nlinks = &n};
   /* Gloo, NCCL and TensorPipe pick the interface of the hostname, which
    * resolves to loopback here: the host's link is eth0 (unless the user

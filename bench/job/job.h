@@ -234,6 +234,17 @@ void gs_bench_signals(void);
  * SIGINT, 143 SIGTERM), as shells report it. */
 int gs_interrupt_status(void);
 
+/* ---- a stale ps run's apply-order log (apply_order.c) ---- */
+/* Whether this rank records one: rank 0 of a ps run with ssp, async or
+ * backup workers whose one server is rank 0's thread. */
+bool gs_apply_order_wanted(const gs_opts *o, gs_mode mode, int rank, int world);
+int gs_apply_order_start(const gs_opts *o, const gs_train_opts *t, size_t nparams,
+                         gs_apply_log *l, gs_err *e);
+/* dir/runs/<the run's id>/apply_order.txt, atomically; threads: a rank's
+ * BLAS threads, which the replay uses. */
+int gs_apply_order_write(const char *dir, const gs_run_info *info, gs_apply_log *l, int threads,
+                         gs_err *e);
+
 /* ---- ps servers of their own (ps_serve.c) ---- */
 /* The server role: serve GS_PS_SERVE's server of the run; an exit code. */
 int gs_ps_serve_main(const gs_opts *o);
@@ -270,6 +281,7 @@ typedef struct gs_launch {
   int nextra;
   int hosts;                /* > 0: on that many emulated hosts (cluster.c) */
   uint64_t link_bps;
+  const gs_host_rates *link_host; /* links of a rate of their own (NULL: none) */
   double latency_s;
   bool exec;                /* argv is a command of the user's (exec.c), not bench:
                                no rendezvous port to wait for, MASTER_PORT exec_port */

@@ -266,6 +266,9 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   step_ctx sc = {.o = o, .mode = mode, .rank = rank, .world = world, .csv = -1, .run = info};
   gs_sync_config cfg;
   memset(&cfg, 0, sizeof cfg);
+  gs_apply_log alog; /* a stale ps run's apply order (apply_order.c) */
+  memset(&alog, 0, sizeof alog);
+  bool logging = false;
   info.wall_start = gs_wall();
 
   gs_bench_signals();
@@ -313,6 +316,12 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     if (fd < 0) { rc = fd; goto fail; }
     sc.csv = fd;
   }
+  if (out_dir && gs_apply_order_wanted(o, mode, rank, world)) {
+    if ((rc = gs_apply_order_start(o, &to, cfg.n, &alog, &e)) < 0) goto fail;
+    logging = true;
+    cfg.applied = gs_apply_log_add;
+    cfg.applied_ctx = &alog;
+  }
   if (o->verify && !(sc.hashes = calloc((size_t)o->train.steps + 1, sizeof *sc.hashes))) {
     rc = GS_FAIL(&e, GS_ENOMEM, "out of memory");
     goto fail;
@@ -344,7 +353,8 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   if (o->verify && k->device != GS_DEV_CPU) sc.host_params = malloc(cfg.n * sizeof(float) + 1);
   sc.t0 = gs_now();
   if (env->hosts > 0 && job.local_rank == 0) {
-    if ((rc = gs_hostlink_watch_start(o->link_bps, 0.005, &sc.link, &e)) < 0) goto fail;
+    uint64_t bps = gs_host_rates_of(&o->link_host, env->host, o->link_bps);
+    if ((rc = gs_hostlink_watch_start(bps, 0.005, &sc.link, &e)) < 0) goto fail;
     gs_hostlink_watch_read(sc.link, &sc.link0);
     if (rank == 0 && mode == GS_MODE_PS && (rc = watch_servers(&sc, &e)) < 0) goto fail;
   }
@@ -361,6 +371,10 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     e = ce;
   }
   if (rc < 0) goto fail;
+  if (logging) {
+    phase = "writing the apply-order log";
+    if ((rc = gs_apply_order_write(out_dir, &info, &alog, threads, &e)) < 0) goto fail;
+  }
 
   if (rank == 0 && o->save_params) {
     phase = "saving parameters";
@@ -472,6 +486,7 @@ done:
     free(results);
   }
   gs_job_close(&job);
+  if (logging) gs_apply_log_free(&alog);
   if (t) gs_trainer_destroy(t);
   if (k) k->destroy(k);
   if (rc == GS_OK) return 0;

@@ -48,6 +48,7 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       .ps_server_hosts = mode == GS_MODE_PS && world > 1 && o->ps_server_hosts,
       .accuracy = NAN, .eval_loss = NAN, .heldout_accuracy = NAN, .heldout_loss = NAN,
       .hosts = gs_cluster_hosts(o, mode, world), .link_bps = (double)o->link_bps,
+      .link_host = &o->link_host,
       .latency_s = o->latency_s, .delay = "none",
       .repeat = o->repeat > 0 ? o->repeat : 1, .repeats = o->repeats > 0 ? o->repeats : 1,
       .straggle = t->straggle,

@@ -14,11 +14,18 @@ void gs_rate_text(double bps, char *buf, size_t cap) {
 }
 
 const char *gs_link_sentence(const gs_opts *o, char *buf, size_t cap) {
-  char rate[32], per[48] = "1 per rank";
+  char rate[256], per[48] = "1 per rank";
   gs_rate_text((double)o->link_bps, rate, sizeof rate);
   if (o->hosts) snprintf(per, sizeof per, "%d per run", o->hosts);
   const char *why = o->link_why;
   if (!strncmp(why, "emulated hosts: ", 16)) why += 16;
+  for (int i = 0; i < o->link_host.n && strlen(rate) + 48 < sizeof rate; i++) {
+    char own[32]; /* --link-host: "1 Gbit/s (host 3: 100 Mbit/s)" */
+    gs_rate_text((double)o->link_host.bps[i], own, sizeof own);
+    snprintf(rate + strlen(rate), sizeof rate - strlen(rate), "%s%d: %s", i ? ", " : " (host ",
+             o->link_host.host[i], own);
+  }
+  if (o->link_host.n) snprintf(rate + strlen(rate), sizeof rate - strlen(rate), ")");
   switch (o->link_choice) {
   case GS_LINK_GIVEN:
   case GS_LINK_AUTO_HOSTS:

@@ -110,6 +110,9 @@ static json_t *configuration(const gs_opts *o) {
   gs_ps_sync_text(&o->ps_sync, sync, sizeof sync);
   json_object_set_new(c, "ps_sync", json_string(sync));
   json_object_set_new(c, "ring_period", json_integer(o->ring_period));
+  char hr[GS_HOST_RATES_MAX * 32];
+  gs_host_rates_text(&o->link_host, hr, sizeof hr);
+  json_object_set_new(c, "link_host", json_string(hr));
   json_object_set_new(c, "compress", json_string(gs_compress_spec(&t->compress, (char[32]){0}, 32)));
   json_object_set_new(c, "powersgd_start", json_integer((json_int_t)t->compress.start));
   /* a string in every case: "on", "off", or the mode's default */

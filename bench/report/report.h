@@ -85,6 +85,7 @@ typedef struct gs_run_info {
    * how the delay was made ("netem", "none") */
   int hosts;
   double link_bps, latency_s;
+  const gs_host_rates *link_host; /* hosts whose link has a rate of its own (NULL: none) */
   const char *delay;
   const size_t *bucket_bytes; /* nbuckets wire sizes in readiness order (the cost
                                  model's plan); NULL: no prediction */
@@ -143,6 +144,7 @@ typedef struct gs_hostlink_summary {
   double model_tx_bytes, model_rx_bytes; /* what the cost model says they carry */
   double window_s;             /* the measured steps' wall time */
   double busy_tx, busy_rx, busy; /* fraction of window_s each direction sent; max */
+  double rate_bps;             /* this link's rate (--link, or --link-host's for it) */
 } gs_hostlink_summary;
 
 /* One gradient bucket of a run (summary_buckets.c): means over the measured

@@ -93,7 +93,7 @@ static const field LINK_FIELDS[] = {
 static const field LINKS_FIELDS[] = {
   LINK(K_INT, host), LINK(K_REAL, tx_bytes), LINK(K_REAL, rx_bytes),
   LINK(K_NULLABLE, model_tx_bytes), LINK(K_NULLABLE, model_rx_bytes), LINK(K_REAL, window_s),
-  LINK(K_REAL, busy_tx), LINK(K_REAL, busy_rx), LINK(K_REAL, busy),
+  LINK(K_REAL, busy_tx), LINK(K_REAL, busy_rx), LINK(K_REAL, busy), LINK(K_REAL, rate_bps),
 };
 
 #define NF(a) (sizeof a / sizeof a[0])

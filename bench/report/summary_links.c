@@ -46,6 +46,7 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
   int N = info->world, K = info->mode == GS_MODE_PS ? info->ps_servers : 1;
   bool own = info->mode == GS_MODE_PS && info->ps_server_hosts;
   if (K > 1 && K != info->hosts && !own) return -1;
+  if (info->link_host && info->link_host->n > 0) return -1; /* one rate for every link */
   const gs_rank_summary *r0 = &s->per_rank[0];
   double S = s->gradient_bytes;
   /* reduction: ps sums N operands at the master (of S / K at each of K
@@ -157,6 +158,9 @@ int gs_summary_links(const gs_run_info *info, const gs_rank_result *ranks, gs_su
     l->busy_tx = clamp01(x->link_busy_tx_s / l->window_s);
     l->busy_rx = clamp01(x->link_busy_rx_s / l->window_s);
     l->busy = clamp01(x->link_busy_s / l->window_s);
+    l->rate_bps = h < s->hosts ? (double)gs_host_rates_of(info->link_host, h,
+                                                          (uint64_t)info->link_bps)
+                               : info->link_bps;
   }
   predict(info, s);
   return GS_OK;

@@ -146,8 +146,11 @@ static void print_links(FILE *f, const gs_summary *s) {
     human_bytes(l->model_rx_bytes, d, sizeof d);
     char host[16];
     snprintf(host, sizeof host, "%d%s", l->host, l->host >= s->hosts ? " S" : "");
-    fprintf(f, "  %-4s %10s %10s %10s %10s   %13.0f%% %9.0f%% %6.0f%%\n", host, a, b, c, d,
-            100 * l->busy_tx, 100 * l->busy_rx, 100 * l->busy);
+    char own[48] = ""; /* --link-host: a link of its own rate */
+    if (l->rate_bps > 0 && l->rate_bps != s->link_rate_bps)
+      snprintf(own, sizeof own, "   link %.4g Mbit/s", l->rate_bps / 1e6);
+    fprintf(f, "  %-4s %10s %10s %10s %10s   %13.0f%% %9.0f%% %6.0f%%%s\n", host, a, b, c, d,
+            100 * l->busy_tx, 100 * l->busy_rx, 100 * l->busy, own);
   }
   const gs_cost_model *cm = &s->cost_model;
   if (isfinite(cm->comm_s_predicted) && isfinite(cm->comm_s_measured))

@@ -32,8 +32,6 @@ for args, says in [(["--ps-sync", "foo"], "--ps-sync foo"),
                    (["--ps-sync", "ssp:1", "--ps-backup", "1", "--world", "3"],
                     "goes with --ps-sync bsp"),
                    (["--ps-sync", "async", "--mode", "ring"], "needs --mode ps"),
-                   (["--ps-sync", "async", "--ps-servers", "2", "--world", "2"],
-                    "not supported yet"),
                    (["--ps-sync", "async", "--precision", "bf16"], "--precision fp32"),
                    (["--ps-sync", "ssp:1", "--overlap"], "drop --overlap")]:
     a = args + (["--mode", "ps"] if "--mode" not in args else [])

@@ -11,6 +11,11 @@ hosts_tool's JSON lines.
   teardown  after a normal run, a SIGKILL of the tool mid-stream, and a
             build that fails halfway: no namespace, veth, address or
             process of the run remains, nothing in /run/netns
+  linkhost  3 hosts at 100 mbit with --link-host 1=20mbit: each host's
+            link reports its own rate; a stream from host 1 and one to it
+            run at 85-105% of 20 Mbit/s (not 100), and link 1 is busy for
+            the stream's span at its own rate; a stream 2 -> 0 still gets
+            85-100% of 100 Mbit/s
   delay     with netem, --delay D makes host-to-host round trips >= 2D;
             without it (this project's kernels), a clear error naming netem
             and no cluster
@@ -222,6 +227,36 @@ def case_delay():
               "without a delay round trips are short: %s" % rtts)
 
 
+def case_linkhost():
+    need_root()
+    per = 1 * MIB
+    flags = ["--hosts", "3", "--link", "100mbit", "--link-host", "1=20mbit"]
+    for src, dst, want in ((1, 0, 20e6), (0, 1, 20e6), (2, 0, 100e6)):
+        rc, ev, err = run(flags + ["--from", str(src), "--to", str(dst), "--bytes",
+                                   str(4 * per), "--msg", str(per)])
+        check(rc == 0, "stream %d -> %d builds and tears down (rc %d, %s)" %
+              (src, dst, rc, err.strip()))
+        nodes = {n["host"]: n for n in event(ev, "cluster")["nodes"]}
+        check([nodes[h]["rate_bps"] for h in range(3)] == [100e6, 20e6, 100e6],
+              "the hosts' links run at 100, 20, 100 Mbit/s (%s)" %
+              [nodes[h]["rate_bps"] for h in range(3)])
+        s = event(ev, "stream")
+        # up to 5% over: tbf's bucket (96 KiB, 40 ms at 20 Mbit/s) goes at once
+        check(0.85 * want <= s["rate_bps"] <= 1.05 * want,
+              "stream %d -> %d carries 85-105%% of %g Mbit/s: %.1f Mbit/s" %
+              (src, dst, want / 1e6, s["rate_bps"] / 1e6))
+        lk = links(s)
+        h, d = (1, "up") if src == 1 else (1, "down") if dst == 1 else (src, "up")
+        b, span = lk[h][d + "_busy_s"], s["span_s"]
+        check(0.85 * span <= b <= 1.05 * span,
+              "link %d was busy %s for %.3f s of the stream's %.3f s, counted at its own rate" %
+              (h, d, b, span))
+    rc, ev, err = run(["--hosts", "2", "--link", "100mbit", "--link-host", "2=20mbit",
+                       "--bytes", "0"])
+    check(rc != 0 and "host 2" in err and "0..1" in err,
+          "a rate for a host the cluster lacks is refused, naming it (%s)" % err.strip())
+
+
 def case_nocap():
     before = snapshot()
     prefix = ()
@@ -240,4 +275,5 @@ def case_nocap():
 
 
 {"stream": case_stream, "reach": case_reach, "teardown": case_teardown, "delay": case_delay,
+ "linkhost": case_linkhost,
  "nocap": case_nocap}[CASE]()

@@ -4,6 +4,7 @@
  *   hosts_tool --hosts 4 --link 1gbit --from 1 --to 2 --bytes 64M --msg 16M
  *   hosts_tool --hosts 4 --link 1gbit --from 1,2,3 --to 0    (incast, as ps)
  *   hosts_tool --hosts 4 --link 100mbit --reach --json
+ *   hosts_tool --hosts 3 --link 100mbit --link-host 1=20mbit --from 1 --to 0
  *
  * --reach: every host sends a request to every other host's address and
  * checks the reply names its own address as the sender (so the traffic
@@ -36,6 +37,7 @@ typedef struct opts {
   int hosts, to, reach, json;
   int from[GS_HOSTS_MAX], nfrom;
   uint64_t rate, burst, limit;
+  gs_host_rates host_rates;
   double bytes, msg, sample_ms, delay;
 } opts;
 
@@ -56,7 +58,7 @@ static int usage(const char *why) {
           "hosts_tool: %s\n"
           "usage: hosts_tool [--hosts K] [--link RATE] [--from A[,A2...]] [--to B] [--bytes N]\n"
           "                  [--msg S] [--reach] [--json] [--burst B] [--limit L]\n"
-          "                  [--sample-ms P] [--delay D]\n"
+          "                  [--sample-ms P] [--delay D] [--link-host H=RATE[,...]]\n"
           "  K hosts (default 2) on links of RATE (default 100mbit); a PUSH/PULL stream\n"
           "  of N bytes (default 16M) in messages of S bytes (default 4M) from each host A\n"
           "  to host B (default 0 -> 1; --bytes 0: none); --reach: all-pairs reachability\n"
@@ -70,7 +72,7 @@ static int parse(int argc, char **argv, opts *o) {
       {"hosts", 1, 0, 'k'}, {"link", 1, 0, 'l'},  {"from", 1, 0, 'f'},      {"to", 1, 0, 't'},
       {"bytes", 1, 0, 'b'}, {"msg", 1, 0, 'm'},   {"reach", 0, 0, 'r'},     {"json", 0, 0, 'j'},
       {"burst", 1, 0, 'B'}, {"limit", 1, 0, 'L'}, {"sample-ms", 1, 0, 's'},
-      {"delay", 1, 0, 'd'},  {0, 0, 0, 0}};
+      {"delay", 1, 0, 'd'},  {"link-host", 1, 0, 'H'}, {0, 0, 0, 0}};
   *o = (opts){.hosts = 2, .nfrom = 1, .to = 1, .bytes = 16 << 20, .msg = 4 << 20, .sample_ms = 5};
   gs_err e = {0};
   gs_hosts_parse_rate("100mbit", &o->rate, &e);
@@ -97,6 +99,9 @@ static int parse(int argc, char **argv, opts *o) {
       case 'j': o->json = 1; break;
       case 'l':
         if (gs_hosts_parse_rate(optarg, &o->rate, &e) < 0) return usage(e.msg);
+        break;
+      case 'H':
+        if (gs_host_rates_parse(optarg, &o->host_rates, &e) < 0) return usage(e.msg);
         break;
       case 'b': case 'm': case 'B': case 'L': case 's': {
         double v = strtod(optarg, &end);
@@ -137,9 +142,10 @@ static void print_cluster(gs_hosts *c, const opts *o, const gs_hosts_cfg *cfg, i
   for (int h = GS_HOSTS_SWITCH; h < o->hosts; h++) {
     gs_host_info in;
     gs_hosts_info(c, h, &in);
-    json_array_append_new(hs, json_pack("{si ss ss ss si sI}", "host", h, "addr", in.addr,
+    json_array_append_new(hs, json_pack("{si ss ss ss si sI sI}", "host", h, "addr", in.addr,
                                         "ifname", in.ifname, "port", in.port, "holder",
-                                        (int)in.holder, "netns_ino", (json_int_t)in.netns_ino));
+                                        (int)in.holder, "netns_ino", (json_int_t)in.netns_ino,
+                                        "rate_bps", (json_int_t)in.rate_bps));
     if (!json_out)
       printf("  %-7s %-10s %s%s%s  netns %s (inode %llu)\n",
              h == GS_HOSTS_SWITCH ? "switch" : "host", in.addr, in.ifname, *in.port ? " <-> " : "",
@@ -267,7 +273,10 @@ static void print_links(gs_hosts *c, const opts *o, const gs_hostlink_stat *a,
 static int stream(gs_hosts *c, const opts *o) {
   long count = (long)(o->bytes / o->msg);
   double total = (double)count * o->msg * o->nfrom;
-  double limit_s = 3 * total * 8 / (double)o->rate + 15, deadline = gs_now() + limit_s + 5;
+  double slowest = (double)o->rate;
+  for (int i = 0; i < o->host_rates.n; i++)
+    if ((double)o->host_rates.bps[i] < slowest) slowest = (double)o->host_rates.bps[i];
+  double limit_s = 3 * total * 8 / slowest + 15, deadline = gs_now() + limit_s + 5;
   gs_host_info to;
   gs_hosts_info(c, o->to, &to);
   char arg[160], ep[64], line[64];
@@ -314,17 +323,22 @@ static int stream(gs_hosts *c, const opts *o) {
   } else {
     /* one sender: between arrivals; several share the link from the start,
      * so the first arrival comes late: from the first send */
+    /* the stream's narrowest link: the receiver's, or a slower sender's */
+    double link = (double)gs_host_rates_of(&o->host_rates, o->to, o->rate);
+    for (int i = 0; o->nfrom == 1 && i < o->nfrom; i++)
+      if ((double)gs_host_rates_of(&o->host_rates, o->from[i], o->rate) < link)
+        link = (double)gs_host_rates_of(&o->host_rates, o->from[i], o->rate);
     double rate = o->nfrom == 1 ? (t1 > t0 ? (bytes - o->msg) * 8 / (t1 - t0) : 0)
                                 : (t1 > start ? bytes * 8 / (t1 - start) : 0);
     if (!json_out)
       printf("stream to host %d from %d host(s): %.0f B in messages of %.0f B: %.2f Mbit/s "
              "(%.3f of the link), %.3f s from first send to last arrival\n", o->to, o->nfrom,
-             bytes, o->msg, rate / 1e6, rate / (double)o->rate, t1 - start);
+             bytes, o->msg, rate / 1e6, rate / link, t1 - start);
     json_t *links = json_array();
     print_links(c, o, a, b, links);
-    emit(json_pack("{ss si si sf sf sf sf so}", "event", "stream", "to", o->to, "senders",
-                   o->nfrom, "bytes", bytes, "rate_bps", rate, "fraction", rate / (double)o->rate,
-                   "span_s", t1 - start, "links", links));
+    emit(json_pack("{ss si si sf sf sf sf sf so}", "event", "stream", "to", o->to, "senders",
+                   o->nfrom, "bytes", bytes, "rate_bps", rate, "fraction", rate / link,
+                   "link_bps", link, "span_s", t1 - start, "links", links));
   }
   free(a);
   free(pfd);
@@ -341,7 +355,7 @@ int main(int argc, char **argv) {
   gs_err e = {0};
   int netem = gs_hosts_netem(&e);
   gs_hosts_cfg cfg = {.hosts = o.hosts, .rate_bps = o.rate, .burst_bytes = o.burst,
-                      .limit_bytes = o.limit, .delay_s = o.delay};
+                      .limit_bytes = o.limit, .delay_s = o.delay, .host_rates = &o.host_rates};
   gs_hosts *c = NULL;
   if (netem < 0 || gs_hosts_create(&cfg, &c, &e) < 0) {
     fprintf(stderr, "hosts_tool: %s\n", e.msg);
