@@ -63,11 +63,10 @@ typedef struct ring_sync {
 } ring_sync;
 
 static uint64_t plan_hash(const gs_bucket *b, int nb) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = GS_HASH_INIT;
   for (int i = 0; i < nb; i++) {
     uint64_t v[2] = {b[i].offset, b[i].count};
-    const uint8_t *p = (const uint8_t *)v;
-    for (size_t j = 0; j < sizeof v; j++) h = (h ^ p[j]) * 1099511628211ull;
+    h = gs_hash_bytes(h, v, sizeof v);
   }
   return h;
 }
@@ -79,9 +78,7 @@ static uint64_t config_hash(const gs_sync_config *c) {
   if (c->compress.kind == GS_COMPRESS_NONE) return h;  /* as before compression existed */
   uint64_t v[3] = {(uint64_t)c->compress.kind, (uint64_t)c->compress.rank,
                    (uint64_t)c->compress.start};
-  const uint8_t *p = (const uint8_t *)v;
-  for (size_t j = 0; j < sizeof v; j++) h = (h ^ p[j]) * 1099511628211ull;
-  return h;
+  return gs_hash_bytes(h, v, sizeof v);
 }
 
 /* sync.h's checks, and the ring's own: host memory. */

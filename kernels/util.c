@@ -73,6 +73,12 @@ double gs_wall(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+uint64_t gs_hash_bytes(uint64_t h, const void *p, size_t n) {
+  const uint8_t *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
 void *gs_alloc(size_t bytes, gs_err *e) {
   size_t n = (bytes + 63) & ~(size_t)63;
   if (n == 0) n = 64;

@@ -57,6 +57,12 @@ const char *gs_strerror(int code);
 double gs_now(void);
 double gs_wall(void);
 
+/* FNV-1a over n bytes, continuing from h (GS_HASH_INIT to start): the same
+ * bits give the same hash on every rank and every machine, which is what
+ * the ranks' agreement checks and the apply log compare. */
+#define GS_HASH_INIT 1469598103934665603ull
+uint64_t gs_hash_bytes(uint64_t h, const void *p, size_t n);
+
 /* One line ('\n' dropped, cut at cap - 1) from a pipe or socket fd before
  * the gs_now() deadline: 1 a line, 0 end of file, -1 the deadline passed
  * or gs_interrupted was set. */

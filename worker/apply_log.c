@@ -22,10 +22,7 @@
 #define MAX_STR 4096
 
 uint64_t gs_params_hash(const float *p, size_t n) {
-  const uint8_t *b = (const uint8_t *)p;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n * sizeof(float); i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
+  return gs_hash_bytes(GS_HASH_INIT, p, n * sizeof(float));
 }
 
 static char *dup_str(const char *s) { return strdup(s ? s : ""); }

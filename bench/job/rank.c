@@ -115,15 +115,6 @@ static void link_result(gs_rank_result *x, int host, const gs_hostlink_stat *a,
   x->link_busy_s = fmin(b->any_busy_s - a->any_busy_s, w);
 }
 
-/* FNV-1a over the parameter bytes: the same bits give the same hash on
- * every rank, which is what --verify checks. */
-static uint64_t hash_bytes(const void *p, size_t n) {
-  const uint8_t *b = p;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
 static int on_step(void *vctx, const gs_step_row *row) {
   step_ctx *c = vctx;
   uint64_t ph = 0;
@@ -134,7 +125,7 @@ static int on_step(void *vctx, const gs_step_row *row) {
       if (c->k->sync(c->k, NULL) < 0) return GS_EDEVICE;
       p = c->host_params;
     }
-    ph = hash_bytes(p, c->cfg->n * sizeof(float));
+    ph = gs_hash_bytes(GS_HASH_INIT, p, c->cfg->n * sizeof(float));  /* what --verify compares */
     if (c->hashes && c->nhashes < (size_t)c->steps) c->hashes[c->nhashes++] = ph;
   }
   if (c->csv >= 0) {

@@ -122,12 +122,7 @@ int th_failures(const th_shared *sh) {
   return n;
 }
 
-uint64_t th_hash(const void *p, size_t n) {
-  const uint8_t *b = p;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
+uint64_t th_hash(const void *p, size_t n) { return gs_hash_bytes(GS_HASH_INIT, p, n); }
 
 int th_worlds_agree(int lo, int hi, th_body body, double deadline_s) {
   int bad = 0;
