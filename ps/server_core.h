@@ -46,6 +46,8 @@ struct gs_ps_server {
   /* from Init */
   bool have_init, running;
   int world, nb;
+  int average_over;           /* the mean's divisor: world, or the ranks the
+                                 hosts' pushes summed */
   size_t n, maxcnt, wsize;
   size_t *off, *cnt;
   gs_sgd sgd;
