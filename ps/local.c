@@ -183,12 +183,13 @@ static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS
     .algo = GS_ALGO_SHM, .local_ranks = p->L,
   };
   char ring_ep[GS_ENDPOINT_MAX] = "", ps_ep[GS_ENDPOINT_MAX] = "";
-  rc = gs_ring_prepare(&ro, &p->host, ring_ep, e);
-  if (rc < 0) host_words(p->h, p->L, e);
-  if (rc == GS_OK && p->local == 0) {
+  /* the ps first: a dedicated server forks before any ZeroMQ context */
+  if (p->local == 0) {
     gs_sync_config x = leader_config(p, c);
     rc = gs_ps_flat_backend.prepare(&x, &p->flat, ps_ep, e);
   }
+  if (rc == GS_OK && (rc = gs_ring_prepare(&ro, &p->host, ring_ep, e)) < 0)
+    host_words(p->h, p->L, e);
   if (rc == GS_OK && strlen(ring_ep) + strlen(ps_ep) + 2 > GS_ENDPOINT_MAX)
     rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: endpoints %s and %s are too long", c->rank, ring_ep,
                  ps_ep);
@@ -196,7 +197,10 @@ static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS
     state_free(p);
     return rc;
   }
-  snprintf(endpoint, GS_ENDPOINT_MAX, "%s|%s", ring_ep, ps_ep);
+  size_t a = strlen(ring_ep);
+  memcpy(endpoint, ring_ep, a);
+  endpoint[a] = '|';
+  memcpy(endpoint + a + 1, ps_ep, strlen(ps_ep) + 1);
   *state = p;
   return GS_OK;
 }

@@ -6,7 +6,8 @@
  *    the documented order (each host's sum in rank order, then the hosts'
  *    sums in host order, x 1/N), with and without overlap, with one server
  *    and with K sharded servers on the hosts' first ranks, with arrival
- *    jitter; the same bits run after run (twice);
+ *    jitter, and with a dedicated server process; the same bits run after
+ *    run (twice);
  *  - one host (L = N): bitwise the flat ps' bits; several hosts: within
  *    1e-5 relative of the flat ps (another order; relative to each
  *    parameter, or to their mean magnitude where one is near zero);
@@ -82,6 +83,19 @@ static void bits(int world, int L, int K, bool overlap, uint64_t jitter) {
   }
   free(first);
   printf("ok: %s: the documented order's bits on every rank, twice\n", what);
+}
+
+/* The server in a process of its own (rank 0 forks it in prepare, before
+ * the host's communicator makes a ZeroMQ context). */
+static void dedicated(void) {
+  job_opts o = base(4, 2);
+  o.dedicated = true;
+  job_result *r = result_new(&o);
+  REQUIRE(run_threads(&o, r) == 0, "dedicated server, hosts of 2: %s | %s", r->err[0],
+          r->err[3]);
+  free(check_reference(&o, r, "dedicated server, hosts of 2", NULL, NULL));
+  printf("ok: world 4, hosts of 2, a dedicated server: the documented order's bits\n");
+  result_free(r);
 }
 
 /* Against the flat ps (every rank pushes): one host is the same order,
@@ -194,6 +208,7 @@ int main(void) {
   bits(6, 2, 3, false, 4);
   bits(6, 2, 2, true, 5);
   bits(4, 4, 1, false, 6);
+  dedicated();
   against_flat(4, 4);
   against_flat(6, 2);
   refused("hosts of 4 in a world of 6", 6, 4, GS_F32, false, "do not divide");
