@@ -53,16 +53,14 @@ typedef struct local_sync {
   gs_sync base;
   gs_sync *flat;           /* the leader's ps session; NULL elsewhere */
   gs_ring *host;
-  int rank, L, H, h, local;
-  gs_kernels *k;
+  int rank, L, h, local;
   float *params, *grads;
   size_t n;
   const gs_bucket *buckets;
   int nbuckets;
   bool overlap, failed;
   gs_sync_order order;
-  double t_start, blocked_s, reduce_s;
-  gs_ring_stats rs;
+  double blocked_s, reduce_s;
 } local_sync;
 
 static const gs_sync_ops local_ops;
@@ -238,8 +236,9 @@ static int fail(local_sync *s, int rc, gs_err *e) {
 /* The host's sum of count elements at off of buf, in place. */
 static int host_sum(local_sync *s, float *buf, size_t off, size_t count, int bucket, gs_err *e) {
   double t0 = gs_now();
-  int rc = gs_ring_allreduce(s->host, buf + off, buf + off, count, s->order.step, bucket, &s->rs,
-                             e);
+  /* its counters count shm.c's copies, which cross no link: the step's
+   * bytes are the ps' sockets' */
+  int rc = gs_ring_allreduce(s->host, buf + off, buf + off, count, s->order.step, bucket, NULL, e);
   if (rc < 0) host_words(s->h, s->L, e);
   s->reduce_s += gs_now() - t0;
   return rc;
@@ -259,7 +258,6 @@ static int local_begin_step(gs_sync *base, int64_t step, gs_err *e) {
   int rc = gs_sync_order_begin(&s->order, step, e);
   if (rc < 0) return rc; /* a misuse changes nothing */
   s->blocked_s = s->reduce_s = 0;
-  s->rs = (gs_ring_stats){0};
   if (s->flat && (rc = leader_words(s, s->flat->ops->begin_step(s->flat, step, e), e)) < 0)
     return fail(s, rc, e);
   return GS_OK;
@@ -292,7 +290,7 @@ static int share_params(local_sync *s, int64_t step, gs_err *e) {
     memcpy(&f, &neg0, sizeof f);
     for (size_t i = 0; i < s->n; i++) s->params[i] = f;
   }
-  int rc = gs_ring_allreduce(s->host, s->params, s->params, s->n, step, s->nbuckets, &s->rs, e);
+  int rc = gs_ring_allreduce(s->host, s->params, s->params, s->n, step, s->nbuckets, NULL, e);
   if (rc < 0) host_words(s->h, s->L, e);
   return rc;
 }
@@ -308,8 +306,6 @@ static int local_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   if (rc == GS_OK && s->flat) rc = leader_words(s, s->flat->ops->end_step(s->flat, &fs, e), e);
   if (rc == GS_OK) rc = share_params(s, s->order.step, e);
   if (rc < 0) return fail(s, rc, e);
-  /* bytes are the sockets' (the ps'): shm.c counts its copies, which
-   * cross no link */
   gs_sync_stats out = fs;
   out.reduce_s += s->reduce_s;
   out.wait_s = s->blocked_s + (gs_now() - t0) - out.reduce_s - out.update_s;
@@ -396,10 +392,8 @@ static int local_open(void *state, const gs_sync_config *c, gs_sync **out, gs_er
     s->base.name = "ps";
     s->rank = c->rank;
     s->L = p->L;
-    s->H = p->H;
     s->h = p->h;
     s->local = p->local;
-    s->k = c->k;
     s->params = c->params;
     s->grads = c->grads;
     s->n = c->n;

@@ -3,8 +3,8 @@
 --link).
 
   equiv   2 and 4 hosts (one rank each), and 4 ranks on 2 hosts, in ps
-          (--no-ps-local-reduce) and ring (--algo ring): the parameters are bitwise those of the same run over
-          loopback, and those of one process with the whole batch (to 1e-5:
+          (--no-ps-local-reduce) and ring (--algo ring): the parameters are
+          bitwise those of the same run over loopback, and those of one process with the whole batch (to 1e-5:
           only the summation order differs); report.json names the hosts
           and the link
   hier    4 ranks on 2 hosts, ring mode: auto trains with the hierarchical
@@ -235,7 +235,8 @@ def case_local():
         check(False, "local kill: the launcher did not stop after rank 3 was killed")
     took = time.time() - t0
     check(p.returncode not in (0, None), f"local kill: launcher exit {p.returncode}")
-    check("rank 3 was killed by signal 9" in err, f"local kill: launcher does not name rank 3: {err}")
+    check("rank 3 was killed by signal 9" in err,
+          f"local kill: launcher does not name rank 3: {err}")
     named = {l.split(":")[1].strip() for l in err.splitlines()
              if l.startswith("bench: rank ") and "rank 3" in l.split(":", 2)[-1]}
     check(named & {"rank 0", "rank 1"} and "rank 2" in named,

@@ -371,7 +371,8 @@ int run_procs(const job_opts *o, job_result *res) {
   }
   static char eps[MAXW][GS_ENDPOINT_MAX];
   for (int r = 0; r < o->world; r++)
-    if (read_all(epup[r][0], eps[r], GS_ENDPOINT_MAX, 30000) < 0) memset(eps[r], 0, GS_ENDPOINT_MAX);
+    if (read_all(epup[r][0], eps[r], GS_ENDPOINT_MAX, 30000) < 0)
+      memset(eps[r], 0, GS_ENDPOINT_MAX);
   for (int r = 0; r < o->world; r++) {
     close(epup[r][0]);
     for (int q = 0; q < o->world; q++)
