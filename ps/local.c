@@ -70,10 +70,10 @@ static const gs_sync_ops local_ops;
  * plus that), and say which host. The reason a member wrote into the
  * shared memory comes after "stopped the shared-memory all-reduce (...): ":
  * the communicator's own words, or this file's, which already say "host h"
- * or "rank r (host h's first rank" and stay as they are. */
+ * or "rank r, the first of host h" and stay as they are. */
 static bool ours(const char *p) {
-  return !strncmp(p, "host ", 5) || (!strncmp(p, "rank ", 5) && strstr(p, " (host ") &&
-                                     strstr(p, " (host ") - p < 16);
+  const char *first = strstr(p, ", the first of host ");
+  return !strncmp(p, "host ", 5) || (!strncmp(p, "rank ", 5) && first && first - p < 16);
 }
 
 static void host_words(int h, int L, gs_err *e) {
@@ -175,8 +175,12 @@ static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS
   p->H = c->world / p->L;
   p->h = c->rank / p->L;
   p->local = c->rank % p->L;
+  /* the host waits for its first rank longer than that rank waits for the
+   * ps (a quarter more than the server): the server's named error arrives
+   * first; a rank whose process is gone is seen at once */
+  int t = c->timeout_ms > 0 ? c->timeout_ms : 30000;
   gs_ring_opts ro = {
-    .rank = p->local, .world = p->L, .timeout_ms = c->timeout_ms, .job = c->job,
+    .rank = p->local, .world = p->L, .timeout_ms = t + t / 2 + 1000, .job = c->job,
     .host = GS_WIRE_IPC, .cred = c->cred, .k = c->k, .wire = GS_F32, .max_count = c->n,
     .algo = GS_ALGO_SHM, .local_ranks = p->L,
   };
@@ -223,12 +227,27 @@ static int failed(local_sync *s, gs_err *e) {
                  s->rank, (long long)s->order.step);
 }
 
+/* "host h, rank r: " and the end of msg, where a chain of reasons ends
+ * with the first cause, in at most cap bytes (the shared memory keeps 248
+ * of a reason, the ps' abort 512). */
+static void reason(const local_sync *s, const char *msg, char *out, size_t cap) {
+  int head = snprintf(out, cap, "host %d, rank %d: ", s->h, s->rank);
+  size_t room = cap - (size_t)head - 4, n = strlen(msg);
+  if (n <= room) snprintf(out + head, cap - (size_t)head, "%s", msg);
+  else snprintf(out + head, cap - (size_t)head, "...%s", msg + n - room);
+}
+
 /* A failure: the host hears why (its shared-memory waits end), and the
  * leader's ps passes it to the server when it aborts. */
 static int fail(local_sync *s, int rc, gs_err *e) {
+  char why[400];
   s->failed = true;
-  if (s->flat) gs_ps_flat_why(s->flat, e->msg);
-  if (s->host) gs_ring_close(s->host, false, e->msg);
+  if (s->flat) {
+    reason(s, e->msg, why, sizeof why);
+    gs_ps_flat_why(s->flat, why);
+  }
+  reason(s, e->msg, why, 200); /* comm.c adds "rank l aborted: " */
+  if (s->host) gs_ring_close(s->host, false, why);
   s->host = NULL;
   return rc;
 }
@@ -245,10 +264,13 @@ static int host_sum(local_sync *s, float *buf, size_t off, size_t count, int buc
 }
 
 /* The leader's ps numbers hosts as its ranks: its errors say so. */
+static void ps_words(int rank, int h, int L, gs_err *e) {
+  gs_err_prefix(e, "rank %d, the first of host %d (the ps below numbers hosts: its rank h is "
+                "host h, ranks %d*h..%d*h+%d): ", rank, h, L, L, L - 1);
+}
+
 static int leader_words(local_sync *s, int rc, gs_err *e) {
-  if (rc < 0)
-    gs_err_prefix(e, "rank %d (host %d's first rank, the ps' rank %d: its ranks are hosts): ",
-                  s->rank, s->h, s->h);
+  if (rc < 0) ps_words(s->rank, s->h, s->L, e);
   return rc;
 }
 
@@ -383,9 +405,7 @@ static int local_open(void *state, const gs_sync_config *c, gs_sync **out, gs_er
     void *flat = p->flat;
     p->flat = NULL; /* open takes it over, also when it fails */
     rc = gs_ps_flat_backend.open(flat, &x, &s->flat, e);
-    if (rc < 0)
-      gs_err_prefix(e, "rank %d (host %d's first rank, the ps' rank %d: its ranks are hosts): ",
-                    c->rank, p->h, p->h);
+    if (rc < 0) ps_words(c->rank, p->h, p->L, e);
   }
   if (s) {
     s->base.ops = &local_ops;

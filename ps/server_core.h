@@ -95,6 +95,7 @@ struct gs_ps_server {
   int alive;                  /* ranks that have not said goodbye */
 
   atomic_int stop;            /* gs_ps_server_stop */
+  double stop_t0;             /* when this thread saw it (0: not yet) */
   _Atomic uint64_t dev_bytes, host_bytes;
   unsigned long warnings;
 };

@@ -186,18 +186,24 @@ static void killed(int world, int L, int victim, int step) {
     REQUIRE(r->rc[q] != 0 && r->rc[q] > -1000, "rank %d: rc %d after rank %d was killed", q,
             r->rc[q], victim);
     /* the victim's host names it by its process; the other hosts hear it
-     * through the server, or (the leader killed) its server or host name it */
+     * through the server, or, the victim a host's first rank, the server
+     * names its host as the ps' rank that sent nothing */
     bool same_host = q / L == victim / L;
+    char host_words[64];
+    snprintf(host_words, sizeof host_words, "rank %d sent no gradients", victim / L);
     bool named = same_host ? strstr(r->err[q], pid_words) != NULL
-                           : strstr(r->err[q], name) != NULL || victim % L == 0;
-    REQUIRE(named, "rank %d (host %d) does not name rank %d: '%s'", q, q / L, victim, r->err[q]);
+                 : victim % L ? strstr(r->err[q], name) != NULL
+                              : strstr(r->err[q], host_words) && strstr(r->err[q], "is host h");
+    REQUIRE(named, "rank %d (host %d) does not name rank %d: '%s' (rank 0 said '%.300s')", q,
+            q / L, victim, r->err[q], r->err[0]);
     REQUIRE(r->kill_t > 0 && dt >= 0 && dt < 2.5 * o.timeout_ms / 1000.0 + 1.0,
             "rank %d failed %.2f s after rank %d was killed", q, dt, victim);
   }
   int after = shm_entries();
   REQUIRE(after <= before, "/dev/shm had %d entries before and %d after", before, after);
   printf("ok: rank %d (host %d of hosts of %d) killed: every rank failed in time; rank %d said "
-         "'%s'\n", victim, victim / L, L, (victim + 1) % world, r->err[(victim + 1) % world]);
+         "'%s'; rank 0 said '%s'\n", victim, victim / L, L, (victim + 1) % world,
+         r->err[(victim + 1) % world], r->err[0]);
   result_free(r);
 }
 
