@@ -196,18 +196,25 @@ def case_hier():
 def case_local():
     need_root()
     flags = ["--hosts", "2", "--world", "4", "--link", "1gbit", "--mode", "ps"]
+    # case_bytes' model and enough measured steps that a step in flight at
+    # the window's edges is noise
+    base = [a if a != "mlp:784-32-10" else "mlp:784-512-512-10" for a in BASE]
+    longer = ["--steps", "14", "--warmup", "2"]
     got = {}
     for name, extra in (("local", []), ("again", []), ("flat", ["--no-ps-local-reduce"])):
         d = tmpdir()
-        r = run(BASE + flags + extra + ["--save-params", d + "/p", "--out", d, "--verify"])
+        r = run(base + flags + extra + longer + ["--save-params", d + "/p", "--out", d,
+                                                 "--verify"])
         if not check(r.returncode == 0, f"{name}: {r.stderr}"):
             continue
         got[name] = load_params(d + "/p")
         run0 = report(d)["runs"][0]
         want = "flat" if extra else "local-reduce"
         check(run0["algo"] == want, f"{name}: report.json says algo {run0['algo']!r}, not {want}")
-        hashes = {(row["step"], row["param_hash"]) for row in steps_csv(d)}
-        check(len(hashes) == STEPS, f"{name}: ranks differ ({hashes})")
+        rows = steps_csv(d)
+        hashes = {(row["step"], row["param_hash"]) for row in rows}
+        check(len(hashes) == len({row["step"] for row in rows}) >= 12,
+              f"{name}: ranks differ ({hashes})")
         check_links(f"ps {name}", 2, run0["links"])
     if len(got) == 3:
         check(same_bits(got["local"], got["again"]), "local-reduce: two runs differ")
