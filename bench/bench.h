@@ -80,13 +80,15 @@ typedef struct gs_opts {
   bool dedicated;            /* --ps-dedicated */
   int ps_servers;            /* --ps-servers K: servers sharing the parameters (ps only) */
   bool ps_server_hosts;      /* --ps-server-hosts: they run in processes (hosts) of their own */
+  int ps_local_reduce;       /* --ps-local-reduce 1, --no-ps-local-reduce 0; -1: on where
+                                emulated hosts hold several ranks each (ps/local.c) */
   gs_ps_sync ps_sync;        /* --ps-sync, --ps-backup (ps only) */
   int ring_period;           /* --ring-period H (ring only; 1: every step) */
   double timeout_s;
   const char *device;        /* cpu | cuda | auto */
   const char *bind;          /* --bind: address the sockets bind (NULL: job.c's rule) */
   const char *secret_file;   /* --secret-file: the job secret (else GS_JOB_SECRET) */
-  const char *transport;     /* --transport tcp | ipc (ranks of one machine) */
+  const char *transport;     /* --transport tcp | ipc | shm (ipc, shm: ranks of one machine) */
   bool encrypt;              /* --encrypt: CURVE on every data socket */
   int threads;               /* BLAS threads per rank; 0: cores / local ranks */
 

@@ -378,7 +378,7 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
   return GS_OK;
 }
 
-const gs_backend gs_ps_backend = {
+const gs_backend gs_ps_flat_backend = {
   .name = "ps",
   .prepare = ps_prepare,
   .bootstrap = ps_bootstrap,
@@ -386,7 +386,12 @@ const gs_backend gs_ps_backend = {
   .discard = ps_discard,
 };
 
-void gs_ps_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *host_bytes) {
+void gs_ps_flat_why(gs_sync *base, const char *why) {
+  ps_sync *s = (ps_sync *)base;
+  for (int k = 0; k < s->keys.K; k++) snprintf(s->w[k]->why, sizeof s->w[k]->why, "%s", why);
+}
+
+void gs_ps_flat_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *host_bytes) {
   const ps_sync *s = (const ps_sync *)base;
   *device_bytes = *host_bytes = 0;
   for (int k = 0; k < s->keys.K; k++) {

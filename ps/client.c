@@ -492,7 +492,7 @@ int gs_ps_goodbye(ps_worker *s, bool ok, gs_err *e) {
   gs_wire_env(&env, s->c.job, (uint32_t)s->c.rank);
   Gradsync__Shutdown sd = GRADSYNC__SHUTDOWN__INIT;
   Gradsync__Error er = GRADSYNC__ERROR__INIT;
-  char msg[128];
+  char msg[700];
   if (orderly) {
     sd.reason = (char *)"done";
     env.body_case = GRADSYNC__ENVELOPE__BODY_SHUTDOWN;
@@ -500,6 +500,10 @@ int gs_ps_goodbye(ps_worker *s, bool ok, gs_err *e) {
   } else {
     if (s->step < 0) snprintf(msg, sizeof msg, "rank %d aborted before its first step", s->c.rank);
     else snprintf(msg, sizeof msg, "rank %d aborted in step %lld", s->c.rank, (long long)s->step);
+    if (s->why[0]) {
+      size_t l = strlen(msg);
+      snprintf(msg + l, sizeof msg - l, ": %s", s->why);
+    }
     er.phase = (char *)"abort";
     er.message = msg;
     env.body_case = GRADSYNC__ENVELOPE__BODY_ERROR;

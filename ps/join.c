@@ -63,6 +63,7 @@ static int send_hello(ps_worker *s, gs_err *e) {
     in.backup = c->ps_sync.backup_on ? (uint32_t)c->ps_sync.backup + 1 : 0;
     in.timeout_ms = (uint32_t)(c->timeout_ms > 0 ? c->timeout_ms : 0);
     in.sum_only = c->sum_only;
+    in.average_over = c->ps_average_over > 0 ? (uint32_t)c->ps_average_over : 0;
     env.body_case = GRADSYNC__ENVELOPE__BODY_INIT;
     env.init = &in;
     c->k->to_host(c->k, init, c->params, c->n * sizeof(float));

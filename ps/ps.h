@@ -1,6 +1,8 @@
 /* ps.h: the parameter-server backend of sync.h: K servers in general
  * (backend.c), K = 1 being DataParallel's master, which this first part
- * describes.
+ * describes; with cfg.ps_host_ranks L > 1 the hosts of L ranks first sum
+ * their gradients in shared memory and push once per host (local.c: the
+ * contract of that at its top).
  *
  * Rank 0 hosts a server that receives every rank's gradients, sums them in
  * rank order, averages, runs SGD (the kernels' sgd, the same as a single

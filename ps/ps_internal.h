@@ -73,6 +73,7 @@ typedef struct ps_worker {
   bool said_bye, bye_orderly;
   int bye_rc;
   gs_err bye_err;
+  char why[512];      /* an abort's reason, for the server to pass on ("": none) */
 } ps_worker;
 
 /* state.c: one server's worker state for rank c->rank (host_server: that
@@ -129,6 +130,15 @@ typedef struct ps_keys {
   int *first;              /* [nb + 1]: bucket b is pieces first[b] .. first[b + 1] - 1 */
   int *pk, *pj;            /* a piece: its server, its index among that server's pieces */
 } ps_keys;
+/* The ps backend of K servers where every rank pushes (backend.c); ps.h's
+ * gs_ps_backend is local.c, which runs this one alone or, with hosts of
+ * several ranks, among the hosts' first ranks. */
+extern const gs_backend gs_ps_flat_backend;
+void gs_ps_flat_memory(const gs_sync *s, uint64_t *device_bytes, uint64_t *host_bytes);
+/* Why a session of gs_ps_flat_backend is about to abort: every server hears
+ * it with the abort and passes it on to the other ranks. */
+void gs_ps_flat_why(gs_sync *s, const char *why);
+
 int gs_ps_keys_plan(ps_keys *ks, int K, const gs_sync_config *c, gs_err *e);
 void gs_ps_keys_free(ps_keys *ks);
 /* Server k's view of the job: its range of the buffers, its pieces. */

@@ -302,14 +302,18 @@ static int serve(gs_ps_server *s, gs_err *e) {
     else if (s->running && s->in_round) deadline = s->round_t0;
     else if (s->running && s->nbye > 0) deadline = s->bye_t0;
     if (deadline > 0) deadline += s->timeout_ms / 1000.0;
-    if (atomic_load(&s->stop))
+    /* stopped: what is already queued first (the aborting rank's Error
+     * carries its reason, which every other rank should hear), briefly */
+    bool stopping = atomic_load(&s->stop);
+    if (stopping && !s->stop_t0) s->stop_t0 = gs_now();
+    if (stopping && gs_now() - s->stop_t0 > 0.2)
       return FAIL(s, e, GS_EPEER, "ps server: stopped by rank %d (it is closing the job)",
                   s->o.inproc ? s->o.inproc_rank : 0);
-    int wait_ms = SLICE_MS;
+    int wait_ms = stopping ? 0 : SLICE_MS;
     if (deadline > 0) {
       double left = deadline - gs_now();
       if (left <= 0) return timed_out(s, e);
-      if (left * 1000.0 < SLICE_MS) wait_ms = (int)(left * 1000.0) + 1;
+      if (!stopping && left * 1000.0 < SLICE_MS) wait_ms = (int)(left * 1000.0) + 1;
     }
     gs_wire_msg m;
     gs_err me = {0};
@@ -317,6 +321,9 @@ static int serve(gs_ps_server *s, gs_err *e) {
     int rc = gs_wire_recv(s->sock, true, wait_ms, s->o.job, maxpay, &m, &me);
     if (rc == GS_ETIMEOUT) {
       gs_wire_msg_close(&m);
+      if (stopping)
+        return FAIL(s, e, GS_EPEER, "ps server: stopped by rank %d (it is closing the job)",
+                    s->o.inproc ? s->o.inproc_rank : 0);
       continue;
     }
     if (rc == GS_EINTR) {

@@ -46,6 +46,8 @@ struct gs_ps_server {
   /* from Init */
   bool have_init, running;
   int world, nb;
+  int average_over;           /* the mean's divisor: world, or the ranks the
+                                 hosts' pushes summed */
   size_t n, maxcnt, wsize;
   size_t *off, *cnt;
   gs_sgd sgd;
@@ -93,6 +95,7 @@ struct gs_ps_server {
   int alive;                  /* ranks that have not said goodbye */
 
   atomic_int stop;            /* gs_ps_server_stop */
+  double stop_t0;             /* when this thread saw it (0: not yet) */
   _Atomic uint64_t dev_bytes, host_bytes;
   unsigned long warnings;
 };

@@ -53,6 +53,9 @@ static int check_init(const Gradsync__Init *in, size_t max_elems, char *why, siz
     return snprintf(why, cap, "loss scale %g", (double)in->scale), -1;
   if (!isfinite(in->lr) || !isfinite(in->momentum) || !isfinite(in->weight_decay))
     return snprintf(why, cap, "non-finite SGD settings"), -1;
+  if (in->average_over > MAX_WORLD || (in->average_over && in->average_over < in->world))
+    return snprintf(why, cap, "an average over %u ranks for %u pushes per bucket",
+                    in->average_over, in->world), -1;
   if (in->sync_model > 2 || in->staleness > 1000000 || in->backup > in->world)
     return snprintf(why, cap, "consistency model %u (staleness %u, backup %u) for world %u",
                     in->sync_model, in->staleness, in->backup, in->world), -1;
@@ -116,7 +119,7 @@ static int alloc_state(gs_ps_server *s, gs_scaler scaler, gs_err *e) {
   GS_TRY(gs_ps_reduce_create(&rc, &s->red, e));
   gs_sgd sgd = s->sgd;
   if (s->sum_only) sgd.momentum = 0.0f;
-  GS_TRY(gs_update_init(&s->u, s->k, s->n, s->world, sgd, s->wire, scaler, e));
+  GS_TRY(gs_update_init(&s->u, s->k, s->n, s->average_over, sgd, s->wire, scaler, e));
   if (s->stale) GS_TRY(gs_pss_stale_init(s, e));
   size_t bytes = s->n * sizeof(float);
   s->master = gs_pss_dev_alloc(s, bytes);
@@ -200,6 +203,7 @@ int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e) {
   }
   s->have_init = true;
   s->world = (int)in->world;
+  s->average_over = in->average_over ? (int)in->average_over : s->world;
   s->n = in->count;
   s->nb = (int)in->n_bucket_count;
   s->wire = gs_wire_dtype(in->dtype);

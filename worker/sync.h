@@ -177,6 +177,11 @@ typedef struct gs_sync_config {
                                this says so */
   bool no_resend;           /* ring: gs_ring_opts.no_resend */
   gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */
+  int ps_host_ranks;        /* ps: L > 1: ranks are L per host, host-major, and each
+                               host sums its gradients in shared memory before one
+                               push per host (ps/local.c); 0 or 1: every rank pushes */
+  int ps_average_over;      /* ps: the mean's divisor when pushes are sums of several
+                               ranks (ps/local.c sets it); 0: world */
   int ring_period;          /* ring: H > 1: post-local SGD (PyTorch's PostLocalSGDOptimizer
                                + PeriodicModelAverager(period=H, warmup_steps=0)): every
                                rank steps on its own gradient, and after the steps t with

@@ -32,7 +32,8 @@ static const char *const COMMON[] = {"calibrate", "project", "model", "batch", "
 /* what only measuring compute uses */
 static const char *const MEASURE[] = {"compute-ms", "threads", "data", NULL};
 static const char *const PROJECT[] = {"world", "bucket-mb", "first-bucket-mb", "overlap",
-                                      "no-overlap", "hosts-per", "calibration", NULL};
+                                      "no-overlap", "hosts-per", "calibration",
+                                      "ps-local-reduce", "no-ps-local-reduce", NULL};
 
 const char *gs_model_flag_refused(const gs_opts *o, const char *name) {
   if (among(name, COMMON)) return NULL;
@@ -214,7 +215,10 @@ int gs_project_main(const gs_opts *o) {
     gs_cm_proj_in in = {.model = model, .plan = &plan, .worlds = o->worlds,
                         .nworlds = o->nworlds, .ranks_per_host = o->hosts_per,
                         .batch = o->batches[0], .fwd_s = c.fwd_s, .bwd_s = c.bwd_s,
-                        .overlap = o->overlap, .barrier = wire != GS_F32};
+                        .overlap = o->overlap, .barrier = wire != GS_F32,
+                        /* as training does on hosts of several ranks; off: the flat
+                           modes (--no-ps-local-reduce) */
+                        .host_reduce = o->hosts_per > 1 && o->ps_local_reduce != 0};
     if (gs_cm_project(&m, &in, &p, &e) < 0) {
       fprintf(stderr, "bench: %s\n", e.msg);
       rc = 2;

@@ -282,7 +282,8 @@ static int p_algo(gs_opts *o, const flag *f, const char *a, gs_err *e) {
 }
 
 static int p_transport(gs_opts *o, const flag *f, const char *a, gs_err *e) {
-  if (strcmp(a, "tcp") && strcmp(a, "ipc")) return bad(e, f, a, "tcp or ipc");
+  if (strcmp(a, "tcp") && strcmp(a, "ipc") && strcmp(a, "shm"))
+    return bad(e, f, a, "tcp, ipc or shm");
   o->transport = a;
   return GS_OK;
 }
@@ -414,6 +415,12 @@ static const flag FLAGS[] = {
   NUM("ps-servers", 0, "K", "1", "ps: K servers share the parameters by key range (sharded "
       "ps, as BytePS), server k a thread of rank k*world/K: one per host when K = --hosts",
       p_whole, ps_servers, 1, 1024),
+  {"ps-local-reduce", 0, NULL, NULL, "on emulated hosts of several ranks each",
+   "ps: each host sums its ranks' gradients in shared memory and pushes once, and shares the "
+   "parameters it gets back (BytePS' local reduce; ranks host-major, hosts of equal size)",
+   p_set_int, M(ps_local_reduce), W(ps_local_reduce), 0, 1, 1},
+  {"no-ps-local-reduce", 0, NULL, NULL, NULL, "ps: every rank pushes (DataParallel)", p_set_int,
+   M(ps_local_reduce), W(ps_local_reduce), 0, 0, 0},
   SWITCH("ps-server-hosts", 0, "off", "ps: the --ps-servers run as processes of their own, on "
          "emulated hosts (--link) each on a host of its own beyond the ranks' (BytePS' spare "
          "machines)", ps_server_hosts, 1),
@@ -434,8 +441,9 @@ static const flag FLAGS[] = {
   WORD("bind", "ADDR", NULL, "loopback for a local job, else this host's address toward "
        "MASTER_ADDR", "address this rank's sockets listen on; 0.0.0.0: every interface",
        p_bind, bind),
-  WORD("transport", "T", "tcp", NULL, "tcp | ipc: the data sockets; ipc (Unix sockets) joins "
-       "ranks of one machine only", p_transport, transport),
+  WORD("transport", "T", "tcp", NULL, "tcp | ipc | shm: the data sockets; ipc (Unix sockets) "
+       "joins ranks of one machine only; shm: ranks of one machine train through shared memory "
+       "(ring: --algo hier, ps: --ps-local-reduce), sockets ipc", p_transport, transport),
   WORD("secret-file", "F", NULL, "GS_JOB_SECRET; a fresh one for a local job",
        "the job secret every rank proves (a file of mode 0600, the same on every node)", p_str,
        secret_file),
@@ -604,6 +612,7 @@ static int defaults(gs_opts *o, gs_err *e) {
     if (FLAGS[i].def && FLAGS[i].arg) GS_TRY(FLAGS[i].parse(o, &FLAGS[i], FLAGS[i].def, e));
   o->overlap = -1; /* the mode's own: ring on, ps off */
   o->resend = -1;  /* training on, the collective benchmark off */
+  o->ps_local_reduce = -1; /* on emulated hosts of several ranks each */
   o->world_given = o->mode_given = o->repeat_given = false;
   return GS_OK;
 }

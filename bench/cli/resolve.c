@@ -22,9 +22,9 @@ static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
     if (o->nnodes > 0)
       return GS_FAIL(e, GS_EINVAL, "--ps-server-hosts: bench's launcher on one machine starts "
                      "the servers; --nnodes cannot");
-    if (!strcmp(o->transport, "ipc"))
+    if (strcmp(o->transport, "tcp"))
       return GS_FAIL(e, GS_EINVAL, "--ps-server-hosts: the servers listen on TCP; drop "
-                     "--transport ipc");
+                     "--transport %s", o->transport);
   } else if (K <= 1) {
     return GS_OK;
   }
@@ -201,9 +201,9 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
   }
   GS_TRY(gs_cluster_resolve(o, e));
   if (o->exec) return gs_exec_resolve(o, e);
-  if (o->link_bps && !strcmp(o->transport, "ipc"))
-    return GS_FAIL(e, GS_EINVAL, "--transport ipc joins ranks of one machine, and emulated hosts "
-                   "(--link) talk over their links: drop one");
+  if (o->link_bps && strcmp(o->transport, "tcp"))
+    return GS_FAIL(e, GS_EINVAL, "--transport %s joins ranks of one machine, and emulated hosts "
+                   "(--link) talk over their links: drop one", o->transport);
   if (o->save_params) {
     o->repeats = 1; /* one run's parameters: repeating it would save the same bits again */
     /* without --world, a rank of a job (torchrun, --nnodes, ...) takes its

@@ -129,8 +129,14 @@ int gs_cm_nhosts(const gs_cm_job *j) {
   return j->hosts + (j->mode == GS_CM_SPS_HOSTS ? j->servers : 0);
 }
 
+/* Hosts that reduce first look like hosts of one rank to the links. */
+static bool host_reduces(const gs_cm_job *j) {
+  return j->host_reduce && j->mode != GS_CM_RD && j->world > j->hosts;
+}
+
 static void link_bytes(const gs_cm_job *j, int host, double *in, double *out) {
   double N = j->world, K = j->hosts, n = N / K, S = j->plan->total;
+  if (host_reduces(j)) N = K, n = 1;
   double v = 0;
   *in = *out = 0;
   if (j->world == 1) return;
@@ -215,6 +221,12 @@ static void server_chain(const gs_cm_machine *m, shape *sh, stage *st, int pull_
 static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
   const gs_cm_plan *p = j->plan;
   double N = j->world, K = j->hosts, n = N / K;
+  /* hosts that reduce first: the n ranks' shared-memory sum (each sums
+   * 1/n of n slots, copies in and out) before the hosts' exchange, the
+   * same again to share the parameters (ps) or the result (ring: part of
+   * the all-gather); between hosts, K ranks of one rank per host */
+  double hn = host_reduces(j) ? n : 1;
+  if (hn > 1) N = K, n = 1;
   double b = m->link_Bps, a = m->link_latency_s, al = m->alpha_s, L = m->local_Bps;
   double R = m->reduce_Bps, C = m->copy_Bps;
   double ax = j->hosts > 1 ? a : 0;  /* latency only where a link is crossed */
@@ -228,13 +240,15 @@ static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
   for (int i = 0; i < p->nbuckets; i++) {
     double s = (double)p->bytes[i];
     double el = s / (double)p->elem_bytes;  /* parameters in this bucket */
+    double local = hn > 1 ? (hn - 1) / hn * s / m->reduce_Bps + 2 * s / m->copy_Bps : 0;
     stage *st = sh->st + (size_t)i * (size_t)sh->nst;
     switch (j->mode) {
     case GS_CM_PS: {
       /* host 0 takes (N-n) pushes over its link and n-1 over loopback at
        * once; the master handles N-1 messages each way */
       double wire = fmax(j->hosts > 1 ? (N - n) * s / b : 0, n > 1 ? (n - 1) * s / L : 0);
-      server_chain(m, sh, st, 2, N, s, el, 1, wire, (N - 1) * al, ax, GS_CM_B_MASTER_LINK, 1);
+      server_chain(m, sh, st, 2, N, s, el, 1, wire + 2 * local, (N - 1) * al, ax,
+                   GS_CM_B_MASTER_LINK, 1);
       break;
     }
     case GS_CM_SPS_COLO: {
@@ -242,14 +256,15 @@ static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
        * workers' shares to remote servers and its server's share from
        * remote workers, in both phases: one resource for push and pull */
       double wire = fmax(j->hosts > 1 ? n * (K - 1) * (s / K) / b : 0, n * (s / K) / L);
-      server_chain(m, sh, st, 0, N, s, el, K, wire, N * al, ax, GS_CM_B_HOST_LINK, 2);
+      server_chain(m, sh, st, 0, N, s, el, K, wire + 2 * local, N * al, ax, GS_CM_B_HOST_LINK,
+                   2);
       break;
     }
     case GS_CM_SPS_HOSTS: {
       /* workers push s each (n per worker host), each server host takes
        * N shares of s/servers; pushes and pulls use opposite directions */
       double Ks = j->servers, wl = n * s / b, sl = N * (s / Ks) / b;
-      server_chain(m, sh, st, 2, N, s, el, Ks, fmax(wl, sl), fmax(N, Ks) * al, a,
+      server_chain(m, sh, st, 2, N, s, el, Ks, fmax(wl, sl) + 2 * local, fmax(N, Ks) * al, a,
                    wl > sl ? GS_CM_B_WORKER_LINK : GS_CM_B_SERVER_LINK, 1);
       break;
     }
@@ -260,6 +275,11 @@ static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
       double lat = colls * 2 * (N - 1) * (al + ax), bw = 2 * (N - 1) * (s / N) * beta;
       double red = (N - 1) * (s / N) / R, cp = (N - 1) * (s / N) / C;
       double work = j->extra_s ? j->extra_s[i] : 0;  /* compressing, on the same thread */
+      if (hn > 1) { /* the ring between hosts runs on 1/n of the bucket per local rank,
+                       the n rings sharing the link */
+        red = red / hn + local;
+        cp /= hn;
+      }
       st[0] = (stage){0, lat + bw + red + cp + work, 0};
       sh->cand[GS_CM_B_COMPRESSION] += work;
       sh->lat += lat;

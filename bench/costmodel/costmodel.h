@@ -108,6 +108,11 @@ typedef struct gs_cm_job {
   const int *collectives;   /* per bucket, the all-reduces it takes (powersgd: up to 3) */
   const double *extra_s;    /* per bucket, seconds of compression on the communication
                                thread, which nothing else uses meanwhile */
+  bool host_reduce;      /* ps family and ring: the n ranks of a host reduce in shared
+                            memory first (ps/local.c: one push per host, parameters
+                            shared inside it; the ring: allreduce/hier.c), so the links
+                            carry what K hosts of one rank each would (ps: (K-1) S at
+                            the master, ring: 2(K-1)/K S); rd ignores it */
 } gs_cm_job;
 
 /* ---- outputs ---- */
@@ -250,12 +255,14 @@ typedef struct gs_cm_proj_in {
                             ring and rd on as DDP), 0 off, 1 on */
   bool barrier;
   const double *ready;   /* NULL, or per bucket as gs_cm_job.ready */
+  bool host_reduce;      /* every mode as gs_cm_job.host_reduce (ranks_per_host > 1) */
 } gs_cm_proj_in;
 
 typedef struct gs_cm_projection {
   gs_cm_machine machine;
   char model[64];
   int batch, ranks_per_host;
+  bool host_reduce;
   double fwd_s, bwd_s;
   size_t nparams, elem_bytes;
   double grad_bytes;

@@ -129,6 +129,7 @@ int gs_cm_project(const gs_cm_machine *m, const gs_cm_proj_in *in, gs_cm_project
   snprintf(out->model, sizeof out->model, "%s", in->model ? in->model : "model");
   out->batch = in->batch;
   out->ranks_per_host = n;
+  out->host_reduce = in->host_reduce && n > 1;
   out->fwd_s = in->fwd_s;
   out->bwd_s = in->bwd_s;
   out->nparams = in->plan->nparams;
@@ -150,6 +151,7 @@ int gs_cm_project(const gs_cm_machine *m, const gs_cm_proj_in *in, gs_cm_project
           .bwd_s = in->bwd_s,
           .overlap = in->overlap < 0 ? overlap_default(modes[k]) : in->overlap == 1,
           .barrier = in->barrier,
+          .host_reduce = in->host_reduce,
       };
       int rc = gs_cm_predict(m, &j, &out->rows[out->nrows], e);
       if (rc) {
@@ -182,8 +184,10 @@ void gs_cm_print_table(FILE *f, const gs_cm_projection *p) {
   fprintf(f, "  reduce %.3g GB/s, copy %.3g GB/s, optimizer %.3g Mparams/s\n", m->reduce_Bps / 1e9,
           m->copy_Bps / 1e9, m->optim_pps / 1e6);
   fprintf(f, "  compute %.3g ms per sample (forward %.3g + backward %.3g) x batch %d per rank = "
-          "%.1f ms; %d ranks per host\n", (p->fwd_s + p->bwd_s) * 1e3, p->fwd_s * 1e3,
-          p->bwd_s * 1e3, p->batch, p->batch * (p->fwd_s + p->bwd_s) * 1e3, p->ranks_per_host);
+          "%.1f ms; %d ranks per host%s\n", (p->fwd_s + p->bwd_s) * 1e3, p->fwd_s * 1e3,
+          p->bwd_s * 1e3, p->batch, p->batch * (p->fwd_s + p->bwd_s) * 1e3, p->ranks_per_host,
+          p->host_reduce ? ", each host reducing first (ps: one push per host, ring: "
+                           "hierarchical)" : "");
   fprintf(f, "%7s %6s %-9s %3s %10s %11s %5s %10s %10s %11s %5s  %s\n", "world", "hosts", "mode",
           "ovl", "step ms", "samples/s", "eff", "comm ms", "exposed ms", "link MB/dir", "1-way",
           "bottleneck");
@@ -220,6 +224,7 @@ json_t *gs_cm_projection_json(const gs_cm_projection *p) {
     return NULL;
   }
   json_object_set_new(j, "machine", gs_cm_machine_json(&p->machine));
+  json_object_set_new(j, "host_reduce", json_boolean(p->host_reduce));
   json_object_set_new(j, "rows", rows);
   return j;
 }

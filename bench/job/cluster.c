@@ -96,7 +96,7 @@ void gs_cluster_auto(gs_opts *o) {
   if (o->collective) why = "the collective benchmark measures this machine's transport";
   else if (o->peer) why = "--peer runs its peer over this machine's loopback, so ps and ring do "
                           "too";
-  else if (!strcmp(o->transport, "ipc")) why = "--transport ipc joins ranks of one machine";
+  else if (strcmp(o->transport, "tcp")) why = "--transport ipc or shm joins ranks of one machine";
   else if (strcmp(o->device, "cpu") && gs_cuda_device_count() > 0)
     why = "GPU ranks use NCCL's own transports";
   else if (o->nnodes > 0) why = "--nnodes runs on real machines";

@@ -367,11 +367,11 @@ int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e)
   if (env->hosts > 0 && env->delay_line_s > 0)
     gs_wire_delay(env->delay_line_s, env->host, env->world / env->hosts);
   GS_TRY(gs_job_addrs_resolve(env, o->bind, &j->addr, e));
-  j->ipc = o->transport && !strcmp(o->transport, "ipc");
+  j->ipc = o->transport && strcmp(o->transport, "tcp");
   if (j->ipc && (!j->addr.local || env->hosts > 0))
-    return GS_FAIL(e, GS_EINVAL, "rank %d: --transport ipc needs every rank on this machine "
+    return GS_FAIL(e, GS_EINVAL, "rank %d: --transport %s needs every rank on this machine "
                    "(bench's own launcher, or MASTER_ADDR a loopback address); use tcp across "
-                   "machines", env->rank);
+                   "machines", env->rank, o->transport);
   if (j->world == 1 && !o->secret_file && !getenv("GS_JOB_SECRET")) {
     char fresh[2 * GS_KEY_BYTES + 1]; /* nothing listens: any key will do */
     gs_secret_new(fresh);

@@ -245,6 +245,16 @@ int gs_apply_order_start(const gs_opts *o, const gs_train_opts *t, size_t nparam
 int gs_apply_order_write(const char *dir, const gs_run_info *info, gs_apply_log *l, int threads,
                          gs_err *e);
 
+/* ---- the host-aggregated ps (ps_local.c) ---- */
+/* cfg->ps_host_ranks for a ps rank (cfg's wire, scaler and ps_sync filled,
+ * k its kernels): the ranks per host where --ps-local-reduce asks for it,
+ * or where it is the default (emulated hosts of several ranks each, or
+ * --transport shm: one host) and the run fits it (fp32 without loss
+ * scaling, bsp, the CPU); else 0. Asked for where the hosts are unknown or
+ * of one rank: GS_EINVAL saying what to do. */
+int gs_bench_ps_local(const gs_opts *o, const gs_rank_env *env, const gs_job *j,
+                      const gs_kernels *k, gs_sync_config *cfg, bool shm, gs_err *e);
+
 /* ---- ps servers of their own (ps_serve.c) ---- */
 /* The server role: serve GS_PS_SERVE's server of the run; an exit code. */
 int gs_ps_serve_main(const gs_opts *o);

@@ -289,8 +289,13 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
    * several ranks each, so every other training job opens exactly the
    * flat ring's sockets */
   bool hosts_of_several = env->hosts > 1 && world > env->hosts && world % env->hosts == 0;
+  bool shm = !strcmp(o->transport, "shm");
   cfg.algo = o->algo == GS_ALGO_HIER || (o->algo == GS_ALGO_AUTO && hosts_of_several)
                  ? o->algo : GS_ALGO_RING;
+  if (shm && o->algo == GS_ALGO_AUTO) cfg.algo = GS_ALGO_HIER; /* one host: shm alone */
+  if (mode == GS_MODE_PS && world > 1 &&
+      (rc = gs_bench_ps_local(o, env, &job, k, &cfg, shm, &e)) < 0)
+    goto fail;
   if (mode == GS_MODE_PS && o->ps_server_hosts && world > 1) {
     if ((rc = gs_ps_serve_endpoints(o, &server_eps, &e)) < 0) goto fail;
     cfg.ps_server_eps = (const char *const *)server_eps;
@@ -336,6 +341,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   /* what the ring's buckets run (hier or ring), as its host keys decided */
   gs_ring *ring = mode == GS_MODE_RING && world > 1 ? gs_ring_sync_ring(sync) : NULL;
   info.algo = ring ? gs_algo_name(gs_ring_algo(ring, SIZE_MAX)) : "";
+  if (mode == GS_MODE_PS) info.algo = cfg.ps_host_ranks > 1 ? "local-reduce" : "flat";
 
   if (out_dir && env->launched) {
     if ((sc.csv = gs_csv_open(out_dir, &e)) < 0) { rc = sc.csv; sc.csv = -1; goto fail; }

@@ -118,6 +118,10 @@ static json_t *configuration(const gs_opts *o) {
   /* a string in every case: "on", "off", or the mode's default */
   json_object_set_new(c, "overlap", json_string(o->overlap < 0 ? "mode default"
                                                 : o->overlap == 1 ? "on" : "off"));
+  /* the data path; each run's algo says what trained on it */
+  json_object_set_new(c, "transport", json_string(o->transport ? o->transport : "tcp"));
+  json_object_set_new(c, "ps_local_reduce", json_string(o->ps_local_reduce < 0 ? "default"
+                                                        : o->ps_local_reduce ? "on" : "off"));
   return c;
 }
 

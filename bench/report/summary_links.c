@@ -73,7 +73,10 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
   *j = (gs_cm_job){.mode = mode, .world = N, .servers = K,
                    .hosts = info->hosts, .plan = plan, .batch = info->batch,
                    .fwd_s = fwd / info->batch, .bwd_s = bwd / info->batch,
-                   .overlap = info->overlap, .barrier = info->precision != GS_F32};
+                   .overlap = info->overlap, .barrier = info->precision != GS_F32,
+                   /* what trained: hosts reduced first (ps/local.c, allreduce/hier.c) */
+                   .host_reduce = info->algo && (!strcmp(info->algo, "local-reduce") ||
+                                                 !strcmp(info->algo, "hier"))};
   return 0;
 }
 

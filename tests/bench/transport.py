@@ -30,7 +30,7 @@ check(r.returncode == 0 and "# Out of bounds values : 0 OK" in r.stdout,
 algos = {l.split()[-1] for l in r.stdout.splitlines() if l.strip()[:1].isdigit()}
 check("ring" in algos and "shm" not in algos, f"the collective over ipc ran {algos}")
 
-for args, words in ((["--transport", "udp"], "tcp or ipc"),
+for args, words in ((["--transport", "udp"], "tcp, ipc or shm"),
                     (["--transport", "ipc", "--link", "1gbit"], "--transport ipc")):
     r = run(BASE + ["--mode", "ring"] + args)
     check(r.returncode == 2 and words in r.stderr, f"{args}: exit {r.returncode}: {r.stderr}")

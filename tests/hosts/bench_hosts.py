@@ -2,15 +2,22 @@
 """bench_hosts.py BENCH CASE: the real bench on emulated hosts (--hosts,
 --link).
 
-  equiv   2 and 4 hosts (one rank each), and 4 ranks on 2 hosts, in ps and
-          ring (--algo ring): the parameters are bitwise those of the same run over
-          loopback, and those of one process with the whole batch (to 1e-5:
+  equiv   2 and 4 hosts (one rank each), and 4 ranks on 2 hosts, in ps
+          (--no-ps-local-reduce) and ring (--algo ring): the parameters are
+          bitwise those of the same run over loopback, and those of one process with the whole batch (to 1e-5:
           only the summation order differs); report.json names the hosts
           and the link
   hier    4 ranks on 2 hosts, ring mode: auto trains with the hierarchical
           all-reduce (report.json's algo), every rank the same parameters
           every step, two runs bitwise alike, within 1e-5 of the flat ring;
           the collective --algo hier checks its sums; a rank killed mid-run
+          is named by the launcher and by a surviving rank on each host,
+          before the timeout, and nothing of the run is left
+  local   4 ranks on 2 hosts, ps mode: the default aggregates each host
+          (report.json's algo "local-reduce"), every rank the same parameters
+          every step, two runs bitwise alike, within 1e-5 of the flat ps
+          (--no-ps-local-reduce); each link carries what the cost model says
+          for it ((H-1) S at the master's host); a rank killed mid-run
           is named by the launcher and by a surviving rank on each host,
           before the timeout, and nothing of the run is left
   bytes   each link's counters over the measured steps carry what the cost
@@ -23,8 +30,9 @@
   sharded --ps-servers K, one server per host (K = hosts): each link carries
           what the cost model's sps-colo says (the same bounds as bytes),
           every host alike; with --ps-server-hosts (servers on hosts of their
-          own) each rank's host carries what sps-hosts says, n S each way,
-          and each server's host (listed after them) N S / K; the
+          own) each rank's host carries what sps-hosts says, S each way (its
+          ranks' sum: the hosts aggregate by default), and each server's
+          host (listed after them) H S / K; with --no-ps-local-reduce the
           parameters are bitwise those of one server over loopback
   kill    SIGKILL of the launcher mid-run: no namespace, veth or process of
           the run remains, nothing in /run/netns
@@ -102,7 +110,7 @@ def case_equiv():
             for where in ("loopback", "hosts"):
                 d = tmpdir()
                 flags = ["--hosts", str(hosts), "--link", "1gbit"] if where == "hosts" else []
-                algo = ["--algo", "ring"] if mode == "ring" else []
+                algo = ["--algo", "ring"] if mode == "ring" else ["--no-ps-local-reduce"]
                 r = run(BASE + ["--mode", mode, "--world", str(world), "--save-params", d + "/p",
                                 "--out", d, "--verify"] + flags + algo)
                 if check(r.returncode == 0, f"{mode} world {world} on {where}: {r.stderr}"):
@@ -185,6 +193,67 @@ def case_hier():
     check(not [f for f in left if "gradsync" in f], f"hier kill: left in /dev/shm: {left}")
 
 
+def case_local():
+    need_root()
+    flags = ["--hosts", "2", "--world", "4", "--link", "1gbit", "--mode", "ps"]
+    # case_bytes' model and enough measured steps that a step in flight at
+    # the window's edges is noise
+    base = [a if a != "mlp:784-32-10" else "mlp:784-512-512-10" for a in BASE]
+    longer = ["--steps", "14", "--warmup", "2"]
+    got = {}
+    for name, extra in (("local", []), ("again", []), ("flat", ["--no-ps-local-reduce"])):
+        d = tmpdir()
+        r = run(base + flags + extra + longer + ["--save-params", d + "/p", "--out", d,
+                                                 "--verify"])
+        if not check(r.returncode == 0, f"{name}: {r.stderr}"):
+            continue
+        got[name] = load_params(d + "/p")
+        run0 = report(d)["runs"][0]
+        want = "flat" if extra else "local-reduce"
+        check(run0["algo"] == want, f"{name}: report.json says algo {run0['algo']!r}, not {want}")
+        rows = steps_csv(d)
+        hashes = {(row["step"], row["param_hash"]) for row in rows}
+        check(len(hashes) == len({row["step"] for row in rows}) >= 12,
+              f"{name}: ranks differ ({hashes})")
+        check_links(f"ps {name}", 2, run0["links"])
+    if len(got) == 3:
+        check(same_bits(got["local"], got["again"]), "local-reduce: two runs differ")
+        err = max_rel(got["local"], got["flat"])
+        check(0 < err <= 1e-5, f"local-reduce vs the flat ps: relative difference {err:.2e} "
+              "(0 would mean the flat ps ran twice)")
+    before = snapshot()
+    shm_before = sorted(os.listdir("/dev/shm"))
+    d = tmpdir()
+    timeout = 8
+    p = subprocess.Popen([BENCH] + SMALL[:-4] + flags + ["--timeout", str(timeout), "--steps",
+                         "100000", "--warmup", "0", "--batch", "16", "--out", d],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(wait_rows(d, 12), "local kill: no steps recorded within 60 s")
+    victim = rank_pid(p.pid, 3)
+    check(victim is not None, "local kill: cannot find rank 3's process")
+    t0 = time.time()
+    if victim:
+        os.kill(victim, signal.SIGKILL)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        check(False, "local kill: the launcher did not stop after rank 3 was killed")
+    took = time.time() - t0
+    check(p.returncode not in (0, None), f"local kill: launcher exit {p.returncode}")
+    check("rank 3 was killed by signal 9" in err,
+          f"local kill: launcher does not name rank 3: {err}")
+    named = {l.split(":")[1].strip() for l in err.splitlines()
+             if l.startswith("bench: rank ") and "rank 3" in l.split(":", 2)[-1]}
+    check(named & {"rank 0", "rank 1"} and "rank 2" in named,
+          f"local kill: a survivor on each host names rank 3 ({named}): {err}")
+    check(took < timeout + 12, f"local kill: stopping took {took:.1f} s with --timeout {timeout}")
+    wait_clean(before, [], [], "local kill", check)
+    left = sorted(set(os.listdir("/dev/shm")) - set(shm_before))
+    check(not [f for f in left if "gradsync" in f], f"local kill: left in /dev/shm: {left}")
+
+
 def check_links(what, hosts, links):
     """one link per host, each carrying the cost model's bytes (protocol
     overhead aside), with sane busy fractions"""
@@ -257,14 +326,14 @@ def case_sharded():
               f"{what}: report.json ps_servers {run0['ps_servers']}, ps_server_hosts "
               f"{run0['ps_server_hosts']}")
         links = run0["links"]
-        if own:  # a rank's host sends its gradients and receives its parameters, no more
-            n, S = world // hosts, run0["gradient_bytes"]
-            check(all(l["model_tx_bytes"] == n * S and l["model_rx_bytes"] == n * S
+        if own:  # a host sends its ranks' sum and receives the parameters, no more
+            S = run0["gradient_bytes"]
+            check(all(l["model_tx_bytes"] == S and l["model_rx_bytes"] == S
                       for l in links[:hosts]),
-                  f"{what}: the model's bytes are n S = {n * S} each way: {links[:hosts]}")
-            check(all(l["model_tx_bytes"] == world * S / k and l["model_rx_bytes"] == world * S / k
-                      for l in links[hosts:]),
-                  f"{what}: a server host's model bytes are N S / K = {world * S / k}: "
+                  f"{what}: the model's bytes are S = {S} each way: {links[:hosts]}")
+            check(all(l["model_tx_bytes"] == hosts * S / k and
+                      l["model_rx_bytes"] == hosts * S / k for l in links[hosts:]),
+                  f"{what}: a server host's model bytes are H S / K = {hosts * S / k}: "
                   f"{links[hosts:]}")
         check_links(what, hosts + (k if own else 0), links)
         # no master link: every rank's host carries the same
@@ -280,7 +349,7 @@ def case_sharded():
                              ["--hosts", "2", "--link", "1gbit", "--ps-server-hosts"])):
         d = tmpdir()
         r = run(BASE + ["--mode", "ps", "--world", "4", "--ps-servers", str(k), "--verify",
-                        "--save-params", d + "/p", "--out", d] + extra)
+                        "--no-ps-local-reduce", "--save-params", d + "/p", "--out", d] + extra)
         if check(r.returncode == 0, f"ps world 4 --ps-servers {k} on {where}: {r.stderr}"):
             got[where] = load_params(d + "/p")
     for where in got:
@@ -640,7 +709,7 @@ def case_calibrate():
     wait_clean(before, [], [], "--calibrate --hosts 2", check)
 
 
-{"equiv": case_equiv, "hier": case_hier, "bytes": case_bytes, "sharded": case_sharded, "delay": case_delay,
+{"equiv": case_equiv, "hier": case_hier, "local": case_local, "bytes": case_bytes, "sharded": case_sharded, "delay": case_delay,
  "kill": case_kill, "nocap": case_nocap, "exec": case_exec, "calibrate": case_calibrate,
  "default": case_default, "signals": case_signals}[CASE]()
 finish("bench on emulated hosts: " + CASE)

@@ -1,5 +1,7 @@
 /* test_bytes.c: bytes per host link and direction (gs_cm_link_bytes) for
- * ps, ring, recursive doubling and both sharded-ps placements, against
+ * ps, ring, recursive doubling and both sharded-ps placements, flat and
+ * with hosts that reduce first (host_reduce: one push per host from its
+ * first rank, the hierarchical ring's one ring per local rank), against
  *  - an independent count: every message each mode sends, rank by rank,
  *    placed host-major, summed on the links it crosses;
  *  - a few values worked out by hand (world 6 on 3 hosts, 2 ranks each);
@@ -28,6 +30,37 @@ static void count(const gs_cm_job *j, tally *t) {
   int N = j->world, n = N / j->hosts, K = j->hosts;
   double S = j->plan->total;
 #define HOST(r) ((r) / n)
+  if (j->host_reduce && j->mode != GS_CM_RD && n > 1) {
+    for (int h = 0; h < K; h++) {
+      switch (j->mode) {
+      case GS_CM_PS:  /* host h's first rank pushes the host's sum to rank 0 */
+        flow(t, h, 0, S);
+        flow(t, 0, h, S);
+        break;
+      case GS_CM_RING:  /* local rank l of every host: a ring of K on 1/n of each bucket */
+        for (int l = 0; l < n; l++)
+          for (int step = 0; step < 2 * (K - 1); step++)
+            for (int b = 0; b < j->plan->nbuckets; b++)
+              flow(t, h, (h + 1) % K, (double)j->plan->bytes[b] / n / K);
+        break;
+      case GS_CM_SPS_COLO:  /* servers on the hosts' first ranks */
+        for (int g = 0; g < K; g++) {
+          flow(t, h, g, S / K);
+          flow(t, g, h, S / K);
+        }
+        break;
+      case GS_CM_SPS_HOSTS:
+        for (int s = 0; s < j->servers; s++) {
+          flow(t, h, K + s, S / j->servers);
+          flow(t, K + s, h, S / j->servers);
+        }
+        break;
+      default:
+        break;
+      }
+    }
+    return;
+  }
   switch (j->mode) {
   case GS_CM_PS:
     for (int r = 1; r < N; r++) {
@@ -72,12 +105,14 @@ static void against_count(void) {
   gs_cm_plan p = mt_plan(buckets, 3);
   int checked = 0;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    for (int mode = 0; mode < GS_CM_NMODES; mode++) {
-      for (int servers = 1; servers <= (mode == GS_CM_SPS_HOSTS ? 3 : 1); servers++) {
-        gs_cm_job j = {.mode = (gs_cm_mode)mode, .world = cases[c][0], .hosts = cases[c][1],
-                       .servers = servers, .plan = &p, .batch = 1};
+    for (int mode = 0; mode < 2 * GS_CM_NMODES; mode++) {
+      for (int servers = 1; servers <= (mode % GS_CM_NMODES == GS_CM_SPS_HOSTS ? 3 : 1);
+           servers++) {
+        gs_cm_job j = {.mode = (gs_cm_mode)(mode % GS_CM_NMODES), .world = cases[c][0],
+                       .hosts = cases[c][1], .servers = servers, .plan = &p, .batch = 1,
+                       .host_reduce = mode >= GS_CM_NMODES};
         int n = j.world / j.hosts;
-        if (mode == GS_CM_RD && ((j.world & (j.world - 1)) || (n & (n - 1)))) continue;
+        if (j.mode == GS_CM_RD && ((j.world & (j.world - 1)) || (n & (n - 1)))) continue;
         tally t;
         count(&j, &t);
         for (int h = 0; h < gs_cm_nhosts(&j); h++) {
@@ -85,15 +120,16 @@ static void against_count(void) {
           gs_err e = {0};
           CHECK_OK(gs_cm_link_bytes(&j, h, &in, &out, &e), &e);
           CHECK(mt_near(in, t.in[h], 1e-12) && mt_near(out, t.out[h], 1e-12),
-                 "%s world %d hosts %d servers %d, host %d: model in %.0f out %.0f, messages "
-                 "in %.0f out %.0f", gs_cm_mode_name(j.mode), j.world, j.hosts, servers, h, in,
+                 "%s%s world %d hosts %d servers %d, host %d: model in %.0f out %.0f, "
+                 "messages in %.0f out %.0f", gs_cm_mode_name(j.mode),
+                 j.host_reduce ? " (hosts reduce first)" : "", j.world, j.hosts, servers, h, in,
                  out, t.in[h], t.out[h]);
           checked++;
         }
       }
     }
   }
-  CHECK(checked > 300, "only %d host links checked", checked);
+  CHECK(checked > 600, "only %d host links checked", checked);
 }
 
 static double in_of(gs_cm_mode mode, int N, int K, int servers, int host, gs_cm_plan *p) {
@@ -128,6 +164,19 @@ static void by_hand(void) {
   CHECK(in_of(GS_CM_PS, 4, 1, 0, 0, &p) == 0);
   CHECK(in_of(GS_CM_RING, 4, 1, 0, 0, &p) == 0);
   CHECK(mt_near(in_of(GS_CM_SPS_HOSTS, 4, 1, 1, 1, &p), 4000, 1e-12));
+  /* hosts that reduce first: (K-1) S at the master, S elsewhere; the
+   * hierarchical ring 2(K-1)/K S on every link */
+  gs_cm_job hr = {.mode = GS_CM_PS, .world = 6, .hosts = 3, .plan = &p, .batch = 1,
+                  .host_reduce = true};
+  double in = -1, out = -1;
+  gs_err e = {0};
+  CHECK_OK(gs_cm_link_bytes(&hr, 0, &in, &out, &e), &e);
+  CHECK(mt_near(in, 2000, 1e-12) && mt_near(out, 2000, 1e-12), "ps, hosts reduce: %g %g", in, out);
+  CHECK_OK(gs_cm_link_bytes(&hr, 2, &in, &out, &e), &e);
+  CHECK(mt_near(in, 1000, 1e-12) && mt_near(out, 1000, 1e-12), "ps, hosts reduce: %g %g", in, out);
+  hr.mode = GS_CM_RING;
+  CHECK_OK(gs_cm_link_bytes(&hr, 1, &in, &out, &e), &e);
+  CHECK(mt_near(in, 4000.0 / 3, 1e-12), "hierarchical ring: %g", in);
   /* n = 1: sps-colo moves exactly what the ring moves; with n > 1 it moves
    * n times the ring's 2(K-1)/K S (no aggregation inside a host) */
   CHECK(mt_near(in_of(GS_CM_SPS_COLO, 4, 4, 0, 0, &p), in_of(GS_CM_RING, 4, 4, 0, 0, &p), 1e-12));

@@ -182,7 +182,53 @@ static void rejects(void) {
   refused(&m, in, "batch -4");
 }
 
+/* --hosts-per 8 with hosts reducing first: every mode's links carry what
+ * hosts of one rank would (ps: (K-1) S at the master, the ring 2(K-1)/K S,
+ * sps-colo 2(K-1)/K S, sps-hosts S per worker host), and no mode is slower
+ * than its flat self; the table and the JSON say so. */
+static void host_reduce(void) {
+  size_t b[3] = {1 << 20, 25 << 20, 12 << 20};
+  gs_cm_plan p = mt_plan(b, 3);
+  gs_cm_machine m = mt_machine();
+  static const int worlds[] = {64, 4096};
+  gs_cm_proj_in in = input(&p, worlds, 2);
+  gs_cm_projection flat, hr;
+  gs_err e = {0};
+  CHECK_OK(gs_cm_project(&m, &in, &flat, &e), &e);
+  in.host_reduce = true;
+  CHECK_OK(gs_cm_project(&m, &in, &hr, &e), &e);
+  if (!flat.rows || !hr.rows) return;
+  CHECK(hr.host_reduce && !flat.host_reduce && hr.nrows == flat.nrows);
+  double S = p.total;
+  for (int i = 0; i < hr.nrows; i++) {
+    const gs_cm_result *r = &hr.rows[i];
+    double K = r->hosts, want = r->mode == GS_CM_PS ? (K - 1) * S
+                                : r->mode == GS_CM_SPS_HOSTS ? S : 2 * (K - 1) / K * S;
+    double got = r->mode == GS_CM_SPS_HOSTS ? r->worker_in : r->hot_in;
+    CHECK(mt_near(got, want, 1e-12), "%s world %d: %g bytes on the link, want %g",
+          gs_cm_mode_name(r->mode), r->world, got, want);
+    CHECK(r->step_s <= flat.rows[i].step_s * (1 + 1e-9), "%s world %d: %g s, flat %g s",
+          gs_cm_mode_name(r->mode), r->world, r->step_s, flat.rows[i].step_s);
+  }
+  json_t *j = gs_cm_projection_json(&hr);
+  CHECK(json_is_true(json_object_get(j, "host_reduce")));
+  json_decref(j);
+  FILE *f = tmpfile();
+  if (f) {
+    gs_cm_print_table(f, &hr);
+    rewind(f);
+    char line[512];
+    bool said = false;
+    while (fgets(line, sizeof line, f)) said |= strstr(line, "each host reducing first") != NULL;
+    CHECK(said, "the table does not say hosts reduce first");
+    fclose(f);
+  }
+  gs_cm_projection_free(&flat);
+  gs_cm_projection_free(&hr);
+}
+
 int main(void) {
+  host_reduce();
   plan_sizes();
   plan_profile();
   projection();

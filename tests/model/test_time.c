@@ -291,7 +291,39 @@ static void rejects(void) {
   CHECK(gs_cm_mode_parse("allgather", &mode, &e) == GS_EINVAL && strstr(e.msg, "allgather"));
 }
 
+/* Hosts that reduce first, on 2 hosts of 4 ranks, link-bound: the ps
+ * master's link carries S instead of 4 S, the ring 1 S instead of 1.75 S,
+ * so both steps are shorter than the flat ones, by at most those ratios
+ * (the shared-memory sums add their own time); one rank per host changes
+ * nothing. */
+static void host_reduce(void) {
+  size_t b[2] = {1 << 20, 24 << 20};
+  gs_cm_plan p = mt_plan(b, 2);
+  gs_cm_machine m = mt_machine();
+  for (int mode = GS_CM_PS; mode <= GS_CM_RING; mode++) {
+    gs_cm_job j = {.mode = (gs_cm_mode)mode, .world = 8, .hosts = 2, .plan = &p, .batch = 1,
+                   .fwd_s = 1e-6, .bwd_s = 1e-6};
+    gs_cm_result flat, hr, one, one_hr;
+    gs_err e = {0};
+    CHECK_OK(gs_cm_predict(&m, &j, &flat, &e), &e);
+    j.host_reduce = true;
+    CHECK_OK(gs_cm_predict(&m, &j, &hr, &e), &e);
+    double bytes = mode == GS_CM_PS ? 4.0 : 1.75;
+    CHECK(hr.comm_s < flat.comm_s && hr.comm_s > flat.comm_s / bytes / 1.01,
+          "%s: comm %g s with hosts reducing first, %g s flat (ratio at most %g)",
+          gs_cm_mode_name(j.mode), hr.comm_s, flat.comm_s, bytes);
+    CHECK(mt_near(hr.hot_in, mode == GS_CM_PS ? p.total : p.total, 1e-12));
+    j.world = 2;
+    CHECK_OK(gs_cm_predict(&m, &j, &one_hr, &e), &e);
+    j.host_reduce = false;
+    CHECK_OK(gs_cm_predict(&m, &j, &one, &e), &e);
+    CHECK(one.step_s == one_hr.step_s, "%s: one rank per host, %g vs %g",
+          gs_cm_mode_name(j.mode), one.step_s, one_hr.step_s);
+  }
+}
+
 int main(void) {
+  host_reduce();
   ring_limits();
   overlap_bounds();
   ps_pipeline();

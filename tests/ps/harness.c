@@ -179,6 +179,7 @@ static void rank_init(rank_ctx *rc, const job_opts *o, job_result *res, int rank
   c->overlap = o->overlap;
   c->dedicated = o->dedicated;
   c->ps_servers = o->ps_servers;
+  c->ps_host_ranks = o->host_ranks;
   c->sum_only = o->sum_only;
   c->span = o->span;
   c->span_ctx = &rank_ids[rank];
@@ -319,20 +320,31 @@ static int read_all(int fd, void *buf, size_t len, int timeout_ms) {
 
 int run_procs(const job_opts *o, job_result *res) {
   REQUIRE(o->world <= MAXW, "world %d", o->world);
-  int up[2], down[MAXW][2];
+  int up[2], down[MAXW][2], epup[MAXW][2];
   REQUIRE(pipe(up) == 0, "pipe");
   pid_t pid[MAXW];
   fflush(NULL);
   for (int r = 0; r < o->world; r++) {
-    REQUIRE(pipe(down[r]) == 0, "pipe");
+    REQUIRE(pipe(down[r]) == 0 && pipe(epup[r]) == 0, "pipe");
     pid[r] = fork();
     REQUIRE(pid[r] >= 0, "fork");
     if (pid[r] == 0) {
       rank_ctx rc;
       rank_init(&rc, o, res, r);
       gs_err e = {0};
-      char ep[GS_ENDPOINT_MAX];
+      char ep[GS_ENDPOINT_MAX] = "";
       int code = gs_ps_backend.prepare(&rc.cfg, &rc.state, ep, &e);
+      /* every rank's endpoint goes up, and all of them come down first */
+      static char eps[MAXW][GS_ENDPOINT_MAX];
+      static const char *epp[MAXW];
+      if (write(epup[r][1], ep, sizeof ep) != (ssize_t)sizeof ep) code = -1;
+      close(epup[r][1]);
+      for (int q = 0; code == 0 && q < o->world; q++) {
+        if (read_all(down[r][0], eps[q], GS_ENDPOINT_MAX, 30000) < 0)
+          code = GS_FAIL(&e, GS_EIO, "no endpoints from the test");
+        epp[q] = eps[q];
+      }
+      rc.cfg.endpoints = epp;
       if (code == 0 && r == 0) {
         code = gs_ps_backend.bootstrap(rc.state, &rc.cfg, rc.blob, &rc.blob_len, &e);
         uint32_t l = code == 0 ? (uint32_t)rc.blob_len : 0;
@@ -355,6 +367,16 @@ int run_procs(const job_opts *o, job_result *res) {
       _exit(code == 0 ? 0 : 1);
     }
     close(down[r][0]);
+    close(epup[r][1]);
+  }
+  static char eps[MAXW][GS_ENDPOINT_MAX];
+  for (int r = 0; r < o->world; r++)
+    if (read_all(epup[r][0], eps[r], GS_ENDPOINT_MAX, 30000) < 0)
+      memset(eps[r], 0, GS_ENDPOINT_MAX);
+  for (int r = 0; r < o->world; r++) {
+    close(epup[r][0]);
+    for (int q = 0; q < o->world; q++)
+      if (write(down[r][1], eps[q], GS_ENDPOINT_MAX) < 0) break;
   }
   uint32_t l = 0;
   char blob[GS_BOOTSTRAP_MAX];
@@ -366,17 +388,24 @@ int run_procs(const job_opts *o, job_result *res) {
   for (int r = 0; r < o->world; r++) close(down[r][1]);
   close(up[0]);
   close(up[1]);
-  /* Nothing may hang: every rank must be gone within the deadline. */
+  /* Nothing may hang: every rank must be gone within the deadline. Every
+   * rank is reaped as soon as it ends, as a launcher does: a rank that
+   * waits for a dead one's process to be gone must not see a zombie. */
   double deadline = gs_now() + 4.0 * o->timeout_ms / 1000.0 + 20.0;
-  int bad = 0;
+  int bad = 0, status[MAXW] = {0};
+  bool done[MAXW] = {false};
+  for (int left = o->world; left > 0 && gs_now() < deadline;) {
+    for (int r = 0; r < o->world; r++)
+      if (!done[r] && waitpid(pid[r], &status[r], WNOHANG) == pid[r]) {
+        done[r] = true;
+        left--;
+      }
+    struct timespec ts = {0, 5000000};
+    if (left > 0) nanosleep(&ts, NULL);
+  }
   for (int r = 0; r < o->world; r++) {
-    int st = 0;
-    pid_t w;
-    while ((w = waitpid(pid[r], &st, WNOHANG)) == 0 && gs_now() < deadline) {
-      struct timespec ts = {0, 5000000};
-      nanosleep(&ts, NULL);
-    }
-    if (w == 0) {
+    int st = status[r];
+    if (!done[r]) {
       fprintf(stderr, "harness: rank %d hung; killing it\n", r);
       kill(pid[r], SIGKILL);
       waitpid(pid[r], &st, 0);
@@ -414,6 +443,9 @@ void reference(const job_opts *o, float *ref, bool *skipped, float *scales) {
   make_params(o, 0, p);
   memcpy(ref, p, n * sizeof(float));
   float *g = malloc(n * sizeof(float)), *acc = malloc(n * sizeof(float));
+  float *hs = malloc(n * sizeof(float));
+  int L = o->host_ranks > 1 ? o->host_ranks : 1;
+  REQUIRE(L == 1 || o->wire == GS_F32, "reference: hosts that sum first are fp32 only");
   float *mom = calloc(n, sizeof(float));
   uint16_t *lp = malloc(n * sizeof(uint16_t));
   gs_scaler sc = o->scaler;
@@ -425,6 +457,15 @@ void reference(const job_opts *o, float *ref, bool *skipped, float *scales) {
     /* sum in rank order, bucket by bucket, as the server does */
     for (int r = 0; r < o->world; r++) {
       make_grads(o, r, step, sc.scale, g);
+      if (L > 1) {
+        /* ps/local.c: the host's sum in rank order, then hosts in order */
+        if (r % L == 0) memcpy(hs, g, n * sizeof(float));
+        else k->add(k, n, hs, g);
+        if (r % L != L - 1) continue;
+        if (r / L == 0) memcpy(acc, hs, n * sizeof(float));
+        else k->add(k, n, acc, hs);
+        continue;
+      }
       for (int b = 0; b < nb; b++) {
         size_t off = bk[b].offset, c = bk[b].count;
         const void *src = g + off;
@@ -488,6 +529,7 @@ void reference(const job_opts *o, float *ref, bool *skipped, float *scales) {
   free(p);
   free(g);
   free(acc);
+  free(hs);
   free(mom);
   free(lp);
   free(bk);

@@ -40,6 +40,8 @@ typedef struct job_opts {
   gs_dtype wire;
   gs_scaler scaler;
   bool overlap, dedicated, sum_only;
+  int host_ranks;          /* > 1: hosts of this many ranks sum first (cfg.ps_host_ranks;
+                              fp32 only in reference()) */
   int ps_servers;          /* > 1: the sharded ps (threads only: the servers' addresses
                               are the ranks' endpoints) */
   int timeout_ms;

@@ -1,0 +1,32 @@
+/* ps_local.c: whether a ps rank runs the host-aggregated ps (ps/local.c)
+ * and with how many ranks per host: --ps-local-reduce asks for it, and it
+ * is the default where hosts are known to hold several ranks each (bench's
+ * emulated hosts, which place ranks host-major, and --transport shm, one
+ * host) and the run is one it handles; elsewhere every rank pushes, as
+ * DataParallel's workers do. */
+#include "bench/job/job.h"
+
+int gs_bench_ps_local(const gs_opts *o, const gs_rank_env *env, const gs_job *j,
+                      const gs_kernels *k, gs_sync_config *cfg, bool shm, gs_err *e) {
+  int world = j->world;
+  cfg->ps_host_ranks = 0;
+  if (o->ps_local_reduce == 0) return GS_OK;
+  /* ranks per host: emulated hosts and shm know it; another launcher's
+   * LOCAL_WORLD_SIZE (or Slurm's tasks per node) says it */
+  int L = env->hosts > 0 ? (world % env->hosts ? 0 : world / env->hosts)
+          : shm ? world : j->local_world;
+  if (o->ps_local_reduce == 1) {
+    if (L < 2 || world % L)
+      return GS_FAIL(e, GS_EINVAL, "rank %d: --ps-local-reduce needs hosts of several ranks "
+                     "each, the same number on every host (%d ranks per host in a world of "
+                     "%d): use --hosts K with a world that K divides, --transport shm, or a "
+                     "launcher that sets LOCAL_WORLD_SIZE", j->rank, L, world);
+    cfg->ps_host_ranks = L;
+    return GS_OK;
+  }
+  bool fits = cfg->wire == GS_F32 && !cfg->scaler.dynamic && cfg->scaler.scale == 1.0f &&
+              !gs_ps_sync_stale(&cfg->ps_sync) && k->device == GS_DEV_CPU &&
+              (o->ps_servers <= 1 || o->ps_servers <= world / (L > 0 ? L : 1));
+  if ((env->hosts > 0 || shm) && L > 1 && fits) cfg->ps_host_ranks = L;
+  return GS_OK;
+}

@@ -1,0 +1,458 @@
+/* local.c: the ps backend as the launcher sees it (ps.h gs_ps_backend):
+ * the flat ps of backend.c where every rank pushes (DataParallel), or,
+ * with cfg.ps_host_ranks L > 1, the host-aggregated ps (BytePS' local
+ * reduce): ranks are L per host, host-major, and a host's gradients are
+ * summed inside it over shared memory before ONE push per host; the
+ * parameters come back once per host and are shared inside it. So the
+ * master's link carries (H-1) x S each way on H hosts instead of (N-L) x S.
+ *
+ * Who does what, host h holding ranks hL .. hL+L-1:
+ *   every rank   a communicator of its host's L ranks (allreduce.h's bare
+ *                ring, over Unix sockets: each emulated host is a network
+ *                namespace of its own) running the shared-memory all-reduce
+ *                (--algo shm: the vote fails clearly where the host's ranks
+ *                cannot share memory);
+ *   the leader   (local rank 0) is rank h of a flat ps of H ranks
+ *                (gs_ps_flat_backend, sharded or not, servers on leaders),
+ *                whose server averages over the N ranks (Init.average_over),
+ *                not over the H pushes.
+ * A step: each bucket is summed inside the host (in place, in member
+ * order), with --overlap as backward hands it over, else after backward;
+ * the leader pushes it; once the leader has the step's parameters, every
+ * rank but the leader fills its parameters with -0.0 and the host
+ * all-reduces them: x + (-0.0) is x for every float, -0.0 and NaN
+ * included, so every rank copies the leader's bits.
+ *
+ * Sum order of element i, fixed and the same run after run: inside host h
+ * in rank order, ((g_hL + g_hL+1) + ...) (shm.c), then over the hosts' sums
+ * in host order on the server, as the flat server sums ranks (reduce.c),
+ * then x 1/N. With one host that is the flat ps' order: the same bits.
+ *
+ * Faults: a rank that dies or fails inside a host stops its host's
+ * shared-memory waits (shm_seg.c names it); its leader aborts the ps with
+ * that reason, which the server passes to every other leader, which tells
+ * its own host through the shared memory. Error texts from the host's
+ * communicator count its ranks from 0: this file says which ranks those
+ * are. The endpoint a rank publishes is "<its host communicator's>|<its ps
+ * worker's>" (the second part empty but on leaders hosting a server). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allreduce/allreduce.h"
+#include "ps/ps_internal.h"
+
+typedef struct local_state {
+  bool on;                 /* hosts reduce first; else flat is all there is */
+  void *flat;              /* the leader's (or every rank's) flat ps state */
+  gs_ring *host;           /* this host's communicator */
+  int L, H, h, local;
+} local_state;
+
+typedef struct local_sync {
+  gs_sync base;
+  gs_sync *flat;           /* the leader's ps session; NULL elsewhere */
+  gs_ring *host;
+  int rank, L, h, local;
+  float *params, *grads;
+  size_t n;
+  const gs_bucket *buckets;
+  int nbuckets;
+  bool overlap, failed;
+  gs_sync_order order;
+  double blocked_s, reduce_s;
+} local_sync;
+
+static const gs_sync_ops local_ops;
+
+/* The host's communicator numbers its ranks 0..L-1: its errors get the
+ * job's numbers ("rank 1", "rank(s) 0, 1" become the host's first rank
+ * plus that), and say which host. The reason a member wrote into the
+ * shared memory comes after "stopped the shared-memory all-reduce (...): ":
+ * the communicator's own words, or this file's, which already say "host h"
+ * or "rank r, the first of host h" and stay as they are. */
+static bool ours(const char *p) {
+  const char *first = strstr(p, ", the first of host ");
+  return !strncmp(p, "host ", 5) || (!strncmp(p, "rank ", 5) && first && first - p < 16);
+}
+
+static void host_words(int h, int L, gs_err *e) {
+  char out[sizeof e->msg];
+  const char *p = e->msg, *stop = strstr(e->msg, "stopped the shared-memory all-reduce (");
+  if (stop) stop = strstr(stop, "): ");
+  if (stop) { /* an abort's reason comes as "rank <member> aborted: <reason>" */
+    const char *a = stop + 3, *d = a + 5;
+    while (!strncmp(a, "rank ", 5) && *d >= '0' && *d <= '9') d++;
+    stop = d > a + 5 && !strncmp(d, " aborted: ", 10) ? d + 10 : stop + 3;
+    if (!ours(stop)) stop = NULL;
+  }
+  size_t o = 0;
+  while (*p && o + 16 < sizeof out) {
+    if (stop && p >= stop) {
+      o += (size_t)snprintf(out + o, sizeof out - o, "%s", p);
+      break;
+    }
+    const char *w = !strncmp(p, "rank(s) ", 8) ? p + 8 : !strncmp(p, "rank ", 5) ? p + 5 : NULL;
+    if (!w || *w < '0' || *w > '9') {
+      out[o++] = *p++;
+      continue;
+    }
+    o += (size_t)snprintf(out + o, sizeof out - o, "%.*s", (int)(w - p), p);
+    p = w;
+    for (;;) { /* a number, or a list of them */
+      char *end;
+      long v = strtol(p, &end, 10);
+      o += (size_t)snprintf(out + o, sizeof out - o, "%ld", v + (long)h * L);
+      p = end;
+      if (o + 16 >= sizeof out || strncmp(p, ", ", 2) || p[2] < '0' || p[2] > '9') break;
+      o += (size_t)snprintf(out + o, sizeof out - o, ", ");
+      p += 2;
+    }
+  }
+  out[o < sizeof out ? o : sizeof out - 1] = '\0';
+  snprintf(e->msg, sizeof e->msg, "%s", out);
+  gs_err_prefix(e, "host %d (ranks %d..%d), shared memory: ", h, h * L, h * L + L - 1);
+}
+
+static int check_local(const gs_sync_config *c, gs_err *e) {
+  int L = c->ps_host_ranks;
+  if (c->world % L)
+    return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ranks per host do not divide a world of %d "
+                   "(the host-aggregated ps needs hosts of equal size; --no-ps-local-reduce "
+                   "runs the flat ps)", c->rank, L, c->world);
+  if (c->wire != GS_F32 || c->scaler.dynamic || c->scaler.scale != 1.0f)
+    return GS_FAIL(e, GS_EINVAL, "ps rank %d: the host-aggregated ps sums fp32 gradients "
+                   "without loss scaling so far (--no-ps-local-reduce for %s)", c->rank,
+                   gs_dtype_name(c->wire));
+  if (gs_ps_sync_stale(&c->ps_sync))
+    return GS_FAIL(e, GS_EINVAL, "ps rank %d: the host-aggregated ps runs bsp; ssp, async and "
+                   "backup workers count ranks, not hosts (add --no-ps-local-reduce)", c->rank);
+  if (c->k && c->k->device != GS_DEV_CPU)
+    return GS_FAIL(e, GS_EINVAL, "ps rank %d: the host-aggregated ps sums in host memory; "
+                   "on GPUs add --no-ps-local-reduce", c->rank);
+  return GS_OK;
+}
+
+/* The flat ps the leader of host h joins: rank h of H, averaging over N. */
+static gs_sync_config leader_config(const local_state *p, const gs_sync_config *c) {
+  gs_sync_config x = *c;
+  x.rank = p->h;
+  x.world = p->H;
+  x.ps_host_ranks = 0;
+  x.ps_average_over = c->world;
+  x.local_rank = 0;
+  x.local_world = 1;
+  return x;
+}
+
+static void state_free(local_state *p) {
+  if (!p) return;
+  if (p->flat) gs_ps_flat_backend.discard(p->flat);
+  gs_ring_close(p->host, false, "the job stopped before it started");
+  free(p);
+}
+
+static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
+                         gs_err *e) {
+  *state = NULL;
+  endpoint[0] = '\0';
+  GS_TRY(gs_sync_check_config(c, "ps", e));
+  local_state *p = calloc(1, sizeof *p);
+  if (!p) return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
+  p->on = c->ps_host_ranks > 1;
+  int rc = GS_OK;
+  if (!p->on) {
+    rc = gs_ps_flat_backend.prepare(c, &p->flat, endpoint, e);
+    if (rc < 0) free(p);
+    else *state = p;
+    return rc;
+  }
+  if ((rc = check_local(c, e)) < 0) {
+    free(p);
+    return rc;
+  }
+  p->L = c->ps_host_ranks;
+  p->H = c->world / p->L;
+  p->h = c->rank / p->L;
+  p->local = c->rank % p->L;
+  /* the host waits for its first rank longer than that rank waits for the
+   * ps (a quarter more than the server): the server's named error arrives
+   * first; a rank whose process is gone is seen at once */
+  int t = c->timeout_ms > 0 ? c->timeout_ms : 30000;
+  gs_ring_opts ro = {
+    .rank = p->local, .world = p->L, .timeout_ms = t + t / 2 + 1000, .job = c->job,
+    .host = GS_WIRE_IPC, .cred = c->cred, .k = c->k, .wire = GS_F32, .max_count = c->n,
+    .algo = GS_ALGO_SHM, .local_ranks = p->L,
+  };
+  char ring_ep[GS_ENDPOINT_MAX] = "", ps_ep[GS_ENDPOINT_MAX] = "";
+  /* the ps first: a dedicated server forks before any ZeroMQ context */
+  if (p->local == 0) {
+    gs_sync_config x = leader_config(p, c);
+    rc = gs_ps_flat_backend.prepare(&x, &p->flat, ps_ep, e);
+  }
+  if (rc == GS_OK && (rc = gs_ring_prepare(&ro, &p->host, ring_ep, e)) < 0)
+    host_words(p->h, p->L, e);
+  if (rc == GS_OK && strlen(ring_ep) + strlen(ps_ep) + 2 > GS_ENDPOINT_MAX)
+    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: endpoints %s and %s are too long", c->rank, ring_ep,
+                 ps_ep);
+  if (rc < 0) {
+    state_free(p);
+    return rc;
+  }
+  size_t a = strlen(ring_ep);
+  memcpy(endpoint, ring_ep, a);
+  endpoint[a] = '|';
+  memcpy(endpoint + a + 1, ps_ep, strlen(ps_ep) + 1);
+  *state = p;
+  return GS_OK;
+}
+
+static int local_bootstrap(void *state, const gs_sync_config *c, void *blob, size_t *len,
+                           gs_err *e) {
+  local_state *p = state;
+  *len = 0;
+  if (!p->on) return gs_ps_flat_backend.bootstrap(p->flat, c, blob, len, e);
+  gs_sync_config x = leader_config(p, c);
+  if (!p->flat)
+    return GS_FAIL(e, GS_EINVAL, "ps: bootstrap() is for rank 0, not rank %d", c->rank);
+  return gs_ps_flat_backend.bootstrap(p->flat, &x, blob, len, e);
+}
+
+static void local_discard(void *state) { state_free(state); }
+
+/* ------------------------------------------------------------ the steps */
+
+static int failed(local_sync *s, gs_err *e) {
+  return GS_FAIL(e, GS_EPEER, "ps rank %d: the backend already failed in step %lld; close it",
+                 s->rank, (long long)s->order.step);
+}
+
+/* "host h, rank r: " and the end of msg, where a chain of reasons ends
+ * with the first cause, in at most cap bytes (the shared memory keeps 248
+ * of a reason, the ps' abort 512). */
+static void reason(const local_sync *s, const char *msg, char *out, size_t cap) {
+  int head = snprintf(out, cap, "host %d, rank %d: ", s->h, s->rank);
+  size_t room = cap - (size_t)head - 4, n = strlen(msg);
+  if (n <= room) snprintf(out + head, cap - (size_t)head, "%s", msg);
+  else snprintf(out + head, cap - (size_t)head, "...%s", msg + n - room);
+}
+
+/* A failure: the host hears why (its shared-memory waits end), and the
+ * leader's ps passes it to the server when it aborts. */
+static int fail(local_sync *s, int rc, gs_err *e) {
+  char why[400];
+  s->failed = true;
+  if (s->flat) {
+    reason(s, e->msg, why, sizeof why);
+    gs_ps_flat_why(s->flat, why);
+  }
+  reason(s, e->msg, why, 200); /* comm.c adds "rank l aborted: " */
+  if (s->host) gs_ring_close(s->host, false, why);
+  s->host = NULL;
+  return rc;
+}
+
+/* The host's sum of count elements at off of buf, in place. */
+static int host_sum(local_sync *s, float *buf, size_t off, size_t count, int bucket, gs_err *e) {
+  double t0 = gs_now();
+  /* its counters count shm.c's copies, which cross no link: the step's
+   * bytes are the ps' sockets' */
+  int rc = gs_ring_allreduce(s->host, buf + off, buf + off, count, s->order.step, bucket, NULL, e);
+  if (rc < 0) host_words(s->h, s->L, e);
+  s->reduce_s += gs_now() - t0;
+  return rc;
+}
+
+/* The leader's ps numbers hosts as its ranks: its errors say so. */
+static void ps_words(int rank, int h, int L, gs_err *e) {
+  gs_err_prefix(e, "rank %d, the first of host %d (the ps below numbers hosts: its rank h is "
+                "host h, ranks %d*h..%d*h+%d): ", rank, h, L, L, L - 1);
+}
+
+static int leader_words(local_sync *s, int rc, gs_err *e) {
+  if (rc < 0) ps_words(s->rank, s->h, s->L, e);
+  return rc;
+}
+
+static int local_begin_step(gs_sync *base, int64_t step, gs_err *e) {
+  local_sync *s = (local_sync *)base;
+  if (s->failed) return failed(s, e);
+  int rc = gs_sync_order_begin(&s->order, step, e);
+  if (rc < 0) return rc; /* a misuse changes nothing */
+  s->blocked_s = s->reduce_s = 0;
+  if (s->flat && (rc = leader_words(s, s->flat->ops->begin_step(s->flat, step, e), e)) < 0)
+    return fail(s, rc, e);
+  return GS_OK;
+}
+
+/* The host's sum of bucket b; the leader hands it to its ps. */
+static int one_bucket(local_sync *s, int b, gs_err *e) {
+  const gs_bucket *bk = &s->buckets[b];
+  GS_TRY(host_sum(s, s->grads, bk->offset, bk->count, b, e));
+  return s->flat ? leader_words(s, s->flat->ops->bucket_ready(s->flat, b, e), e) : GS_OK;
+}
+
+static int local_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
+  local_sync *s = (local_sync *)base;
+  if (s->failed) return failed(s, e);
+  int rc = gs_sync_order_ready(&s->order, bucket, e);
+  if (rc < 0) return rc;
+  if (!s->overlap) return GS_OK;
+  double t0 = gs_now();
+  rc = one_bucket(s, bucket, e);
+  s->blocked_s += gs_now() - t0;
+  return rc < 0 ? fail(s, rc, e) : GS_OK;
+}
+
+/* Every rank of the host ends with its leader's parameters. */
+static int share_params(local_sync *s, int64_t step, gs_err *e) {
+  if (s->local != 0) {
+    uint32_t neg0 = 0x80000000u;
+    float f;
+    memcpy(&f, &neg0, sizeof f);
+    for (size_t i = 0; i < s->n; i++) s->params[i] = f;
+  }
+  int rc = gs_ring_allreduce(s->host, s->params, s->params, s->n, step, s->nbuckets, NULL, e);
+  if (rc < 0) host_words(s->h, s->L, e);
+  return rc;
+}
+
+static int local_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
+  local_sync *s = (local_sync *)base;
+  if (s->failed) return failed(s, e);
+  int rc = gs_sync_order_end(&s->order, e);
+  if (rc < 0) return rc;
+  double t0 = gs_now();
+  for (int b = 0; !s->overlap && rc == GS_OK && b < s->nbuckets; b++) rc = one_bucket(s, b, e);
+  gs_sync_stats fs = {0};
+  if (rc == GS_OK && s->flat) rc = leader_words(s, s->flat->ops->end_step(s->flat, &fs, e), e);
+  if (rc == GS_OK) rc = share_params(s, s->order.step, e);
+  if (rc < 0) return fail(s, rc, e);
+  gs_sync_stats out = fs;
+  out.reduce_s += s->reduce_s;
+  out.wait_s = s->blocked_s + (gs_now() - t0) - out.reduce_s - out.update_s;
+  if (out.wait_s < 0) out.wait_s = 0;
+  out.skipped = false;
+  out.scale = 1.0f;
+  out.staleness = 0;
+  if (st) *st = out;
+  return GS_OK;
+}
+
+static int local_close(gs_sync *base, bool ok, gs_err *e) {
+  local_sync *s = (local_sync *)base;
+  bool orderly = ok && !s->failed && !s->order.in_step;
+  int rc = GS_OK;
+  if (s->flat) rc = s->flat->ops->close(s->flat, orderly, e);
+  gs_ring_close(s->host, orderly, orderly ? NULL : "a rank of this host stopped");
+  free(s);
+  return rc;
+}
+
+static const gs_sync_ops local_ops = {
+  .begin_step = local_begin_step,
+  .bucket_ready = local_bucket_ready,
+  .end_step = local_end_step,
+  .close = local_close,
+};
+
+/* The part of a published endpoint: 0 the host communicator's, 1 the ps'. */
+static void ep_part(const char *ep, int part, char out[GS_ENDPOINT_MAX]) {
+  const char *bar = strchr(ep, '|');
+  if (!bar) {
+    out[0] = '\0';
+    return;
+  }
+  if (part == 0) snprintf(out, GS_ENDPOINT_MAX, "%.*s", (int)(bar - ep), ep);
+  else snprintf(out, GS_ENDPOINT_MAX, "%s", bar + 1);
+}
+
+static int local_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
+  *out = NULL;
+  local_state *p = state;
+  if (!p->on) {
+    void *flat = p->flat;
+    free(p);
+    return gs_ps_flat_backend.open(flat, c, out, e);
+  }
+  local_sync *s = calloc(1, sizeof *s);
+  char (*eps)[GS_ENDPOINT_MAX] = calloc((size_t)(p->L + p->H), GS_ENDPOINT_MAX);
+  const char **ptr = calloc((size_t)(p->L + p->H), sizeof *ptr);
+  int rc = !s || !eps || !ptr ? GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank)
+                               : GS_OK;
+  if (rc == GS_OK && !c->endpoints)
+    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: open() without the ranks' endpoints", c->rank);
+  for (int i = 0; rc == GS_OK && i < p->L + p->H; i++) {
+    int r = i < p->L ? p->h * p->L + i : (i - p->L) * p->L;
+    ep_part(c->endpoints[r], i < p->L ? 0 : 1, eps[i]);
+    ptr[i] = eps[i];
+    if (i < p->L && !eps[i][0])
+      rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: rank %d published no endpoint of the "
+                   "host-aggregated ps (\"%.64s\"): do all ranks run it (--ps-local-reduce)?",
+                   c->rank, r, c->endpoints[r]);
+  }
+  if (rc == GS_OK) {
+    gs_ring_set_job(p->host, c->job);
+    if ((rc = gs_ring_connect(p->host, ptr, e)) < 0) host_words(p->h, p->L, e);
+  }
+  if (s) {
+    s->host = p->host;
+    p->host = NULL;
+  }
+  if (rc == GS_OK && p->flat) {
+    gs_sync_config x = leader_config(p, c);
+    x.endpoints = ptr + p->L;
+    void *flat = p->flat;
+    p->flat = NULL; /* open takes it over, also when it fails */
+    rc = gs_ps_flat_backend.open(flat, &x, &s->flat, e);
+    if (rc < 0) ps_words(c->rank, p->h, p->L, e);
+  }
+  if (s) {
+    s->base.ops = &local_ops;
+    s->base.name = "ps";
+    s->rank = c->rank;
+    s->L = p->L;
+    s->h = p->h;
+    s->local = p->local;
+    s->params = c->params;
+    s->grads = c->grads;
+    s->n = c->n;
+    s->buckets = c->buckets;
+    s->nbuckets = c->nbuckets;
+    s->overlap = c->overlap;
+    gs_sync_order_init(&s->order, "ps", c->rank, c->nbuckets);
+  }
+  /* every rank starts from the leader's copy of rank 0's parameters */
+  if (rc == GS_OK) rc = share_params(s, -1, e);
+  free(eps);
+  free(ptr);
+  state_free(p);
+  if (rc < 0) {
+    if (s) {
+      fail(s, rc, e);
+      gs_err ce = {0};
+      local_close(&s->base, false, &ce);
+    }
+    return rc;
+  }
+  *out = &s->base;
+  return GS_OK;
+}
+
+const gs_backend gs_ps_backend = {
+  .name = "ps",
+  .prepare = local_prepare,
+  .bootstrap = local_bootstrap,
+  .open = local_open,
+  .discard = local_discard,
+};
+
+void gs_ps_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *host_bytes) {
+  *device_bytes = *host_bytes = 0;
+  if (base->ops != &local_ops) {
+    gs_ps_flat_memory(base, device_bytes, host_bytes);
+    return;
+  }
+  const local_sync *s = (const local_sync *)base;
+  if (s->flat) gs_ps_flat_memory(s->flat, device_bytes, host_bytes);
+}

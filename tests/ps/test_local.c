@@ -1,0 +1,227 @@
+/* test_local.c: the host-aggregated ps (cfg.ps_host_ranks L: ps/local.c).
+ *
+ * Ranks as threads of one process share memory as the ranks of one host
+ * do, so hosts here are groups of L ranks (host-major) and the checks are:
+ *  - bits: every rank holds, after every step, the reference's bits for
+ *    the documented order (each host's sum in rank order, then the hosts'
+ *    sums in host order, x 1/N), with and without overlap, with one server
+ *    and with K sharded servers on the hosts' first ranks, with arrival
+ *    jitter, and with a dedicated server process; the same bits run after
+ *    run (twice);
+ *  - one host (L = N): bitwise the flat ps' bits; several hosts: within
+ *    1e-5 relative of the flat ps (another order; relative to each
+ *    parameter, or to their mean magnitude where one is near zero);
+ *  - bytes: with one server on rank 0, the master's link carries (H-1) x S
+ *    each way, a leader elsewhere S, every other rank nothing on sockets;
+ *  - refusals: hosts of unequal size, loss scaling, ssp;
+ *  - faults (processes): a rank killed inside a host, or a leader killed,
+ *    makes every other rank fail naming it within the timeout, and nothing
+ *    is left in /dev/shm. */
+#include <dirent.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ps/ps.h"
+
+static job_opts base(int world, int L) {
+  job_opts o;
+  job_defaults(&o);
+  o.world = world;
+  o.host_ranks = L;
+  o.n = 50003;
+  o.bucket_elems = 12000;
+  o.steps = 3;
+  return o;
+}
+
+static char *what_of(const job_opts *o, char *buf, size_t cap) {
+  snprintf(buf, cap, "world %d, hosts of %d, %d server(s)%s", o->world, o->host_ranks,
+           o->ps_servers > 1 ? o->ps_servers : 1, o->overlap ? ", overlap" : "");
+  return buf;
+}
+
+static void bits(int world, int L, int K, bool overlap, uint64_t jitter) {
+  job_opts o = base(world, L);
+  o.ps_servers = K;
+  o.overlap = overlap;
+  o.jitter_seed = jitter;
+  o.jitter_us = 300;
+  char what[96];
+  what_of(&o, what, sizeof what);
+  float *first = NULL;
+  for (int run = 0; run < 2; run++) {
+    job_result *r = result_new(&o);
+    REQUIRE(run_threads(&o, r) == 0, "%s: %s | %s", what, r->err[0], r->err[world - 1]);
+    float *ref = check_reference(&o, r, what, NULL, NULL);
+    if (run == 0) {
+      first = malloc(o.n * sizeof(float));
+      memcpy(first, result_params(r, o.steps, world - 1), o.n * sizeof(float));
+    } else {
+      REQUIRE(same_bits(first, result_params(r, o.steps, world - 1), o.n, what),
+              "%s: a second run gave other bits", what);
+    }
+    free(ref);
+    if (run == 0 && K <= 1 && !overlap) {
+      /* bytes on sockets: rank 0 hosts the server, its host's sum arrives
+       * over inproc; every other host's first rank pushes S and pulls S */
+      double S = (double)o.n * sizeof(float);
+      int H = world / L;
+      for (int s = 0; s < o.steps; s++)
+        for (int q = 0; q < world; q++) {
+          const gs_sync_stats *st = &r->stats[(size_t)s * world + q];
+          double want = q == 0 ? (H - 1) * S : q % L == 0 ? S : 0;
+          REQUIRE(st->bytes_sent >= want && st->bytes_sent <= 1.05 * want + 4096 &&
+                      st->bytes_recv >= want && st->bytes_recv <= 1.05 * want + 4096,
+                  "%s, step %d, rank %d: sent %llu, received %llu on sockets; want %.0f each "
+                  "way", what, s, q, (unsigned long long)st->bytes_sent,
+                  (unsigned long long)st->bytes_recv, want);
+        }
+    }
+    result_free(r);
+  }
+  free(first);
+  printf("ok: %s: the documented order's bits on every rank, twice\n", what);
+}
+
+/* The server in a process of its own (rank 0 forks it in prepare, before
+ * the host's communicator makes a ZeroMQ context). */
+static void dedicated(void) {
+  job_opts o = base(4, 2);
+  o.dedicated = true;
+  job_result *r = result_new(&o);
+  REQUIRE(run_threads(&o, r) == 0, "dedicated server, hosts of 2: %s | %s", r->err[0],
+          r->err[3]);
+  free(check_reference(&o, r, "dedicated server, hosts of 2", NULL, NULL));
+  printf("ok: world 4, hosts of 2, a dedicated server: the documented order's bits\n");
+  result_free(r);
+}
+
+/* Against the flat ps (every rank pushes): one host is the same order,
+ * several hosts another one. */
+static void against_flat(int world, int L) {
+  job_opts o = base(world, L), f = base(world, 0);
+  job_result *r = result_new(&o), *fr = result_new(&f);
+  REQUIRE(run_threads(&o, r) == 0 && run_threads(&f, fr) == 0, "world %d: %s | %s", world,
+          r->err[0], fr->err[0]);
+  const float *a = result_params(r, o.steps, 0), *b = result_params(fr, f.steps, 0);
+  if (L == world) {
+    REQUIRE(same_bits(a, b, o.n, "one host vs flat"), "one host of %d: not the flat ps' bits",
+            world);
+    printf("ok: one host of %d ranks: the flat ps' bits\n", world);
+  } else {
+    /* relative to the element, or to the mean magnitude where it is near
+     * zero (as allclose's atol) */
+    double worst = 0, mean = 0;
+    size_t differ = 0;
+    for (size_t i = 0; i < o.n; i++) mean += fabs((double)b[i]) / (double)o.n;
+    for (size_t i = 0; i < o.n; i++) {
+      double d = fabs((double)a[i] - (double)b[i]) / fmax(fabs((double)b[i]), mean);
+      if (d > worst) worst = d;
+      differ += a[i] != b[i];
+    }
+    REQUIRE(worst <= 1e-5, "world %d, hosts of %d: %.3g relative from the flat ps", world, L,
+            worst);
+    printf("ok: world %d, hosts of %d: within %.2g relative of the flat ps (%zu of %zu elements "
+           "differ in their bits)\n", world, L, worst, differ, o.n);
+  }
+  result_free(r);
+  result_free(fr);
+}
+
+static void refused(const char *what, int world, int L, gs_dtype wire, bool ssp,
+                    const char *words) {
+  job_opts o = base(world, L);
+  gs_err e = {0};
+  gs_kernels *k = gs_kernels_cpu(0, &e);
+  float *p = k->alloc(k, 1000 * sizeof(float)), *g = k->alloc(k, 1000 * sizeof(float));
+  int nb;
+  gs_bucket *b = plan_buckets(1000, 300, &nb);
+  gs_sync_config c = {.rank = 0, .world = world, .timeout_ms = 2000, .host = "127.0.0.1",
+                      .k = k, .params = p, .grads = g, .n = 1000, .buckets = b, .nbuckets = nb,
+                      .sgd = o.sgd, .wire = wire, .scaler = o.scaler, .ps_host_ranks = L};
+  if (wire != GS_F32) gs_scaler_init(&c.scaler, 65536.0f, true);
+  if (ssp) c.ps_sync = (gs_ps_sync){.model = GS_PS_SSP, .staleness = 2};
+  void *state = NULL;
+  char ep[GS_ENDPOINT_MAX];
+  int rc = gs_ps_backend.prepare(&c, &state, ep, &e);
+  REQUIRE(rc == GS_EINVAL && !state && strstr(e.msg, words),
+          "%s: prepare gave %d (%s), expected GS_EINVAL naming '%s'", what, rc, e.msg, words);
+  printf("ok: refused: %s: %s\n", what, e.msg);
+  free(b);
+  k->release(k, p);
+  k->release(k, g);
+  k->destroy(k);
+}
+
+static int shm_entries(void) {
+  DIR *d = opendir("/dev/shm");
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)))
+    n += de->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* Processes: kill one, and every other rank names it within the timeout. */
+static void killed(int world, int L, int victim, int step) {
+  job_opts o = base(world, L);
+  o.steps = 4;
+  o.timeout_ms = 3000;
+  o.kill_rank = victim;
+  o.kill_step = step;
+  o.kill_bucket = 1;
+  int before = shm_entries();
+  job_result *r = result_new(&o);
+  REQUIRE(run_procs(&o, r) != 0, "rank %d was killed and the job succeeded", victim);
+  char name[32], pid_words[32];
+  snprintf(name, sizeof name, "rank %d", victim);
+  snprintf(pid_words, sizeof pid_words, "rank %d (pid", victim);
+  for (int q = 0; q < world; q++) {
+    if (q == victim) continue;
+    double dt = r->fail_t[q] - r->kill_t;
+    REQUIRE(r->rc[q] != 0 && r->rc[q] > -1000, "rank %d: rc %d after rank %d was killed", q,
+            r->rc[q], victim);
+    /* the victim's host names it by its process; the other hosts hear it
+     * through the server, or, the victim a host's first rank, the server
+     * names its host as the ps' rank that sent nothing */
+    bool same_host = q / L == victim / L;
+    char host_words[64];
+    snprintf(host_words, sizeof host_words, "rank %d sent no gradients", victim / L);
+    bool named = same_host ? strstr(r->err[q], pid_words) != NULL
+                 : victim % L ? strstr(r->err[q], name) != NULL
+                              : strstr(r->err[q], host_words) && strstr(r->err[q], "is host h");
+    REQUIRE(named, "rank %d (host %d) does not name rank %d: '%s' (rank 0 said '%.300s')", q,
+            q / L, victim, r->err[q], r->err[0]);
+    REQUIRE(r->kill_t > 0 && dt >= 0 && dt < 2.5 * o.timeout_ms / 1000.0 + 1.0,
+            "rank %d failed %.2f s after rank %d was killed", q, dt, victim);
+  }
+  int after = shm_entries();
+  REQUIRE(after <= before, "/dev/shm had %d entries before and %d after", before, after);
+  printf("ok: rank %d (host %d of hosts of %d) killed: every rank failed in time; rank %d said "
+         "'%s'; rank 0 said '%s'\n", victim, victim / L, L, (victim + 1) % world,
+         r->err[(victim + 1) % world], r->err[0]);
+  result_free(r);
+}
+
+int main(void) {
+  bits(4, 2, 1, false, 1);
+  bits(4, 2, 1, true, 2);
+  bits(6, 3, 1, false, 3);
+  bits(6, 2, 3, false, 4);
+  bits(6, 2, 2, true, 5);
+  bits(4, 4, 1, false, 6);
+  dedicated();
+  against_flat(4, 4);
+  against_flat(6, 2);
+  refused("hosts of 4 in a world of 6", 6, 4, GS_F32, false, "do not divide");
+  refused("loss scaling", 4, 2, GS_F16, false, "loss scaling");
+  refused("ssp", 4, 2, GS_F32, true, "bsp");
+  killed(4, 2, 3, 1);   /* inside host 1, not its leader */
+  killed(4, 2, 1, 2);   /* inside host 0, beside the server */
+  killed(6, 3, 3, 1);   /* host 1's leader */
+  return 0;
+}
