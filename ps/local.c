@@ -233,8 +233,11 @@ static int failed(local_sync *s, gs_err *e) {
 static void reason(const local_sync *s, const char *msg, char *out, size_t cap) {
   int head = snprintf(out, cap, "host %d, rank %d: ", s->h, s->rank);
   size_t room = cap - (size_t)head - 4, n = strlen(msg);
-  if (n <= room) snprintf(out + head, cap - (size_t)head, "%s", msg);
-  else snprintf(out + head, cap - (size_t)head, "...%s", msg + n - room);
+  if (n <= room) memcpy(out + head, msg, n + 1);
+  else {
+    memcpy(out + head, "...", 3);
+    memcpy(out + head + 3, msg + n - room, room + 1);
+  }
 }
 
 /* A failure: the host hears why (its shared-memory waits end), and the
