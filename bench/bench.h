@@ -81,6 +81,7 @@ typedef struct gs_opts {
   bool ps_server_hosts;      /* --ps-server-hosts: they run in processes (hosts) of their own */
   gs_ps_sync ps_sync;        /* --ps-sync, --ps-backup (ps only) */
   int ring_period;           /* --ring-period H (ring only; 1: every step) */
+  double target_loss;        /* --target-loss X (0: from the synchronous run) */
   double timeout_s;
   const char *device;        /* cpu | cuda | auto */
   const char *bind;          /* --bind: address the sockets bind (NULL: job.c's rule) */

@@ -420,6 +420,9 @@ static const flag FLAGS[] = {
       "and average their parameters after every H-th step (PyTorch's PostLocalSGDOptimizer + "
       "PeriodicModelAverager); 1: gradients all-reduced every step (DDP)", p_whole, ring_period,
       1, 1e6),
+  {"target-loss", 0, "X", NULL, "1.10 x the synchronous run's final smoothed loss", "the "
+   "training loss whose wall-clock time to reach the comparison reports for every run",
+   p_real, M(target_loss), W(target_loss), 0, 1e-12, 1e12},
   NUM("timeout", 0, "SEC", "60", "longest wait for any peer before failing", p_real,
       timeout_s, 0.05, 86400),
   WORD("device", "D", "auto", NULL, "cpu | cuda | auto (cuda when a GPU is present)", p_device,

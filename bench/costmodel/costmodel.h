@@ -297,4 +297,27 @@ int gs_calibrate_measure(const gs_cm_measure_cfg *cfg, gs_cm_calib *c, gs_calib_
  * readable value and how it was measured */
 void gs_calibrate_print(FILE *f, const gs_cm_calib *c, const gs_calib_notes *n);
 
+/* ---- stragglers (straggle.c) ----
+ * The step time and samples/s of one consistency model when rank r
+ * computes c0_s x factor[r] x (1 + jitter_cv |z|) per step: sync (ring, ps
+ * bsp; period H > 1: ring averaging every H steps) waits for the slowest
+ * rank, backup for the (world-backup)-th arrival and applies that many
+ * batches, ssp runs at the slowest rank's mean rate, async at every rank's
+ * own. comm_s: the communication one update waits for. */
+typedef enum gs_cm_straggle_kind {
+  GS_CM_STRAGGLE_SYNC, GS_CM_STRAGGLE_BACKUP, GS_CM_STRAGGLE_SSP, GS_CM_STRAGGLE_ASYNC,
+} gs_cm_straggle_kind;
+typedef struct gs_cm_straggle_in {
+  gs_cm_straggle_kind kind;
+  int world, batch, backup, period;
+  const double *factor;        /* world entries, >= 1 */
+  double jitter_cv, c0_s, comm_s;
+} gs_cm_straggle_in;
+typedef struct gs_cm_straggle_out {
+  double step_s;               /* wall time per world x batch samples applied */
+  double samples_per_s;        /* samples applied per second */
+  const char *formula;         /* static text */
+} gs_cm_straggle_out;
+int gs_cm_straggle(const gs_cm_straggle_in *in, gs_cm_straggle_out *out, gs_err *e);
+
 #endif
