@@ -30,9 +30,11 @@
  *                    step, else ps bsp), or --target-loss; time to target:
  *                    the first point of the curve at or below it.
  *   straggler model  bench/costmodel/straggle.c with c0 the ranks' measured
- *                    compute over their expected factor, comm the link
- *                    model's (emulated hosts) or else the least any rank
- *                    waited plus its reduction and optimizer. */
+ *                    compute over their expected factor and comm the least
+ *                    any rank waited plus its reduction and optimizer (the
+ *                    communication no rank avoids: it isolates whom each
+ *                    update waits for from how fast the links are, which
+ *                    the cost model of the links predicts on its own). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,7 +163,7 @@ static void model(const gs_run_info *info, gs_summary *s) {
     double rest = p->comm_wait_s + p->reduce_s + p->update_s;
     if (rest < floor) floor = rest;
   }
-  double comm = isfinite(s->cost_model.comm_s_predicted) ? s->cost_model.comm_s_predicted : floor;
+  double comm = floor;
   const gs_ps_sync *y = &info->ps_sync;
   gs_cm_straggle_in in = {
     .kind = info->mode == GS_MODE_RING || !gs_ps_sync_stale(y) ? GS_CM_STRAGGLE_SYNC
@@ -431,13 +433,76 @@ static void target_text(const gs_stale_summary *st, char *buf, size_t cap) {
   else snprintf(buf, cap, "never");
 }
 
-void gs_stale_print_comparison(FILE *f, const gs_summary *runs, size_t n) {
+/* the runs are about stragglers or staleness: the comparison and the
+ * verdict say how long each took to the target */
+static bool about_stragglers(const gs_summary *runs, size_t n) {
   bool any = false;
   for (size_t i = 0; i < n; i++)
     any |= runs[i].world > 1 && (runs[i].slow[0] || runs[i].jitter_cv > 0 ||
                                  strcmp(runs[i].stale.throughput_basis, "steps") ||
                                  !strcmp(runs[i].stale.target_from, "--target-loss"));
-  if (!any) return;
+  return any;
+}
+
+static void run_name(const gs_summary *r, char *buf, size_t cap) {
+  if (r->mode == GS_MODE_RING)
+    snprintf(buf, cap, r->ring_period > 1 ? "ring period %d" : "ring", r->ring_period);
+  else
+    snprintf(buf, cap, "ps %s", r->ps_sync[0] ? r->ps_sync : "bsp");
+}
+
+void gs_stale_verdict(const gs_summary *runs, size_t n, char *buf, size_t cap) {
+  size_t len = strlen(buf);
+  if (!about_stragglers(runs, n) || len + 1 >= cap) return;
+  const gs_summary *best = NULL;
+  int within = 0, modelled = 0;
+  double target = NAN;
+  for (size_t i = 0; i < n; i++) {
+    const gs_summary *r = &runs[i];
+    if (r->world < 2) continue;
+    if (isfinite(r->stale.target_loss)) target = r->stale.target_loss;
+    if (isfinite(r->stale.time_to_target_s) &&
+        (!best || r->stale.time_to_target_s < best->stale.time_to_target_s))
+      best = r;
+    if (isfinite(r->stale.model_samples_per_s) && r->stale.model_samples_per_s > 0) {
+      modelled++;
+      within += fabs(r->throughput_samples_per_s / r->stale.model_samples_per_s - 1) <= 0.25;
+    }
+  }
+  if (!isfinite(target)) {
+    snprintf(buf + len, cap - len, " Time to a target loss: no synchronous run (ring every "
+             "step or ps bsp) of the same world to derive one from; --target-loss X sets it.");
+    return;
+  }
+  len += (size_t)snprintf(buf + len, cap - len, " Time to the training loss %.4g:", target);
+  bool first = true;
+  for (size_t i = 0; i < n && len < cap; i++) {
+    const gs_summary *r = &runs[i];
+    if (r->world < 2) continue;
+    char name[48];
+    run_name(r, name, sizeof name);
+    if (isfinite(r->stale.time_to_target_s))
+      len += (size_t)snprintf(buf + len, cap - len, "%s %s %.2f s", first ? "" : ",", name,
+                              r->stale.time_to_target_s);
+    else
+      len += (size_t)snprintf(buf + len, cap - len, "%s %s never reached it", first ? "" : ",",
+                              name);
+    first = false;
+  }
+  if (len < cap && best) {
+    char name[48];
+    run_name(best, name, sizeof name);
+    len += (size_t)snprintf(buf + len, cap - len, "; first there: %s.", name);
+  } else if (len < cap) {
+    len += (size_t)snprintf(buf + len, cap - len, "; no run reached it.");
+  }
+  if (len < cap && modelled)
+    snprintf(buf + len, cap - len, " The straggler model's samples/s is within 25%% of the "
+             "measured for %d of %d runs.", within, modelled);
+}
+
+void gs_stale_print_comparison(FILE *f, const gs_summary *runs, size_t n) {
+  if (!about_stragglers(runs, n)) return;
   fprintf(f, "\n== stragglers: time to the target loss ==\n");
   fprintf(f, "  target: %s; time: seconds from the run's first step until the smoothed "
           "training loss first reaches it; vs model: measured samples/s over the straggler "
@@ -451,11 +516,7 @@ void gs_stale_print_comparison(FILE *f, const gs_summary *runs, size_t n) {
     const gs_stale_summary *st = &r->stale;
     if (r->world < 2) continue;
     char name[64], mdl[24] = "-", vs[16] = "-", tg[24] = "-", tt[24], ho[16] = "-";
-    if (r->mode == GS_MODE_RING)
-      snprintf(name, sizeof name, r->ring_period > 1 ? "ring period %d" : "ring",
-               r->ring_period);
-    else
-      snprintf(name, sizeof name, "ps %s", r->ps_sync[0] ? r->ps_sync : "bsp");
+    run_name(r, name, sizeof name);
     if (isfinite(st->model_samples_per_s)) {
       snprintf(mdl, sizeof mdl, "%.1f", st->model_samples_per_s);
       snprintf(vs, sizeof vs, "%.2fx", r->throughput_samples_per_s / st->model_samples_per_s);
