@@ -126,6 +126,7 @@ typedef struct gs_opts {
   const char *eval_data;     /* --eval-data SPEC: held-out accuracy after training */
   const char *peer;          /* --peer torch: PyTorch DDP measured beside (NULL: none) */
   const char *report;        /* --report DIR: tables and charts again from DIR/report.json */
+  const char *compare;       /* --compare DIR[,DIR...]: several reports' runs side by side */
   char **exec;               /* -- CMD ARGS: run that on the emulated hosts (NULL: bench) */
 
   /* collective benchmark (nccl-tests flags) */

@@ -479,6 +479,9 @@ static const flag FLAGS[] = {
        "end (a --data spec, e.g. idx:test-images.idx,test-labels.idx)", p_str, eval_data),
   WORD("report", "DIR", NULL, NULL, "no training: print the tables of DIR/report.json and draw "
        "its charts again", p_str, report),
+  WORD("compare", "DIRS", NULL, NULL, "no training: the runs of several results directories "
+       "(a comma list) side by side: time to the target loss (--target-loss, else from a "
+       "synchronous run among them), loss.svg and compare.json into --out", p_str, compare),
   WORD("peer", "NAME", NULL, NULL, "torch: also train PyTorch DDP (gloo) on the same model, "
        "batch, data and worlds, a row beside ps and ring", p_one, peer),
   WORD("collective", "OP", NULL, NULL, "benchmark the backend alone, as nccl-tests (-b -e -f -n "

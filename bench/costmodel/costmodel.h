@@ -309,9 +309,12 @@ typedef enum gs_cm_straggle_kind {
 } gs_cm_straggle_kind;
 typedef struct gs_cm_straggle_in {
   gs_cm_straggle_kind kind;
-  int world, batch, backup, period;
+  int world, backup, period;
+  double batch;                /* samples per rank per step (a mean: last batches are short) */
   const double *factor;        /* world entries, >= 1 */
-  double jitter_cv, c0_s, comm_s;
+  double jitter_cv, c0_s;
+  double comm_s;               /* per update; ring period H: per averaging */
+  double max_updates_per_s;    /* async: what the ps master's link carries (0: no bound) */
 } gs_cm_straggle_in;
 typedef struct gs_cm_straggle_out {
   double step_s;               /* wall time per world x batch samples applied */

@@ -14,7 +14,8 @@
  *                         comm (the window K absorbs noise, not a rank that
  *                         is slow every step);
  *   async                 no one: each rank at its own rate,
- *                         sum_r 1 / (E[compute_r] + comm).
+ *                         sum_r 1 / (E[compute_r] + comm), at most the
+ *                         updates the ps master's link carries.
  * The expectations over z are means over one fixed set of draws from a
  * fixed seed (every model's from the same draws, so that E[max] is never
  * below the largest mean), and the prediction is a pure function of its
@@ -51,9 +52,10 @@ int gs_cm_straggle(const gs_cm_straggle_in *in, gs_cm_straggle_out *out, gs_err 
   memset(out, 0, sizeof *out);
   int N = in->world;
   if (N < 1 || N > 65536 || !in->factor || !(in->c0_s >= 0) || !(in->comm_s >= 0) ||
-      !(in->jitter_cv >= 0) || in->batch < 1 || !(in->c0_s + in->comm_s > 0))
+      !(in->jitter_cv >= 0) || !(in->batch > 0) || !(in->c0_s + in->comm_s > 0) ||
+      !(in->max_updates_per_s >= 0))
     return GS_FAIL(e, GS_EINVAL, "straggler model: world %d, compute %g s, comm %g s, jitter "
-                   "%g, batch %d: each must be positive (compute, comm, jitter >= 0)", N,
+                   "%g, batch %g: each must be positive (compute, comm, jitter >= 0)", N,
                    in->c0_s, in->comm_s, in->jitter_cv, in->batch);
   int H = in->period > 1 ? in->period : 1;
   int need = N - in->backup;
@@ -103,6 +105,7 @@ int gs_cm_straggle(const gs_cm_straggle_in *in, gs_cm_straggle_out *out, gs_err 
     out->formula = "the slowest rank's mean compute + comm";
     break;
   case GS_CM_STRAGGLE_ASYNC:
+    if (in->max_updates_per_s > 0 && rate > in->max_updates_per_s) rate = in->max_updates_per_s;
     out->samples_per_s = in->batch * rate;
     out->formula = "sum over ranks of batch / (mean compute + comm)";
     break;

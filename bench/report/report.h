@@ -410,6 +410,15 @@ bool gs_oversubscribed(const gs_summary *runs, size_t n, char *buf, size_t cap);
  * its charts again; every metric must be in the file (GS_EPROTO naming the
  * missing one otherwise). */
 int gs_report_redraw(const char *dir, FILE *out, gs_err *e);
+/* DIR/report.json: the document (a new reference) and its runs' summaries
+ * (malloc'ed, *n of them; gs_summaries_free); every metric must be there. */
+int gs_report_load(const char *dir, json_t **doc, gs_summary **runs, size_t *n, gs_err *e);
+/* compare.c, --compare DIR[,DIR...]: the runs of several sweeps' reports
+ * side by side: the stragglers table, the time to the target (target > 0:
+ * --target-loss, else from a synchronous run among them) and loss.svg,
+ * staleness.svg and compare.json written into out_dir. */
+int gs_report_compare(const char *const *dirs, int ndirs, const char *out_dir, double target,
+                      FILE *out, gs_err *e);
 /* Free n summaries and the array. */
 void gs_summaries_free(gs_summary *runs, size_t n);
 /* --version: version, git revision, build type, CPU code path, libraries,

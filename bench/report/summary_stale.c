@@ -30,11 +30,14 @@
  *                    step, else ps bsp), or --target-loss; time to target:
  *                    the first point of the curve at or below it.
  *   straggler model  bench/costmodel/straggle.c with c0 the ranks' measured
- *                    compute over their expected factor and comm the least
+ *                    compute over their expected factor, the batch the
+ *                    measured samples per rank and step, and comm the least
  *                    any rank waited plus its reduction and optimizer (the
- *                    communication no rank avoids: it isolates whom each
- *                    update waits for from how fast the links are, which
- *                    the cost model of the links predicts on its own). */
+ *                    communication no rank avoids; ps: of the ranks on the
+ *                    wire), which isolates whom each update waits for from
+ *                    how fast the links are (the cost model of the links
+ *                    predicts that part on its own); async at most the
+ *                    updates the master's link carries (rate / S). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,7 +151,8 @@ static int loss_curve(const gs_run_info *info, const gs_rank_result *ranks, size
   return GS_OK;
 }
 
-static void model(const gs_run_info *info, gs_summary *s) {
+static void model(const gs_run_info *info, const gs_rank_result *ranks, size_t steps,
+                  gs_summary *s) {
   gs_stale_summary *st = &s->stale;
   st->model_samples_per_s = NAN;
   int N = info->world;
@@ -156,22 +160,31 @@ static void model(const gs_run_info *info, gs_summary *s) {
   double *f = malloc((size_t)N * sizeof *f);
   if (!f) return;
   double ez = 1 + info->straggle.jitter_cv * sqrt(2 / M_PI), c0 = 0, floor = INFINITY;
+  bool ps = info->mode == GS_MODE_PS;
   for (int r = 0; r < N; r++) {
     const gs_rank_summary *p = &s->per_rank[r];
     f[r] = p->slow_factor >= 1 ? p->slow_factor : 1;
     c0 += p->compute_s / (f[r] * ez) / N;
     double rest = p->comm_wait_s + p->reduce_s + p->update_s;
-    if (rest < floor) floor = rest;
+    /* ps: rank 0 beside its server talks over inproc, not the wire */
+    if (rest < floor && !(ps && r == 0)) floor = rest;
   }
-  double comm = floor;
+  int H = info->mode == GS_MODE_RING && info->ring_period > 1 ? info->ring_period : 1;
+  double comm = floor * H; /* the ranks' means are per step: one averaging per H */
+  double samples = 0, rows = 0;
+  for (int r = 0; r < N; r++)
+    for (size_t t = (size_t)s->warmup_steps; t < steps; t++, rows++)
+      samples += ranks[r].rows[t].samples;
   const gs_ps_sync *y = &info->ps_sync;
   gs_cm_straggle_in in = {
     .kind = info->mode == GS_MODE_RING || !gs_ps_sync_stale(y) ? GS_CM_STRAGGLE_SYNC
             : y->backup_on ? GS_CM_STRAGGLE_BACKUP
             : y->model == GS_PS_SSP ? GS_CM_STRAGGLE_SSP : GS_CM_STRAGGLE_ASYNC,
-    .world = N, .batch = info->batch, .backup = y->backup_on ? y->backup : 0,
-    .period = info->mode == GS_MODE_RING ? info->ring_period : 1, .factor = f,
-    .jitter_cv = info->straggle.jitter_cv, .c0_s = c0, .comm_s = isfinite(comm) ? comm : 0};
+    .world = N, .batch = rows > 0 ? samples / rows : info->batch,
+    .backup = y->backup_on ? y->backup : 0, .period = H, .factor = f,
+    .jitter_cv = info->straggle.jitter_cv, .c0_s = c0, .comm_s = isfinite(comm) ? comm : 0,
+    .max_updates_per_s = ps && s->hosts > 0 && s->cost_model.S_bytes > 0
+                             ? s->link_rate_bps / 8 / s->cost_model.S_bytes : 0};
   gs_cm_straggle_out out;
   gs_err e = {0};
   if (gs_cm_straggle(&in, &out, &e) == GS_OK) {
@@ -211,7 +224,7 @@ int gs_stale_summarize(const gs_run_info *info, const gs_rank_result *ranks, siz
   }
   waits(info, ranks, first, steps, st);
   GS_TRY(loss_curve(info, ranks, steps, st, e));
-  model(info, s);
+  model(info, ranks, steps, s);
   return GS_OK;
 }
 
@@ -417,9 +430,9 @@ void gs_stale_print(FILE *f, const gs_summary *s) {
     fprintf(f, "\n");
   }
   if (st->nhist > 1 || (st->nhist == 1 && s->ps_sync[0] && strcmp(s->ps_sync, "bsp"))) {
-    fprintf(f, "  staleness of applied gradients (updates: count):");
+    fprintf(f, "  staleness of applied gradients (updates: count, where not 0):");
     for (int i = 0; i < st->nhist; i++)
-      fprintf(f, " %d: %lld", i, (long long)st->staleness_hist[i]);
+      if (st->staleness_hist[i]) fprintf(f, " %d: %lld", i, (long long)st->staleness_hist[i]);
     fprintf(f, "; dropped: %d\n", s->dropped_gradients);
   }
   if (!strcmp(st->throughput_basis, "window"))

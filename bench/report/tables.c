@@ -190,6 +190,7 @@ void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json
                                  const char *notice) {
   if (n < 2 && !json_array_size(peers)) { /* nothing to compare: the notice alone */
     if (notice && *notice) fprintf(f, "\n  NOTE: %s.\n", notice);
+    gs_stale_print_comparison(f, runs, n);
     return;
   }
   int reps = 1;

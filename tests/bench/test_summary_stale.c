@@ -291,6 +291,14 @@ static void model(void) {
   CHECK(predict(GS_CM_STRAGGLE_SYNC, 0.5, 1, 1) == sync);
   /* a rank 3x slower every step: ssp gains nothing over waiting for it */
   CHECK(predict(GS_CM_STRAGGLE_SSP, 0.1, 1, 3) <= predict(GS_CM_STRAGGLE_SYNC, 0.1, 1, 3));
+  /* async: no more updates than the master's link carries */
+  double f[4] = {1, 1, 1, 3};
+  gs_cm_straggle_in cap = {.kind = GS_CM_STRAGGLE_ASYNC, .world = 4, .batch = 10, .factor = f,
+                           .c0_s = 1, .max_updates_per_s = 2};
+  gs_cm_straggle_out got;
+  gs_err ce = {0};
+  CHECK_OK(gs_cm_straggle(&cap, &got, &ce), &ce);
+  CHECK(NEAR(got.samples_per_s, 20), "async capped: %g", got.samples_per_s);
   /* bad input is an error naming it */
   gs_cm_straggle_in in = {.kind = GS_CM_STRAGGLE_SYNC, .world = 0, .batch = 1};
   gs_cm_straggle_out out;
