@@ -14,9 +14,13 @@ docs/stragglers.md), end to end on loopback:
   - loss.svg (a line per run) and staleness.svg are written and in
     report.html, the comparison prints the time to target, the verdict
     says it, and bench --report prints it again from report.json;
-  - --target-loss sets the target; a bad value is refused naming the flag.
+  - --target-loss sets the target; a bad value is refused naming the flag;
+  - --compare puts both sweeps' runs on one table with one target and one
+    loss chart (compare.json), refuses to overwrite, needs --out, and names
+    a directory it cannot read.
 Timing: the straggler's extra work is real arithmetic, 3x its compute, so
 the attribution holds on a loaded machine; nothing else compares times."""
+import json
 import os
 import re
 
@@ -122,5 +126,26 @@ if r.returncode == 0:
     check(x["target_loss"] == 1e6 and x["target_from"] == "--target-loss" and
           x["time_to_target_s"] == x["loss_curve"]["t_s"][0], f"--target-loss 1e6: {x['target_loss']}"
           f" {x['target_from']} {x['time_to_target_s']}")
+
+# --compare: both sweeps' runs on one table, one target (the ring's), one chart
+d3 = os.path.join(tmpdir(), "cmp")
+r = run(["--compare", f"{d},{d2}", "--out", d3])
+check(r.returncode == 0, f"--compare: {r.stderr[-500:]}")
+if r.returncode == 0:
+    cmp = json.load(open(os.path.join(d3, "compare.json")))
+    check(len(cmp["runs"]) == 3 and [x["dir"] for x in cmp["runs"]] == [d, d, d2],
+          f"compare.json runs {[(x['id'], x['dir']) for x in cmp['runs']]}")
+    check(all(abs(x["target_loss"] - target) <= 1e-9 * target and x["target_from"] == ring["id"]
+              for x in cmp["runs"]), "compare: not one target from the ring")
+    svg = open(os.path.join(d3, "loss.svg")).read()
+    check(svg.count("<polyline") == 3, "compare loss.svg: not 3 lines")
+    check("== stragglers: time to the target loss ==" in r.stdout and
+          "Time to the training loss" in r.stdout, "compare: no table or verdict")
+r = run(["--compare", f"{d},{d2}", "--out", d3])
+check(r.returncode == 2 and "already holds" in r.stderr, f"compare again: {r.returncode}")
+r = run(["--compare", d])
+check(r.returncode == 2 and "--out" in r.stderr, f"compare without --out: {r.returncode}")
+r = run(["--compare", d + "-none", "--out", os.path.join(tmpdir(), "x")])
+check(r.returncode == 1 and d + "-none" in r.stderr, f"compare of nothing: {r.stderr[-200:]}")
 
 finish("stale_report")
