@@ -15,10 +15,12 @@
 static const char *const COLORS[] = {"#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e",
                                      "#e6ab02", "#a6761d", "#666666"};
 
+/* "ps ssp:2 w4, batch 180" (escaped): the runs of one chart differ in these */
 static void name_of(const gs_summary *r, char *buf, size_t cap) {
-  char id[256];
-  gs_svg_esc(r->id, id, sizeof id);
-  snprintf(buf, cap, "%s", id);
+  char label[160], text[200];
+  gs_stale_label(r, label, sizeof label);
+  snprintf(text, sizeof text, "%s w%d, batch %d", label, r->world, r->batch);
+  gs_svg_esc(text, buf, cap);
 }
 
 static int loss_chart(const char *dir, const gs_summary *runs, size_t n, gs_err *e) {
@@ -35,7 +37,7 @@ static int loss_chart(const char *dir, const gs_summary *runs, size_t n, gs_err 
     if (isfinite(st->target_loss)) target = st->target_loss;
   }
   if (!shown || !(tmax > 0) || !(lmax > 0)) return GS_OK;
-  int x0 = 80, y0 = 380, x1 = 620, y1 = 50, W = 1000, H = 450 + 18 * (shown > 8 ? shown - 8 : 0);
+  int x0 = 80, y0 = 380, x1 = 620, y1 = 50, W = 1040, H = 450 + 18 * (shown > 8 ? shown - 8 : 0);
   gs_svg b = {0};
   gs_svg_header(&b, W, H, "Training loss against wall-clock time (smoothed over 8 steps)");
   double top = gs_svg_y_axis(&b, x0, y0, x1, y1, lmax, "training loss");
@@ -122,10 +124,10 @@ static int staleness_chart(const char *dir, const gs_summary *runs, size_t n, gs
           v, x + barw / 2, y0 + 13, lab);
       x += barw + 4;
     }
-    char ps[64];
-    gs_svg_esc(r->ps_sync, ps, sizeof ps);
-    put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"11\">ps %s w%d</text>\n",
-        (gx + x - 4) / 2, y0 + 30, ps, r->world);
+    char name[300];
+    name_of(r, name, sizeof name);
+    put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"11\">%s</text>\n",
+        (gx + x - 4) / 2, y0 + 30, name);
     x += gap;
   }
   put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">staleness (updates), grouped by "

@@ -257,6 +257,8 @@ void gs_stale_targets(gs_summary *runs, size_t n, double target);
 void gs_stale_print(FILE *f, const gs_summary *s);
 void gs_stale_print_comparison(FILE *f, const gs_summary *runs, size_t n);
 void gs_stale_verdict(const gs_summary *runs, size_t n, char *buf, size_t cap);
+/* A run's name in those: "ring", "ring period 4", "ps ssp:2", "local". */
+void gs_stale_label(const gs_summary *r, char *buf, size_t cap);
 /* charts_stale.c: loss.svg (every run's smoothed loss against wall-clock
  * time) and staleness.svg (each stale run's histogram); nothing when no
  * run has a loss curve / a stale model. */

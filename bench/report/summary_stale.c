@@ -457,11 +457,13 @@ static bool about_stragglers(const gs_summary *runs, size_t n) {
   return any;
 }
 
-static void run_name(const gs_summary *r, char *buf, size_t cap) {
+void gs_stale_label(const gs_summary *r, char *buf, size_t cap) {
   if (r->mode == GS_MODE_RING)
     snprintf(buf, cap, r->ring_period > 1 ? "ring period %d" : "ring", r->ring_period);
-  else
+  else if (r->mode == GS_MODE_PS)
     snprintf(buf, cap, "ps %s", r->ps_sync[0] ? r->ps_sync : "bsp");
+  else
+    snprintf(buf, cap, "%s", gs_mode_name(r->mode));
 }
 
 void gs_stale_verdict(const gs_summary *runs, size_t n, char *buf, size_t cap) {
@@ -493,7 +495,7 @@ void gs_stale_verdict(const gs_summary *runs, size_t n, char *buf, size_t cap) {
     const gs_summary *r = &runs[i];
     if (r->world < 2) continue;
     char name[48];
-    run_name(r, name, sizeof name);
+    gs_stale_label(r, name, sizeof name);
     if (isfinite(r->stale.time_to_target_s))
       len += (size_t)snprintf(buf + len, cap - len, "%s %s %.2f s", first ? "" : ",", name,
                               r->stale.time_to_target_s);
@@ -504,7 +506,7 @@ void gs_stale_verdict(const gs_summary *runs, size_t n, char *buf, size_t cap) {
   }
   if (len < cap && best) {
     char name[48];
-    run_name(best, name, sizeof name);
+    gs_stale_label(best, name, sizeof name);
     len += (size_t)snprintf(buf + len, cap - len, "; first there: %s.", name);
   } else if (len < cap) {
     len += (size_t)snprintf(buf + len, cap - len, "; no run reached it.");
@@ -529,7 +531,7 @@ void gs_stale_print_comparison(FILE *f, const gs_summary *runs, size_t n) {
     const gs_stale_summary *st = &r->stale;
     if (r->world < 2) continue;
     char name[64], mdl[24] = "-", vs[16] = "-", tg[24] = "-", tt[24], ho[16] = "-";
-    run_name(r, name, sizeof name);
+    gs_stale_label(r, name, sizeof name);
     if (isfinite(st->model_samples_per_s)) {
       snprintf(mdl, sizeof mdl, "%.1f", st->model_samples_per_s);
       snprintf(vs, sizeof vs, "%.2fx", r->throughput_samples_per_s / st->model_samples_per_s);
