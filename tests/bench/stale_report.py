@@ -103,7 +103,8 @@ check(tt is not None and tt == first_t, f"ring time to target {tt}, curve says {
 # the pictures, the tables, the verdict, and the report read back
 for name in ("loss.svg", "staleness.svg"):
     check(os.path.exists(os.path.join(d, name)), f"{name} missing")
-svg = open(os.path.join(d, "loss.svg")).read() if os.path.exists(os.path.join(d, "loss.svg")) else ""
+loss_svg = os.path.join(d, "loss.svg")
+svg = open(loss_svg).read() if os.path.exists(loss_svg) else ""
 check(len(re.findall(r"<polyline", svg)) == len([x for x in rep["runs"]
                                                    if x["loss_curve"]["t_s"]]),
       "loss.svg: not one line per run")
@@ -124,8 +125,8 @@ check(r.returncode == 0, f"--target-loss: {r.stderr[-500:]}")
 if r.returncode == 0:
     x = [x for x in report(d2)["runs"] if x["world"] == 4][0]
     check(x["target_loss"] == 1e6 and x["target_from"] == "--target-loss" and
-          x["time_to_target_s"] == x["loss_curve"]["t_s"][0], f"--target-loss 1e6: {x['target_loss']}"
-          f" {x['target_from']} {x['time_to_target_s']}")
+          x["time_to_target_s"] == x["loss_curve"]["t_s"][0],
+          f"--target-loss 1e6: {x['target_loss']} {x['target_from']} {x['time_to_target_s']}")
 
 # --compare: both sweeps' runs on one table, one target (the ring's), one chart
 d3 = os.path.join(tmpdir(), "cmp")
