@@ -84,6 +84,7 @@ typedef struct gs_opts {
                                 emulated hosts hold several ranks each (ps/local.c) */
   gs_ps_sync ps_sync;        /* --ps-sync, --ps-backup (ps only) */
   int ring_period;           /* --ring-period H (ring only; 1: every step) */
+  double target_loss;        /* --target-loss X (0: from the synchronous run) */
   double timeout_s;
   const char *device;        /* cpu | cuda | auto */
   const char *bind;          /* --bind: address the sockets bind (NULL: job.c's rule) */
@@ -131,6 +132,7 @@ typedef struct gs_opts {
   const char *eval_data;     /* --eval-data SPEC: held-out accuracy after training */
   const char *peer;          /* --peer torch: PyTorch DDP measured beside (NULL: none) */
   const char *report;        /* --report DIR: tables and charts again from DIR/report.json */
+  const char *compare;       /* --compare DIR[,DIR...]: several reports' runs side by side */
   char **exec;               /* -- CMD ARGS: run that on the emulated hosts (NULL: bench) */
 
   /* collective benchmark (nccl-tests flags) */

@@ -67,6 +67,8 @@ const char *gs_model_flag_refused(const gs_opts *o, const char *name);
 int gs_model_resolve(gs_opts *o, gs_err *e);
 int gs_calibrate_main(const gs_opts *o);
 int gs_project_main(const gs_opts *o);
+/* --compare (compare.c): several results directories' runs side by side */
+int gs_compare_main(const gs_opts *o);
 
 /* --replay FILE (replay.c): its checks, and its main (exit status 0 when
  * every update's parameters are the logged bits, 1 when not, 2 on bad

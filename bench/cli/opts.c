@@ -434,6 +434,9 @@ static const flag FLAGS[] = {
       "and average their parameters after every H-th step (PyTorch's PostLocalSGDOptimizer + "
       "PeriodicModelAverager); 1: gradients all-reduced every step (DDP)", p_whole, ring_period,
       1, 1e6),
+  {"target-loss", 0, "X", NULL, "1.10 x the synchronous run's final smoothed loss", "the "
+   "training loss whose wall-clock time to reach the comparison reports for every run",
+   p_real, M(target_loss), W(target_loss), 0, 1e-12, 1e12},
   NUM("timeout", 0, "SEC", "60", "longest wait for any peer before failing", p_real,
       timeout_s, 0.05, 86400),
   WORD("device", "D", "auto", NULL, "cpu | cuda | auto (cuda when a GPU is present)", p_device,
@@ -497,6 +500,9 @@ static const flag FLAGS[] = {
        "end (a --data spec, e.g. idx:test-images.idx,test-labels.idx)", p_str, eval_data),
   WORD("report", "DIR", NULL, NULL, "no training: print the tables of DIR/report.json and draw "
        "its charts again", p_str, report),
+  WORD("compare", "DIRS", NULL, NULL, "no training: the runs of several results directories "
+       "(a comma list) side by side: time to the target loss (--target-loss, else from a "
+       "synchronous run among them), loss.svg and compare.json into --out", p_str, compare),
   WORD("peer", "NAME", NULL, NULL, "torch: also train PyTorch DDP (gloo) on the same model, "
        "batch, data and worlds, a row beside ps and ring", p_one, peer),
   WORD("collective", "OP", NULL, NULL, "benchmark the backend alone, as nccl-tests (-b -e -f -n "

@@ -58,6 +58,7 @@ static int run(gs_opts *op, int argc, char **argv) {
   if (o.exec) return gs_exec_main(&o);
   if (o.replay) return gs_replay_main(&o);
   if (o.project) return gs_project_main(&o);
+  if (o.compare) return gs_compare_main(&o);
   if (o.report) {
     if (gs_report_redraw(o.report, stdout, &e) == GS_OK) return 0;
     fprintf(stderr, "bench: --report %s: %s\n", o.report, e.msg);

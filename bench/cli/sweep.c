@@ -308,6 +308,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
     runs = recs;
     nruns = nrecs;
     gs_summary_scaling(runs, nruns, o->strong);
+    gs_stale_targets(runs, nruns, o->target_loss);
     for (size_t i = 0; i < nruns; i++) gs_summary_print(stdout, &runs[i]);
     char notice[256], link[GS_LINK_SENTENCE_MAX];
     gs_oversubscribed(runs, nruns, notice, sizeof notice);

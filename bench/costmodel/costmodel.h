@@ -361,4 +361,30 @@ int gs_cm_compress_predict(const gs_cm_machine *m, const gs_cm_job *j,
 int gs_cm_compress_measure(const gs_train_opts *train, int threads, int reps,
                            gs_cm_compressed *out, gs_err *e);
 
+/* ---- stragglers (straggle.c) ----
+ * The step time and samples/s of one consistency model when rank r
+ * computes c0_s x factor[r] x (1 + jitter_cv |z|) per step: sync (ring, ps
+ * bsp; period H > 1: ring averaging every H steps) waits for the slowest
+ * rank, backup for the (world-backup)-th arrival and applies that many
+ * batches, ssp runs at the slowest rank's mean rate, async at every rank's
+ * own. comm_s: the communication one update waits for. */
+typedef enum gs_cm_straggle_kind {
+  GS_CM_STRAGGLE_SYNC, GS_CM_STRAGGLE_BACKUP, GS_CM_STRAGGLE_SSP, GS_CM_STRAGGLE_ASYNC,
+} gs_cm_straggle_kind;
+typedef struct gs_cm_straggle_in {
+  gs_cm_straggle_kind kind;
+  int world, backup, period;
+  double batch;                /* samples per rank per step (a mean: last batches are short) */
+  const double *factor;        /* world entries, >= 1 */
+  double jitter_cv, c0_s;
+  double comm_s;               /* per update; ring period H: per averaging */
+  double max_updates_per_s;    /* async: what the ps master's link carries (0: no bound) */
+} gs_cm_straggle_in;
+typedef struct gs_cm_straggle_out {
+  double step_s;               /* wall time per world x batch samples applied */
+  double samples_per_s;        /* samples applied per second */
+  const char *formula;         /* static text */
+} gs_cm_straggle_out;
+int gs_cm_straggle(const gs_cm_straggle_in *in, gs_cm_straggle_out *out, gs_err *e);
+
 #endif

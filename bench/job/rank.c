@@ -217,6 +217,7 @@ static int summarize(const gs_opts *o, const gs_rank_env *env, gs_run_info *info
   int rc = out_dir ? gs_results_write_run(out_dir, &s, info, results, e) : GS_OK;
   if (rc == GS_OK && !env->launched) {
     gs_summary_scaling(&s, 1, o->strong);
+    gs_stale_targets(&s, 1, o->target_loss);
     gs_summary_print(stdout, &s);
     gs_opts job = *o; /* the report's configuration: this job's one run */
     job.worlds[0] = info->world;

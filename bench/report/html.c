@@ -364,6 +364,49 @@ static void rank_table(FILE *f, json_t *r) {
   fputs("</table>\n", f);
 }
 
+/* stragglers: who waited for whom (ms per step), staleness, time to the
+ * target loss and the straggler model, for a run of several ranks */
+static void stale_table(FILE *f, json_t *r) {
+  json_t *waits = json_object_get(r, "waited_for_s"), *row;
+  size_t n = json_array_size(waits), i, q;
+  if (n < 2) return;
+  bool ps = !strcmp(json_string_value(json_object_get(r, "mode")) ?: "", "ps");
+  fprintf(f, "<p>who waited for whom, ms per step: on the rank whose gradient the awaited "
+             "update needed last, while it still computed; %s: the rest</p>\n<table>\n"
+             "<tr><th>rank</th><th>%s</th>", ps ? "server" : "collective",
+          ps ? "server" : "collective");
+  for (q = 0; q < n; q++) fprintf(f, "<th>on rank %zu</th>", q);
+  fputs("</tr>\n", f);
+  json_array_foreach(waits, i, row) {
+    fprintf(f, "<tr><td>%zu</td>", i);
+    td(f, json_number_value(json_array_get(json_object_get(r, "waited_backend_s"), i)), 1e3, "");
+    for (q = 0; q < n; q++) td(f, json_number_value(json_array_get(row, q)), 1e3, "");
+    fputs("</tr>\n", f);
+  }
+  fputs("</table>\n<p>staleness of applied gradients (count by updates): ", f);
+  json_array_foreach(json_object_get(r, "staleness_histogram"), i, row)
+    fprintf(f, "%s%zu: %lld", i ? ", " : "", i, (long long)json_integer_value(row));
+  fputs("; samples/s basis: ", f);
+  cell(f, json_object_get(r, "throughput_basis"));
+  fputs("; target loss ", f);
+  cell(f, json_object_get(r, "target_loss"));
+  fputs(" (", f);
+  cell(f, json_object_get(r, "target_from"));
+  fputs("), reached after ", f);
+  json_t *tt = json_object_get(r, "time_to_target_s");
+  if (json_is_number(tt)) fmt3(f, json_number_value(tt), 1, " s");
+  else fputs(json_is_number(json_object_get(r, "target_loss")) ? "never" : "n/a", f);
+  json_t *m = json_object_get(r, "straggler_model");
+  if (json_is_object(m)) {
+    fputs("; straggler model ", f);
+    fmt3(f, num(m, "samples_per_s"), 1, " samples/s");
+    fputs(" (", f);
+    cell(f, json_object_get(m, "formula"));
+    fputs(")", f);
+  }
+  fputs("</p>\n", f);
+}
+
 static void links_table(FILE *f, json_t *r) {
   json_t *links = json_object_get(r, "links");
   if (!json_array_size(links)) return;
@@ -506,6 +549,7 @@ int gs_html_write(const char *dir, json_t *report, gs_err *e) {
       fprintf(f, " (of the median run of %.0f)", num(json_object_get(r, "repeats"), "count"));
     fprintf(f, "</p>\n");
     rank_table(f, r);
+    stale_table(f, r);
     links_table(f, r);
     cost_table(f, r);
   }

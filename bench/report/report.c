@@ -312,7 +312,10 @@ void gs_summaries_free(gs_summary *runs, size_t n) {
   free(runs);
 }
 
-int gs_report_redraw(const char *dir, FILE *out, gs_err *e) {
+int gs_report_load(const char *dir, json_t **doc, gs_summary **out, size_t *nout, gs_err *e) {
+  *doc = NULL;
+  *out = NULL;
+  *nout = 0;
   char path[4200];
   snprintf(path, sizeof path, "%s/report.json", dir);
   json_error_t je;
@@ -332,6 +335,23 @@ int gs_report_redraw(const char *dir, FILE *out, gs_err *e) {
   for (size_t i = 0; rc == GS_OK && i < n; i++)
     if ((rc = gs_summary_from_json(json_array_get(arr, i), &runs[i], e)) < 0)
       gs_err_prefix(e, "%s: ", path);
+  if (rc < 0) {
+    json_decref(rep);
+    gs_summaries_free(runs, n);
+    return rc;
+  }
+  *doc = rep;
+  *out = runs;
+  *nout = n;
+  return GS_OK;
+}
+
+int gs_report_redraw(const char *dir, FILE *out, gs_err *e) {
+  json_t *rep;
+  gs_summary *runs;
+  size_t n;
+  int rc = gs_report_load(dir, &rep, &runs, &n, e);
+  if (rc < 0) return rc;
   if (rc == GS_OK) {
     for (size_t i = 0; i < n; i++) gs_summary_print(out, &runs[i]);
     const char *verdict = json_string_value(json_object_get(json_object_get(rep, "verdict"),

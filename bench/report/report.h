@@ -158,6 +158,23 @@ typedef struct gs_bucket_timing {
   double hidden_s;             /* of comm_s, what ran while the rank computed */
 } gs_bucket_timing;
 
+/* Stragglers and stale models (summary_stale.c; docs/stragglers.md): what
+ * a run shows of who waited, of staleness and of convergence in time. */
+typedef struct gs_stale_summary {
+  char *throughput_basis;      /* "steps" (synchronous) or "window" (docs/metrics.md) */
+  int64_t *staleness_hist;     /* applied gradients by staleness 0..nhist-1 */
+  int nhist;
+  double *waited_for_s;        /* world x world: [r * world + q], rank r waiting on rank q */
+  double *waited_backend_s;    /* world: waiting on the server or the collective itself */
+  double *loss_t_s, *loss;     /* the smoothed training loss at seconds from the start */
+  int nloss;
+  double target_loss;          /* NaN: none */
+  char *target_from;           /* "--target-loss", the id of the run it came from, "" */
+  double time_to_target_s;     /* NaN: not reached (or no target) */
+  double model_samples_per_s;  /* the straggler model's prediction (NaN: none) */
+  char *model_formula;
+} gs_stale_summary;
+
 typedef struct gs_summary {
   char *id;
   gs_mode mode;
@@ -220,6 +237,7 @@ typedef struct gs_summary {
   int repeat, nrepeats;
   double *repeat_throughput, *repeat_step_median;
   char **repeat_ids;
+  gs_stale_summary stale;
 } gs_summary;
 
 /* The summary of one run from every rank's measurements (ranks[0..world-1]
@@ -253,6 +271,30 @@ void gs_summary_scaling(gs_summary *runs, size_t n, bool strong);
  * mode has none of its own) with the configuration of like; NULL: none. */
 const gs_summary *gs_summary_find(const gs_summary *runs, size_t n, gs_mode mode, int world,
                                   const gs_summary *like);
+
+/* summary_stale.c: the stale members of a summary (part of gs_summarize,
+ * after gs_summary_links), freeing them, their report.json keys (beside
+ * the run's: put adds, get demands every one), and the sweep's targets:
+ * target > 0 is --target-loss, else each run's target is 1.10 x the final
+ * smoothed loss of the synchronous run (ring every step, else ps bsp) of
+ * its world, model, data and batch; time_to_target_s follows. */
+int gs_stale_summarize(const gs_run_info *info, const gs_rank_result *ranks, size_t steps,
+                       gs_summary *s, gs_err *e);
+void gs_stale_free(gs_stale_summary *st);
+int gs_stale_json_put(json_t *j, const gs_summary *s, gs_err *e);
+int gs_stale_json_get(json_t *j, gs_summary *s, const char *where, gs_err *e);
+void gs_stale_targets(gs_summary *runs, size_t n, double target);
+/* The comparison's stale lines (tables.c) and the verdict's sentence on
+ * time to target (text appended to buf). */
+void gs_stale_print(FILE *f, const gs_summary *s);
+void gs_stale_print_comparison(FILE *f, const gs_summary *runs, size_t n);
+void gs_stale_verdict(const gs_summary *runs, size_t n, char *buf, size_t cap);
+/* A run's name in those: "ring", "ring period 4", "ps ssp:2", "local". */
+void gs_stale_label(const gs_summary *r, char *buf, size_t cap);
+/* charts_stale.c: loss.svg (every run's smoothed loss against wall-clock
+ * time) and staleness.svg (each stale run's histogram); nothing when no
+ * run has a loss curve / a stale model. */
+int gs_charts_stale(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
 
 /* --repeat (repeats.c): the repetitions of each configuration (runs[0..n),
  * as they came) become one record, the repetition of median throughput,
@@ -412,6 +454,15 @@ bool gs_oversubscribed(const gs_summary *runs, size_t n, char *buf, size_t cap);
  * its charts again; every metric must be in the file (GS_EPROTO naming the
  * missing one otherwise). */
 int gs_report_redraw(const char *dir, FILE *out, gs_err *e);
+/* DIR/report.json: the document (a new reference) and its runs' summaries
+ * (malloc'ed, *n of them; gs_summaries_free); every metric must be there. */
+int gs_report_load(const char *dir, json_t **doc, gs_summary **runs, size_t *n, gs_err *e);
+/* compare.c, --compare DIR[,DIR...]: the runs of several sweeps' reports
+ * side by side: the stragglers table, the time to the target (target > 0:
+ * --target-loss, else from a synchronous run among them) and loss.svg,
+ * staleness.svg and compare.json written into out_dir. */
+int gs_report_compare(const char *const *dirs, int ndirs, const char *out_dir, double target,
+                      FILE *out, gs_err *e);
 /* Free n summaries and the array. */
 void gs_summaries_free(gs_summary *runs, size_t n);
 /* --version: version, git revision, build type, CPU code path, libraries,

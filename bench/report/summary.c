@@ -389,6 +389,7 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   free(rs);
   int rc = gs_summary_links(info, ranks, s, e);
   if (rc == GS_OK) rc = gs_summary_buckets(info, ranks, first, steps, s, e);
+  if (rc == GS_OK) rc = gs_stale_summarize(info, ranks, steps, s, e);
   if (rc < 0) gs_summary_free(s);
   return rc;
 }
@@ -417,6 +418,7 @@ void gs_summary_free(gs_summary *s) {
   free(s->repeat_ids);
   free(s->repeat_throughput);
   free(s->repeat_step_median);
+  gs_stale_free(&s->stale);
   memset(s, 0, sizeof *s);
 }
 

@@ -192,6 +192,7 @@ json_t *gs_summary_json(const gs_summary *s, gs_err *e) {
       rc = GS_ENOMEM;
   }
   if (rc == GS_OK) rc = put_fields(j, RUN_TAIL, NF(RUN_TAIL), s, id, e);
+  if (rc == GS_OK) rc = gs_stale_json_put(j, s, e);
   if (rc == GS_OK) {
     /* the repetitions this record summarises, in the order they ran */
     json_t *tp = json_array(), *st = json_array(), *ids = json_array();
@@ -315,6 +316,7 @@ static int read_run(json_t *j, gs_summary *s, gs_err *e) {
   if (s->world < 1 || s->steps < 0)
     return GS_FAIL(e, GS_EPROTO, "run %s: world %d, steps %lld", where, s->world,
                    (long long)s->steps);
+  GS_TRY(gs_stale_json_get(j, s, where, e));
 
   json_t *pr = member(j, "per_rank", where, e);
   if (!pr) return e->code;

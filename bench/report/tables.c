@@ -89,6 +89,7 @@ void gs_summary_print(FILE *f, const gs_summary *s) {
   if (s->slow[0] || s->jitter_cv > 0)
     fprintf(f, "  stragglers: --slow %s --jitter %g\n", s->slow[0] ? s->slow : "none",
             s->jitter_cv);
+  gs_stale_print(f, s);
   if (s->has_server) {
     const gs_server_summary *v = &s->server;
     char s1[32], s2[32];
@@ -192,6 +193,7 @@ void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json
                                  const char *notice) {
   if (n < 2 && !json_array_size(peers)) { /* nothing to compare: the notice alone */
     if (notice && *notice) fprintf(f, "\n  NOTE: %s.\n", notice);
+    gs_stale_print_comparison(f, runs, n);
     return;
   }
   int reps = 1;
@@ -243,4 +245,5 @@ void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json
     }
   }
   json_array_foreach(peers, k, p) print_peer(f, p, runs, n, false);
+  gs_stale_print_comparison(f, runs, n);
 }

@@ -233,6 +233,7 @@ void gs_verdict_of(const gs_summary *runs, size_t n, long cores, const char *lin
     snprintf(bn, sizeof v->ps_bottleneck, "%s", bottleneck(top, cores));
     evidence(&t, top, bn, cores, v);
   }
+  gs_stale_verdict(runs, n, v->text, sizeof v->text);
 }
 
 static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }

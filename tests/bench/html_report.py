@@ -90,7 +90,7 @@ dom = rendered(page)
 figs = figures(dom)
 check(sorted(figs) == charts, f"{sorted(figs)} rendered, {charts} in the directory")
 rep = json.load(open(os.path.join(d, "report.json")))
-want = {"scaling.svg", "efficiency.svg", "breakdown.svg", "bytes.svg", "memory.svg"}
+want = {"scaling.svg", "efficiency.svg", "breakdown.svg", "bytes.svg", "memory.svg", "loss.svg"}
 want |= {f"timeline-{x['id']}.svg" for x in rep["runs"]}
 want |= {f"buckets-{x['id']}.svg" for x in rep["runs"] if x["bucket_timing"]}
 check(set(charts) == want, f"charts {charts}, expected {sorted(want)}")
