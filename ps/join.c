@@ -135,7 +135,7 @@ int gs_ps_open_one(ps_worker_state *st, const gs_sync_config *c, ps_worker **out
   s->step = -1;
   s->scale = c->scaler.scale;
   int64_t timeout = c->timeout_ms > 0 ? c->timeout_ms : 60000;
-  timeout += timeout / 4;
+  timeout += timeout / 4 + 1000;  /* a loaded machine may hold the server's words a while */
   s->wait_ms = timeout > INT32_MAX ? INT32_MAX : (int)timeout;
   s->c.endpoints = NULL;
   s->c.bootstrap = NULL;

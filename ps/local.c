@@ -176,7 +176,7 @@ static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS
   p->h = c->rank / p->L;
   p->local = c->rank % p->L;
   /* the host waits for its first rank longer than that rank waits for the
-   * ps (a quarter more than the server): the server's named error arrives
+   * ps (a quarter and a second more than the server): the server's named error arrives
    * first; a rank whose process is gone is seen at once */
   int t = c->timeout_ms > 0 ? c->timeout_ms : 30000;
   gs_ring_opts ro = {

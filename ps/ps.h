@@ -77,9 +77,9 @@
  * Faults: every wait has cfg.timeout_ms. A rank missing from a step makes
  * the server fail the job with "rank 2 sent no gradients for step 14
  * bucket 3 in 60.0 s" (every missing rank named) and send Error to the
- * others; workers wait a quarter longer than the server so that its named
- * error reaches them first, then fail on their own ("no parameters from
- * the ps server ..."). Malformed or foreign messages from an unknown sender
+ * others; workers wait a quarter longer than the server, and a second more,
+ * so that its named error reaches them first, then fail on their own ("no
+ * parameters from the ps server ..."). Malformed or foreign messages from an unknown sender
  * are dropped with a warning on stderr; from a registered rank they fail
  * the job naming that rank. */
 #ifndef GS_PS_H

@@ -46,7 +46,8 @@ typedef struct ps_worker {
   bool has_server;  /* rank 0 with a dedicated server */
   bool cpu, failed, in_step;
   size_t wsize;
-  int wait_ms;      /* the server's timeout plus a quarter: its named error arrives first */
+  int wait_ms;      /* the server's timeout, a quarter and 1 s more: its named error
+                       arrives first */
   void *stage_host, *stage_dev;
   uint64_t stage_host_bytes, stage_dev_bytes;
   atomic_int inflight;

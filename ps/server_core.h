@@ -26,13 +26,13 @@ typedef struct peer {
   int64_t last_step;     /* last step this rank completed (-1: none) */
 } peer;
 
-typedef struct hello {
+typedef struct pending_hello {
   uint8_t id[256];
   size_t idlen;
   uint32_t rank;
   uint64_t count;
   uint32_t nbuckets;
-} hello;
+} pending_hello;
 
 struct gs_ps_server {
   gs_ps_server_opts o;
@@ -55,7 +55,7 @@ struct gs_ps_server {
   bool sum_only;
 
   peer *peers;
-  hello *pend;
+  pending_hello *pend;
   int npend, nknown;
   double contact_t0;
 

@@ -241,7 +241,7 @@ int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e) {
   s->k->to_device(s->k, s->master, zmq_msg_data(&m->payload), s->n * sizeof(float));
   GS_TRY(gs_pss_kernel_check(s, "uploading the initial parameters", e));
   for (int i = 0; i < s->npend; i++) {
-    hello *h = &s->pend[i];
+    pending_hello *h = &s->pend[i];
     GS_TRY(accept_hello(s, h->id, h->idlen, h->rank, h->count, h->nbuckets, e));
   }
   free(s->pend);
@@ -273,7 +273,7 @@ int gs_pss_on_hello(gs_ps_server *s, gs_wire_msg *m, gs_err *e) {
   }
   if (!s->pend && !(s->pend = calloc(MAX_PENDING, sizeof *s->pend)))
     return GS_FAIL(e, GS_ENOMEM, "ps server: out of memory");
-  hello *p = &s->pend[s->npend++];
+  pending_hello *p = &s->pend[s->npend++];
   gs_pss_set_id(p->id, &p->idlen, &m->id);
   p->rank = m->env->rank;
   p->count = h->count;

@@ -13,43 +13,25 @@
   - --bucket-mb 25 gives bitwise the parameters of a run without the flag,
     in both modes."""
 import filecmp
-import json
 import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 
-BENCH = os.path.abspath(sys.argv[1])
-failures = []
-tmp = tempfile.mkdtemp(prefix="gs_buckets_")
+from common import check, finish, report, run, tmpdir
+
+tmp = tmpdir()
 MODEL = "mlp:784-512-512-512-512-10"
 BASE = ["--world", "2", "--link", "none", "--repeat", "1", "--threads", "1", "--timeout", "30",
         "--model", MODEL, "--batch", "16", "--warmup", "2", "--synthetic-samples", "1024"]
 
 
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-env = {k: v for k, v in os.environ.items()
-       if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                    "GS_LAUNCHED", "GS_RUN_DIR")}
-
-
 def bench(args):
-    return subprocess.run([BENCH] + BASE + args, capture_output=True, text=True, timeout=200,
-                          env=env)
+    return run(BASE + args, timeout=200)
 
 
 d = os.path.join(tmp, "sweep")
 r = bench(["--mode", "ps,ring", "--bucket-mb", "1,100", "--steps", "8", "--out", d])
 if check(r.returncode == 0, f"sweep: exit {r.returncode}: {r.stderr[-2000:]}"):
-    rep = json.load(open(os.path.join(d, "report.json")))
+    rep = report(d)
     runs = rep["runs"]
     check(sorted((x["mode"], x["bucket_mb"]) for x in runs) ==
           [("ps", 1.0), ("ps", 100.0), ("ring", 1.0), ("ring", 100.0)],
@@ -111,8 +93,4 @@ for mode in ("ps", "ring"):
             filecmp.cmp(os.path.join(outs[0], f), os.path.join(outs[1], f), shallow=False)
             for f in names)
         check(same and names, f"{mode}: --bucket-mb 25 changed the parameters ({names})")
-shutil.rmtree(tmp, ignore_errors=True)
-if failures:
-    print(f"buckets: {len(failures)} failure(s)")
-    sys.exit(1)
-print("buckets: all checks passed")
+finish("buckets")

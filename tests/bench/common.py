@@ -138,6 +138,28 @@ def report(d):
         return json.load(f)
 
 
+DIGITS_TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                           "digits_idx.py")
+
+
+def digits(name, seed=None, required=True):
+    """scikit-learn's 8x8 digits written to IDX (tools/digits_idx.py) in a
+    fresh directory, returned. Without python3-sklearn: a test that needs
+    them is skipped (77) with a line naming it; otherwise None."""
+    try:
+        import sklearn  # noqa: F401
+    except ImportError:
+        if not required:
+            return None
+        print(f"{name}: skipped: python3-sklearn is not installed (./install.sh --deps)")
+        sys.exit(77)
+    d = tmpdir()
+    args = ["/usr/bin/python3", DIGITS_TOOL, d] + ([] if seed is None else ["--seed", str(seed)])
+    r = subprocess.run(args, capture_output=True, text=True)
+    check(r.returncode == 0, f"digits_idx.py: {r.stderr}")
+    return d
+
+
 def finish(name):
     if failures:
         print(f"{name}: {len(failures)} failure(s)")

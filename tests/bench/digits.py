@@ -11,26 +11,12 @@ Skips (77) where python3-sklearn is not installed."""
 import hashlib
 import os
 import struct
-import subprocess
-import sys
 
-from common import check, finish, report, run, tmpdir
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-TOOL = os.path.join(HERE, "..", "..", "tools", "digits_idx.py")
-try:
-    import sklearn  # noqa: F401
-except ImportError:
-    print("digits: skipped: python3-sklearn is not installed (./install.sh --deps)")
-    sys.exit(77)
+from common import check, digits, finish, report, run, tmpdir
 
 
 def make(seed):
-    d = tmpdir()
-    r = subprocess.run(["/usr/bin/python3", TOOL, d, "--seed", str(seed)], capture_output=True,
-                       text=True)
-    check(r.returncode == 0, f"digits_idx.py: {r.stderr}")
-    return d
+    return digits("digits", seed)
 
 
 def idx(path):

@@ -18,10 +18,10 @@ The timing checks (some staleness behind a 4x straggler, drops behind a 6x
 one) hold on a loaded machine too: the straggler's extra work is timed, and
 factors this large leave wide margins."""
 import os
-import subprocess
 import sys
 
-from common import SMALL, check, finish, load_params, report, run, same_bits, steps_csv, tmpdir
+from common import (SMALL, check, digits, finish, load_params, report, run, same_bits, steps_csv,
+                    tmpdir)
 
 W3 = ["--mode", "ps", "--world", "3", "--steps", "12", "--warmup", "2", "--verify"] + SMALL
 
@@ -97,12 +97,8 @@ if check(r.returncode == 0, f"backup 1: exit {r.returncode}: {r.stderr[-600:]}")
     check(report(d)["runs"][0]["dropped_gradients"] > 0, "backup 1: report.json drops nothing")
 
 # async converges on real data
-try:
-    import sklearn  # noqa: F401
-    dd = tmpdir()
-    tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
-                        "digits_idx.py")
-    subprocess.run(["/usr/bin/python3", tool, dd], check=True, capture_output=True)
+dd = digits("ps_sync", required=False)
+if dd is not None:
     out = tmpdir()
     r = run(["--mode", "ps", "--world", "3", "--ps-sync", "async", "--model", "mlp:64-64-10",
              "--data", f"idx:{dd}/train-images.idx,{dd}/train-labels.idx",
@@ -114,7 +110,7 @@ try:
         check(run0["heldout_accuracy"] > 0.85, f"async digits: held-out {run0['heldout_accuracy']}")
         check(run0["ps_sync"] == "async" and run0["staleness_mean"] is not None,
               f"async: report.json {run0['ps_sync']} {run0['staleness_mean']}")
-except ImportError:
+else:
     print("ps_sync: the async digits check skipped: python3-sklearn is not installed")
 
 finish("bench_ps_sync")

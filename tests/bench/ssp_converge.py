@@ -10,22 +10,9 @@ loss_curve point, the mean of every rank's latest batches), not one batch,
 so that timing noise on a shared machine does not decide it. The ssp run
 must really have applied gradients 2 updates stale, or it tested nothing.
 Skips (77) where python3-sklearn is not installed."""
-import os
-import subprocess
-import sys
+from common import check, digits, finish, report, run, tmpdir
 
-from common import check, finish, report, run, tmpdir
-
-try:
-    import sklearn  # noqa: F401
-except ImportError:
-    print("ssp_converge: skipped: python3-sklearn is not installed (./install.sh --deps)")
-    sys.exit(77)
-
-TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
-                    "digits_idx.py")
-dd = tmpdir()
-subprocess.run(["/usr/bin/python3", TOOL, dd], check=True, capture_output=True)
+dd = digits("ssp_converge")
 ARGS = ["--mode", "ps", "--world", "4", "--model", "mlp:64-256-256-10", "--batch", "180",
         "--steps", "300", "--slow", "3:3", "--momentum", "0", "--lr", "0.2",
         "--data", f"idx:{dd}/train-images.idx,{dd}/train-labels.idx",

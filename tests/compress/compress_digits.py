@@ -8,54 +8,25 @@ training set (--eval) and over the held-out set (--eval-data) after the
 budget is within 5% of the uncompressed run's, and the compressed run did
 send fewer bytes (so the comparison is not of two plain runs).
 Skips (77) where python3-sklearn is not installed."""
-import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
-BENCH = os.path.abspath(sys.argv[1])
-TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
-                    "digits_idx.py")
-try:
-    import sklearn  # noqa: F401
-except ImportError:
-    print("compress_digits: skipped: python3-sklearn is not installed (./install.sh --deps)")
-    sys.exit(77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from common import check, digits, failures, finish, report, run, tmpdir  # noqa: E402
 
-failures = []
-tmp = tempfile.mkdtemp(prefix="gs_compress_digits_")
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-env = {k: v for k, v in os.environ.items()
-       if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                    "GS_LAUNCHED", "GS_RUN_DIR")}
-d = os.path.join(tmp, "digits")
-r = subprocess.run(["/usr/bin/python3", TOOL, d, "--seed", "0"], capture_output=True, text=True)
-check(r.returncode == 0, f"digits_idx.py: {r.stderr}")
+d = digits("compress_digits", seed=0)
 
 
 def train(extra):
-    out = os.path.join(tmp, "run-" + "-".join(extra).replace(":", ""))
-    r = subprocess.run(
-        [BENCH, "--mode", "ring", "--world", "2", "--model", "mlp:64-64-10", "--data",
-         f"idx:{d}/train-images.idx,{d}/train-labels.idx", "--eval-data",
-         f"idx:{d}/test-images.idx,{d}/test-labels.idx", "--eval", "--batch", "32", "--lr",
-         "0.05", "--seed", "1", "--steps", "300", "--threads", "1", "--link", "none",
-         "--repeat", "1", "--timeout", "30", "--quiet", "--out", out] + extra,
-        capture_output=True, text=True, timeout=200, env=env)
+    out = os.path.join(tmpdir(), "run")
+    r = run(["--mode", "ring", "--world", "2", "--model", "mlp:64-64-10", "--data",
+             f"idx:{d}/train-images.idx,{d}/train-labels.idx", "--eval-data",
+             f"idx:{d}/test-images.idx,{d}/test-labels.idx", "--eval", "--batch", "32", "--lr",
+             "0.05", "--seed", "1", "--steps", "300", "--threads", "1", "--link", "none",
+             "--repeat", "1", "--timeout", "30", "--quiet", "--out", out] + extra, timeout=200)
     if not check(r.returncode == 0, f"{extra}: exit {r.returncode}: {r.stderr[-1500:]}"):
         return None
-    with open(os.path.join(out, "report.json")) as f:
-        return json.load(f)["runs"][0]
+    return report(out)["runs"][0]
 
 
 if not failures:
@@ -72,8 +43,4 @@ if not failures:
         sent0 = [p["bytes_sent"] for p in plain["per_rank"]]
         print(f"sent per step: none {max(sent0):.0f} B, powersgd:2 {max(sent):.0f} B")
         check(max(sent) * 5 < min(sent0), f"powersgd:2 sent {sent} against {sent0}")
-shutil.rmtree(tmp, ignore_errors=True)
-if failures:
-    print(f"compress_digits: {len(failures)} failure(s)")
-    sys.exit(1)
-print("compress_digits: all checks passed")
+finish("compress_digits")

@@ -275,7 +275,7 @@ def check_links(what, hosts, links):
 def case_bytes():
     need_root()
     flags = ["--model", "mlp:784-512-512-10", "--synthetic-samples", "2048", "--threads", "1",
-             "--timeout", "30", "--quiet", "--steps", "8", "--warmup", "2", "--batch", "16",
+             "--timeout", "30", "--quiet", "--steps", "16", "--warmup", "2", "--batch", "16",
              "--link", "1gbit"]
     for mode, world, hosts in (("ps", 4, 4), ("ring", 4, 4), ("ps", 4, 2)):
         d = tmpdir()

@@ -3,7 +3,7 @@
  *
  * Ranks are processes; one SIGKILLs itself in the middle of a run. The
  * others must exit non-zero within the timeout (2 s here; workers wait a
- * quarter longer than the server) plus scheduling slack, and their errors
+ * quarter and a second longer than the server) plus scheduling slack, and their errors
  * must name the dead rank, or the dead server when rank 0 is the one that
  * died. A rank that gives up (close(ok=false)) stops the others at once. */
 #include <dirent.h>
@@ -62,7 +62,7 @@ static void expect(const job_opts *o, job_result *r, int dead, const char *needl
 int main(void) {
   setpgid(0, 0);  /* our own group, to find leftover processes */
   job_opts o;
-  double limit = TIMEOUT_MS / 1000.0 * 1.25 + SLACK_S;
+  double limit = TIMEOUT_MS / 1000.0 * 1.25 + 1.0 + SLACK_S;
 
   /* A worker dies before pushing a step (in-process server). */
   job_defaults(&o);
