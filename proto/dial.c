@@ -81,6 +81,17 @@ static void redial(gs_dial *d) {
   else d->refused = false;
 }
 
+/* A message that came in before the drop is still the caller's to read:
+ * zmq_disconnect would drop it with the old connection's pipe (a ps
+ * server's last Error, sent just before it closed, would be lost). The
+ * I/O thread queues a connection's messages before it reports the drop,
+ * so what this sees after the event is everything that came. */
+static bool inbound_waiting(gs_dial *d) {
+  int ev = 0;
+  size_t sz = sizeof ev;
+  return zmq_getsockopt(d->sock, ZMQ_EVENTS, &ev, &sz) == 0 && (ev & ZMQ_POLLIN);
+}
+
 bool gs_dial_back(gs_dial *d) {
   if (!d || !d->mon) return false;
   bool back = false;
@@ -100,7 +111,7 @@ bool gs_dial_back(gs_dial *d) {
       d->refused = true;
     }
   }
-  if (d->refused && gs_now() - d->last_dial >= REDIAL_MIN_S) redial(d);
+  if (d->refused && gs_now() - d->last_dial >= REDIAL_MIN_S && !inbound_waiting(d)) redial(d);
   return back;
 }
 

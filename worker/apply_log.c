@@ -311,9 +311,9 @@ int gs_apply_log_parse(const char *text, size_t len, const char *name, gs_apply_
     }
     if (line[0] == '#') continue;
     if (!strncmp(line, "update ", 7)) {
-      if (!l->world || !l->model || !l->data || !l->nparams)
-        rc = BAD("%s line %zu: an update before the header's world, model, data and params",
-                 name, lno);
+      if (!l->sync || !l->world || !l->threads || !l->model || !l->data || !l->nparams)
+        rc = BAD("%s line %zu: an update before the header's sync, world, threads, model, "
+                 "data and params", name, lno);
       else
         rc = update_line(l, line, name, lno, e);
       continue;
