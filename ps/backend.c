@@ -103,10 +103,9 @@ static int check_config(const gs_sync_config *c, gs_err *e) {
       return GS_FAIL(e, GS_EINVAL, "ps rank %d: consistency model %d (ssp:%d, backup %d of %d "
                      "ranks) is not one the server runs", c->rank, (int)y->model, y->staleness,
                      y->backup, c->world);
-    if (c->wire != GS_F32 || c->scaler.dynamic || c->scaler.scale != 1.0f || c->sum_only)
-      return GS_FAIL(e, GS_EINVAL, "ps rank %d: %s runs fp32 training without loss scaling "
-                     "(a skipped step's verdict over stale gradients is not defined yet)",
-                     c->rank, what);
+    if (c->sum_only)
+      return GS_FAIL(e, GS_EINVAL, "ps rank %d: %s needs the server's optimizer: each update "
+                     "is the server's, not a sum handed back", c->rank, what);
     if (c->overlap)
       return GS_FAIL(e, GS_EINVAL, "ps rank %d: %s pushes after backward: parameters may "
                      "arrive at any time, and backward still reads them (drop --overlap)",

@@ -21,6 +21,7 @@
  * optimizer and wire traffic (its own blocked time minus the server's work
  * is its exposed communication). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,7 @@ static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *
   p.dtype = gs_wire_pbdtype(s->c.wire);
   p.again = again;
   p.base_version = s->base;
+  if (s->stale) p.scale = s->base_scale;
   env.body_case = GRADSYNC__ENVELOPE__BODY_PUSH;
   env.push = &p;
   atomic_fetch_add(&s->inflight, 1);
@@ -142,6 +144,25 @@ static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *
 }
 
 /* ------------------------------------------------------------- receiving */
+
+/* A bucket's parameters from the wire into this rank's fp32 copy: the
+ * wire dtype `want` (checked by the caller) converted on the way in. */
+static int params_in(ps_worker *s, const gs_bucket *bk, gs_wire_msg *m, gs_dtype want,
+                     gs_err *e) {
+  if (want == GS_F32) {
+    s->c.k->to_device(s->c.k, s->c.params + bk->offset, zmq_msg_data(&m->payload),
+                      bk->count * sizeof(float));
+  } else if (s->cpu) {
+    s->c.k->convert(s->c.k, GS_F32, s->c.params + bk->offset, want, zmq_msg_data(&m->payload),
+                    bk->count);
+  } else {
+    /* the bucket's push has left: its device staging is free again */
+    char *dev = (char *)s->stage_dev + bk->offset * s->wsize;
+    s->c.k->to_device(s->c.k, dev, zmq_msg_data(&m->payload), bk->count * s->wsize);
+    s->c.k->convert(s->c.k, GS_F32, s->c.params + bk->offset, want, dev, bk->count);
+  }
+  return gs_ps_kcheck(s, "copying parameters in", e);
+}
 
 /* ssp, async, backup: every bucket of one version, in bucket order, each
  * version newer than the last */
@@ -160,22 +181,30 @@ static int apply_version(ps_worker *s, gs_wire_msg *m, gs_err *e) {
                    s->vgot, (unsigned long long)(s->vgot ? s->incoming : v) - 1);
   const gs_bucket *bk = &s->buckets[p->bucket];
   gs_err pe = {0};
-  if (p->offset != bk->offset || p->count != bk->count || p->skipped ||
-      gs_wire_dtype(p->dtype) != GS_F32 || (int)p->dtype < 0 || (int)p->dtype > 2 ||
-      gs_wire_expect_payload(m, bk->count, GS_F32, &pe) < 0)
+  gs_dtype want = s->c.wire;
+  /* a skipped update without parameters: this rank keeps the version before */
+  bool bare = p->skipped && (!m->has_payload || zmq_msg_size(&m->payload) == 0);
+  if (bare && v != s->version + 1)
+    return GS_FAIL(e, GS_EPROTO, "ps rank %d: the ps server sent update %llu, a skipped one, "
+                   "without parameters; this rank holds update %llu, not the one before",
+                   r, (unsigned long long)p->step, (unsigned long long)s->version - 1);
+  if (p->offset != bk->offset || p->count != bk->count || gs_wire_dtype(p->dtype) != want ||
+      (int)p->dtype < 0 || (int)p->dtype > 2 || !(p->scale > 0) || !isfinite(p->scale) ||
+      (!bare && gs_wire_expect_payload(m, bk->count, want, &pe) < 0))
     return GS_FAIL(e, GS_EPROTO, "ps rank %d: update %llu bucket %u from the ps server does not "
-                   "match this rank's bucket [%zu, +%zu) of fp32 parameters %s", r,
-                   (unsigned long long)p->step, p->bucket, bk->offset, bk->count, pe.msg);
+                   "match this rank's bucket [%zu, +%zu) of %s parameters with a loss scale "
+                   "above 0 (scale %g) %s", r, (unsigned long long)p->step, p->bucket,
+                   bk->offset, bk->count, gs_dtype_name(want), (double)p->scale, pe.msg);
   double t0 = gs_now();
-  s->c.k->to_device(s->c.k, s->c.params + bk->offset, zmq_msg_data(&m->payload),
-                    bk->count * sizeof(float));
-  GS_TRY(gs_ps_kcheck(s, "copying parameters in", e));
+  if (!bare) GS_TRY(params_in(s, bk, m, want, e));
   span(s, "pull", (int)p->bucket, t0);
   s->incoming = v;
   if (!s->inproc) s->recv += m->bytes;
   if (++s->vgot < s->c.nbuckets) return GS_OK;
   s->vgot = 0;
   s->version = v;
+  s->scale = p->scale; /* the next step computes with it */
+  s->vskipped |= p->skipped;
   s->answers++;
   if (s->c.ps_sync.model != GS_PS_SSP) s->staleness = p->staleness;
   s->srv_reduce += p->reduce_s;
@@ -226,19 +255,7 @@ static int apply_params(ps_worker *s, gs_wire_msg *m, gs_err *e) {
       return GS_FAIL(e, GS_EPROTO, "ps rank %d, step %lld, bucket %d from the ps server: %s", r,
                      (long long)s->step, b, pe.msg);
     double t0 = gs_now();
-    if (want == GS_F32) {
-      s->c.k->to_device(s->c.k, s->c.params + bk->offset, zmq_msg_data(&m->payload),
-                        bk->count * sizeof(float));
-    } else if (s->cpu) {
-      s->c.k->convert(s->c.k, GS_F32, s->c.params + bk->offset, want,
-                      zmq_msg_data(&m->payload), bk->count);
-    } else {
-      /* the bucket's push has left: its device staging is free again */
-      char *dev = (char *)s->stage_dev + bk->offset * s->wsize;
-      s->c.k->to_device(s->c.k, dev, zmq_msg_data(&m->payload), bk->count * s->wsize);
-      s->c.k->convert(s->c.k, GS_F32, s->c.params + bk->offset, want, dev, bk->count);
-    }
-    GS_TRY(gs_ps_kcheck(s, "copying parameters in", e));
+    GS_TRY(params_in(s, bk, m, want, e));
     span(s, "pull", b, t0);
   }
   s->got[b] = 1;
@@ -390,6 +407,8 @@ int gs_ps_begin(ps_worker *s, int64_t step, gs_err *e) {
   s->in_step = true;
   s->stale = gs_ps_sync_stale(&s->c.ps_sync);
   s->base = s->version;
+  s->base_scale = s->scale;
+  s->vskipped = false;
   s->staleness = step - (int64_t)s->version; /* ssp: the update of step s is update s */
   return GS_OK;
 }
@@ -436,7 +455,7 @@ int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e) {
   if (st) {
     memset(st, 0, sizeof *st);
     st->wait_s = s->blocked_s;
-    st->skipped = !s->stale && s->nskipped == s->c.nbuckets;
+    st->skipped = s->stale ? s->vskipped : s->nskipped == s->c.nbuckets;
     st->staleness = s->stale ? (int)s->staleness : 0;
     st->scale = s->scale;
     if (s->inproc) {

@@ -64,6 +64,8 @@ typedef struct ps_worker {
   bool stale;
   uint64_t version;   /* the parameters this rank holds */
   uint64_t base;      /* the version this step computes on */
+  float base_scale;   /* the loss scale that came with it (the push says it) */
+  bool vskipped;      /* a version received in this step's wait was a skipped update */
   uint64_t incoming;  /* the version arriving, while vgot > 0 */
   int vgot;           /* its buckets received so far */
   int64_t answers, pushes; /* async, backup: versions received / steps pushed */

@@ -88,6 +88,7 @@ struct gs_ps_server {
   gs_ps_sync cons;
   bool stale;
   uint64_t updates;           /* updates applied: the parameters' version */
+  bool version_skipped;       /* that version's update overflowed (loss scaling) */
   int depth;                  /* pushes held per rank (ssp: K + 2; else 1) */
   struct stale_slot *slots;   /* [world * depth] */
   float *held;                /* [world * depth * n] the held gradients (device) */

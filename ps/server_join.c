@@ -59,10 +59,9 @@ static int check_init(const Gradsync__Init *in, size_t max_elems, char *why, siz
   if (in->sync_model > 2 || in->staleness > 1000000 || in->backup > in->world)
     return snprintf(why, cap, "consistency model %u (staleness %u, backup %u) for world %u",
                     in->sync_model, in->staleness, in->backup, in->world), -1;
-  if ((in->sync_model != 0 || in->backup) &&
-      (in->sum_only || in->dtype != GRADSYNC__DTYPE__F32 || in->dynamic_scale || in->scale != 1))
-    return snprintf(why, cap, "ssp, async and backup workers run fp32 training without loss "
-                    "scaling"), -1;
+  if ((in->sync_model != 0 || in->backup) && in->sum_only)
+    return snprintf(why, cap, "ssp, async and backup workers need the server's optimizer (not "
+                    "sums only)"), -1;
   if (!(in->scale_growth >= 0) || !(in->scale_backoff >= 0))
     return snprintf(why, cap, "scaler growth %g / backoff %g", (double)in->scale_growth,
                     (double)in->scale_backoff), -1;

@@ -22,7 +22,21 @@
  *
  * Parameters go out as copies (not zero-copy as bsp's): a rank may be
  * several versions behind, and nothing it has not read yet may pin the
- * master copy. */
+ * master copy.
+ *
+ * fp16 / bf16 traffic and loss scaling. Gradients come in the wire dtype
+ * and are held as fp32; parameters go out in the wire dtype, as bsp's do.
+ * Every version carries the loss scale of the server's scaler, a worker
+ * computes with the scale of the version it holds, and each push says
+ * which scale its gradient carries. An update first brings every gradient
+ * it sums to the scaler's current scale (x current / its own: exact for the
+ * power-of-two scales a dynamic scaler makes), then gs_update_apply checks
+ * the sum as bsp's: an inf/NaN skips the update (the parameters and the
+ * momentum stay, the scaler backs off), and the update still counts as a
+ * version, so ssp's clock and the workers' bases go on. ssp:0 thus keeps
+ * bsp's bits in fp16 too; in async and backup, gradients computed before
+ * a back-off are rescaled rather than dropped. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +47,7 @@ struct stale_slot {
   bool used;
   int64_t step;
   uint64_t base;
+  float scale;   /* the loss scale the gradient carries */
   int ngot;
   uint8_t *got;  /* [nb] */
 };
@@ -72,14 +87,24 @@ void gs_pss_stale_free(gs_ps_server *s) {
 }
 
 /* Version `updates` to rank only (>= 0) or to every rank still there;
- * staleness: the answered push's. */
-static int send_version(gs_ps_server *s, int only, int64_t staleness, gs_err *e) {
-  const float *src = s->master;
-  if (!s->cpu) {
-    s->k->to_host(s->k, s->hout, s->master, s->n * sizeof(float));
-    GS_TRY(gs_pss_kernel_check(s, "copying parameters to the host", e));
-    src = s->hout;
+ * staleness: the answered push's. holds_prev: the rank(s) hold the version
+ * before it; a skipped update then goes without parameters, as bsp's
+ * skipped step does, and they keep theirs (the bits of bsp). */
+static int send_version(gs_ps_server *s, int only, int64_t staleness, bool holds_prev,
+                        gs_err *e) {
+  bool bare = s->version_skipped && holds_prev;
+  size_t esz = s->wsize;
+  const void *dev = s->master;
+  if (s->wire != GS_F32) {
+    s->k->convert(s->k, s->wire, s->wout, GS_F32, s->master, s->n);
+    dev = s->wout;
   }
+  const char *src = dev;
+  if (!s->cpu) {
+    s->k->to_host(s->k, s->hout, dev, s->n * esz);
+    src = (const char *)s->hout;
+  }
+  GS_TRY(gs_pss_kernel_check(s, "making the parameters that go out", e));
   for (int b = 0; b < s->nb; b++) {
     Gradsync__Envelope env;
     Gradsync__Params p = GRADSYNC__PARAMS__INIT;
@@ -88,8 +113,9 @@ static int send_version(gs_ps_server *s, int only, int64_t staleness, gs_err *e)
     p.bucket = (uint32_t)b;
     p.offset = s->off[b];
     p.count = s->cnt[b];
-    p.scale = 1.0f;
-    p.dtype = gs_wire_pbdtype(GS_F32);
+    p.scale = s->u.scaler.scale;
+    p.skipped = s->version_skipped; /* with the parameters, which stayed as they were */
+    p.dtype = gs_wire_pbdtype(s->wire);
     p.staleness = staleness;
     if (b == s->nb - 1) {
       p.reduce_s = s->reduce_s;
@@ -103,8 +129,9 @@ static int send_version(gs_ps_server *s, int only, int64_t staleness, gs_err *e)
       peer *pr = &s->peers[r];
       if (pr->bye) continue;
       gs_err se = {0};
-      int rc = gs_wire_send(s->sock, pr->id, pr->idlen, &env, src + s->off[b],
-                            s->cnt[b] * sizeof(float), NULL, NULL, s->timeout_ms,
+      int rc = gs_wire_send(s->sock, pr->id, pr->idlen, &env,
+                            bare ? NULL : src + s->off[b] * esz, bare ? 0 : s->cnt[b] * esz,
+                            NULL, NULL, s->timeout_ms,
                             pr->inproc ? NULL : &s->sent, &se);
       if (rc < 0)
         return FAIL(s, e, rc, "ps server: sending update %llu bucket %d to rank %d: %s",
@@ -142,6 +169,10 @@ static int tell_applied(gs_ps_server *s, const int *ranks, const int *idx, int n
 static int apply(gs_ps_server *s, const int *ranks, const int *idx, int nr, gs_err *e) {
   gs_kernels *k = s->k;
   double t0 = gs_now();
+  for (int i = 0; s->u.scaling && i < nr; i++) {
+    float f = (float)((double)s->u.scaler.scale / slot_at(s, ranks[i], idx[i])->scale);
+    if (f != 1.0f) k->scale(k, s->n, f, grad_at(s, ranks[i], idx[i]));
+  }
   float *sum = grad_at(s, ranks[0], idx[0]);
   if (nr > 1) {
     k->copy(k, s->acc, sum, s->n * sizeof(float));
@@ -162,6 +193,7 @@ static int apply(gs_ps_server *s, const int *ranks, const int *idx, int nr, gs_e
     return FAIL(s, e, ue.code, "ps server (%s kernels): %s", k->name, ue.msg);
   s->reduce_s += res.check_s;
   s->update_s += res.update_s;
+  s->version_skipped = res.skipped;
   if (s->o.span) s->o.span(s->o.span_ctx, "optimizer", -1, t1, gs_now(), 1);
   s->updates++;
   s->round_t0 = gs_now(); /* progress: the deadline runs from here */
@@ -200,7 +232,7 @@ static int ssp_try(gs_ps_server *s, gs_err *e) {
       idx[r] = i;
     }
     GS_TRY(apply(s, ranks, idx, s->world, e));
-    GS_TRY(send_version(s, -1, 0, e));
+    GS_TRY(send_version(s, -1, 0, true, e)); /* every rank gets every version */
   }
 }
 
@@ -218,7 +250,7 @@ static int backup_try(gs_ps_server *s, gs_err *e) {
   }
   if (n < need) return GS_OK;
   GS_TRY(apply(s, ranks, idx, n, e));
-  for (int i = 0; i < n; i++) GS_TRY(send_version(s, ranks[i], 0, e));
+  for (int i = 0; i < n; i++) GS_TRY(send_version(s, ranks[i], 0, true, e));
   return GS_OK;
 }
 
@@ -232,6 +264,11 @@ int gs_pss_stale_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed step %llu computed on update %llu "
                 "(the server has applied %llu)", r, (unsigned long long)p->step,
                 (unsigned long long)p->base_version, (unsigned long long)s->updates);
+  float scale = s->u.scaling ? p->scale : 1.0f;
+  if (!(scale > 0) || !isfinite(scale))
+    return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed step %llu with loss scale %g; this "
+                "job scales its loss, and a push must say by how much (> 0)", r,
+                (unsigned long long)p->step, (double)p->scale);
   int i = 0;
   if (s->cons.model == GS_PS_SSP) {
     if (step < (int64_t)s->updates)
@@ -244,13 +281,13 @@ int gs_pss_stale_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
     i = (int)(step % s->depth);
   }
   struct stale_slot *sl = slot_at(s, r, i);
-  if (sl->used && (sl->step != step || sl->base != p->base_version))
+  if (sl->used && (sl->step != step || sl->base != p->base_version || sl->scale != scale))
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed step %lld (on update %llu) before "
                 "its step %lld was complete", r, (long long)step,
                 (unsigned long long)p->base_version, (long long)sl->step);
   if (!sl->used) {
     *sl = (struct stale_slot){.used = true, .step = step, .base = p->base_version,
-                              .got = sl->got};
+                              .scale = scale, .got = sl->got};
     memset(sl->got, 0, (size_t)s->nb);
   }
   if (sl->got[b]) {
@@ -258,8 +295,17 @@ int gs_pss_stale_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed step %lld bucket %d twice", r,
                 (long long)step, b);
   }
-  s->k->to_device(s->k, grad_at(s, r, i) + s->off[b], zmq_msg_data(&m->payload),
-                  s->cnt[b] * sizeof(float));
+  float *dst = grad_at(s, r, i) + s->off[b];
+  const void *src = zmq_msg_data(&m->payload);
+  if (s->wire == GS_F32) {
+    s->k->to_device(s->k, dst, src, s->cnt[b] * sizeof(float));
+  } else if (s->cpu) {
+    s->k->convert(s->k, GS_F32, dst, s->wire, src, s->cnt[b]);
+  } else { /* through the wire-dtype copy of the parameters, free between versions */
+    char *stage = (char *)s->wout + s->off[b] * s->wsize;
+    s->k->to_device(s->k, stage, src, s->cnt[b] * s->wsize);
+    s->k->convert(s->k, GS_F32, dst, s->wire, stage, s->cnt[b]);
+  }
   GS_TRY(gs_pss_kernel_check(s, "holding a push", e));
   sl->got[b] = 1;
   sl->ngot++;
@@ -272,10 +318,11 @@ int gs_pss_stale_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
       int64_t stale = (int64_t)(s->updates - sl->base);
       int rk[1] = {r}, ix[1] = {0};
       rc = apply(s, rk, ix, 1, e);
-      if (rc == GS_OK) rc = send_version(s, r, stale, e);
+      /* the rank waits for this answer, holding its base */
+      if (rc == GS_OK) rc = send_version(s, r, stale, sl->base + 1 == s->updates, e);
     } else if (sl->base < s->updates) {  /* backup: computed on an old version */
       sl->used = false;
-      rc = send_version(s, r, -1, e);
+      rc = send_version(s, r, -1, sl->base + 1 == s->updates, e);
     } else {
       rc = backup_try(s, e);
     }

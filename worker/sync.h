@@ -89,7 +89,8 @@ typedef struct gs_sync_stats {
   double reduce_s;   /* summing / averaging gradients done by this rank */
   double update_s;   /* optimizer done by this rank */
   uint64_t bytes_sent, bytes_recv; /* on the wire, headers included */
-  bool skipped;      /* the step was skipped (inf/NaN); parameters unchanged */
+  bool skipped;      /* the step was skipped (inf/NaN); parameters unchanged (ps ssp,
+                        async, backup: a version it received was a skipped update) */
   int staleness;     /* ps ssp/async/backup: this step's gradient's staleness
                         (updates it missed), -1: dropped (backup); 0 otherwise */
   float scale;       /* loss scale to use for the NEXT step */

@@ -392,7 +392,8 @@ static const flag FLAGS[] = {
       "(start_powerSGD_iter; PyTorch's constructor default is 1000)", p_whole,
       train.compress.start, 0, 1e12),
   WORD("loss-scale", "S", NULL, "dynamic for fp16, 1 otherwise",
-       "dynamic (GradScaler: 2^16, x2 per 2000 clean steps, x0.5 on inf/NaN) or a fixed number",
+       "dynamic (GradScaler: 2^16, x2 per 2000 clean steps, x0.5 on inf/NaN), dynamic:INIT "
+       "(starting at INIT, as GradScaler(init_scale=INIT)) or a fixed number",
        p_str, loss_scale_arg),
   WORD("slow", "RANKS:X", NULL, "none", "stragglers: those ranks (e.g. 3 or 1,3) compute X "
        "times as long, with real arithmetic (not sleep)", p_slow, train.straggle),

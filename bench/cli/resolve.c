@@ -72,10 +72,6 @@ static int resolve_ps_sync(const gs_opts *o, gs_err *e) {
   if (o->collective)
     return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s: the collective benchmark has no "
                    "optimizer to be stale", what);
-  if (o->train.precision != GS_F32 || o->train.dynamic_scale || o->train.loss_scale != 1.0f)
-    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s runs --precision fp32 without "
-                   "--loss-scale so far (a skipped step's verdict over stale gradients is not "
-                   "defined yet)", what);
   if (o->overlap == 1)
     return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s pushes after backward (new "
                    "parameters may arrive at any time, and backward still reads them): drop "
@@ -162,11 +158,15 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
     if (!strcmp(a, "dynamic")) {
       o->train.loss_scale = 65536.0f;
       o->train.dynamic_scale = true;
+    } else if (!strncmp(a, "dynamic:", 8) && !gs_parse_real(a + 8, 1e-30, 3.4e38, &d)) {
+      o->train.loss_scale = (float)d; /* GradScaler(init_scale=...) */
+      o->train.dynamic_scale = true;
     } else if (!gs_parse_real(a, 1e-30, 3.4e38, &d)) {
       o->train.loss_scale = (float)d;
       o->train.dynamic_scale = false;
     } else {
-      return GS_FAIL(e, GS_EINVAL, "--loss-scale %s: 'dynamic' or a positive number", a);
+      return GS_FAIL(e, GS_EINVAL, "--loss-scale %s: 'dynamic', 'dynamic:INIT' or a positive "
+                     "number", a);
     }
   }
   GS_TRY(resolve_compress(o, e));

@@ -10,9 +10,13 @@
 #include "bench/job/job.h"
 #include "ps/ps.h"
 
+/* The replay recomputes fp32 updates: runs with fp16 / bf16 traffic or a
+ * loss scale write no log. */
 bool gs_apply_order_wanted(const gs_opts *o, gs_mode mode, int rank, int world) {
   return rank == 0 && mode == GS_MODE_PS && world > 1 && gs_ps_sync_stale(&o->ps_sync) &&
-         !o->dedicated && o->ps_servers <= 1 && !o->ps_server_hosts;
+         !o->dedicated && o->ps_servers <= 1 && !o->ps_server_hosts &&
+         o->train.precision == GS_F32 && !o->train.dynamic_scale &&
+         o->train.loss_scale == 1.0f;
 }
 
 int gs_apply_order_start(const gs_opts *o, const gs_train_opts *t, size_t nparams,

@@ -4,7 +4,9 @@
   - bad values and combinations not supported yet are refused (exit 2,
     a message naming the flag);
   - ssp:0 and --ps-backup 0 run the stale server and give, step by step
-    (--verify's hashes) and at the end (saved .npy), the bits of bsp;
+    (--verify's hashes) and at the end (saved .npy), the bits of bsp; in
+    fp16 with a dynamic loss scale that starts too high too, skipping the
+    same steps;
   - ssp:2 with a rank slowed 4x: every gradient's staleness (steps.csv) is
     at most 2, some gradient really was stale, report.json says the same,
     and the run's summary names the model;
@@ -13,7 +15,9 @@
   - --ps-backup 1 with a rank slowed 6x drops its gradients (staleness
     -1) more than any other rank's;
   - async on the digits data (tools/digits_idx.py) converges: held-out
-    accuracy well above chance, staleness recorded.
+    accuracy well above chance, staleness recorded; in fp16 too, with a
+    loss scale that starts too high, whose overflowing updates are skipped
+    and whose scale comes down.
 The timing checks (some staleness behind a 4x straggler, drops behind a 6x
 one) hold on a loaded machine too: the straggler's extra work is timed, and
 factors this large leave wide margins."""
@@ -32,7 +36,7 @@ for args, says in [(["--ps-sync", "foo"], "--ps-sync foo"),
                    (["--ps-sync", "ssp:1", "--ps-backup", "1", "--world", "3"],
                     "goes with --ps-sync bsp"),
                    (["--ps-sync", "async", "--mode", "ring"], "needs --mode ps"),
-                   (["--ps-sync", "async", "--precision", "bf16"], "--precision fp32"),
+                   (["--ps-sync", "async", "--loss-scale", "dynamic:x"], "dynamic:INIT"),
                    (["--ps-sync", "ssp:1", "--overlap"], "drop --overlap")]:
     a = args + (["--mode", "ps"] if "--mode" not in args else [])
     r = run(a + SMALL)
@@ -63,6 +67,29 @@ for extra in (["--ps-sync", "ssp:0"], ["--ps-backup", "0"]):
         check(all(int(x["staleness"]) == 0 for x in steps_csv(d)), f"{extra}: stale gradients")
         check(report(d)["runs"][0]["ps_sync"] in ("ssp:0", "bsp+backup:0"),
               f"{extra}: report.json ps_sync {report(d)['runs'][0]['ps_sync']}")
+
+# fp16 traffic, a dynamic loss scale that starts too high: the first
+# updates overflow and are skipped, in every model alike
+fp16 = ["--precision", "fp16", "--loss-scale", "dynamic:%d" % 2 ** 24]
+
+
+def skips(d):
+    return sorted((int(x["rank"]), int(x["step"])) for x in steps_csv(d) if int(x["skipped"]))
+
+
+r, b16_d, b16_p = train(fp16)
+if check(r.returncode == 0, f"fp16 bsp: {r.stderr[-600:]}"):
+    n = len(skips(b16_d))
+    check(0 < n < 3 * 10, f"fp16 bsp from 2^24: {n} of the 36 rank-steps skipped, want some, "
+          "not all")
+    for extra in (["--ps-sync", "ssp:0"], ["--ps-backup", "0"]):
+        r, d, p = train(fp16 + extra)
+        if check(r.returncode == 0, f"fp16 {extra}: exit {r.returncode}: {r.stderr[-600:]}"):
+            check(same_bits(load_params(p), load_params(b16_p)),
+                  f"fp16 {extra}: parameters differ from bsp")
+            check(hashes(d) == hashes(b16_d), f"fp16 {extra}: some step's parameters differ")
+            check(skips(d) == skips(b16_d), f"fp16 {extra}: skipped {skips(d)}, bsp "
+                  f"{skips(b16_d)}")
 
 # ssp:2 behind a straggler
 slow = ["--slow", "2:4", "--model", "mlp:784-256-256-10", "--steps", "24"]
@@ -110,6 +137,21 @@ if dd is not None:
         check(run0["heldout_accuracy"] > 0.85, f"async digits: held-out {run0['heldout_accuracy']}")
         check(run0["ps_sync"] == "async" and run0["staleness_mean"] is not None,
               f"async: report.json {run0['ps_sync']} {run0['staleness_mean']}")
+    # gradients computed before a back-off are rescaled, not dropped
+    out = tmpdir()
+    r = run(["--mode", "ps", "--world", "3", "--ps-sync", "async", "--model", "mlp:64-64-10",
+             "--data", f"idx:{dd}/train-images.idx,{dd}/train-labels.idx",
+             "--eval-data", f"idx:{dd}/test-images.idx,{dd}/test-labels.idx", "--batch", "32",
+             "--lr", "0.02", "--steps", "200", "--slow", "2:2", "--threads", "1", "--timeout",
+             "20", "--link", "none", "--repeat", "1", "--quiet", "--out", out] + fp16)
+    if check(r.returncode == 0, f"async fp16 digits: exit {r.returncode}: {r.stderr[-600:]}"):
+        run0 = report(out)["runs"][0]
+        rows = steps_csv(out)
+        scales = [float(x["scale"]) for x in rows]
+        check(run0["heldout_accuracy"] > 0.85,
+              f"async fp16 digits: held-out {run0['heldout_accuracy']}")
+        check(any(int(x["skipped"]) for x in rows) and min(scales) < 2 ** 24,
+              f"async fp16 from 2^24: no skipped update, scales {sorted(set(scales))[:5]}")
 else:
     print("ps_sync: the async digits check skipped: python3-sklearn is not installed")
 
