@@ -188,9 +188,17 @@ static int failed(ps_sync *s, gs_err *e) {
                  s->rank, (long long)s->order.step);
 }
 
-/* a misuse or a failure: the backend stays failed */
-static int fail(ps_sync *s, int rc) {
+/* a misuse or a failure: the backend stays failed, and its reason goes
+ * with the abort each server hears from this rank (one server's Error may
+ * reach this rank before another server heard from the rank that began it) */
+static int fail(ps_sync *s, int rc, const gs_err *e) {
   s->failed = true;
+  for (int k = 0; e && k < s->keys.K; k++)
+    if (!s->w[k]->why[0]) { /* cut to fit */
+      size_t n = strnlen(e->msg, sizeof s->w[k]->why - 1);
+      memcpy(s->w[k]->why, e->msg, n);
+      s->w[k]->why[n] = '\0';
+    }
   return rc;
 }
 
@@ -200,7 +208,7 @@ static int ps_begin_step(gs_sync *base, int64_t step, gs_err *e) {
   int rc = gs_sync_order_begin(&s->order, step, e);
   s->blocked_s = 0;
   for (int k = 0; rc == GS_OK && k < s->keys.K; k++) rc = gs_ps_begin(s->w[k], step, e);
-  return rc < 0 ? fail(s, rc) : GS_OK;
+  return rc < 0 ? fail(s, rc, e) : GS_OK;
 }
 
 static int ps_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
@@ -208,13 +216,13 @@ static int ps_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   const ps_keys *ks = &s->keys;
   if (s->failed) return failed(s, e);
   int rc = gs_sync_order_ready(&s->order, bucket, e);
-  if (rc < 0) return fail(s, rc);
+  if (rc < 0) return fail(s, rc, e);
   double t0 = gs_now();
   for (int p = ks->first[bucket]; p < ks->first[bucket + 1]; p++) {
     rc = gs_ps_ready(s->w[ks->pk[p]], ks->pj[p], e);
     if (rc < 0) {
       if (ks->K > 1) gs_err_prefix(e, "bucket %d: ", bucket);
-      return fail(s, rc);
+      return fail(s, rc, e);
     }
   }
   if (s->overlap) s->blocked_s += gs_now() - t0;
@@ -260,7 +268,7 @@ static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   int K = s->keys.K;
   if (s->failed) return failed(s, e);
   int rc = gs_sync_order_end(&s->order, e);
-  if (rc < 0) return fail(s, rc);
+  if (rc < 0) return fail(s, rc, e);
   double t0 = gs_now();
   for (int k = 0; rc == GS_OK && k < K; k++) rc = gs_ps_push_rest(s->w[k], e);
   if (rc == GS_OK) rc = wait_all(s, e);
@@ -290,7 +298,7 @@ static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
     if (k == 0 || one.staleness < 0 || (sum.staleness >= 0 && one.staleness > sum.staleness))
       sum.staleness = one.staleness;
   }
-  if (rc < 0) return fail(s, rc);
+  if (rc < 0) return fail(s, rc, e);
   sum.wait_s = s->blocked_s + (gs_now() - t0) - sum.reduce_s - sum.update_s;
   if (sum.wait_s < 0) sum.wait_s = 0;
   if (st) *st = sum;
