@@ -84,7 +84,10 @@ class Recorder:
         self.sock.close()
 
     def streams(self, server_ports):
-        """{(client port, server port): (bytes to the server, bytes back)}"""
+        """{(client port, server port): (bytes to the server, bytes back)}: each
+        direction from its SYN on, up to the first segment the raw socket
+        missed (a busy ring outruns this thread), so that what is replayed is
+        what the client sent; a stream whose SYN was missed is left out"""
         flows = {}
         for _, sp, dp, seq, flags, pay in self.segments:
             if dp in server_ports:
@@ -93,11 +96,24 @@ class Recorder:
                 key, way = (dp, sp), 1
             else:
                 continue
-            f = flows.setdefault(key, ({}, {}))
+            f = flows.setdefault(key, [None, None, {}, {}])
+            if flags & 2:  # SYN: the data starts at its sequence number + 1
+                f[way] = (seq + 1) % 2 ** 32
             if pay:
-                f[way].setdefault(seq, pay)
-        return {k: (b"".join(v[0][s] for s in sorted(v[0])), b"".join(v[1][s] for s in sorted(v[1])))
-                for k, v in flows.items()}
+                f[2 + way].setdefault(seq, pay)
+
+        def prefix(isn, segs):
+            out, pos = [], 0
+            for off, p in sorted(((s - isn) % 2 ** 32, p) for s, p in segs.items()):
+                if off > pos:
+                    break
+                if off + len(p) > pos:
+                    out.append(p[pos - off:])
+                    pos = off + len(p)
+            return b"".join(out)
+
+        return {k: (prefix(v[0], v[2]), prefix(v[1], v[3])) for k, v in flows.items()
+                if v[0] is not None and v[1] is not None}
 
     def write_pcap(self, path, ports):
         with open(path, "wb") as f:
@@ -156,20 +172,6 @@ def zmtp_frames(data, at):
 
 
 def replay(port, data):
-    """replay_once, again (up to 3 times, 0.5 s apart, said on stdout) while
-    the port sends nothing back, not even its greeting: on this 2-core
-    machine a ring data port now and then closed a connection unanswered"""
-    for i in range(3):
-        got = replay_once(port, data)
-        if got:
-            if i:
-                print(f"replay at port {port}: answered at try {i + 1}")
-            return got
-        time.sleep(0.5)
-    return got
-
-
-def replay_once(port, data):
     """play a recorded client's bytes over a new connection as its client
     did: the 64-byte greeting, then each handshake command after the
     server's answer to the one before (a server drops a client that runs
