@@ -188,17 +188,24 @@ static int failed(ps_sync *s, gs_err *e) {
                  s->rank, (long long)s->order.step);
 }
 
+/* why: the reason an abort gives every server (cut to fit); keep: only
+ * where none is set yet */
+static void set_why(ps_sync *s, const char *why, bool keep) {
+  for (int k = 0; k < s->keys.K; k++) {
+    char *w = s->w[k]->why;
+    if (keep && w[0]) continue;
+    size_t n = strnlen(why, sizeof s->w[k]->why - 1);
+    memcpy(w, why, n);
+    w[n] = '\0';
+  }
+}
+
 /* a misuse or a failure: the backend stays failed, and its reason goes
  * with the abort each server hears from this rank (one server's Error may
  * reach this rank before another server heard from the rank that began it) */
 static int fail(ps_sync *s, int rc, const gs_err *e) {
   s->failed = true;
-  for (int k = 0; e && k < s->keys.K; k++)
-    if (!s->w[k]->why[0]) { /* cut to fit */
-      size_t n = strnlen(e->msg, sizeof s->w[k]->why - 1);
-      memcpy(s->w[k]->why, e->msg, n);
-      s->w[k]->why[n] = '\0';
-    }
+  if (e) set_why(s, e->msg, true);
   return rc;
 }
 
@@ -393,10 +400,7 @@ const gs_backend gs_ps_flat_backend = {
   .discard = ps_discard,
 };
 
-void gs_ps_flat_why(gs_sync *base, const char *why) {
-  ps_sync *s = (ps_sync *)base;
-  for (int k = 0; k < s->keys.K; k++) snprintf(s->w[k]->why, sizeof s->w[k]->why, "%s", why);
-}
+void gs_ps_flat_why(gs_sync *base, const char *why) { set_why((ps_sync *)base, why, false); }
 
 void gs_ps_flat_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *host_bytes) {
   const ps_sync *s = (const ps_sync *)base;
