@@ -111,6 +111,9 @@ typedef struct gs_opts {
   bool project;              /* --project: predict big worlds from a calibration */
   const char *calibration;   /* --calibration F (NULL: calibrate afresh) */
   int hosts_per;             /* --hosts-per N: ranks per host in a projection */
+  double step_compute_ms;    /* --step-compute-ms: a projection's compute per step
+                                (0: the calibration's) */
+  const char *ready_by;      /* --ready-by layers|bytes: a projection's readiness */
 
   /* bench's own multi-node launch (0 nodes: not asked for) */
   int nnodes, node_rank, nproc_per_node;

@@ -48,6 +48,9 @@ typedef struct gs_tensor {
    * (kaiming_uniform_(a=sqrt(5))), or a constant (norm layers: 1 and 0). */
   bool init_uniform;
   float init_bound, init_const;
+  /* profiles: multiply-adds per sample of the layer work that produces
+   * this gradient (0 elsewhere: real models are timed, not counted) */
+  double macs;
 } gs_tensor;
 
 /* Backward's per-tensor notice that a gradient is final; non-zero stops

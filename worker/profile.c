@@ -13,7 +13,10 @@
  * Compute is emulated with real work: a step costs about compute_ms of
  * 128x128x128 GEMMs through the kernels table (gemm_lp in mixed precision),
  * one third in forward and two thirds in backward, split over the tensors
- * in proportion to their sizes. The time of one GEMM is measured once when
+ * in proportion to the multiply-adds of the layer each belongs to (per
+ * sample: 224x224 images, 128-token sequences), not to their sizes: in a
+ * real backward VGG-16's fully connected layers, 90% of its parameters and
+ * under 1% of its work, are done almost at once. The time of one GEMM is measured once when
  * the profile is created (the fastest of a few trials, so a busy machine at
  * start does not inflate the plan). Backward walks the tensors from the last
  * to the first: each tensor's share of GEMMs, then its pseudo-gradient, then
@@ -49,10 +52,13 @@ typedef struct prof_model {
 
 /* ---- tables ---- */
 
-static int add(gs_model *m, gs_err *e, bool uniform, float v, int ndim, int64_t d0, int64_t d1,
-               int64_t d2, int64_t d3, const char *fmt, ...) __attribute__((format(printf, 10, 11)));
-static int add(gs_model *m, gs_err *e, bool uniform, float v, int ndim, int64_t d0, int64_t d1,
-               int64_t d2, int64_t d3, const char *fmt, ...) {
+/* macs: the multiply-adds per sample of the work that produces the
+ * tensor's gradient (its layer's), which the emulated compute follows */
+static int add(gs_model *m, gs_err *e, double macs, bool uniform, float v, int ndim, int64_t d0,
+               int64_t d1, int64_t d2, int64_t d3, const char *fmt, ...)
+    __attribute__((format(printf, 11, 12)));
+static int add(gs_model *m, gs_err *e, double macs, bool uniform, float v, int ndim, int64_t d0,
+               int64_t d1, int64_t d2, int64_t d3, const char *fmt, ...) {
   char name[64];
   va_list ap;
   va_start(ap, fmt);
@@ -60,48 +66,60 @@ static int add(gs_model *m, gs_err *e, bool uniform, float v, int ndim, int64_t 
   va_end(ap);
   int64_t shape[4] = {d0, d1, d2, d3};
   int rc = gs_model_add_tensor(m, name, ndim, shape, uniform, v, e);
+  if (rc >= 0) m->tensors[rc].macs = macs;
   return rc < 0 ? rc : 0;
 }
 
-/* nn.Conv2d / nn.Linear weight: uniform(+-1/sqrt(fan_in)) */
-#define CONV(oc, ic, kh, kw, ...)                                                              \
-  add(m, e, true, 1.0f / sqrtf((float)((ic) * (kh) * (kw))), 4, oc, ic, kh, kw, __VA_ARGS__)
-#define LINEAR_W(out, in, ...) add(m, e, true, 1.0f / sqrtf((float)(in)), 2, out, in, 0, 0, __VA_ARGS__)
-#define LINEAR_B(out, in, ...) add(m, e, true, 1.0f / sqrtf((float)(in)), 1, out, 0, 0, 0, __VA_ARGS__)
-#define ONES(n, ...) add(m, e, false, 1.0f, 1, n, 0, 0, 0, __VA_ARGS__)
-#define ZEROS(n, ...) add(m, e, false, 0.0f, 1, n, 0, 0, 0, __VA_ARGS__)
-/* embeddings: BERT's N(0, 0.02) replaced by a uniform of the same deviation */
-#define EMBED(rows, dim, ...) add(m, e, true, 0.02f * sqrtf(3.0f), 2, rows, dim, 0, 0, __VA_ARGS__)
+/* nn.Conv2d / nn.Linear weight: uniform(+-1/sqrt(fan_in)); hw: output
+ * pixels, tok: positions the layer runs at */
+#define CONV(oc, ic, kh, kw, hw, ...)                                                          \
+  add(m, e, (double)(oc) * (ic) * (kh) * (kw) * (hw), true,                                    \
+      1.0f / sqrtf((float)((ic) * (kh) * (kw))), 4, oc, ic, kh, kw, __VA_ARGS__)
+#define LINEAR_W(out, in, tok, ...)                                                            \
+  add(m, e, (double)(out) * (in) * (tok), true, 1.0f / sqrtf((float)(in)), 2, out, in, 0, 0,   \
+      __VA_ARGS__)
+#define LINEAR_B(out, in, tok, ...)                                                            \
+  add(m, e, (double)(out) * (tok), true, 1.0f / sqrtf((float)(in)), 1, out, 0, 0, 0, __VA_ARGS__)
+#define ONES(n, hw, ...) add(m, e, (double)(n) * (hw), false, 1.0f, 1, n, 0, 0, 0, __VA_ARGS__)
+#define ZEROS(n, hw, ...) add(m, e, (double)(n) * (hw), false, 0.0f, 1, n, 0, 0, 0, __VA_ARGS__)
+/* embeddings: BERT's N(0, 0.02) replaced by a uniform of the same
+ * deviation; backward adds tok rows into the table */
+#define EMBED(rows, dim, tok, ...)                                                             \
+  add(m, e, (double)(dim) * (tok), true, 0.02f * sqrtf(3.0f), 2, rows, dim, 0, 0, __VA_ARGS__)
 
 static int build_resnet50(gs_model *m, gs_err *e) {
   static const int blocks[4] = {3, 4, 6, 3};
-  int rc = CONV(64, 3, 7, 7, "conv1.weight");
-  rc = rc ? rc : ONES(64, "bn1.weight");
-  rc = rc ? rc : ZEROS(64, "bn1.bias");
+  const int stem = 112 * 112; /* conv1 (stride 2) output; the max-pool halves it again */
+  int rc = CONV(64, 3, 7, 7, stem, "conv1.weight");
+  rc = rc ? rc : ONES(64, stem, "bn1.weight");
+  rc = rc ? rc : ZEROS(64, stem, "bn1.bias");
   int inplanes = 64;
   for (int s = 0; s < 4 && !rc; s++) {
     int planes = 64 << s;
+    int out = (56 >> s) * (56 >> s);
     for (int b = 0; b < blocks[s] && !rc; b++) {
       int l = s + 1;
-      rc = CONV(planes, inplanes, 1, 1, "layer%d.%d.conv1.weight", l, b);
-      rc = rc ? rc : ONES(planes, "layer%d.%d.bn1.weight", l, b);
-      rc = rc ? rc : ZEROS(planes, "layer%d.%d.bn1.bias", l, b);
-      rc = rc ? rc : CONV(planes, planes, 3, 3, "layer%d.%d.conv2.weight", l, b);
-      rc = rc ? rc : ONES(planes, "layer%d.%d.bn2.weight", l, b);
-      rc = rc ? rc : ZEROS(planes, "layer%d.%d.bn2.bias", l, b);
-      rc = rc ? rc : CONV(planes * 4, planes, 1, 1, "layer%d.%d.conv3.weight", l, b);
-      rc = rc ? rc : ONES(planes * 4, "layer%d.%d.bn3.weight", l, b);
-      rc = rc ? rc : ZEROS(planes * 4, "layer%d.%d.bn3.bias", l, b);
+      /* the first block of stages 2-4 strides in conv2 (torchvision's v1.5) */
+      int in = b == 0 && s > 0 ? 4 * out : out;
+      rc = CONV(planes, inplanes, 1, 1, in, "layer%d.%d.conv1.weight", l, b);
+      rc = rc ? rc : ONES(planes, in, "layer%d.%d.bn1.weight", l, b);
+      rc = rc ? rc : ZEROS(planes, in, "layer%d.%d.bn1.bias", l, b);
+      rc = rc ? rc : CONV(planes, planes, 3, 3, out, "layer%d.%d.conv2.weight", l, b);
+      rc = rc ? rc : ONES(planes, out, "layer%d.%d.bn2.weight", l, b);
+      rc = rc ? rc : ZEROS(planes, out, "layer%d.%d.bn2.bias", l, b);
+      rc = rc ? rc : CONV(planes * 4, planes, 1, 1, out, "layer%d.%d.conv3.weight", l, b);
+      rc = rc ? rc : ONES(planes * 4, out, "layer%d.%d.bn3.weight", l, b);
+      rc = rc ? rc : ZEROS(planes * 4, out, "layer%d.%d.bn3.bias", l, b);
       if (b == 0) {
-        rc = rc ? rc : CONV(planes * 4, inplanes, 1, 1, "layer%d.0.downsample.0.weight", l);
-        rc = rc ? rc : ONES(planes * 4, "layer%d.0.downsample.1.weight", l);
-        rc = rc ? rc : ZEROS(planes * 4, "layer%d.0.downsample.1.bias", l);
+        rc = rc ? rc : CONV(planes * 4, inplanes, 1, 1, out, "layer%d.0.downsample.0.weight", l);
+        rc = rc ? rc : ONES(planes * 4, out, "layer%d.0.downsample.1.weight", l);
+        rc = rc ? rc : ZEROS(planes * 4, out, "layer%d.0.downsample.1.bias", l);
       }
       inplanes = planes * 4;
     }
   }
-  rc = rc ? rc : LINEAR_W(1000, 2048, "fc.weight");
-  rc = rc ? rc : LINEAR_B(1000, 2048, "fc.bias");
+  rc = rc ? rc : LINEAR_W(1000, 2048, 1, "fc.weight");
+  rc = rc ? rc : LINEAR_B(1000, 2048, 1, "fc.bias");
   return rc;
 }
 
@@ -109,53 +127,59 @@ static int build_vgg16(gs_model *m, gs_err *e) {
   /* torchvision cfg "D"; 0 is a max-pool (one module index, no tensors) */
   static const int cfg[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0,
                             512, 512, 512, 0, 512, 512, 512, 0};
-  int rc = 0, idx = 0, in = 3;
+  int rc = 0, idx = 0, in = 3, side = 224;
   for (size_t i = 0; i < sizeof cfg / sizeof cfg[0] && !rc; i++) {
     if (cfg[i] == 0) {
       idx += 1;
+      side /= 2;
       continue;
     }
-    rc = CONV(cfg[i], in, 3, 3, "features.%d.weight", idx);
-    rc = rc ? rc : LINEAR_B(cfg[i], in * 9, "features.%d.bias", idx);
+    rc = CONV(cfg[i], in, 3, 3, side * side, "features.%d.weight", idx);
+    rc = rc ? rc : LINEAR_B(cfg[i], in * 9, side * side, "features.%d.bias", idx);
     in = cfg[i];
     idx += 2;  /* conv, ReLU */
   }
   /* classifier: Linear, ReLU, Dropout, Linear, ReLU, Dropout, Linear */
-  rc = rc ? rc : LINEAR_W(4096, 512 * 7 * 7, "classifier.0.weight");
-  rc = rc ? rc : LINEAR_B(4096, 512 * 7 * 7, "classifier.0.bias");
-  rc = rc ? rc : LINEAR_W(4096, 4096, "classifier.3.weight");
-  rc = rc ? rc : LINEAR_B(4096, 4096, "classifier.3.bias");
-  rc = rc ? rc : LINEAR_W(1000, 4096, "classifier.6.weight");
-  rc = rc ? rc : LINEAR_B(1000, 4096, "classifier.6.bias");
+  rc = rc ? rc : LINEAR_W(4096, 512 * 7 * 7, 1, "classifier.0.weight");
+  rc = rc ? rc : LINEAR_B(4096, 512 * 7 * 7, 1, "classifier.0.bias");
+  rc = rc ? rc : LINEAR_W(4096, 4096, 1, "classifier.3.weight");
+  rc = rc ? rc : LINEAR_B(4096, 4096, 1, "classifier.3.bias");
+  rc = rc ? rc : LINEAR_W(1000, 4096, 1, "classifier.6.weight");
+  rc = rc ? rc : LINEAR_B(1000, 4096, 1, "classifier.6.bias");
   return rc;
 }
 
 static int build_bert_base(gs_model *m, gs_err *e) {
-  const int H = 768, I = 3072;
-  int rc = EMBED(30522, H, "embeddings.word_embeddings.weight");
-  rc = rc ? rc : EMBED(512, H, "embeddings.position_embeddings.weight");
-  rc = rc ? rc : EMBED(2, H, "embeddings.token_type_embeddings.weight");
-  rc = rc ? rc : ONES(H, "embeddings.LayerNorm.weight");
-  rc = rc ? rc : ZEROS(H, "embeddings.LayerNorm.bias");
+  const int H = 768, I = 3072, T = 128; /* T: tokens in a sample */
+  int rc = EMBED(30522, H, T, "embeddings.word_embeddings.weight");
+  rc = rc ? rc : EMBED(512, H, T, "embeddings.position_embeddings.weight");
+  rc = rc ? rc : EMBED(2, H, T, "embeddings.token_type_embeddings.weight");
+  rc = rc ? rc : ONES(H, T, "embeddings.LayerNorm.weight");
+  rc = rc ? rc : ZEROS(H, T, "embeddings.LayerNorm.bias");
   static const char *qkv[3] = {"query", "key", "value"};
   for (int l = 0; l < 12 && !rc; l++) {
     for (int j = 0; j < 3 && !rc; j++) {
-      rc = LINEAR_W(H, H, "encoder.layer.%d.attention.self.%s.weight", l, qkv[j]);
-      rc = rc ? rc : LINEAR_B(H, H, "encoder.layer.%d.attention.self.%s.bias", l, qkv[j]);
+      /* attention's two T x T x H products have no tensor; backward meets
+         them just before value's gradient, so value carries them */
+      double core = j == 2 ? 2.0 * T * T * H : 0;
+      rc = add(m, e, (double)H * H * T + core, true, 1.0f / sqrtf((float)H), 2, H, H, 0, 0,
+               "encoder.layer.%d.attention.self.%s.weight", l, qkv[j]);
+      rc = rc ? rc : LINEAR_B(H, H, T, "encoder.layer.%d.attention.self.%s.bias", l, qkv[j]);
     }
-    rc = rc ? rc : LINEAR_W(H, H, "encoder.layer.%d.attention.output.dense.weight", l);
-    rc = rc ? rc : LINEAR_B(H, H, "encoder.layer.%d.attention.output.dense.bias", l);
-    rc = rc ? rc : ONES(H, "encoder.layer.%d.attention.output.LayerNorm.weight", l);
-    rc = rc ? rc : ZEROS(H, "encoder.layer.%d.attention.output.LayerNorm.bias", l);
-    rc = rc ? rc : LINEAR_W(I, H, "encoder.layer.%d.intermediate.dense.weight", l);
-    rc = rc ? rc : LINEAR_B(I, H, "encoder.layer.%d.intermediate.dense.bias", l);
-    rc = rc ? rc : LINEAR_W(H, I, "encoder.layer.%d.output.dense.weight", l);
-    rc = rc ? rc : LINEAR_B(H, I, "encoder.layer.%d.output.dense.bias", l);
-    rc = rc ? rc : ONES(H, "encoder.layer.%d.output.LayerNorm.weight", l);
-    rc = rc ? rc : ZEROS(H, "encoder.layer.%d.output.LayerNorm.bias", l);
+    rc = rc ? rc : LINEAR_W(H, H, T, "encoder.layer.%d.attention.output.dense.weight", l);
+    rc = rc ? rc : LINEAR_B(H, H, T, "encoder.layer.%d.attention.output.dense.bias", l);
+    rc = rc ? rc : ONES(H, T, "encoder.layer.%d.attention.output.LayerNorm.weight", l);
+    rc = rc ? rc : ZEROS(H, T, "encoder.layer.%d.attention.output.LayerNorm.bias", l);
+    rc = rc ? rc : LINEAR_W(I, H, T, "encoder.layer.%d.intermediate.dense.weight", l);
+    rc = rc ? rc : LINEAR_B(I, H, T, "encoder.layer.%d.intermediate.dense.bias", l);
+    rc = rc ? rc : LINEAR_W(H, I, T, "encoder.layer.%d.output.dense.weight", l);
+    rc = rc ? rc : LINEAR_B(H, I, T, "encoder.layer.%d.output.dense.bias", l);
+    rc = rc ? rc : ONES(H, T, "encoder.layer.%d.output.LayerNorm.weight", l);
+    rc = rc ? rc : ZEROS(H, T, "encoder.layer.%d.output.LayerNorm.bias", l);
   }
-  rc = rc ? rc : LINEAR_W(H, H, "pooler.dense.weight");
-  rc = rc ? rc : LINEAR_B(H, H, "pooler.dense.bias");
+  /* the pooler reads the first token only */
+  rc = rc ? rc : LINEAR_W(H, H, 1, "pooler.dense.weight");
+  rc = rc ? rc : LINEAR_B(H, H, 1, "pooler.dense.bias");
   return rc;
 }
 
@@ -201,14 +225,15 @@ static int calibrate(prof_model *m, gs_err *e) {
   return GS_OK;
 }
 
-/* Split `units` GEMMs over the tensors in proportion to their sizes
- * (cumulative rounding, so the parts add up exactly). */
+/* Split `units` GEMMs over the tensors in proportion to their layers'
+ * multiply-adds (cumulative rounding, so the parts add up exactly). */
 static void split_units(const gs_model *m, double units, int *out) {
-  double cum = 0;
+  double total = 0, cum = 0;
   long prev = 0;
+  for (int i = 0; i < m->ntensors; i++) total += m->tensors[i].macs;
   for (int i = 0; i < m->ntensors; i++) {
-    cum += (double)m->tensors[i].count;
-    long upto = lround(units * cum / (double)m->nparams);
+    cum += m->tensors[i].macs;
+    long upto = lround(units * cum / total);
     out[i] = (int)(upto - prev);
     prev = upto;
   }

@@ -695,6 +695,9 @@ const char *gs_trainer_tensor_name(const gs_trainer *t, int i) {
 size_t gs_trainer_tensor_offset(const gs_trainer *t, int i) {
   return i >= 0 && i < t->m->ntensors ? t->m->tensors[i].offset : 0;
 }
+double gs_trainer_tensor_macs(const gs_trainer *t, int i) {
+  return i >= 0 && i < t->m->ntensors ? t->m->tensors[i].macs : 0;
+}
 int gs_trainer_nbuckets(const gs_trainer *t) { return t->nbuckets; }
 const char *gs_trainer_describe(const gs_trainer *t) { return t->desc; }
 int64_t gs_trainer_shard_size(const gs_trainer *t) { return t->d ? t->sampler.num_samples : 0; }

@@ -155,6 +155,10 @@ int gs_trainer_ntensors(const gs_trainer *t);
 const char *gs_trainer_tensor_name(const gs_trainer *t, int i);
 /* Where tensor i starts in the flat buffers (elements). */
 size_t gs_trainer_tensor_offset(const gs_trainer *t, int i);
+/* A profile's multiply-adds per sample for the layer work that produces
+ * tensor i's gradient (its emulated compute follows them); 0 for models
+ * whose compute is real (timed, not counted). */
+double gs_trainer_tensor_macs(const gs_trainer *t, int i);
 int gs_trainer_nbuckets(const gs_trainer *t);
 
 /* The current parameters (nparams floats) into host memory. */

@@ -105,13 +105,22 @@ static int one_model(FILE *f, const gs_opts *o, const char *model, int batch,
     gs_cm_compressed c;
     GS_TRY(gs_cm_compress_measure(&to, threads, 3, &c, e));
     int rc = GS_OK;
+    /* buckets ready as the calibration timed each tensor in backward */
+    double *ready = malloc((size_t)c.plain.nbuckets * sizeof *ready);
+    gs_err re = {0};
+    if (ready && (cal.nready < 1 ||
+                  gs_cm_plan_ready(&c.plain, cal.ready, cal.nready, ready, &re) < 0)) {
+      free(ready);
+      ready = NULL;
+    }
     for (int id = 0; id < o->nmodes && rc == GS_OK; id++)
       for (int iw = 0; iw < o->nworlds && rc == GS_OK; iw++) {
         int world = o->worlds[iw];
         if (o->modes[id] == GS_MODE_LOCAL || world < 2) continue;
         bool ring = o->modes[id] == GS_MODE_RING;
         gs_cm_job j = {.mode = ring ? GS_CM_RING : GS_CM_PS, .world = world,
-                       .hosts = hosts_of(o, world), .plan = &c.plain, .batch = batch,
+                       .hosts = hosts_of(o, world), .plan = &c.plain, .ready = ready,
+                       .batch = batch,
                        .fwd_s = cal.fwd_s, .bwd_s = cal.bwd_s,
                        .overlap = o->overlap < 0 ? ring : o->overlap == 1};
         forecast x = {.model = model, .batch = batch, .world = world,
@@ -124,6 +133,7 @@ static int one_model(FILE *f, const gs_opts *o, const char *model, int batch,
         print_one(f, o, fc->spec, &x);
         if (add(fc, &x) < 0) rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
       }
+    free(ready);
     gs_cm_compressed_free(&c);
     GS_TRY(rc);
   }

@@ -33,7 +33,8 @@ static const char *const COMMON[] = {"calibrate", "project", "model", "batch", "
 static const char *const MEASURE[] = {"compute-ms", "threads", "data", NULL};
 static const char *const PROJECT[] = {"world", "bucket-mb", "first-bucket-mb", "overlap",
                                       "no-overlap", "hosts-per", "calibration",
-                                      "ps-local-reduce", "no-ps-local-reduce", NULL};
+                                      "ps-local-reduce", "no-ps-local-reduce",
+                                      "step-compute-ms", "ready-by", NULL};
 
 const char *gs_model_flag_refused(const gs_opts *o, const char *name) {
   if (among(name, COMMON)) return NULL;
@@ -49,8 +50,8 @@ const char *gs_model_flag_refused(const gs_opts *o, const char *name) {
                             : NULL;
     return "does nothing with --project (it takes --world, --model, --batch, --bucket-mb, "
            "--first-bucket-mb, --precision, --overlap, --no-overlap, --link, --latency, "
-           "--hosts-per, --calibration, --out, --quiet; without --calibration also --threads, "
-           "--compute-ms, --data)";
+           "--hosts-per, --calibration, --step-compute-ms, --ready-by, --out, --quiet; without "
+           "--calibration also --threads, --compute-ms, --data)";
   }
   if (among(name, MEASURE)) return NULL;
   return "does nothing with --calibrate (it takes --model, --batch, --precision, --threads, "
@@ -77,6 +78,9 @@ int gs_model_resolve(gs_opts *o, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL, "--calibrate --hosts measures the link between two emulated "
                    "hosts: give --hosts 2 --link RATE (e.g. --hosts 2 --link 1gbit)");
   if (!o->project) return GS_OK;
+  if (strcmp(o->ready_by, "layers") && strcmp(o->ready_by, "bytes"))
+    return GS_FAIL(e, GS_EINVAL, "--ready-by %s: give layers (each tensor when backward has it) "
+                   "or bytes (in proportion to them)", o->ready_by);
   if (!o->world_given)
     return GS_FAIL(e, GS_EINVAL, "--project needs --world, the worlds to predict (e.g. --world "
                    "8,64,512,4096)");
@@ -176,6 +180,62 @@ static int calibration(const gs_opts *o, const char *dir, gs_cm_calib *c) {
   return 0;
 }
 
+/* Per bucket, when backward has it ready (NULL, with *bucket_ready NULL:
+ * in proportion to bytes, --ready-by bytes). Per tensor, the first of: the
+ * calibration's timing of this model; a profile's work per layer; a timing
+ * of the model on this machine now. 0, or the exit status. */
+static int readiness(const gs_opts *o, const gs_cm_plan *plan, const gs_cm_calib *c,
+                     double **bucket_ready, char *why, size_t cap) {
+  gs_err e = {0};
+  *bucket_ready = NULL;
+  if (!strcmp(o->ready_by, "bytes")) {
+    snprintf(why, cap, "in proportion to bytes (--ready-by bytes)");
+    return 0;
+  }
+  double *tensor = malloc((size_t)plan->ntensors * sizeof *tensor);
+  *bucket_ready = malloc((size_t)plan->nbuckets * sizeof **bucket_ready);
+  if (!tensor || !*bucket_ready) {
+    free(tensor);
+    fprintf(stderr, "bench: --project: out of memory\n");
+    return 1;
+  }
+  int rc = GS_OK;
+  if (c->nready > 0 && !strcmp(c->model, o->models[0])) {
+    snprintf(why, cap, "per tensor, as the calibration timed %s's backward", c->model);
+    memcpy(tensor, c->ready, (size_t)c->nready * sizeof *tensor);
+    rc = c->nready == plan->ntensors ? GS_OK
+                                     : GS_FAIL(&e, GS_EINVAL, "the calibration timed %d tensors "
+                                               "of %s, which has %d: calibrate it again",
+                                               c->nready, c->model, plan->ntensors);
+  } else if (plan->tensor_macs) {
+    snprintf(why, cap, "per layer, from %s's multiply-adds", o->models[0]);
+    rc = gs_cm_ready_from_macs(plan->tensor_macs, plan->ntensors, tensor, &e);
+  } else {
+    snprintf(why, cap, "per tensor, as %s's backward timed on this machine now", o->models[0]);
+    if (!o->quiet)
+      fprintf(stderr, "bench: timing %s's backward per tensor on this machine (the calibration "
+              "has no readiness for it)\n", o->models[0]);
+    gs_cm_calib own;
+    gs_calib_notes n;
+    gs_cm_measure_cfg mc = measure_cfg(o);
+    memset(&own, 0, sizeof own);
+    rc = gs_calibrate_compute(&mc, &own, &n, &e);
+    if (rc == GS_OK && own.nready != plan->ntensors)
+      rc = GS_FAIL(&e, GS_EIO, "timed %d tensors of %s, which has %d", own.nready, o->models[0],
+                   plan->ntensors);
+    if (rc == GS_OK) memcpy(tensor, own.ready, (size_t)own.nready * sizeof *tensor);
+  }
+  if (rc == GS_OK)
+    rc = gs_cm_plan_ready(plan, tensor, plan->ntensors, *bucket_ready, &e);
+  free(tensor);
+  if (rc == GS_OK) return 0;
+  fprintf(stderr, "bench: --project, when gradients are ready: %s (or give --ready-by bytes)\n",
+          e.msg);
+  free(*bucket_ready);
+  *bucket_ready = NULL;
+  return e.code == GS_EINVAL ? 2 : 1;
+}
+
 int gs_project_main(const gs_opts *o) {
   gs_err e = {0};
   char dir[512];
@@ -191,13 +251,21 @@ int gs_project_main(const gs_opts *o) {
   gs_cm_calib c;
   int rc = calibration(o, dir, &c);
   const char *src = o->calibration ? o->calibration : "a fresh calibration of this machine";
-  if (!rc && (strcmp(c.model, model) || strcmp(c.precision, gs_dtype_name(wire)))) {
+  if (!rc && o->step_compute_ms > 0) {
+    /* another machine's compute: a third forward, two thirds backward */
+    c.fwd_s = o->step_compute_ms * 1e-3 / 3 / o->batches[0];
+    c.bwd_s = 2 * c.fwd_s;
+  } else if (!rc && (strcmp(c.model, model) || strcmp(c.precision, gs_dtype_name(wire)))) {
     fprintf(stderr, "bench: --calibration %s measured the compute of %s in %s, and this "
-            "projection is of --model %s in --precision %s: give those, or run bench "
-            "--calibrate --model %s --precision %s (or edit the file's \"compute\")\n", src,
-            c.model, c.precision, model, gs_dtype_name(wire), model, gs_dtype_name(wire));
+            "projection is of --model %s in --precision %s: give those, run bench "
+            "--calibrate --model %s --precision %s, or state the compute with "
+            "--step-compute-ms MS\n", src, c.model, c.precision, model, gs_dtype_name(wire),
+            model, gs_dtype_name(wire));
     rc = 2;
   }
+  double *ready = NULL;
+  char ready_by[128] = "";
+  if (!rc) rc = readiness(o, &plan, &c, &ready, ready_by, sizeof ready_by);
   gs_cm_machine m;
   if (!rc) {
     gs_cm_calib_machine(&c, &m);
@@ -216,6 +284,7 @@ int gs_project_main(const gs_opts *o) {
                         .nworlds = o->nworlds, .ranks_per_host = o->hosts_per,
                         .batch = o->batches[0], .fwd_s = c.fwd_s, .bwd_s = c.bwd_s,
                         .overlap = o->overlap, .barrier = wire != GS_F32,
+                        .ready = ready, .ready_by = ready_by,
                         /* as training does on hosts of several ranks; off: the flat
                            modes (--no-ps-local-reduce) */
                         .host_reduce = o->hosts_per > 1 && o->ps_local_reduce != 0};
@@ -225,14 +294,18 @@ int gs_project_main(const gs_opts *o) {
     }
   }
   gs_cm_plan_free(&plan);
+  free(ready);
   if (rc) return rc;
-  printf("calibration: %s (%s)\n", src, c.transport);
+  printf("calibration: %s (%s)%s\n", src, c.transport,
+         o->step_compute_ms > 0 ? ", compute from --step-compute-ms" : "");
   gs_cm_print_table(stdout, &p);
   json_t *j = gs_cm_projection_json(&p);
   char path[600];
   snprintf(path, sizeof path, "%s/projection.json", dir);
   json_object_set_new(j, "calibration", json_string(src));
   json_object_set_new(j, "calibration_record", gs_cm_calib_json(&c));
+  if (o->step_compute_ms > 0)
+    json_object_set_new(j, "step_compute_ms", json_real(o->step_compute_ms));
   if (o->command_line) json_object_set_new(j, "command", json_string(o->command_line));
   if (gs_mkdirs(dir, &e) < 0 || gs_json_write_atomic(path, j, &e) < 0 ||
       gs_charts_projection(dir, &p, p.nrows / o->nworlds, &e) < 0) {

@@ -543,6 +543,12 @@ static const flag FLAGS[] = {
   WORD("calibration", "F", NULL, "a fresh calibration of this machine", "project: the "
        "calibration to predict from (bench --calibrate's file, or edited)", p_str, calibration),
   NUM("hosts-per", 0, "N", "1", "project: ranks per host", p_whole, hosts_per, 1, 1 << 20),
+  NUM("step-compute-ms", 0, "MS", NULL, "project: forward and backward of one step at --batch "
+      "on the hardware projected, instead of the calibration's (e.g. a GPU's; any --model)",
+      p_real, step_compute_ms, 1e-6, 1e7),
+  WORD("ready-by", "HOW", "layers", NULL, "project: when backward has a bucket's gradients "
+       "ready: layers (per tensor, as the calibration timed it, or a profile's work per layer) "
+       "or bytes (in proportion to them)", p_str, ready_by),
   {"help", 'h', NULL, NULL, NULL, "this text", p_help, 0, 0, 0, 0, 0},
 };
 #define NFLAGS (sizeof FLAGS / sizeof FLAGS[0])

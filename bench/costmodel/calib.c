@@ -10,7 +10,10 @@
  *                  "bandwidth_Bps": 3e9},
  *    "reduce_Bps": 8e9, "copy_Bps": 1e10, "optimizer_params_per_s": 1e9,
  *    "compute": {"model": "resnet50", "precision": "fp32",
- *                "forward_s_per_sample": 0.01, "backward_s_per_sample": 0.02},
+ *                "forward_s_per_sample": 0.01, "backward_s_per_sample": 0.02,
+ *                "ready_fraction": [1, 0.98, ..., 0]},     (optional: per tensor,
+ *                                  the fraction of backward done when its
+ *                                  gradient is final, costmodel.h readiness)
  *    "link": {"rate_Bps": 1.25e8, "latency_s": 1e-4},     (optional)
  *    "comment": "..."}                                     (optional) */
 #include <math.h>
@@ -45,6 +48,11 @@ static int check_as(const gs_cm_calib *c, const char *w, gs_err *e) {
   GS_TRY(bad_num(w, "optimizer_params_per_s", c->optim_pps, RATE, e));
   GS_TRY(bad_num(w, "compute.forward_s_per_sample", c->fwd_s, TIME, e));
   GS_TRY(bad_num(w, "compute.backward_s_per_sample", c->bwd_s, TIME, e));
+  if (c->nready) {
+    char where[160];
+    snprintf(where, sizeof where, "%s: compute.ready_fraction", w);
+    GS_TRY(gs_cm_ready_check(c->ready, c->nready, where, e));
+  }
   if (c->has_link) {
     GS_TRY(bad_num(w, "link.rate_Bps", c->link_Bps, RATE, e));
     GS_TRY(bad_num(w, "link.latency_s", c->link_latency_s, TIME, e));
@@ -116,12 +124,31 @@ static int get_str(json_t *o, const char *what, const char *where, const char *k
   return GS_OK;
 }
 
+/* compute.ready_fraction: numbers only; their order is check_as's */
+static int get_ready(json_t *comp, const char *what, gs_cm_calib *c, gs_err *e) {
+  json_t *a = json_object_get(comp, "ready_fraction");
+  if (!a) return GS_OK;
+  size_t n = json_is_array(a) ? json_array_size(a) : 0;
+  if (n < 1 || n > GS_CM_MAX_TENSORS)
+    return GS_FAIL(e, GS_EINVAL, "%s: compute.ready_fraction must be an array of 1 to %d "
+                   "numbers, one per tensor (or left out: readiness then follows the layers' "
+                   "work, or bytes)", what, GS_CM_MAX_TENSORS);
+  for (size_t i = 0; i < n; i++) {
+    json_t *v = json_array_get(a, i);
+    if (!json_is_number(v))
+      return GS_FAIL(e, GS_EINVAL, "%s: compute.ready_fraction[%zu] must be a number", what, i);
+    c->ready[i] = json_number_value(v);
+  }
+  c->nready = (int)n;
+  return GS_OK;
+}
+
 int gs_cm_calib_from_json(json_t *j, const char *what, gs_cm_calib *c, gs_err *e) {
   static const char *const top[] = {"format", "version", "transport", "reduce_Bps", "copy_Bps",
                                     "optimizer_params_per_s", "compute", "link", "comment", NULL};
   static const char *const tr[] = {"name", "alpha_s", "bandwidth_Bps", NULL};
   static const char *const cp[] = {"model", "precision", "forward_s_per_sample",
-                                   "backward_s_per_sample", NULL};
+                                   "backward_s_per_sample", "ready_fraction", NULL};
   static const char *const lk[] = {"rate_Bps", "latency_s", NULL};
   memset(c, 0, sizeof *c);
   if (!json_is_object(j)) return GS_FAIL(e, GS_EINVAL, "%s: not a JSON object", what);
@@ -148,6 +175,7 @@ int gs_cm_calib_from_json(json_t *j, const char *what, gs_cm_calib *c, gs_err *e
   GS_TRY(get_str(comp, what, "compute", "precision", true, c->precision, sizeof c->precision, e));
   GS_TRY(get_num(comp, what, "compute", "forward_s_per_sample", TIME, &c->fwd_s, e));
   GS_TRY(get_num(comp, what, "compute", "backward_s_per_sample", TIME, &c->bwd_s, e));
+  GS_TRY(get_ready(comp, what, c, e));
   GS_TRY(get_obj(j, what, "link", false, &link, e));
   if (link) {
     GS_TRY(only_keys(link, what, "link", lk, e));
@@ -179,6 +207,11 @@ json_t *gs_cm_calib_json(const gs_cm_calib *c) {
                         c->reduce_Bps, "copy_Bps", c->copy_Bps, "optimizer_params_per_s",
                         c->optim_pps, "compute", "model", c->model, "precision", c->precision,
                         "forward_s_per_sample", c->fwd_s, "backward_s_per_sample", c->bwd_s);
+  if (j && c->nready > 0) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < c->nready; i++) json_array_append_new(a, json_real(c->ready[i]));
+    json_object_set_new(json_object_get(j, "compute"), "ready_fraction", a);
+  }
   if (j && c->has_link)
     json_object_set_new(j, "link", json_pack("{s:f, s:f}", "rate_Bps", c->link_Bps, "latency_s",
                                              c->link_latency_s));

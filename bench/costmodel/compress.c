@@ -89,6 +89,14 @@ int gs_cm_compress_plan(const gs_compress *c, gs_dtype precision,
     out->plain.bytes[b] = buckets[b].count * out->plain.elem_bytes;
     out->plain.total += (double)out->plain.bytes[b];
   }
+  /* the tensor that completes each bucket, for readiness (readiness.c) */
+  out->plain.first_tensor = ntensors > 0 ? calloc((size_t)nbuckets, sizeof(int)) : NULL;
+  for (int b = 0; out->plain.first_tensor && b < nbuckets; b++) {
+    int i = 0;
+    while (i + 1 < ntensors && tensors[i].offset < buckets[b].offset) i++;
+    out->plain.first_tensor[b] = i;
+  }
+  out->plain.ntensors = out->plain.first_tensor ? ntensors : 0;
   return GS_OK;
 }
 

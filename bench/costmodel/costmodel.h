@@ -77,6 +77,12 @@ typedef struct gs_cm_plan {
   size_t nparams;        /* parameters the optimizer updates */
   size_t elem_bytes;     /* wire dtype size */
   double total;          /* S: sum of bytes */
+  /* the model's tensors, where the plan was made from them (0 / NULL: not known) */
+  int ntensors;
+  int *first_tensor;     /* per bucket, the tensor whose gradient completes it (its
+                            lowest: backward walks from the last tensor) (owned) */
+  double *tensor_macs;   /* per tensor, a profile's layer work per sample (owned;
+                            NULL for models that are timed, not counted) */
 } gs_cm_plan;
 /* DDP's plan (gs_plan_buckets) over parameter sizes in model order
  * (elements). Caps in MiB, as --first-bucket-mb / --bucket-mb. */
@@ -89,6 +95,22 @@ int gs_cm_plan_from_sizes(const size_t *param_sizes, int nparams, size_t elem_by
 int gs_cm_plan_model(const char *model, gs_dtype wire, double first_mb, double cap_mb,
                      gs_cm_plan *out, gs_err *e);
 void gs_cm_plan_free(gs_cm_plan *p);
+
+/* ---- when gradients are ready (readiness.c) ----
+ * Per tensor, in the model's order, tensor_ready[i] is the fraction of
+ * backward done when tensor i's gradient is final: non-increasing in i
+ * (backward walks from the last tensor), in [0, 1]. A bucket is ready with
+ * its first_tensor. */
+#define GS_CM_MAX_TENSORS 1024
+int gs_cm_ready_check(const double *tensor_ready, int ntensors, const char *what, gs_err *e);
+/* From layer work (gs_cm_plan.tensor_macs): backward spends on each tensor
+ * its share of the work, last tensor first. */
+int gs_cm_ready_from_macs(const double *macs, int ntensors, double *tensor_ready, gs_err *e);
+/* The plan's per-bucket readiness (gs_cm_job.ready, nbuckets entries).
+ * GS_EINVAL when the plan does not know its tensors or ntensors differs
+ * (a calibration of another model), naming both counts. */
+int gs_cm_plan_ready(const gs_cm_plan *p, const double *tensor_ready, int ntensors,
+                     double *bucket_ready, gs_err *e);
 
 typedef struct gs_cm_job {
   gs_cm_mode mode;
@@ -224,6 +246,9 @@ typedef struct gs_cm_calib {
   char model[64];        /* the model compute was measured for */
   char precision[8];     /* "fp32", "fp16", "bf16" */
   double fwd_s, bwd_s;   /* compute per sample */
+  int nready;            /* 0, or the model's tensors, with ready[] measured: */
+  double ready[GS_CM_MAX_TENSORS]; /* per tensor, as gs_cm_ready_check (median of
+                            the timed steps); "compute.ready_fraction" in the file */
   char comment[256];     /* free text ("" for none) */
 } gs_cm_calib;
 /* Strict: every required field present, numbers finite and in range, no
@@ -255,6 +280,7 @@ typedef struct gs_cm_proj_in {
                             ring and rd on as DDP), 0 off, 1 on */
   bool barrier;
   const double *ready;   /* NULL, or per bucket as gs_cm_job.ready */
+  const char *ready_by;  /* where ready came from, for the table and JSON (NULL: bytes) */
   bool host_reduce;      /* every mode as gs_cm_job.host_reduce (ranks_per_host > 1) */
 } gs_cm_proj_in;
 
@@ -267,6 +293,9 @@ typedef struct gs_cm_projection {
   size_t nparams, elem_bytes;
   double grad_bytes;
   int nbuckets;
+  char ready_by[128];    /* how each bucket's readiness was found */
+  double *ready;         /* per bucket, the fraction of backward done when it is ready
+                            (owned; bytes' fractions when the input gave none) */
   gs_cm_result *rows;    /* world-major: for each world, one row per mode */
   int nrows;
 } gs_cm_projection;
@@ -306,6 +335,10 @@ typedef struct gs_calib_notes {
 /* Measure this machine as cfg says. A wrong model is GS_EINVAL with a
  * message naming --model. */
 int gs_calibrate_measure(const gs_cm_measure_cfg *cfg, gs_cm_calib *c, gs_calib_notes *n,
+                         gs_err *e);
+/* Only the compute part (model, precision, forward and backward per
+ * sample, readiness per tensor) into c; the rest of c stays. */
+int gs_calibrate_compute(const gs_cm_measure_cfg *cfg, gs_cm_calib *c, gs_calib_notes *n,
                          gs_err *e);
 /* the table: each field as the file names it, its value in SI units, a
  * readable value and how it was measured */

@@ -14,7 +14,8 @@
  *              parameters: parameters per second;
  *   compute    the model at its batch through the trainer and the local
  *              backend: forward and backward per sample, the median of the
- *              steps after a warm-up.
+ *              steps after a warm-up; and, with a bucket per tensor, when
+ *              in backward each tensor's gradient was final (readiness).
  *
  * Every timing is the best of a few repetitions: the figure is what the
  * machine can do, not what a busy moment made of it. */
@@ -23,6 +24,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,13 +354,60 @@ static int kernels(gs_kernels *k, gs_cm_calib *c, gs_calib_notes *n, gs_err *e) 
 
 /* ---- compute ---- */
 
+enum { WARM = 2, TIMED = 5 };
+
+/* Per tensor, the median over the timed steps of the fraction of backward
+ * done when its gradient was final. The run had a bucket per tensor
+ * (bucket b holds tensor nt-1-b), and each bucket's "ready" mark falls
+ * inside the backward span that closes after it. Left out (c->nready 0)
+ * when the model has more tensors than a calibration holds. */
+static void readiness(const gs_trainer *t, gs_cm_calib *c) {
+  int nt = gs_trainer_ntensors(t);
+  if (nt < 1 || nt > GS_CM_MAX_TENSORS || gs_trainer_nbuckets(t) != nt) return;
+  size_t ns = 0;
+  const gs_span *sp = gs_trainer_spans(t, &ns);
+  double *frac = malloc((size_t)nt * TIMED * sizeof *frac);
+  double *at = malloc((size_t)nt * sizeof *at);
+  if (!frac || !at) goto out;
+  int step = 0, m = 0;
+  for (int i = 0; i < nt; i++) at[i] = NAN;
+  for (size_t i = 0; i < ns && m < TIMED; i++) {
+    if (sp[i].track != 0) continue;
+    if (!strcmp(sp[i].name, "ready") && sp[i].bucket >= 0 && sp[i].bucket < nt) {
+      at[nt - 1 - sp[i].bucket] = sp[i].t0;
+    } else if (!strcmp(sp[i].name, "backward")) {
+      double len = sp[i].t1 - sp[i].t0;
+      bool whole = len > 0;
+      for (int j = 0; j < nt && whole; j++) whole = isfinite(at[j]);
+      if (step++ >= WARM && whole) {
+        for (int j = 0; j < nt; j++)
+          frac[(size_t)j * TIMED + (size_t)m] = fmin(fmax((at[j] - sp[i].t0) / len, 0), 1);
+        m++;
+      }
+      for (int j = 0; j < nt; j++) at[j] = NAN;
+    }
+  }
+  if (m < 1) goto out;
+  for (int j = 0; j < nt; j++) {
+    double *f = &frac[(size_t)j * TIMED];
+    qsort(f, (size_t)m, sizeof *f, cmp_double);
+    c->ready[j] = f[m / 2];
+  }
+  c->nready = nt;
+out:
+  free(frac);
+  free(at);
+}
+
 static int compute(const gs_cm_measure_cfg *o, gs_kernels *k, gs_cm_calib *c, gs_calib_notes *n,
                    gs_err *e) {
-  enum { WARM = 2, TIMED = 5 };
   gs_train_opts to = o->train;
   to.rank = 0;
   to.world = 1;
   to.steps = WARM + TIMED;
+  /* a bucket per tensor: each gradient's moment in backward is marked */
+  to.first_bucket_mb = 0;
+  to.bucket_mb = 0;
   if (!strcmp(to.data, "synthetic")) to.synthetic_samples = (int64_t)to.batch * to.steps;
   gs_trainer *t = NULL;
   gs_sync *s = NULL;
@@ -400,6 +449,7 @@ static int compute(const gs_cm_measure_cfg *o, gs_kernels *k, gs_cm_calib *c, gs
     c->fwd_s = fw[m / 2];
     c->bwd_s = bw[m / 2];
     n->compute_steps = m;
+    readiness(t, c);
     snprintf(c->model, sizeof c->model, "%s", to.model);
     snprintf(c->precision, sizeof c->precision, "%s", gs_dtype_name(to.precision));
     if (rc == GS_OK && strlen(to.model) >= sizeof c->model)
@@ -409,6 +459,15 @@ static int compute(const gs_cm_measure_cfg *o, gs_kernels *k, gs_cm_calib *c, gs
     gs_err_prefix(e, "calibration, compute of %s: ", to.model);
   }
   gs_trainer_destroy(t);
+  return rc;
+}
+
+int gs_calibrate_compute(const gs_cm_measure_cfg *o, gs_cm_calib *c, gs_calib_notes *n,
+                         gs_err *e) {
+  gs_kernels *k = gs_kernels_cpu(o->threads > 0 ? o->threads : 1, e);
+  if (!k) return e->code ? e->code : GS_EDEVICE;
+  int rc = compute(o, k, c, n, e);
+  k->destroy(k);
   return rc;
 }
 
@@ -468,6 +527,11 @@ void gs_calibrate_print(FILE *f, const gs_cm_calib *c, const gs_calib_notes *n) 
   ROW("compute.backward_s_per_sample", c->bwd_s, "s", c->bwd_s * 1e3, "ms", "the same steps%s",
       strncmp(c->model, "mlp:", 4) && strcmp(c->model, "lenet")
           ? " (a profile: its compute is emulated, --compute-ms per step)" : "");
+  if (c->nready > 0)
+    fprintf(f, "  %-30s %12d %-8s %12s  when each gradient was final in backward (median): the "
+            "model's last tensor at %.3f, tensor %d at %.3f, the first at %.3f\n",
+            "compute.ready_fraction", c->nready, "tensors", "", c->ready[c->nready - 1],
+            c->nready / 2, c->ready[c->nready / 2], c->ready[0]);
   if (c->has_link && n->link_measured) {
     ROW("link.rate_Bps", c->link_Bps, "B/s", c->link_Bps * 8 / 1e9, "Gbit/s",
         "between 2 emulated hosts: %d MiB streamed each way, best of 3", STREAM_MSGS);

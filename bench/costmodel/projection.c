@@ -19,9 +19,10 @@ static int check_caps(double first_mb, double cap_mb, gs_err *e) {
   return GS_OK;
 }
 
-/* Own a plan from buckets in elements. */
+/* Own a plan from buckets in elements; offsets (ntensors, may be 0): where
+ * each tensor starts, for each bucket's first tensor. */
 static int plan_from_buckets(const gs_bucket *b, int nb, size_t nparams, size_t elem_bytes,
-                             gs_cm_plan *out, gs_err *e) {
+                             const size_t *offsets, int ntensors, gs_cm_plan *out, gs_err *e) {
   out->bytes = malloc((size_t)nb * sizeof *out->bytes);
   if (!out->bytes) return GS_FAIL(e, GS_ENOMEM, "bucket plan: out of memory");
   out->nbuckets = nb;
@@ -31,6 +32,15 @@ static int plan_from_buckets(const gs_bucket *b, int nb, size_t nparams, size_t 
   for (int i = 0; i < nb; i++) {
     out->bytes[i] = b[i].count * elem_bytes;
     out->total += (double)out->bytes[i];
+  }
+  if (ntensors < 1) return GS_OK;
+  out->first_tensor = malloc((size_t)nb * sizeof *out->first_tensor);
+  if (!out->first_tensor) return GS_FAIL(e, GS_ENOMEM, "bucket plan: out of memory");
+  out->ntensors = ntensors;
+  for (int i = 0; i < nb; i++) {
+    int t = 0;
+    while (t + 1 < ntensors && offsets[t + 1] <= b[i].offset) t++;
+    out->first_tensor[i] = t;
   }
   return GS_OK;
 }
@@ -43,11 +53,37 @@ int gs_cm_plan_from_sizes(const size_t *param_sizes, int nparams, size_t elem_by
   int nb = 0;
   GS_TRY(gs_plan_buckets(param_sizes, nparams, elem_bytes, (size_t)(first_mb * MiB),
                          (size_t)(cap_mb * MiB), &b, &nb, e));
+  size_t *offsets = malloc((size_t)nparams * sizeof *offsets);
   size_t total = 0;
-  for (int i = 0; i < nparams; i++) total += param_sizes[i];
-  int rc = plan_from_buckets(b, nb, total, elem_bytes, out, e);
+  for (int i = 0; offsets && i < nparams; i++) {
+    offsets[i] = total;
+    total += param_sizes[i];
+  }
+  int rc = offsets ? plan_from_buckets(b, nb, total, elem_bytes, offsets, nparams, out, e)
+                   : GS_FAIL(e, GS_ENOMEM, "bucket plan: out of memory");
+  free(offsets);
   free(b);
+  if (rc) gs_cm_plan_free(out);
   return rc;
+}
+
+/* the trainer's tensors: where each starts, and a profile's layer work */
+static int tensors_of(const gs_trainer *t, size_t **offsets, double **macs, gs_err *e) {
+  int n = gs_trainer_ntensors(t);
+  *offsets = malloc((size_t)n * sizeof **offsets);
+  *macs = malloc((size_t)n * sizeof **macs);
+  if (!*offsets || !*macs) return GS_FAIL(e, GS_ENOMEM, "bucket plan: out of memory");
+  double total = 0;
+  for (int i = 0; i < n; i++) {
+    (*offsets)[i] = gs_trainer_tensor_offset(t, i);
+    (*macs)[i] = gs_trainer_tensor_macs(t, i);
+    total += (*macs)[i];
+  }
+  if (!(total > 0)) {
+    free(*macs);
+    *macs = NULL;
+  }
+  return GS_OK;
 }
 
 int gs_cm_plan_model(const char *model, gs_dtype wire, double first_mb, double cap_mb,
@@ -71,18 +107,31 @@ int gs_cm_plan_model(const char *model, gs_dtype wire, double first_mb, double c
     gs_sync_config c;
     memset(&c, 0, sizeof c);
     gs_trainer_sync_config(t, &c);
-    rc = plan_from_buckets(c.buckets, c.nbuckets, gs_trainer_nparams(t), gs_dtype_size(wire), out,
-                           e);
+    size_t *offsets = NULL;
+    double *macs = NULL;
+    rc = tensors_of(t, &offsets, &macs, e);
+    if (rc == GS_OK)
+      rc = plan_from_buckets(c.buckets, c.nbuckets, gs_trainer_nparams(t), gs_dtype_size(wire),
+                             offsets, gs_trainer_ntensors(t), out, e);
+    if (rc == GS_OK) {
+      out->tensor_macs = macs;
+      macs = NULL;
+    }
+    free(offsets);
+    free(macs);
     gs_trainer_destroy(t);
   } else {
     gs_err_prefix(e, "bucket plan of %s: ", model);
   }
   k->destroy(k);
+  if (rc) gs_cm_plan_free(out);
   return rc;
 }
 
 void gs_cm_plan_free(gs_cm_plan *p) {
   free(p->bytes);
+  free(p->first_tensor);
+  free(p->tensor_macs);
   memset(p, 0, sizeof *p);
 }
 
@@ -136,6 +185,18 @@ int gs_cm_project(const gs_cm_machine *m, const gs_cm_proj_in *in, gs_cm_project
   out->elem_bytes = in->plan->elem_bytes;
   out->grad_bytes = in->plan->total;
   out->nbuckets = in->plan->nbuckets;
+  out->ready = malloc((size_t)out->nbuckets * sizeof *out->ready);
+  if (!out->ready) {
+    gs_cm_projection_free(out);
+    return GS_FAIL(e, GS_ENOMEM, "projection: out of memory");
+  }
+  double cum = 0;
+  for (int b = 0; b < out->nbuckets; b++) {
+    cum += (double)in->plan->bytes[b];
+    out->ready[b] = in->ready ? in->ready[b] : fmin(cum / in->plan->total, 1.0);
+  }
+  snprintf(out->ready_by, sizeof out->ready_by, "%s",
+           in->ready_by ? in->ready_by : in->ready ? "as given" : "in proportion to bytes");
   for (int w = 0; w < in->nworlds; w++) {
     int world = in->worlds[w], hosts = world <= n ? 1 : world / n;
     for (int k = 0; k < nmodes; k++) {
@@ -166,6 +227,8 @@ int gs_cm_project(const gs_cm_machine *m, const gs_cm_proj_in *in, gs_cm_project
 }
 
 void gs_cm_projection_free(gs_cm_projection *p) {
+  free(p->ready);
+  p->ready = NULL;
   free(p->rows);
   p->rows = NULL;
   p->nrows = 0;
@@ -188,6 +251,15 @@ void gs_cm_print_table(FILE *f, const gs_cm_projection *p) {
           p->bwd_s * 1e3, p->batch, p->batch * (p->fwd_s + p->bwd_s) * 1e3, p->ranks_per_host,
           p->host_reduce ? ", each host reducing first (ps: one push per host, ring: "
                            "hierarchical)" : "");
+  fprintf(f, "  gradients ready: %s; buckets ready at", p->ready_by);
+  for (int b = 0; p->ready && b < p->nbuckets; b++) {
+    if (b == 7 && p->nbuckets > 9) {
+      fprintf(f, " ...");
+      b = p->nbuckets - 1;
+    }
+    fprintf(f, " %.3g", p->ready[b]);
+  }
+  fprintf(f, " of backward\n");
   fprintf(f, "%7s %6s %-9s %3s %10s %11s %5s %10s %10s %11s %5s  %s\n", "world", "hosts", "mode",
           "ovl", "step ms", "samples/s", "eff", "comm ms", "exposed ms", "link MB/dir", "1-way",
           "bottleneck");
@@ -225,6 +297,11 @@ json_t *gs_cm_projection_json(const gs_cm_projection *p) {
   }
   json_object_set_new(j, "machine", gs_cm_machine_json(&p->machine));
   json_object_set_new(j, "host_reduce", json_boolean(p->host_reduce));
+  json_t *ready = json_array();
+  for (int b = 0; b < p->nbuckets && p->ready; b++)
+    json_array_append_new(ready, json_real(p->ready[b]));
+  json_object_set_new(j, "ready_by", json_string(p->ready_by));
+  json_object_set_new(j, "bucket_ready", ready);
   json_object_set_new(j, "rows", rows);
   return j;
 }

@@ -387,8 +387,9 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   s->heldout_loss = measured ? info->heldout_loss : NAN;
   free(sorted);
   free(rs);
-  int rc = gs_summary_links(info, ranks, s, e);
-  if (rc == GS_OK) rc = gs_summary_buckets(info, ranks, first, steps, s, e);
+  /* buckets first: the links' prediction takes readiness from them */
+  int rc = gs_summary_buckets(info, ranks, first, steps, s, e);
+  if (rc == GS_OK) rc = gs_summary_links(info, ranks, s, e);
   if (rc == GS_OK) rc = gs_stale_summarize(info, ranks, steps, s, e);
   if (rc < 0) gs_summary_free(s);
   return rc;

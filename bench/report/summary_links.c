@@ -11,7 +11,9 @@
  *   comm_s_predicted      = the model's exposed communication (costmodel.h),
  *                           with the link rate and delay of the run and
  *                           this run's own compute, reduction and
- *                           optimizer rates
+ *                           optimizer rates, and its buckets ready when
+ *                           the run's backward had them ready (the mean
+ *                           over its steps, summary_buckets.c)
  *   comm_s_measured       = the mean over the ranks that wait for the
  *                           reduction (ps: the workers; ring and sharded ps:
  *                           everyone) of their wait plus their own reduction
@@ -80,6 +82,24 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
   return 0;
 }
 
+/* Per bucket, the fraction of backward done when it was ready, as the run
+ * measured it; NULL (in proportion to bytes) where a bucket went unseen. */
+static double *measured_ready(const gs_run_info *info, const gs_summary *s) {
+  double span = s->backward_end_s - s->backward_start_s;
+  if (s->nbucket_timing != info->nbuckets || !(span > 0)) return NULL;
+  double *ready = malloc((size_t)info->nbuckets * sizeof *ready), prev = 0;
+  for (int b = 0; ready && b < info->nbuckets; b++) {
+    double f = (s->bucket_timing[b].ready_s - s->backward_start_s) / span;
+    if (s->bucket_timing[b].bucket != b || isnan(f)) {
+      free(ready);
+      return NULL;
+    }
+    /* a mean of non-decreasing marks does not decrease; rounding aside */
+    ready[b] = prev = fmax(prev, clamp01(f));
+  }
+  return ready;
+}
+
 static void predict(const gs_run_info *info, gs_summary *s) {
   gs_cost_model *cm = &s->cost_model;
   int N = info->world,
@@ -93,22 +113,28 @@ static void predict(const gs_run_info *info, gs_summary *s) {
   gs_cm_plan plan;
   gs_cm_result r;
   gs_err e = {0};
-  if (model_of(info, s, &m, &j, &plan) < 0 || gs_cm_predict(&m, &j, &r, &e) < 0) return;
+  if (model_of(info, s, &m, &j, &plan) < 0) return;
+  double *ready = measured_ready(info, s);
+  j.ready = ready;
   /* compressed steps: their own plan, weighted by their share of the steps;
    * the run's reduction rate already holds the compression's work */
   gs_cm_plan cplan = plan;
   gs_cm_job cj = j;
-  gs_cm_result c = r;
+  gs_cm_result c;
   double w = info->compressed_bytes ? info->compressed_share : 0;
-  if (w > 0) {
+  bool ok = gs_cm_predict(&m, &j, &r, &e) == GS_OK;
+  c = r;
+  if (ok && w > 0) {
     cplan.bytes = (size_t *)info->compressed_bytes;
     cplan.elem_bytes = sizeof(float);
     cplan.total = 0;
     for (int b = 0; b < info->nbuckets; b++) cplan.total += (double)cplan.bytes[b];
     cj.plan = &cplan;
     cj.collectives = info->compressed_collectives;
-    if (!(cplan.total > 0) || gs_cm_predict(&m, &cj, &c, &e) < 0) return;
+    ok = cplan.total > 0 && gs_cm_predict(&m, &cj, &c, &e) == GS_OK;
   }
+  free(ready);
+  if (!ok) return;
 #define MIX(f) ((1 - w) * r.f + w * c.f)
   cm->comm_s_predicted = MIX(exposed_s);
   cm->comm_s_without_overlap = MIX(comm_s);
@@ -117,6 +143,7 @@ static void predict(const gs_run_info *info, gs_summary *s) {
 #undef MIX
   free(cm->bottleneck);
   cm->bottleneck = strdup(gs_cm_bottleneck_name(w > 0.5 ? c.bottleneck : r.bottleneck));
+  j.ready = cj.ready = NULL; /* freed; bytes on links do not depend on it */
   for (int i = 0; i < s->nlinks; i++) {
     double in = NAN, out = NAN, cin = NAN, cout = NAN;
     if (gs_cm_link_bytes(&j, s->links[i].host, &in, &out, &e) == GS_OK &&

@@ -10,6 +10,10 @@ bench --project); neither starts a rank.
     mode and world, projection.json holds the same rows, projection.svg a
     curve per mode in each of its two panels; and at a fixed link the ps
     step grows with the world faster than the ring's;
+  - readiness: a calibration holds one fraction per tensor; a projection
+    takes a profile's from its layers' work (--ready-by bytes: in proportion
+    to bytes, and the ring hides less), and --step-compute-ms projects a
+    model the calibration did not measure, its readiness timed here;
   - bad input exits 2 with a message naming the flag.
 
     model_cli.py BENCH"""
@@ -48,6 +52,13 @@ for k, v in fields.items():
     check(ok and p is not None and abs(p - v) <= 1e-4 * v,
           f"calibration {k}: printed {p}, file {v}")
 check(c.get("compute", {}).get("model") == MODEL, f"calibration's model: {c.get('compute')}")
+# when each of the mlp's 4 tensors was ready in backward: the first layer's last
+rf = c.get("compute", {}).get("ready_fraction", [])
+check(len(rf) == 4 and all(0 <= v <= 1 for v in rf) and
+      all(a >= b for a, b in zip(rf, rf[1:])) and rf[0] > rf[-1],
+      f"calibration's ready_fraction, one per tensor, first layer last: {rf}")
+check(re.search(r"compute.ready_fraction\s+4 tensors", r.stdout) is not None,
+      f"the table shows the readiness: {r.stdout}")
 check("link" not in c, "no --link: no link part")
 # the strict reader accepts it: a projection from it runs
 pd = os.path.join(d, "p0")
@@ -135,6 +146,46 @@ r = run(["--project", "--calibration", hf, "--model", "resnet50", "--world", "8"
 check(r.returncode == 0 and "link 10 Gbit/s" in r.stdout and "latency 100 us" in r.stdout,
       f"the calibration's link: {r.stdout} {r.stderr}")
 
+# ---- when gradients are ready ----
+# the hand calibration has no readiness: resnet50's layers' work gives it;
+# --ready-by bytes the old way; layers hide more of the ring behind backward
+def project(args):
+    out = run(["--project", "--calibration", hf, "--world", "64", "--hosts-per", "8",
+               "--link", "10gbit", "--quiet"] + args)
+    rows = {}
+    for line in out.stdout.splitlines():
+        m = row_re.match(line)
+        if m:
+            rows[m.group(3)] = float(m.group(5))
+    return out, rows
+
+
+r, layers = project(["--model", "resnet50", "--out", os.path.join(d, "rl")])
+check(r.returncode == 0 and "gradients ready: per layer, from resnet50's multiply-adds" in r.stdout,
+      f"resnet50's readiness from its layers: {r.stdout} {r.stderr}")
+r, by_bytes = project(["--model", "resnet50", "--ready-by", "bytes", "--out",
+                       os.path.join(d, "rb")])
+check(r.returncode == 0 and "gradients ready: in proportion to bytes" in r.stdout,
+      f"--ready-by bytes: {r.stdout} {r.stderr}")
+check("ring" in layers and "ring" in by_bytes and layers["ring"] < by_bytes["ring"],
+      f"ring step by layers {layers.get('ring')} ms, by bytes {by_bytes.get('ring')} ms")
+rj = os.path.join(d, "rl", "projection.json")
+jr = json.load(open(rj)) if os.path.exists(rj) else {}
+br = jr.get("bucket_ready", [])
+check(len(br) == jr.get("nbuckets") and br and br[-1] == 1.0 and "multiply-adds" in jr.get(
+    "ready_by", ""), f"projection.json's bucket_ready and ready_by: {br} {jr.get('ready_by')}")
+# another model than the calibration's: refused, unless --step-compute-ms
+# states its compute; lenet is timed here, per tensor
+r, _ = project(["--model", "lenet", "--out", os.path.join(d, "never")])
+check(r.returncode == 2 and "--step-compute-ms" in r.stderr,
+      f"lenet from a resnet50 calibration: rc {r.returncode}: {r.stderr}")
+r, rows = project(["--model", "lenet", "--batch", "32", "--step-compute-ms", "64", "--out",
+                   os.path.join(d, "ln")])
+check(r.returncode == 0 and "compute 2 ms per sample" in r.stdout and
+      "compute from --step-compute-ms" in r.stdout and
+      "gradients ready: per tensor, as lenet's backward timed on this machine now" in r.stdout,
+      f"lenet with --step-compute-ms: rc {r.returncode}: {r.stdout} {r.stderr}")
+
 # ---- bad input: exit 2, the flag named ----
 bad = os.path.join(d, "bad.json")
 with open(bad, "w") as f:
@@ -149,6 +200,11 @@ for args, flag in [
         (["--project", "--world", "8", "--model", "resnet50", "--calibration", hf, "--steps",
           "3"], "--steps"),
         (["--project", "--world", "8"], "--link"),
+        (["--project", "--world", "8", "--model", "resnet50", "--calibration", hf,
+          "--ready-by", "flops"], "--ready-by"),
+        (["--project", "--world", "8", "--model", "resnet50", "--calibration", hf,
+          "--step-compute-ms", "0"], "--step-compute-ms"),
+        (["--world", "8", "--ready-by", "bytes"], "--ready-by"),
         (["--calibrate", "--model", "nosuch"], "--model"),
         (["--calibrate", "--world", "8"], "--world"),
         (["--hosts-per", "8"], "--hosts-per"),

@@ -99,6 +99,11 @@ static void projection(void) {
   }
   CHECK(json_real_value(json_object_get(json_object_get(j, "machine"), "link_Bps")) == m.link_Bps);
   CHECK(json_integer_value(json_object_get(j, "nbuckets")) == 3);
+  /* no readiness given: in proportion to bytes, and the JSON says so */
+  json_t *br = json_object_get(j, "bucket_ready");
+  CHECK(json_array_size(br) == 3 && json_real_value(json_array_get(br, 2)) == 1.0 &&
+        json_real_value(json_array_get(br, 0)) == (double)p.bytes[0] / p.total);
+  CHECK(strstr(json_string_value(json_object_get(j, "ready_by")), "bytes"));
   json_decref(j);
 
   FILE *f = tmpfile();
@@ -107,9 +112,10 @@ static void projection(void) {
     gs_cm_print_table(f, &pr);
     rewind(f);
     char line[512];
-    int lines = 0, rows_seen = 0;
+    int lines = 0, rows_seen = 0, ready_lines = 0;
     while (fgets(line, sizeof line, f)) {
       lines++;
+      ready_lines += !strncmp(line, "  gradients ready: in proportion to bytes", 41);
       int world;
       char mode[16];
       if (sscanf(line, "%d %*d %15s", &world, mode) == 2 && rows_seen < pr.nrows) {
@@ -118,7 +124,8 @@ static void projection(void) {
         rows_seen++;
       }
     }
-    CHECK(rows_seen == pr.nrows && lines == pr.nrows + 6, "%d rows, %d lines", rows_seen, lines);
+    CHECK(rows_seen == pr.nrows && lines == pr.nrows + 7 && ready_lines == 1,
+          "%d rows, %d lines", rows_seen, lines);
     fclose(f);
   }
   gs_cm_projection_free(&pr);

@@ -1,7 +1,8 @@
 /* test_profiles.c: the gradient-shape profiles of worker/profile.c.
  *  - parameter counts of the real networks (torchvision resnet50 and vgg16,
  *    Hugging Face bert-base-uncased with its pooler), tensor counts, names
- *    and shapes at both ends and in the middle;
+ *    and shapes at both ends and in the middle, and the multiply-adds per
+ *    sample the emulated compute is split by;
  *  - a training step hands buckets over progressively: the first bucket is
  *    ready long before the last one (most of backward lies between them);
  *  - pseudo-gradients are deterministic, and differ between ranks and steps;
@@ -40,10 +41,13 @@ static void counts(void) {
     size_t params;
     int tensors;
     const char *first, *last;
+    double gmacs;  /* per sample: torchvision's model tables (224x224), and for
+                      BERT 12 x 128 x (4 H^2 + 2 H I + 2 x 128 H) with H 768, I 3072 */
   } want[] = {
-      {"resnet50", 25557032, 161, "conv1.weight", "fc.bias"},
-      {"vgg16", 138357544, 32, "features.0.weight", "classifier.6.bias"},
-      {"bert-base", 109482240, 199, "embeddings.word_embeddings.weight", "pooler.dense.bias"},
+      {"resnet50", 25557032, 161, "conv1.weight", "fc.bias", 4.09},
+      {"vgg16", 138357544, 32, "features.0.weight", "classifier.6.bias", 15.47},
+      {"bert-base", 109482240, 199, "embeddings.word_embeddings.weight", "pooler.dense.bias",
+       11.17},
   };
   for (size_t i = 0; i < 3; i++) {
     gs_err e = {0};
@@ -58,10 +62,17 @@ static void counts(void) {
     CHECK(!strcmp(m->tensors[m->ntensors - 1].name, want[i].last));
     CHECK(m->in_size == 0);
     size_t sum = 0;
+    double macs = 0;
     for (int j = 0; j < m->ntensors; j++) {
       CHECK(m->tensors[j].offset == sum);
       sum += m->tensors[j].count;
+      CHECK(m->tensors[j].macs > 0, "%s: %s has no work", want[i].name, m->tensors[j].name);
+      macs += m->tensors[j].macs;
     }
+    /* the emulated compute follows these: within 1% of the published counts
+       (ours add the norms' and biases' element-wise work) */
+    CHECK(fabs(macs / 1e9 / want[i].gmacs - 1) < 0.01, "%s: %.3f GMAC per sample, published %.2f",
+          want[i].name, macs / 1e9, want[i].gmacs);
     if (!strcmp(want[i].name, "resnet50")) {
       shape_is(m, "layer1.0.downsample.0.weight", 4, 256, 64, 1, 1);
       shape_is(m, "layer3.5.conv2.weight", 4, 256, 256, 3, 3);
@@ -72,6 +83,13 @@ static void counts(void) {
     } else if (!strcmp(want[i].name, "vgg16")) {
       shape_is(m, "features.28.weight", 4, 512, 512, 3, 3);
       shape_is(m, "classifier.0.weight", 2, 4096, 25088, 0, 0);
+      /* 90% of the parameters, under 1% of the work */
+      double fc = 0, all = 0;
+      for (int j = 0; j < m->ntensors; j++) {
+        all += m->tensors[j].macs;
+        if (!strncmp(m->tensors[j].name, "classifier.", 11)) fc += m->tensors[j].macs;
+      }
+      CHECK(fc / all < 0.01 && fc / all > 0.005, "vgg16: classifier %.4f of the work", fc / all);
     } else {
       shape_is(m, "embeddings.position_embeddings.weight", 2, 512, 768, 0, 0);
       shape_is(m, "encoder.layer.11.attention.self.value.weight", 2, 768, 768, 0, 0);
