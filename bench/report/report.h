@@ -258,6 +258,11 @@ int gs_summary_links(const gs_run_info *info, const gs_rank_result *ranks, gs_su
  * (null without timings), written and read back. */
 int gs_summary_buckets(const gs_run_info *info, const gs_rank_result *ranks, size_t first,
                        size_t steps, gs_summary *s, gs_err *e);
+/* Per bucket, the fraction of backward done when it was ready (the cost
+ * model's gs_cm_job.ready): its mean "ready" mark within the mean backward
+ * span, in [0, 1] and non-decreasing. GS_EINVAL when one of the nbuckets
+ * went unseen or backward has no span. */
+int gs_bucket_ready_fractions(const gs_summary *s, int nbuckets, double *ready, gs_err *e);
 json_t *gs_bucket_timing_json(const gs_summary *s);
 int gs_bucket_timing_read(json_t *run, const char *where, gs_summary *s, gs_err *e);
 

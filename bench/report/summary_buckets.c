@@ -136,6 +136,21 @@ int gs_summary_buckets(const gs_run_info *info, const gs_rank_result *ranks, siz
   return GS_OK;
 }
 
+int gs_bucket_ready_fractions(const gs_summary *s, int nbuckets, double *ready, gs_err *e) {
+  double span = s->backward_end_s - s->backward_start_s, prev = 0;
+  if (s->nbucket_timing != nbuckets || !(span > 0))
+    return GS_FAIL(e, GS_EINVAL, "readiness: %d of %d buckets timed, backward %g s",
+                   s->nbucket_timing, nbuckets, span);
+  for (int b = 0; b < nbuckets; b++) {
+    double f = (s->bucket_timing[b].ready_s - s->backward_start_s) / span;
+    if (s->bucket_timing[b].bucket != b || isnan(f))
+      return GS_FAIL(e, GS_EINVAL, "readiness: bucket %d has no ready mark", b);
+    /* a mean of non-decreasing marks does not decrease; rounding aside */
+    ready[b] = prev = fmax(prev, fmin(fmax(f, 0), 1));
+  }
+  return GS_OK;
+}
+
 /* ---- report.json ---- */
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }

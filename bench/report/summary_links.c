@@ -82,24 +82,6 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
   return 0;
 }
 
-/* Per bucket, the fraction of backward done when it was ready, as the run
- * measured it; NULL (in proportion to bytes) where a bucket went unseen. */
-static double *measured_ready(const gs_run_info *info, const gs_summary *s) {
-  double span = s->backward_end_s - s->backward_start_s;
-  if (s->nbucket_timing != info->nbuckets || !(span > 0)) return NULL;
-  double *ready = malloc((size_t)info->nbuckets * sizeof *ready), prev = 0;
-  for (int b = 0; ready && b < info->nbuckets; b++) {
-    double f = (s->bucket_timing[b].ready_s - s->backward_start_s) / span;
-    if (s->bucket_timing[b].bucket != b || isnan(f)) {
-      free(ready);
-      return NULL;
-    }
-    /* a mean of non-decreasing marks does not decrease; rounding aside */
-    ready[b] = prev = fmax(prev, clamp01(f));
-  }
-  return ready;
-}
-
 static void predict(const gs_run_info *info, gs_summary *s) {
   gs_cost_model *cm = &s->cost_model;
   int N = info->world,
@@ -114,7 +96,12 @@ static void predict(const gs_run_info *info, gs_summary *s) {
   gs_cm_result r;
   gs_err e = {0};
   if (model_of(info, s, &m, &j, &plan) < 0) return;
-  double *ready = measured_ready(info, s);
+  double *ready = malloc((size_t)info->nbuckets * sizeof *ready);
+  if (ready && gs_bucket_ready_fractions(s, info->nbuckets, ready, &e) < 0) {
+    free(ready); /* a bucket went unseen: in proportion to bytes */
+    ready = NULL;
+    gs_err_clear(&e);
+  }
   j.ready = ready;
   /* compressed steps: their own plan, weighted by their share of the steps;
    * the run's reduction rate already holds the compression's work */

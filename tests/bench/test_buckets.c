@@ -10,6 +10,7 @@
  *    must not count;
  *  - the means over steps and ranks, backward's start and end;
  *  - world 1 and a run without spans have no timings;
+ *  - each bucket's readiness as a fraction of backward, for the cost model;
  *  - report.json's "bucket_timing" goes out and comes back, null stays
  *    null, and a missing or malformed one is refused. */
 #include <math.h>
@@ -121,6 +122,13 @@ int main(void) {
           NEAR(b1->comm_s, 0.28) && NEAR(b1->hidden_s, 0), "%g %g %g %g", b1->comm_start_s,
           b1->comm_end_s, b1->comm_s, b1->hidden_s);
     CHECK(NEAR(s.backward_start_s, 0.3) && NEAR(s.backward_end_s, 0.6));
+    /* as fractions of backward for the cost model: bucket 1's mark came
+       5 ms after backward's end, and counts as its end */
+    double fr[2];
+    CHECK_OK(gs_bucket_ready_fractions(&s, 2, fr, &e), &e);
+    CHECK(NEAR(fr[0], 0.35) && fr[1] == 1.0, "%g %g", fr[0], fr[1]);
+    CHECK(gs_bucket_ready_fractions(&s, 3, fr, &e) == GS_EINVAL && strstr(e.msg, "2 of 3"));
+    gs_err_clear(&e);
   }
 
   json_t *j = gs_bucket_timing_json(&s);
