@@ -62,7 +62,9 @@ static int push(ps_worker *s, int b, gs_err *e) {
   size_t off = s->buckets[b].offset, cnt = s->buckets[b].count, bytes = cnt * s->wsize;
   const float *g = s->c.grads + off;
   const void *data;
-  if (s->cpu && s->c.wire == GS_F32) {
+  if (s->topk) {
+    data = gs_ps_topk_stage(s, b);
+  } else if (s->cpu && s->c.wire == GS_F32) {
     data = g;
   } else {
     char *host = (char *)s->stage_host + off * s->wsize;
@@ -110,7 +112,8 @@ static int repush(ps_worker *s, gs_err *e) {
   for (int b = 0; b < s->c.nbuckets; b++) {
     if (!s->pushed[b] || s->got[b]) continue;
     size_t off = s->buckets[b].offset;
-    const void *data = s->cpu && s->c.wire == GS_F32 ? (const void *)(s->c.grads + off)
+    const void *data = s->topk ? gs_ps_topk_staged(s, b)
+                       : s->cpu && s->c.wire == GS_F32 ? (const void *)(s->c.grads + off)
                                                       : (char *)s->stage_host + off * s->wsize;
     GS_TRY(send_push(s, b, data, true, e));
   }
@@ -132,6 +135,10 @@ static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *
   p.again = again;
   p.base_version = s->base;
   if (s->stale) p.scale = s->base_scale;
+  if (s->topk) {
+    p.kept = s->topk_kept[b];
+    bytes = gs_topk_bytes(p.kept, cnt);
+  }
   env.body_case = GRADSYNC__ENVELOPE__BODY_PUSH;
   env.push = &p;
   atomic_fetch_add(&s->inflight, 1);
@@ -482,6 +489,7 @@ int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e) {
 }
 
 static void free_bufs(ps_worker *s) {
+  gs_ps_topk_free(s);
   if (s->stage_host) s->c.k->release_host(s->c.k, s->stage_host);
   if (s->stage_dev) s->c.k->release(s->c.k, s->stage_dev);
   free(s->buckets);
