@@ -161,6 +161,11 @@ static void link_bytes(const gs_cm_job *j, int host, double *in, double *out) {
   }
   if (j->mode != GS_CM_SPS_HOSTS && j->hosts == 1) v = 0;  /* all on loopback */
   *in = *out = v;
+  if (j->mode == GS_CM_PS && j->push_bytes && v > 0) {  /* top-k: the pushes shrink */
+    double Sp = 0;
+    for (int b = 0; b < j->plan->nbuckets; b++) Sp += (double)j->push_bytes[b];
+    *(host == 0 ? in : out) = v * Sp / S;
+  }
 }
 
 int gs_cm_link_bytes(const gs_cm_job *j, int host, double *in, double *out, gs_err *e) {

@@ -2,7 +2,8 @@
  *  - bytes per bucket: 8 a kept entry, k = ceil(F n), or the dense bucket
  *    where that is not smaller (compress.h's rule), counted by hand;
  *  - the ps step: pushes carry those bytes, the pull stays dense, so the
- *    bandwidth term is (N-1)(S' + S)/b against 2(N-1)S/b; the selection's
+ *    bandwidth term is (N-1)(S' + S)/b against 2(N-1)S/b, and each link's
+ *    bytes are S' one way and S the other; the selection's
  *    work comes before each push; on a 10 Mbit/s link it pays, on loopback
  *    against real work it does not; topk:1 (dense pushes, no work) is the
  *    uncompressed step exactly. */
@@ -47,6 +48,16 @@ int main(void) {
         mt_near(v.plain.bandwidth_s, 6 * c.plain.total / m.link_Bps, 1e-9),
         "bandwidth %g (want %g), plain %g", v.comp.bandwidth_s, want, v.plain.bandwidth_s);
   CHECK(v.comp.grad_bytes == c.plan.total, "grad bytes %g", v.comp.grad_bytes);
+  /* each link: the master's takes 3 sparse pushes in and 3 dense buckets out */
+  gs_cm_job lj = j;
+  lj.plan = &c.plain;
+  lj.push_bytes = c.plan.bytes;
+  double in0, out0, in1, out1;
+  CHECK_OK(gs_cm_link_bytes(&lj, 0, &in0, &out0, &e), &e);
+  CHECK_OK(gs_cm_link_bytes(&lj, 1, &in1, &out1, &e), &e);
+  CHECK(mt_near(in0, 3 * c.plan.total, 1e-12) && mt_near(out0, 3 * c.plain.total, 1e-12) &&
+        mt_near(out1, c.plan.total, 1e-12) && mt_near(in1, c.plain.total, 1e-12), "links: master %g in %g out, worker %g in %g out", in0, out0,
+        in1, out1);
   CHECK(v.pays && v.comp.step_s < 0.7 * v.plain.step_s, "10 Mbit/s: %g vs %g",
         v.comp.step_s, v.plain.step_s);
   printf("ps world 4 at 10 Mbit/s, topk:0.1: step %.4f s against %.4f s uncompressed\n",
