@@ -15,6 +15,9 @@
  * copy). A counter of pushes ZeroMQ still holds is back to zero before
  * end_step returns, so backward may overwrite the gradients.
  *
+ * With --compress topk a push is instead topk_push.c's payload: the
+ * bucket's largest entries of gradient + residual, sparse.
+ *
  * Rank 0 beside its in-process server talks to it over inproc://: its
  * pushes and the parameters it receives are pointers handed across, not
  * bytes on a wire, and its stats report the server thread's reduction,
@@ -571,7 +574,7 @@ void gs_ps_worker_memory(const ps_worker *s, uint64_t *device_bytes, uint64_t *h
   uint64_t dev = 0, host = 0;
   if (s->st->server) gs_ps_server_memory(s->st->server, &dev, &host);
   if (s->cpu) {
-    dev += s->stage_host_bytes + s->stage_dev_bytes;
+    dev += s->stage_host_bytes + s->stage_dev_bytes + s->topk_bytes;
   } else {
     dev += s->stage_dev_bytes;
     host += s->stage_host_bytes;

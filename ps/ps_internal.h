@@ -81,6 +81,7 @@ typedef struct ps_worker {
   gs_topk *topk;
   uint8_t *topk_buf;  /* every bucket's sparse payload of the step */
   size_t *topk_at, *topk_kept;  /* [nb]: bucket b's place in it, its entries */
+  uint64_t topk_bytes;          /* the residual and that buffer */
 } ps_worker;
 
 /* state.c: one server's worker state for rank c->rank (host_server: that

@@ -29,6 +29,7 @@ int gs_ps_topk_open(ps_worker *s, gs_err *e) {
   if (gs_topk_create(c->compress.fraction, c->n, max, &s->topk, &te) < 0)
     return GS_FAIL(e, te.code, "ps rank %d: %s", c->rank, te.msg);
   s->topk_buf = malloc(total ? total : 1);
+  s->topk_bytes = total + c->n * sizeof(float) + max * sizeof(uint32_t);
   if (!s->topk_buf)
     return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory for %zu bytes of sparse pushes",
                    c->rank, total);
