@@ -24,6 +24,25 @@
  *             the same columns up to sign, which P Q^T does not see); a zero
  *             column stays zero instead of becoming NaN.
  *
+ *   topk      top-k with error feedback (Stich et al., 2018; Lin et al.'s Deep
+ *             Gradient Compression without its momentum correction), per
+ *             bucket of n gradients, in ps pushes (topk.c):
+ *
+ *               g += residual                     (error feedback)
+ *               keep the k = ceil(FRACTION x n) entries of largest |g|
+ *               push them sparse;  residual = g with the kept ones zeroed
+ *
+ *             Ties: entries are ranked by |g| (its bits without the sign:
+ *             NaN above inf, -0 equal to +0), equal magnitudes by index,
+ *             the lower first; the kept set is therefore one set whatever
+ *             the order of the work. The push carries k u32 indices into
+ *             the bucket, strictly increasing, then their k f32 values
+ *             (8 bytes a kept entry); gs_topk_unpack checks all of that.
+ *             Where that is not smaller than the bucket (2k >= n: FRACTION
+ *             above about a half) the push is the dense bucket instead, the
+ *             kept values in place and zeros elsewhere: both sides tell the
+ *             form from k and n alone (gs_topk_sparse).
+ *
  * The contract with the backend that calls it: gs_powersgd_bucket leaves in
  * the bucket the element-wise SUM over ranks of what each rank contributed
  * (its approximation for compressed tensors), so the caller divides by the
@@ -42,7 +61,8 @@
 #include "kernels/kernels.h"
 
 typedef enum gs_compress_kind {
-  GS_COMPRESS_NONE = 0, GS_COMPRESS_FP16, GS_COMPRESS_BF16, GS_COMPRESS_POWERSGD
+  GS_COMPRESS_NONE = 0, GS_COMPRESS_FP16, GS_COMPRESS_BF16, GS_COMPRESS_POWERSGD,
+  GS_COMPRESS_TOPK
 } gs_compress_kind;
 
 /* PyTorch's PowerSGDState defaults that gradsync keeps. */
@@ -55,16 +75,19 @@ typedef struct gs_compress {
   int64_t start;           /* powersgd: first compressed step (start_powerSGD_iter) */
   double min_rate;         /* powersgd: min_compression_rate */
   uint64_t seed;           /* powersgd: the first Q's draw (the run's --seed) */
+  double fraction;         /* topk: FRACTION, in (0, 1] */
 } gs_compress;
 
 /* none, with the powersgd fields at their defaults: start 2, the smallest
  * start PyTorch accepts with error feedback (its constructor's default is
  * 1000, longer than a benchmark run; --powersgd-start 1000 gives it). */
 void gs_compress_default(gs_compress *c);
-/* "none", "fp16", "bf16", "powersgd:R" into c's kind and rank (the other
- * fields stay); GS_EINVAL with a message naming the spec otherwise. */
+/* "none", "fp16", "bf16", "powersgd:R", "topk:FRACTION" into c's kind and
+ * rank or fraction (the other fields stay); GS_EINVAL with a message naming
+ * the spec otherwise. */
 int gs_compress_parse(const char *spec, gs_compress *c, gs_err *e);
-/* The spec back ("powersgd:2"), into buf. */
+/* The spec back ("powersgd:2", "topk:0.1": the shortest decimal that
+ * parses back to the same fraction), into buf. */
 const char *gs_compress_spec(const gs_compress *c, char *buf, size_t cap);
 /* The dtype gradients travel in: fp16 / bf16 for those kinds, the
  * precision's dtype otherwise. */
@@ -107,5 +130,47 @@ typedef struct gs_powersgd_stats {
  * Tensors are those whose offset falls in the range. */
 int gs_powersgd_bucket(gs_powersgd *p, int b, float *grads, size_t off, size_t count,
                        gs_allreduce_fn allreduce, void *ctx, gs_powersgd_stats *st, gs_err *e);
+
+/* ---- top-k (topk.c) ---- */
+
+/* Entries a bucket of n keeps: ceil(fraction x n) in double, at least 1
+ * and at most n (0 for n = 0). Pushers and the server both count with it. */
+size_t gs_topk_count(double fraction, size_t n);
+
+/* Whether a bucket of n keeping k travels sparse (2k < n), and its bytes
+ * on the wire: 8 k sparse, 4 n dense. */
+static inline bool gs_topk_sparse(size_t k, size_t n) { return k < n - k; }
+static inline size_t gs_topk_bytes(size_t k, size_t n) {
+  return gs_topk_sparse(k, n) ? k * (sizeof(uint32_t) + sizeof(float)) : n * sizeof(float);
+}
+
+typedef struct gs_topk gs_topk;
+
+/* State for n gradients (the residual, zero at first) whose largest
+ * bucket has max_bucket of them. */
+int gs_topk_create(double fraction, size_t n, size_t max_bucket, gs_topk **out, gs_err *e);
+void gs_topk_destroy(gs_topk *t);
+
+/* Bucket [off, off + count) of grads (host memory; not written): adds the
+ * residual, writes the payload of its k = gs_topk_count entries to out
+ * (gs_topk_bytes(k, count) bytes, any alignment; sparse or dense as
+ * gs_topk_sparse says) and keeps the rest as the new residual.
+ * Returns k. Nothing is lost: entry by entry, what was sent plus the new
+ * residual is the float g + old residual, and an entry whose residual is
+ * zero is g's own bits (topk:1 sends every gradient as it is). */
+size_t gs_topk_select(gs_topk *t, const float *grads, size_t off, size_t count, void *out);
+
+/* The residual of element i (tests). */
+float gs_topk_residual(const gs_topk *t, size_t i);
+
+/* A received payload of `bytes` bytes that must hold k entries of a bucket
+ * of count: checks its size (gs_topk_bytes) and, sparse, that every index
+ * is below count and that they strictly increase, then writes the dense
+ * bucket into dense (count floats: zero where nothing was sent; a dense
+ * payload as it came). Never trusts the sender:
+ * GS_EPROTO with what is wrong (the caller adds who and when); payload may
+ * be unaligned. */
+int gs_topk_unpack(const void *payload, size_t bytes, size_t k, size_t count, float *dense,
+                   gs_err *e);
 
 #endif

@@ -27,9 +27,23 @@ int gs_compress_parse(const char *spec, gs_compress *c, gs_err *e) {
                      "number from 1 to 1024 (e.g. powersgd:2)", spec);
     c->kind = GS_COMPRESS_POWERSGD;
     c->rank = (int)v;
+  } else if (!strncmp(spec, "topk:", 5)) {
+    const char *f = spec + 5;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(f, &end);
+    /* the words strtod also takes (inf, nan, hex) are not fractions */
+    bool plain = *f && strspn(f, "0123456789.eE+-") == strlen(f);
+    if (!plain || *end || errno || !(v > 0) || v > 1)
+      return GS_FAIL(e, GS_EINVAL, "--compress %s: the fraction after topk: must be a number "
+                     "above 0 and at most 1, the share of each bucket's gradients a push keeps "
+                     "(e.g. topk:0.1)", spec);
+    c->kind = GS_COMPRESS_TOPK;
+    c->fraction = v;
   } else {
-    return GS_FAIL(e, GS_EINVAL, "--compress '%s': use none, fp16, bf16 or powersgd:R (R the "
-                   "rank of the approximation, e.g. powersgd:2)", spec);
+    return GS_FAIL(e, GS_EINVAL, "--compress '%s': use none, fp16, bf16, powersgd:R (R the "
+                   "rank of the approximation, e.g. powersgd:2) or topk:FRACTION (e.g. "
+                   "topk:0.1)", spec);
   }
   return GS_OK;
 }
@@ -39,6 +53,13 @@ const char *gs_compress_spec(const gs_compress *c, char *buf, size_t cap) {
   case GS_COMPRESS_FP16: snprintf(buf, cap, "fp16"); break;
   case GS_COMPRESS_BF16: snprintf(buf, cap, "bf16"); break;
   case GS_COMPRESS_POWERSGD: snprintf(buf, cap, "powersgd:%d", c->rank); break;
+  case GS_COMPRESS_TOPK:
+    /* the shortest decimal that reads back as the same double */
+    for (int p = 1; p <= 17; p++) {
+      snprintf(buf, cap, "topk:%.*g", p, c->fraction);
+      if (strlen(buf) < 5 || strtod(buf + 5, NULL) == c->fraction) break;
+    }
+    break;
   default: snprintf(buf, cap, "none"); break;
   }
   return buf;

@@ -15,6 +15,9 @@
  * copy). A counter of pushes ZeroMQ still holds is back to zero before
  * end_step returns, so backward may overwrite the gradients.
  *
+ * With --compress topk a push is instead topk_push.c's payload: the
+ * bucket's largest entries of gradient + residual, sparse.
+ *
  * Rank 0 beside its in-process server talks to it over inproc://: its
  * pushes and the parameters it receives are pointers handed across, not
  * bytes on a wire, and its stats report the server thread's reduction,
@@ -62,7 +65,9 @@ static int push(ps_worker *s, int b, gs_err *e) {
   size_t off = s->buckets[b].offset, cnt = s->buckets[b].count, bytes = cnt * s->wsize;
   const float *g = s->c.grads + off;
   const void *data;
-  if (s->cpu && s->c.wire == GS_F32) {
+  if (s->topk) {
+    data = gs_ps_topk_stage(s, b);
+  } else if (s->cpu && s->c.wire == GS_F32) {
     data = g;
   } else {
     char *host = (char *)s->stage_host + off * s->wsize;
@@ -110,7 +115,8 @@ static int repush(ps_worker *s, gs_err *e) {
   for (int b = 0; b < s->c.nbuckets; b++) {
     if (!s->pushed[b] || s->got[b]) continue;
     size_t off = s->buckets[b].offset;
-    const void *data = s->cpu && s->c.wire == GS_F32 ? (const void *)(s->c.grads + off)
+    const void *data = s->topk ? gs_ps_topk_staged(s, b)
+                       : s->cpu && s->c.wire == GS_F32 ? (const void *)(s->c.grads + off)
                                                       : (char *)s->stage_host + off * s->wsize;
     GS_TRY(send_push(s, b, data, true, e));
   }
@@ -132,6 +138,10 @@ static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *
   p.again = again;
   p.base_version = s->base;
   if (s->stale) p.scale = s->base_scale;
+  if (s->topk) {
+    p.kept = s->topk_kept[b];
+    bytes = gs_topk_bytes(p.kept, cnt);
+  }
   env.body_case = GRADSYNC__ENVELOPE__BODY_PUSH;
   env.push = &p;
   atomic_fetch_add(&s->inflight, 1);
@@ -482,6 +492,7 @@ int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e) {
 }
 
 static void free_bufs(ps_worker *s) {
+  gs_ps_topk_free(s);
   if (s->stage_host) s->c.k->release_host(s->c.k, s->stage_host);
   if (s->stage_dev) s->c.k->release(s->c.k, s->stage_dev);
   free(s->buckets);
@@ -563,7 +574,7 @@ void gs_ps_worker_memory(const ps_worker *s, uint64_t *device_bytes, uint64_t *h
   uint64_t dev = 0, host = 0;
   if (s->st->server) gs_ps_server_memory(s->st->server, &dev, &host);
   if (s->cpu) {
-    dev += s->stage_host_bytes + s->stage_dev_bytes;
+    dev += s->stage_host_bytes + s->stage_dev_bytes + s->topk_bytes;
   } else {
     dev += s->stage_dev_bytes;
     host += s->stage_host_bytes;

@@ -64,6 +64,7 @@ static int send_hello(ps_worker *s, gs_err *e) {
     in.timeout_ms = (uint32_t)(c->timeout_ms > 0 ? c->timeout_ms : 0);
     in.sum_only = c->sum_only;
     in.average_over = c->ps_average_over > 0 ? (uint32_t)c->ps_average_over : 0;
+    in.topk = c->compress.kind == GS_COMPRESS_TOPK ? c->compress.fraction : 0;
     env.body_case = GRADSYNC__ENVELOPE__BODY_INIT;
     env.init = &in;
     c->k->to_host(c->k, init, c->params, c->n * sizeof(float));
@@ -195,6 +196,8 @@ int gs_ps_open_one(ps_worker_state *st, const gs_sync_config *c, ps_worker **out
       goto fail;
     }
   }
+
+  if ((rc = gs_ps_topk_open(s, e)) < 0) goto fail;
 
   s->sock = zmq_socket(st->zctx, ZMQ_DEALER);
   if (!s->sock) {

@@ -67,6 +67,10 @@
  *     gs_scaler_update; skip (Params.skipped, no payload) or sgd + send;
  *     every Params carries the next scale;
  *   cfg.sum_only:  no averaging, no optimizer: the fp32 sum is sent back.
+ * With cfg.compress topk:F (one flat bsp server, fp32, CPU) each push holds
+ * only its bucket's largest entries of gradient + the rank's residual
+ * (topk_push.c); the server checks it and makes it dense (topk_recv.c)
+ * before the sum, and all else is as above.
  * Parameters go back in the wire dtype (fp16 / bf16 training halves the
  * pull as it halves the push): the fp32 master weights live on the server,
  * beside the only optimizer, and workers compute with the low-precision

@@ -77,6 +77,11 @@ typedef struct ps_worker {
   int bye_rc;
   gs_err bye_err;
   char why[512];      /* an abort's reason, for the server to pass on ("": none) */
+  /* --compress topk (topk_push.c; NULL: dense pushes) */
+  gs_topk *topk;
+  uint8_t *topk_buf;  /* every bucket's sparse payload of the step */
+  size_t *topk_at, *topk_kept;  /* [nb]: bucket b's place in it, its entries */
+  uint64_t topk_bytes;          /* the residual and that buffer */
 } ps_worker;
 
 /* state.c: one server's worker state for rank c->rank (host_server: that
@@ -121,6 +126,16 @@ void gs_ps_free(ps_worker *s);
 int gs_ps_kcheck(ps_worker *s, const char *what, gs_err *e);
 /* Bytes this worker (and a server beside it) holds (ps.h gs_ps_memory). */
 void gs_ps_worker_memory(const ps_worker *s, uint64_t *device_bytes, uint64_t *host_bytes);
+
+/* topk_push.c: sparse pushes (CPU, fp32). open: the residual and the
+ * payload buffer when c.compress is topk (nothing otherwise); free: them.
+ * stage: bucket b's sparse payload of this step (s->topk_kept[b] entries),
+ * the residual updated; staged: the same bytes again, for a push sent
+ * again. */
+int gs_ps_topk_open(ps_worker *s, gs_err *e);
+void gs_ps_topk_free(ps_worker *s);
+const void *gs_ps_topk_stage(ps_worker *s, int b);
+const void *gs_ps_topk_staged(const ps_worker *s, int b);
 
 /* shard.c: the key ranges: K contiguous ranges of the n parameters, and
  * every bucket's pieces, one per range it overlaps. */

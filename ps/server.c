@@ -155,9 +155,12 @@ static int on_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
                 "the job's wire dtype is %s", r, (unsigned long long)p->step, b, (int)p->dtype,
                 gs_dtype_name(s->wire));
   gs_err pe = {0};
-  if (gs_wire_expect_payload(m, s->cnt[b], s->wire, &pe) < 0)
+  if (s->topk > 0 || p->kept) {
+    GS_TRY(gs_pss_topk_dense(s, r, m, e));
+  } else if (gs_wire_expect_payload(m, s->cnt[b], s->wire, &pe) < 0) {
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d, step %llu bucket %d: %s", r,
                 (unsigned long long)p->step, b, pe.msg);
+  }
   if (s->stale) return gs_pss_stale_push(s, r, m, e);
   size_t i = (size_t)r * s->nb + b;
   if (s->got[i] && !p->again)

@@ -53,6 +53,8 @@ struct gs_ps_server {
   gs_sgd sgd;
   gs_dtype wire;
   bool sum_only;
+  double topk;                /* pushes are sparse, this share of each bucket
+                                 (topk_recv.c); 0: dense */
 
   peer *peers;
   pending_hello *pend;
@@ -137,6 +139,11 @@ int gs_pss_stale_init(gs_ps_server *s, gs_err *e);
 int gs_pss_stale_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e);
 int gs_pss_stale_bye(gs_ps_server *s, int r, gs_err *e);
 void gs_pss_stale_free(gs_ps_server *s);
+
+/* topk_recv.c: rank r's push m of a topk job (bucket, step, dtype checked)
+ * checked as sparse and its payload replaced by the dense bucket; a sparse
+ * push in a dense job fails too. */
+int gs_pss_topk_dense(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e);
 
 /* server_join.c */
 int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e);

@@ -62,6 +62,11 @@ static int check_init(const Gradsync__Init *in, size_t max_elems, char *why, siz
   if ((in->sync_model != 0 || in->backup) && in->sum_only)
     return snprintf(why, cap, "ssp, async and backup workers need the server's optimizer (not "
                     "sums only)"), -1;
+  if (in->topk != 0 && (!(in->topk > 0) || in->topk > 1 || in->sync_model != 0 || in->backup ||
+                        in->sum_only || in->dtype != GRADSYNC__DTYPE__F32 || in->scale != 1 ||
+                        in->dynamic_scale))
+    return snprintf(why, cap, "top-k pushes of a share %g (it must be in (0, 1], with bsp, "
+                    "fp32 pushes, the optimizer and no loss scaling)", in->topk), -1;
   if (!(in->scale_growth >= 0) || !(in->scale_backoff >= 0))
     return snprintf(why, cap, "scaler growth %g / backoff %g", (double)in->scale_growth,
                     (double)in->scale_backoff), -1;
@@ -209,6 +214,7 @@ int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e) {
   s->wsize = gs_dtype_size(s->wire);
   s->sgd = (gs_sgd){in->lr, in->momentum, in->weight_decay};
   s->sum_only = in->sum_only;
+  s->topk = in->topk;
   gs_scaler scaler;
   gs_scaler_init(&scaler, in->scale, in->dynamic_scale);
   /* 0: the sender left GradScaler's defaults */

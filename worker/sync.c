@@ -51,6 +51,26 @@ static int by_offset(const void *a, const void *b) {
   return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+/* --compress topk: sparse pushes to one flat bsp ps server, fp32 on the CPU
+ * (compress.h); the rest is refused here as bench/cli refuses it */
+static int check_topk(const gs_sync_config *c, const char *who, gs_err *e) {
+  const char *no = NULL;
+  if (strcmp(who, "ps")) no = "another backend than ps";
+  else if (c->ps_servers > 1 || c->ps_server_eps) no = "a sharded ps";
+  else if (c->ps_host_ranks > 1) no = "ps with hosts that sum their ranks first";
+  else if (gs_ps_sync_stale(&c->ps_sync)) no = "ssp, async or backup workers";
+  else if (c->sum_only) no = "the collective benchmark";
+  else if (c->wire != GS_F32) no = "16-bit traffic";
+  else if (c->scaler.dynamic || c->scaler.scale != 1.0f) no = "loss scaling";
+  else if (c->k->device != GS_DEV_CPU) no = "a GPU";
+  else if (!(c->compress.fraction > 0) || c->compress.fraction > 1) no = "a share outside (0, 1]";
+  if (no)
+    return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress topk runs in a flat bsp ps on the CPU "
+                   "with fp32 gradients, not with %s; use --compress none there", who, c->rank,
+                   no);
+  return GS_OK;
+}
+
 int gs_sync_check_config(const gs_sync_config *c, const char *who, gs_err *e) {
   if (!c) return GS_FAIL(e, GS_EINVAL, "%s: no configuration", who);
   if (c->world < 1 || c->rank < 0 || c->rank >= c->world)
@@ -89,6 +109,7 @@ int gs_sync_check_config(const gs_sync_config *c, const char *who, gs_err *e) {
                        "%zu gradients", who, c->rank, i, t->rows, t->cols, t->offset, c->n);
     }
   }
+  if (c->compress.kind == GS_COMPRESS_TOPK) GS_TRY(check_topk(c, who, e));
   for (int i = 0; i < c->nbuckets; i++) {
     const gs_bucket *b = &c->buckets[i];
     if (b->count == 0 || b->offset > c->n || b->count > c->n - b->offset)

@@ -148,7 +148,9 @@ gs_compress_forecast *gs_compress_forecast_print(FILE *f, const gs_opts *o) {
   if (!fc) return NULL;
   gs_compress_spec(&o->train.compress, fc->spec, sizeof fc->spec);
   fprintf(f, "cost model of --compress %s (this machine measured first, outside the runs; "
-          "compression from step %lld on):\n", fc->spec, (long long)o->train.compress.start);
+          "compression from step %lld on):\n", fc->spec,
+          o->train.compress.kind == GS_COMPRESS_POWERSGD ? (long long)o->train.compress.start
+                                                         : 0LL);
   fflush(f);
   for (int im = 0; im < o->nmodels; im++)
     for (int ibt = 0; ibt < o->nbatches; ibt++) {

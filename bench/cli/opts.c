@@ -385,9 +385,10 @@ static const flag FLAGS[] = {
        "fp32 | fp16 | bf16: compute and gradient traffic (FP32 master weights)", p_precision,
        train.precision),
   WORD("compress", "C", "none", NULL,
-       "none | fp16 | bf16 | powersgd:R: what gradients travel as (DDP's communication hooks): "
-       "fp32 compute with 16-bit traffic, or PowerSGD's rank-R approximation with error "
-       "feedback (ring and world 1; docs/compression.md)", p_compress, train.compress),
+       "none | fp16 | bf16 | powersgd:R | topk:FRACTION: what gradients travel as (DDP's "
+       "communication hooks): fp32 compute with 16-bit traffic, PowerSGD's rank-R approximation "
+       "with error feedback (ring and world 1), or each bucket's largest FRACTION with error "
+       "feedback, pushed sparse (ps; docs/compression.md)", p_compress, train.compress),
   NUM("powersgd-start", 0, "N", "2", "powersgd: plain all-reduce before step N "
       "(start_powerSGD_iter; PyTorch's constructor default is 1000)", p_whole,
       train.compress.start, 0, 1e12),

@@ -96,6 +96,7 @@ static int resolve_compress(const gs_opts *o, gs_err *e) {
   if (o->collective)
     return GS_FAIL(e, GS_EINVAL, "--compress %s: the collective benchmark moves raw buffers "
                    "(its -d picks the dtype); drop --compress", spec);
+  if (c->kind == GS_COMPRESS_TOPK) return gs_topk_resolve(o, spec, e);
   if (c->kind != GS_COMPRESS_POWERSGD) return GS_OK;
   for (int i = 0; i < o->nmodes; i++)
     if (o->modes[i] == GS_MODE_PS)

@@ -77,13 +77,16 @@ int gs_cm_compress_plan(const gs_compress *c, gs_dtype precision,
   }
   gs_dtype wire = gs_compress_wire(c, precision);
   out->plain.elem_bytes = gs_dtype_size(precision);
-  out->plan.elem_bytes = c->kind == GS_COMPRESS_POWERSGD ? sizeof(float) : gs_dtype_size(wire);
+  out->plan.elem_bytes = c->kind == GS_COMPRESS_POWERSGD || c->kind == GS_COMPRESS_TOPK
+                             ? sizeof(float) : gs_dtype_size(wire);
   for (int b = 0; b < nbuckets; b++) {
     size_t floats = buckets[b].count;
     int parts = 1;
     if (c->kind == GS_COMPRESS_POWERSGD)
       powersgd_bucket(c, tensors, ntensors, &buckets[b], &floats, &parts);
     out->plan.bytes[b] = floats * out->plan.elem_bytes;
+    if (c->kind == GS_COMPRESS_TOPK)  /* the push: k indices and values (ps) */
+      out->plan.bytes[b] = gs_topk_bytes(gs_topk_count(c->fraction, floats), floats);
     out->collectives[b] = parts;
     out->plan.total += (double)out->plan.bytes[b];
     out->plain.bytes[b] = buckets[b].count * out->plain.elem_bytes;
@@ -130,13 +133,19 @@ int gs_cm_compress_predict(const gs_cm_machine *m, const gs_cm_job *j,
   gs_cm_job comp = *j;
   comp.plan = &c->plan;
   if (ready) comp.ready = ready;
-  /* the ps family sends the bucket as it is, in the wire's dtype */
-  bool ring = j->mode == GS_CM_RING;
+  /* the ps family sends the bucket as it is, in the wire's dtype; top-k
+   * pushes c's bytes, selecting them first, and pulls the dense bucket */
+  bool ring = j->mode == GS_CM_RING, topk = c->c.kind == GS_COMPRESS_TOPK;
   comp.collectives = ring ? c->collectives : NULL;
-  comp.extra_s = ring ? c->compute_s : NULL;
+  comp.extra_s = ring || topk ? c->compute_s : NULL;
+  if (topk) {
+    comp.plan = j->plan;
+    comp.push_bytes = c->plan.bytes;
+  }
   int rc = gs_cm_predict(m, &comp, &v->comp, e);
   free(ready);
   GS_TRY(rc);
+  if (topk) v->comp.grad_bytes = c->plan.total;
   v->even = fabs(v->comp.step_s / v->plain.step_s - 1) <= GS_CM_EVEN;
   v->pays = !v->even && v->comp.step_s < v->plain.step_s;
   return GS_OK;

@@ -5,7 +5,8 @@
  * arithmetic on each bucket over an all-reduce that does nothing: every
  * rank of any world does exactly this work around its all-reduces (the
  * sums it receives change the numbers, not the operations). The first step
- * builds the state and draws Q, which later steps do not: it is not timed. */
+ * builds the state and draws Q, which later steps do not: it is not timed.
+ * Top-k's selection and error feedback are timed the same way. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,38 @@ static int time_powersgd(gs_kernels *k, const gs_sync_config *cfg, int reps,
   return rc;
 }
 
+/* top-k: the median over reps of each bucket's selection and error
+ * feedback, on the same pattern */
+static int time_topk(const gs_sync_config *cfg, int reps, gs_cm_compressed *c, gs_err *e) {
+  size_t max = 0;
+  for (int b = 0; b < cfg->nbuckets; b++)
+    if (cfg->buckets[b].count > max) max = cfg->buckets[b].count;
+  gs_topk *tk = NULL;
+  double *t = malloc((size_t)reps * (size_t)cfg->nbuckets * sizeof *t);
+  void *out = malloc(max * sizeof(float) * 2 + 8);
+  int rc = t && out ? gs_topk_create(cfg->compress.fraction, cfg->n, max, &tk, e)
+                    : GS_FAIL(e, GS_ENOMEM, "cost model, compression: out of memory");
+  for (int s = 0; s < reps && rc == GS_OK; s++) {
+    for (size_t i = 0; i < cfg->n; i++)
+      cfg->grads[i] = (float)((double)((i * 2654435761u + (size_t)(s + 2) * 40503u) % 2003) /
+                              2003.0 - 0.5) * 1e-2f;
+    for (int b = 0; b < cfg->nbuckets; b++) {
+      double t0 = gs_now();
+      gs_topk_select(tk, cfg->grads, cfg->buckets[b].offset, cfg->buckets[b].count, out);
+      t[(size_t)b * (size_t)reps + (size_t)s] = gs_now() - t0;
+    }
+  }
+  for (int b = 0; b < cfg->nbuckets && rc == GS_OK; b++) {
+    double *x = t + (size_t)b * (size_t)reps;
+    qsort(x, (size_t)reps, sizeof *x, cmp_double);
+    c->compute_s[b] = x[reps / 2];
+  }
+  gs_topk_destroy(tk);
+  free(out);
+  free(t);
+  return rc;
+}
+
 int gs_cm_compress_measure(const gs_train_opts *train, int threads, int reps,
                            gs_cm_compressed *out, gs_err *e) {
   memset(out, 0, sizeof *out);
@@ -75,6 +108,7 @@ int gs_cm_compress_measure(const gs_train_opts *train, int threads, int reps,
   }
   if (rc == GS_OK && cfg.compress.kind == GS_COMPRESS_POWERSGD)
     rc = time_powersgd(k, &cfg, reps, out, e);
+  if (rc == GS_OK && cfg.compress.kind == GS_COMPRESS_TOPK) rc = time_topk(&cfg, reps, out, e);
   if (rc < 0) gs_cm_compressed_free(out);
   gs_trainer_destroy(t);
   k->destroy(k);

@@ -161,6 +161,11 @@ static void link_bytes(const gs_cm_job *j, int host, double *in, double *out) {
   }
   if (j->mode != GS_CM_SPS_HOSTS && j->hosts == 1) v = 0;  /* all on loopback */
   *in = *out = v;
+  if (j->mode == GS_CM_PS && j->push_bytes && v > 0) {  /* top-k: the pushes shrink */
+    double Sp = 0;
+    for (int b = 0; b < j->plan->nbuckets; b++) Sp += (double)j->push_bytes[b];
+    *(host == 0 ? in : out) = v * Sp / S;
+  }
 }
 
 int gs_cm_link_bytes(const gs_cm_job *j, int host, double *in, double *out, gs_err *e) {
@@ -204,14 +209,14 @@ typedef struct shape {
  * (sum N pushes: N-1 additions and a copy, then the optimizer on its
  * parameters), pull back; `lag` is the link's propagation delay. */
 static void server_chain(const gs_cm_machine *m, shape *sh, stage *st, int pull_res, double N,
-                         double s, double el, double share, double wire, double msg, double lag,
-                         gs_cm_bottleneck link, double link_weight) {
+                         double s, double el, double share, double push, double wire,
+                         double msg, double lag, gs_cm_bottleneck link, double link_weight) {
   double red = (N - 1) * s / share / m->reduce_Bps, upd = el / share / m->optim_pps;
-  st[0] = (stage){0, wire + msg, lag};
+  st[0] = (stage){0, push + msg, lag};
   st[1] = (stage){1, red + s / share / m->copy_Bps + upd, 0};
   st[2] = (stage){pull_res, wire + msg, lag + s / m->copy_Bps};
   sh->lat += 2 * (msg + lag);
-  sh->bw += 2 * wire;
+  sh->bw += push + wire;
   sh->reduce += red;
   sh->opt += upd;
   sh->cand[link] += link_weight * (wire + msg);
@@ -247,8 +252,13 @@ static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
       /* host 0 takes (N-n) pushes over its link and n-1 over loopback at
        * once; the master handles N-1 messages each way */
       double wire = fmax(j->hosts > 1 ? (N - n) * s / b : 0, n > 1 ? (n - 1) * s / L : 0);
-      server_chain(m, sh, st, 2, N, s, el, 1, wire + 2 * local, (N - 1) * al, ax,
-                   GS_CM_B_MASTER_LINK, 1);
+      double sp = j->push_bytes ? (double)j->push_bytes[i] : s;  /* top-k: sparse pushes */
+      double push = fmax(j->hosts > 1 ? (N - n) * sp / b : 0, n > 1 ? (n - 1) * sp / L : 0);
+      double work = j->extra_s ? j->extra_s[i] : 0;  /* compressing, before the push */
+      server_chain(m, sh, st, 2, N, s, el, 1, push + work + 2 * local, wire + 2 * local,
+                   (N - 1) * al, ax, GS_CM_B_MASTER_LINK, 1);
+      sh->bw -= work;
+      sh->cand[GS_CM_B_COMPRESSION] += work;
       break;
     }
     case GS_CM_SPS_COLO: {
@@ -256,15 +266,16 @@ static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
        * workers' shares to remote servers and its server's share from
        * remote workers, in both phases: one resource for push and pull */
       double wire = fmax(j->hosts > 1 ? n * (K - 1) * (s / K) / b : 0, n * (s / K) / L);
-      server_chain(m, sh, st, 0, N, s, el, K, wire + 2 * local, N * al, ax, GS_CM_B_HOST_LINK,
-                   2);
+      server_chain(m, sh, st, 0, N, s, el, K, wire + 2 * local, wire + 2 * local, N * al, ax,
+                   GS_CM_B_HOST_LINK, 2);
       break;
     }
     case GS_CM_SPS_HOSTS: {
       /* workers push s each (n per worker host), each server host takes
        * N shares of s/servers; pushes and pulls use opposite directions */
       double Ks = j->servers, wl = n * s / b, sl = N * (s / Ks) / b;
-      server_chain(m, sh, st, 2, N, s, el, Ks, fmax(wl, sl) + 2 * local, fmax(N, Ks) * al, a,
+      server_chain(m, sh, st, 2, N, s, el, Ks, fmax(wl, sl) + 2 * local,
+                   fmax(wl, sl) + 2 * local, fmax(N, Ks) * al, a,
                    wl > sl ? GS_CM_B_WORKER_LINK : GS_CM_B_SERVER_LINK, 1);
       break;
     }

@@ -129,7 +129,11 @@ typedef struct gs_cm_job {
    * and nothing else on the communication thread */
   const int *collectives;   /* per bucket, the all-reduces it takes (powersgd: up to 3) */
   const double *extra_s;    /* per bucket, seconds of compression on the communication
-                               thread, which nothing else uses meanwhile */
+                               thread, which nothing else uses meanwhile (ps: before
+                               the push) */
+  const size_t *push_bytes; /* ps: per bucket, a push's bytes where they are not the
+                               plan's (top-k's sparse pushes; the sum, the optimizer
+                               and the pull stay the plan's); NULL: the plan's */
   bool host_reduce;      /* ps family and ring: the n ranks of a host reduce in shared
                             memory first (ps/local.c: one push per host, parameters
                             shared inside it; the ring: allreduce/hier.c), so the links
@@ -351,8 +355,10 @@ void gs_calibrate_print(FILE *f, const gs_cm_calib *c, const gs_calib_notes *n);
  * bf16, in 2 bytes an element; powersgd:R, the tensors it leaves as they
  * are, then P and Q (rows x r and cols x r floats for every tensor it
  * compresses, r = min(R, rows, cols)), one all-reduce for each part that is
- * not empty. compute_s is the compression's own work per bucket and step
- * (GEMMs, orthogonalization, error feedback), 0 until measured. */
+ * not empty; topk:F (ps pushes only), compress.h's gs_topk_bytes: 8 bytes a
+ * kept entry, parameters back dense. compute_s is the compression's own
+ * work per bucket and step (GEMMs, orthogonalization, selection, error
+ * feedback), 0 until measured. */
 typedef struct gs_cm_compressed {
   gs_compress c;
   gs_cm_plan plan;       /* bytes per bucket on the wire (owned); total: S compressed */

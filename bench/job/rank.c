@@ -432,16 +432,18 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   for (int b = 0; bucket_bytes && b < cfg.nbuckets; b++)
     bucket_bytes[b] = cfg.buckets[b].count * gs_dtype_size(cfg.wire);
   info.bucket_bytes = bucket_bytes;
-  if (bucket_bytes && cfg.compress.kind == GS_COMPRESS_POWERSGD && world > 1 &&
+  bool topk = cfg.compress.kind == GS_COMPRESS_TOPK;
+  if (bucket_bytes && (cfg.compress.kind == GS_COMPRESS_POWERSGD || topk) && world > 1 &&
       gs_cm_compress_plan(&cfg.compress, o->train.precision, cfg.tensors, cfg.ntensors,
                           cfg.buckets, cfg.nbuckets, cfg.n, &compressed, &e) == GS_OK) {
     /* step s compresses from --powersgd-start on; the summary measures from --warmup */
     int64_t steps = o->train.steps, from = o->warmup < steps ? o->warmup : 0;
-    int64_t on = cfg.compress.start > from ? cfg.compress.start : from;
+    int64_t on = !topk && cfg.compress.start > from ? cfg.compress.start : from;
     info.compressed_bytes = compressed.plan.bytes;
     info.compressed_collectives = compressed.collectives;
     info.compressed_share = steps > from && on < steps ? (double)(steps - on) / (double)(steps - from)
                                                        : 0;
+    info.compressed_push = topk;
   }
   gs_err_clear(&e);
   info.wire = cfg.wire;

@@ -95,6 +95,8 @@ typedef struct gs_run_info {
   const size_t *compressed_bytes;
   const int *compressed_collectives;
   double compressed_share;
+  bool compressed_push;          /* ps top-k: compressed_bytes are the pushes; parameters
+                                    come back dense (bucket_bytes) */
   int repeat, repeats;      /* --repeat: this is repetition `repeat` (1..repeats) */
   gs_straggle straggle;     /* --slow, --jitter */
   gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */

@@ -112,10 +112,17 @@ void gs_summary_print(FILE *f, const gs_summary *s) {
   char m1[32], m2[32];
   human_bytes(cm->master_bytes_sent, m1, sizeof m1);
   human_bytes(cm->worker_bytes_sent, m2, sizeof m2);
-  if (s->mode == GS_MODE_RING)
+  if (s->mode == GS_MODE_RING) {
     fprintf(f, "  cost model: %s\n              every rank %s each way per step (vs model = "
             "measured sent+recv / model)\n", cm->formula, m1);
-  else
+  } else if (cm->master_bytes_recv != cm->master_bytes_sent) {  /* ps top-k */
+    char m3[32], m4[32];
+    human_bytes(cm->master_bytes_recv, m3, sizeof m3);
+    human_bytes(cm->worker_bytes_recv, m4, sizeof m4);
+    fprintf(f, "  cost model: %s\n              master receives %s and sends %s, other ranks "
+            "send %s and receive %s per step (vs model = measured sent+recv / model)\n",
+            cm->formula, m3, m1, m2, m4);
+  } else
     fprintf(f, "  cost model: %s\n              %s %s each way, other ranks %s each way per "
             "step (vs model = measured sent+recv / model)\n", cm->formula,
             isfinite(s->master_bytes_vs_worker) ? "master" : s->ps_server_hosts ? "a server"

@@ -73,7 +73,7 @@ static void test_spec(void) {
   CHECK(gs_compress_wire(&c, GS_F32) == GS_BF16);
   CHECK_OK(gs_compress_parse("none", &c, &e), &e);
   CHECK(gs_compress_wire(&c, GS_F32) == GS_F32);
-  const char *bad[] = {"", "powersgd", "powersgd:", "powersgd:0", "powersgd:2x", "topk:0.1",
+  const char *bad[] = {"", "powersgd", "powersgd:", "powersgd:0", "powersgd:2x", "topk:0",
                        "FP16", "powersgd:-1"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     gs_err e2 = {0};

@@ -445,6 +445,34 @@ static void shm_seeds(void) {
   shm_seed("bad-size-wraps", 8, ((uint64_t)1 << 60) + 4096, FUZZ_SHM_NONCE, 0);
 }
 
+/* ---- top-k push frames: u32 count, u32 k, the frame (fuzz_topk.c) ---- */
+
+static void topk_seed(const char *name, uint32_t count, uint32_t k, const uint32_t *idx,
+                      size_t nidx, size_t values, size_t extra) {
+  size_t len = 0;
+  memcpy(buf + len, &count, 4), len += 4;
+  memcpy(buf + len, &k, 4), len += 4;
+  for (size_t j = 0; j < nidx; j++) memcpy(buf + len, &idx[j], 4), len += 4;
+  for (size_t j = 0; j < values + extra; j++) {
+    float v = (float)j + 0.5f;
+    memcpy(buf + len, &v, 4), len += 4;
+  }
+  put("topk", name, buf, len);
+}
+
+static void topk_seeds(void) {
+  /* count is read mod 4096 + 1 and k mod count + 2: 99 -> 100, 10 -> 10 */
+  const uint32_t up[10] = {0, 3, 9, 10, 11, 40, 41, 77, 98, 99};
+  topk_seed("ok-sparse", 99, 10, up, 10, 10, 0);
+  topk_seed("ok-dense-form", 9, 6, NULL, 0, 10, 0);
+  const uint32_t out[10] = {0, 3, 9, 10, 11, 40, 41, 77, 98, 100};
+  topk_seed("bad-index-out", 99, 10, out, 10, 10, 0);
+  const uint32_t rep[10] = {0, 3, 3, 10, 11, 40, 41, 77, 98, 99};
+  topk_seed("bad-repeated", 99, 10, rep, 10, 10, 0);
+  topk_seed("bad-short", 99, 10, up, 10, 9, 0);
+  topk_seed("bad-k-over-count", 9, 11, NULL, 0, 10, 0);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: mkseeds DIR   (writes DIR/<harness>/<seed>)\n");
@@ -461,5 +489,6 @@ int main(int argc, char **argv) {
   rdv_seeds();
   meas_seeds();
   shm_seeds();
+  topk_seeds();
   return 0;
 }
