@@ -222,7 +222,9 @@ static void run_case(int lie) {
     CHECK(z.rc == 0 && z.steps == 3, "good pushes: rank 0 failed (%d steps): %s", z.steps,
           z.e.msg);
   } else {
-    CHECK(z.rc != 0 && z.steps == 1, "%s: rank 0 did not fail in step 1 (rc %d, %d steps)",
+    /* rank 0 stops in step 1, or still in step 0: the in-process server
+       may abort it before it has read step 0's parameters */
+    CHECK(z.rc != 0 && z.steps <= 1, "%s: rank 0 did not fail by step 1 (rc %d, %d steps)",
           l_name[lie], z.rc, z.steps);
     CHECK(strstr(z.e.msg, l_needle[lie]), "%s: rank 0's error does not say '%s': %s",
           l_name[lie], l_needle[lie], z.e.msg);
