@@ -124,11 +124,7 @@ int gs_cm_compress_predict(const gs_cm_machine *m, const gs_cm_job *j,
   if (!j->ready) {
     ready = malloc((size_t)c->plan.nbuckets * sizeof *ready);
     if (!ready) return GS_FAIL(e, GS_ENOMEM, "cost model, compression: out of memory");
-    double cum = 0;
-    for (int b = 0; b < c->plan.nbuckets; b++) {
-      cum += (double)j->plan->bytes[b];
-      ready[b] = fmin(cum / j->plan->total, 1.0);
-    }
+    gs_cm_ready_by_bytes(j->plan, ready);
   }
   gs_cm_job comp = *j;
   comp.plan = &c->plan;

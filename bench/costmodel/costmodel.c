@@ -422,10 +422,9 @@ int gs_cm_predict(const gs_cm_machine *m, const gs_cm_job *j, gs_cm_result *r, g
     return GS_FAIL(e, GS_ENOMEM, "cost model: out of memory for %d buckets", nb);
   }
   build(m, j, &sh);
-  double cum = 0;
+  gs_cm_ready_by_bytes(p, rel);
   for (int i = 0; i < nb; i++) {
-    cum += (double)p->bytes[i];
-    double frac = j->ready ? j->ready[i] : cum / p->total;
+    double frac = j->ready ? j->ready[i] : rel[i];
     rel[i] = j->overlap ? F + G * fmin(frac, 1.0) : F + G;
   }
   double d0 = schedule(&sh, nb, zero);

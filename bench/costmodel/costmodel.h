@@ -103,6 +103,9 @@ void gs_cm_plan_free(gs_cm_plan *p);
  * its first_tensor. */
 #define GS_CM_MAX_TENSORS 1024
 int gs_cm_ready_check(const double *tensor_ready, int ntensors, const char *what, gs_err *e);
+/* The default: each bucket ready at the share of the plan's bytes up to
+ * and including it (nbuckets entries). */
+void gs_cm_ready_by_bytes(const gs_cm_plan *p, double *bucket_ready);
 /* From layer work (gs_cm_plan.tensor_macs): backward spends on each tensor
  * its share of the work, last tensor first. */
 int gs_cm_ready_from_macs(const double *macs, int ntensors, double *tensor_ready, gs_err *e);

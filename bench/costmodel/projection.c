@@ -190,11 +190,8 @@ int gs_cm_project(const gs_cm_machine *m, const gs_cm_proj_in *in, gs_cm_project
     gs_cm_projection_free(out);
     return GS_FAIL(e, GS_ENOMEM, "projection: out of memory");
   }
-  double cum = 0;
-  for (int b = 0; b < out->nbuckets; b++) {
-    cum += (double)in->plan->bytes[b];
-    out->ready[b] = in->ready ? in->ready[b] : fmin(cum / in->plan->total, 1.0);
-  }
+  if (in->ready) memcpy(out->ready, in->ready, (size_t)out->nbuckets * sizeof *out->ready);
+  else gs_cm_ready_by_bytes(in->plan, out->ready);
   snprintf(out->ready_by, sizeof out->ready_by, "%s",
            in->ready_by ? in->ready_by : in->ready ? "as given" : "in proportion to bytes");
   for (int w = 0; w < in->nworlds; w++) {

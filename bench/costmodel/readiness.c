@@ -28,6 +28,14 @@ int gs_cm_ready_check(const double *tensor_ready, int ntensors, const char *what
   return GS_OK;
 }
 
+void gs_cm_ready_by_bytes(const gs_cm_plan *p, double *bucket_ready) {
+  double cum = 0;
+  for (int b = 0; b < p->nbuckets; b++) {
+    cum += (double)p->bytes[b];
+    bucket_ready[b] = fmin(cum / p->total, 1.0);
+  }
+}
+
 int gs_cm_ready_from_macs(const double *macs, int ntensors, double *tensor_ready, gs_err *e) {
   if (ntensors < 1 || !macs)
     return GS_FAIL(e, GS_EINVAL, "readiness from layer work: no tensors");
