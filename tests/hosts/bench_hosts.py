@@ -62,6 +62,7 @@ elsewhere, saying why."""
 import ctypes
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -72,6 +73,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from common import (BENCH, SMALL, check, finish, load_params, max_rel, rank_pid, report,  # noqa: E402
                     run, same_bits, steps_csv, tmpdir, wait_rows)
 from leftover import snapshot, wait_clean  # noqa: E402
+
+
+def ranks_naming(err, who):
+    """the ranks whose "bench: rank N: ..." message names who; the ranks
+    write stderr at once, so one message may start in the middle of
+    another's line"""
+    return {m.group(1) for m in re.finditer(r"bench: (rank \d+): (.*?)(?=bench: rank |\n|$)", err)
+            if who in m.group(2)}
+
 
 CASE = sys.argv[2]
 HEADERS = 66 / 1448       # Ethernet/IP/TCP headers per full segment
@@ -183,8 +193,7 @@ def case_hier():
     took = time.time() - t0
     check(p.returncode not in (0, None), f"hier kill: launcher exit {p.returncode}")
     check("rank 3 was killed by signal 9" in err, f"hier kill: launcher does not name rank 3: {err}")
-    named = {l.split(":")[1].strip() for l in err.splitlines()
-             if l.startswith("bench: rank ") and "rank 3" in l.split(":", 2)[-1]}
+    named = ranks_naming(err, "rank 3")
     check(named & {"rank 0", "rank 1"} and "rank 2" in named,
           f"hier kill: a survivor on each host names rank 3 ({named}): {err}")
     check(took < timeout + 12, f"hier kill: stopping took {took:.1f} s with --timeout {timeout}")
@@ -244,8 +253,7 @@ def case_local():
     check(p.returncode not in (0, None), f"local kill: launcher exit {p.returncode}")
     check("rank 3 was killed by signal 9" in err,
           f"local kill: launcher does not name rank 3: {err}")
-    named = {l.split(":")[1].strip() for l in err.splitlines()
-             if l.startswith("bench: rank ") and "rank 3" in l.split(":", 2)[-1]}
+    named = ranks_naming(err, "rank 3")
     check(named & {"rank 0", "rank 1"} and "rank 2" in named,
           f"local kill: a survivor on each host names rank 3 ({named}): {err}")
     check(took < timeout + 12, f"local kill: stopping took {took:.1f} s with --timeout {timeout}")
