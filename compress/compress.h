@@ -43,7 +43,8 @@
  *             kept values in place and zeros elsewhere: both sides tell the
  *             form from k and n alone (gs_topk_sparse).
  *
- * The contract with the backend that calls it: gs_powersgd_bucket leaves in
+ * The contract with the backend that calls it: gs_powersgd_bucket (or its
+ * phases below, in a ps) leaves in
  * the bucket the element-wise SUM over ranks of what each rank contributed
  * (its approximation for compressed tensors), so the caller divides by the
  * world as after a plain all-reduce; every rank ends with the same bits
@@ -130,6 +131,35 @@ typedef struct gs_powersgd_stats {
  * Tensors are those whose offset falls in the range. */
 int gs_powersgd_bucket(gs_powersgd *p, int b, float *grads, size_t off, size_t count,
                        gs_allreduce_fn allreduce, void *ctx, gs_powersgd_stats *st, gs_err *e);
+
+/* The same exchange in its three phases, for a caller whose reduction is
+ * not a call that returns the sum (a ps: each part goes to the server and
+ * its sum comes back later). Parts: 0 the uncompressed tensors end to end,
+ * 1 P, 2 Q (each tensor's, end to end); a part of 0 floats does not travel.
+ *
+ *   encode   g += error; P = M Q                        parts 0 and 1 to sum
+ *   project  (parts 0, 1 hold their sums) P orthogonalized; Q = M^T P
+ *                                                        part 2 to sum
+ *   decode   (part 2 holds its sum) the bucket in grads := the uncompressed
+ *            sums and P Q^T; error = what was meant - bucket / world
+ *
+ * gs_powersgd_bucket is encode, sum 0, sum 1, project, sum 2, decode.
+ * parts: bucket b's part sizes in floats (it builds the bucket's layout,
+ * failing where its tensors do not cover it exactly); part: its buffer
+ * (NULL before the bucket is built), where the caller reads what to send
+ * and writes the sum. */
+int gs_powersgd_parts(gs_powersgd *p, int b, size_t off, size_t count, size_t n[3], gs_err *e);
+float *gs_powersgd_part(gs_powersgd *p, int b, int part);
+int gs_powersgd_encode(gs_powersgd *p, int b, float *grads, size_t off, size_t count,
+                       gs_powersgd_stats *st, gs_err *e);
+int gs_powersgd_project(gs_powersgd *p, int b, const float *grads, gs_powersgd_stats *st,
+                        gs_err *e);
+int gs_powersgd_decode(gs_powersgd *p, int b, float *grads, gs_powersgd_stats *st, gs_err *e);
+/* A ps server's side, which keeps no error and no Q: from the three sums
+ * in the parts' buffers, P orthogonalized (the bits every rank's project
+ * gives) and the bucket's sum over ranks written where it lies in the flat
+ * buffer out: the uncompressed sums and P Q^T. */
+int gs_powersgd_rebuild(gs_powersgd *p, int b, float *out, gs_err *e);
 
 /* ---- top-k (topk.c) ---- */
 

@@ -21,7 +21,7 @@ typedef struct pbucket {
   size_t *poff, *qoff;     /* each compressed tensor's P and Q in p, q */
   int *r;                  /* its rank: min(R, rows, cols) */
   float *p, *q, *u, *err;  /* P's, Q's, the uncompressed tensors end to end, the error */
-  size_t np, nq, nu, count;
+  size_t np, nq, nu, count, off;
   bool q_drawn;
 } pbucket;
 
@@ -150,26 +150,52 @@ static void orthogonalize(float *a, size_t n, int r) {
   }
 }
 
-static int reduce(gs_allreduce_fn ar, void *ctx, float *buf, size_t count, int part,
-                  gs_powersgd_stats *st, gs_err *e) {
-  if (st) st->elems_after += count;
-  if (count == 0) return GS_OK;
-  return ar(ctx, buf, count, part, e);
-}
-
-int gs_powersgd_bucket(gs_powersgd *p, int bi, float *grads, size_t off, size_t count,
-                       gs_allreduce_fn allreduce, void *ctx, gs_powersgd_stats *st, gs_err *e) {
-  if (!p || bi < 0 || bi >= p->nb || !grads || !allreduce)
-    return GS_FAIL(e, GS_EINVAL, "powersgd: bucket %d of %d, or no buffer / all-reduce", bi,
-                   p ? p->nb : 0);
+/* bucket bi, built on first sight (its tensors must cover it) */
+static int bucket(gs_powersgd *p, int bi, size_t off, size_t count, pbucket **out, gs_err *e) {
+  if (!p || bi < 0 || bi >= p->nb)
+    return GS_FAIL(e, GS_EINVAL, "powersgd: bucket %d of %d", bi, p ? p->nb : 0);
   pbucket *b = &p->b[bi];
   if (!b->built) GS_TRY(build(p, b, off, count, e));
   if (b->count != count)
     return GS_FAIL(e, GS_EINVAL, "powersgd: bucket %d has %zu elements, was %zu", bi, count,
                    b->count);
-  double t0 = gs_now(), comp = 0;
+  *out = b;
+  return GS_OK;
+}
+
+/* a bucket already built (the phases after the first) */
+static pbucket *built(gs_powersgd *p, int bi, gs_err *e) {
+  if (!p || bi < 0 || bi >= p->nb || !p->b[bi].built) {
+    GS_FAIL(e, GS_EINVAL, "powersgd: bucket %d of %d has not been encoded", bi, p ? p->nb : 0);
+    return NULL;
+  }
+  return &p->b[bi];
+}
+
+int gs_powersgd_parts(gs_powersgd *p, int bi, size_t off, size_t count, size_t n[3], gs_err *e) {
+  pbucket *b;
+  GS_TRY(bucket(p, bi, off, count, &b, e));
+  n[0] = b->nu;
+  n[1] = b->np;
+  n[2] = b->nq;
+  return GS_OK;
+}
+
+float *gs_powersgd_part(gs_powersgd *p, int bi, int part) {
+  if (!p || bi < 0 || bi >= p->nb || !p->b[bi].built) return NULL;
+  pbucket *b = &p->b[bi];
+  return part == 0 ? b->u : part == 1 ? b->p : part == 2 ? b->q : NULL;
+}
+
+int gs_powersgd_encode(gs_powersgd *p, int bi, float *grads, size_t off, size_t count,
+                       gs_powersgd_stats *st, gs_err *e) {
+  pbucket *b;
+  GS_TRY(bucket(p, bi, off, count, &b, e));
+  if (!grads) return GS_FAIL(e, GS_EINVAL, "powersgd: bucket %d without a buffer", bi);
+  double t0 = gs_now();
   gs_kernels *k = p->k;
   float *g = grads + off;
+  b->off = off;
   /* error feedback: send g + error, remember what was meant */
   for (size_t i = 0; i < count; i++) g[i] += b->err[i];
   memcpy(b->err, g, count * sizeof *g);
@@ -198,17 +224,20 @@ int gs_powersgd_bucket(gs_powersgd *p, int bi, float *grads, size_t off, size_t 
     u += t->rows * t->cols;
   }
   GS_TRY(k->sync(k, e));
-  comp += gs_now() - t0;
-
-  GS_TRY(reduce(allreduce, ctx, b->u, b->nu, 0, st, e));
-  u = 0;
-  for (int c = 0; c < b->nplain; c++) {
-    const gs_compress_tensor *t = &p->t[b->plain[c]];
-    memcpy(grads + t->offset, b->u + u, t->rows * t->cols * sizeof(float));
-    u += t->rows * t->cols;
+  if (st) {
+    st->elems_before += count;
+    st->elems_after += b->nu + b->np;
+    st->compute_s += gs_now() - t0;
   }
-  GS_TRY(reduce(allreduce, ctx, b->p, b->np, 1, st, e));
-  double t1 = gs_now();
+  return GS_OK;
+}
+
+int gs_powersgd_project(gs_powersgd *p, int bi, const float *grads, gs_powersgd_stats *st,
+                        gs_err *e) {
+  pbucket *b = built(p, bi, e);
+  if (!b) return e ? e->code : GS_EINVAL;
+  double t0 = gs_now();
+  gs_kernels *k = p->k;
   for (int c = 0; c < b->ncomp; c++) {
     const gs_compress_tensor *t = &p->t[b->comp[c]];
     int r = b->r[c];
@@ -218,24 +247,65 @@ int gs_powersgd_bucket(gs_powersgd *p, int bi, float *grads, size_t off, size_t 
             (int)t->cols, pp, r, 0.0f, q, r);
   }
   GS_TRY(k->sync(k, e));
-  comp += gs_now() - t1;
-  GS_TRY(reduce(allreduce, ctx, b->q, b->nq, 2, st, e));
-  double t2 = gs_now();
+  if (st) {
+    st->elems_after += b->nq;
+    st->compute_s += gs_now() - t0;
+  }
+  return GS_OK;
+}
+
+/* out (the bucket's place in a flat buffer): the uncompressed tensors'
+ * sums where they belong, P Q^T for the others */
+static int expand(gs_powersgd *p, pbucket *b, float *out, gs_err *e) {
+  gs_kernels *k = p->k;
+  size_t u = 0;
+  for (int c = 0; c < b->nplain; c++) {
+    const gs_compress_tensor *t = &p->t[b->plain[c]];
+    memcpy(out + t->offset, b->u + u, t->rows * t->cols * sizeof(float));
+    u += t->rows * t->cols;
+  }
   for (int c = 0; c < b->ncomp; c++) {
     const gs_compress_tensor *t = &p->t[b->comp[c]];
     int r = b->r[c];
     k->gemm(k, false, true, (int)t->rows, (int)t->cols, r, 1.0f, b->p + b->poff[c], r,
-            b->q + b->qoff[c], r, 0.0f, grads + t->offset, (int)t->cols);
+            b->q + b->qoff[c], r, 0.0f, out + t->offset, (int)t->cols);
   }
-  GS_TRY(k->sync(k, e));
+  return k->sync(k, e);
+}
+
+int gs_powersgd_decode(gs_powersgd *p, int bi, float *grads, gs_powersgd_stats *st, gs_err *e) {
+  pbucket *b = built(p, bi, e);
+  if (!b) return e ? e->code : GS_EINVAL;
+  double t0 = gs_now();
+  GS_TRY(expand(p, b, grads, e));
   /* the error against this rank's share of the mean: what it meant minus
    * what the bucket now says (the sum) over the world */
-  float w = (float)p->world;
-  for (size_t i = 0; i < count; i++) b->err[i] -= g[i] / w;
-  comp += gs_now() - t2;
-  if (st) {
-    st->elems_before += count;
-    st->compute_s += comp;
-  }
+  float w = (float)p->world, *g = grads + b->off;
+  for (size_t i = 0; i < b->count; i++) b->err[i] -= g[i] / w;
+  if (st) st->compute_s += gs_now() - t0;
   return GS_OK;
+}
+
+int gs_powersgd_rebuild(gs_powersgd *p, int bi, float *out, gs_err *e) {
+  pbucket *b = built(p, bi, e);
+  if (!b) return e ? e->code : GS_EINVAL;
+  for (int c = 0; c < b->ncomp; c++) orthogonalize(b->p + b->poff[c], p->t[b->comp[c]].rows, b->r[c]);
+  return expand(p, b, out, e);
+}
+
+static int reduce(gs_allreduce_fn ar, void *ctx, float *buf, size_t count, int part, gs_err *e) {
+  if (count == 0) return GS_OK;
+  return ar(ctx, buf, count, part, e);
+}
+
+int gs_powersgd_bucket(gs_powersgd *p, int bi, float *grads, size_t off, size_t count,
+                       gs_allreduce_fn allreduce, void *ctx, gs_powersgd_stats *st, gs_err *e) {
+  if (!allreduce) return GS_FAIL(e, GS_EINVAL, "powersgd: bucket %d without an all-reduce", bi);
+  GS_TRY(gs_powersgd_encode(p, bi, grads, off, count, st, e));
+  pbucket *b = &p->b[bi];
+  GS_TRY(reduce(allreduce, ctx, b->u, b->nu, 0, e));
+  GS_TRY(reduce(allreduce, ctx, b->p, b->np, 1, e));
+  GS_TRY(gs_powersgd_project(p, bi, grads, st, e));
+  GS_TRY(reduce(allreduce, ctx, b->q, b->nq, 2, e));
+  return gs_powersgd_decode(p, bi, grads, st, e);
 }

@@ -16,7 +16,9 @@
  * end_step returns, so backward may overwrite the gradients.
  *
  * With --compress topk a push is instead topk_push.c's payload: the
- * bucket's largest entries of gradient + residual, sparse.
+ * bucket's largest entries of gradient + residual, sparse. With --compress
+ * powersgd, from its start step, a bucket goes in parts whose sums come
+ * back before the parameters (powersgd_push.c).
  *
  * Rank 0 beside its in-process server talks to it over inproc://: its
  * pushes and the parameters it receives are pointers handed across, not
@@ -61,6 +63,13 @@ static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *
 
 static int push(ps_worker *s, int b, gs_err *e) {
   double t0 = gs_now();
+  if (gs_powersgd_active(s->psgd, s->step)) {
+    GS_TRY(gs_ps_psgd_push(s, b, e));
+    s->pushed[b] = 1;
+    s->last_progress = gs_now();
+    span(s, "push", b, t0);
+    return GS_OK;
+  }
   gs_kernels *k = s->c.k;
   size_t off = s->buckets[b].offset, cnt = s->buckets[b].count, bytes = cnt * s->wsize;
   const float *g = s->c.grads + off;
@@ -106,6 +115,10 @@ static bool reconnected(ps_worker *s) {
 
 static int repush(ps_worker *s, gs_err *e) {
   if (!reconnected(s) || !s->in_step) return GS_OK;
+  if (gs_powersgd_active(s->psgd, s->step))
+    return GS_FAIL(e, GS_EPEER, "ps rank %d: the connection to %s dropped in step %lld, in the "
+                   "middle of PowerSGD's exchange, which has state on both sides and is not "
+                   "resumed: run again", s->c.rank, s->who, (long long)s->step);
   int n = 0;
   for (int b = 0; b < s->c.nbuckets; b++) n += s->pushed[b] && !s->got[b];
   fprintf(stderr, "ps rank %d: the connection to the ps server dropped and came back in step "
@@ -125,32 +138,44 @@ static int repush(ps_worker *s, gs_err *e) {
 
 /* ----------------------------------------------------------------------- */
 
-static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *e) {
-  size_t off = s->buckets[b].offset, cnt = s->buckets[b].count, bytes = cnt * s->wsize;
+/* part > 0: PowerSGD's part of count floats, copied (data is overwritten
+ * by its sum); part 0: the bucket, zero-copy */
+static int send_msg(ps_worker *s, int b, int part, size_t cnt, const void *data, size_t bytes,
+                    bool again, gs_err *e) {
   Gradsync__Envelope env;
   Gradsync__Push p = GRADSYNC__PUSH__INIT;
   gs_wire_env(&env, s->c.job, (uint32_t)s->c.rank);
   p.step = (uint64_t)s->step;
   p.bucket = (uint32_t)b;
-  p.offset = off;
+  p.offset = s->buckets[b].offset;
   p.count = cnt;
-  p.dtype = gs_wire_pbdtype(s->c.wire);
+  p.dtype = gs_wire_pbdtype(part ? GS_F32 : s->c.wire);
   p.again = again;
   p.base_version = s->base;
+  p.part = (uint32_t)part;
   if (s->stale) p.scale = s->base_scale;
-  if (s->topk) {
-    p.kept = s->topk_kept[b];
-    bytes = gs_topk_bytes(p.kept, cnt);
-  }
+  if (s->topk) p.kept = s->topk_kept[b];
   env.body_case = GRADSYNC__ENVELOPE__BODY_PUSH;
   env.push = &p;
-  atomic_fetch_add(&s->inflight, 1);
+  if (!part) atomic_fetch_add(&s->inflight, 1);
   gs_err we = {0};
-  if (gs_wire_send(s->sock, NULL, 0, &env, data, bytes, release_count, &s->inflight, s->wait_ms,
-                   s->inproc ? NULL : &s->sent, &we) < 0)
-    return GS_FAIL(e, we.code, "ps rank %d: pushing step %lld bucket %d to %s (%s, %s): %s",
-                   s->c.rank, (long long)s->step, b, s->who, s->server_ep, s->where, we.msg);
+  if (gs_wire_send(s->sock, NULL, 0, &env, data, bytes, part ? NULL : release_count,
+                   part ? NULL : &s->inflight, s->wait_ms, s->inproc ? NULL : &s->sent, &we) < 0)
+    return GS_FAIL(e, we.code, "ps rank %d: pushing step %lld bucket %d%s to %s (%s, %s): %s",
+                   s->c.rank, (long long)s->step, b, part == 1 ? "'s uncompressed tensors"
+                   : part == 2 ? "'s P" : part == 3 ? "'s Q" : "", s->who, s->server_ep,
+                   s->where, we.msg);
   return GS_OK;
+}
+
+static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *e) {
+  size_t cnt = s->buckets[b].count;
+  size_t bytes = s->topk ? gs_topk_bytes(s->topk_kept[b], cnt) : cnt * s->wsize;
+  return send_msg(s, b, 0, cnt, data, bytes, again, e);
+}
+
+int gs_ps_send_part(ps_worker *s, int b, int part, const float *data, size_t count, gs_err *e) {
+  return send_msg(s, b, part, count, data, count * sizeof(float), false, e);
 }
 
 /* ------------------------------------------------------------- receiving */
@@ -228,6 +253,7 @@ static int apply_params(ps_worker *s, gs_wire_msg *m, gs_err *e) {
   const Gradsync__Params *p = m->env->params;
   int r = s->c.rank;
   if (s->stale) return apply_version(s, m, e);
+  if (p->part) return gs_ps_psgd_sum(s, m, e);
   /* the answers to pushes sent again after a dropped connection may come
    * twice: the second is dropped */
   bool again = s->resent_step >= 0 && p->step == (uint64_t)s->resent_step;
@@ -413,6 +439,7 @@ int gs_ps_begin(ps_worker *s, int64_t step, gs_err *e) {
   s->sent = s->recv = 0;
   s->srv_reduce = s->srv_update = 0;
   s->srv_sent = s->srv_recv = 0;
+  s->psgd_s = 0;
   s->step = step;
   s->in_step = true;
   s->stale = gs_ps_sync_stale(&s->c.ps_sync);
@@ -468,9 +495,13 @@ int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e) {
     st->skipped = s->stale ? s->vskipped : s->nskipped == s->c.nbuckets;
     st->staleness = s->stale ? (int)s->staleness : 0;
     st->scale = s->scale;
+    /* PowerSGD's arithmetic is this rank's reduction work, not waiting */
+    st->reduce_s = s->psgd_s;
+    st->wait_s -= s->psgd_s;
+    if (st->wait_s < 0) st->wait_s = 0;
     if (s->inproc) {
       /* The server thread's work is this rank's (DataParallel's GPU 0). */
-      st->reduce_s = s->srv_reduce;
+      st->reduce_s += s->srv_reduce;
       st->update_s = s->srv_update;
       st->wait_s -= s->srv_reduce + s->srv_update;
       if (st->wait_s < 0) st->wait_s = 0;
@@ -493,6 +524,7 @@ int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e) {
 
 static void free_bufs(ps_worker *s) {
   gs_ps_topk_free(s);
+  gs_ps_psgd_free(s);
   if (s->stage_host) s->c.k->release_host(s->c.k, s->stage_host);
   if (s->stage_dev) s->c.k->release(s->c.k, s->stage_dev);
   free(s->buckets);

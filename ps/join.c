@@ -65,6 +65,28 @@ static int send_hello(ps_worker *s, gs_err *e) {
     in.sum_only = c->sum_only;
     in.average_over = c->ps_average_over > 0 ? (uint32_t)c->ps_average_over : 0;
     in.topk = c->compress.kind == GS_COMPRESS_TOPK ? c->compress.fraction : 0;
+    uint64_t *tens = NULL;
+    if (c->compress.kind == GS_COMPRESS_POWERSGD) {
+      size_t nt = (size_t)c->ntensors;
+      if (!(tens = malloc(3 * nt * sizeof *tens))) {
+        free(offs);
+        free(cnts);
+        free(init);
+        return GS_FAIL(e, GS_ENOMEM, "ps rank 0: out of memory");
+      }
+      for (size_t i = 0; i < nt; i++) {
+        tens[i] = c->tensors[i].offset;
+        tens[nt + i] = c->tensors[i].rows;
+        tens[2 * nt + i] = c->tensors[i].cols;
+      }
+      in.powersgd_rank = (uint32_t)c->compress.rank;
+      in.powersgd_min_rate = c->compress.min_rate;
+      in.powersgd_start = (uint64_t)c->compress.start;
+      in.n_tensor_offset = in.n_tensor_rows = in.n_tensor_cols = nt;
+      in.tensor_offset = tens;
+      in.tensor_rows = tens + nt;
+      in.tensor_cols = tens + 2 * nt;
+    }
     env.body_case = GRADSYNC__ENVELOPE__BODY_INIT;
     env.init = &in;
     c->k->to_host(c->k, init, c->params, c->n * sizeof(float));
@@ -76,6 +98,7 @@ static int send_hello(ps_worker *s, gs_err *e) {
       free(init);
     free(offs);
     free(cnts);
+    free(tens);
   }
   if (rc < 0 && se.code)
     return GS_FAIL(e, rc, "ps rank %d: saying hello to %s (%s): %s", c->rank, s->who,
@@ -197,7 +220,7 @@ int gs_ps_open_one(ps_worker_state *st, const gs_sync_config *c, ps_worker **out
     }
   }
 
-  if ((rc = gs_ps_topk_open(s, e)) < 0) goto fail;
+  if ((rc = gs_ps_topk_open(s, e)) < 0 || (rc = gs_ps_psgd_open(s, e)) < 0) goto fail;
 
   s->sock = zmq_socket(st->zctx, ZMQ_DEALER);
   if (!s->sock) {

@@ -82,6 +82,11 @@ typedef struct ps_worker {
   uint8_t *topk_buf;  /* every bucket's sparse payload of the step */
   size_t *topk_at, *topk_kept;  /* [nb]: bucket b's place in it, its entries */
   uint64_t topk_bytes;          /* the residual and that buffer */
+  /* --compress powersgd (powersgd_push.c; NULL: whole buckets) */
+  gs_powersgd *psgd;
+  size_t *psgd_n;               /* [nb * 3]: floats of bucket b's part k + 1 */
+  uint8_t *psgd_got;            /* [nb]: sums received this step (bits 1 << part) */
+  double psgd_s;                /* this step's compression work */
 } ps_worker;
 
 /* state.c: one server's worker state for rank c->rank (host_server: that
@@ -136,6 +141,19 @@ int gs_ps_topk_open(ps_worker *s, gs_err *e);
 void gs_ps_topk_free(ps_worker *s);
 const void *gs_ps_topk_stage(ps_worker *s, int b);
 const void *gs_ps_topk_staged(const ps_worker *s, int b);
+
+/* powersgd_push.c: a bucket in parts (powersgd_recv.c draws the
+ * exchange). open: the state when c.compress is powersgd (nothing
+ * otherwise); free: it. push: bucket b's first parts, in a step that
+ * compresses (gs_powersgd_active); sum: a Params message that carries a
+ * part's sum (Params.part), checked, and what it lets this rank do next
+ * (Q out, or its error feedback). */
+int gs_ps_psgd_open(ps_worker *s, gs_err *e);
+void gs_ps_psgd_free(ps_worker *s);
+int gs_ps_psgd_push(ps_worker *s, int b, gs_err *e);
+int gs_ps_psgd_sum(ps_worker *s, gs_wire_msg *m, gs_err *e);
+/* client.c: push part `part` of bucket b (count floats at data, copied) */
+int gs_ps_send_part(ps_worker *s, int b, int part, const float *data, size_t count, gs_err *e);
 
 /* shard.c: the key ranges: K contiguous ranges of the n parameters, and
  * every bucket's pieces, one per range it overlaps. */

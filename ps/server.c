@@ -49,8 +49,9 @@ static int update(gs_ps_server *s, const int *bs, int nb, bool last, bool *skipp
   gs_update_range r[nb > 0 ? nb : 1];
   for (int i = 0; i < nb; i++) {
     GS_TRY(gs_pss_wait_inflight(s, bs[i], e));
+    float *psgd = gs_pss_psgd_grad(s, bs[i]);
     r[i] = (gs_update_range){.offset = s->off[bs[i]], .count = s->cnt[bs[i]],
-                             .grad = gs_ps_reduce_sum(s->red, bs[i])};
+                             .grad = psgd ? psgd : gs_ps_reduce_sum(s->red, bs[i])};
   }
   gs_update_result res;
   gs_err ue = {0};
@@ -73,6 +74,7 @@ static void end_round(gs_ps_server *s) {
   }
   memset(s->got, 0, (size_t)s->world * s->nb);
   gs_ps_reduce_round(s->red);
+  gs_pss_psgd_round(s);
   s->complete = 0;
   s->in_round = false;
   s->stepped = true;
@@ -121,6 +123,13 @@ static int answer_again(gs_ps_server *s, int r, const Gradsync__Push *p, gs_err 
   return gs_pss_send_bucket(s, (int)p->bucket, s->last_skipped, false, r, e);
 }
 
+static void start_round(gs_ps_server *s, int r, const Gradsync__Push *p) {
+  s->in_round = true;
+  s->step = p->step;
+  s->round_rank = r;
+  s->round_t0 = gs_now();
+}
+
 static int on_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
   const Gradsync__Push *p = m->env->push;
   if (!s->running)
@@ -145,6 +154,14 @@ static int on_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed bucket %u of step %llu; the job has "
                 "%d buckets", r, p->bucket, (unsigned long long)p->step, s->nb);
   int b = (int)p->bucket;
+  if (p->part || gs_pss_psgd_step(s, p->step)) {
+    /* PowerSGD's parts (powersgd_recv.c): the round as below, the rest there */
+    if (!s->in_round) start_round(s, r, p);
+    if (!s->peers[r].inproc) s->recv += m->bytes;
+    bool rebuilt = false;
+    GS_TRY(gs_pss_psgd_push(s, r, m, &rebuilt, e));
+    return rebuilt ? bucket_done(s, b, e) : GS_OK;
+  }
   if (p->offset != s->off[b] || p->count != s->cnt[b])
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed step %llu bucket %d as [%llu, +%llu);"
                 " the bucket is [%zu, +%zu)", r, (unsigned long long)p->step, b,
@@ -171,12 +188,7 @@ static int on_push(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e) {
                 "dropped?); the first push counts", r, (unsigned long long)p->step, b);
     return GS_OK;
   }
-  if (!s->in_round) {
-    s->in_round = true;
-    s->step = p->step;
-    s->round_rank = r;
-    s->round_t0 = gs_now();
-  }
+  if (!s->in_round) start_round(s, r, p);
   s->got[i] = 1;
   s->peers[r].pushed++;
   if (!s->peers[r].inproc) s->recv += m->bytes;
@@ -395,6 +407,13 @@ void gs_ps_server_set_job(gs_ps_server *s, uint64_t job) { s->o.job = job; }
 void gs_ps_server_memory(gs_ps_server *s, uint64_t *device_bytes, uint64_t *host_bytes) {
   uint64_t red = 0, held = 0;
   if (s->red) gs_ps_reduce_bytes(s->red, &red, &held);
+  for (int k = 0; k < 3; k++)
+    if (s->psgd_red[k]) {
+      uint64_t d = 0, h = 0;
+      gs_ps_reduce_bytes(s->psgd_red[k], &d, &h);
+      red += d;
+      held += h;
+    }
   /* Held pushes live in ZeroMQ's host buffers. */
   if (s->cpu) {
     *device_bytes = atomic_load(&s->dev_bytes) + red + gs_update_bytes(&s->u) + held;
@@ -433,6 +452,7 @@ void gs_ps_server_destroy(gs_ps_server *s) {
   }
   if (leak) return; /* release callbacks may still run: keep everything */
   gs_pss_stale_free(s);
+  gs_pss_psgd_free(s);
   gs_ps_reduce_destroy(s->red);
   gs_update_free(&s->u);
   if (s->master) s->k->release(s->k, s->master);

@@ -9,6 +9,7 @@
 
 #include <stdatomic.h>
 
+#include "compress/compress.h"
 #include "proto/wire.h"
 #include "ps/reduce.h"
 #include "ps/server.h"
@@ -55,6 +56,15 @@ struct gs_ps_server {
   bool sum_only;
   double topk;                /* pushes are sparse, this share of each bucket
                                  (topk_recv.c); 0: dense */
+  /* --compress powersgd (powersgd_recv.c; psgd NULL: none) */
+  gs_powersgd *psgd;          /* the parts' layout and the rebuild */
+  uint64_t psgd_start;        /* the first step that travels in parts */
+  size_t *psgd_n;             /* [nb * 3]: floats of bucket b's part k + 1 */
+  size_t *psgd_off[3];        /* [nb]: bucket b's part k + 1 in its sums */
+  gs_ps_reduce *psgd_red[3];  /* each part's sums */
+  uint8_t *psgd_got;          /* [world * nb]: parts pushed this round (bits 1 << part) */
+  uint8_t *psgd_done;         /* [nb]: parts summed this round (bits 1 << part) */
+  float *psgd_grad;           /* [n]: the rebuilt sums, the optimizer's gradient */
 
   peer *peers;
   pending_hello *pend;
@@ -144,6 +154,18 @@ void gs_pss_stale_free(gs_ps_server *s);
  * checked as sparse and its payload replaced by the dense bucket; a sparse
  * push in a dense job fails too. */
 int gs_pss_topk_dense(gs_ps_server *s, int r, gs_wire_msg *m, gs_err *e);
+
+/* powersgd_recv.c: init: from rank 0's Init (no PowerSGD: nothing);
+ * push: rank r's part push m (bucket and step checked by server.c), *done
+ * when bucket b's sum is rebuilt in gs_pss_psgd_grad; step: whether a
+ * step travels in parts; grad: the rebuilt sums (a flat buffer of n) in
+ * such a step, else NULL; round: a new round. */
+int gs_pss_psgd_init(gs_ps_server *s, const Gradsync__Init *in, gs_err *e);
+int gs_pss_psgd_push(gs_ps_server *s, int r, gs_wire_msg *m, bool *done, gs_err *e);
+bool gs_pss_psgd_step(const gs_ps_server *s, uint64_t step);
+float *gs_pss_psgd_grad(gs_ps_server *s, int b);
+void gs_pss_psgd_round(gs_ps_server *s);
+void gs_pss_psgd_free(gs_ps_server *s);
 
 /* server_join.c */
 int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e);

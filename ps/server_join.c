@@ -67,6 +67,26 @@ static int check_init(const Gradsync__Init *in, size_t max_elems, char *why, siz
                         in->dynamic_scale))
     return snprintf(why, cap, "top-k pushes of a share %g (it must be in (0, 1], with bsp, "
                     "fp32 pushes, the optimizer and no loss scaling)", in->topk), -1;
+  if (in->powersgd_rank &&
+      (in->powersgd_rank > 1u << 16 || !(in->powersgd_min_rate >= 0) ||
+       !isfinite(in->powersgd_min_rate) || in->sync_model != 0 || in->backup ||
+       in->sum_only || in->dtype != GRADSYNC__DTYPE__F32 || in->scale != 1 ||
+       in->dynamic_scale || in->topk != 0 || (in->average_over && in->average_over != in->world)))
+    return snprintf(why, cap, "PowerSGD at rank %u (min rate %g): it needs a rank of 1..65536, "
+                    "bsp, fp32 pushes of every rank, the optimizer and no loss scaling",
+                    in->powersgd_rank, in->powersgd_min_rate), -1;
+  if (in->n_tensor_offset != in->n_tensor_rows || in->n_tensor_offset != in->n_tensor_cols ||
+      (in->powersgd_rank && (in->n_tensor_offset < 1 || in->n_tensor_offset > in->count)))
+    return snprintf(why, cap, "%zu tensor offsets, %zu row and %zu column counts for %llu "
+                    "parameters", in->n_tensor_offset, in->n_tensor_rows, in->n_tensor_cols,
+                    (unsigned long long)in->count), -1;
+  for (size_t i = 0; i < in->n_tensor_offset; i++) {
+    uint64_t o = in->tensor_offset[i], r = in->tensor_rows[i], c = in->tensor_cols[i];
+    if (o >= in->count || r < 1 || c < 1 || r > in->count || c > (in->count - o) / r)
+      return snprintf(why, cap, "tensor %zu (%llu x %llu at %llu) lies outside the %llu "
+                      "parameters", i, (unsigned long long)r, (unsigned long long)c,
+                      (unsigned long long)o, (unsigned long long)in->count), -1;
+  }
   if (!(in->scale_growth >= 0) || !(in->scale_backoff >= 0))
     return snprintf(why, cap, "scaler growth %g / backoff %g", (double)in->scale_growth,
                     (double)in->scale_backoff), -1;
@@ -235,6 +255,7 @@ int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e) {
   }
   int rc = alloc_state(s, scaler, e);
   if (!s->peers) return rc;
+  if (rc == GS_OK) rc = gs_pss_psgd_init(s, in, e);
   gs_pss_set_id(s->peers[0].id, &s->peers[0].idlen, &m->id);
   s->peers[0].known = true;
   s->peers[0].inproc = s->o.inproc && s->o.inproc_rank == 0;

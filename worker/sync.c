@@ -91,10 +91,21 @@ int gs_sync_check_config(const gs_sync_config *c, const char *who, gs_err *e) {
                    "int32 in the collective benchmark only)", who, c->rank,
                    gs_dtype_name(c->wire), (int)c->wire);
   if (c->compress.kind == GS_COMPRESS_POWERSGD) {
-    if (strcmp(who, "ring") && strcmp(who, "local"))
-      return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress powersgd runs in --mode ring on the "
-                     "CPU only (not yet %s); use --mode ring, or --compress fp16 / bf16", who,
-                     c->rank, who);
+    const char *no = NULL;
+    if (strcmp(who, "ring") && strcmp(who, "local") && strcmp(who, "ps"))
+      no = who;
+    else if (!strcmp(who, "ps") && (c->ps_servers > 1 || c->ps_server_eps))
+      no = "a sharded ps";
+    else if (!strcmp(who, "ps") && c->ps_host_ranks > 1)
+      no = "ps with hosts that sum their ranks first";
+    else if (!strcmp(who, "ps") && gs_ps_sync_stale(&c->ps_sync))
+      no = "ssp, async or backup workers";
+    else if (c->scaler.dynamic || c->scaler.scale != 1.0f)
+      no = "loss scaling";
+    if (no)
+      return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress powersgd runs in the ring, local and "
+                     "a flat bsp ps, on the CPU (not %s); use --compress none or fp16 / bf16 "
+                     "there", who, c->rank, no);
     if (c->sum_only || c->wire != GS_F32)
       return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress powersgd compresses fp32 training "
                      "gradients: give --precision fp32 (not with the collective benchmark)", who,

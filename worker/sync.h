@@ -158,7 +158,8 @@ typedef struct gs_sync_config {
   gs_scaler scaler;         /* initial state (scale 1, not dynamic, for fp32) */
   gs_compress compress;     /* what goes over the wire instead of the gradient
                                (compress.h); the zero value is none. fp16 and
-                               bf16 are already in wire; powersgd: ring only */
+                               bf16 are already in wire; powersgd: ring, local
+                               and a flat bsp ps */
   const gs_compress_tensor *tensors;  /* powersgd: the model's tensors as
                                matrices, covering every bucket */
   int ntensors;
@@ -253,7 +254,8 @@ int gs_sync_order_end(gs_sync_order *o, gs_err *e);
  * disjoint from the others (an element reduced twice would be summed
  * twice), and a wire dtype of fp32, fp16 or bf16 (fp64 and int32 for the
  * collective benchmark's one bucket, sum_only); --compress powersgd only
- * in the ring, on fp32 training gradients, with tensors inside the buffer.
+ * in the ring, local and a flat bsp ps, on fp32 training gradients without
+ * loss scaling, with tensors inside the buffer.
  * who as above. What a
  * backend needs beyond that (a device, a blob) it checks itself. */
 int gs_sync_check_config(const gs_sync_config *c, const char *who, gs_err *e);

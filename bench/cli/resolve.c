@@ -84,29 +84,6 @@ static int resolve_ps_sync(const gs_opts *o, gs_err *e) {
   return GS_OK;
 }
 
-/* --compress: on fp32 gradients; powersgd in the ring (and world 1) */
-static int resolve_compress(const gs_opts *o, gs_err *e) {
-  const gs_compress *c = &o->train.compress;
-  if (c->kind == GS_COMPRESS_NONE) return GS_OK;
-  char spec[32];
-  gs_compress_spec(c, spec, sizeof spec);
-  if (o->train.precision != GS_F32)
-    return GS_FAIL(e, GS_EINVAL, "--compress %s with --precision %s: compression works on fp32 "
-                   "gradients; give --precision fp32", spec, gs_dtype_name(o->train.precision));
-  if (o->collective)
-    return GS_FAIL(e, GS_EINVAL, "--compress %s: the collective benchmark moves raw buffers "
-                   "(its -d picks the dtype); drop --compress", spec);
-  if (c->kind == GS_COMPRESS_TOPK) return gs_topk_resolve(o, spec, e);
-  if (c->kind != GS_COMPRESS_POWERSGD) return GS_OK;
-  for (int i = 0; i < o->nmodes; i++)
-    if (o->modes[i] == GS_MODE_PS)
-      return GS_FAIL(e, GS_EINVAL, "--compress %s runs in --mode ring (and local); ps does not "
-                     "compress yet: give --mode ring", spec);
-  if (strcmp(o->device, "cuda") == 0)
-    return GS_FAIL(e, GS_EINVAL, "--compress %s runs on the CPU ring; drop --device cuda", spec);
-  return GS_OK;
-}
-
 int gs_opts_resolve(gs_opts *o, gs_err *e) {
   if (o->calibrate || o->project) return gs_model_resolve(o, e);
   if (o->replay) return gs_replay_resolve(o, e);
@@ -170,7 +147,7 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
                      "number", a);
     }
   }
-  GS_TRY(resolve_compress(o, e));
+  GS_TRY(gs_compress_resolve(o, e));
   if (o->min_bytes > o->max_bytes)
     return GS_FAIL(e, GS_EINVAL, "-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
   if (o->collective) {

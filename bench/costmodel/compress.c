@@ -129,19 +129,23 @@ int gs_cm_compress_predict(const gs_cm_machine *m, const gs_cm_job *j,
   gs_cm_job comp = *j;
   comp.plan = &c->plan;
   if (ready) comp.ready = ready;
-  /* the ps family sends the bucket as it is, in the wire's dtype; top-k
-   * pushes c's bytes, selecting them first, and pulls the dense bucket */
+  /* the ring all-reduces c's bytes; the flat ps pushes them (top-k
+   * selecting them first, PowerSGD getting its parts' sums back before it
+   * sends Q) and pulls the dense bucket; the rest of the ps family sends
+   * the bucket as it is, in the wire's dtype */
   bool ring = j->mode == GS_CM_RING, topk = c->c.kind == GS_COMPRESS_TOPK;
+  bool ps = j->mode == GS_CM_PS && (topk || c->c.kind == GS_COMPRESS_POWERSGD);
   comp.collectives = ring ? c->collectives : NULL;
-  comp.extra_s = ring || topk ? c->compute_s : NULL;
-  if (topk) {
+  comp.extra_s = ring || ps ? c->compute_s : NULL;
+  if (ps) {
     comp.plan = j->plan;
     comp.push_bytes = c->plan.bytes;
+    if (!topk) comp.back_bytes = c->plan.bytes;
   }
   int rc = gs_cm_predict(m, &comp, &v->comp, e);
   free(ready);
   GS_TRY(rc);
-  if (topk) v->comp.grad_bytes = c->plan.total;
+  if (ps) v->comp.grad_bytes = c->plan.total;
   v->even = fabs(v->comp.step_s / v->plain.step_s - 1) <= GS_CM_EVEN;
   v->pays = !v->even && v->comp.step_s < v->plain.step_s;
   return GS_OK;

@@ -161,10 +161,14 @@ static void link_bytes(const gs_cm_job *j, int host, double *in, double *out) {
   }
   if (j->mode != GS_CM_SPS_HOSTS && j->hosts == 1) v = 0;  /* all on loopback */
   *in = *out = v;
-  if (j->mode == GS_CM_PS && j->push_bytes && v > 0) {  /* top-k: the pushes shrink */
-    double Sp = 0;
-    for (int b = 0; b < j->plan->nbuckets; b++) Sp += (double)j->push_bytes[b];
+  if (j->mode == GS_CM_PS && j->push_bytes && v > 0) {  /* top-k, PowerSGD: the pushes shrink */
+    double Sp = 0, Sb = 0;
+    for (int b = 0; b < j->plan->nbuckets; b++) {
+      Sp += (double)j->push_bytes[b];
+      Sb += j->back_bytes ? (double)j->back_bytes[b] : 0;
+    }
     *(host == 0 ? in : out) = v * Sp / S;
+    *(host == 0 ? out : in) = v * (S + Sb) / S;  /* PowerSGD: the sums come back too */
   }
 }
 
@@ -251,10 +255,14 @@ static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
     case GS_CM_PS: {
       /* host 0 takes (N-n) pushes over its link and n-1 over loopback at
        * once; the master handles N-1 messages each way */
-      double wire = fmax(j->hosts > 1 ? (N - n) * s / b : 0, n > 1 ? (n - 1) * s / L : 0);
+      double sb = j->back_bytes ? (double)j->back_bytes[i] : 0;  /* PowerSGD's sums */
+      double wire = fmax(j->hosts > 1 ? (N - n) * (s + sb) / b : 0,
+                         n > 1 ? (n - 1) * (s + sb) / L : 0);
       double sp = j->push_bytes ? (double)j->push_bytes[i] : s;  /* top-k: sparse pushes */
       double push = fmax(j->hosts > 1 ? (N - n) * sp / b : 0, n > 1 ? (n - 1) * sp / L : 0);
       double work = j->extra_s ? j->extra_s[i] : 0;  /* compressing, before the push */
+      /* PowerSGD: Q leaves only after P's sum is back, a round trip more */
+      if (sb > 0) work += 2 * ((N - 1) * al + ax);
       server_chain(m, sh, st, 2, N, s, el, 1, push + work + 2 * local, wire + 2 * local,
                    (N - 1) * al, ax, GS_CM_B_MASTER_LINK, 1);
       sh->bw -= work;

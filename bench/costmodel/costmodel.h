@@ -135,8 +135,12 @@ typedef struct gs_cm_job {
                                thread, which nothing else uses meanwhile (ps: before
                                the push) */
   const size_t *push_bytes; /* ps: per bucket, a push's bytes where they are not the
-                               plan's (top-k's sparse pushes; the sum, the optimizer
-                               and the pull stay the plan's); NULL: the plan's */
+                               plan's (top-k's sparse pushes, PowerSGD's parts; the
+                               sum, the optimizer and the pull stay the plan's);
+                               NULL: the plan's */
+  const size_t *back_bytes; /* ps: per bucket, bytes a rank gets back before the
+                               parameters, a round trip earlier (PowerSGD's sums of
+                               its parts); NULL: none */
   bool host_reduce;      /* ps family and ring: the n ranks of a host reduce in shared
                             memory first (ps/local.c: one push per host, parameters
                             shared inside it; the ring: allreduce/hier.c), so the links

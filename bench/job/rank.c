@@ -439,11 +439,13 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     /* step s compresses from --powersgd-start on; the summary measures from --warmup */
     int64_t steps = o->train.steps, from = o->warmup < steps ? o->warmup : 0;
     int64_t on = !topk && cfg.compress.start > from ? cfg.compress.start : from;
+    bool ps = mode == GS_MODE_PS;
     info.compressed_bytes = compressed.plan.bytes;
     info.compressed_collectives = compressed.collectives;
     info.compressed_share = steps > from && on < steps ? (double)(steps - on) / (double)(steps - from)
                                                        : 0;
-    info.compressed_push = topk;
+    info.compressed_push = topk || ps;
+    info.compressed_sums_back = ps && !topk;
   }
   gs_err_clear(&e);
   info.wire = cfg.wire;

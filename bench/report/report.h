@@ -95,8 +95,10 @@ typedef struct gs_run_info {
   const size_t *compressed_bytes;
   const int *compressed_collectives;
   double compressed_share;
-  bool compressed_push;          /* ps top-k: compressed_bytes are the pushes; parameters
+  bool compressed_push;          /* ps: compressed_bytes are the pushes; parameters
                                     come back dense (bucket_bytes) */
+  bool compressed_sums_back;     /* ps PowerSGD: the parts' sums come back too
+                                    (compressed_bytes, before the parameters) */
   int repeat, repeats;      /* --repeat: this is repetition `repeat` (1..repeats) */
   gs_straggle straggle;     /* --slow, --jitter */
   gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */

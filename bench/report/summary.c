@@ -77,19 +77,23 @@ typedef struct server_sum {
 
 static void cost_model(const gs_run_info *info, gs_cost_model *cm) {
   int N = info->world;
-  double S = (double)info->nparams * (double)gs_dtype_size(info->wire), D = 0;
+  double S = (double)info->nparams * (double)gs_dtype_size(info->wire), D = 0, back = 0;
   /* compressed steps send what compression leaves (a mean over the steps) */
-  for (int b = 0; info->compressed_bytes && b < info->nbuckets; b++)
+  for (int b = 0; info->compressed_bytes && b < info->nbuckets; b++) {
     D += info->compressed_share * ((double)info->compressed_bytes[b] -
                                    (double)info->bucket_bytes[b]);
-  /* ps top-k: the pushes (Sp) shrink, the parameters come back dense */
+    back += info->compressed_share * (double)info->compressed_bytes[b];
+  }
+  /* ps: the pushes (Sp) shrink, the parameters come back dense (and, with
+   * PowerSGD, the pushes' sums before them) */
   double Sp = S + D;
   if (!info->compressed_push) S = Sp;
   cm->S_bytes = S;
+  double Sd = info->compressed_sums_back ? S + back : S;
   if (info->mode == GS_MODE_PS && info->dedicated) {
     cm->master_bytes_recv = N * Sp;
-    cm->master_bytes_sent = N * S;
-    cm->worker_bytes_recv = S;
+    cm->master_bytes_sent = N * Sd;
+    cm->worker_bytes_recv = Sd;
     cm->worker_bytes_sent = Sp;
   } else if (info->mode == GS_MODE_PS && info->ps_server_hosts) {
     cm->master_bytes_recv = cm->master_bytes_sent = N * S / info->ps_servers;
@@ -100,8 +104,8 @@ static void cost_model(const gs_run_info *info, gs_cost_model *cm) {
     cm->worker_bytes_recv = cm->worker_bytes_sent = S;
   } else if (info->mode == GS_MODE_PS) {
     cm->master_bytes_recv = (N - 1) * Sp;
-    cm->master_bytes_sent = (N - 1) * S;
-    cm->worker_bytes_recv = N > 1 ? S : 0;
+    cm->master_bytes_sent = (N - 1) * Sd;
+    cm->worker_bytes_recv = N > 1 ? Sd : 0;
     cm->worker_bytes_sent = N > 1 ? Sp : 0;
   } else if (info->mode == GS_MODE_RING) {
     cm->master_bytes_recv = cm->master_bytes_sent = cm->worker_bytes_recv =
@@ -110,6 +114,13 @@ static void cost_model(const gs_run_info *info, gs_cost_model *cm) {
 }
 
 static const char *formula(const gs_run_info *info) {
+  if (info->mode == GS_MODE_PS && info->compressed_sums_back)
+    return info->dedicated ? "ps PowerSGD, dedicated server: server receives N*S' (the parts) "
+                             "and sends N*(S+S') (their sums, then the parameters), each worker "
+                             "pushes S' and pulls S+S'"
+                           : "ps PowerSGD, server in rank 0: rank 0 receives (N-1)*S' (the "
+                             "parts) and sends (N-1)*(S+S') (their sums, then the parameters), "
+                             "each worker pushes S' and pulls S+S'";
   if (info->mode == GS_MODE_PS && info->compressed_push)
     return info->dedicated ? "ps top-k, dedicated server: server receives N*S' (sparse pushes) "
                              "and sends N*S, each worker pushes S' and pulls S"

@@ -117,9 +117,10 @@ static void predict(const gs_run_info *info, gs_summary *s) {
     cplan.total = 0;
     for (int b = 0; b < info->nbuckets; b++) cplan.total += (double)cplan.bytes[b];
     cj.plan = &cplan;
-    if (info->compressed_push) {  /* ps top-k: sparse pushes, dense parameters back */
+    if (info->compressed_push) {  /* ps: compressed pushes, dense parameters back */
       cj.plan = &plan;
       cj.push_bytes = info->compressed_bytes;
+      if (info->compressed_sums_back) cj.back_bytes = info->compressed_bytes;
     }
     cj.collectives = info->compressed_collectives;
     ok = cplan.total > 0 && gs_cm_predict(&m, &cj, &c, &e) == GS_OK;

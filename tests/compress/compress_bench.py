@@ -6,9 +6,13 @@
     start_powerSGD_iter); from the start step on the parameters differ;
   - with powersgd every rank still holds the same bits after every step
     (--verify's hashes), in the ring at world 2 and 3 and at world 1;
+  - in ps the server sums the parts and rebuilds the bucket: the ring's
+    parameters bitwise at world 2, within 1e-6 at world 3; before the start
+    step the plain ps's bits;
   - bytes on the wire per compressed step (the ring's own counters) are at
-    least 10x below the plain run's for an MLP of large matrices, and fp16
-    halves them, in ring and ps;
+    least 10x below the plain run's for an MLP of large matrices (in ps: the
+    pushes, the parameters still coming back whole), and fp16 halves them, in
+    ring and ps;
   - error feedback makes it converge: after a fixed budget of 150 steps the
     loss over (the first 4096 samples of) the synthetic training set with
     powersgd:2 is within 5% of the uncompressed run's;
@@ -79,9 +83,9 @@ def ranks_agree(rows):
                                  for h in by_step.values())
 
 
-def bytes_per_step(rows, first):
-    """rank 0's bytes sent per step from step `first` on"""
-    b = [int(r["bytes_sent"]) for r in rows if r["rank"] == "0" and int(r["step"]) >= first]
+def bytes_per_step(rows, first, rank="0", what="bytes_sent"):
+    """a rank's bytes sent (or received) per step from step `first` on"""
+    b = [int(r[what]) for r in rows if r["rank"] == rank and int(r["step"]) >= first]
     return sum(b) / len(b) if b else 0.0
 
 
@@ -111,6 +115,29 @@ p1, _, _ = train(MLP, 1, "local", ["--compress", "powersgd:2", "--powersgd-start
 plain1, _, _ = train(MLP, 1, "local", [])
 check(p1 is not None and not same_bits(p1, plain1), "world 1 did not compress")
 
+# ps: the server sums the parts and rebuilds the bucket (ps/powersgd_recv.c),
+# the arithmetic of the ring's ranks: the same bits at world 2 (a sum of two
+# is the same in either order), the same up to summation order at world 3
+ps_plain, _, _ = train(MLP, 2, "ps", [])
+ps_late, _, _ = train(MLP, 2, "ps", ["--compress", "powersgd:2", "--powersgd-start", "1000"])
+check(same_bits(ps_plain, ps_late), "ps: powersgd before its start step is not the plain ps")
+for w in (2, 3):
+    psgd = ["--compress", "powersgd:2", "--powersgd-start", "2"]
+    ring_p, _, _ = train(MLP, w, "ring", psgd)
+    ps_p, ps_rows, _ = train(MLP, w, "ps", psgd)
+    if not check(ring_p is not None and ps_p is not None, f"ps / ring powersgd at world {w}"):
+        continue
+    check(ranks_agree(ps_rows), f"ps powersgd world {w}: ranks disagree on the parameters")
+    worst = max(float(np.linalg.norm(ps_p[k].astype(np.float64) - ring_p[k]) /
+                      np.linalg.norm(ring_p[k])) for k in ring_p)
+    print(f"ps powersgd:2 against the ring's at world {w}: bitwise {same_bits(ps_p, ring_p)}, "
+          f"largest relative difference {worst:.2e}")
+    if w == 2:
+        check(same_bits(ps_p, ring_p), "ps and ring powersgd differ at world 2")
+        check(not same_bits(ps_p, ps_plain), "ps powersgd left the parameters as the plain ps")
+    else:
+        check(worst <= 1e-6, f"ps and ring powersgd at world 3 differ by {worst:.2e} (> 1e-6)")
+
 # bytes: two 512 x 512 layers at rank 2 send about 1/64 of their floats
 BIG = "mlp:784-512-512-10"
 _, prow, _ = train(BIG, 2, "ring", [], steps=5)
@@ -124,6 +151,18 @@ print(f"{BIG}, ring world 2, rank 0 sent per step: plain {bp:.0f} B, fp16 {bh:.0
 check(bc > 0 and bp / bc >= 10, f"powersgd:2 cut bytes only {bp / max(bc, 1):.1f}x")
 check(abs(bc_before - bp) <= 0.01 * bp, "before the start step the bytes are not plain")
 check(1.9 <= bp / max(bh, 1) <= 2.1, f"fp16 cut bytes {bp / max(bh, 1):.2f}x, not 2x")
+# ps: a worker's pushes shrink as the ring's traffic does; the parameters
+# still come back whole (and the parts' sums before them)
+_, pps, _ = train(BIG, 2, "ps", [], steps=5)
+_, cps, _ = train(BIG, 2, "ps", ["--compress", "powersgd:2", "--powersgd-start", "2"], steps=5)
+up_p, up_c = bytes_per_step(pps, 2, "1"), bytes_per_step(cps, 2, "1")
+down_p, down_c = (bytes_per_step(pps, 2, "1", "bytes_recv"),
+                  bytes_per_step(cps, 2, "1", "bytes_recv"))
+print(f"{BIG}, ps world 2, rank 1 per step: pushed {up_p:.0f} B plain, {up_c:.0f} B with "
+      f"powersgd:2 ({up_p / max(up_c, 1):.1f}x less); pulled {down_p:.0f} B and {down_c:.0f} B")
+check(up_c > 0 and up_p / up_c >= 10, f"ps powersgd:2 cut the pushes only {up_p / max(up_c, 1):.1f}x")
+check(down_p <= down_c <= down_p + 2 * up_c, f"ps powersgd:2 pulled {down_c:.0f} B, not the "
+      f"parameters ({down_p:.0f} B) and the sums of its parts")
 _, psf, _ = train(MLP, 2, "ps", [], steps=3)
 _, psh, _ = train(MLP, 2, "ps", ["--compress", "bf16"], steps=3)
 r_ps = bytes_per_step(psf, 0) / max(bytes_per_step(psh, 0), 1)
@@ -152,7 +191,12 @@ check(l_psgd <= 1.05 * l_plain and l_plain < 0.5,
 
 # refusals
 for args, words in (
-        (["--mode", "ps", "--world", "2", "--compress", "powersgd:2"], "--mode ring"),
+        (["--mode", "ps", "--world", "2", "--compress", "powersgd:2", "--ps-servers", "2"],
+         "sharded ps"),
+        (["--mode", "ps", "--world", "2", "--compress", "powersgd:2", "--ps-sync", "ssp:1"],
+         "--ps-sync bsp"),
+        (["--mode", "ps", "--world", "2", "--compress", "powersgd:2", "--loss-scale", "8"],
+         "--loss-scale"),
         (["--mode", "ring", "--world", "2", "--compress", "topk:0.1"], "--compress"),
         (["--mode", "ring", "--world", "2", "--compress", "powersgd:0"], "--compress"),
         (["--mode", "ring", "--world", "2", "--compress", "powersgd:2", "--precision", "fp16"],

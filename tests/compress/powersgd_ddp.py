@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""powersgd_ddp.py BENCH: gradsync's --compress powersgd against PyTorch's own
-powerSGD_hook under DistributedDataParallel (gloo, 2 processes, CPU).
+"""powersgd_ddp.py BENCH: gradsync's --compress powersgd, in the ring and in the
+ps, against PyTorch's own powerSGD_hook under DistributedDataParallel (gloo, 2
+processes, CPU).
 
 Both sides start from the same parameters (.npy), read the same IDX files
 without shuffling (DistributedSampler(shuffle=False): rank r takes samples r,
@@ -227,29 +228,34 @@ def main():
                     rng.uniform(-bound, bound, MODEL[i + 1]).astype(np.float32))
         model = "mlp:" + "-".join(str(s) for s in MODEL)
         data = f"idx:{d}/img.idx,{d}/lab.idx"
-        cmd = [bench, "--mode", "ring", "--world", "2", "--model", model, "--data", data,
-               "--batch", str(BATCH), "--steps", str(STEPS), "--lr", str(LR), "--momentum",
-               str(MOMENTUM), "--seed", str(SEED), "--no-shuffle", "--threads", "1", "--quiet",
-               "--link", "none", "--repeat", "1", "--load-params", d + "/init",
-               "--compress", f"powersgd:{R}", "--powersgd-start", str(START),
-               "--out", d + "/run", "--save-params", d + "/ours"]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-        if r.returncode:
-            print(" ".join(cmd), r.stdout, r.stderr)
-            return 1
         torch_run(d, True)
         torch_run(d, False)
-        ours, theirs, plain = load(d + "/ours"), load(d + "/torch"), load(d + "/torch-plain")
+        theirs, plain = load(d + "/torch"), load(d + "/torch-plain")
         init = load(d + "/init")
         failures = 0
-        for n in NAMES:
-            diff, effect = rel(ours[n], theirs[n]), rel(plain[n], theirs[n])
-            moved = rel(theirs[n], init[n])
-            ok = diff <= 1e-4 and (effect >= 1e-3 or n.endswith("bias"))
-            print(f"  {n:11s} gradsync vs torch powerSGD_hook {diff:.2e} (limit 1e-4); "
-                  f"powerSGD vs plain DDP {effect:.2e}; moved by training {moved:.2e}"
-                  f"{'' if ok else '  <-- FAIL'}")
-            failures += not ok
+        # the ring all-reduces P and Q; the ps server sums them and runs the
+        # optimizer (ps/powersgd_recv.c): both must be PyTorch's hook
+        for mode in ("ring", "ps"):
+            cmd = [bench, "--mode", mode, "--world", "2", "--model", model, "--data", data,
+                   "--batch", str(BATCH), "--steps", str(STEPS), "--lr", str(LR), "--momentum",
+                   str(MOMENTUM), "--seed", str(SEED), "--no-shuffle", "--threads", "1",
+                   "--quiet", "--link", "none", "--repeat", "1", "--load-params", d + "/init",
+                   "--compress", f"powersgd:{R}", "--powersgd-start", str(START),
+                   "--out", f"{d}/run-{mode}", "--save-params", f"{d}/ours-{mode}"]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+            if r.returncode:
+                print(" ".join(cmd), r.stdout, r.stderr)
+                return 1
+            ours = load(f"{d}/ours-{mode}")
+            print(f"--mode {mode}:")
+            for n in NAMES:
+                diff, effect = rel(ours[n], theirs[n]), rel(plain[n], theirs[n])
+                moved = rel(theirs[n], init[n])
+                ok = diff <= 1e-4 and (effect >= 1e-3 or n.endswith("bias"))
+                print(f"  {n:11s} gradsync vs torch powerSGD_hook {diff:.2e} (limit 1e-4); "
+                      f"powerSGD vs plain DDP {effect:.2e}; moved by training {moved:.2e}"
+                      f"{'' if ok else '  <-- FAIL'}")
+                failures += not ok
         # the weights are where compression acts: it must show there
         worst_effect = min(rel(plain[n], theirs[n]) for n in NAMES if n.endswith("weight"))
         print(f"powersgd_ddp: {failures} failure(s); smallest effect of PowerSGD on a weight "
