@@ -286,11 +286,10 @@ static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
     if (rc < 0) break;
     sum.bytes_sent += one.bytes_sent;
     sum.bytes_recv += one.bytes_recv;
-    /* the server beside this rank works on this rank's time */
-    if (s->w[k]->inproc) {
-      sum.reduce_s = one.reduce_s;
-      sum.update_s = one.update_s;
-    }
+    /* the server beside this rank works on this rank's time, and so does
+     * this rank's own compression (PowerSGD) */
+    sum.reduce_s += one.reduce_s;
+    if (s->w[k]->inproc) sum.update_s = one.update_s;
     if (one.has_server) {
       sum.has_server = true;
       sum.server_reduce_s = one.server_reduce_s;
