@@ -149,6 +149,11 @@ int gs_powersgd_bucket(gs_powersgd *p, int b, float *grads, size_t off, size_t c
  * (NULL before the bucket is built), where the caller reads what to send
  * and writes the sum. */
 int gs_powersgd_parts(gs_powersgd *p, int b, size_t off, size_t count, size_t n[3], gs_err *e);
+/* A ps numbers the parts it sends 1, 2, 3 (0 is a whole bucket): those of
+ * n (gs_powersgd_parts' sizes) that travel, as bits 1 << (part + 1). */
+static inline unsigned gs_powersgd_part_bits(const size_t n[3]) {
+  return (n[0] ? 2u : 0u) | (n[1] ? 4u : 0u) | (n[2] ? 8u : 0u);
+}
 float *gs_powersgd_part(gs_powersgd *p, int b, int part);
 int gs_powersgd_encode(gs_powersgd *p, int b, float *grads, size_t off, size_t count,
                        gs_powersgd_stats *st, gs_err *e);

@@ -35,14 +35,6 @@ void gs_ps_psgd_free(ps_worker *s) {
   free(s->psgd_got);
 }
 
-/* parts 1 .. 3 of bucket b that exist, as bits 1 << part */
-static unsigned parts(const ps_worker *s, int b) {
-  unsigned m = 0;
-  for (int k = 0; k < 3; k++)
-    if (s->psgd_n[3 * b + k]) m |= 1u << (k + 1);
-  return m;
-}
-
 static int send(ps_worker *s, int b, int k, gs_err *e) {
   size_t n = s->psgd_n[3 * b + k - 1];
   if (n == 0) return GS_OK;
@@ -64,7 +56,7 @@ int gs_ps_psgd_push(ps_worker *s, int b, gs_err *e) {
 
 /* what the sums received so far let this rank do */
 static int advance(ps_worker *s, int b, int k, gs_err *e) {
-  unsigned have = parts(s, b), first = have & 6u;
+  unsigned have = gs_powersgd_part_bits(&s->psgd_n[3 * b]), first = have & 6u;
   gs_powersgd_stats st = {0};
   gs_err pe = {0};
   int rc = GS_OK;
@@ -94,7 +86,7 @@ int gs_ps_psgd_sum(ps_worker *s, gs_wire_msg *m, gs_err *e) {
                    "of step %llu bucket %u, which this rank did not push", r, (long long)s->step,
                    k, (unsigned long long)p->step, p->bucket);
   int b = (int)p->bucket;
-  unsigned have = parts(s, b);
+  unsigned have = gs_powersgd_part_bits(&s->psgd_n[3 * b]);
   size_t n = s->psgd_n[3 * b + k - 1];
   gs_err pe = {0};
   if (!(have & (1u << k)) || (s->psgd_got[b] & (1u << k)) || (k == 3 && !(s->psgd_got[b] & 4u)) ||

@@ -110,14 +110,6 @@ void gs_pss_psgd_round(gs_ps_server *s) {
   for (int k = 0; k < 3; k++) gs_ps_reduce_round(s->psgd_red[k]);
 }
 
-/* bucket b's parts that exist, as bits 1 << part */
-static unsigned parts(const gs_ps_server *s, int b) {
-  unsigned m = 0;
-  for (int k = 0; k < 3; k++)
-    if (s->psgd_n[3 * b + k]) m |= 1u << (k + 1);
-  return m;
-}
-
 /* The sum of part k of bucket b to every rank, copied. */
 static int send_sum(gs_ps_server *s, int b, int k, gs_err *e) {
   size_t cnt = s->psgd_n[3 * b + k - 1];
@@ -162,7 +154,7 @@ int gs_pss_psgd_push(gs_ps_server *s, int r, gs_wire_msg *m, bool *done, gs_err 
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed step %llu bucket %d whole; from "
                 "step %llu on PowerSGD sends it in parts", r, step, b,
                 (unsigned long long)s->psgd_start);
-  unsigned have = parts(s, b);
+  unsigned have = gs_powersgd_part_bits(&s->psgd_n[3 * b]);
   if (k > 3 || !(have & (1u << k)))
     return FAIL(s, e, GS_EPROTO, "ps server: rank %d pushed part %d of step %llu bucket %d, "
                 "which has no such part (parts 1 to 3, those with floats)", r, k, step, b);

@@ -548,3 +548,124 @@ void push_env(Gradsync__Envelope *env, Gradsync__Push *p, uint64_t job, uint32_t
   env->body_case = GRADSYNC__ENVELOPE__BODY_PUSH;
   env->push = p;
 }
+
+void wire_rank0_config(wire_rank0 *z, gs_kernels *k, uint64_t job, size_t n,
+                       const gs_bucket *bk, int nb, float lr, int steps) {
+  memset(z, 0, sizeof *z);
+  float *params = k->alloc(k, n * sizeof(float)), *grads = k->alloc(k, n * sizeof(float));
+  REQUIRE(params && grads, "allocating %zu parameters", n);
+  memset(params, 0, n * sizeof(float));
+  memset(grads, 0, n * sizeof(float));
+  gs_sync_config *c = &z->cfg;
+  c->rank = 0;
+  c->world = 2;
+  c->timeout_ms = 1500;
+  c->job = job;
+  c->host = "127.0.0.1";
+  c->k = k;
+  c->params = params;
+  c->grads = grads;
+  c->n = n;
+  c->buckets = bk;
+  c->nbuckets = nb;
+  c->sgd = (gs_sgd){lr, 0.0f, 0.0f};
+  c->wire = GS_F32;
+  gs_scaler_init(&c->scaler, 1.0f, false);
+  gs_compress_default(&c->compress);
+  z->steps_wanted = steps;
+}
+
+void wire_rank0_prepare(wire_rank0 *z) {
+  gs_err e = {0};
+  size_t len;
+  REQUIRE(gs_ps_backend.prepare(&z->cfg, &z->state, z->ep, &e) == 0, "prepare: %s", e.msg);
+  REQUIRE(gs_ps_backend.bootstrap(z->state, &z->cfg, z->blob, &len, &e) == 0, "bootstrap: %s",
+          e.msg);
+  z->cfg.bootstrap = z->blob;
+  z->cfg.bootstrap_len = len;
+}
+
+void *wire_rank0_main(void *arg) {
+  wire_rank0 *z = arg;
+  gs_sync *s = NULL;
+  z->rc = gs_ps_backend.open(z->state, &z->cfg, &s, &z->e);
+  for (int step = 0; z->rc == 0 && step < z->steps_wanted; step++) {
+    z->rc = s->ops->begin_step(s, step, &z->e);
+    for (int b = 0; z->rc == 0 && b < z->cfg.nbuckets; b++)
+      z->rc = s->ops->bucket_ready(s, b, &z->e);
+    gs_sync_stats st;
+    if (z->rc == 0) z->rc = s->ops->end_step(s, &st, &z->e);
+    if (z->rc == 0) z->steps++;
+  }
+  if (s) s->ops->close(s, z->rc == 0, NULL);
+  return NULL;
+}
+
+void *wire_raw_join(void *zctx, const wire_rank0 *z) {
+  gs_err e = {0};
+  void *s = zmq_socket(zctx, ZMQ_DEALER);
+  int zero = 0;
+  zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+  static const gs_cred job_cred;
+  REQUIRE(gs_cred_connect(s, &job_cred, z->blob, &e) == 0, "connect %s: %s", z->blob, e.msg);
+  uint8_t h[256];
+  Gradsync__Envelope env;
+  Gradsync__Hello hello = GRADSYNC__HELLO__INIT;
+  gs_wire_env(&env, z->cfg.job, 1);
+  hello.count = z->cfg.n;
+  hello.nbuckets = (uint32_t)z->cfg.nbuckets;
+  env.body_case = GRADSYNC__ENVELOPE__BODY_HELLO;
+  env.hello = &hello;
+  zmq_send(s, h, gradsync__envelope__pack(&env, h), 0);
+  return s;
+}
+
+static void expect_failed(const wire_rank0 *z, void *s, double dt, const char *what,
+                          const char *needle) {
+  /* rank 0 stops in step 1, or still in step 0: the in-process server may
+   * abort it before it has read step 0's parameters */
+  CHECK(z->rc != 0 && z->steps <= 1, "%s: rank 0 did not fail by step 1 (rc %d, %d steps)",
+        what, z->rc, z->steps);
+  CHECK(strstr(z->e.msg, needle), "%s: rank 0's error does not say '%s': %s", what, needle,
+        z->e.msg);
+  CHECK(strstr(z->e.msg, "rank 1") && strstr(z->e.msg, "step 1") && strstr(z->e.msg, "bucket 0"),
+        "%s: the error does not name rank 1, step 1, bucket 0: %s", what, z->e.msg);
+  CHECK(dt < 1.4, "%s: rank 0 took %.2f s to stop", what, dt);
+  bool error = false;
+  for (int i = 0; i < 8 && !error; i++) {
+    gs_wire_msg m;
+    gs_err e = {0};
+    int rc = gs_wire_recv(s, false, 3000, z->cfg.job, 1 << 24, &m, &e);
+    error = rc == 0 && m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR;
+    gs_wire_msg_close(&m);
+    if (rc == GS_ETIMEOUT) break;
+  }
+  CHECK(error, "%s: the raw rank 1 got no Error", what);
+  printf("ok: %-28s -> %s\n", what, z->e.msg);
+}
+
+void wire_finish(wire_rank0 *z, pthread_t th, void *s, const char *what, const char *needle) {
+  if (!needle) {
+    uint8_t h[256];
+    Gradsync__Envelope env;
+    Gradsync__Shutdown sd = GRADSYNC__SHUTDOWN__INIT;
+    sd.reason = (char *)"done";
+    gs_wire_env(&env, z->cfg.job, 1);
+    env.body_case = GRADSYNC__ENVELOPE__BODY_SHUTDOWN;
+    env.shutdown = &sd;
+    zmq_send(s, h, gradsync__envelope__pack(&env, h), 0);
+  }
+  double t0 = gs_now();
+  pthread_join(th, NULL);
+  double dt = gs_now() - t0;
+  if (!needle)
+    CHECK(z->rc == 0 && z->steps == z->steps_wanted, "%s: rank 0 failed (%d steps): %s", what,
+          z->steps, z->e.msg);
+  else
+    expect_failed(z, s, dt, what, needle);
+  zmq_close(s);
+  gs_kernels *k = z->cfg.k;
+  k->release(k, z->cfg.params);
+  k->release(k, z->cfg.grads);
+  k->destroy(k);
+}

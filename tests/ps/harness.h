@@ -18,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,5 +113,37 @@ float *check_reference(const job_opts *o, job_result *r, const char *what, bool 
  * `rank` of job `job` (for tests that speak to a server by hand). */
 void push_env(Gradsync__Envelope *env, Gradsync__Push *p, uint64_t job, uint32_t rank,
               uint64_t step, uint32_t bucket, uint64_t off, uint64_t cnt);
+
+/* ---- a real rank 0 and a raw rank 1 (the wire tests: a raw rank speaks
+ * to rank 0's in-process server by hand) ---- */
+
+/* Rank 0 of a world of 2: its config (CPU kernels k, fp32, SGD at lr
+ * without momentum, a 1.5 s timeout, job JOB, n zero parameters and
+ * gradients in nb buckets bk; the caller sets compression) and, after
+ * wire_rank0_prepare, the server's address for the raw rank in blob. */
+typedef struct wire_rank0 {
+  gs_sync_config cfg;
+  void *state;
+  char ep[GS_ENDPOINT_MAX], blob[GS_BOOTSTRAP_MAX];
+  int steps_wanted;
+  int rc, steps;
+  gs_err e;
+} wire_rank0;
+void wire_rank0_config(wire_rank0 *z, gs_kernels *k, uint64_t job, size_t n,
+                       const gs_bucket *bk, int nb, float lr, int steps);
+void wire_rank0_prepare(wire_rank0 *z);
+/* Its thread: open, steps_wanted steps that hand every bucket over in
+ * order, close; rc, steps and e say how it went. */
+void *wire_rank0_main(void *arg);
+/* The raw rank 1: a DEALER connected to blob that said Hello for n
+ * parameters in nb buckets. */
+void *wire_raw_join(void *zctx, const wire_rank0 *z);
+/* The end of a case: without a lie (needle NULL) the raw rank says
+ * goodbye and rank 0 must have run every step; after a lie at step 1
+ * bucket 0, rank 0 must have stopped by step 1 within 1.4 s, its error
+ * saying needle and naming rank 1, step 1 and bucket 0, and the raw socket
+ * s must get an Error. Then s is closed and rank 0's buffers and kernels
+ * freed. what names the case. */
+void wire_finish(wire_rank0 *z, pthread_t th, void *s, const char *what, const char *needle);
 
 #endif

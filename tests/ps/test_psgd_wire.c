@@ -44,28 +44,6 @@ static const char *const l_needle[] = {
   "pushed step 1 bucket 0 whole", "is not resumed",
 };
 
-typedef struct rank0 {
-  gs_sync_config cfg;
-  void *state;
-  int rc, steps;
-  gs_err e;
-} rank0;
-
-static void *rank0_main(void *arg) {
-  rank0 *z = arg;
-  gs_sync *s = NULL;
-  z->rc = gs_ps_backend.open(z->state, &z->cfg, &s, &z->e);
-  for (int step = 0; z->rc == 0 && step < 2; step++) {
-    z->rc = s->ops->begin_step(s, step, &z->e);
-    if (z->rc == 0) z->rc = s->ops->bucket_ready(s, 0, &z->e);
-    gs_sync_stats st;
-    if (z->rc == 0) z->rc = s->ops->end_step(s, &st, &z->e);
-    if (z->rc == 0) z->steps++;
-  }
-  if (s) s->ops->close(s, z->rc == 0, NULL);
-  return NULL;
-}
-
 /* One message on the raw socket: its kind (-1: none in time); a Params'
  * part in *part and its payload copied into out (at most cap floats). */
 static int raw_recv(void *s, int timeout_ms, int *part, float *out, size_t cap) {
@@ -102,58 +80,23 @@ static void raw_part(void *s, uint64_t step, int part, size_t count, bool again)
 }
 
 static void run_case(int lie) {
-  rank0 z = {0};
+  wire_rank0 z;
   gs_err e = {0};
   gs_kernels *k = gs_kernels_cpu(0, &e);
   REQUIRE(k, "cpu kernels: %s", e.msg);
-  float *params = k->alloc(k, N * sizeof(float)), *grads = k->alloc(k, N * sizeof(float));
-  memset(params, 0, N * sizeof(float));
-  memset(grads, 0, N * sizeof(float));
   static gs_bucket bk = {.offset = 0, .count = N};
   static const gs_compress_tensor tensors[] = {{0, ROWS, COLS}, {ROWS * COLS, VEC, 1}};
-  gs_sync_config *c = &z.cfg;
-  c->rank = 0;
-  c->world = 2;
-  c->timeout_ms = 1500;
-  c->job = JOB;
-  c->host = "127.0.0.1";
-  c->k = k;
-  c->params = params;
-  c->grads = grads;
-  c->n = N;
-  c->buckets = &bk;
-  c->nbuckets = 1;
-  c->sgd = (gs_sgd){LR, 0.0f, 0.0f};
-  c->wire = GS_F32;
-  c->tensors = tensors;
-  c->ntensors = 2;
-  gs_scaler_init(&c->scaler, 1.0f, false);
-  gs_compress_default(&c->compress);
-  REQUIRE(gs_compress_parse("powersgd:1", &c->compress, &e) == 0, "parse: %s", e.msg);
-  c->compress.start = 0;
-  char ep[GS_ENDPOINT_MAX], blob[GS_BOOTSTRAP_MAX];
-  size_t len;
-  REQUIRE(gs_ps_backend.prepare(c, &z.state, ep, &e) == 0, "prepare: %s", e.msg);
-  REQUIRE(gs_ps_backend.bootstrap(z.state, c, blob, &len, &e) == 0, "bootstrap: %s", e.msg);
-  c->bootstrap = blob;
-  c->bootstrap_len = len;
-
-  void *s = zmq_socket(zctx, ZMQ_DEALER);
-  int zero = 0;
-  zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-  static const gs_cred job_cred;
-  REQUIRE(gs_cred_connect(s, &job_cred, blob, &e) == 0, "connect %s: %s", blob, e.msg);
+  wire_rank0_config(&z, k, JOB, N, &bk, 1, LR, 2);
+  z.cfg.tensors = tensors;
+  z.cfg.ntensors = 2;
+  REQUIRE(gs_compress_parse("powersgd:1", &z.cfg.compress, &e) == 0, "parse: %s", e.msg);
+  z.cfg.compress.start = 0;
+  wire_rank0_prepare(&z);
+  void *s = wire_raw_join(zctx, &z);
   uint8_t h[256];
   Gradsync__Envelope env;
-  Gradsync__Hello hello = GRADSYNC__HELLO__INIT;
-  gs_wire_env(&env, JOB, 1);
-  hello.count = N;
-  hello.nbuckets = 1;
-  env.body_case = GRADSYNC__ENVELOPE__BODY_HELLO;
-  env.hello = &hello;
-  zmq_send(s, h, gradsync__envelope__pack(&env, h), 0);
   pthread_t th;
-  REQUIRE(pthread_create(&th, NULL, rank0_main, &z) == 0, "pthread_create");
+  REQUIRE(pthread_create(&th, NULL, wire_rank0_main, &z) == 0, "pthread_create");
   REQUIRE(raw_recv(s, 5000, NULL, NULL, 0) == GRADSYNC__ENVELOPE__BODY_WELCOME, "%s: no welcome",
           l_name[lie]);
 
@@ -218,38 +161,8 @@ static void run_case(int lie) {
     raw_part(s, 1, 3, COLS, false);
     for (int i = 0; i < 2; i++)
       REQUIRE(raw_recv(s, 5000, NULL, NULL, 0) == GRADSYNC__ENVELOPE__BODY_PARAMS, "step 1");
-    Gradsync__Shutdown sd = GRADSYNC__SHUTDOWN__INIT;
-    sd.reason = (char *)"done";
-    gs_wire_env(&env, JOB, 1);
-    env.body_case = GRADSYNC__ENVELOPE__BODY_SHUTDOWN;
-    env.shutdown = &sd;
-    zmq_send(s, h, gradsync__envelope__pack(&env, h), 0);
   }
-  double t0 = gs_now();
-  pthread_join(th, NULL);
-  double dt = gs_now() - t0;
-  if (lie == L_NONE) {
-    CHECK(z.rc == 0 && z.steps == 2, "good parts: rank 0 failed (%d steps): %s", z.steps,
-          z.e.msg);
-  } else {
-    CHECK(z.rc != 0 && z.steps <= 1, "%s: rank 0 did not fail by step 1 (rc %d, %d steps)",
-          l_name[lie], z.rc, z.steps);
-    CHECK(strstr(z.e.msg, l_needle[lie]), "%s: rank 0's error does not say '%s': %s",
-          l_name[lie], l_needle[lie], z.e.msg);
-    CHECK(strstr(z.e.msg, "rank 1") && strstr(z.e.msg, "step 1") && strstr(z.e.msg, "bucket 0"),
-          "%s: the error does not name rank 1, step 1, bucket 0: %s", l_name[lie], z.e.msg);
-    CHECK(dt < 1.4, "%s: rank 0 took %.2f s to stop", l_name[lie], dt);
-    int kind = -1;
-    for (int i = 0; i < 8 && kind != GRADSYNC__ENVELOPE__BODY_ERROR; i++)
-      kind = raw_recv(s, 3000, NULL, NULL, 0);
-    CHECK(kind == GRADSYNC__ENVELOPE__BODY_ERROR, "%s: the raw rank 1 got no Error",
-          l_name[lie]);
-    printf("ok: %-28s -> %s\n", l_name[lie], z.e.msg);
-  }
-  zmq_close(s);
-  k->release(k, params);
-  k->release(k, grads);
-  k->destroy(k);
+  wire_finish(&z, th, s, l_name[lie], lie == L_NONE ? NULL : l_needle[lie]);
 }
 
 int main(void) {

@@ -41,28 +41,6 @@ static const char *const l_needle[] = {
   "this job's pushes are dense",
 };
 
-typedef struct rank0 {
-  gs_sync_config cfg;
-  void *state;
-  int nb, rc, steps;
-  gs_err e;
-} rank0;
-
-static void *rank0_main(void *arg) {
-  rank0 *z = arg;
-  gs_sync *s = NULL;
-  z->rc = gs_ps_backend.open(z->state, &z->cfg, &s, &z->e);
-  for (int step = 0; z->rc == 0 && step < 3; step++) {
-    z->rc = s->ops->begin_step(s, step, &z->e);
-    for (int b = 0; z->rc == 0 && b < z->nb; b++) z->rc = s->ops->bucket_ready(s, b, &z->e);
-    gs_sync_stats st;
-    if (z->rc == 0) z->rc = s->ops->end_step(s, &st, &z->e);
-    if (z->rc == 0) z->steps++;
-  }
-  if (s) s->ops->close(s, z->rc == 0, NULL);
-  return NULL;
-}
-
 /* One message on the raw socket: its kind (-1: none in time); Params are
  * copied into params at their offset. */
 static int raw_recv(void *s, int timeout_ms, float *params) {
@@ -113,61 +91,27 @@ static void raw_push(void *s, uint64_t step, int b, const gs_bucket *bk, int lie
 }
 
 static void run_case(int lie) {
-  rank0 z = {0};
+  wire_rank0 z;
   gs_err e = {0};
   gs_kernels *k = gs_kernels_cpu(0, &e);
   REQUIRE(k, "cpu kernels: %s", e.msg);
-  float *params = k->alloc(k, N * sizeof(float)), *grads = k->alloc(k, N * sizeof(float));
-  memset(params, 0, N * sizeof(float));
-  memset(grads, 0, N * sizeof(float));
-  gs_bucket *bk = plan_buckets(N, 300, &z.nb);
-  gs_sync_config *c = &z.cfg;
-  c->rank = 0;
-  c->world = 2;
-  c->timeout_ms = 1500;
-  c->job = JOB;
-  c->host = "127.0.0.1";
-  c->k = k;
-  c->params = params;
-  c->grads = grads;
-  c->n = N;
-  c->buckets = bk;
-  c->nbuckets = z.nb;
-  c->sgd = (gs_sgd){LR, 0.0f, 0.0f};
-  c->wire = GS_F32;
-  gs_scaler_init(&c->scaler, 1.0f, false);
-  gs_compress_default(&c->compress);
-  if (lie != L_SPARSE_IN_DENSE) REQUIRE(gs_compress_parse("topk:0.1", &c->compress, &e) == 0,
-                                        "parse: %s", e.msg);
-  char ep[GS_ENDPOINT_MAX], blob[GS_BOOTSTRAP_MAX];
-  size_t len;
-  REQUIRE(gs_ps_backend.prepare(c, &z.state, ep, &e) == 0, "prepare: %s", e.msg);
-  REQUIRE(gs_ps_backend.bootstrap(z.state, c, blob, &len, &e) == 0, "bootstrap: %s", e.msg);
-  c->bootstrap = blob;
-  c->bootstrap_len = len;
-
-  void *s = zmq_socket(zctx, ZMQ_DEALER);
-  int zero = 0;
-  zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-  static const gs_cred job_cred;
-  REQUIRE(gs_cred_connect(s, &job_cred, blob, &e) == 0, "connect %s: %s", blob, e.msg);
+  int nb;
+  gs_bucket *bk = plan_buckets(N, 300, &nb);
+  wire_rank0_config(&z, k, JOB, N, bk, nb, LR, 3);
+  if (lie != L_SPARSE_IN_DENSE)
+    REQUIRE(gs_compress_parse("topk:0.1", &z.cfg.compress, &e) == 0, "parse: %s", e.msg);
+  wire_rank0_prepare(&z);
+  void *s = wire_raw_join(zctx, &z);
   uint8_t h[256];
   Gradsync__Envelope env;
-  Gradsync__Hello hello = GRADSYNC__HELLO__INIT;
-  gs_wire_env(&env, JOB, 1);
-  hello.count = N;
-  hello.nbuckets = (uint32_t)z.nb;
-  env.body_case = GRADSYNC__ENVELOPE__BODY_HELLO;
-  env.hello = &hello;
-  zmq_send(s, h, gradsync__envelope__pack(&env, h), 0);
   pthread_t th;
-  REQUIRE(pthread_create(&th, NULL, rank0_main, &z) == 0, "pthread_create");
+  REQUIRE(pthread_create(&th, NULL, wire_rank0_main, &z) == 0, "pthread_create");
   REQUIRE(raw_recv(s, 5000, NULL) == GRADSYNC__ENVELOPE__BODY_WELCOME, "%s: no welcome",
           l_name[lie]);
 
   /* step 0: good sparse pushes (a dense job gets dense ones) */
   static float dense[N];
-  for (int b = 0; b < z.nb; b++) {
+  for (int b = 0; b < nb; b++) {
     if (lie != L_SPARSE_IN_DENSE) {
       raw_push(s, 0, b, bk, L_NONE);
       continue;
@@ -179,12 +123,12 @@ static void run_case(int lie) {
   }
   static float got[N];
   for (int i = 0; i < N; i++) got[i] = 12345.0f;
-  for (int b = 0; b < z.nb; b++)
+  for (int b = 0; b < nb; b++)
     REQUIRE(raw_recv(s, 5000, got) == GRADSYNC__ENVELOPE__BODY_PARAMS, "%s: params of step 0",
             l_name[lie]);
   if (lie == L_NONE) {
     size_t bad = 0, placed = 0;
-    for (int b = 0; b < z.nb; b++) {
+    for (int b = 0; b < nb; b++) {
       size_t kb = gs_topk_count(FRACTION, bk[b].count);
       for (size_t i = 0; i < bk[b].count; i++) {
         float want = 0.0f;
@@ -198,50 +142,16 @@ static void run_case(int lie) {
     CHECK(bad == 0 && placed > 0, "step 0: %zu of %d parameters are not -lr x the sparse "
           "values / world where pushed and 0 elsewhere", bad, N);
     printf("ok: sparse pushes summed where their indices say (%zu entries in %d buckets)\n",
-           placed, z.nb);
+           placed, nb);
   }
 
   if (lie != L_NONE) raw_push(s, 1, 0, bk, lie);
   else for (int step = 1; step < 3; step++) {
-    for (int b = 0; b < z.nb; b++) raw_push(s, (uint64_t)step, b, bk, L_NONE);
-    for (int b = 0; b < z.nb; b++)
+    for (int b = 0; b < nb; b++) raw_push(s, (uint64_t)step, b, bk, L_NONE);
+    for (int b = 0; b < nb; b++)
       REQUIRE(raw_recv(s, 5000, NULL) == GRADSYNC__ENVELOPE__BODY_PARAMS, "params");
   }
-  if (lie == L_NONE) {
-    Gradsync__Shutdown sd = GRADSYNC__SHUTDOWN__INIT;
-    sd.reason = (char *)"done";
-    gs_wire_env(&env, JOB, 1);
-    env.body_case = GRADSYNC__ENVELOPE__BODY_SHUTDOWN;
-    env.shutdown = &sd;
-    zmq_send(s, h, gradsync__envelope__pack(&env, h), 0);
-  }
-  double t0 = gs_now();
-  pthread_join(th, NULL);
-  double dt = gs_now() - t0;
-  if (lie == L_NONE) {
-    CHECK(z.rc == 0 && z.steps == 3, "good pushes: rank 0 failed (%d steps): %s", z.steps,
-          z.e.msg);
-  } else {
-    /* rank 0 stops in step 1, or still in step 0: the in-process server
-       may abort it before it has read step 0's parameters */
-    CHECK(z.rc != 0 && z.steps <= 1, "%s: rank 0 did not fail by step 1 (rc %d, %d steps)",
-          l_name[lie], z.rc, z.steps);
-    CHECK(strstr(z.e.msg, l_needle[lie]), "%s: rank 0's error does not say '%s': %s",
-          l_name[lie], l_needle[lie], z.e.msg);
-    CHECK(strstr(z.e.msg, "rank 1") && strstr(z.e.msg, "step 1") && strstr(z.e.msg, "bucket 0"),
-          "%s: the error does not name rank 1, step 1, bucket 0: %s", l_name[lie], z.e.msg);
-    CHECK(dt < 1.4, "%s: rank 0 took %.2f s to stop", l_name[lie], dt);
-    int kind = -1;
-    for (int i = 0; i < 8 && kind != GRADSYNC__ENVELOPE__BODY_ERROR; i++)
-      kind = raw_recv(s, 3000, NULL);
-    CHECK(kind == GRADSYNC__ENVELOPE__BODY_ERROR, "%s: the raw rank 1 got no Error",
-          l_name[lie]);
-    printf("ok: %-28s -> %s\n", l_name[lie], z.e.msg);
-  }
-  zmq_close(s);
-  k->release(k, params);
-  k->release(k, grads);
-  k->destroy(k);
+  wire_finish(&z, th, s, l_name[lie], lie == L_NONE ? NULL : l_needle[lie]);
   free(bk);
 }
 
