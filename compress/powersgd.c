@@ -289,7 +289,8 @@ int gs_powersgd_decode(gs_powersgd *p, int bi, float *grads, gs_powersgd_stats *
 int gs_powersgd_rebuild(gs_powersgd *p, int bi, float *out, gs_err *e) {
   pbucket *b = built(p, bi, e);
   if (!b) return e ? e->code : GS_EINVAL;
-  for (int c = 0; c < b->ncomp; c++) orthogonalize(b->p + b->poff[c], p->t[b->comp[c]].rows, b->r[c]);
+  for (int c = 0; c < b->ncomp; c++)
+    orthogonalize(b->p + b->poff[c], p->t[b->comp[c]].rows, b->r[c]);
   return expand(p, b, out, e);
 }
 

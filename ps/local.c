@@ -17,11 +17,14 @@
  *                whose server averages over the N ranks (Init.average_over),
  *                not over the H pushes.
  * A step: each bucket is summed inside the host (in place, in member
- * order), with --overlap as backward hands it over, else after backward;
- * the leader pushes it; once the leader has the step's parameters, every
- * rank but the leader fills its parameters with -0.0 and the host
- * all-reduces them: x + (-0.0) is x for every float, -0.0 and NaN
- * included, so every rank copies the leader's bits.
+ * order, in fp32: with loss scaling, of gradients that carry the scale),
+ * with --overlap as backward hands it over, else after backward; the
+ * leader pushes it (in the wire dtype: 16-bit traffic rounds the host's
+ * sum, not each rank's gradient); once the leader has the step's
+ * parameters, every rank but the leader fills its parameters with -0.0
+ * and the host all-reduces them: x + (-0.0) is x for every float, -0.0 and
+ * NaN included, so every rank copies the leader's bits. The server's
+ * verdict (skipped, the next loss scale) goes round the host the same way.
  *
  * Sum order of element i, fixed and the same run after run: inside host h
  * in rank order, ((g_hL + g_hL+1) + ...) (shm.c), then over the hosts' sums
@@ -120,10 +123,6 @@ static int check_local(const gs_sync_config *c, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ranks per host do not divide a world of %d "
                    "(the host-aggregated ps needs hosts of equal size; --no-ps-local-reduce "
                    "runs the flat ps)", c->rank, L, c->world);
-  if (c->wire != GS_F32 || c->scaler.dynamic || c->scaler.scale != 1.0f)
-    return GS_FAIL(e, GS_EINVAL, "ps rank %d: the host-aggregated ps sums fp32 gradients "
-                   "without loss scaling so far (--no-ps-local-reduce for %s)", c->rank,
-                   gs_dtype_name(c->wire));
   if (gs_ps_sync_stale(&c->ps_sync))
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: the host-aggregated ps runs bsp; ssp, async and "
                    "backup workers count ranks, not hosts (add --no-ps-local-reduce)", c->rank);
@@ -307,15 +306,16 @@ static int local_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   return rc < 0 ? fail(s, rc, e) : GS_OK;
 }
 
-/* Every rank of the host ends with its leader's parameters. */
-static int share_params(local_sync *s, int64_t step, gs_err *e) {
+/* Every rank of the host ends with its leader's n floats at buf: the
+ * others add -0.0 (tag: the host collective's bucket number). */
+static int share(local_sync *s, float *buf, size_t n, int64_t step, int tag, gs_err *e) {
   if (s->local != 0) {
     uint32_t neg0 = 0x80000000u;
     float f;
     memcpy(&f, &neg0, sizeof f);
-    for (size_t i = 0; i < s->n; i++) s->params[i] = f;
+    for (size_t i = 0; i < n; i++) buf[i] = f;
   }
-  int rc = gs_ring_allreduce(s->host, s->params, s->params, s->n, step, s->nbuckets, NULL, e);
+  int rc = gs_ring_allreduce(s->host, buf, buf, n, step, tag, NULL, e);
   if (rc < 0) host_words(s->h, s->L, e);
   return rc;
 }
@@ -329,14 +329,18 @@ static int local_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   for (int b = 0; !s->overlap && rc == GS_OK && b < s->nbuckets; b++) rc = one_bucket(s, b, e);
   gs_sync_stats fs = {0};
   if (rc == GS_OK && s->flat) rc = leader_words(s, s->flat->ops->end_step(s->flat, &fs, e), e);
-  if (rc == GS_OK) rc = share_params(s, s->order.step, e);
+  if (rc == GS_OK) rc = share(s, s->params, s->n, s->order.step, s->nbuckets, e);
+  /* the server's verdict on the step (loss scaling: skipped, and the scale
+   * the next step computes with) reached the leader only */
+  float verdict[2] = {fs.scale, fs.skipped ? 1.0f : 0.0f};
+  if (rc == GS_OK) rc = share(s, verdict, 2, s->order.step, s->nbuckets + 1, e);
   if (rc < 0) return fail(s, rc, e);
   gs_sync_stats out = fs;
   out.reduce_s += s->reduce_s;
   out.wait_s = s->blocked_s + (gs_now() - t0) - out.reduce_s - out.update_s;
   if (out.wait_s < 0) out.wait_s = 0;
-  out.skipped = false;
-  out.scale = 1.0f;
+  out.skipped = verdict[1] != 0.0f;
+  out.scale = verdict[0];
   out.staleness = 0;
   if (st) *st = out;
   return GS_OK;
@@ -426,7 +430,7 @@ static int local_open(void *state, const gs_sync_config *c, gs_sync **out, gs_er
     gs_sync_order_init(&s->order, "ps", c->rank, c->nbuckets);
   }
   /* every rank starts from the leader's copy of rank 0's parameters */
-  if (rc == GS_OK) rc = share_params(s, -1, e);
+  if (rc == GS_OK) rc = share(s, s->params, s->n, -1, s->nbuckets, e);
   free(eps);
   free(ptr);
   state_free(p);

@@ -21,7 +21,8 @@ int gs_ps_psgd_open(ps_worker *s, gs_err *e) {
     return GS_FAIL(e, pe.code, "ps rank %d: %s", c->rank, pe.msg);
   s->psgd_n = calloc((size_t)c->nbuckets * 3, sizeof *s->psgd_n);
   s->psgd_got = calloc((size_t)c->nbuckets, 1);
-  if (!s->psgd_n || !s->psgd_got) return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
+  if (!s->psgd_n || !s->psgd_got)
+    return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
   for (int b = 0; b < c->nbuckets; b++)
     if (gs_powersgd_parts(s->psgd, b, c->buckets[b].offset, c->buckets[b].count,
                           &s->psgd_n[3 * b], &pe) < 0)

@@ -387,8 +387,9 @@ static const flag FLAGS[] = {
   WORD("compress", "C", "none", NULL,
        "none | fp16 | bf16 | powersgd:R | topk:FRACTION: what gradients travel as (DDP's "
        "communication hooks): fp32 compute with 16-bit traffic, PowerSGD's rank-R approximation "
-       "with error feedback (ring and world 1), or each bucket's largest FRACTION with error "
-       "feedback, pushed sparse (ps; docs/compression.md)", p_compress, train.compress),
+       "with error feedback (ring, world 1 and a flat ps), or each bucket's largest FRACTION "
+       "with error feedback, pushed sparse (ps; docs/compression.md)", p_compress,
+       train.compress),
   NUM("powersgd-start", 0, "N", "2", "powersgd: plain all-reduce before step N "
       "(start_powerSGD_iter; PyTorch's constructor default is 1000)", p_whole,
       train.compress.start, 0, 1e12),

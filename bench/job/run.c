@@ -53,5 +53,6 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       .repeat = o->repeat > 0 ? o->repeat : 1, .repeats = o->repeats > 0 ? o->repeats : 1,
       .straggle = t->straggle,
       .ps_sync = mode == GS_MODE_PS && world > 1 ? o->ps_sync : (gs_ps_sync){0},
-      .ring_period = mode == GS_MODE_RING && world > 1 ? o->ring_period : 0};
+      .ring_period = mode == GS_MODE_RING && world > 1 ? o->ring_period : 0,
+      .compress = t->compress};
 }

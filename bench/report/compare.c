@@ -18,10 +18,11 @@ static json_t *nullable(double v) { return isfinite(v) ? json_real(v) : json_nul
 
 static json_t *run_json(const gs_summary *r, const char *dir) {
   const gs_stale_summary *st = &r->stale;
-  return json_pack("{s:s, s:s, s:s, s:i, s:s, s:i, s:f, s:s, s:o, s:i, s:o, s:i, s:o, s:s, "
+  return json_pack("{s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:f, s:s, s:o, s:i, s:o, s:i, s:o, s:s, "
                    "s:o, s:o}", "dir", dir, "id", r->id, "mode", gs_mode_name(r->mode), "world",
                    r->world, "ps_sync", r->ps_sync, "ring_period", r->ring_period,
-                   "throughput_samples_per_s", r->throughput_samples_per_s, "throughput_basis",
+                   "compress", r->compress ? r->compress : "", "throughput_samples_per_s",
+                   r->throughput_samples_per_s, "throughput_basis",
                    st->throughput_basis, "straggler_model_samples_per_s",
                    nullable(st->model_samples_per_s), "staleness_max", r->staleness_max,
                    "staleness_mean", nullable(r->staleness_mean), "dropped_gradients",

@@ -103,6 +103,7 @@ typedef struct gs_run_info {
   gs_straggle straggle;     /* --slow, --jitter */
   gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */
   int ring_period;          /* ring: --ring-period (1: every step) */
+  gs_compress compress;     /* --compress (the zero value: none) */
 } gs_run_info;
 
 /* The run's id, e.g. "ps-w4-mlp_784-512-512-10-b64-bk25" (safe as a name),
@@ -202,6 +203,7 @@ typedef struct gs_summary {
   int ring_period;             /* ring: parameters averaged every H steps (1: gradients
                                   every step; 0: not a ring run) */
   double jitter_cv;            /* --jitter */
+  char *compress;              /* --compress: "none", "fp16", "powersgd:2", "topk:0.1" */
   int threads_per_rank;
   int64_t steps, nparams;
   int nbuckets;

@@ -229,6 +229,8 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
     gs_ps_sync_text(&info->ps_sync, sync, sizeof sync);
   s->ps_sync = strdup(sync);
   s->ring_period = info->ring_period;
+  char spec[32];
+  s->compress = strdup(gs_compress_spec(&info->compress, spec, sizeof spec));
   int64_t applied = 0;
   double stale_sum = 0;
   for (int r = 0; r < N; r++)
@@ -432,6 +434,7 @@ void gs_summary_free(gs_summary *s) {
   free(s->run_id);
   free(s->slow);
   free(s->ps_sync);
+  free(s->compress);
   free(s->cost_model.formula);
   free(s->cost_model.bottleneck);
   free(s->step_time_s);

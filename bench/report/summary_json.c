@@ -52,7 +52,7 @@ static const field RUN_TAIL[] = {RUN(K_NULLABLE, accuracy), RUN(K_NULLABLE, eval
                                  RUN(K_NULLABLE, heldout_accuracy), RUN(K_NULLABLE, heldout_loss),
                                  RUN(K_STR, ps_sync), RUN(K_INT, staleness_max),
                                  RUN(K_NULLABLE, staleness_mean), RUN(K_INT, dropped_gradients),
-                                 RUN(K_INT, ring_period),
+                                 RUN(K_INT, ring_period), RUN(K_STR, compress),
                                  RUN(K_INT, repeat)};
 
 #define RANK(k, m) {#m, k, offsetof(gs_rank_summary, m)}

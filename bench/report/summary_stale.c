@@ -464,6 +464,10 @@ void gs_stale_label(const gs_summary *r, char *buf, size_t cap) {
     snprintf(buf, cap, "ps %s", r->ps_sync[0] ? r->ps_sync : "bsp");
   else
     snprintf(buf, cap, "%s", gs_mode_name(r->mode));
+  /* the knob compared across sweeps (--compare of one run per --compress) */
+  size_t len = strlen(buf);
+  if (r->compress && r->compress[0] && strcmp(r->compress, "none") && len + 1 < cap)
+    snprintf(buf + len, cap - len, " %s", r->compress);
 }
 
 void gs_stale_verdict(const gs_summary *runs, size_t n, char *buf, size_t cap) {

@@ -16,8 +16,9 @@
   - error feedback makes it converge: after a fixed budget of 150 steps the
     loss over (the first 4096 samples of) the synthetic training set with
     powersgd:2 is within 5% of the uncompressed run's;
-  - report.json names the compression; bad combinations are refused with a
-    message naming the flag."""
+  - report.json names the compression (per run too), and bench --compare of
+    one run per knob labels each row with it; bad combinations are refused
+    with a message naming the flag."""
 import csv
 import json
 import os
@@ -188,6 +189,30 @@ print(f"loss after 150 steps: plain {l_plain:.5f}, powersgd:2 {l_psgd:.5f} "
       f"({100 * (l_psgd / l_plain - 1):+.1f}%)")
 check(l_psgd <= 1.05 * l_plain and l_plain < 0.5,
       f"powersgd:2 did not converge with the plain run: {l_psgd} vs {l_plain}")
+
+# one run per --compress side by side (bench --compare): each labelled with
+# its knob, with its time to the target loss; compare.json names the knob
+knob_dirs = []
+for c in ("none", "powersgd:2"):
+    d = os.path.join(tmp, "knob-" + c.replace(":", "_"))
+    r = run(BASE + ["--model", MLP, "--mode", "ring", "--world", "2", "--steps", "20",
+                    "--compress", c, "--target-loss", "2.5", "--out", d])
+    check(r.returncode == 0, f"knob run {c}: exit {r.returncode}: {r.stderr[-300:]}")
+    knob_dirs.append(d)
+cmp_dir = os.path.join(tmp, "knob-compare")
+r = run(["--compare", ",".join(knob_dirs), "--target-loss", "2.5", "--out", cmp_dir])
+rows = [ln for ln in r.stdout.splitlines() if ln.startswith("  ring")]
+print("\n".join(rows))
+check(r.returncode == 0 and len(rows) == 2 and rows[1].startswith("  ring powersgd:2") and
+      not rows[0].startswith("  ring powersgd"), f"--compare of two knobs: {r.stdout[-600:]}")
+try:
+    with open(os.path.join(cmp_dir, "compare.json")) as f:
+        cmp = json.load(f)
+    check([x["compress"] for x in cmp["runs"]] == ["none", "powersgd:2"] and
+          all(x["time_to_target_s"] is not None for x in cmp["runs"]),
+          f"compare.json: {[(x.get('compress'), x.get('time_to_target_s')) for x in cmp['runs']]}")
+except (OSError, ValueError, KeyError) as ex:
+    check(False, f"compare.json: {ex}")
 
 # refusals
 for args, words in (

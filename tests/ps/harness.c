@@ -445,7 +445,6 @@ void reference(const job_opts *o, float *ref, bool *skipped, float *scales) {
   float *g = malloc(n * sizeof(float)), *acc = malloc(n * sizeof(float));
   float *hs = malloc(n * sizeof(float));
   int L = o->host_ranks > 1 ? o->host_ranks : 1;
-  REQUIRE(L == 1 || o->wire == GS_F32, "reference: hosts that sum first are fp32 only");
   float *mom = calloc(n, sizeof(float));
   uint16_t *lp = malloc(n * sizeof(uint16_t));
   gs_scaler sc = o->scaler;
@@ -457,23 +456,25 @@ void reference(const job_opts *o, float *ref, bool *skipped, float *scales) {
     /* sum in rank order, bucket by bucket, as the server does */
     for (int r = 0; r < o->world; r++) {
       make_grads(o, r, step, sc.scale, g);
+      /* ps/local.c: the host's fp32 sum in rank order is what its first
+       * rank pushes, the hosts in order (the flat ps: each rank's own) */
+      const float *push = g;
+      int pusher = r;
       if (L > 1) {
-        /* ps/local.c: the host's sum in rank order, then hosts in order */
         if (r % L == 0) memcpy(hs, g, n * sizeof(float));
         else k->add(k, n, hs, g);
         if (r % L != L - 1) continue;
-        if (r / L == 0) memcpy(acc, hs, n * sizeof(float));
-        else k->add(k, n, acc, hs);
-        continue;
+        push = hs;
+        pusher = r / L;
       }
       for (int b = 0; b < nb; b++) {
         size_t off = bk[b].offset, c = bk[b].count;
-        const void *src = g + off;
+        const void *src = push + off;
         if (o->wire != GS_F32) {
-          k->convert(k, o->wire, lp + off, GS_F32, g + off, c);
+          k->convert(k, o->wire, lp + off, GS_F32, push + off, c);
           src = lp + off;
         }
-        if (r == 0) {
+        if (pusher == 0) {
           if (o->wire == GS_F32) k->copy(k, acc + off, src, c * sizeof(float));
           else k->convert(k, GS_F32, acc + off, o->wire, src, c);
         } else if (o->wire == GS_F32) {

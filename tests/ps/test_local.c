@@ -13,7 +13,10 @@
  *    parameter, or to their mean magnitude where one is near zero);
  *  - bytes: with one server on rank 0, the master's link carries (H-1) x S
  *    each way, a leader elsewhere S, every other rank nothing on sockets;
- *  - refusals: hosts of unequal size, loss scaling, ssp;
+ *  - fp16 and bf16 pushes of the hosts' sums with loss scaling, a step
+ *    skipped on an overflow inside host 1: the reference's bits, verdicts
+ *    and next scales on every rank;
+ *  - refusals: hosts of unequal size, ssp;
  *  - faults (processes): a rank killed inside a host, or a leader killed,
  *    makes every other rank fail naming it within the timeout, and nothing
  *    is left in /dev/shm. */
@@ -130,6 +133,48 @@ static void against_flat(int world, int L) {
   result_free(fr);
 }
 
+/* 16-bit pushes of the hosts' sums with loss scaling: the reference's
+ * bits on every rank after every step, and every rank's own verdict and
+ * next scale the server's (it reaches the first rank of a host only, and
+ * goes round the host). An inf in rank 3's step 2 (not a host's first
+ * rank) makes host 1's sum overflow: the server skips step 2. */
+static void scaled(gs_dtype wire) {
+  job_opts o = base(4, 2);
+  o.wire = wire;
+  o.steps = 5;
+  o.grad_scale = 1e-3f;
+  o.inf_rank = 3;
+  o.inf_step = 2;
+  if (wire == GS_F16) gs_scaler_init(&o.scaler, 65536.0f, true);
+  else gs_scaler_init(&o.scaler, 128.0f, false);
+  char what[96];
+  snprintf(what, sizeof what, "world 4, hosts of 2, %s pushes, loss scale %g%s",
+           gs_dtype_name(wire), (double)o.scaler.scale, o.scaler.dynamic ? " dynamic" : "");
+  job_result *r = result_new(&o);
+  REQUIRE(run_threads(&o, r) == 0, "%s: %s | %s", what, r->err[0], r->err[3]);
+  bool skipped[64];
+  float scales[64];
+  float *ref = check_reference(&o, r, what, skipped, scales);
+  gs_scaler sc = o.scaler;
+  int nskip = 0, agree = 0;
+  for (int s = 0; s < o.steps; s++) {
+    nskip += skipped[s];
+    gs_scaler_update(&sc, skipped[s]);
+    for (int i = 0; i < o.world; i++) {
+      const gs_sync_stats *st = &r->stats[(size_t)s * o.world + i];
+      agree += st->skipped == skipped[s] && st->scale == sc.scale;
+    }
+  }
+  CHECK(skipped[2] && nskip == 1, "%s: the reference skipped %d steps (step 2: %d)", what, nskip,
+        skipped[2]);
+  CHECK(agree == o.steps * o.world, "%s: %d of %d (rank, step) verdicts and next scales are the "
+        "server's", what, agree, o.steps * o.world);
+  printf("ok: %s: every rank holds the reference's bits after every step, and the server's "
+         "verdict (step 2 skipped, next scale %g)\n", what, (double)scales[3]);
+  free(ref);
+  result_free(r);
+}
+
 static void refused(const char *what, int world, int L, gs_dtype wire, bool ssp,
                     const char *words) {
   job_opts o = base(world, L);
@@ -218,7 +263,8 @@ int main(void) {
   against_flat(4, 4);
   against_flat(6, 2);
   refused("hosts of 4 in a world of 6", 6, 4, GS_F32, false, "do not divide");
-  refused("loss scaling", 4, 2, GS_F16, false, "loss scaling");
+  scaled(GS_F16);
+  scaled(GS_BF16);
   refused("ssp", 4, 2, GS_F32, true, "bsp");
   killed(4, 2, 3, 1);   /* inside host 1, not its leader */
   killed(4, 2, 1, 2);   /* inside host 0, beside the server */
