@@ -17,6 +17,8 @@
  * step from `start` on to gs_powersgd_bucket instead, which runs its three
  * all-reduces (the uncompressed tensors, P, Q) on the same ring and leaves
  * the sum as the plain all-reduce would; the rest of the step is the same.
+ * With --compress topk:FRACTION every bucket is ring_topk.c's all-gather of
+ * the ranks' largest entries, summed in rank order, instead.
  *
  * Overlap on or off runs exactly the same operations in the same order,
  * so it gives the same bits; only the time the training thread waits
@@ -29,6 +31,7 @@
 #include <time.h>
 
 #include "allreduce/allreduce.h"
+#include "allreduce/ring_topk.h"
 
 typedef struct ring_state {
   gs_ring *ring;
@@ -43,6 +46,7 @@ typedef struct ring_sync {
   gs_kernels *rk;
   gs_update u;             /* the optimizer and the loss scaler */
   gs_powersgd *psgd;       /* --compress powersgd, or NULL */
+  gs_ring_topk *topk;      /* --compress topk, or NULL */
   gs_update_range *ranges; /* the buckets, as the optimizer takes them */
 
   /* training thread */
@@ -78,6 +82,7 @@ static uint64_t config_hash(const gs_sync_config *c) {
   if (c->compress.kind == GS_COMPRESS_NONE) return h;  /* as before compression existed */
   uint64_t v[3] = {(uint64_t)c->compress.kind, (uint64_t)c->compress.rank,
                    (uint64_t)c->compress.start};
+  if (c->compress.kind == GS_COMPRESS_TOPK) memcpy(&v[1], &c->compress.fraction, sizeof v[1]);
   return gs_hash_bytes(h, v, sizeof v);
 }
 
@@ -140,6 +145,8 @@ static void *progress(void *arg) {
       rc = gs_powersgd_bucket(s->psgd, b, s->c.grads, bk.offset, bk.count, psgd_allreduce, &call,
                               &ps, &e);
       st.reduce_s += ps.compute_s;  /* compressing is this rank's reduction work */
+    } else if (s->topk) {
+      rc = gs_ring_topk_bucket(s->topk, s->ring, s->rk, s->c.grads, b, step, &st, &e);
     } else {
       rc = gs_ring_allreduce(s->ring, src, dst, bk.count, step, b, &st, &e);
     }
@@ -322,6 +329,7 @@ static int ring_close(gs_sync *base, bool ok, gs_err *e) {
   gs_ring_close(s->ring, ok, ok ? NULL : "its job stopped");
   gs_update_free(&s->u);
   gs_powersgd_destroy(s->psgd);
+  gs_ring_topk_destroy(s->topk);
   free(s->ranges);
   if (s->rk) s->rk->destroy(s->rk);
   pthread_mutex_destroy(&s->mu);
@@ -345,6 +353,7 @@ static const gs_sync_ops ring_ops = {
  * several hosts of several ranks (hier_auto: else the ring), with fp32
  * gradients on the CPU; anything else the ring. */
 static gs_algo train_algo(const gs_sync_config *c, const gs_kernels *k) {
+  if (c->compress.kind == GS_COMPRESS_TOPK) return GS_ALGO_RING; /* an all-gather on the ring */
   if (c->algo == GS_ALGO_HIER) return GS_ALGO_HIER;
   if (c->algo == GS_ALGO_AUTO && c->wire == GS_F32 && k->device == GS_DEV_CPU)
     return GS_ALGO_HIER;
@@ -366,6 +375,8 @@ static int ring_prepare(const gs_sync_config *c, void **state, char endpoint[GS_
   size_t max_count = 0;
   for (int i = 0; i < c->nbuckets; i++)
     if (c->buckets[i].count > max_count) max_count = c->buckets[i].count;
+  if (c->compress.kind == GS_COMPRESS_TOPK && gs_ring_topk_count(c) > max_count)
+    max_count = gs_ring_topk_count(c);
   gs_ring_opts o = {
     .rank = c->rank,
     .world = c->world,
@@ -460,6 +471,8 @@ static int ring_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
         (rc = gs_powersgd_create(&c->compress, s->rk, c->tensors, c->ntensors, c->nbuckets,
                                  c->world, &s->psgd, e)) < 0)
       gs_err_prefix(e, "rank %d: ", c->rank);
+    if (rc == GS_OK && c->compress.kind == GS_COMPRESS_TOPK)
+      rc = gs_ring_topk_create(c, &s->topk, e);
     if (rc == GS_OK) {
       if (pthread_create(&s->thr, NULL, progress, s) != 0)
         rc = GS_FAIL(e, GS_ENOMEM, "rank %d: cannot start the ring's progress thread", c->rank);

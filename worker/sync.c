@@ -51,11 +51,13 @@ static int by_offset(const void *a, const void *b) {
   return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-/* --compress topk: sparse pushes to one flat bsp ps server, fp32 on the CPU
- * (compress.h); the rest is refused here as bench/cli refuses it */
+/* --compress topk: sparse pushes to one flat bsp ps server, or the ring's
+ * all-gather, fp32 on the CPU (compress.h); the rest is refused here as
+ * bench/cli refuses it */
 static int check_topk(const gs_sync_config *c, const char *who, gs_err *e) {
   const char *no = NULL;
-  if (strcmp(who, "ps")) no = "another backend than ps";
+  if (strcmp(who, "ps") && strcmp(who, "ring")) no = "another backend than ps or the ring";
+  else if (c->ring_period > 1) no = "periodic averaging";
   else if (c->ps_servers > 1 || c->ps_server_eps) no = "a sharded ps";
   else if (c->ps_host_ranks > 1) no = "ps with hosts that sum their ranks first";
   else if (gs_ps_sync_stale(&c->ps_sync)) no = "ssp, async or backup workers";
@@ -65,9 +67,9 @@ static int check_topk(const gs_sync_config *c, const char *who, gs_err *e) {
   else if (c->k->device != GS_DEV_CPU) no = "a GPU";
   else if (!(c->compress.fraction > 0) || c->compress.fraction > 1) no = "a share outside (0, 1]";
   if (no)
-    return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress topk runs in a flat bsp ps on the CPU "
-                   "with fp32 gradients, not with %s; use --compress none there", who, c->rank,
-                   no);
+    return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress topk runs in a flat bsp ps or the ring "
+                   "on the CPU with fp32 gradients, not with %s; use --compress none there", who,
+                   c->rank, no);
   return GS_OK;
 }
 

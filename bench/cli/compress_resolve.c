@@ -2,11 +2,13 @@
  * starts. fp16 / bf16 are a wire dtype and run wherever 16-bit traffic
  * does. powersgd:R runs in the CPU ring, in local and in a flat bsp ps
  * (one server that sums the parts, compress.h, ps/powersgd_recv.c);
- * topk:FRACTION in that ps only (sparse pushes). Both work on fp32
+ * topk:FRACTION in that ps (sparse pushes) and in the plain ring (an
+ * all-gather, allreduce/ring_topk.h). Both work on fp32
  * gradients without loss scaling. Everything else is refused with what to
  * give instead. */
 #include <string.h>
 
+#include "allreduce/allreduce.h"
 #include "bench/cli/cli.h"
 
 /* what a compressing ps runs with: one server, bsp, every rank pushing */
@@ -25,17 +27,23 @@ static int ps_flat(const gs_opts *o, const char *spec, gs_err *e) {
 }
 
 static int topk(const gs_opts *o, const char *spec, gs_err *e) {
+  bool ps = false;
   for (int i = 0; i < o->nmodes; i++) {
-    if (o->modes[i] == GS_MODE_RING)
-      return GS_FAIL(e, GS_EINVAL, "--compress %s runs in --mode ps (sparse pushes); in the ring "
-                     "top-k would be an all-gather of every rank's indices and values "
-                     "(docs/compression.md): give --mode ps, or --compress powersgd:R for the "
-                     "ring", spec);
+    ps |= o->modes[i] == GS_MODE_PS;
     if (o->modes[i] == GS_MODE_LOCAL)
-      return GS_FAIL(e, GS_EINVAL, "--compress %s compresses ps pushes; --mode local has none: "
-                     "give --mode ps", spec);
+      return GS_FAIL(e, GS_EINVAL, "--compress %s compresses what ranks exchange; --mode local "
+                     "has one rank: give --mode ps or ring", spec);
+    if (o->modes[i] != GS_MODE_RING) continue;
+    /* the ring's top-k is an all-gather on the plain ring (allreduce/ring_topk.h) */
+    if (o->algo != GS_ALGO_AUTO && o->algo != GS_ALGO_RING)
+      return GS_FAIL(e, GS_EINVAL, "--compress %s in the ring is an all-gather of every rank's "
+                     "indices and values on the plain ring, not --algo %s: drop --algo", spec,
+                     gs_algo_name((gs_algo)o->algo));
+    if (o->ring_period > 1)
+      return GS_FAIL(e, GS_EINVAL, "--compress %s compresses gradients; --ring-period %d "
+                     "averages parameters: drop one of them", spec, o->ring_period);
   }
-  return ps_flat(o, spec, e);
+  return ps ? ps_flat(o, spec, e) : GS_OK;
 }
 
 int gs_compress_resolve(const gs_opts *o, gs_err *e) {

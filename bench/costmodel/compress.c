@@ -103,6 +103,10 @@ int gs_cm_compress_plan(const gs_compress *c, gs_dtype precision,
   return GS_OK;
 }
 
+void gs_cm_topk_ring_bytes(const gs_cm_plan *plan, int world, size_t *out) {
+  for (int b = 0; b < plan->nbuckets; b++) out[b] = plan->bytes[b] * (size_t)world / 2;
+}
+
 int gs_cm_compress_predict(const gs_cm_machine *m, const gs_cm_job *j,
                            const gs_cm_compressed *c, gs_cm_compress_verdict *v, gs_err *e) {
   memset(v, 0, sizeof *v);
@@ -129,12 +133,25 @@ int gs_cm_compress_predict(const gs_cm_machine *m, const gs_cm_job *j,
   gs_cm_job comp = *j;
   comp.plan = &c->plan;
   if (ready) comp.ready = ready;
+  gs_cm_plan gather = c->plan;  /* ring top-k: an all-gather */
+  size_t *gbytes = NULL;
   /* the ring all-reduces c's bytes; the flat ps pushes them (top-k
    * selecting them first, PowerSGD getting its parts' sums back before it
    * sends Q) and pulls the dense bucket; the rest of the ps family sends
    * the bucket as it is, in the wire's dtype */
   bool ring = j->mode == GS_CM_RING, topk = c->c.kind == GS_COMPRESS_TOPK;
   bool ps = j->mode == GS_CM_PS && (topk || c->c.kind == GS_COMPRESS_POWERSGD);
+  if (ring && topk) {
+    if (!(gbytes = malloc((size_t)gather.nbuckets * sizeof *gbytes))) {
+      free(ready);
+      return GS_FAIL(e, GS_ENOMEM, "cost model, compression: out of memory");
+    }
+    gs_cm_topk_ring_bytes(&c->plan, j->world, gbytes);
+    gather.bytes = gbytes;
+    gather.total = 0;
+    for (int b = 0; b < gather.nbuckets; b++) gather.total += (double)gbytes[b];
+    comp.plan = &gather;
+  }
   comp.collectives = ring ? c->collectives : NULL;
   comp.extra_s = ring || ps ? c->compute_s : NULL;
   if (ps) {
@@ -144,8 +161,9 @@ int gs_cm_compress_predict(const gs_cm_machine *m, const gs_cm_job *j,
   }
   int rc = gs_cm_predict(m, &comp, &v->comp, e);
   free(ready);
+  free(gbytes);
   GS_TRY(rc);
-  if (ps) v->comp.grad_bytes = c->plan.total;
+  if (ps || topk) v->comp.grad_bytes = c->plan.total;
   v->even = fabs(v->comp.step_s / v->plain.step_s - 1) <= GS_CM_EVEN;
   v->pays = !v->even && v->comp.step_s < v->plain.step_s;
   return GS_OK;

@@ -383,6 +383,10 @@ int gs_cm_compress_plan(const gs_compress *c, gs_dtype precision,
                         const gs_bucket *buckets, int nbuckets, size_t nparams,
                         gs_cm_compressed *out, gs_err *e);
 void gs_cm_compressed_free(gs_cm_compressed *c);
+/* Top-k in the ring is an all-gather of every rank's payload P (plan
+ * bytes), (N-1) P through every link: the bytes of the all-reduce that
+ * moves as much, N P / 2 (2(N-1)/N x N P/2), per bucket into out (nb). */
+void gs_cm_topk_ring_bytes(const gs_cm_plan *plan, int world, size_t *out);
 
 /* plain: job j as it runs uncompressed; comp: the same job with c's plan,
  * collectives and compute (ring only; other modes take the bytes alone).

@@ -441,10 +441,13 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     int64_t on = !topk && cfg.compress.start > from ? cfg.compress.start : from;
     bool ps = mode == GS_MODE_PS;
     info.compressed_bytes = compressed.plan.bytes;
+    if (topk && !ps) {  /* the ring's all-gather, priced as the all-reduce of as many bytes */
+      gs_cm_topk_ring_bytes(&compressed.plan, world, compressed.plan.bytes);
+    }
     info.compressed_collectives = compressed.collectives;
     info.compressed_share = steps > from && on < steps ? (double)(steps - on) / (double)(steps - from)
                                                        : 0;
-    info.compressed_push = topk || ps;
+    info.compressed_push = ps;
     info.compressed_sums_back = ps && !topk;
   }
   gs_err_clear(&e);

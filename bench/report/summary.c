@@ -135,6 +135,9 @@ static const char *formula(const gs_run_info *info) {
            "(N+K-2)/K*S, each other rank S";
   if (info->mode == GS_MODE_PS)
     return "ps, server in rank 0: rank 0 receives and sends (N-1)*S, each worker S";
+  if (info->mode == GS_MODE_RING && info->compress.kind == GS_COMPRESS_TOPK)
+    return "ring top-k: an all-gather, every rank sends and receives (N-1)*P (P: a rank's "
+           "payload; S = N*P/2 the all-reduce of as many bytes)";
   if (info->mode == GS_MODE_RING) return "ring: every rank sends and receives 2(N-1)/N*S";
   return "local: no communication";
 }

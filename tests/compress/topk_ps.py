@@ -1,12 +1,15 @@
 #!/usr/bin/python3
-"""topk_ps.py BENCH: --compress topk:FRACTION in --mode ps, end to end on the
-real bench, loopback.
+"""topk_ps.py BENCH: --compress topk:FRACTION in --mode ps and in the ring, end
+to end on the real bench, loopback.
 
   - topk:1 keeps every entry, and its push is then the dense bucket (2k >= n
     travels dense, compress.h): the parameters are bitwise those of
     --compress none, at world 2 and 3, with several buckets, with --overlap
     and with the dedicated server; topk:0.3 (sparse pushes) changes them and
     every rank still holds the same bits after every step (--verify);
+  - in the ring (an all-gather of the kept entries, summed in rank order):
+    the ps' bits at world 2 and 3, topk:1 the plain ring's at world 2, and
+    N - 1 payloads of 8k bytes sent per step;
   - on scikit-learn's digits (mlp:64-64-10, world 2, 300 steps, the
     compress_digits budget) topk:0.1 with error feedback ends within 5% of
     the uncompressed run's loss over the training and the held-out set, and
@@ -28,11 +31,13 @@ BASE = ["--synthetic-samples", "2048", "--threads", "1", "--timeout", "20", "--q
         "--verify"]
 
 
-def train(world, extra, steps=6):
+def train(world, extra, steps=6, mode="ps"):
     d = tmpdir()
-    r = run(BASE + ["--world", str(world), "--steps", str(steps), "--out", d, "--save-params",
+    base = BASE[:-2] + [mode, "--verify"]
+    r = run(base + ["--world", str(world), "--steps", str(steps), "--out", d, "--save-params",
                     d + "/p"] + extra)
-    if not check(r.returncode == 0, f"ps {world} {extra}: exit {r.returncode}: {r.stderr[-1500:]}"):
+    if not check(r.returncode == 0,
+                 f"{mode} {world} {extra}: exit {r.returncode}: {r.stderr[-1500:]}"):
         return None, []
     return load_params(d + "/p"), steps_csv(d)
 
@@ -60,10 +65,38 @@ for world, extra in ((2, []), (3, ["--bucket-mb", "0.05"]), (2, ["--bucket-mb", 
     print(f"world {world} {' '.join(extra) or '(defaults)'}: topk:1 bitwise none: {ok}; "
           f"topk:0.3 differs, ranks agree")
 
+# the ring: an all-gather of every rank's kept entries, summed in rank order
+# as the ps server sums pushes (allreduce/ring_topk.h): the ps' bits at world
+# 2 and 3, several buckets; topk:1 is the plain ring's bits at world 2 (a sum
+# of two is the same either way)
+for world in (2, 3):
+    extra = ["--compress", "topk:0.3", "--bucket-mb", "0.05"]
+    ps3, _ = train(world, extra)
+    ring3, rrows = train(world, extra, mode="ring")
+    ok = check(same_bits(ps3, ring3), f"world {world}: ring topk:0.3 is not the ps' bits")
+    check(ranks_agree(rrows), f"world {world}: ring topk:0.3 ranks disagree")
+    print(f"ring topk:0.3 world {world}: the ps' bits: {ok}")
+plain_ring, _ = train(2, [], mode="ring")
+ring1, _ = train(2, ["--compress", "topk:1"], mode="ring")
+check(same_bits(plain_ring, ring1), "ring topk:1 at world 2 is not the plain ring's bits")
+# bytes: every rank sends N - 1 payloads of 8k bytes per step (52,650 floats
+# in one bucket at topk:0.01: k = 527), against 2(N-1)/N x 4n for the dense ring
+_, rr = train(3, ["--compress", "topk:0.01"], mode="ring")
+_, pr = train(3, [], mode="ring")
+sent = [int(r["bytes_sent"]) for r in rr if r["rank"] == "0"]
+dense = [int(r["bytes_sent"]) for r in pr if r["rank"] == "0"]
+want = 2 * 8 * 527
+got = sum(sent) / max(len(sent), 1)
+print(f"ring topk:0.01 world 3: rank 0 sent {got:.0f} B per step, (N-1) x 8k = {want}; the dense "
+      f"ring {sum(dense) / max(len(dense), 1):.0f} B")
+check(want <= got <= 1.2 * want + 4096, f"ring topk:0.01 sent {got:.0f} B per step, not about "
+      f"{want}")
+
 # refusals, each naming what to give
 for args, words in (
-        (["--mode", "ring", "--compress", "topk:0.1"], "--mode ps"),
-        (["--mode", "local", "--world", "1", "--compress", "topk:0.1"], "--mode ps"),
+        (["--mode", "ring", "--compress", "topk:0.1", "--algo", "hier"], "drop --algo"),
+        (["--mode", "ring", "--compress", "topk:0.1", "--ring-period", "2"], "--ring-period"),
+        (["--mode", "local", "--world", "1", "--compress", "topk:0.1"], "--mode ps or ring"),
         (["--compress", "topk:0.1", "--ps-servers", "2"], "--ps-servers"),
         (["--compress", "topk:0.1", "--ps-sync", "ssp:1"], "--ps-sync"),
         (["--compress", "topk:0.1", "--ps-sync", "bsp", "--ps-backup", "1"], "--ps-backup"),

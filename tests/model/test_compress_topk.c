@@ -70,6 +70,23 @@ int main(void) {
   CHECK(!v.pays && !v.even && v.comp.step_s > v.plain.step_s + 1e-2 &&
         mt_near(v.compute_s, 2e-2, 1e-12), "loopback: %g vs %g", v.comp.step_s,
         v.plain.step_s);
+  /* the ring: an all-gather, (N-1) P through each link (N = 4: 3 P) against
+   * 2(N-1)/N S for the dense all-reduce; priced as the all-reduce of N P/2 */
+  size_t gb[NB];
+  gs_cm_topk_ring_bytes(&c.plan, 4, gb);
+  CHECK(gb[0] == 2 * c.plan.bytes[0] && gb[1] == 2 * c.plan.bytes[1], "ring bytes %zu %zu", gb[0],
+        gb[1]);
+  c.compute_s[0] = c.compute_s[1] = 0;
+  m.link_Bps = 1.25e6;
+  gs_cm_job rj = {.mode = GS_CM_RING, .world = 4, .hosts = 4, .plan = &c.plain, .batch = 1,
+                  .fwd_s = 1e-4, .bwd_s = 2e-4};
+  CHECK_OK(gs_cm_compress_predict(&m, &rj, &c, &v, &e), &e);
+  CHECK(mt_near(v.comp.bandwidth_s, 3 * c.plan.total / m.link_Bps, 1e-9) &&
+        mt_near(v.plain.bandwidth_s, 1.5 * c.plain.total / m.link_Bps, 1e-9) && v.pays,
+        "ring: bandwidth %g (want %g), plain %g (want %g)", v.comp.bandwidth_s,
+        3 * c.plan.total / m.link_Bps, v.plain.bandwidth_s, 1.5 * c.plain.total / m.link_Bps);
+  printf("ring world 4 at 10 Mbit/s, topk:0.1: bandwidth term %.4f s against %.4f s dense\n",
+         v.comp.bandwidth_s, v.plain.bandwidth_s);
   gs_cm_compressed_free(&c);
 
   /* past half the bucket a push is dense, and topk:1 without work is none */
