@@ -125,13 +125,14 @@ void gs_sweep_header(FILE *f, const gs_opts *o) {
   }
   if (o->train.compress.kind == GS_COMPRESS_POWERSGD)
     fprintf(f, "compress: powersgd:%d, PowerSGD with error feedback and warm start: matrices "
-            "worth it travel as rank-%d P and Q, vectors and small tensors as they are; plain "
-            "all-reduce before step %lld\n", o->train.compress.rank, o->train.compress.rank,
+            "worth it travel as rank-%d P and Q (ps: the server sums them), vectors and small "
+            "tensors as they are; buckets go uncompressed before step %lld\n", o->train.compress.rank, o->train.compress.rank,
             (long long)o->train.compress.start);
   else if (o->train.compress.kind == GS_COMPRESS_TOPK)
-    fprintf(f, "compress: topk:%g, top-k with error feedback: each push keeps the largest %g of "
+    fprintf(f, "compress: topk:%g, top-k with error feedback: each rank keeps the largest %g of "
             "its bucket's gradients plus residual (ties: the lower index) as index + value "
-            "pairs, the rest waits for the next step; parameters come back dense\n",
+            "pairs, the rest waits for the next step; ps: pushed sparse, parameters come back "
+            "dense; ring: every rank's pairs gathered round the ring and summed in rank order\n",
             o->train.compress.fraction, o->train.compress.fraction);
   else if (o->train.compress.kind != GS_COMPRESS_NONE)
     fprintf(f, "compress: %s: fp32 compute, gradients rounded to %s on the wire\n",
