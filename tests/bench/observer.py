@@ -262,13 +262,21 @@ def admitted(reply):
 
 
 def replay_live(port, data, procs):
-    """replay(), or None where the port closed before it answered: a port
-    that listened only a while (a measurement before training) may be gone
-    between listing it and connecting, and then the replay tested nothing"""
-    reply = replay(port, data)
-    if len(reply) < 64 and port not in listening({p.pid for p in procs}):
-        return None
-    return reply
+    """replay(), or None where it tested nothing: the port closed before it
+    answered (a port that listened only a while, a measurement before
+    training, may be gone between listing it and connecting), or it still
+    listens but sent not even its greeting, twice half a second apart (a
+    socket that takes one peer and has it may drop another connection at
+    once). The callers require at least one replay per job that tested
+    something."""
+    for attempt in range(2):
+        reply = replay(port, data)
+        if len(reply) >= 64:
+            return reply
+        if port not in listening({p.pid for p in procs}):
+            return None
+        time.sleep(0.5)
+    return None
 
 
 def finished(procs, what):
