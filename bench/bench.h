@@ -133,6 +133,7 @@ typedef struct gs_opts {
   bool verify;               /* hash parameters every step (steps.csv) */
   bool eval;                 /* accuracy after training */
   const char *eval_data;     /* --eval-data SPEC: held-out accuracy after training */
+  int64_t eval_every;        /* and after every N steps along the run (0: 20 points) */
   const char *peer;          /* --peer torch: PyTorch DDP measured beside (NULL: none) */
   const char *report;        /* --report DIR: tables and charts again from DIR/report.json */
   const char *compare;       /* --compare DIR[,DIR...]: several reports' runs side by side */

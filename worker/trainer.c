@@ -586,9 +586,10 @@ const gs_span *gs_trainer_spans(const gs_trainer *t, size_t *n) {
 /* ---- evaluation ---- */
 
 /* the first n samples of d, whose bytes are at pixels / labels where the
- * kernels run */
-static int eval_set(gs_trainer *t, const gs_dataset *d, const uint8_t *pixels,
-                    const int32_t *labels, int64_t n, double *accuracy, double *loss, gs_err *e) {
+ * kernels run, under params (where the kernels run) */
+static int eval_set(gs_trainer *t, const float *params, const gs_dataset *d,
+                    const uint8_t *pixels, const int32_t *labels, int64_t n, double *accuracy,
+                    double *loss, gs_err *e) {
   int64_t *idx = malloc((size_t)t->o.batch * sizeof *idx);
   if (!idx) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   gs_kernels *k = t->k;
@@ -603,7 +604,7 @@ static int eval_set(gs_trainer *t, const gs_dataset *d, const uint8_t *pixels,
                     t->m->input, t->m->labels);
     float l = 0.0f;
     int c = 0;
-    rc = t->m->ops->forward(t->m, t->params, cnt, &l, &c, e);
+    rc = t->m->ops->forward(t->m, params, cnt, &l, &c, e);
     if (rc == 0) rc = k->sync(k, e);
     sum += (double)l * cnt;
     hits += c;
@@ -623,13 +624,45 @@ int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss
   *loss = 0.0;
   if (!t->d) return GS_OK;  /* profiles: dummy 0, see profile.c */
   if (n <= 0 || n > t->d->n) n = t->d->n;
-  return eval_set(t, t->d, t->dpixels, t->dlabels, n, accuracy, loss, e);
+  return eval_set(t, t->params, t->d, t->dpixels, t->dlabels, n, accuracy, loss, e);
 }
 
 int gs_trainer_evaluate_data(gs_trainer *t, const char *spec, double *accuracy, double *loss,
                              gs_err *e) {
-  *accuracy = 0.0;
-  *loss = 0.0;
+  const float *now = NULL;
+  return gs_trainer_evaluate_data_at(t, spec, &now, 1, accuracy, loss, e);
+}
+
+/* each snapshot in turn where the kernels run: a CPU's kernels read it
+ * where it is, a device's from one scratch copy */
+static int eval_snapshots(gs_trainer *t, const gs_dataset *d, const uint8_t *pix,
+                          const int32_t *lab, const float *const *params, int n,
+                          double *accuracy, double *loss, gs_err *e) {
+  gs_kernels *k = t->k;
+  size_t bytes = t->m->nparams * sizeof(float);
+  float *scratch = NULL;
+  int rc = GS_OK;
+  for (int i = 0; i < n && rc == GS_OK; i++) {
+    const float *p = params[i] ? params[i] : t->params;
+    if (params[i] && k->device != GS_DEV_CPU) {
+      if (!scratch && !(scratch = k->alloc(k, bytes ? bytes : 1))) {
+        rc = k->sync(k, e);
+        if (rc == GS_OK) rc = GS_FAIL(e, GS_ENOMEM, "out of device memory for a snapshot of "
+                                      "the parameters (%zu bytes)", bytes);
+        break;
+      }
+      k->to_device(k, scratch, params[i], bytes);
+      p = scratch;
+    }
+    rc = eval_set(t, p, d, pix, lab, d->n, &accuracy[i], &loss[i], e);
+  }
+  if (scratch) k->release(k, scratch);
+  return rc;
+}
+
+int gs_trainer_evaluate_data_at(gs_trainer *t, const char *spec, const float *const *params,
+                                int n, double *accuracy, double *loss, gs_err *e) {
+  for (int i = 0; i < n; i++) accuracy[i] = loss[i] = 0.0;
   if (!t->d)
     return GS_FAIL(e, GS_EINVAL, "--eval-data %s: the %s profile reads no data", spec,
                    t->model_spec);
@@ -661,7 +694,7 @@ int gs_trainer_evaluate_data(gs_trainer *t, const char *spec, double *accuracy, 
     pix = dpix;
     lab = dlab;
   }
-  if (rc == 0) rc = eval_set(t, d, pix, lab, d->n, accuracy, loss, e);
+  if (rc == 0) rc = eval_snapshots(t, d, pix, lab, params, n, accuracy, loss, e);
   if (dpix) k->release(k, dpix);
   if (dlab) k->release(k, dlab);
   gs_data_free(d);

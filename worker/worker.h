@@ -148,6 +148,11 @@ int gs_trainer_evaluate(gs_trainer *t, int64_t n, double *accuracy, double *loss
  * this model): a held-out split. */
 int gs_trainer_evaluate_data(gs_trainer *t, const char *spec, double *accuracy, double *loss,
                              gs_err *e);
+/* The same for n sets of parameters at once, the data read once: params[i]
+ * a host copy of every parameter (gs_trainer_copy_params), or NULL for the
+ * current ones; accuracy[i] and loss[i] for each. */
+int gs_trainer_evaluate_data_at(gs_trainer *t, const char *spec, const float *const *params,
+                                int n, double *accuracy, double *loss, gs_err *e);
 
 /* Model facts for reports and the rendezvous' configuration check. */
 size_t gs_trainer_nparams(const gs_trainer *t);

@@ -501,6 +501,10 @@ static const flag FLAGS[] = {
   SWITCH("eval", 0, NULL, "report training-set accuracy at the end", eval, 1),
   WORD("eval-data", "SPEC", NULL, NULL, "report accuracy and loss on this held-out data at the "
        "end (a --data spec, e.g. idx:test-images.idx,test-labels.idx)", p_str, eval_data),
+  {"eval-every", 0, "N", NULL, "a twentieth of the steps",
+   "--eval-data: also the held-out accuracy after every N steps (rank 0 copies its "
+   "parameters there and evaluates the copies after training; report.json heldout_curve, "
+   "accuracy.svg)", p_whole, M(eval_every), W(eval_every), 0, 1, 1e12},
   WORD("report", "DIR", NULL, NULL, "no training: print the tables of DIR/report.json and draw "
        "its charts again", p_str, report),
   WORD("compare", "DIRS", NULL, NULL, "no training: the runs of several results directories "

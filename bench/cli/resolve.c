@@ -177,6 +177,9 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
                      "--loss-scale so far (parameters are averaged as they are)",
                      o->ring_period);
   }
+  if (o->eval_every && !o->eval_data)
+    return GS_FAIL(e, GS_EINVAL, "--eval-every %lld evaluates held-out data along the run: "
+                   "give the data with --eval-data SPEC", (long long)o->eval_every);
   GS_TRY(gs_cluster_resolve(o, e));
   if (o->exec) return gs_exec_resolve(o, e);
   if (o->link_bps && strcmp(o->transport, "tcp"))

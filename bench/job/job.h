@@ -245,6 +245,29 @@ int gs_apply_order_start(const gs_opts *o, const gs_train_opts *t, size_t nparam
 int gs_apply_order_write(const char *dir, const gs_run_info *info, gs_apply_log *l, int threads,
                          gs_err *e);
 
+/* ---- held-out accuracy along the run (heldout.c) ---- */
+/* Rank 0 with --eval-data: copies of its parameters after every K-th step
+ * (--eval-every K; by default 20 points along the run) and after the last,
+ * evaluated once training is over. */
+typedef struct gs_heldout {
+  int64_t every;    /* 0: no curve, the end's figure alone */
+  size_t nparams;
+  float **snap;     /* n host copies (and one slot more) */
+  int64_t *step;    /* the step each copy is after (0-based) */
+  int n, cap;
+  double *acc, *loss; /* n + 1, the last the run's end (after finish) */
+} gs_heldout;
+int gs_heldout_start(gs_heldout *h, const gs_opts *o, int64_t steps, size_t nparams,
+                     gs_err *e);
+/* after step (0-based) of steps: params where k runs */
+int gs_heldout_take(gs_heldout *h, gs_kernels *k, const float *params, int64_t step,
+                    int64_t steps, gs_err *e);
+/* evaluates every copy and the current parameters on spec; info's
+ * heldout_* point into h until gs_heldout_free */
+int gs_heldout_finish(gs_heldout *h, gs_trainer *t, const char *spec, gs_run_info *info,
+                      gs_err *e);
+void gs_heldout_free(gs_heldout *h);
+
 /* ---- the host-aggregated ps (ps_local.c) ---- */
 /* cfg->ps_host_ranks for a ps rank (cfg's wire, scaler and ps_sync filled,
  * k its kernels): the ranks per host where --ps-local-reduce asks for it,

@@ -69,6 +69,8 @@ typedef struct step_ctx {
   gs_hostlink_watch **srv;
   gs_hostlink_stat *srv0, *srv1;
   int nsrv;
+  gs_heldout heldout;      /* rank 0, --eval-data: the parameters along the run */
+  gs_err err;              /* why on_step stopped the run */
 } step_ctx;
 
 /* Rank 0 on emulated hosts with ps servers on hosts of their own: watch
@@ -147,6 +149,8 @@ static int on_step(void *vctx, const gs_step_row *row) {
       c->csv = -1;
     }
   }
+  int rc = gs_heldout_take(&c->heldout, c->k, c->cfg->params, row->step, c->steps, &c->err);
+  if (rc < 0) return rc;
   if (c->link && row->step + 1 == c->run.warmup) gs_hostlink_watch_read(c->link, &c->link0);
   if (c->link && row->step + 1 == c->steps) gs_hostlink_watch_read(c->link, &c->link1);
   if (row->step + 1 == c->run.warmup) read_servers(c, c->srv0);
@@ -358,9 +362,11 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   }
   sc.tty = isatty(1) && !getenv("GS_TEST");
   sc.steps = o->train.steps;
+  if (rank == 0 && (rc = gs_heldout_start(&sc.heldout, o, sc.steps, cfg.n, &e)) < 0) goto fail;
 
   phase = "training";
   rc = gs_trainer_run(t, sync, on_step, &sc, &e);
+  if (rc < 0 && sc.err.code) e = sc.err;
   gs_err ce = {0};
   int crc = sync->ops->close(sync, rc == GS_OK, &ce);
   sync = NULL;
@@ -384,9 +390,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   }
   if (rank == 0 && o->eval_data) {
     phase = "held-out evaluation";
-    if ((rc = gs_trainer_evaluate_data(t, o->eval_data, &info.heldout_accuracy,
-                                       &info.heldout_loss, &e)) < 0)
-      goto fail;
+    if ((rc = gs_heldout_finish(&sc.heldout, t, o->eval_data, &info, &e)) < 0) goto fail;
   }
 
   phase = "gathering measurements";
@@ -476,6 +480,7 @@ done:
   if (sc.csv >= 0) close(sc.csv);
   free(sc.host_params);
   free(sc.hashes);
+  gs_heldout_free(&sc.heldout);
   free(bucket_bytes);
   gs_cm_compressed_free(&compressed);
   gs_ps_serve_endpoints_free(o, server_eps);

@@ -1,8 +1,10 @@
-/* charts_stale.c: the two pictures of convergence under stragglers, drawn
+/* charts_stale.c: the pictures of convergence under stragglers, drawn
  * with svg.c's pieces: loss.svg, every run's smoothed training loss against
  * wall-clock seconds on one pair of axes (the target loss as a dashed line,
- * each run's time to it and held-out accuracy in its legend), and
- * staleness.svg, how many applied gradients were how stale, per stale run. */
+ * each run's time to it and held-out accuracy in its legend);
+ * accuracy.svg, the held-out accuracy along each run (--eval-data) on the
+ * same clock; and staleness.svg, how many applied gradients were how
+ * stale, per stale run. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +25,27 @@ static void name_of(const gs_summary *r, char *buf, size_t cap) {
   gs_svg_esc(text, buf, cap);
 }
 
+/* the x axis of seconds from the run's first step, 0..tmax rounded up
+ * (returned) */
+static double time_axis(gs_svg *b, int x0, int y0, int x1, double tmax) {
+  double step = gs_svg_nice_step(tmax, 6), right = ceil(tmax / step) * step;
+  for (double t = 0; t <= right * 1.0001; t += step) {
+    double x = x0 + t / right * (x1 - x0);
+    put(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#888\"/>\n<text x=\"%.1f"
+        "\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", x, y0, x, y0 + 5, x, y0 + 18, t);
+  }
+  put(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">seconds from the run's first "
+      "step</text>\n", (x0 + x1) / 2, y0 + 40);
+  return right;
+}
+
+/* the c-th line of the legend right of a chart whose plot ends at x1 */
+static void legend(gs_svg *b, int x1, int y1, int c, const char *color, const char *text) {
+  put(b, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>\n<text x=\"%d\" "
+      "y=\"%d\" font-size=\"11\">%s</text>\n", x1 + 15, y1 + 18 * c, color, x1 + 32,
+      y1 + 18 * c + 10, text);
+}
+
 static int loss_chart(const char *dir, const gs_summary *runs, size_t n, gs_err *e) {
   double tmax = 0, lmax = 0, target = NAN;
   int shown = 0;
@@ -41,14 +64,7 @@ static int loss_chart(const char *dir, const gs_summary *runs, size_t n, gs_err 
   gs_svg b = {0};
   gs_svg_header(&b, W, H, "Training loss against wall-clock time (smoothed over 8 steps)");
   double top = gs_svg_y_axis(&b, x0, y0, x1, y1, lmax, "training loss");
-  double step = gs_svg_nice_step(tmax, 6), right = ceil(tmax / step) * step;
-  for (double t = 0; t <= right * 1.0001; t += step) {
-    double x = x0 + t / right * (x1 - x0);
-    put(&b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#888\"/>\n<text x=\"%.1f"
-        "\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", x, y0, x, y0 + 5, x, y0 + 18, t);
-  }
-  put(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">seconds from the run's first "
-      "step</text>\n", (x0 + x1) / 2, y0 + 40);
+  double right = time_axis(&b, x0, y0, x1, tmax);
   if (isfinite(target) && target < top) {
     double y = y0 - target / top * (y0 - y1);
     put(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\" "
@@ -78,12 +94,52 @@ static int loss_chart(const char *dir, const gs_summary *runs, size_t n, gs_err 
     if (isfinite(r->heldout_accuracy))
       snprintf(ho, sizeof ho, ", held-out %.1f%%", 100 * r->heldout_accuracy);
     snprintf(text, sizeof text, "%.60s: %s%s", name, tt, ho);
-    put(&b, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>\n<text x=\"%d\" "
-        "y=\"%d\" font-size=\"11\">%s</text>\n", x1 + 15, y1 + 18 * c, color, x1 + 32,
-        y1 + 18 * c + 10, text);
+    legend(&b, x1, y1, c, color, text);
     c++;
   }
   return gs_svg_save(dir, "loss.svg", &b, e);
+}
+
+static int accuracy_chart(const char *dir, const gs_summary *runs, size_t n, gs_err *e) {
+  double tmax = 0;
+  int shown = 0;
+  for (size_t i = 0; i < n; i++) {
+    const gs_stale_summary *st = &runs[i].stale;
+    if (st->nheldout < 1) continue;
+    shown++;
+    for (int k = 0; k < st->nheldout; k++)
+      if (st->heldout_t_s[k] > tmax) tmax = st->heldout_t_s[k];
+  }
+  if (!shown || !(tmax > 0)) return GS_OK;
+  int x0 = 80, y0 = 380, x1 = 620, y1 = 50, W = 1040, H = 450 + 18 * (shown > 8 ? shown - 8 : 0);
+  gs_svg b = {0};
+  gs_svg_header(&b, W, H, "Held-out accuracy against wall-clock time (--eval-data)");
+  double top = gs_svg_y_axis(&b, x0, y0, x1, y1, 1.0, "held-out accuracy");
+  double right = time_axis(&b, x0, y0, x1, tmax);
+  int c = 0;
+  for (size_t i = 0; i < n; i++) {
+    const gs_summary *r = &runs[i];
+    const gs_stale_summary *st = &r->stale;
+    if (st->nheldout < 1) continue;
+    const char *color = COLORS[c % 8];
+    put(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\" points=\"", color);
+    for (int k = 0; k < st->nheldout; k++)
+      put(&b, "%.1f,%.1f ", x0 + st->heldout_t_s[k] / right * (x1 - x0),
+          y0 - st->heldout_accuracy[k] / top * (y0 - y1));
+    put(&b, "\"/>\n");
+    for (int k = 0; k < st->nheldout; k++)
+      put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"><title>step %lld: "
+          "%.1f%%</title></circle>\n", x0 + st->heldout_t_s[k] / right * (x1 - x0),
+          y0 - st->heldout_accuracy[k] / top * (y0 - y1), color,
+          (long long)st->heldout_step[k] + 1, 100 * st->heldout_accuracy[k]);
+    char name[300], text[420];
+    name_of(r, name, sizeof name);
+    snprintf(text, sizeof text, "%.60s: %.1f%% after %.2f s", name,
+             100 * st->heldout_accuracy[st->nheldout - 1], st->heldout_t_s[st->nheldout - 1]);
+    legend(&b, x1, y1, c, color, text);
+    c++;
+  }
+  return gs_svg_save(dir, "accuracy.svg", &b, e);
 }
 
 static int staleness_chart(const char *dir, const gs_summary *runs, size_t n, gs_err *e) {
@@ -137,5 +193,6 @@ static int staleness_chart(const char *dir, const gs_summary *runs, size_t n, gs
 
 int gs_charts_stale(const char *dir, const gs_summary *runs, size_t n, gs_err *e) {
   GS_TRY(loss_chart(dir, runs, n, e));
+  GS_TRY(accuracy_chart(dir, runs, n, e));
   return staleness_chart(dir, runs, n, e);
 }

@@ -4,7 +4,7 @@
  * report.json (every metric must be there), takes its runs of more than
  * one rank, derives the target loss once over all of them (report.h
  * gs_stale_targets), prints the stragglers table and the verdict's
- * sentence on time to target, and writes loss.svg, staleness.svg and
+ * sentence on time to target, and writes loss.svg, accuracy.svg, staleness.svg and
  * compare.json (each run's figures and the directory it came from) into
  * out_dir, which must not hold a comparison already. */
 #include <math.h>
@@ -90,8 +90,11 @@ int gs_report_compare(const char *const *dirs, int ndirs, const char *out_dir, d
     if (rc == GS_OK) rc = gs_json_write_atomic(path, doc, e);
     json_decref(doc);
     if (rc == GS_OK) rc = gs_charts_stale(out_dir, all, n, e);
+    bool curves = false;
+    for (size_t i = 0; i < n; i++) curves |= all[i].stale.nheldout > 0;
     if (rc == GS_OK)
-      fprintf(out, "\nresults: %s/compare.json, loss.svg, staleness.svg\n", out_dir);
+      fprintf(out, "\nresults: %s/compare.json, loss.svg, %sstaleness.svg\n", out_dir,
+              curves ? "accuracy.svg, " : "");
   }
   gs_summaries_free(all, n);
   free(from);

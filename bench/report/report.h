@@ -81,6 +81,10 @@ typedef struct gs_run_info {
   double wall_start, wall_end;
   double accuracy, eval_loss; /* NaN: not measured */
   double heldout_accuracy, heldout_loss; /* --eval-data; NaN: not measured */
+  /* --eval-data along the run: after step heldout_steps[i] (0-based) */
+  const int64_t *heldout_steps;
+  const double *heldout_curve_accuracy, *heldout_curve_loss;
+  int nheldout;
   /* emulated hosts: K (0: none), link rate (bit/s) and one-way delay, and
    * how the delay was made ("netem", "none") */
   int hosts;
@@ -173,6 +177,11 @@ typedef struct gs_stale_summary {
   double *waited_backend_s;    /* world: waiting on the server or the collective itself */
   double *loss_t_s, *loss;     /* the smoothed training loss at seconds from the start */
   int nloss;
+  /* --eval-data along the run: after step heldout_step[i] (0-based, rank
+   * 0's), which ended heldout_t_s[i] seconds from the start as loss_t_s */
+  int64_t *heldout_step;
+  double *heldout_t_s, *heldout_accuracy, *heldout_loss;
+  int nheldout;
   double target_loss;          /* NaN: none */
   char *target_from;           /* "--target-loss", the id of the run it came from, "" */
   double time_to_target_s;     /* NaN: not reached (or no target) */

@@ -25,6 +25,10 @@
  *   loss curve       every rank's batch loss, the mean of the latest 8 x
  *                    world rows in the order they ended, against seconds
  *                    from the run's first step (at most CURVE_MAX points).
+ *   held-out curve   --eval-data's accuracy and loss of rank 0's parameters
+ *                    after the steps it copied them (bench/job/heldout.c),
+ *                    each at the time its step ended, on the loss curve's
+ *                    clock.
  *   target           1.10 x the final smoothed loss of the synchronous run
  *                    of the same world, model, data and batch (ring every
  *                    step, else ps bsp), or --target-loss; time to target:
@@ -46,6 +50,7 @@
 #include "ps/ps.h"
 
 #define CURVE_MAX 600
+#define HELDOUT_MAX (1 << 20)
 #define TARGET_OVER_SYNC 1.10
 
 static bool stale_run(const gs_run_info *info) {
@@ -116,8 +121,17 @@ static int cmp_end(const void *a, const void *b) {
   return x->t_end < y->t_end ? -1 : x->t_end > y->t_end;
 }
 
+/* the run's first step's start on any rank: the curves' zero */
+static double run_start(int N, const gs_rank_result *ranks, size_t steps) {
+  double t0 = INFINITY;
+  for (int r = 0; r < N; r++)
+    for (size_t t = 0; t < steps; t++)
+      if (ranks[r].rows[t].t_start < t0) t0 = ranks[r].rows[t].t_start;
+  return t0;
+}
+
 static int loss_curve(const gs_run_info *info, const gs_rank_result *ranks, size_t steps,
-                      gs_stale_summary *st, gs_err *e) {
+                      double t0, gs_stale_summary *st, gs_err *e) {
   int N = info->world;
   size_t n = 0, rows = (size_t)N * steps;
   if (!rows) return GS_OK;
@@ -128,13 +142,9 @@ static int loss_curve(const gs_run_info *info, const gs_rank_result *ranks, size
     free(by);
     return GS_FAIL(e, GS_ENOMEM, "out of memory for the loss curve");
   }
-  double t0 = INFINITY;
   for (int r = 0; r < N; r++)
-    for (size_t t = 0; t < steps; t++) {
-      const gs_step_row *row = &ranks[r].rows[t];
-      if (row->t_start < t0) t0 = row->t_start;
-      if (isfinite(row->loss)) by[n++] = row;
-    }
+    for (size_t t = 0; t < steps; t++)
+      if (isfinite(ranks[r].rows[t].loss)) by[n++] = &ranks[r].rows[t];
   qsort(by, n, sizeof *by, cmp_end);
   size_t win = 8 * (size_t)N, every = (n + CURVE_MAX - 1) / CURVE_MAX;
   if (every < 1) every = 1;
@@ -148,6 +158,30 @@ static int loss_curve(const gs_run_info *info, const gs_rank_result *ranks, size
     st->loss[st->nloss++] = sum / (double)k;
   }
   free(by);
+  return GS_OK;
+}
+
+static int heldout_curve(const gs_run_info *info, const gs_rank_result *ranks, size_t steps,
+                         double t0, gs_stale_summary *st, gs_err *e) {
+  int n = info->nheldout;
+  if (n < 1 || !info->heldout_steps) return GS_OK;
+  st->heldout_step = calloc((size_t)n, sizeof *st->heldout_step);
+  st->heldout_t_s = calloc((size_t)n, sizeof *st->heldout_t_s);
+  st->heldout_accuracy = calloc((size_t)n, sizeof *st->heldout_accuracy);
+  st->heldout_loss = calloc((size_t)n, sizeof *st->heldout_loss);
+  if (!st->heldout_step || !st->heldout_t_s || !st->heldout_accuracy || !st->heldout_loss)
+    return GS_FAIL(e, GS_ENOMEM, "out of memory for the held-out curve");
+  for (int i = 0; i < n; i++) {
+    int64_t at = info->heldout_steps[i];
+    if (at < 0 || (size_t)at >= steps)
+      return GS_FAIL(e, GS_EINVAL, "the held-out curve's point %d is after step %lld, outside "
+                     "the run's %zu", i, (long long)at, steps);
+    st->heldout_step[i] = at;
+    st->heldout_t_s[i] = ranks[0].rows[at].t_end - t0;
+    st->heldout_accuracy[i] = info->heldout_curve_accuracy[i];
+    st->heldout_loss[i] = info->heldout_curve_loss[i];
+  }
+  st->nheldout = n;
   return GS_OK;
 }
 
@@ -223,7 +257,9 @@ int gs_stale_summarize(const gs_run_info *info, const gs_rank_result *ranks, siz
     s->repeat_throughput[0] = s->throughput_samples_per_s;
   }
   waits(info, ranks, first, steps, st);
-  GS_TRY(loss_curve(info, ranks, steps, st, e));
+  double t0 = run_start(N, ranks, steps);
+  GS_TRY(loss_curve(info, ranks, steps, t0, st, e));
+  GS_TRY(heldout_curve(info, ranks, steps, t0, st, e));
   model(info, ranks, steps, s);
   return GS_OK;
 }
@@ -235,6 +271,10 @@ void gs_stale_free(gs_stale_summary *st) {
   free(st->waited_backend_s);
   free(st->loss_t_s);
   free(st->loss);
+  free(st->heldout_step);
+  free(st->heldout_t_s);
+  free(st->heldout_accuracy);
+  free(st->heldout_loss);
   free(st->target_from);
   free(st->model_formula);
   memset(st, 0, sizeof *st);
@@ -308,7 +348,18 @@ int gs_stale_json_put(json_t *j, const gs_summary *s, gs_err *e) {
                     ? json_pack("{s:f, s:s}", "samples_per_s", st->model_samples_per_s,
                                 "formula", st->model_formula ? st->model_formula : "")
                     : json_null();
-  int bad = !hist || !waits || !curve || !mdl;
+  json_t *held = json_null();
+  if (st->nheldout > 0) {
+    json_t *at = json_array();
+    for (int i = 0; at && i < st->nheldout; i++)
+      json_array_append_new(at, json_integer((json_int_t)st->heldout_step[i]));
+    size_t n = (size_t)st->nheldout;
+    held = json_pack("{s:o?, s:o?, s:o?, s:o?}", "step", at, "t_s", reals(st->heldout_t_s, n),
+                     "accuracy", reals(st->heldout_accuracy, n), "loss",
+                     reals(st->heldout_loss, n));
+  }
+  int bad = !hist || !waits || !curve || !mdl || !held;
+  bad |= json_object_set_new(j, "heldout_curve", held);
   bad |= json_object_set_new(j, "throughput_basis", json_string(st->throughput_basis ?
                              st->throughput_basis : "steps"));
   bad |= json_object_set_new(j, "staleness_histogram", hist);
@@ -351,6 +402,38 @@ static int get_nullable(json_t *j, const char *key, double *out, const char *whe
   if (!v || !(json_is_number(v) || json_is_null(v)))
     return GS_FAIL(e, GS_EPROTO, "run %s: %s is missing or not a number or null", where, key);
   *out = json_is_null(v) ? NAN : json_number_value(v);
+  return GS_OK;
+}
+
+/* null, or {step, t_s, accuracy, loss} of as many points, steps ascending */
+static int get_heldout(json_t *h, gs_stale_summary *st, const char *where, gs_err *e) {
+  if (json_is_null(h)) return GS_OK;
+  json_t *at = json_object_get(h, "step");
+  size_t n = json_array_size(at);
+  if (!json_is_object(h) || !json_is_array(at) || n < 1 || n > HELDOUT_MAX)
+    return GS_FAIL(e, GS_EPROTO, "run %s: heldout_curve is neither null nor {step, t_s, "
+                   "accuracy, loss} of 1 to %d points", where, HELDOUT_MAX);
+  st->heldout_step = calloc(n, sizeof *st->heldout_step);
+  st->heldout_t_s = calloc(n, sizeof *st->heldout_t_s);
+  st->heldout_accuracy = calloc(n, sizeof *st->heldout_accuracy);
+  st->heldout_loss = calloc(n, sizeof *st->heldout_loss);
+  if (!st->heldout_step || !st->heldout_t_s || !st->heldout_accuracy || !st->heldout_loss)
+    return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    json_t *x = json_array_get(at, i);
+    if (!json_is_integer(x) || json_integer_value(x) < 0 ||
+        (i > 0 && json_integer_value(x) <= st->heldout_step[i - 1]))
+      return GS_FAIL(e, GS_EPROTO, "run %s: heldout_curve.step[%zu] is not a step after the "
+                     "one before it", where, i);
+    st->heldout_step[i] = (int64_t)json_integer_value(x);
+  }
+  GS_TRY(get_reals(json_object_get(h, "t_s"), n, st->heldout_t_s, false, where,
+                   "heldout_curve.t_s", e));
+  GS_TRY(get_reals(json_object_get(h, "accuracy"), n, st->heldout_accuracy, false, where,
+                   "heldout_curve.accuracy", e));
+  GS_TRY(get_reals(json_object_get(h, "loss"), n, st->heldout_loss, true, where,
+                   "heldout_curve.loss", e));
+  st->nheldout = (int)n;
   return GS_OK;
 }
 
@@ -401,6 +484,7 @@ int gs_stale_json_get(json_t *j, gs_summary *s, const char *where, gs_err *e) {
   GS_TRY(get_reals(json_object_get(curve, "loss"), n, st->loss, false, where, "loss_curve.loss",
                    e));
   st->nloss = (int)n;
+  GS_TRY(get_heldout(json_object_get(j, "heldout_curve"), st, where, e));
   json_t *mdl = json_object_get(j, "straggler_model");
   st->model_samples_per_s = NAN;
   if (json_is_null(mdl)) return (st->model_formula = strdup("")) ? GS_OK

@@ -264,6 +264,54 @@ static void targets(void) {
   for (int i = 0; i < 3; i++) gs_summary_free(&runs[i]);
 }
 
+/* --eval-data along the run: each point at the end of rank 0's step, on
+ * the clock of the first step's start; out to JSON and back; a point
+ * outside the run is an error */
+static void heldout(void) {
+  gs_rank_result *rr = ranks_of(2, 10);
+  timed(rr, 2, 10, (double[]){1, 2});
+  int64_t at[3] = {1, 4, 9};
+  double acc[3] = {0.25, 0.5, 0.75}, loss[3] = {2, 1, NAN};
+  gs_run_info in = info_of(GS_MODE_PS, 2);
+  in.heldout_steps = at;
+  in.heldout_curve_accuracy = acc;
+  in.heldout_curve_loss = loss;
+  in.nheldout = 3;
+  gs_summary s;
+  gs_err e = {0};
+  CHECK_OK(gs_summarize(&in, rr, &s, &e), &e);
+  const gs_stale_summary *st = &s.stale;
+  CHECK(st->nheldout == 3 && st->heldout_step[2] == 9 && st->heldout_accuracy[1] == 0.5);
+  /* rank 0's steps take 1 s from 100 s: step 4 ends at 105 */
+  CHECK(NEAR(st->heldout_t_s[0], 2) && NEAR(st->heldout_t_s[1], 5) &&
+        NEAR(st->heldout_t_s[2], 10), "t_s %g %g %g", st->heldout_t_s[0], st->heldout_t_s[1],
+        st->heldout_t_s[2]);
+  json_t *j = gs_summary_json(&s, &e);
+  CHECK(j != NULL);
+  gs_summary back;
+  CHECK_OK(gs_summary_from_json(j, &back, &e), &e);
+  CHECK(back.stale.nheldout == 3 && back.stale.heldout_step[1] == 4 &&
+        NEAR(back.stale.heldout_t_s[2], 10) && back.stale.heldout_accuracy[2] == 0.75 &&
+        isnan(back.stale.heldout_loss[2]));
+  /* steps out of order are refused */
+  json_t *steps = json_object_get(json_object_get(j, "heldout_curve"), "step");
+  json_array_set_new(steps, 1, json_integer(0));
+  gs_summary bad;
+  CHECK(gs_summary_from_json(j, &bad, &e) == GS_EPROTO && strstr(e.msg, "heldout_curve.step"),
+        "%s", e.msg);
+  gs_summary_free(&bad);
+  json_decref(j);
+  gs_summary_free(&back);
+  gs_summary_free(&s);
+  at[2] = 10;
+  gs_summary out;
+  gs_err oe = {0};
+  CHECK(gs_summarize(&in, rr, &out, &oe) == GS_EINVAL && strstr(oe.msg, "held-out"), "%s",
+        oe.msg);
+  gs_summary_free(&out);
+  free_ranks(rr, 2);
+}
+
 static double predict(gs_cm_straggle_kind kind, double cv, int period, double slow) {
   double f[4] = {1, 1, 1, slow};
   gs_cm_straggle_in in = {.kind = kind, .world = 4, .batch = 1, .backup = 1, .period = period,
@@ -311,6 +359,7 @@ int main(void) {
   histogram();
   waits();
   targets();
+  heldout();
   model();
   return check_done("test_summary_stale");
 }
