@@ -93,8 +93,7 @@ static int build(gs_powersgd *p, pbucket *b, size_t off, size_t count, gs_err *e
   b->poff = malloc(n * sizeof *b->poff);
   b->qoff = malloc(n * sizeof *b->qoff);
   b->r = malloc(n * sizeof *b->r);
-  b->err = calloc(count ? count : 1, sizeof *b->err);
-  if (!b->comp || !b->plain || !b->poff || !b->qoff || !b->r || !b->err)
+  if (!b->comp || !b->plain || !b->poff || !b->qoff || !b->r)
     return GS_FAIL(e, GS_ENOMEM, "powersgd: out of memory");
   for (int i = 0; i < p->nt; i++) {
     const gs_compress_tensor *t = &p->t[i];
@@ -196,7 +195,10 @@ int gs_powersgd_encode(gs_powersgd *p, int bi, float *grads, size_t off, size_t 
   gs_kernels *k = p->k;
   float *g = grads + off;
   b->off = off;
-  /* error feedback: send g + error, remember what was meant */
+  /* error feedback: send g + error, remember what was meant (the error
+   * only where a bucket is encoded: a ps server rebuilds, never encodes) */
+  if (!b->err && !(b->err = calloc(count ? count : 1, sizeof *b->err)))
+    return GS_FAIL(e, GS_ENOMEM, "powersgd: out of memory for bucket %d's error", bi);
   for (size_t i = 0; i < count; i++) g[i] += b->err[i];
   memcpy(b->err, g, count * sizeof *g);
   if (!b->q_drawn) {
@@ -281,6 +283,8 @@ int gs_powersgd_decode(gs_powersgd *p, int bi, float *grads, gs_powersgd_stats *
   /* the error against this rank's share of the mean: what it meant minus
    * what the bucket now says (the sum) over the world */
   float w = (float)p->world, *g = grads + b->off;
+  if (!b->err)
+    return GS_FAIL(e, GS_EINVAL, "powersgd: bucket %d decoded before it was encoded", bi);
   for (size_t i = 0; i < b->count; i++) b->err[i] -= g[i] / w;
   if (st) st->compute_s += gs_now() - t0;
   return GS_OK;

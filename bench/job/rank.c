@@ -247,6 +247,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   gs_sync *sync = NULL;
   gs_rank_result *results = NULL;
   size_t *bucket_bytes = NULL; /* the cost model's plan, for the summary */
+  size_t *gather_bytes = NULL; /* ring top-k: its all-gather as all-reduce bytes */
   gs_cm_compressed compressed;  /* --compress powersgd: its plan, for the summary */
   memset(&compressed, 0, sizeof compressed);
   char **server_eps = NULL;    /* --ps-server-hosts: the servers' addresses */
@@ -445,8 +446,10 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     int64_t on = !topk && cfg.compress.start > from ? cfg.compress.start : from;
     bool ps = mode == GS_MODE_PS;
     info.compressed_bytes = compressed.plan.bytes;
-    if (topk && !ps) {  /* the ring's all-gather, priced as the all-reduce of as many bytes */
-      gs_cm_topk_ring_bytes(&compressed.plan, world, compressed.plan.bytes);
+    /* the ring's all-gather, priced as the all-reduce of as many bytes */
+    if (topk && !ps && (gather_bytes = calloc((size_t)cfg.nbuckets, sizeof *gather_bytes))) {
+      gs_cm_topk_ring_bytes(&compressed.plan, world, gather_bytes);
+      info.compressed_bytes = gather_bytes;
     }
     info.compressed_collectives = compressed.collectives;
     info.compressed_share = steps > from && on < steps ? (double)(steps - on) / (double)(steps - from)
@@ -482,6 +485,7 @@ done:
   free(sc.hashes);
   gs_heldout_free(&sc.heldout);
   free(bucket_bytes);
+  free(gather_bytes);
   gs_cm_compressed_free(&compressed);
   gs_ps_serve_endpoints_free(o, server_eps);
   gs_hostlink_watch_stop(sc.link);

@@ -550,6 +550,12 @@ void push_env(Gradsync__Envelope *env, Gradsync__Push *p, uint64_t job, uint32_t
   env->push = p;
 }
 
+void push_send(void *s, const Gradsync__Envelope *env, const void *payload, size_t bytes) {
+  uint8_t h[256];
+  zmq_send(s, h, gradsync__envelope__pack(env, h), ZMQ_SNDMORE);
+  zmq_send(s, payload, bytes, 0);
+}
+
 void wire_rank0_config(wire_rank0 *z, gs_kernels *k, uint64_t job, size_t n,
                        const gs_bucket *bk, int nb, float lr, int steps) {
   memset(z, 0, sizeof *z);

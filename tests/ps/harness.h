@@ -113,6 +113,9 @@ float *check_reference(const job_opts *o, job_result *r, const char *what, bool 
  * `rank` of job `job` (for tests that speak to a server by hand). */
 void push_env(Gradsync__Envelope *env, Gradsync__Push *p, uint64_t job, uint32_t rank,
               uint64_t step, uint32_t bucket, uint64_t off, uint64_t cnt);
+/* env packed and sent on s, then bytes of payload: one Push as a rank
+ * sends it */
+void push_send(void *s, const Gradsync__Envelope *env, const void *payload, size_t bytes);
 
 /* ---- a real rank 0 and a raw rank 1 (the wire tests: a raw rank speaks
  * to rank 0's in-process server by hand) ---- */

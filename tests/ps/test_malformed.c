@@ -251,7 +251,7 @@ static void *rank0_main(void *arg) {
     for (int b = 0; z->rc == 0 && b < z->nb; b++) z->rc = s->ops->bucket_ready(s, b, &z->e);
     gs_sync_stats st;
     if (z->rc == 0) z->rc = s->ops->end_step(s, &st, &z->e);
-    if (z->rc == 0) z->steps++;
+    if (z->rc == 0) __atomic_store_n(&z->steps, z->steps + 1, __ATOMIC_RELEASE);
   }
   if (s) s->ops->close(s, z->rc == 0, NULL);
   return NULL;
@@ -325,6 +325,11 @@ static void part_b(int kind) {
   for (int b = 0; b < z.nb; b++) raw_push(s, 0, b, z.bk, 1);
   for (int b = 0; b < z.nb; b++)
     REQUIRE(raw_recv(s, 5000, &pl) == GRADSYNC__ENVELOPE__BODY_PARAMS, "%s: params of step 0",
+          b_name[kind]);
+  /* the server answers rank 1 before rank 0's own thread ends step 0: a lie
+   * sent before then would stop rank 0 in step 0 */
+  for (int i = 0; i < 5000 && __atomic_load_n(&z.steps, __ATOMIC_ACQUIRE) < 1; i++) usleep(1000);
+  REQUIRE(__atomic_load_n(&z.steps, __ATOMIC_ACQUIRE) == 1, "%s: rank 0 did not end step 0",
           b_name[kind]);
 
   /* step 1: the bad message */

@@ -69,14 +69,12 @@ static void raw_part(void *s, uint64_t step, int part, size_t count, bool again)
   float pay[N];
   for (size_t i = 0; i < count && i < N; i++)
     pay[i] = part == 1 ? u_of((int)i) : part == 2 ? p_of((int)i) : q_of((int)i);
-  uint8_t h[256];
   Gradsync__Envelope env;
   Gradsync__Push p;
   push_env(&env, &p, JOB, 1, step, 0, 0, count);
   p.part = (uint32_t)part;
   p.again = again;
-  zmq_send(s, h, gradsync__envelope__pack(&env, h), ZMQ_SNDMORE);
-  zmq_send(s, pay, count * sizeof(float), 0);
+  push_send(s, &env, pay, count * sizeof(float));
 }
 
 static void run_case(int lie) {
@@ -93,7 +91,6 @@ static void run_case(int lie) {
   z.cfg.compress.start = 0;
   wire_rank0_prepare(&z);
   void *s = wire_raw_join(zctx, &z);
-  uint8_t h[256];
   Gradsync__Envelope env;
   pthread_t th;
   REQUIRE(pthread_create(&th, NULL, wire_rank0_main, &z) == 0, "pthread_create");
@@ -149,8 +146,7 @@ static void run_case(int lie) {
     float dense[N] = {0};
     Gradsync__Push p;
     push_env(&env, &p, JOB, 1, 1, 0, 0, N);
-    zmq_send(s, h, gradsync__envelope__pack(&env, h), ZMQ_SNDMORE);
-    zmq_send(s, dense, sizeof dense, 0);
+    push_send(s, &env, dense, sizeof dense);
     break;
   }
   case L_AGAIN: raw_part(s, 1, 1, VEC, false); raw_part(s, 1, 1, VEC, true); break;

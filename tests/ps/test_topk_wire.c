@@ -80,14 +80,11 @@ static void raw_push(void *s, uint64_t step, int b, const gs_bucket *bk, int lie
   }
   memcpy(pay, idx, kept * sizeof *idx);
   memcpy(pay + kept * sizeof *idx, val, kept * sizeof *val);
-  uint8_t h[256];
   Gradsync__Envelope env;
   Gradsync__Push p;
   push_env(&env, &p, JOB, 1, step, (uint32_t)b, bk[b].offset, cnt);
   p.kept = kept;
-  size_t hl = gradsync__envelope__pack(&env, h);
-  zmq_send(s, h, hl, ZMQ_SNDMORE);
-  zmq_send(s, pay, bytes, 0);
+  push_send(s, &env, pay, bytes);
 }
 
 static void run_case(int lie) {
@@ -102,7 +99,6 @@ static void run_case(int lie) {
     REQUIRE(gs_compress_parse("topk:0.1", &z.cfg.compress, &e) == 0, "parse: %s", e.msg);
   wire_rank0_prepare(&z);
   void *s = wire_raw_join(zctx, &z);
-  uint8_t h[256];
   Gradsync__Envelope env;
   pthread_t th;
   REQUIRE(pthread_create(&th, NULL, wire_rank0_main, &z) == 0, "pthread_create");
@@ -118,8 +114,7 @@ static void run_case(int lie) {
     }
     Gradsync__Push p;
     push_env(&env, &p, JOB, 1, 0, (uint32_t)b, bk[b].offset, bk[b].count);
-    zmq_send(s, h, gradsync__envelope__pack(&env, h), ZMQ_SNDMORE);
-    zmq_send(s, dense, bk[b].count * sizeof(float), 0);
+    push_send(s, &env, dense, bk[b].count * sizeof(float));
   }
   static float got[N];
   for (int i = 0; i < N; i++) got[i] = 12345.0f;
