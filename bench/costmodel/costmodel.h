@@ -347,6 +347,10 @@ typedef struct gs_calib_notes {
  * message naming --model. */
 int gs_calibrate_measure(const gs_cm_measure_cfg *cfg, gs_cm_calib *c, gs_calib_notes *n,
                          gs_err *e);
+/* Only the transport: ZeroMQ over tcp loopback, its per-message cost and
+ * bytes per second (a fraction of a second; what a run on one machine's
+ * loopback is predicted with). */
+int gs_calibrate_transport(double *alpha_s, double *Bps, gs_err *e);
 /* Only the compute part (model, precision, forward and backward per
  * sample, readiness per tensor) into c; the rest of c stays. */
 int gs_calibrate_compute(const gs_cm_measure_cfg *cfg, gs_cm_calib *c, gs_calib_notes *n,

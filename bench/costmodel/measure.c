@@ -222,6 +222,16 @@ static int transport(gs_cm_calib *c, gs_calib_notes *n, gs_err *e) {
   return GS_OK;
 }
 
+int gs_calibrate_transport(double *alpha_s, double *Bps, gs_err *e) {
+  gs_cm_calib c;
+  gs_calib_notes n;
+  memset(&c, 0, sizeof c);
+  GS_TRY(transport(&c, &n, e));
+  *alpha_s = c.alpha_s;
+  *Bps = c.local_Bps;
+  return GS_OK;
+}
+
 /* host 0's side of a ping-pong across the link, in a thread of its own
  * (the namespace is the thread's) */
 typedef struct across {

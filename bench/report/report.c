@@ -3,6 +3,7 @@
  * summary and per-rank rows), the merged trace, and the SVG charts (drawn
  * by charts.c); and --report DIR, which draws the tables and the charts
  * again from a report.json. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -54,11 +55,20 @@ static json_t *environment(void) {
   gs_err ge = {0};
   gs_kernels *k = gs_kernels_cuda(0, &ge);
   if (k) k->destroy(k);
-  return json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}",
+  /* what the cost model took for this machine's loopback (sweep.c) */
+  const char *lm = getenv("GS_LOOPBACK_MODEL");
+  double la = 0, lb = 0;
+  json_t *loop = lm && sscanf(lm, "%lg,%lg", &la, &lb) == 2 && isfinite(la) && isfinite(lb)
+                     ? json_pack("{s:f, s:f, s:s}", "alpha_s", la, "bytes_per_s", lb, "measured_as",
+                                 "ZeroMQ ping-pong over tcp loopback before the runs")
+                     : json_null();
+  return json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:{s:s, s:s, s:s, s:s, "
+                   "s:s}}",
                    "cpu", cpu, "cores", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "isa", isa,
                    "hostname", host, "kernel", u.release, "version", GS_VERSION, "git_revision",
                    GS_GIT_REVISION, "build_type", GS_BUILD_TYPE, "gpu",
-                   k ? "available" : "none", "libraries", "zeromq", zv, "openblas",
+                   k ? "available" : "none", "loopback_transport", loop, "libraries",
+                   "zeromq", zv, "openblas",
                    blas ? blas : "", "protobuf_c", protobuf_c_version(), "jansson",
                    JANSSON_VERSION, "libsodium", sodium_version_string());
 }

@@ -91,6 +91,9 @@ typedef struct gs_run_info {
   double link_bps, latency_s;
   const gs_host_rates *link_host; /* hosts whose link has a rate of its own (NULL: none) */
   const char *delay;
+  /* loopback (hosts 0): the transport as measured before the sweep, what
+   * the cost model predicts the run with (0: not measured, no prediction) */
+  double loop_alpha_s, loop_Bps;
   const size_t *bucket_bytes; /* nbuckets wire sizes in readiness order (the cost
                                  model's plan); NULL: no prediction */
   /* --compress powersgd: per bucket, the bytes and all-reduces of a

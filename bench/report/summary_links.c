@@ -21,7 +21,9 @@
  * A sharded ps is the model's sps-colo when its K servers are one per host
  * (K = hosts; ps/shard.c places them so); other K have no prediction. With
  * servers of their own it is sps-hosts, and the links listed are the
- * ranks' hosts' and then the servers' (rank 0 reads theirs). */
+ * ranks' hosts' and then the servers' (rank 0 reads theirs). A run on one
+ * machine's loopback is the model's one host, its transport as the sweep
+ * measured it before the runs (gs_run_info loop_*); it has no links. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +44,13 @@ static double clamp01(double x) { return x < 0 ? 0 : x > 1 ? 1 : x; }
 /* The machine and job of the run as the cost model sees them. */
 static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine *m,
                     gs_cm_job *j, gs_cm_plan *plan) {
-  if (!info->bucket_bytes || info->nbuckets < 1 || info->hosts < 1 || s->measured_steps < 1 ||
-      info->mode == GS_MODE_LOCAL || info->dedicated || info->batch < 1)
+  bool loop = info->hosts < 1;
+  if (!info->bucket_bytes || info->nbuckets < 1 || (loop && !(info->loop_Bps > 0)) ||
+      s->measured_steps < 1 || info->mode == GS_MODE_LOCAL || info->dedicated || info->batch < 1)
     return -1;
   int N = info->world, K = info->mode == GS_MODE_PS ? info->ps_servers : 1;
   bool own = info->mode == GS_MODE_PS && info->ps_server_hosts;
-  if (K > 1 && K != info->hosts && !own) return -1;
+  if (K > 1 && (K != info->hosts || loop) && !own) return -1;
   if (info->link_host && info->link_host->n > 0) return -1; /* one rate for every link */
   const gs_rank_summary *r0 = &s->per_rank[0];
   double S = s->gradient_bytes;
@@ -55,8 +58,9 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
    * servers, rank 0 hosting the first), a ring rank (N-1)/N S */
   double reduced = info->mode == GS_MODE_PS ? (N - 1) * S / K : (N - 1.0) / N * S;
   *m = (gs_cm_machine){
-      .link_Bps = gs_hosts_counted_Bps((uint64_t)info->link_bps),
-      .link_latency_s = info->latency_s, .alpha_s = ALPHA_S, .local_Bps = LOCAL_BPS,
+      .link_Bps = loop ? info->loop_Bps : gs_hosts_counted_Bps((uint64_t)info->link_bps),
+      .link_latency_s = loop ? 0 : info->latency_s, .alpha_s = loop ? info->loop_alpha_s : ALPHA_S,
+      .local_Bps = loop ? info->loop_Bps : LOCAL_BPS,
       .reduce_Bps = r0->reduce_s > 0 ? reduced / r0->reduce_s : 1e12, .copy_Bps = COPY_BPS,
       .optim_pps = r0->update_s > 0 ? (double)info->nparams / K / r0->update_s : 1e12};
   plan->bytes = (size_t *)info->bucket_bytes;
@@ -73,7 +77,7 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
   gs_cm_mode mode = info->mode != GS_MODE_PS ? GS_CM_RING
                     : own ? GS_CM_SPS_HOSTS : K > 1 ? GS_CM_SPS_COLO : GS_CM_PS;
   *j = (gs_cm_job){.mode = mode, .world = N, .servers = K,
-                   .hosts = info->hosts, .plan = plan, .batch = info->batch,
+                   .hosts = loop ? 1 : info->hosts, .plan = plan, .batch = info->batch,
                    .fwd_s = fwd / info->batch, .bwd_s = bwd / info->batch,
                    .overlap = info->overlap, .barrier = info->precision != GS_F32,
                    /* what trained: hosts reduced first (ps/local.c, allreduce/hier.c) */
@@ -157,7 +161,10 @@ int gs_summary_links(const gs_run_info *info, const gs_rank_result *ranks, gs_su
   s->link_latency_s = info->hosts > 0 ? info->latency_s : 0;
   s->link_delay = strdup(info->hosts > 0 && info->delay ? info->delay : "none");
   if (!cm->bottleneck || !s->link_delay) return GS_FAIL(e, GS_ENOMEM, "out of memory");
-  if (s->hosts == 0) return GS_OK;
+  if (s->hosts == 0) {
+    predict(info, s);
+    return GS_OK;
+  }
   /* servers on hosts of their own: hosts + k, read by rank 0 */
   int servers = ranks[0].nserver_links;
   s->links = calloc((size_t)(s->hosts + servers), sizeof *s->links);

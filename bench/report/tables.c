@@ -21,6 +21,7 @@ static void human_bytes(double b, char *buf, size_t cap) {
 }
 
 static void print_links(FILE *f, const gs_summary *s);
+static void print_model_time(FILE *f, const gs_summary *s);
 
 /* "ps x 4 servers of their own" */
 static void mode_label(const gs_summary *s, char *buf, size_t cap) {
@@ -128,6 +129,7 @@ void gs_summary_print(FILE *f, const gs_summary *s) {
             isfinite(s->master_bytes_vs_worker) ? "master" : s->ps_server_hosts ? "a server"
             : "a server's rank", m1, m2);
   print_links(f, s);
+  print_model_time(f, s);
 }
 
 /* emulated hosts: what each link carried (its counters) against the cost
@@ -160,13 +162,19 @@ static void print_links(FILE *f, const gs_summary *s) {
     fprintf(f, "  %-4s %10s %10s %10s %10s   %13.0f%% %9.0f%% %6.0f%%%s\n", host, a, b, c, d,
             100 * l->busy_tx, 100 * l->busy_rx, 100 * l->busy, own);
   }
+}
+
+/* the model's communication and step beside the measured ones (on
+ * emulated hosts from their links, on loopback from its transport) */
+static void print_model_time(FILE *f, const gs_summary *s) {
   const gs_cost_model *cm = &s->cost_model;
-  if (isfinite(cm->comm_s_predicted) && isfinite(cm->comm_s_measured))
-    fprintf(f, "  exposed communication per step (what a step waits for): model %.2f ms, "
-            "measured %.2f ms (%+.0f%%); all of it, overlapped or not (model): %.2f ms; the "
-            "model's bottleneck: %s\n", cm->comm_s_predicted * 1e3, cm->comm_s_measured * 1e3,
-            100 * (cm->comm_s_measured / cm->comm_s_predicted - 1),
-            cm->comm_s_without_overlap * 1e3, cm->bottleneck);
+  if (!isfinite(cm->comm_s_predicted) || !isfinite(cm->comm_s_measured)) return;
+  fprintf(f, "  exposed communication per step (what a step waits for): model %.2f ms, "
+          "measured %.2f ms (%+.0f%%); all of it, overlapped or not (model): %.2f ms; the "
+          "model's bottleneck: %s%s\n", cm->comm_s_predicted * 1e3, cm->comm_s_measured * 1e3,
+          100 * (cm->comm_s_measured / cm->comm_s_predicted - 1),
+          cm->comm_s_without_overlap * 1e3, cm->bottleneck,
+          s->hosts > 0 ? "" : " (loopback: one host, its transport measured before the runs)");
 }
 
 /* the same configuration but for the mode: the pairs the comparison sets

@@ -7,7 +7,10 @@
     earlier than the bucket was ready (ring, which overlaps) and ends after
     it starts, a hidden share between 0 and the communication's time;
   - a chart per run (buckets-<id>.svg) and one across the sweep
-    (bucket-sweep.svg);
+    (bucket-sweep.svg) with the cost model's step beside each measured
+    one: on loopback the model takes the transport the sweep measured
+    before the runs (report.json environment.loopback_transport, printed),
+    and every run has a predicted step; --quiet measures it too;
   - the bucket verdict (stdout and report.json) names, per mode, the size
     whose median step was the lowest, and says why the other lost;
   - --bucket-mb 25 gives bitwise the parameters of a run without the flag,
@@ -59,6 +62,20 @@ if check(r.returncode == 0, f"sweep: exit {r.returncode}: {r.stderr[-2000:]}"):
         check(os.path.exists(os.path.join(d, f"buckets-{x['id']}.svg")),
               f"no buckets-{x['id']}.svg")
     check(os.path.exists(os.path.join(d, "bucket-sweep.svg")), "no bucket-sweep.svg")
+    lt = rep["environment"]["loopback_transport"]
+    if check(lt and lt["alpha_s"] > 0 and lt["bytes_per_s"] > 0, f"loopback transport {lt}"):
+        m = re.search(r"cost model on loopback: ZeroMQ over tcp loopback measured now, "
+                      r"([0-9.]+) us per message", r.stdout)
+        check(m and abs(float(m.group(1)) - lt["alpha_s"] * 1e6) < 0.06,
+              f"the printed transport {m and m.group(1)} us is not report.json's {lt}")
+    for x in runs:
+        p = x["cost_model"]["step_s_predicted"]
+        print(f"{x['id']}: step {x['step_time_s_median'] * 1e3:.1f} ms, model "
+              f"{p * 1e3 if p else p} ms")
+        check(p and p > 0, f"{x['id']}: no predicted step on loopback ({p})")
+    with open(os.path.join(d, "bucket-sweep.svg")) as f:
+        dashed = f.read().count("stroke-dasharray")
+    check(dashed == 2, f"bucket-sweep.svg: {dashed} dashed model lines, not one per mode")
     check(sorted(x["nbuckets"] for x in runs if x["bucket_mb"] == 1.0) ==
           [4, 4] and all(x["nbuckets"] == 2 for x in runs if x["bucket_mb"] == 100.0),
           f"plans {[(x['bucket_mb'], x['nbuckets']) for x in runs]}")
@@ -86,7 +103,11 @@ for mode in ("ps", "ring"):
         o = os.path.join(tmp, f"{mode}-{tag}")
         r = bench(["--mode", mode, "--steps", "4", "--quiet", "--out", o, "--save-params",
                    o + "/p"] + extra)
-        check(r.returncode == 0, f"{mode} {tag}: exit {r.returncode}: {r.stderr[-1000:]}")
+        if check(r.returncode == 0, f"{mode} {tag}: exit {r.returncode}: {r.stderr[-1000:]}"):
+            x = report(o)
+            check(x["environment"]["loopback_transport"] and
+                  x["runs"][0]["cost_model"]["step_s_predicted"],
+                  f"{mode} {tag} --quiet: no loopback model")
         outs.append(o + "/p")
     if all(os.path.isdir(p) for p in outs):
         names = sorted(os.listdir(outs[0]))
