@@ -24,7 +24,13 @@
  * parameters, every rank but the leader fills its parameters with -0.0
  * and the host all-reduces them: x + (-0.0) is x for every float, -0.0 and
  * NaN included, so every rank copies the leader's bits. The server's
- * verdict (skipped, the next loss scale) goes round the host the same way.
+ * verdict (skipped, the next loss scale, the push's staleness) goes round
+ * the host the same way.
+ *
+ * Under ssp, async and backup workers the server's workers are the hosts:
+ * a host's push is one gradient (the sum of its L ranks', averaged as L of
+ * them), its staleness is every one of its ranks', a host waits for its
+ * slowest rank, and a dropped push drops L gradients.
  *
  * Sum order of element i, fixed and the same run after run: inside host h
  * in rank order, ((g_hL + g_hL+1) + ...) (shm.c), then over the hosts' sums
@@ -123,9 +129,6 @@ static int check_local(const gs_sync_config *c, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ranks per host do not divide a world of %d "
                    "(the host-aggregated ps needs hosts of equal size; --no-ps-local-reduce "
                    "runs the flat ps)", c->rank, L, c->world);
-  if (gs_ps_sync_stale(&c->ps_sync))
-    return GS_FAIL(e, GS_EINVAL, "ps rank %d: the host-aggregated ps runs bsp; ssp, async and "
-                   "backup workers count ranks, not hosts (add --no-ps-local-reduce)", c->rank);
   if (c->k && c->k->device != GS_DEV_CPU)
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: the host-aggregated ps sums in host memory; "
                    "on GPUs add --no-ps-local-reduce", c->rank);
@@ -331,9 +334,10 @@ static int local_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   if (rc == GS_OK && s->flat) rc = leader_words(s, s->flat->ops->end_step(s->flat, &fs, e), e);
   if (rc == GS_OK) rc = share(s, s->params, s->n, s->order.step, s->nbuckets, e);
   /* the server's verdict on the step (loss scaling: skipped, and the scale
-   * the next step computes with) reached the leader only */
-  float verdict[2] = {fs.scale, fs.skipped ? 1.0f : 0.0f};
-  if (rc == GS_OK) rc = share(s, verdict, 2, s->order.step, s->nbuckets + 1, e);
+   * the next step computes with; ssp, async, backup: the staleness of the
+   * host's push, or -1 dropped) reached the leader only */
+  float verdict[3] = {fs.scale, fs.skipped ? 1.0f : 0.0f, (float)fs.staleness};
+  if (rc == GS_OK) rc = share(s, verdict, 3, s->order.step, s->nbuckets + 1, e);
   if (rc < 0) return fail(s, rc, e);
   gs_sync_stats out = fs;
   out.reduce_s += s->reduce_s;
@@ -341,7 +345,7 @@ static int local_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   if (out.wait_s < 0) out.wait_s = 0;
   out.skipped = verdict[1] != 0.0f;
   out.scale = verdict[0];
-  out.staleness = 0;
+  out.staleness = (int)verdict[2];
   if (st) *st = out;
   return GS_OK;
 }

@@ -56,6 +56,9 @@ static int check_init(const Gradsync__Init *in, size_t max_elems, char *why, siz
   if (in->average_over > MAX_WORLD || (in->average_over && in->average_over < in->world))
     return snprintf(why, cap, "an average over %u ranks for %u pushes per bucket",
                     in->average_over, in->world), -1;
+  if ((in->sync_model != 0 || in->backup) && in->average_over % in->world)
+    return snprintf(why, cap, "ssp, async and backup workers average each push as %u / %u "
+                    "ranks, which is not a whole number", in->average_over, in->world), -1;
   if (in->sync_model > 2 || in->staleness > 1000000 || in->backup > in->world)
     return snprintf(why, cap, "consistency model %u (staleness %u, backup %u) for world %u",
                     in->sync_model, in->staleness, in->backup, in->world), -1;

@@ -187,7 +187,7 @@ static int apply(gs_ps_server *s, const int *ranks, const int *idx, int nr, gs_e
   gs_update_range rg = {.offset = 0, .count = s->n, .grad = sum};
   gs_update_result res;
   gs_err ue = {0};
-  s->u.world = nr;
+  s->u.world = nr * (s->average_over / s->world); /* a host's push holds its ranks' */
   double t1 = gs_now();
   if (gs_update_apply(&s->u, s->master, &rg, 1, false, true, &res, &ue) < 0)
     return FAIL(s, e, ue.code, "ps server (%s kernels): %s", k->name, ue.msg);

@@ -26,7 +26,7 @@ int gs_bench_ps_local(const gs_opts *o, const gs_rank_env *env, const gs_job *j,
   }
   bool fits = cfg->compress.kind != GS_COMPRESS_TOPK &&
               cfg->compress.kind != GS_COMPRESS_POWERSGD &&
-              !gs_ps_sync_stale(&cfg->ps_sync) && k->device == GS_DEV_CPU &&
+              k->device == GS_DEV_CPU &&
               (o->ps_servers <= 1 || o->ps_servers <= world / (L > 0 ? L : 1));
   if ((env->hosts > 0 || shm) && L > 1 && fits) cfg->ps_host_ranks = L;
   return GS_OK;

@@ -318,7 +318,9 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     if (fd < 0) { rc = fd; goto fail; }
     sc.csv = fd;
   }
-  if (out_dir && gs_apply_order_wanted(o, mode, rank, world)) {
+  /* (the host-aggregated ps' server sees hosts, whose pushes the replay
+   * cannot recompute rank by rank: no log) */
+  if (out_dir && cfg.ps_host_ranks <= 1 && gs_apply_order_wanted(o, mode, rank, world)) {
     if ((rc = gs_apply_order_start(o, &to, cfg.n, &alog, &e)) < 0) goto fail;
     logging = true;
     cfg.applied = gs_apply_log_add;

@@ -180,6 +180,7 @@ static void rank_init(rank_ctx *rc, const job_opts *o, job_result *res, int rank
   c->dedicated = o->dedicated;
   c->ps_servers = o->ps_servers;
   c->ps_host_ranks = o->host_ranks;
+  c->ps_sync = o->ps_sync;
   c->sum_only = o->sum_only;
   c->span = o->span;
   c->span_ctx = &rank_ids[rank];

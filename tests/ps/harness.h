@@ -45,6 +45,7 @@ typedef struct job_opts {
                               fp32 only in reference()) */
   int ps_servers;          /* > 1: the sharded ps (threads only: the servers' addresses
                               are the ranks' endpoints) */
+  gs_ps_sync ps_sync;      /* the consistency model (zero: bsp; reference() is bsp's) */
   int timeout_ms;
   uint64_t job, seed;
   uint64_t jitter_seed;  /* varies arrival order between runs */

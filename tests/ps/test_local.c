@@ -16,7 +16,12 @@
  *  - fp16 and bf16 pushes of the hosts' sums with loss scaling, a step
  *    skipped on an overflow inside host 1: the reference's bits, verdicts
  *    and next scales on every rank;
- *  - refusals: hosts of unequal size, ssp;
+ *  - ssp, async and backup workers count hosts: ssp:0 and backup 0 give
+ *    the reference's (bsp's) bits on every rank after every step, so the
+ *    server averages a host's push as its L ranks; under async and backup 1
+ *    every rank of a host holds its leader's bits and reports its host's
+ *    staleness (-1: dropped), and a dropped push drops the whole host's;
+ *  - refusals: hosts of unequal size;
  *  - faults (processes): a rank killed inside a host, or a leader killed,
  *    makes every other rank fail naming it within the timeout, and nothing
  *    is left in /dev/shm. */
@@ -175,8 +180,46 @@ static void scaled(gs_dtype wire) {
   result_free(r);
 }
 
-static void refused(const char *what, int world, int L, gs_dtype wire, bool ssp,
-                    const char *words) {
+static void stale_bits(gs_ps_sync y, const char *what) {
+  job_opts o = base(4, 2);
+  o.ps_sync = y;
+  o.jitter_seed = 7;
+  o.jitter_us = 300;
+  job_result *r = result_new(&o);
+  REQUIRE(run_threads(&o, r) == 0, "%s: %s | %s", what, r->err[0], r->err[3]);
+  free(check_reference(&o, r, what, NULL, NULL));
+  printf("ok: %s over hosts of 2: every rank holds bsp's bits after every step\n", what);
+  result_free(r);
+}
+
+static void stale_hosts(gs_ps_sync y, const char *what) {
+  job_opts o = base(6, 2);
+  o.ps_sync = y;
+  o.steps = 6;
+  o.jitter_seed = 9;
+  o.jitter_us = 2000;
+  job_result *r = result_new(&o);
+  REQUIRE(run_threads(&o, r) == 0, "%s: %s | %s", what, r->err[0], r->err[5]);
+  int stale = 0, dropped = 0;
+  for (int t = 0; t < o.steps; t++)
+    for (int q = 0; q < o.world; q++) {
+      const gs_sync_stats *a = &r->stats[t * o.world + q], *b = &r->stats[t * o.world + q / 2 * 2];
+      CHECK(!memcmp(result_params(r, t + 1, q), result_params(r, t + 1, q / 2 * 2),
+                    o.n * sizeof(float)), "%s: rank %d after step %d: not its leader's bits", what,
+            q, t);
+      CHECK(a->staleness == b->staleness, "%s: rank %d step %d: staleness %d, its leader's %d",
+            what, q, t, a->staleness, b->staleness);
+      CHECK(a->staleness >= -1 && a->staleness < 6, "%s: staleness %d", what, a->staleness);
+      stale += a->staleness > 0;
+      dropped += a->staleness < 0;
+    }
+  CHECK(dropped % 2 == 0, "%s: %d dropped gradients, not whole hosts' of 2", what, dropped);
+  printf("ok: %s over 3 hosts of 2: a host's ranks hold its leader's bits and its staleness "
+         "(%d stale, %d dropped rank-steps)\n", what, stale, dropped);
+  result_free(r);
+}
+
+static void refused(const char *what, int world, int L, gs_dtype wire, const char *words) {
   job_opts o = base(world, L);
   gs_err e = {0};
   gs_kernels *k = gs_kernels_cpu(0, &e);
@@ -187,7 +230,6 @@ static void refused(const char *what, int world, int L, gs_dtype wire, bool ssp,
                       .k = k, .params = p, .grads = g, .n = 1000, .buckets = b, .nbuckets = nb,
                       .sgd = o.sgd, .wire = wire, .scaler = o.scaler, .ps_host_ranks = L};
   if (wire != GS_F32) gs_scaler_init(&c.scaler, 65536.0f, true);
-  if (ssp) c.ps_sync = (gs_ps_sync){.model = GS_PS_SSP, .staleness = 2};
   void *state = NULL;
   char ep[GS_ENDPOINT_MAX];
   int rc = gs_ps_backend.prepare(&c, &state, ep, &e);
@@ -262,10 +304,14 @@ int main(void) {
   dedicated();
   against_flat(4, 4);
   against_flat(6, 2);
-  refused("hosts of 4 in a world of 6", 6, 4, GS_F32, false, "do not divide");
+  refused("hosts of 4 in a world of 6", 6, 4, GS_F32, "do not divide");
   scaled(GS_F16);
   scaled(GS_BF16);
-  refused("ssp", 4, 2, GS_F32, true, "bsp");
+  stale_bits((gs_ps_sync){.model = GS_PS_SSP, .staleness = 0}, "ssp:0");
+  stale_bits((gs_ps_sync){.backup_on = true, .backup = 0}, "backup 0");
+  stale_hosts((gs_ps_sync){.model = GS_PS_ASYNC}, "async");
+  stale_hosts((gs_ps_sync){.backup_on = true, .backup = 1}, "backup 1");
+  stale_hosts((gs_ps_sync){.model = GS_PS_SSP, .staleness = 2}, "ssp:2");
   killed(4, 2, 3, 1);   /* inside host 1, not its leader */
   killed(4, 2, 1, 2);   /* inside host 0, beside the server */
   killed(6, 3, 3, 1);   /* host 1's leader */
