@@ -107,9 +107,11 @@ extern const gs_backend gs_ps_backend;
  * (--ps-server-hosts: one of K, on an emulated host of its own): bind
  * tcp://host:*, write "E <endpoint> <pid>\n" on fd (then close it), serve one job
  * on the CPU (its token is rank 0's Init's) until every rank said goodbye
- * (GS_OK) or the job failed. max_elems: the most parameters it may own. */
+ * (GS_OK) or the job failed. max_elems: the most parameters it may own.
+ * applied (NULL: none): a stale model's updates (sync.h), for the one
+ * server of a job. */
 int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
-                      int fd, gs_err *e);
+                      const gs_applied_hook *applied, int fd, gs_err *e);
 
 /* Sharded ps (cfg.ps_servers K > 1, backend.c): the rank whose process runs
  * server k of K in a world (spread evenly: ranks 0..K-1 at K = world, the

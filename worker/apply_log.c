@@ -90,6 +90,7 @@ static bool append(gs_apply_log *l, uint64_t version, uint64_t hash, int n, cons
 void gs_apply_log_add(void *ctx, const gs_applied *a) {
   gs_apply_log *l = ctx;
   if (l->lost) return;
+  if (!l->nparams) l->nparams = a->count; /* a server of its own learns it from rank 0 */
   if (!append(l, a->version, gs_params_hash(a->params, a->count), a->n, a->ranks, a->steps,
               a->bases))
     l->lost = true;

@@ -219,7 +219,8 @@ typedef struct gs_apply_log {
   size_t ngrads, capgrads;
   bool lost;                 /* an update could not be recorded (memory) */
 } gs_apply_log;
-/* A log for a run of t's configuration (t->world ranks; sync: "async", ...). */
+/* A log for a run of t's configuration (t->world ranks; sync: "async", ...;
+ * nparams 0: the first update's count). */
 int gs_apply_log_init(gs_apply_log *l, const gs_train_opts *t, int threads, const char *sync,
                       size_t nparams, gs_err *e);
 /* gs_applied_fn: record one update (ctx: the log). */

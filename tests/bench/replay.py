@@ -1,7 +1,10 @@
 """replay.py: the apply-order log of a stale ps run and its replay in one
 process (bench --mode local --replay FILE; worker/apply_log.c, replay.c).
 
-  - async, world 3, rank 2 slowed 3x: runs/<id>/apply_order.txt lists every
+  - async, world 3, rank 2 slowed 3x, with the server in rank 0, in rank 0's
+    dedicated process (--ps-dedicated) and in a process of its own
+    (--ps-server-hosts over loopback), each writing the log from the process
+    that holds the server: runs/<id>/apply_order.txt (beside run.json) lists every
     gradient once, each rank's steps in order; its hash after each update
     is what the rank that pushed holds after that step (steps.csv's
     --verify hash: the server's real bits, not the log's own claim); the
@@ -62,32 +65,39 @@ def replay(log, extra=()):
     return run(["--mode", "local", "--replay", log, "--quiet"] + list(extra))
 
 
-# ---- async ----
-r, d, log = ps_run(["--ps-sync", "async", "--world", "3", "--slow", "2:3"])
-check(r.returncode == 0 and log, f"async run writes one apply-order log: {r.stderr[-500:]}")
-if log:
+# ---- async: the server in rank 0, in rank 0's dedicated process, in a process of its own ----
+def async_case(where, extra):
+    r, d, log = ps_run(["--ps-sync", "async", "--world", "3", "--slow", "2:3"] + extra)
+    check(r.returncode == 0 and log, f"async ({where}) writes one apply-order log: "
+          f"{r.stderr[-500:]}")
+    if not log:
+        return
+    check(os.path.exists(os.path.join(os.path.dirname(log), "run.json")),
+          f"async ({where}): the log is beside the run's run.json")
     ups = parse(log)
     grads = [g for _, _, gs in ups for g in gs]
     check([u for u, _, _ in ups] == list(range(1, len(ups) + 1)) and
           all(len(gs) == 1 for _, _, gs in ups) and len(grads) == 3 * STEPS,
-          f"async: {len(ups)} updates of one gradient each, every gradient once")
+          f"async ({where}): {len(ups)} updates of one gradient each, every gradient once")
     for rank in range(3):
         steps = [s for rk, s, _ in grads if rk == rank]
-        check(steps == list(range(STEPS)), f"rank {rank}'s steps in order: {steps}")
+        check(steps == list(range(STEPS)), f"{where}: rank {rank}'s steps in order: {steps}")
     # what each rank held after its step t: the version its push made
     held = {(int(row["rank"]), int(row["step"])): row["param_hash"] for row in steps_csv(d)}
     made = {(gs[0][0], gs[0][1]): h for _, h, gs in ups}
     check(held and all(held[k] == made[k] for k in made),
-          "each update's logged hash is what its rank holds after that step (steps.csv)")
+          f"async ({where}): each update's logged hash is what its rank holds after that "
+          "step (steps.csv)")
     stale = [u - 1 - b for u, _, gs in ups for _, _, b in gs]
-    check(max(stale) > 0, f"some async gradient was stale (at most {max(stale)})")
+    check(max(stale) > 0, f"async ({where}): some gradient was stale (at most {max(stale)})")
     p = tmpdir()
     r = replay(log, ["--save-params", p])
     check(r.returncode == 0 and f"replayed {len(ups)} updates" in r.stdout,
-          f"async replay: rc {r.returncode} {r.stdout[-300:]} {r.stderr[-500:]}")
+          f"async ({where}) replay: rc {r.returncode} {r.stdout[-300:]} {r.stderr[-500:]}")
     if r.returncode == 0:
         check("%016x" % params_hash(p) == ups[-1][1],
-              f"the replay's saved parameters are the last update's bits ({ups[-1][1]})")
+              f"async ({where}): the replay's saved parameters are the last update's bits "
+              f"({ups[-1][1]})")
     text = open(log).read()
     lines = text.splitlines()
     idx = [i for i, l in enumerate(lines) if l.startswith("update ")]
@@ -108,8 +118,14 @@ if log:
         r = replay(bad)
         check(r.returncode == 1 and re.search(r"after update \d+ .* not the run's bits",
                                               r.stderr),
-              f"{name}: the replay fails naming the update (rc {r.returncode}, "
+              f"{where}: {name}: the replay fails naming the update (rc {r.returncode}, "
               f"{r.stderr.strip()[-300:]})")
+
+
+async_case("rank 0's thread", [])
+async_case("--ps-dedicated", ["--ps-dedicated"])
+# the server's own process needs no namespace over loopback (--link none)
+async_case("--ps-server-hosts", ["--ps-server-hosts"])
 
 # ---- ssp:2 and backup 1 ----
 for extra, name in ((["--ps-sync", "ssp:2"], "ssp:2"), (["--ps-backup", "1"], "backup 1")):
