@@ -108,8 +108,7 @@ extern const gs_backend gs_ps_backend;
  * tcp://host:*, write "E <endpoint> <pid>\n" on fd (then close it), serve one job
  * on the CPU (its token is rank 0's Init's) until every rank said goodbye
  * (GS_OK) or the job failed. max_elems: the most parameters it may own.
- * applied (NULL: none): a stale model's updates (sync.h), for the one
- * server of a job. */
+ * applied (NULL: none): a stale model's updates (sync.h). */
 int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
                       const gs_applied_hook *applied, int fd, gs_err *e);
 

@@ -242,22 +242,30 @@ int gs_interrupt_status(void);
 
 /* ---- a stale ps run's apply-order log (apply_order.c) ---- */
 /* Whether a run writes one: ps with ssp, async or backup workers, fp32
- * without loss scaling, one server (rank 0's thread, --ps-dedicated, or
- * one --ps-server-hosts server); the process holding it records it. */
+ * without loss scaling; one server (rank 0's thread, --ps-dedicated, or a
+ * --ps-server-hosts server) or K (in ranks or processes of their own; not
+ * with backup workers), each server's log recorded where it runs. */
 bool gs_apply_order_wanted(const gs_opts *o, gs_mode mode, int world);
+/* The server whose log rank records (0: the one server, in rank 0 or its
+ * dedicated process; k: server k of several, a thread of this rank), or -1
+ * (none here; servers of their own record theirs, ps_serve.c). */
+int gs_apply_order_shard(const gs_opts *o, int rank, int world);
+/* The log's file name in the run's directory: apply_order.txt, or server
+ * k's of several apply_order-shard<k>.txt (the replay finds them there). */
+void gs_apply_order_name(int shard, int shards, char *buf, size_t cap);
 typedef struct gs_apply_order {
   gs_apply_log log;
   char dir[4200], below[600]; /* written as dir/below/apply_order.txt */
 } gs_apply_order;
-/* A log of a run of t's configuration (info names its directory under dir;
- * nparams 0: the server's first update tells), and *hook for the server
+/* Server `shard`'s log of a run of t's configuration (info names its
+ * directory under dir), and *hook for the server
  * (gs_sync_config.applied, gs_ps_serve_alone) that records it and, at the
  * server's orderly end, writes it (gs_apply_order_end). threads: a rank's
  * BLAS threads, which the replay uses (log.threads until the end). */
-int gs_apply_order_start(const gs_opts *o, const gs_train_opts *t, size_t nparams, int threads,
+int gs_apply_order_start(const gs_opts *o, const gs_train_opts *t, int shard, int threads,
                          const char *dir, const gs_run_info *info, gs_apply_order *ao,
                          gs_applied_hook *hook, gs_err *e);
-/* gs_applied_end_fn: dir/runs/<the run's id>/apply_order.txt, atomically. */
+/* gs_applied_end_fn: dir/runs/<the run's id>/<its name>, atomically. */
 int gs_apply_order_end(void *ctx, gs_err *e);
 void gs_apply_order_free(gs_apply_order *ao);
 

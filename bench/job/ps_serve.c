@@ -4,7 +4,7 @@
  * here serves server k of the run (ps/ps.h gs_ps_serve_alone) on
  * GS_HOST_ADDR, its address written on GS_PS_SERVE_FD. A rank finds the K
  * addresses in GS_PS_SERVERS ("tcp://a:p,tcp://b:p"), so such a job needs
- * bench's own launcher. The one server of a stale run records the order in
+ * bench's own launcher. The server of a stale run records the order in
  * which it applied gradients and writes it into the run's directory
  * (GS_RUN_DIR), as rank 0 does for a server of its own (apply_order.c). */
 #include <stdio.h>
@@ -58,7 +58,7 @@ int gs_ps_serve_main(const gs_opts *o) {
     to.world = world;
     gs_run_info info = gs_run_info_of(o, GS_MODE_PS, world);
     gs_run_info_repeat(&info, true);
-    rc = gs_apply_order_start(o, &to, 0, gs_threads_per_rank(o, world), dir, &info, &ao, &hook,
+    rc = gs_apply_order_start(o, &to, k, gs_threads_per_rank(o, world), dir, &info, &ao, &hook,
                               &e);
     logging = rc == GS_OK;
   }

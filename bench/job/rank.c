@@ -306,9 +306,10 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     if (fd < 0) { rc = fd; goto fail; }
     sc.csv = fd;
   }
-  /* rank 0 holds the one server (a thread, or the dedicated process it forks) */
-  if (out_dir && rank == 0 && !o->ps_server_hosts && gs_apply_order_wanted(o, mode, world)) {
-    if ((rc = gs_apply_order_start(o, &to, cfg.n, threads, out_dir, &info, &alog, &cfg.applied,
+  /* the server this rank holds (a thread, or rank 0's dedicated process) logs */
+  int shard = gs_apply_order_shard(o, rank, world);
+  if (out_dir && shard >= 0 && gs_apply_order_wanted(o, mode, world)) {
+    if ((rc = gs_apply_order_start(o, &to, shard, threads, out_dir, &info, &alog, &cfg.applied,
                                    &e)) < 0)
       goto fail;
     logging = true;
