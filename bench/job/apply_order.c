@@ -26,11 +26,13 @@ bool gs_apply_order_wanted(const gs_opts *o, gs_mode mode, int world) {
          !o->train.dynamic_scale && o->train.loss_scale == 1.0f;
 }
 
-int gs_apply_order_shard(const gs_opts *o, int rank, int world) {
+int gs_apply_order_shard(const gs_opts *o, int rank, int world, bool launched) {
   if (o->ps_server_hosts) return -1;
   int K = o->ps_servers > 1 ? o->ps_servers : 1;
   if (K == 1) return rank == 0 ? 0 : -1;
-  if (!gs_ps_runs_server(rank, world, K)) return -1;
+  /* K logs meet only in one run directory: our launcher's (another
+   * launcher's ranks name theirs each, on their own machines) */
+  if (!launched || !gs_ps_runs_server(rank, world, K)) return -1;
   return (int)(((int64_t)rank * K + world - 1) / world);
 }
 

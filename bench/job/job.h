@@ -247,9 +247,10 @@ int gs_interrupt_status(void);
  * with backup workers), each server's log recorded where it runs. */
 bool gs_apply_order_wanted(const gs_opts *o, gs_mode mode, int world);
 /* The server whose log rank records (0: the one server, in rank 0 or its
- * dedicated process; k: server k of several, a thread of this rank), or -1
- * (none here; servers of their own record theirs, ps_serve.c). */
-int gs_apply_order_shard(const gs_opts *o, int rank, int world);
+ * dedicated process; k: server k of several, a thread of this rank, when
+ * bench's launcher started it: launched), or -1 (none here; servers of
+ * their own record theirs, ps_serve.c). */
+int gs_apply_order_shard(const gs_opts *o, int rank, int world, bool launched);
 /* The log's file name in the run's directory: apply_order.txt, or server
  * k's of several apply_order-shard<k>.txt (the replay finds them there). */
 void gs_apply_order_name(int shard, int shards, char *buf, size_t cap);

@@ -307,7 +307,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     sc.csv = fd;
   }
   /* the server this rank holds (a thread, or rank 0's dedicated process) logs */
-  int shard = gs_apply_order_shard(o, rank, world);
+  int shard = gs_apply_order_shard(o, rank, world, env->launched);
   if (out_dir && shard >= 0 && gs_apply_order_wanted(o, mode, world)) {
     if ((rc = gs_apply_order_start(o, &to, shard, threads, out_dir, &info, &alog, &cfg.applied,
                                    &e)) < 0)
