@@ -2,8 +2,9 @@
  * update by update from the server's hook, written as text, read back
  * for a replay. The header is what makes every gradient again: the
  * training configuration, the world (each rank's shard) and the BLAS
- * threads of a rank. A reader trusts nothing: every line is checked and
- * every size bounded before it is used. */
+ * threads of a rank (and, for one of K sharded servers, which shard). A
+ * reader trusts nothing: every line is checked and every size bounded
+ * before it is used. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
