@@ -118,10 +118,14 @@ int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, siz
 static inline int gs_ps_server_rank(int k, int world, int servers) {
   return (int)((int64_t)k * world / servers);
 }
-/* Whether rank r runs one of them (k = ceil(r K / N) is the only candidate). */
-static inline bool gs_ps_runs_server(int r, int world, int servers) {
+/* The server rank r runs, or -1 (k = ceil(r K / N) is the only candidate). */
+static inline int gs_ps_server_of(int r, int world, int servers) {
   int k = (int)(((int64_t)r * servers + world - 1) / world);
-  return k < servers && gs_ps_server_rank(k, world, servers) == r;
+  return k < servers && gs_ps_server_rank(k, world, servers) == r ? k : -1;
+}
+/* Whether rank r runs one of them. */
+static inline bool gs_ps_runs_server(int r, int world, int servers) {
+  return gs_ps_server_of(r, world, servers) >= 0;
 }
 
 /* Bytes the ps backend holds on this rank beyond the model's buffers: the

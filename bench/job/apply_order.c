@@ -32,8 +32,7 @@ int gs_apply_order_shard(const gs_opts *o, int rank, int world, bool launched) {
   if (K == 1) return rank == 0 ? 0 : -1;
   /* K logs meet only in one run directory: our launcher's (another
    * launcher's ranks name theirs each, on their own machines) */
-  if (!launched || !gs_ps_runs_server(rank, world, K)) return -1;
-  return (int)(((int64_t)rank * K + world - 1) / world);
+  return launched ? gs_ps_server_of(rank, world, K) : -1;
 }
 
 void gs_apply_order_name(int shard, int shards, char *buf, size_t cap) {
