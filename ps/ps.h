@@ -107,9 +107,10 @@ extern const gs_backend gs_ps_backend;
  * (--ps-server-hosts: one of K, on an emulated host of its own): bind
  * tcp://host:*, write "E <endpoint> <pid>\n" on fd (then close it), serve one job
  * on the CPU (its token is rank 0's Init's) until every rank said goodbye
- * (GS_OK) or the job failed. max_elems: the most parameters it may own. */
+ * (GS_OK) or the job failed. max_elems: the most parameters it may own.
+ * applied (NULL: none): a stale model's updates (sync.h). */
 int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
-                      int fd, gs_err *e);
+                      const gs_applied_hook *applied, int fd, gs_err *e);
 
 /* Sharded ps (cfg.ps_servers K > 1, backend.c): the rank whose process runs
  * server k of K in a world (spread evenly: ranks 0..K-1 at K = world, the
@@ -117,10 +118,14 @@ int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, siz
 static inline int gs_ps_server_rank(int k, int world, int servers) {
   return (int)((int64_t)k * world / servers);
 }
-/* Whether rank r runs one of them (k = ceil(r K / N) is the only candidate). */
-static inline bool gs_ps_runs_server(int r, int world, int servers) {
+/* The server rank r runs, or -1 (k = ceil(r K / N) is the only candidate). */
+static inline int gs_ps_server_of(int r, int world, int servers) {
   int k = (int)(((int64_t)r * servers + world - 1) / world);
-  return k < servers && gs_ps_server_rank(k, world, servers) == r;
+  return k < servers && gs_ps_server_rank(k, world, servers) == r ? k : -1;
+}
+/* Whether rank r runs one of them. */
+static inline bool gs_ps_runs_server(int r, int world, int servers) {
+  return gs_ps_server_of(r, world, servers) >= 0;
 }
 
 /* Bytes the ps backend holds on this rank beyond the model's buffers: the

@@ -307,6 +307,11 @@ static int serve(gs_ps_server *s, gs_err *e);
 int gs_ps_server_run(gs_ps_server *s, gs_err *e) {
   int rc = serve(s, e);
   if (rc < 0 && s->have_init && !s->running && s->peers) gs_pss_tell_latecomers(s, e);
+  /* every rank said goodbye: the record of what was applied is complete */
+  if (rc == GS_OK && s->o.applied.end) {
+    rc = s->o.applied.end(s->o.applied.ctx, e);
+    if (rc < 0) gs_err_prefix(e, "ps server: ");
+  }
   return rc;
 }
 

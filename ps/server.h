@@ -31,8 +31,7 @@ typedef struct gs_ps_server_opts {
   gs_kernels *k;        /* the server's own table; the server destroys it */
   gs_span_fn span;      /* track 1; NULL in a dedicated process */
   void *span_ctx;
-  gs_applied_fn applied; /* stale models: each update (sync.h); NULL: none */
-  void *applied_ctx;
+  gs_applied_hook applied; /* stale models: each update, and the end (sync.h) */
 } gs_ps_server_opts;
 
 typedef struct gs_ps_server gs_ps_server;

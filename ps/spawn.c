@@ -78,6 +78,9 @@ static void __attribute__((noreturn)) child_main(const gs_sync_config *c, int wf
   gs_ps_server_opts o = {
     .zctx = ctx, .host = c->host, .inproc = false, .job = c->job, .cred = c->cred,
     .timeout_ms = c->timeout_ms, .max_elems = c->n, .k = k,
+    /* the hook's context is this process's copy of rank 0's: the log is
+     * recorded and written here, where the updates are applied */
+    .applied = c->applied,
   };
   gs_ps_server *srv = NULL;
   gs_zap *zap = NULL;
@@ -99,7 +102,7 @@ static void __attribute__((noreturn)) child_main(const gs_sync_config *c, int wf
 }
 
 int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
-                      int fd, gs_err *e) {
+                      const gs_applied_hook *applied, int fd, gs_err *e) {
   gs_kernels *k = gs_kernels_cpu(0, e);
   if (!k) return e ? e->code : GS_EDEVICE;
   void *ctx = zmq_ctx_new();
@@ -110,7 +113,7 @@ int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, siz
   zmq_ctx_set(ctx, ZMQ_IO_THREADS, gs_ps_io_threads(4));
   gs_ps_server_opts o = {
     .zctx = ctx, .host = host, .learn_job = true, .cred = *cred, .timeout_ms = timeout_ms,
-    .max_elems = max_elems, .k = k,
+    .max_elems = max_elems, .k = k, .applied = applied ? *applied : (gs_applied_hook){0},
   };
   gs_ps_server *srv = NULL;
   gs_zap *zap = NULL;

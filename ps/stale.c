@@ -160,7 +160,7 @@ static int tell_applied(gs_ps_server *s, const int *ranks, const int *idx, int n
   }
   gs_applied a = {.version = s->updates, .n = nr, .ranks = ranks, .steps = steps,
                   .bases = bases, .params = p, .count = s->n};
-  s->o.applied(s->o.applied_ctx, &a);
+  s->o.applied.fn(s->o.applied.ctx, &a);
   return GS_OK;
 }
 
@@ -197,7 +197,7 @@ static int apply(gs_ps_server *s, const int *ranks, const int *idx, int nr, gs_e
   if (s->o.span) s->o.span(s->o.span_ctx, "optimizer", -1, t1, gs_now(), 1);
   s->updates++;
   s->round_t0 = gs_now(); /* progress: the deadline runs from here */
-  if (s->o.applied) GS_TRY(tell_applied(s, ranks, idx, nr, e));
+  if (s->o.applied.fn) GS_TRY(tell_applied(s, ranks, idx, nr, e));
   for (int i = 0; i < nr; i++) slot_at(s, ranks[i], idx[i])->used = false;
   return GS_OK;
 }

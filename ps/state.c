@@ -59,8 +59,8 @@ int gs_ps_host_server(ps_worker_state *st, const gs_sync_config *c, gs_err *e) {
     .zctx = st->zctx, .host = c->host, .inproc = true, .inproc_rank = c->rank, .job = c->job,
     .cred = c->cred, .timeout_ms = c->timeout_ms, .max_elems = c->n, .k = k,
     .span = c->span, .span_ctx = c->span_ctx,
-    /* the apply order of the one server there is (a shard's is a part) */
-    .applied = c->ps_servers <= 1 ? c->applied : NULL, .applied_ctx = c->applied_ctx,
+    /* the apply order of this server (a shard's: of its range) */
+    .applied = c->applied,
   };
   int rc = gs_zap_start(st->zctx, &c->cred, 0, "ps server", &st->zap, e);
   if (rc < 0) {

@@ -2,8 +2,9 @@
  * update by update from the server's hook, written as text, read back
  * for a replay. The header is what makes every gradient again: the
  * training configuration, the world (each rank's shard) and the BLAS
- * threads of a rank. A reader trusts nothing: every line is checked and
- * every size bounded before it is used. */
+ * threads of a rank (and, for one of K sharded servers, which shard). A
+ * reader trusts nothing: every line is checked and every size bounded
+ * before it is used. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -20,6 +21,7 @@
 #define MAX_WORLD 65536
 #define MAX_FILE ((size_t)1 << 30)
 #define MAX_STR 4096
+#define MAX_SHARDS 1024
 
 uint64_t gs_params_hash(const float *p, size_t n) {
   return gs_hash_bytes(GS_HASH_INIT, p, n * sizeof(float));
@@ -48,6 +50,7 @@ int gs_apply_log_init(gs_apply_log *l, const gs_train_opts *t, int threads, cons
   }
   l->world = t->world;
   l->threads = threads;
+  l->shards = 1;
   l->nparams = nparams;
   return GS_OK;
 }
@@ -90,6 +93,7 @@ static bool append(gs_apply_log *l, uint64_t version, uint64_t hash, int n, cons
 void gs_apply_log_add(void *ctx, const gs_applied *a) {
   gs_apply_log *l = ctx;
   if (l->lost) return;
+  if (!l->nparams) l->nparams = a->count; /* a server of its own learns it from rank 0 */
   if (!append(l, a->version, gs_params_hash(a->params, a->count), a->n, a->ranks, a->steps,
               a->bases))
     l->lost = true;
@@ -138,6 +142,7 @@ char *gs_apply_log_text(const gs_apply_log *l, size_t *len, gs_err *e) {
           "recomputes them (docs/stragglers.md)\n");
   put(&b, "sync %s\nworld %d\nthreads %d\nparams %zu\n", l->sync, l->world, l->threads,
       l->nparams);
+  if (l->shards > 1) put(&b, "shards %d\nshard %d\n", l->shards, l->shard);
   put(&b, "model %s\ndata %s\nsynthetic_samples %" PRId64 "\nbatch %d\nsteps %" PRId64 "\n",
       t->model, t->data, t->synthetic_samples, t->batch, t->steps);
   /* floats as their bits' exact decimal (%a would be exact too, but less readable) */
@@ -199,6 +204,12 @@ static int header(gs_apply_log *l, const char *key, const char *v) {
   if (!strcmp(key, "world")) {
     if (get_i64(v, 2, MAX_WORLD, &i)) return -2;
     l->world = (int)i;
+  } else if (!strcmp(key, "shards")) {
+    if (get_i64(v, 2, MAX_SHARDS, &i)) return -2;
+    l->shards = (int)i;
+  } else if (!strcmp(key, "shard")) {
+    if (get_i64(v, 0, MAX_SHARDS - 1, &i)) return -2;
+    l->shard = (int)i;
   } else if (!strcmp(key, "threads")) {
     if (get_i64(v, 1, 1024, &i)) return -2;
     l->threads = (int)i;
@@ -290,6 +301,7 @@ int gs_apply_log_parse(const char *text, size_t len, const char *name, gs_apply_
                        gs_err *e) {
   memset(l, 0, sizeof *l);
   gs_train_opts_default(&l->train);
+  l->shards = 1;
   char *copy = malloc(len + 1);
   if (!copy) return GS_FAIL(e, GS_ENOMEM, "out of memory reading %s", name);
   memcpy(copy, text, len);
@@ -333,6 +345,9 @@ int gs_apply_log_parse(const char *text, size_t len, const char *name, gs_apply_
   free(copy);
   if (rc == GS_OK && !magic) rc = BAD("%s: empty, not an apply-order log", name);
   if (rc == GS_OK && l->nup == 0) rc = BAD("%s: no update in it", name);
+  if (rc == GS_OK && l->shard >= l->shards)
+    rc = BAD("%s: shard %d of %d (a sharded log says 'shards K' and 'shard k' with k < K)",
+             name, l->shard, l->shards);
   if (rc == GS_OK) {
     l->train.model = l->model;
     l->train.data = l->data;

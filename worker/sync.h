@@ -70,8 +70,11 @@ typedef void (*gs_span_fn)(void *ctx, const char *name, int bucket, double t0, d
  * gradients of ranks[i]'s step steps[i], computed on version bases[i], summed
  * in that order and averaged over n; params: the count parameters after it
  * (host memory, valid during the call). Called from the server's thread,
- * in order, by the server inside rank 0 (not a dedicated or sharded one):
- * what an apply-order log (worker.h gs_apply_log) records. */
+ * in order, in the process that holds the server: rank 0, rank 0's
+ * dedicated process (forked with the hook and its context), the rank that
+ * runs shard k of several (versions, bases and parameters are then that
+ * shard's, of its range), or a server's own process: what an apply-order
+ * log (worker.h gs_apply_log) records. */
 typedef struct gs_applied {
   uint64_t version;
   int n;
@@ -82,6 +85,15 @@ typedef struct gs_applied {
   size_t count;
 } gs_applied;
 typedef void (*gs_applied_fn)(void *ctx, const gs_applied *a);
+/* That server served its job to the end (every rank said goodbye): the
+ * process that holds it finishes the record (writes the log). An error
+ * fails the server, and so the job. */
+typedef int (*gs_applied_end_fn)(void *ctx, gs_err *e);
+typedef struct gs_applied_hook {
+  gs_applied_fn fn;         /* NULL: no hook */
+  gs_applied_end_fn end;    /* may be NULL */
+  void *ctx;
+} gs_applied_hook;
 
 /* What one step cost this rank, filled by end_step. Times are seconds. */
 typedef struct gs_sync_stats {
@@ -195,8 +207,8 @@ typedef struct gs_sync_config {
 
   gs_span_fn span;          /* may be NULL */
   void *span_ctx;
-  gs_applied_fn applied;    /* ps, stale models, rank 0: each update (may be NULL) */
-  void *applied_ctx;
+  gs_applied_hook applied;  /* ps, stale models: each update of the server this rank
+                               runs (in-process, dedicated or a shard); zero: none */
 } gs_sync_config;
 
 typedef struct gs_sync gs_sync;

@@ -202,6 +202,16 @@ int gs_trainer_gradient(gs_trainer *t, int64_t step, gs_err *e);
  *   ...                                 (key value lines, see apply_log.c)
  *   update 1 hash 9f0c...e1 grads 3:0:0
  *   update 2 hash 1a2b...7c grads 0:1:1 2:1:1 (rank:step:base)
+ *
+ * The sharded ps (K servers, each over a contiguous range of the
+ * parameters, each with its own clock) writes K logs, one per server:
+ * header lines "shards K" and "shard k"; its updates, versions, bases and
+ * hashes are that server's, of its range. A gradient's full parameter
+ * vector is then each server's version that the rank pushed to it as its
+ * base, in range order, and a replay of the K logs together finds an order
+ * of all servers' updates in which every such version exists. Backup
+ * workers drop parts at one server that another applied, and write no
+ * sharded log.
  */
 typedef struct gs_apply_grad {
   int rank;
@@ -217,14 +227,18 @@ typedef struct gs_apply_log {
   gs_train_opts train;       /* model and data point into the strings below */
   char *model, *data, *sync, *load; /* owned; load: --load-params or NULL */
   int world, threads;
-  size_t nparams;
+  int shard, shards;         /* the sharded ps: server `shard`'s log of `shards` (each
+                                logs its range, versions and parameters); 0 of 1: the
+                                one server */
+  size_t nparams;            /* this log's parameters (a shard's: its range) */
   gs_apply_update *up;
   size_t nup, capup;
   gs_apply_grad *grads;
   size_t ngrads, capgrads;
   bool lost;                 /* an update could not be recorded (memory) */
 } gs_apply_log;
-/* A log for a run of t's configuration (t->world ranks; sync: "async", ...). */
+/* A log for a run of t's configuration (t->world ranks; sync: "async", ...;
+ * nparams 0: the first update's count). */
 int gs_apply_log_init(gs_apply_log *l, const gs_train_opts *t, int threads, const char *sync,
                       size_t nparams, gs_err *e);
 /* gs_applied_fn: record one update (ctx: the log). */
@@ -245,10 +259,12 @@ typedef struct gs_replay_result {
   uint64_t gradients;        /* recomputed */
   uint64_t hash;             /* of the final parameters */
 } gs_replay_result;
-/* Replay l with kernels k (k's BLAS threads as the log says: the caller's
- * concern); save_dir: write the final parameters there (NULL: not).
- * GS_EPROTO naming the first update whose parameters differ. */
-int gs_replay(const gs_apply_log *l, gs_kernels *k, const char *save_dir, gs_replay_result *r,
-              gs_err *e);
+/* Replay the logs of one run, l[k] that of shard k of n (n = l[0].shards;
+ * 1 for the one server), with kernels k (k's BLAS threads as the log says:
+ * the caller's concern); save_dir: write the final parameters there (NULL:
+ * not). GS_EINVAL where the logs are not one run's; GS_EPROTO naming the
+ * first update whose parameters differ. */
+int gs_replay(const gs_apply_log *l, int n, gs_kernels *k, const char *save_dir,
+              gs_replay_result *r, gs_err *e);
 
 #endif

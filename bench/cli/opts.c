@@ -484,7 +484,8 @@ static const flag FLAGS[] = {
   WORD("save-params", "DIR", NULL, NULL, "save the final parameters (.npy per tensor)", p_str,
        save_params),
   WORD("replay", "FILE", NULL, NULL, "with --mode local: replay a ps run's apply-order log "
-       "(runs/<id>/apply_order.txt of ssp, async, backup) in one process and check its bits",
+       "(runs/<id>/apply_order.txt of ssp, async, backup; of K servers, any one of their "
+       "apply_order-shard<k>.txt) in one process and check its bits",
        p_str, replay),
   WORD("load-params", "DIR", NULL, NULL, "start from these parameters (.npy per tensor)", p_str,
        train.load_params),

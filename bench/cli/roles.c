@@ -16,6 +16,14 @@
 
 static int run(gs_opts *o, int argc, char **argv);
 
+/* A process that a launcher started runs one configuration: the first of
+ * each list, which the launcher's overrides name. */
+static void first_of_each(gs_opts *o) {
+  o->train.model = o->models[0];
+  o->train.batch = o->batches[0];
+  o->train.bucket_mb = o->bucket_mbs[0];
+}
+
 int gs_bench_main(int argc, char **argv) {
   gs_opts o;
   gs_err e = {0};
@@ -65,7 +73,10 @@ static int run(gs_opts *op, int argc, char **argv) {
     return 1;
   }
   /* bench's launcher starts a --ps-server-hosts server as GS_PS_SERVE */
-  if (getenv("GS_PS_SERVE")) return gs_ps_serve_main(&o);
+  if (getenv("GS_PS_SERVE")) {
+    first_of_each(&o);
+    return gs_ps_serve_main(&o);
+  }
   if (gs_rank_env_read(&env, &e) < 0) {
     fprintf(stderr, "bench: %s\n", e.msg);
     return 2;
@@ -79,9 +90,7 @@ static int run(gs_opts *op, int argc, char **argv) {
   if (env.present) {
     /* one rank of a job: our launcher's child, torchrun, mpirun, mpiexec,
      * srun or bench --nnodes */
-    o.train.model = o.models[0];
-    o.train.batch = o.batches[0];
-    o.train.bucket_mb = o.bucket_mbs[0];
+    first_of_each(&o);
     char out[300]; /* o.out while this rank runs: only rank 0 writes there */
     if (!env.launched && !o.out) {
       char stamp[64];

@@ -408,13 +408,17 @@ int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e)
   return GS_OK;
 }
 
-int gs_job_threads(const gs_job *j, const gs_opts *o) {
+int gs_threads_per_rank(const gs_opts *o, int ranks) {
   if (o->threads > 0) return o->threads;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  /* emulated hosts share this machine's cores: every rank counts */
-  int ranks = j->local_world > 0 && j->env.hosts == 0 ? j->local_world : j->world;
-  int per = (int)((cores < 1 ? 1 : cores) / ranks);
+  int per = (int)((cores < 1 ? 1 : cores) / (ranks < 1 ? 1 : ranks));
   return per < 1 ? 1 : per;
+}
+
+int gs_job_threads(const gs_job *j, const gs_opts *o) {
+  /* emulated hosts share this machine's cores: every rank counts */
+  return gs_threads_per_rank(o, j->local_world > 0 && j->env.hosts == 0 ? j->local_world
+                                                                          : j->world);
 }
 
 /* ---- 5. backends and one round ---- */

@@ -37,6 +37,9 @@ size_t gs_run_settings(const gs_opts *o, gs_mode mode, int world, char *buf, siz
 /* The run info of one combination of o's sweep (model, batch and bucket
  * from o->train); the measured facts stay zero / NaN. */
 gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world);
+/* Our launcher's --repeat: which repetition this run is, of how many (its
+ * GS_REPEAT and GS_REPEATS); launched false: another launcher's job, one run. */
+void gs_run_info_repeat(gs_run_info *info, bool launched);
 
 /* ---- rendezvous (rendezvous.c) ----
  * Rank 0 binds a ROUTER at MASTER_ADDR:MASTER_PORT; every other rank
@@ -206,6 +209,9 @@ int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e)
 /* BLAS threads per rank: --threads, or the cores over the ranks on this
  * host (over the world while that is not known). */
 int gs_job_threads(const gs_job *j, const gs_opts *o);
+/* --threads, or this machine's cores over `ranks` ranks sharing them (our
+ * launcher's ranks share them all, on emulated hosts too: the world). */
+int gs_threads_per_rank(const gs_opts *o, int ranks);
 /* The backend of a mode on a device: local, ps, ring (CPU) or nccl (CUDA). */
 const gs_backend *gs_job_backend(gs_mode m, const gs_kernels *k);
 /* One round: fill cfg's job fields (rank, world, timeout, bind address,
@@ -235,15 +241,34 @@ void gs_bench_signals(void);
 int gs_interrupt_status(void);
 
 /* ---- a stale ps run's apply-order log (apply_order.c) ---- */
-/* Whether this rank records one: rank 0 of a ps run with ssp, async or
- * backup workers whose one server is rank 0's thread. */
-bool gs_apply_order_wanted(const gs_opts *o, gs_mode mode, int rank, int world);
-int gs_apply_order_start(const gs_opts *o, const gs_train_opts *t, size_t nparams,
-                         gs_apply_log *l, gs_err *e);
-/* dir/runs/<the run's id>/apply_order.txt, atomically; threads: a rank's
- * BLAS threads, which the replay uses. */
-int gs_apply_order_write(const char *dir, const gs_run_info *info, gs_apply_log *l, int threads,
-                         gs_err *e);
+/* Whether a run writes one: ps with ssp, async or backup workers, fp32
+ * without loss scaling; one server (rank 0's thread, --ps-dedicated, or a
+ * --ps-server-hosts server) or K (in ranks or processes of their own; not
+ * with backup workers), each server's log recorded where it runs. */
+bool gs_apply_order_wanted(const gs_opts *o, gs_mode mode, int world);
+/* The server whose log rank records (0: the one server, in rank 0 or its
+ * dedicated process; k: server k of several, a thread of this rank, when
+ * bench's launcher started it: launched), or -1 (none here; servers of
+ * their own record theirs, ps_serve.c). */
+int gs_apply_order_shard(const gs_opts *o, int rank, int world, bool launched);
+/* The log's file name in the run's directory: apply_order.txt, or server
+ * k's of several apply_order-shard<k>.txt (the replay finds them there). */
+void gs_apply_order_name(int shard, int shards, char *buf, size_t cap);
+typedef struct gs_apply_order {
+  gs_apply_log log;
+  char dir[4200], below[600]; /* written as dir/below/apply_order.txt */
+} gs_apply_order;
+/* Server `shard`'s log of a run of t's configuration (info names its
+ * directory under dir), and *hook for the server
+ * (gs_sync_config.applied, gs_ps_serve_alone) that records it and, at the
+ * server's orderly end, writes it (gs_apply_order_end). threads: a rank's
+ * BLAS threads, which the replay uses (log.threads until the end). */
+int gs_apply_order_start(const gs_opts *o, const gs_train_opts *t, int shard, int threads,
+                         const char *dir, const gs_run_info *info, gs_apply_order *ao,
+                         gs_applied_hook *hook, gs_err *e);
+/* gs_applied_end_fn: dir/runs/<the run's id>/<its name>, atomically. */
+int gs_apply_order_end(void *ctx, gs_err *e);
+void gs_apply_order_free(gs_apply_order *ao);
 
 /* ---- held-out accuracy along the run (heldout.c) ---- */
 /* Rank 0 with --eval-data: copies of its parameters after every K-th step

@@ -66,6 +66,7 @@ static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, con
     PUT(12, "%s", c ? hi.addr : "127.0.0.1");
     PUT(14, "%d", -rank - 1);
     PUT(15, "%d", port_fd);
+    if (l->run_dir) PUT(8, "%s", l->run_dir); /* a stale run's server writes its log there */
     goto built;
   }
   if (servers) {

@@ -4,7 +4,9 @@
  * here serves server k of the run (ps/ps.h gs_ps_serve_alone) on
  * GS_HOST_ADDR, its address written on GS_PS_SERVE_FD. A rank finds the K
  * addresses in GS_PS_SERVERS ("tcp://a:p,tcp://b:p"), so such a job needs
- * bench's own launcher. */
+ * bench's own launcher. The server of a stale run records the order in
+ * which it applied gradients and writes it into the run's directory
+ * (GS_RUN_DIR), as rank 0 does for a server of its own (apply_order.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,12 +45,30 @@ int gs_ps_serve_main(const gs_opts *o) {
   if (rc == GS_OK)
     rc = gs_cm_plan_model(o->models[0], GS_F32, o->train.first_bucket_mb, o->bucket_mbs[0],
                           &plan, &e);
+  /* the ranks' configuration is this process's (the same flags and
+   * overrides): the log's header is theirs */
+  int world = o->worlds[0];
+  const char *dir = getenv("GS_RUN_DIR") ? getenv("GS_RUN_DIR") : o->out;
+  gs_apply_order ao;
+  gs_applied_hook hook = {0};
+  bool logging = false;
+  if (rc == GS_OK && dir && gs_apply_order_wanted(o, GS_MODE_PS, world)) {
+    gs_train_opts to = o->train;
+    to.rank = 0;
+    to.world = world;
+    gs_run_info info = gs_run_info_of(o, GS_MODE_PS, world);
+    gs_run_info_repeat(&info, true);
+    rc = gs_apply_order_start(o, &to, k, gs_threads_per_rank(o, world), dir, &info, &ao, &hook,
+                              &e);
+    logging = rc == GS_OK;
+  }
   if (rc == GS_OK) {
     size_t most = plan.nparams / (size_t)K + 1;
-    gs_cm_plan_free(&plan);
     rc = gs_ps_serve_alone(addr && *addr ? addr : "127.0.0.1", &cred,
-                           (int)(o->timeout_s * 1000.0), most, fd, &e);
+                           (int)(o->timeout_s * 1000.0), most, logging ? &hook : NULL, fd, &e);
   }
+  gs_cm_plan_free(&plan);
+  if (logging) gs_apply_order_free(&ao);
   if (rc < 0) fprintf(stderr, "bench: ps server %d of %d: %s\n", k, K, e.msg);
   return rc < 0 ? 1 : 0;
 }

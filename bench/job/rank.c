@@ -252,18 +252,11 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   memset(&compressed, 0, sizeof compressed);
   char **server_eps = NULL;    /* --ps-server-hosts: the servers' addresses */
   gs_run_info info = gs_run_info_of(o, mode, world);
-  /* our launcher's --repeat: which repetition this is, of how many (its
-   * GS_REPEAT and GS_REPEATS; another launcher's job is one run) */
-  const char *rep = env->launched ? getenv("GS_REPEAT") : NULL;
-  const char *reps = env->launched ? getenv("GS_REPEATS") : NULL;
-  info.repeats = reps ? atoi(reps) : 1;
-  info.repeat = rep ? atoi(rep) : 1;
-  if (info.repeats < 1) info.repeats = 1;
-  if (info.repeat < 1 || info.repeat > info.repeats) info.repeat = 1;
+  gs_run_info_repeat(&info, env->launched);
   step_ctx sc = {.o = o, .mode = mode, .rank = rank, .world = world, .csv = -1, .run = info};
   gs_sync_config cfg;
   memset(&cfg, 0, sizeof cfg);
-  gs_apply_log alog; /* a stale ps run's apply order (apply_order.c) */
+  gs_apply_order alog; /* a stale ps run's apply order (apply_order.c) */
   memset(&alog, 0, sizeof alog);
   bool logging = false;
   info.wall_start = gs_wall();
@@ -318,13 +311,13 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     if (fd < 0) { rc = fd; goto fail; }
     sc.csv = fd;
   }
-  /* (the host-aggregated ps' server sees hosts, whose pushes the replay
-   * cannot recompute rank by rank: no log) */
-  if (out_dir && cfg.ps_host_ranks <= 1 && gs_apply_order_wanted(o, mode, rank, world)) {
-    if ((rc = gs_apply_order_start(o, &to, cfg.n, &alog, &e)) < 0) goto fail;
+  /* the server this rank holds (a thread, or rank 0's dedicated process) logs */
+  int shard = gs_apply_order_shard(o, rank, world, env->launched);
+  if (out_dir && shard >= 0 && gs_apply_order_wanted(o, mode, world)) {
+    if ((rc = gs_apply_order_start(o, &to, shard, threads, out_dir, &info, &alog, &cfg.applied,
+                                   &e)) < 0)
+      goto fail;
     logging = true;
-    cfg.applied = gs_apply_log_add;
-    cfg.applied_ctx = &alog;
   }
   if (o->verify && !(sc.hashes = calloc((size_t)o->train.steps + 1, sizeof *sc.hashes))) {
     rc = GS_FAIL(&e, GS_ENOMEM, "out of memory");
@@ -342,6 +335,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   if (o->threads <= 0 && env->local_world <= 0) {
     threads = gs_job_threads(&job, o);
     k->set_threads(k, threads);
+    alog.log.threads = threads;
   }
 
   phase = "backend";
@@ -378,10 +372,6 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     e = ce;
   }
   if (rc < 0) goto fail;
-  if (logging) {
-    phase = "writing the apply-order log";
-    if ((rc = gs_apply_order_write(out_dir, &info, &alog, threads, &e)) < 0) goto fail;
-  }
 
   if (rank == 0 && o->save_params) {
     phase = "saving parameters";
@@ -509,7 +499,7 @@ done:
     free(results);
   }
   gs_job_close(&job);
-  if (logging) gs_apply_log_free(&alog);
+  if (logging) gs_apply_order_free(&alog);
   if (t) gs_trainer_destroy(t);
   if (k) k->destroy(k);
   if (rc == GS_OK) return 0;

@@ -4,6 +4,7 @@
  * its report. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "bench/job/job.h"
 #include "ps/ps.h"
@@ -55,4 +56,13 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       .ps_sync = mode == GS_MODE_PS && world > 1 ? o->ps_sync : (gs_ps_sync){0},
       .ring_period = mode == GS_MODE_RING && world > 1 ? o->ring_period : 0,
       .compress = t->compress};
+}
+
+void gs_run_info_repeat(gs_run_info *info, bool launched) {
+  const char *rep = launched ? getenv("GS_REPEAT") : NULL;
+  const char *reps = launched ? getenv("GS_REPEATS") : NULL;
+  info->repeats = reps ? atoi(reps) : 1;
+  info->repeat = rep ? atoi(rep) : 1;
+  if (info->repeats < 1) info->repeats = 1;
+  if (info->repeat < 1 || info->repeat > info->repeats) info->repeat = 1;
 }
