@@ -39,6 +39,17 @@ static double time_axis(gs_svg *b, int x0, int y0, int x1, double tmax) {
   return right;
 }
 
+/* one run's line through (t[k], v[k]) on axes of 0..right seconds and
+ * 0..top, a value above the top drawn at it */
+static void curve(gs_svg *b, const char *color, const double *t, const double *v, int n, int x0,
+                  int y0, int x1, int y1, double right, double top) {
+  put(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\" points=\"", color);
+  for (int k = 0; k < n; k++)
+    put(b, "%.1f,%.1f ", x0 + t[k] / right * (x1 - x0), y0 - (v[k] < top ? v[k] : top) / top *
+        (y0 - y1));
+  put(b, "\"/>\n");
+}
+
 /* the c-th line of the legend right of a chart whose plot ends at x1 */
 static void legend(gs_svg *b, int x1, int y1, int c, const char *color, const char *text) {
   put(b, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>\n<text x=\"%d\" "
@@ -77,11 +88,7 @@ static int loss_chart(const char *dir, const gs_summary *runs, size_t n, gs_err 
     const gs_stale_summary *st = &r->stale;
     if (st->nloss < 1) continue;
     const char *color = COLORS[c % 8];
-    put(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\" points=\"", color);
-    for (int k = 0; k < st->nloss; k++)
-      put(&b, "%.1f,%.1f ", x0 + st->loss_t_s[k] / right * (x1 - x0),
-          y0 - (st->loss[k] < top ? st->loss[k] : top) / top * (y0 - y1));
-    put(&b, "\"/>\n");
+    curve(&b, color, st->loss_t_s, st->loss, st->nloss, x0, y0, x1, y1, right, top);
     if (isfinite(st->time_to_target_s))
       put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>\n",
           x0 + st->time_to_target_s / right * (x1 - x0),
@@ -122,11 +129,8 @@ static int accuracy_chart(const char *dir, const gs_summary *runs, size_t n, gs_
     const gs_stale_summary *st = &r->stale;
     if (st->nheldout < 1) continue;
     const char *color = COLORS[c % 8];
-    put(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\" points=\"", color);
-    for (int k = 0; k < st->nheldout; k++)
-      put(&b, "%.1f,%.1f ", x0 + st->heldout_t_s[k] / right * (x1 - x0),
-          y0 - st->heldout_accuracy[k] / top * (y0 - y1));
-    put(&b, "\"/>\n");
+    curve(&b, color, st->heldout_t_s, st->heldout_accuracy, st->nheldout, x0, y0, x1, y1, right,
+          top);
     for (int k = 0; k < st->nheldout; k++)
       put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"><title>step %lld: "
           "%.1f%%</title></circle>\n", x0 + st->heldout_t_s[k] / right * (x1 - x0),
