@@ -144,9 +144,9 @@ static int sweep_once(gs_opts *o, int argc, char **argv, int rep, int reps, swee
                       mode != GS_MODE_RING ? ""
                       : o->resend ? " (resend log on)" : " (no resend log: --resend adds it)");
             else if (!o->quiet)
-              fprintf(stderr, "bench: run %d of %d: %s world %d, batch %d per rank, buckets %s "
+              fprintf(stderr, "bench: run %d of %d: %s world %d, batch %d per rank, buckets %g "
                       "MiB, repetition %d of %d\n", done, total, gs_mode_name(mode), world, batch,
-                      sbucket, rep, reps);
+                      o->bucket_mbs[ik], rep, reps);
             int rc;
             char why[2048] = "";
             if (mode == GS_MODE_LOCAL && !one_w1) {

@@ -4,7 +4,10 @@
  *
  *   transport  a ZeroMQ PAIR ping-pong between two threads over tcp
  *              loopback at sizes 64 B .. 8 MiB, half round trips fitted to
- *              t = alpha + m / bandwidth (gs_cm_fit_p2p);
+ *              t = alpha + m / bandwidth (gs_cm_fit_p2p); its port takes
+ *              a job's data-port credential (proto/wire.h), made from a
+ *              fresh secret no other process holds, so what it measures
+ *              is the job's transport and nobody else can connect to it;
  *   link       when asked (--hosts 2 --link RATE): the same ping-pong between two
  *              emulated hosts (a thread in each one's namespace), for the
  *              link's bandwidth and latency (link_part);
@@ -29,10 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sodium.h>
 #include <zmq.h>
 
 #include "bench/costmodel/costmodel.h"
 #include "bench/hosts/hosts.h"
+#include "proto/wire.h"
 #include "worker/sync.h"
 
 #define REPS 5
@@ -46,7 +51,8 @@ static int cmp_double(const void *a, const void *b) {
 
 typedef struct echo {
   void *ctx;
-  char endpoint[256];
+  const gs_cred *cred;
+  char endpoint[GS_ENDPOINT_MAX];
   int netns;                /* >= 0: the far end runs in this network namespace */
   int rc;
 } echo;
@@ -68,7 +74,8 @@ static void *echo_main(void *arg) {
   }
   zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
   zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
-  if (zmq_connect(s, a->endpoint) == 0) {
+  gs_err ce = {0};
+  if (gs_cred_connect(s, a->cred, a->endpoint, &ce) == 0) {
     for (;;) {
       zmq_msg_t m;
       zmq_msg_init(&m);
@@ -154,12 +161,24 @@ static int ping_pong(p2p *q) {
   gs_err *e = &q->e;
   gs_cm_point pts[NS];
   int rc = GS_OK;
-  echo a = {.ctx = zmq_ctx_new(), .netns = q->netns, .rc = -1};
-  void *s = a.ctx ? zmq_socket(a.ctx, ZMQ_PAIR) : NULL;
-  char *buf = malloc(sizes[NS - 1]), ep[300];
-  size_t len = sizeof a.endpoint;
+  uint8_t secret[32];
+  randombytes_buf(secret, sizeof secret);
+  gs_cred cred;
+  gs_zap *zap = NULL;
+  echo a = {.ctx = zmq_ctx_new(), .cred = &cred, .netns = q->netns, .rc = -1};
+  void *s = NULL;
+  char *buf = malloc(sizes[NS - 1]);
   int linger = 0, timeout = 10000;
-  if (!s || !buf) {
+  if (!a.ctx || !buf) {
+    rc = GS_FAIL(e, GS_EIO, "calibration, transport: cannot open a ZeroMQ context: %s",
+                 zmq_strerror(zmq_errno()));
+    goto out;
+  }
+  if ((rc = gs_cred_derive(&cred, secret, sizeof secret, false, e)) < 0 ||
+      (rc = gs_zap_start(a.ctx, &cred, 0, "the cost model's transport measurement", &zap,
+                         e)) < 0)
+    goto out;
+  if (!(s = zmq_socket(a.ctx, ZMQ_PAIR))) {
     rc = GS_FAIL(e, GS_EIO, "calibration, transport: cannot open a ZeroMQ socket: %s",
                  zmq_strerror(zmq_errno()));
     goto out;
@@ -168,10 +187,8 @@ static int ping_pong(p2p *q) {
   zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
   zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
   zmq_setsockopt(s, ZMQ_SNDTIMEO, &timeout, sizeof timeout);
-  snprintf(ep, sizeof ep, "tcp://%s:*", q->bind);
-  if (zmq_bind(s, ep) < 0 || zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, a.endpoint, &len) < 0) {
-    rc = GS_FAIL(e, GS_EIO, "calibration, transport: cannot bind %s: %s", ep,
-                 zmq_strerror(zmq_errno()));
+  if ((rc = gs_cred_bind(s, &cred, q->bind, a.endpoint, e)) < 0) {
+    gs_err_prefix(e, "calibration, transport: ");
     goto out;
   }
   pthread_t th;
@@ -203,8 +220,11 @@ static int ping_pong(p2p *q) {
   }
 out:
   free(buf);
+  sodium_memzero(secret, sizeof secret);
+  sodium_memzero(&cred, sizeof cred);
   if (s) zmq_close(s);
   if (a.ctx) zmq_ctx_term(a.ctx);
+  if (zap) gs_zap_join(zap);
   return q->rc = rc;
 }
 

@@ -344,6 +344,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   gs_ring *ring = mode == GS_MODE_RING && world > 1 ? gs_ring_sync_ring(sync) : NULL;
   info.algo = ring ? gs_algo_name(gs_ring_algo(ring, SIZE_MAX)) : "";
   if (mode == GS_MODE_PS) info.algo = cfg.ps_host_ranks > 1 ? "local-reduce" : "flat";
+  info.ps_host_ranks = mode == GS_MODE_PS ? cfg.ps_host_ranks : 0;
 
   if (out_dir && env->launched) {
     if ((sc.csv = gs_csv_open(out_dir, &e)) < 0) { rc = sc.csv; sc.csv = -1; goto fail; }

@@ -109,6 +109,7 @@ typedef struct gs_run_info {
   int repeat, repeats;      /* --repeat: this is repetition `repeat` (1..repeats) */
   gs_straggle straggle;     /* --slow, --jitter */
   gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */
+  int ps_host_ranks;        /* ps: ranks per host that sum first (local-reduce; 0: flat) */
   int ring_period;          /* ring: --ring-period (1: every step) */
   gs_compress compress;     /* --compress (the zero value: none) */
 } gs_run_info;

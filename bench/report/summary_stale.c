@@ -41,7 +41,9 @@
  *                    wire), which isolates whom each update waits for from
  *                    how fast the links are (the cost model of the links
  *                    predicts that part on its own); async at most the
- *                    updates the master's link carries (rate / S). */
+ *                    updates the master's link carries (rate / S). The
+ *                    host-aggregated ps' workers are its hosts: each as
+ *                    slow as its slowest rank, with its ranks' samples. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,11 +212,18 @@ static void model(const gs_run_info *info, const gs_rank_result *ranks, size_t s
     for (size_t t = (size_t)s->warmup_steps; t < steps; t++, rows++)
       samples += ranks[r].rows[t].samples;
   const gs_ps_sync *y = &info->ps_sync;
+  /* the host-aggregated ps: the server's workers are its hosts of L ranks,
+   * each as slow as its slowest rank, pushing L ranks' samples at once */
+  int L = ps && info->ps_host_ranks > 1 && N % info->ps_host_ranks == 0 ? info->ps_host_ranks : 1;
+  for (int h = 0; L > 1 && h < N / L; h++) {
+    f[h] = 1;
+    for (int r = h * L; r < h * L + L; r++) f[h] = fmax(f[h], s->per_rank[r].slow_factor);
+  }
   gs_cm_straggle_in in = {
     .kind = info->mode == GS_MODE_RING || !gs_ps_sync_stale(y) ? GS_CM_STRAGGLE_SYNC
             : y->backup_on ? GS_CM_STRAGGLE_BACKUP
             : y->model == GS_PS_SSP ? GS_CM_STRAGGLE_SSP : GS_CM_STRAGGLE_ASYNC,
-    .world = N, .batch = rows > 0 ? samples / rows : info->batch,
+    .world = N / L, .batch = L * (rows > 0 ? samples / rows : info->batch),
     .backup = y->backup_on ? y->backup : 0, .period = H, .factor = f,
     .jitter_cv = info->straggle.jitter_cv, .c0_s = c0, .comm_s = isfinite(comm) ? comm : 0,
     .max_updates_per_s = ps && s->hosts > 0 && s->cost_model.S_bytes > 0

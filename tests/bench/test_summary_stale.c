@@ -312,6 +312,36 @@ static void heldout(void) {
   free_ranks(rr, 2);
 }
 
+/* the host-aggregated ps under async: the model's workers are the hosts,
+ * each as slow as its slowest rank, with its ranks' samples */
+static void hosts_model(void) {
+  gs_rank_result *rr = ranks_of(4, 10);
+  timed(rr, 4, 10, (double[]){1, 1, 1, 3});
+  gs_run_info in = info_of(GS_MODE_PS, 4);
+  in.ps_sync = (gs_ps_sync){.model = GS_PS_ASYNC};
+  in.straggle = (gs_straggle){.nslow = 1, .slow = {3}, .factor = 3};
+  gs_summary flat, hosts;
+  gs_err e = {0};
+  CHECK_OK(gs_summarize(&in, rr, &flat, &e), &e);
+  in.ps_host_ranks = 2;
+  CHECK_OK(gs_summarize(&in, rr, &hosts, &e), &e);
+  /* compute per step 1 s at factor 1 (rank 3's 3 s is 3 x 1); 10 samples */
+  double f[2] = {1, 3};
+  gs_cm_straggle_in want = {.kind = GS_CM_STRAGGLE_ASYNC, .world = 2, .batch = 20, .factor = f,
+                            .c0_s = 1, .comm_s = 0};
+  gs_cm_straggle_out out;
+  CHECK_OK(gs_cm_straggle(&want, &out, &e), &e);
+  CHECK(NEAR(hosts.stale.model_samples_per_s, out.samples_per_s), "hosts of 2: model %g, "
+        "expected %g", hosts.stale.model_samples_per_s, out.samples_per_s);
+  /* flat: 3 ranks at 10 samples/s and one at 10/3; hosts: host 0 at 20, host 1 at 20/3 */
+  CHECK(NEAR(flat.stale.model_samples_per_s, 30 + 10.0 / 3) &&
+        NEAR(hosts.stale.model_samples_per_s, 20 + 20.0 / 3), "flat %g, hosts %g",
+        flat.stale.model_samples_per_s, hosts.stale.model_samples_per_s);
+  gs_summary_free(&flat);
+  gs_summary_free(&hosts);
+  free_ranks(rr, 4);
+}
+
 static double predict(gs_cm_straggle_kind kind, double cv, int period, double slow) {
   double f[4] = {1, 1, 1, slow};
   gs_cm_straggle_in in = {.kind = kind, .world = 4, .batch = 1, .backup = 1, .period = period,
@@ -360,6 +390,7 @@ int main(void) {
   waits();
   targets();
   heldout();
+  hosts_model();
   model();
   return check_done("test_summary_stale");
 }
