@@ -330,6 +330,13 @@ int gs_apply_log_parse(const char *text, size_t len, const char *name, gs_apply_
         rc = update_line(l, line, name, lno, e);
       continue;
     }
+    /* the updates were checked against the header above them: a key after
+     * them (another world, fewer steps) would void those checks */
+    if (l->nup) {
+      rc = BAD("%s line %zu: a header line after update %zu (the header comes first, then "
+               "the updates)", name, lno, l->nup);
+      continue;
+    }
     char *sp = strchr(line, ' ');
     if (!sp || strlen(sp + 1) > MAX_STR) {
       rc = BAD("%s line %zu: not 'KEY VALUE'", name, lno);
