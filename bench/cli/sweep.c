@@ -231,12 +231,12 @@ static int sweep_once(gs_opts *o, int argc, char **argv, int rep, int reps, swee
 
 /* A sweep on this machine's loopback over TCP: its transport measured once,
  * before any run, for the cost model's prediction of each run (the ranks
- * find it in GS_LOOPBACK_MODEL; emulated hosts are predicted from their
+ * find it with gs_loopback_model; emulated hosts are predicted from their
  * links instead). A failed measurement costs the prediction, not the run. */
 static void loopback_model(const gs_opts *o) {
   bool several = false;
   for (int i = 0; i < o->nworlds; i++) several |= o->worlds[i] > 1;
-  unsetenv("GS_LOOPBACK_MODEL");
+  gs_loopback_model_set(0, 0);
   if (o->hosts > 0 || o->link_bps || strcmp(o->transport, "tcp") || !several) return;
   double alpha = 0, Bps = 0;
   gs_err e = {0};
@@ -244,9 +244,7 @@ static void loopback_model(const gs_opts *o) {
     if (!o->quiet) printf("cost model: no prediction on loopback (%s)\n", e.msg);
     return;
   }
-  char v[64];
-  snprintf(v, sizeof v, "%.6g,%.6g", alpha, Bps);
-  setenv("GS_LOOPBACK_MODEL", v, 1);
+  gs_loopback_model_set(alpha, Bps);
   if (!o->quiet)
     printf("cost model on loopback: ZeroMQ over tcp loopback measured now, %.1f us per message "
            "and %.3g GB/s\n", alpha * 1e6, Bps / 1e9);

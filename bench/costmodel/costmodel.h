@@ -351,6 +351,12 @@ int gs_calibrate_measure(const gs_cm_measure_cfg *cfg, gs_cm_calib *c, gs_calib_
  * bytes per second (a fraction of a second; what a run on one machine's
  * loopback is predicted with). */
 int gs_calibrate_transport(double *alpha_s, double *Bps, gs_err *e);
+/* That measurement handed from a launcher to the ranks it starts: set
+ * (a non-finite or non-positive rate clears it) before they start; read
+ * by each, false with zeros where none was set or the value is not one
+ * set() wrote. */
+void gs_loopback_model_set(double alpha_s, double Bps);
+bool gs_loopback_model(double *alpha_s, double *Bps);
 /* Only the compute part (model, precision, forward and backward per
  * sample, readiness per tensor) into c; the rest of c stays. */
 int gs_calibrate_compute(const gs_cm_measure_cfg *cfg, gs_cm_calib *c, gs_calib_notes *n,

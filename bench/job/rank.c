@@ -456,12 +456,8 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   info.wall_end = gs_wall();
   if (info.hosts > 0 && o->latency_s > 0) info.delay = env->delay_line_s > 0 ? "delay line" : "netem";
   /* loopback over TCP: the transport our launcher measured for the model */
-  const char *loop = info.hosts < 1 && env->launched && !strcmp(o->transport, "tcp")
-                         ? getenv("GS_LOOPBACK_MODEL") : NULL;
-  if (loop && sscanf(loop, "%lg,%lg", &info.loop_alpha_s, &info.loop_Bps) != 2)
-    info.loop_alpha_s = info.loop_Bps = 0;
-  if (!(info.loop_alpha_s >= 0 && info.loop_Bps > 0 && isfinite(info.loop_Bps)))
-    info.loop_alpha_s = info.loop_Bps = 0;
+  if (info.hosts < 1 && env->launched && !strcmp(o->transport, "tcp"))
+    gs_loopback_model(&info.loop_alpha_s, &info.loop_Bps);
   if ((rc = summarize(o, env, &info, results, &e)) < 0) goto fail;
   goto done;
 

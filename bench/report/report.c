@@ -15,6 +15,7 @@
 #include <cblas.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "bench/costmodel/costmodel.h"
 #include "bench/report/draw.h"
 #include "bench/report/report.h"
 #include "bench/version.h"
@@ -56,9 +57,8 @@ static json_t *environment(void) {
   gs_kernels *k = gs_kernels_cuda(0, &ge);
   if (k) k->destroy(k);
   /* what the cost model took for this machine's loopback (sweep.c) */
-  const char *lm = getenv("GS_LOOPBACK_MODEL");
   double la = 0, lb = 0;
-  json_t *loop = lm && sscanf(lm, "%lg,%lg", &la, &lb) == 2 && isfinite(la) && isfinite(lb)
+  json_t *loop = gs_loopback_model(&la, &lb)
                      ? json_pack("{s:f, s:f, s:s}", "alpha_s", la, "bytes_per_s", lb, "measured_as",
                                  "ZeroMQ ping-pong over tcp loopback before the runs")
                      : json_null();
