@@ -60,20 +60,20 @@ static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, con
   memset(v, 0, sizeof v);
   for (int i = 0; i < NV; i++) v[i].key = keys[i];
 #define PUT(i, ...) (v[i].set = true, snprintf(v[i].val, sizeof v[i].val, __VA_ARGS__))
+  /* a path may be longer than val: pointed to, never cut */
+#define PUT_BIG(i, s) (v[i].set = true, v[i].big = (s))
   if (rank < 0) {
     /* a ps server: the job's secret and where to bind, no rank */
     PUT(7, "%s", secret);
     PUT(12, "%s", c ? hi.addr : "127.0.0.1");
     PUT(14, "%d", -rank - 1);
     PUT(15, "%d", port_fd);
-    if (l->run_dir) PUT(8, "%s", l->run_dir); /* a stale run's server writes its log there */
+    if (l->run_dir) PUT_BIG(8, l->run_dir); /* a stale run's server writes its log there */
     goto built;
   }
   if (servers) {
-    v[16].set = true;
-    v[16].big = servers[0];
-    v[17].set = c != NULL;
-    v[17].big = servers[1];
+    PUT_BIG(16, servers[0]);
+    if (c) PUT_BIG(17, servers[1]);
   }
   PUT(0, "%d", rank);
   PUT(1, "%d", rank % per_host);
@@ -89,7 +89,7 @@ static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, con
   PUT(5, "%d", port);
   PUT(6, "1");
   PUT(7, "%s", secret);
-  if (l->run_dir) PUT(8, "%s", l->run_dir);
+  if (l->run_dir) PUT_BIG(8, l->run_dir);
   if (port_fd >= 0) PUT(9, "%d", port_fd);
   if (c) {
     PUT(10, "%d", h);
@@ -99,6 +99,7 @@ static char **rank_envp(const gs_launch *l, int rank, int port, int port_fd, con
   }
 built:;
 #undef PUT
+#undef PUT_BIG
   size_t n = 0;
   while (environ[n]) n++;
   char **envp = calloc(n + NV + 1, sizeof *envp);
