@@ -151,9 +151,12 @@ static int on_step(void *vctx, const gs_step_row *row) {
   }
   int rc = gs_heldout_take(&c->heldout, c->k, c->cfg->params, row->step, c->steps, &c->err);
   if (rc < 0) return rc;
-  if (c->link && row->step + 1 == c->run.warmup) gs_hostlink_watch_read(c->link, &c->link0);
+  /* the counters' window starts where the summary's steps do (at 0 it
+   * was read before the first step) */
+  int64_t first = gs_first_measured(c->run.warmup, c->steps);
+  if (c->link && first > 0 && row->step + 1 == first) gs_hostlink_watch_read(c->link, &c->link0);
   if (c->link && row->step + 1 == c->steps) gs_hostlink_watch_read(c->link, &c->link1);
-  if (row->step + 1 == c->run.warmup) read_servers(c, c->srv0);
+  if (first > 0 && row->step + 1 == first) read_servers(c, c->srv0);
   if (row->step + 1 == c->steps) read_servers(c, c->srv1);
   if (c->rank == 0 && !c->o->quiet) {
     double now = gs_now();
@@ -435,7 +438,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
       gs_cm_compress_plan(&cfg.compress, o->train.precision, cfg.tensors, cfg.ntensors,
                           cfg.buckets, cfg.nbuckets, cfg.n, &compressed, &e) == GS_OK) {
     /* step s compresses from --powersgd-start on; the summary measures from --warmup */
-    int64_t steps = o->train.steps, from = o->warmup < steps ? o->warmup : 0;
+    int64_t steps = o->train.steps, from = gs_first_measured(o->warmup, steps);
     int64_t on = !topk && cfg.compress.start > from ? cfg.compress.start : from;
     bool ps = mode == GS_MODE_PS;
     info.compressed_bytes = compressed.plan.bytes;

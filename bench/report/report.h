@@ -266,6 +266,10 @@ typedef struct gs_summary {
 int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *out,
                  gs_err *e);
 void gs_summary_free(gs_summary *s);
+/* The first step the summaries measure: --warmup's, unless the run has
+ * no step after it, when every step is measured. The ranks read their
+ * links' counters at the same step, so that both cover one window. */
+int64_t gs_first_measured(int64_t warmup, int64_t steps);
 /* The links and the cost model's time of a run on emulated hosts (part of
  * gs_summarize; summary_links.c). */
 int gs_summary_links(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *s,

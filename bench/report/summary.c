@@ -203,13 +203,17 @@ static int steps_of(const gs_run_info *info, const gs_rank_result *ranks, size_t
   return GS_OK;
 }
 
+int64_t gs_first_measured(int64_t warmup, int64_t steps) {
+  return warmup >= 0 && warmup < steps ? warmup : 0;
+}
+
 int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *out,
                  gs_err *e) {
   memset(out, 0, sizeof *out);
   size_t steps = 0;
   GS_TRY(steps_of(info, ranks, &steps, e));
   int N = info->world;
-  size_t first = info->warmup >= 0 && (size_t)info->warmup < steps ? (size_t)info->warmup : 0;
+  size_t first = (size_t)gs_first_measured(info->warmup, (int64_t)steps);
   size_t m = steps - first;
 
   gs_summary *s = out;

@@ -128,7 +128,7 @@ static void evidence(text *t, const gs_summary *r, const char *bn, long cores, g
   double busy0, vs, lo, hi, spread;
   link_figures(r, &busy0, &vs, &lo, &hi, &spread);
   const char *mode = gs_mode_name(r->mode);
-  if (r->mode == GS_MODE_PS && isfinite(busy0)) {
+  if (r->mode == GS_MODE_PS && isfinite(busy0) && isfinite(vs)) {
     v->ps_link_busy = busy0;
     v->ps_link_bytes_vs_worker = vs;
     say(t, " %s: host 0's link busy %.0f%% of the step, carrying %.2fx what a worker's link "

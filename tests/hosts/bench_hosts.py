@@ -311,6 +311,19 @@ def case_bytes():
         check(cm["comm_s_predicted"] and cm["comm_s_predicted"] > 0 and
               cm["comm_s_measured"] > 0 and cm["bottleneck"],
               f"{mode}: the cost model's time is in report.json: {cm}")
+    # no step after --warmup: every step is measured, and the links'
+    # counters must cover the same steps (not an empty window at the end)
+    d = tmpdir()
+    short = ["--model", "mlp:784-512-512-10", "--synthetic-samples", "2048", "--threads", "1",
+             "--timeout", "30", "--batch", "16", "--link", "1gbit", "--steps", "5",
+             "--warmup", "5"]
+    r = run(short + ["--mode", "ps", "--world", "2", "--hosts", "2", "--out", d])
+    if check(r.returncode == 0, f"ps, 5 steps under --warmup 5: {r.stderr}"):
+        run0 = report(d)["runs"][0]
+        check(run0["warmup_steps"] == 0, f"5 steps under --warmup 5: measured from step "
+              f"{run0['warmup_steps']}")
+        check_links("ps, 5 steps under --warmup 5", 2, run0["links"])
+        check("nan" not in r.stdout, f"ps, 5 steps under --warmup 5: a NaN printed:\n{r.stdout}")
 
 
 def case_sharded():
