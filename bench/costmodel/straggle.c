@@ -14,8 +14,9 @@
  *                         comm (the window K absorbs noise, not a rank that
  *                         is slow every step);
  *   async                 no one: each rank at its own rate,
- *                         sum_r 1 / (E[compute_r] + comm), at most the
- *                         updates the ps master's link carries.
+ *                         sum_r 1 / (E[compute_r] + comm), the ranks off
+ *                         the server's host at most the updates the ps
+ *                         master's link carries.
  * The expectations over z are means over one fixed set of draws from a
  * fixed seed (every model's from the same draws, so that E[max] is never
  * below the largest mean), and the prediction is a pure function of its
@@ -57,6 +58,9 @@ int gs_cm_straggle(const gs_cm_straggle_in *in, gs_cm_straggle_out *out, gs_err 
     return GS_FAIL(e, GS_EINVAL, "straggler model: world %d, compute %g s, comm %g s, jitter "
                    "%g, batch %g: each must be positive (compute, comm, jitter >= 0)", N,
                    in->c0_s, in->comm_s, in->jitter_cv, in->batch);
+  if (in->beside < 0 || in->beside > N)
+    return GS_FAIL(e, GS_EINVAL, "straggler model: %d workers beside the server in a world of "
+                   "%d", in->beside, N);
   int H = in->period > 1 ? in->period : 1;
   int need = N - in->backup;
   if (need < 1) need = 1;
@@ -84,10 +88,10 @@ int gs_cm_straggle(const gs_cm_straggle_in *in, gs_cm_straggle_out *out, gs_err 
     }
   }
   free(t);
-  double slowest = 0, rate = 0;
+  double slowest = 0, rate = 0, near = 0;
   for (int r = 0; r < N; r++) {
     if (mean[r] > slowest) slowest = mean[r];
-    rate += 1 / (mean[r] + in->comm_s);
+    *(r < in->beside ? &near : &rate) += 1 / (mean[r] + in->comm_s);
   }
   free(mean);
   switch (in->kind) {
@@ -106,7 +110,7 @@ int gs_cm_straggle(const gs_cm_straggle_in *in, gs_cm_straggle_out *out, gs_err 
     break;
   case GS_CM_STRAGGLE_ASYNC:
     if (in->max_updates_per_s > 0 && rate > in->max_updates_per_s) rate = in->max_updates_per_s;
-    out->samples_per_s = in->batch * rate;
+    out->samples_per_s = in->batch * (near + rate);
     out->formula = "sum over ranks of batch / (mean compute + comm)";
     break;
   default:

@@ -195,15 +195,30 @@ static void model(const gs_run_info *info, const gs_rank_result *ranks, size_t s
   if (info->mode == GS_MODE_LOCAL || N < 2) return;
   double *f = malloc((size_t)N * sizeof *f);
   if (!f) return;
-  double ez = 1 + info->straggle.jitter_cv * sqrt(2 / M_PI), c0 = 0, floor = INFINITY;
+  double ez = 1 + info->straggle.jitter_cv * sqrt(2 / M_PI), c0 = 0;
   bool ps = info->mode == GS_MODE_PS;
+  const gs_ps_sync *y = &info->ps_sync;
+  int L = ps && info->ps_host_ranks > 1 && N % info->ps_host_ranks == 0 ? info->ps_host_ranks : 1;
   for (int r = 0; r < N; r++) {
     const gs_rank_summary *p = &s->per_rank[r];
     f[r] = p->slow_factor >= 1 ? p->slow_factor : 1;
     c0 += p->compute_s / (f[r] * ez) / N;
+  }
+  /* comm: what the rank an update waits for last waited itself (the others
+   * also wait for its compute): the least any rank waited, among the ranks
+   * an update needs; with backup workers the N-B that compute fastest (the
+   * dropped straggler's own wait is no update's); ps: rank 0 beside its
+   * server talks over inproc, not the wire */
+  int need = ps && L == 1 && y->backup_on && y->backup > 0 && y->backup < N ? N - y->backup : N;
+  double floor = INFINITY;
+  for (int r = 0; r < N; r++) {
+    const gs_rank_summary *p = &s->per_rank[r];
+    int faster = 0;
+    for (int q = 0; q < N; q++)
+      faster += s->per_rank[q].compute_s < p->compute_s ||
+                (s->per_rank[q].compute_s == p->compute_s && q < r);
     double rest = p->comm_wait_s + p->reduce_s + p->update_s;
-    /* ps: rank 0 beside its server talks over inproc, not the wire */
-    if (rest < floor && !(ps && r == 0)) floor = rest;
+    if (faster < need && rest < floor && !(ps && r == 0)) floor = rest;
   }
   int H = info->mode == GS_MODE_RING && info->ring_period > 1 ? info->ring_period : 1;
   double comm = floor * H; /* the ranks' means are per step: one averaging per H */
@@ -211,10 +226,8 @@ static void model(const gs_run_info *info, const gs_rank_result *ranks, size_t s
   for (int r = 0; r < N; r++)
     for (size_t t = (size_t)s->warmup_steps; t < steps; t++, rows++)
       samples += ranks[r].rows[t].samples;
-  const gs_ps_sync *y = &info->ps_sync;
   /* the host-aggregated ps: the server's workers are its hosts of L ranks,
    * each as slow as its slowest rank, pushing L ranks' samples at once */
-  int L = ps && info->ps_host_ranks > 1 && N % info->ps_host_ranks == 0 ? info->ps_host_ranks : 1;
   for (int h = 0; L > 1 && h < N / L; h++) {
     f[h] = 1;
     for (int r = h * L; r < h * L + L; r++) f[h] = fmax(f[h], s->per_rank[r].slow_factor);
@@ -227,7 +240,11 @@ static void model(const gs_run_info *info, const gs_rank_result *ranks, size_t s
     .backup = y->backup_on ? y->backup : 0, .period = H, .factor = f,
     .jitter_cv = info->straggle.jitter_cv, .c0_s = c0, .comm_s = isfinite(comm) ? comm : 0,
     .max_updates_per_s = ps && s->hosts > 0 && s->cost_model.S_bytes > 0
-                             ? s->link_rate_bps / 8 / s->cost_model.S_bytes : 0};
+                             ? s->link_rate_bps / 8 / s->cost_model.S_bytes : 0,
+    /* one server on host 0 (in rank 0 or a dedicated process there): the
+     * workers of host 0 reach it over no link */
+    .beside = ps && s->hosts > 0 && info->ps_servers <= 1 && !info->ps_server_hosts
+                  ? (L > 1 ? 1 : N / s->hosts) : 0};
   gs_cm_straggle_out out;
   gs_err e = {0};
   if (gs_cm_straggle(&in, &out, &e) == GS_OK) {

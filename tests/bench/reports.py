@@ -162,6 +162,13 @@ check(r.returncode == 0 and sorted(x["mode"] for x in report(ld).get("runs", [])
 r = run(SMALL + ["--mode", "local", "--batch", "8", "--steps", "3", "--warmup", "1", "--out",
                  tmpdir()])
 check(r.returncode == 0, f"--mode local: exit {r.returncode}, {r.stderr.strip()}")
+# a results directory with a long path: the launcher hands it to the ranks
+# whole (their steps.csv rows land in it)
+deep = os.path.join(tmpdir(), *(["d" * 60] * 4))
+r = run(SMALL + ["--mode", "ps", "--world", "2", "--batch", "8", "--steps", "3", "--warmup", "1",
+                 "--out", deep])
+check(r.returncode == 0 and len(steps_csv(deep)) == 2 * 3 if r.returncode == 0 else False,
+      f"--out with a {len(deep)}-byte path: exit {r.returncode}, {r.stderr.strip()[-400:]}")
 v = run(["--version"])
 check(v.returncode == 0 and "gradsync" in v.stdout and "git" in v.stdout and "ZeroMQ" in v.stdout
       and "CPU code path" in v.stdout, f"--version: {v.stdout!r}")

@@ -342,6 +342,34 @@ static void hosts_model(void) {
   free_ranks(rr, 4);
 }
 
+/* backup workers: an update waits for the N-B fastest ranks, so the
+ * communication it pays is theirs, not the dropped straggler's (whose
+ * own push and pull find the master's link idle) */
+static void backup_comm(void) {
+  gs_rank_result *rr = ranks_of(4, 10);
+  timed(rr, 4, 10, (double[]){1, 1, 1, 3});
+  for (int r = 0; r < 4; r++)
+    for (int t = 0; t < 10; t++) rr[r].rows[t].wait_s = r == 3 ? 0.5 : 2;
+  gs_run_info in = info_of(GS_MODE_PS, 4);
+  in.warmup = 0;
+  in.ps_sync = (gs_ps_sync){.model = GS_PS_BSP, .backup_on = true, .backup = 1};
+  in.straggle = (gs_straggle){.nslow = 1, .slow = {3}, .factor = 3};
+  gs_summary s;
+  gs_err e = {0};
+  CHECK_OK(gs_summarize(&in, rr, &s, &e), &e);
+  /* the 3rd fastest computes 1 s and waited 2 s: 3 x 10 samples per 3 s */
+  CHECK(NEAR(s.stale.model_samples_per_s, 10), "backup 1: model %g, expected 10 (the fast "
+        "ranks' 2 s of waiting, not the straggler's 0.5)", s.stale.model_samples_per_s);
+  gs_summary_free(&s);
+  /* bsp waits for everyone: the least any rank waited, the straggler's */
+  in.ps_sync = (gs_ps_sync){.model = GS_PS_BSP};
+  CHECK_OK(gs_summarize(&in, rr, &s, &e), &e);
+  CHECK(NEAR(s.stale.model_samples_per_s, 40 / 3.5), "bsp: model %g, expected 40 / 3.5",
+        s.stale.model_samples_per_s);
+  gs_summary_free(&s);
+  free_ranks(rr, 4);
+}
+
 static double predict(gs_cm_straggle_kind kind, double cv, int period, double slow) {
   double f[4] = {1, 1, 1, slow};
   gs_cm_straggle_in in = {.kind = kind, .world = 4, .batch = 1, .backup = 1, .period = period,
@@ -377,6 +405,13 @@ static void model(void) {
   gs_err ce = {0};
   CHECK_OK(gs_cm_straggle(&cap, &got, &ce), &ce);
   CHECK(NEAR(got.samples_per_s, 20), "async capped: %g", got.samples_per_s);
+  /* ... but rank 0 beside the server uses no link: uncapped, 10 more */
+  cap.beside = 1;
+  CHECK_OK(gs_cm_straggle(&cap, &got, &ce), &ce);
+  CHECK(NEAR(got.samples_per_s, 30), "async capped, one rank beside: %g", got.samples_per_s);
+  cap.beside = 5;
+  CHECK(gs_cm_straggle(&cap, &got, &ce) == GS_EINVAL && strstr(ce.msg, "beside"), "%s",
+        ce.msg);
   /* bad input is an error naming it */
   gs_cm_straggle_in in = {.kind = GS_CM_STRAGGLE_SYNC, .world = 0, .batch = 1};
   gs_cm_straggle_out out;
@@ -391,6 +426,7 @@ int main(void) {
   targets();
   heldout();
   hosts_model();
+  backup_comm();
   model();
   return check_done("test_summary_stale");
 }
