@@ -440,7 +440,8 @@ typedef struct gs_cm_straggle_in {
   double comm_s;               /* per update; ring period H: per averaging */
   double max_updates_per_s;    /* async: what the ps master's link carries (0: no bound) */
   int beside;                  /* async: the first `beside` workers share the server's host:
-                                  their updates cross no link, so no bound */
+                                  their updates cross no link, so no bound, and ... */
+  double comm_beside_s;        /* ... they communicate this long per update instead */
 } gs_cm_straggle_in;
 typedef struct gs_cm_straggle_out {
   double step_s;               /* wall time per world x batch samples applied */

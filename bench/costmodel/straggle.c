@@ -16,7 +16,8 @@
  *   async                 no one: each rank at its own rate,
  *                         sum_r 1 / (E[compute_r] + comm), the ranks off
  *                         the server's host at most the updates the ps
- *                         master's link carries.
+ *                         master's link carries; those on it with their
+ *                         own comm (no link).
  * The expectations over z are means over one fixed set of draws from a
  * fixed seed (every model's from the same draws, so that E[max] is never
  * below the largest mean), and the prediction is a pure function of its
@@ -58,9 +59,11 @@ int gs_cm_straggle(const gs_cm_straggle_in *in, gs_cm_straggle_out *out, gs_err 
     return GS_FAIL(e, GS_EINVAL, "straggler model: world %d, compute %g s, comm %g s, jitter "
                    "%g, batch %g: each must be positive (compute, comm, jitter >= 0)", N,
                    in->c0_s, in->comm_s, in->jitter_cv, in->batch);
-  if (in->beside < 0 || in->beside > N)
+  if (in->beside < 0 || in->beside > N || !(in->comm_beside_s >= 0) ||
+      (in->beside > 0 && !(in->c0_s + in->comm_beside_s > 0)))
     return GS_FAIL(e, GS_EINVAL, "straggler model: %d workers beside the server in a world of "
-                   "%d", in->beside, N);
+                   "%d, communicating %g s each (0 .. world, >= 0)", in->beside, N,
+                   in->comm_beside_s);
   int H = in->period > 1 ? in->period : 1;
   int need = N - in->backup;
   if (need < 1) need = 1;
@@ -91,7 +94,8 @@ int gs_cm_straggle(const gs_cm_straggle_in *in, gs_cm_straggle_out *out, gs_err 
   double slowest = 0, rate = 0, near = 0;
   for (int r = 0; r < N; r++) {
     if (mean[r] > slowest) slowest = mean[r];
-    *(r < in->beside ? &near : &rate) += 1 / (mean[r] + in->comm_s);
+    if (r < in->beside) near += 1 / (mean[r] + in->comm_beside_s);
+    else rate += 1 / (mean[r] + in->comm_s);
   }
   free(mean);
   switch (in->kind) {

@@ -36,12 +36,15 @@
  *   straggler model  bench/costmodel/straggle.c with c0 the ranks' measured
  *                    compute over their expected factor, the batch the
  *                    measured samples per rank and step, and comm the least
- *                    any rank waited plus its reduction and optimizer (the
- *                    communication no rank avoids; ps: of the ranks on the
- *                    wire), which isolates whom each update waits for from
- *                    how fast the links are (the cost model of the links
- *                    predicts that part on its own); async at most the
- *                    updates the master's link carries (rate / S). The
+ *                    any rank an update needs waited plus its reduction and
+ *                    optimizer (the communication no rank avoids; ps: of
+ *                    the ranks on the wire; backup workers: of the N-B
+ *                    fastest), which isolates whom each update waits for
+ *                    from how fast the links are (the cost model of the
+ *                    links predicts that part on its own); async: the ranks
+ *                    off the server's host at most the updates the master's
+ *                    link carries (rate / S), those on it with their own
+ *                    communication, which crosses no link. The
  *                    host-aggregated ps' workers are its hosts: each as
  *                    slow as its slowest rank, with its ranks' samples. */
 #include <math.h>
@@ -204,13 +207,25 @@ static void model(const gs_run_info *info, const gs_rank_result *ranks, size_t s
     f[r] = p->slow_factor >= 1 ? p->slow_factor : 1;
     c0 += p->compute_s / (f[r] * ez) / N;
   }
+  gs_cm_straggle_kind kind = info->mode == GS_MODE_RING || !gs_ps_sync_stale(y)
+                                ? GS_CM_STRAGGLE_SYNC
+                            : y->backup_on          ? GS_CM_STRAGGLE_BACKUP
+                            : y->model == GS_PS_SSP ? GS_CM_STRAGGLE_SSP
+                                                    : GS_CM_STRAGGLE_ASYNC;
   /* comm: what the rank an update waits for last waited itself (the others
    * also wait for its compute): the least any rank waited, among the ranks
    * an update needs; with backup workers the N-B that compute fastest (the
    * dropped straggler's own wait is no update's); ps: rank 0 beside its
    * server talks over inproc, not the wire */
   int need = ps && L == 1 && y->backup_on && y->backup > 0 && y->backup < N ? N - y->backup : N;
-  double floor = INFINITY;
+  /* async, where nobody waits for anybody: with one server on host 0 (in
+   * rank 0 or a dedicated process there) the workers of host 0 reach it
+   * over no link, and each side has its own least communication */
+  int beside = kind == GS_CM_STRAGGLE_ASYNC && s->hosts > 0 && info->ps_servers <= 1 &&
+                       !info->ps_server_hosts
+                   ? (L > 1 ? 1 : N / s->hosts)
+                   : 0;
+  double floor = INFINITY, near = INFINITY, far = INFINITY;
   for (int r = 0; r < N; r++) {
     const gs_rank_summary *p = &s->per_rank[r];
     int faster = 0;
@@ -218,10 +233,13 @@ static void model(const gs_run_info *info, const gs_rank_result *ranks, size_t s
       faster += s->per_rank[q].compute_s < p->compute_s ||
                 (s->per_rank[q].compute_s == p->compute_s && q < r);
     double rest = p->comm_wait_s + p->reduce_s + p->update_s;
-    if (faster < need && rest < floor && !(ps && r == 0)) floor = rest;
+    if (r < beside * L) near = fmin(near, rest);
+    else if (!(ps && r == 0)) far = fmin(far, rest);
+    if (faster < need && !(ps && r == 0)) floor = fmin(floor, rest);
   }
   int H = info->mode == GS_MODE_RING && info->ring_period > 1 ? info->ring_period : 1;
-  double comm = floor * H; /* the ranks' means are per step: one averaging per H */
+  /* the ranks' means are per step: one averaging per H */
+  double comm = (beside > 0 ? far : floor) * H;
   double samples = 0, rows = 0;
   for (int r = 0; r < N; r++)
     for (size_t t = (size_t)s->warmup_steps; t < steps; t++, rows++)
@@ -233,18 +251,12 @@ static void model(const gs_run_info *info, const gs_rank_result *ranks, size_t s
     for (int r = h * L; r < h * L + L; r++) f[h] = fmax(f[h], s->per_rank[r].slow_factor);
   }
   gs_cm_straggle_in in = {
-    .kind = info->mode == GS_MODE_RING || !gs_ps_sync_stale(y) ? GS_CM_STRAGGLE_SYNC
-            : y->backup_on ? GS_CM_STRAGGLE_BACKUP
-            : y->model == GS_PS_SSP ? GS_CM_STRAGGLE_SSP : GS_CM_STRAGGLE_ASYNC,
-    .world = N / L, .batch = L * (rows > 0 ? samples / rows : info->batch),
+    .kind = kind, .world = N / L, .batch = L * (rows > 0 ? samples / rows : info->batch),
     .backup = y->backup_on ? y->backup : 0, .period = H, .factor = f,
     .jitter_cv = info->straggle.jitter_cv, .c0_s = c0, .comm_s = isfinite(comm) ? comm : 0,
     .max_updates_per_s = ps && s->hosts > 0 && s->cost_model.S_bytes > 0
                              ? s->link_rate_bps / 8 / s->cost_model.S_bytes : 0,
-    /* one server on host 0 (in rank 0 or a dedicated process there): the
-     * workers of host 0 reach it over no link */
-    .beside = ps && s->hosts > 0 && info->ps_servers <= 1 && !info->ps_server_hosts
-                  ? (L > 1 ? 1 : N / s->hosts) : 0};
+    .beside = beside, .comm_beside_s = isfinite(near) ? near : 0};
   gs_cm_straggle_out out;
   gs_err e = {0};
   if (gs_cm_straggle(&in, &out, &e) == GS_OK) {

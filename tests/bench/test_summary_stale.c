@@ -370,6 +370,38 @@ static void backup_comm(void) {
   free_ranks(rr, 4);
 }
 
+/* async on 2 emulated hosts of 2 ranks, the server in rank 0: host 0's
+ * ranks reach it over no link, each side at its own communication */
+static void async_beside(void) {
+  gs_rank_result *rr = ranks_of(4, 10);
+  timed(rr, 4, 10, (double[]){1, 1, 1, 1});
+  for (int r = 0; r < 4; r++) {
+    rr[r].link_host = r / 2;
+    rr[r].link_window_s = 10;
+    for (int t = 0; t < 10; t++) rr[r].rows[t].wait_s = r < 2 ? 0.25 : 1;
+  }
+  gs_run_info in = info_of(GS_MODE_PS, 4);
+  in.warmup = 0;
+  in.hosts = 2;
+  in.link_bps = 1e12; /* no bound from the link here */
+  in.ps_sync = (gs_ps_sync){.model = GS_PS_ASYNC};
+  gs_summary s;
+  gs_err e = {0};
+  CHECK_OK(gs_summarize(&in, rr, &s, &e), &e);
+  /* host 0: 2 x 10 samples per 1.25 s; host 1: 2 x 10 per 2 s */
+  CHECK(NEAR(s.stale.model_samples_per_s, 16 + 10), "async on 2 hosts: model %g, expected 26",
+        s.stale.model_samples_per_s);
+  gs_summary_free(&s);
+  /* servers of their own: every rank crosses a link, at the least wait */
+  in.ps_server_hosts = true;
+  rr[0].nserver_links = 0;
+  CHECK_OK(gs_summarize(&in, rr, &s, &e), &e);
+  CHECK(NEAR(s.stale.model_samples_per_s, 32), "async, servers of their own: model %g, "
+        "expected 32", s.stale.model_samples_per_s);
+  gs_summary_free(&s);
+  free_ranks(rr, 4);
+}
+
 static double predict(gs_cm_straggle_kind kind, double cv, int period, double slow) {
   double f[4] = {1, 1, 1, slow};
   gs_cm_straggle_in in = {.kind = kind, .world = 4, .batch = 1, .backup = 1, .period = period,
@@ -409,6 +441,10 @@ static void model(void) {
   cap.beside = 1;
   CHECK_OK(gs_cm_straggle(&cap, &got, &ce), &ce);
   CHECK(NEAR(got.samples_per_s, 30), "async capped, one rank beside: %g", got.samples_per_s);
+  /* ... at its own communication's pace: 1 s of compute and 1 s of it */
+  cap.comm_beside_s = 1;
+  CHECK_OK(gs_cm_straggle(&cap, &got, &ce), &ce);
+  CHECK(NEAR(got.samples_per_s, 25), "async capped, one rank beside: %g", got.samples_per_s);
   cap.beside = 5;
   CHECK(gs_cm_straggle(&cap, &got, &ce) == GS_EINVAL && strstr(ce.msg, "beside"), "%s",
         ce.msg);
@@ -427,6 +463,7 @@ int main(void) {
   heldout();
   hosts_model();
   backup_comm();
+  async_beside();
   model();
   return check_done("test_summary_stale");
 }
