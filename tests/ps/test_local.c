@@ -15,7 +15,7 @@
  *    each way, a leader elsewhere S, every other rank nothing on sockets;
  *  - fp16 and bf16 pushes of the hosts' sums with loss scaling, a step
  *    skipped on an overflow inside host 1: the reference's bits, verdicts
- *    and next scales on every rank;
+ *    and next scales on every rank, under bsp and under ssp:0 / backup 0;
  *  - ssp, async and backup workers count hosts: ssp:0 and backup 0 give
  *    the reference's (bsp's) bits on every rank after every step, so the
  *    server averages a host's push as its L ranks; under async and backup 1
@@ -143,9 +143,10 @@ static void against_flat(int world, int L) {
  * next scale the server's (it reaches the first rank of a host only, and
  * goes round the host). An inf in rank 3's step 2 (not a host's first
  * rank) makes host 1's sum overflow: the server skips step 2. */
-static void scaled(gs_dtype wire) {
+static void scaled(gs_dtype wire, gs_ps_sync y, const char *sync) {
   job_opts o = base(4, 2);
   o.wire = wire;
+  o.ps_sync = y;
   o.steps = 5;
   o.grad_scale = 1e-3f;
   o.inf_rank = 3;
@@ -153,8 +154,8 @@ static void scaled(gs_dtype wire) {
   if (wire == GS_F16) gs_scaler_init(&o.scaler, 65536.0f, true);
   else gs_scaler_init(&o.scaler, 128.0f, false);
   char what[96];
-  snprintf(what, sizeof what, "world 4, hosts of 2, %s pushes, loss scale %g%s",
-           gs_dtype_name(wire), (double)o.scaler.scale, o.scaler.dynamic ? " dynamic" : "");
+  snprintf(what, sizeof what, "world 4, hosts of 2, %s pushes, loss scale %g%s, %s",
+           gs_dtype_name(wire), (double)o.scaler.scale, o.scaler.dynamic ? " dynamic" : "", sync);
   job_result *r = result_new(&o);
   REQUIRE(run_threads(&o, r) == 0, "%s: %s | %s", what, r->err[0], r->err[3]);
   bool skipped[64];
@@ -305,8 +306,11 @@ int main(void) {
   against_flat(4, 4);
   against_flat(6, 2);
   refused("hosts of 4 in a world of 6", 6, 4, GS_F32, "do not divide");
-  scaled(GS_F16);
-  scaled(GS_BF16);
+  scaled(GS_F16, (gs_ps_sync){.model = GS_PS_BSP}, "bsp");
+  scaled(GS_BF16, (gs_ps_sync){.model = GS_PS_BSP}, "bsp");
+  /* 16-bit pushes under the stale models' machinery: bsp's bits */
+  scaled(GS_F16, (gs_ps_sync){.model = GS_PS_SSP, .staleness = 0}, "ssp:0");
+  scaled(GS_BF16, (gs_ps_sync){.backup_on = true, .backup = 0}, "backup 0");
   stale_bits((gs_ps_sync){.model = GS_PS_SSP, .staleness = 0}, "ssp:0");
   stale_bits((gs_ps_sync){.backup_on = true, .backup = 0}, "backup 0");
   stale_hosts((gs_ps_sync){.model = GS_PS_ASYNC}, "async");
