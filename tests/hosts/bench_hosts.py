@@ -322,7 +322,17 @@ def case_bytes():
         run0 = report(d)["runs"][0]
         check(run0["warmup_steps"] == 0, f"5 steps under --warmup 5: measured from step "
               f"{run0['warmup_steps']}")
-        check_links("ps, 5 steps under --warmup 5", 2, run0["links"])
+        # every step is in the window, step 0 too, with the job's setup on
+        # the wire (handshakes, the first pull): more than the model's
+        # steady step, never none
+        for l in run0["links"]:
+            for way in ("tx", "rx"):
+                got, model = l[way + "_bytes"], l["model_" + way + "_bytes"]
+                check(model and 0.95 * model <= got <= 1.25 * model,
+                      f"ps, 5 steps under --warmup 5, host {l['host']} {way}: {got:.0f} "
+                      f"bytes/step, the model says {model} (allowed 0.95..1.25x)")
+            check(0 < l["busy"] <= 1, f"ps, 5 steps under --warmup 5, host {l['host']}: busy "
+                  f"{l['busy']}")
         check("nan" not in r.stdout, f"ps, 5 steps under --warmup 5: a NaN printed:\n{r.stdout}")
 
 
