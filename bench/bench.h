@@ -104,6 +104,7 @@ typedef struct gs_opts {
   uint64_t link_bps;         /* resolved: bit/s each direction; 0: no emulated hosts */
   const char *link_host_arg; /* --link-host H=RATE[,...] as given (NULL: none) */
   gs_host_rates link_host;   /* resolved: hosts whose link has a rate of its own */
+  double host_cpus;          /* --host-cpus: cores each emulated host may use (0: uncapped) */
   double latency_s;          /* resolved: one-way host-to-host delay */
 
   /* the cost model's commands (cli/costmodel.c): no rank starts */

@@ -464,6 +464,9 @@ static const flag FLAGS[] = {
   WORD("link-host", "H=RATE[,...]", NULL, "none", "emulated hosts: host H's link runs at "
        "RATE instead of --link's (a slow uplink: --link 1gbit --link-host 3=100mbit)",
        p_link_host, link_host_arg),
+  NUM("host-cpus", 0, "CORES", "0", "emulated hosts: cores each host may use, as separate "
+      "machines would (a CPU quota per host, as Mininet's CPULimitedHost; 0.5: half a core); 0: "
+      "the hosts share this machine's cores", p_real, host_cpus, 0, 4096),
   WORD("latency", "D", NULL, "0", "emulated links' one-way host-to-host delay (100us, 2ms)",
        p_str, latency_arg),
   {"threads", 0, "N", NULL, "cores / local ranks", "BLAS threads per rank", p_whole, M(threads),

@@ -173,7 +173,7 @@ static int sweep_once(gs_opts *o, int argc, char **argv, int rep, int reps, swee
                              .timeout_s = o->timeout_s,
                              .hosts = gs_cluster_hosts(o, mode, world),
                              .link_bps = o->link_bps, .link_host = &o->link_host,
-                             .latency_s = o->latency_s,
+                             .latency_s = o->latency_s, .host_cpus = o->host_cpus,
                              /* world 1 runs the local step: no server */
                              .ps_servers_own = mode == GS_MODE_PS && o->ps_server_hosts &&
                                                        world > 1 ? o->ps_servers : 0};

@@ -412,6 +412,7 @@ static int check_cfg(const gs_hosts_cfg *cfg, gs_err *e) {
       return GS_FAIL(e, GS_EINVAL, "emulated hosts: host %d's link rate %llu bit/s is too low "
                      "(at least 8kbit)", r->host[i], (unsigned long long)r->bps[i]);
   }
+  if (cfg->host_cpus != 0) GS_TRY(gs_hosts_cpus_check(cfg->host_cpus, e));
   if (!(cfg->delay_s >= 0 && cfg->delay_s < 10))
     return GS_FAIL(e, GS_EINVAL, "emulated hosts: link delay %g s is not in [0, 10)", cfg->delay_s);
   return GS_OK;
@@ -445,6 +446,7 @@ static int build(gs_hosts *c, const gs_hosts_cfg *cfg, gs_err *e) {
     GS_TRY(start_holder(c, n, 0, what, e));
   }
   GS_TRY(wire(c, e));
+  if (cfg->host_cpus > 0) GS_TRY(gs_hosts_cpu_open(c, cfg->host_cpus, e));
   return gs_hosts_links_open(c, e);
 }
 
@@ -468,7 +470,7 @@ int gs_hosts_create(const gs_hosts_cfg *cfg, gs_hosts **out, gs_err *e) {
   c->sw.nsfd = c->sw.pidfd = -1;
   for (int h = 0; h < c->k; h++) {
     gs_node *n = &c->host[h];
-    n->nsfd = n->devfd = n->pidfd = -1;
+    n->nsfd = n->devfd = n->pidfd = n->cgfd = -1;
     n->rate = gs_host_rates_of(cfg->host_rates, h, c->rate);
     n->burst = c->burst;
     n->limit = c->limit;
@@ -497,6 +499,7 @@ void gs_hosts_destroy(gs_hosts *c) {
   for (int h = 0; h < c->k; h++) collect(c->host[h].pidfd, 5.0);
   for (size_t i = 0; i < c->nspawned; i++) collect(c->spawned[i], 5.0);
   collect(c->sw.pidfd, 5.0);
+  gs_hosts_cpu_close(c);
   int fds[] = {c->life[0], c->devnull, c->own_pidns, c->cluster_pidns, c->sw.nsfd};
   for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
     if (fds[i] >= 0) close(fds[i]);
@@ -525,6 +528,10 @@ int gs_hosts_info(const gs_hosts *c, int h, gs_host_info *out) {
   snprintf(out->netns, sizeof out->netns, "%s", n->netns);
   out->netns_ino = n->ino;
   out->rate_bps = h == GS_HOSTS_SWITCH ? 0 : n->rate;
+  if (h != GS_HOSTS_SWITCH && c->cgroup[0]) {
+    out->cpus = c->host_cpus;
+    snprintf(out->cgroup, sizeof out->cgroup, "%s/h%d", c->cgroup, h);
+  }
   return GS_OK;
 }
 
@@ -555,7 +562,8 @@ int gs_hosts_spawn(gs_hosts *c, int h, char *const argv[], char *const envp[], p
   if (rc == 0 && child == 0) {
     child_bind_to_caller(c);
     int err = 0;
-    if (setns(c->host[h].nsfd, CLONE_NEWNET) < 0 || own_proc() < 0) {
+    if (gs_hosts_cpu_join(c, h) < 0 || setns(c->host[h].nsfd, CLONE_NEWNET) < 0 ||
+        own_proc() < 0) {
       err = errno;
     } else {
       sigset_t none;

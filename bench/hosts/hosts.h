@@ -3,7 +3,8 @@
  * (tests/hosts drives it directly): the net (gs_hosts_create / destroy:
  * namespaces, veth pairs and a bridge; hosts.c), the nodes (gs_hosts_spawn
  * a process on host h, gs_hosts_info its address) and the links (tc
- * shaping, the veth counters and their busy time: links.c). It knows
+ * shaping, the veth counters and their busy time: links.c), and where asked
+ * each host's share of the processors (a cgroup per host: cpu.c). It knows
  * kernels/util.h and nothing else of gradsync.
  *
  * Layout of a cluster of K hosts:
@@ -59,6 +60,8 @@ typedef struct gs_hosts_cfg {
   double delay_s;           /* one-way host-to-host delay (netem, half on
                                each end of both links); needs netem */
   const struct gs_host_rates *host_rates; /* links of their own rate; NULL: none */
+  double host_cpus;         /* cores each host may use, at least 0.1 (a CFS quota in
+                               a cgroup per host, cpu.c); 0: the machine's, shared */
 } gs_hosts_cfg;
 
 /* host_rates.c: links of their own rate, "H=RATE[,H=RATE...]" as users
@@ -90,6 +93,10 @@ double gs_hosts_counted_Bps(uint64_t rate_bps);
  * (powers of 1000, as tc reads them), e.g. "100mbit", "1gbit", "2.5gbit". */
 int gs_hosts_parse_rate(const char *s, uint64_t *bps, gs_err *e);
 
+/* Whether `cores` is a cap a host can have (cpu.c): at least 0.1 (a CFS
+ * quota's floor), at most this machine's cores; GS_OK or why not. */
+int gs_hosts_cpus_check(double cores, gs_err *e);
+
 /* Whether this process may build a cluster: GS_OK, or an error saying what
  * is missing (a capability, iproute2) and how to get it. Builds nothing. */
 int gs_hosts_usable(gs_err *e);
@@ -120,6 +127,8 @@ typedef struct gs_host_info {
   char netns[40];           /* "/proc/<holder>/ns/net": for nsenter --net= */
   uint64_t netns_ino;       /* its inode: how /proc/<pid>/ns/net names it */
   uint64_t rate_bps;        /* its link's rate (0 for the switch) */
+  double cpus;              /* cores its processes may use (0: uncapped) */
+  char cgroup[352];         /* the cgroup that caps them ("" when uncapped) */
 } gs_host_info;
 int gs_hosts_info(const gs_hosts *c, int h, gs_host_info *out);
 

@@ -47,10 +47,10 @@ int gs_cluster_parse_delay(const char *s, double *out, gs_err *e) {
 int gs_cluster_resolve(gs_opts *o, gs_err *e) {
   if (!o->link_arg) {
     o->link_choice = o->link_none ? GS_LINK_NONE : GS_LINK_AUTO;
-    if (o->hosts || o->latency_arg || o->link_host_arg)
+    if (o->hosts || o->latency_arg || o->link_host_arg || o->host_cpus > 0)
       return GS_FAIL(e, GS_EINVAL, "%s needs --link RATE, the emulated links' rate (e.g. --link "
                      "1gbit)", o->hosts ? "--hosts" : o->latency_arg ? "--latency"
-                     : "--link-host");
+                     : o->link_host_arg ? "--link-host" : "--host-cpus");
     return GS_OK;
   }
   o->link_choice = GS_LINK_GIVEN;
@@ -58,6 +58,9 @@ int gs_cluster_resolve(gs_opts *o, gs_err *e) {
   if (o->link_bps < 8000)
     return GS_FAIL(e, GS_EINVAL, "--link %s: at least 8kbit", o->link_arg);
   if (o->latency_arg) GS_TRY(gs_cluster_parse_delay(o->latency_arg, &o->latency_s, e));
+  gs_err cpus = {0};
+  if (o->host_cpus > 0 && gs_hosts_cpus_check(o->host_cpus, &cpus) < 0)
+    return GS_FAIL(e, GS_EINVAL, "--host-cpus %g: %s", o->host_cpus, cpus.msg);
   if (o->nnodes > 0)
     return GS_FAIL(e, GS_EINVAL, "--link emulates hosts on this machine, and --nnodes runs on "
                    "real ones: give one or the other");

@@ -48,7 +48,7 @@ int gs_exec_main(const gs_opts *o) {
   while (o->exec[argc]) argc++;
   gs_launch l = {.argc = argc, .argv = o->exec, .world = world, .timeout_s = o->timeout_s, .hosts = hosts,
                  .link_bps = o->link_bps, .link_host = &o->link_host,
-                 .latency_s = o->latency_s, .exec = true,
+                 .latency_s = o->latency_s, .host_cpus = o->host_cpus, .exec = true,
                  .exec_port = EXEC_PORT, .links = links, .nlinks = &n};
   /* Gloo, NCCL and TensorPipe pick the interface of the hostname, which
    * resolves to loopback here: the host's link is eth0 (unless the user

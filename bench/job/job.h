@@ -341,6 +341,7 @@ typedef struct gs_launch {
   uint64_t link_bps;
   const gs_host_rates *link_host; /* links of a rate of their own (NULL: none) */
   double latency_s;
+  double host_cpus;         /* cores each host may use (0: uncapped) */
   bool exec;                /* argv is a command of the user's (exec.c), not bench:
                                no rendezvous port to wait for, MASTER_PORT exec_port */
   int exec_port;

@@ -205,7 +205,8 @@ static int cluster_open(const gs_launch *l, gs_hosts **c, char *why, size_t cap)
   *c = NULL;
   if (l->hosts <= 0) return 0;
   gs_hosts_cfg cfg = {.hosts = l->hosts + l->ps_servers_own, .rate_bps = l->link_bps,
-                      .delay_s = l->latency_s, .host_rates = l->link_host};
+                      .delay_s = l->latency_s, .host_rates = l->link_host,
+                      .host_cpus = l->host_cpus};
   gs_err e = {0};
   /* the delay: netem where the kernel has it, else the wire's delay line */
   int netem = l->latency_s > 0 ? gs_hosts_netem(&e) : 1;

@@ -26,14 +26,17 @@ const char *gs_link_sentence(const gs_opts *o, char *buf, size_t cap) {
              o->link_host.host[i], own);
   }
   if (o->link_host.n) snprintf(rate + strlen(rate), sizeof rate - strlen(rate), ")");
+  char cpus[64] = "";
+  if (o->host_cpus > 0) snprintf(cpus, sizeof cpus, ", %g cores each", o->host_cpus);
   switch (o->link_choice) {
   case GS_LINK_GIVEN:
   case GS_LINK_AUTO_HOSTS:
     if (o->latency_s > 0)
-      snprintf(buf, cap, "emulated hosts: %s, %s links, %g us one way (--link none for "
-               "loopback)", per, rate, o->latency_s * 1e6);
+      snprintf(buf, cap, "emulated hosts: %s%s, %s links, %g us one way (--link none for "
+               "loopback)", per, cpus, rate, o->latency_s * 1e6);
     else
-      snprintf(buf, cap, "emulated hosts: %s, %s links (--link none for loopback)", per, rate);
+      snprintf(buf, cap, "emulated hosts: %s%s, %s links (--link none for loopback)", per, cpus,
+               rate);
     break;
   case GS_LINK_AUTO_LOOPBACK:
     if (*why)

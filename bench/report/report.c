@@ -123,6 +123,7 @@ static json_t *configuration(const gs_opts *o) {
   char hr[GS_HOST_RATES_MAX * 32];
   gs_host_rates_text(&o->link_host, hr, sizeof hr);
   json_object_set_new(c, "link_host", json_string(hr));
+  json_object_set_new(c, "host_cpus", json_real(o->host_cpus));
   json_object_set_new(c, "compress", json_string(gs_compress_spec(&t->compress, (char[32]){0}, 32)));
   json_object_set_new(c, "powersgd_start", json_integer((json_int_t)t->compress.start));
   /* a string in every case: "on", "off", or the mode's default */

@@ -4,12 +4,20 @@
  *                      info and link bounds, the sampler's misuse, and a
  *                      destroy that must end a spawned process nobody
  *                      reaped; skips (77) without CAP_NET_ADMIN and
- *                      CAP_SYS_ADMIN, with the module's own words */
+ *                      CAP_SYS_ADMIN, with the module's own words
+ *   test_hosts cpu     a cap on the hosts' CPU (cpu.c): a busy loop on a
+ *                      host capped at 0.25 cores is in its cgroup and gets
+ *                      no more than that share, a group left by a dead
+ *                      maker is swept, and destroy removes the groups;
+ *                      skips (77) without the capabilities or the cgroup
+ *                      cpu controller */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,7 +59,11 @@ static void parse(void) {
   } cfgs[] = {{{.hosts = 0, .rate_bps = 1000000}, "hosts"},
               {{.hosts = GS_HOSTS_MAX + 1, .rate_bps = 1000000}, "hosts"},
               {{.hosts = 2, .rate_bps = 10}, "rate"},
-              {{.hosts = 2, .rate_bps = 1000000, .delay_s = -1}, "delay"}};
+              {{.hosts = 2, .rate_bps = 1000000, .delay_s = -1}, "delay"},
+              {{.hosts = 2, .rate_bps = 1000000, .host_cpus = 0.05}, "0.1 up"},
+              {{.hosts = 2, .rate_bps = 1000000, .host_cpus = -1}, "0.1 up"},
+              {{.hosts = 2, .rate_bps = 1000000, .host_cpus = NAN}, "0.1 up"},
+              {{.hosts = 2, .rate_bps = 1000000, .host_cpus = 100000}, "give at most"}};
   for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
     static char sentinel;
     gs_hosts *c = (gs_hosts *)&sentinel;  /* create must reset it to NULL */
@@ -149,15 +161,101 @@ static void api(void) {
         "destroy (sampler running) ended and reaped it in %.3f s", took);
 }
 
+/* A pid that is nobody's: a child of ours that has exited and been reaped. */
+static pid_t dead_pid(void) {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  waitpid(p, NULL, 0);
+  return p;
+}
+
+static int in_file(const char *path, pid_t pid) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  int v, found = 0;
+  while (fscanf(f, "%d", &v) == 1) found |= v == (int)pid;
+  fclose(f);
+  return found;
+}
+
+static void cpu(void) {
+  gs_hosts_cfg cfg = {.hosts = 2, .rate_bps = 100000000, .host_cpus = 0.25};
+  gs_hosts *c = NULL;
+  gs_err e = {0};
+  if (gs_hosts_create(&cfg, &c, &e) < 0) {
+    if (strstr(e.msg, "lacks CAP_") || strstr(e.msg, "cpu controller")) {
+      printf("SKIP: %s\n", e.msg);
+      exit(77);
+    }
+    printf("FAIL: cannot build 2 hosts capped at 0.25 cores: %s\n", e.msg);
+    check_failures++;
+    return;
+  }
+  gs_host_info in;
+  gs_hosts_info(c, 1, &in);
+  CHECK(in.cpus == 0.25 && in.cgroup[0] && strstr(in.cgroup, "/h1"),
+        "host 1 reports its cap and its cgroup: %g cores, %s", in.cpus, in.cgroup);
+  /* the cluster's group, and beside it one whose maker is gone */
+  char group[400], root[400], stale[480], stale_h[500];
+  snprintf(group, sizeof group, "%.*s", (int)(strrchr(in.cgroup, '/') - in.cgroup), in.cgroup);
+  snprintf(root, sizeof root, "%.*s", (int)(strrchr(group, '/') - group), group);
+  snprintf(stale, sizeof stale, "%s/gradsync-%d-0", root, (int)dead_pid());
+  snprintf(stale_h, sizeof stale_h, "%s/h0", stale);
+  CHECK(mkdir(stale, 0755) == 0 && mkdir(stale_h, 0755) == 0, "a stale group %s is made (%s)",
+        stale, strerror(errno));
+
+  char *burn[] = {"sh", "-c", "while :; do :; done", NULL};
+  pid_t pid = -1;
+  CHECK_OK(gs_hosts_spawn(c, 1, burn, NULL, &pid, &e), &e);
+  double t0 = gs_now();
+  usleep(300000);
+  char procs[420];
+  snprintf(procs, sizeof procs, "%s/cgroup.procs", in.cgroup);
+  CHECK(pid > 0 && in_file(procs, pid), "the busy loop (pid %d) is in host 1's group %s",
+        (int)pid, procs);
+  usleep(1200000);
+  if (pid > 0) kill(pid, SIGKILL);
+  struct rusage ru;
+  int st;
+  double wall = gs_now() - t0;
+  CHECK(pid > 0 && wait4(pid, &st, 0, &ru) == pid, "the busy loop is reaped");
+  double used = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+                (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+  /* uncapped it would use a whole core whenever one is free */
+  CHECK(used <= 0.25 * wall * 1.3 + 0.02, "a busy loop on a host of 0.25 cores used %.3f s of "
+        "CPU in %.3f s (at most 0.25 x that, with 30%% for the quota's periods)", used, wall);
+
+  /* a second cluster sweeps the group of the dead maker */
+  gs_hosts *c2 = NULL;
+  CHECK_OK(gs_hosts_create(&cfg, &c2, &e), &e);
+  struct stat sb;
+  CHECK(stat(stale, &sb) != 0 && errno == ENOENT, "the stale group %s was swept", stale);
+  gs_host_info in2;
+  gs_hosts_info(c2, 0, &in2);
+  CHECK(strcmp(in2.cgroup, in.cgroup) != 0 && stat(group, &sb) == 0,
+        "a second cluster of this process has groups of its own (%s), the first keeps its (%s)",
+        in2.cgroup, group);
+  char group2[400];
+  snprintf(group2, sizeof group2, "%.*s", (int)(strrchr(in2.cgroup, '/') - in2.cgroup),
+           in2.cgroup);
+  gs_hosts_destroy(c2);
+  gs_hosts_destroy(c);
+  CHECK(stat(group, &sb) != 0 && stat(group2, &sb) != 0,
+        "destroy removed both clusters' groups (%s, %s)", group, group2);
+}
+
 int main(int argc, char **argv) {
-  if (argc != 2 || (strcmp(argv[1], "parse") && strcmp(argv[1], "api"))) {
-    fprintf(stderr, "usage: test_hosts parse|api\n");
+  if (argc != 2 || (strcmp(argv[1], "parse") && strcmp(argv[1], "api") &&
+                    strcmp(argv[1], "cpu"))) {
+    fprintf(stderr, "usage: test_hosts parse|api|cpu\n");
     return 2;
   }
   if (!strcmp(argv[1], "parse")) {
     parse();
-  } else {
+  } else if (!strcmp(argv[1], "api")) {
     api();
+  } else {
+    cpu();
   }
   return check_done("test_hosts");
 }
