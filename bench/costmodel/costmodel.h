@@ -438,7 +438,7 @@ typedef struct gs_cm_straggle_in {
   const double *factor;        /* world entries, >= 1 */
   double jitter_cv, c0_s;
   double comm_s;               /* per update; ring period H: per averaging */
-  double max_updates_per_s;    /* async: what the ps master's link carries (0: no bound) */
+  double max_updates_per_s;    /* async: the updates the servers' links carry (0: no bound) */
   int beside;                  /* async: the first `beside` workers share the server's host:
                                   their updates cross no link, so no bound, and ... */
   double comm_beside_s;        /* ... they communicate this long per update instead */

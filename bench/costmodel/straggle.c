@@ -15,9 +15,9 @@
  *                         is slow every step);
  *   async                 no one: each rank at its own rate,
  *                         sum_r 1 / (E[compute_r] + comm), the ranks off
- *                         the server's host at most the updates the ps
- *                         master's link carries; those on it with their
- *                         own comm (no link).
+ *                         the server's host at most the updates the
+ *                         servers' links carry (max_updates_per_s); those
+ *                         on it with their own comm (no link).
  * The expectations over z are means over one fixed set of draws from a
  * fixed seed (every model's from the same draws, so that E[max] is never
  * below the largest mean), and the prediction is a pure function of its

@@ -254,8 +254,11 @@ static void model(const gs_run_info *info, const gs_rank_result *ranks, size_t s
     .kind = kind, .world = N / L, .batch = L * (rows > 0 ? samples / rows : info->batch),
     .backup = y->backup_on ? y->backup : 0, .period = H, .factor = f,
     .jitter_cv = info->straggle.jitter_cv, .c0_s = c0, .comm_s = isfinite(comm) ? comm : 0,
+    /* each of K servers' links carries S/K of every update */
     .max_updates_per_s = ps && s->hosts > 0 && s->cost_model.S_bytes > 0
-                             ? s->link_rate_bps / 8 / s->cost_model.S_bytes : 0,
+                             ? (info->ps_servers > 1 ? info->ps_servers : 1) *
+                                   s->link_rate_bps / 8 / s->cost_model.S_bytes
+                             : 0,
     .beside = beside, .comm_beside_s = isfinite(near) ? near : 0};
   gs_cm_straggle_out out;
   gs_err e = {0};

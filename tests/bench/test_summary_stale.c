@@ -402,6 +402,45 @@ static void async_beside(void) {
   free_ranks(rr, 4);
 }
 
+/* async on links that bind: each of K servers' links carries S/K of an
+ * update, so K servers carry K times the updates of one */
+static void async_servers(void) {
+  gs_rank_result *rr = ranks_of(4, 10);
+  timed(rr, 4, 10, (double[]){1, 1, 1, 1});
+  for (int r = 0; r < 4; r++) {
+    rr[r].link_host = r;
+    rr[r].link_window_s = 10;
+    rr[r].nserver_links = 0;
+    for (int t = 0; t < 10; t++) rr[r].rows[t].wait_s = 1;
+  }
+  gs_run_info in = info_of(GS_MODE_PS, 4);
+  in.warmup = 0;
+  in.hosts = 4;
+  in.ps_server_hosts = true;
+  in.link_bps = 1e12;
+  in.ps_sync = (gs_ps_sync){.model = GS_PS_ASYNC};
+  gs_summary s;
+  gs_err e = {0};
+  CHECK_OK(gs_summarize(&in, rr, &s, &e), &e);
+  double free_rate = s.stale.model_samples_per_s, S = s.cost_model.S_bytes;
+  gs_summary_free(&s);
+  /* 4 ranks, each 10 samples per 2 s, unbound */
+  CHECK(NEAR(free_rate, 20) && S > 0, "async, links that do not bind: model %g (20), S %g",
+        free_rate, S);
+  /* a link that carries half an update per second */
+  in.link_bps = S * 8 * 0.5;
+  double got[2];
+  for (int k = 1; k <= 2; k++) {
+    in.ps_servers = k;
+    CHECK_OK(gs_summarize(&in, rr, &s, &e), &e);
+    got[k - 1] = s.stale.model_samples_per_s;
+    gs_summary_free(&s);
+  }
+  CHECK(NEAR(got[0], 10 * 0.5) && NEAR(got[1], 10 * 1.0), "async over links of half an "
+        "update per second: one server %g (5), two %g (10)", got[0], got[1]);
+  free_ranks(rr, 4);
+}
+
 static double predict(gs_cm_straggle_kind kind, double cv, int period, double slow) {
   double f[4] = {1, 1, 1, slow};
   gs_cm_straggle_in in = {.kind = kind, .world = 4, .batch = 1, .backup = 1, .period = period,
@@ -464,6 +503,7 @@ int main(void) {
   hosts_model();
   backup_comm();
   async_beside();
+  async_servers();
   model();
   return check_done("test_summary_stale");
 }
