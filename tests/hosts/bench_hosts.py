@@ -72,7 +72,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 from common import (BENCH, SMALL, check, finish, load_params, max_rel, rank_pid, report,  # noqa: E402
                     run, same_bits, steps_csv, tmpdir, wait_rows)
-from leftover import snapshot, wait_clean  # noqa: E402
+from leftover import ours, snapshot, wait_clean  # noqa: E402
 
 
 def ranks_naming(err, who):
@@ -453,9 +453,10 @@ def case_kill():
                 cmd = f.read()
         except OSError:
             continue
-        # the cluster's holders are forks of the launcher, its ranks execs of it
+        # the cluster's holders are forks of the launcher, its ranks execs of
+        # it (its descendants only: another test's cluster may be running)
         if ino != me and (cmd.startswith(os.fsencode(BENCH)) or
-                          cmd.startswith(b"/proc/self/exe")):
+                          cmd.startswith(b"/proc/self/exe")) and ours(int(pid), p.pid):
             pids.append(int(pid))
             inos.add(ino)
             if cmd.startswith(b"/proc/self/exe"):
@@ -517,8 +518,9 @@ def case_default():
     wait_clean(before, [], [], "the default sweep", check)
 
 
-def cluster_now(me):
-    """the launcher's ranks in emulated hosts: their pids and namespaces"""
+def cluster_now(me, launcher):
+    """the launcher's ranks in emulated hosts: their pids and namespaces
+    (its descendants only: another test's cluster may be running)"""
     pids, inos = [], set()
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -529,7 +531,7 @@ def cluster_now(me):
                 cmd = f.read()
         except OSError:
             continue
-        if ino != me and cmd.startswith(b"/proc/self/exe"):
+        if ino != me and cmd.startswith(b"/proc/self/exe") and ours(int(pid), launcher):
             pids.append(int(pid))
             inos.add(ino)
     return pids, inos
@@ -547,7 +549,7 @@ def mid_run(d):
     pids, inos, deadline = [], set(), time.time() + 120
     while time.time() < deadline and len(inos) < 2:
         time.sleep(0.2)
-        pids, inos = cluster_now(me)
+        pids, inos = cluster_now(me, p.pid)
     time.sleep(1.5)  # a little of training
     for pid in os.listdir("/proc"):  # and the holders of their hosts
         try:
