@@ -46,6 +46,14 @@ def run(args, timeout=180, env=None):
     return subprocess.run([BENCH] + args, capture_output=True, text=True, timeout=timeout, env=e)
 
 
+def refused(args, flag, why, timeout=60):
+    """bench ARGS must stop with exit 2 and a message naming FLAG and WHY"""
+    r = run(args, timeout=timeout)
+    return check(r.returncode == 2 and flag in r.stderr and why in r.stderr,
+                 "bench %s: exit %d (want 2), message names %s and '%s': %s" %
+                 (" ".join(args), r.returncode, flag, why, r.stderr.strip()[:300]))
+
+
 _made = []
 atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _made])
 

@@ -72,6 +72,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 from common import (BENCH, SMALL, check, finish, load_params, max_rel, rank_pid, report,  # noqa: E402
                     run, same_bits, steps_csv, tmpdir, wait_rows)
+from caps import have_caps, need_root  # noqa: E402
 from leftover import ours, snapshot, wait_clean  # noqa: E402
 
 
@@ -86,19 +87,6 @@ def ranks_naming(err, who):
 CASE = sys.argv[2]
 HEADERS = 66 / 1448       # Ethernet/IP/TCP headers per full segment
 FIXED = 64 * 1024         # per step: acknowledgements, ZMTP frames, ARP
-
-
-def have_caps():
-    with open("/proc/self/status") as f:
-        eff = [int(l.split()[1], 16) for l in f if l.startswith("CapEff:")][0]
-    return os.geteuid() == 0 and eff & (1 << 12) and eff & (1 << 21)
-
-
-def need_root():
-    if not have_caps():
-        print("SKIP: emulated hosts need root with CAP_NET_ADMIN and CAP_SYS_ADMIN (euid %d)"
-              % os.geteuid())
-        sys.exit(77)
 
 
 B, STEPS = 8, 5

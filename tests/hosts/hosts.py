@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 
+from caps import have_caps, need_root
 from leftover import snapshot, wait_clean
 
 TOOL, CASE = sys.argv[1], sys.argv[2]
@@ -52,25 +53,6 @@ def check(cond, msg):
     if not cond:
         fail(msg)
     print("ok:", msg)
-
-
-def caps():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("CapEff:"):
-                return int(line.split()[1], 16)
-    return 0
-
-
-def have_caps():
-    return os.geteuid() == 0 and caps() & (1 << 12) and caps() & (1 << 21)
-
-
-def need_root():
-    if not have_caps():
-        print("SKIP: emulated hosts need root with CAP_NET_ADMIN and CAP_SYS_ADMIN "
-              "(euid %d, CapEff %x)" % (os.geteuid(), caps()))
-        sys.exit(77)
 
 
 def run(args, timeout=60, prefix=()):
