@@ -158,7 +158,8 @@ int gs_hosts_cpu_open(gs_hosts *c, double cores, gs_err *e) {
     int err = errno;
     c->cgroup[0] = '\0';
     return GS_FAIL(e, GS_EIO, "emulated hosts: cannot make the cgroup %s/" PREFIX "...: %s (a "
-                   "cap on the hosts' CPU needs root)", root, strerror(err));
+                   "cap on the hosts' CPU needs the cgroup cpu controller writable: run as root, "
+                   "where /sys/fs/cgroup is not mounted read-only)", root, strerror(err));
   }
   if (v2) GS_TRY(put(c->cgroup, "cgroup.subtree_control", "+cpu", e));
   long quota = (long)(cores * PERIOD_US + 0.5);
