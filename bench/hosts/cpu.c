@@ -145,8 +145,8 @@ int gs_hosts_cpus_check(double cores, gs_err *e) {
   return GS_OK;
 }
 
+/* cores has passed gs_hosts_cpus_check (check_cfg, before the build) */
 int gs_hosts_cpu_open(gs_hosts *c, double cores, gs_err *e) {
-  GS_TRY(gs_hosts_cpus_check(cores, e));
   char root[256];
   int v2 = 0;
   GS_TRY(find_hierarchy(root, sizeof root, &v2, e));
@@ -163,7 +163,6 @@ int gs_hosts_cpu_open(gs_hosts *c, double cores, gs_err *e) {
   }
   if (v2) GS_TRY(put(c->cgroup, "cgroup.subtree_control", "+cpu", e));
   long quota = (long)(cores * PERIOD_US + 0.5);
-  if (quota < MIN_QUOTA_US) quota = MIN_QUOTA_US;
   for (int h = 0; h < c->k; h++) {
     char dir[600], text[64];
     snprintf(dir, sizeof dir, "%s/h%d", c->cgroup, h);

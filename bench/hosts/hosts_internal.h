@@ -17,9 +17,9 @@ typedef struct gs_node {
   uint64_t ino;
   char addr[16];         /* hosts only */
   uint64_t rate, burst, limit; /* hosts only: its link's tbf */
+  int cgfd;              /* hosts with a CPU cap: its cgroup's cgroup.procs (cpu.c) */
   /* counters (hosts only), guarded by gs_hosts.mu */
   int devfd;             /* /proc/<pid>/net/dev */
-  int cgfd;              /* hosts with a CPU cap: its cgroup's cgroup.procs */
   gs_hostlink_acc acc;
 } gs_node;
 
