@@ -160,9 +160,20 @@ static void spam_once(void *s) {
   send_raw(s, h, pack(&env, h), big, sizeof big, true, false);
 }
 
+/* A stray's socket: the server may drop its connection (an oversized
+ * message), and the socket's reconnect repeats its credential, which the
+ * server refuses as a replay; left with no peer, a blocking send would
+ * wait forever. A stray's sends are not asserted, so they may give up. */
+static void *spam_socket(const char *ep) {
+  void *s = raw_socket(ep);
+  int ms = 100;
+  zmq_setsockopt(s, ZMQ_SNDTIMEO, &ms, sizeof ms);
+  return s;
+}
+
 static void *spam_main(void *arg) {
   spammer *sp = arg;
-  void *s = raw_socket(sp->ep), *stranger = raw_socket_as(sp->ep, false);
+  void *s = spam_socket(sp->ep), *stranger = raw_socket_as(sp->ep, false);
   while (!atomic_load(&sp->stop)) {
     spam_once(s);
     spam_once(stranger);
@@ -179,7 +190,7 @@ static void start_spam(const char *ep, void *ctx) {
   spammer *sp = ctx;
   snprintf(sp->ep, sizeof sp->ep, "%s", ep);
   /* one burst before any rank joins, then continuously */
-  void *s = raw_socket(ep);
+  void *s = spam_socket(ep);
   spam_once(s);
   struct timespec ts = {0, 50000000};
   nanosleep(&ts, NULL);
