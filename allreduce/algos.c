@@ -17,7 +17,7 @@ static const gs_algo_ops *const table[GS_ALGO_SLOTS] = {
   [GS_ALGO_HIER] = &gs_algo_hier,
 };
 
-gs_algo gs_ring_algo(const gs_ring *r, size_t count) {
+gs_algo gs_comm_algo(const gs_comm *r, size_t count) {
   if (!r) return GS_ALGO_RING;
   if (gs_comm_ready(r, GS_ALGO_HIER) && (r->o.algo == GS_ALGO_AUTO || r->o.algo == GS_ALGO_HIER))
     return GS_ALGO_HIER;
@@ -27,17 +27,17 @@ gs_algo gs_ring_algo(const gs_ring *r, size_t count) {
   return gs_algo_pick(r->o.algo, count, r->o.world);
 }
 
-int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPOINT_MAX],
+int gs_comm_prepare(const gs_comm_opts *o, gs_comm **out, char endpoint[GS_ENDPOINT_MAX],
                     gs_err *e) {
-  return gs_comm_prepare(o, table, out, endpoint, e);
+  return gs_comm_prepare_table(o, table, out, endpoint, e);
 }
 
-int gs_ring_allreduce(gs_ring *r, const void *src, void *dst, size_t count, int64_t step,
-                      int bucket, gs_ring_stats *st, gs_err *e) {
-  return gs_ring_allreduce_op(r, GS_REDOP_SUM, src, dst, count, step, bucket, st, e);
+int gs_comm_allreduce(gs_comm *r, const void *src, void *dst, size_t count, int64_t step,
+                      int bucket, gs_comm_stats *st, gs_err *e) {
+  return gs_comm_allreduce_op(r, GS_REDOP_SUM, src, dst, count, step, bucket, st, e);
 }
 
-int gs_ring_allreduce_op(gs_ring *r, gs_redop op, const void *src, void *dst, size_t count,
-                         int64_t step, int bucket, gs_ring_stats *st, gs_err *e) {
-  return gs_ring_run(r, gs_ring_algo(r, count), op, src, dst, count, step, bucket, st, e);
+int gs_comm_allreduce_op(gs_comm *r, gs_redop op, const void *src, void *dst, size_t count,
+                         int64_t step, int bucket, gs_comm_stats *st, gs_err *e) {
+  return gs_comm_run(r, gs_comm_algo(r, count), op, src, dst, count, step, bucket, st, e);
 }

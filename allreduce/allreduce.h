@@ -7,7 +7,7 @@
  *   ring  our own, over ZeroMQ: a communicator that knows no algorithm
  *         (comm.c) and a table of algorithms over it (algos.c: the ring,
  *         recursive doubling, direct exchange, shared memory), with
- *         ring_sync.c for buckets, overlap, the optimizer and
+ *         allreduce/backend.c for buckets, overlap, the optimizer and
  *         --compress powersgd (compress/compress.h over the ring's
  *         all-reduce);
  *   nccl  the ring on GPUs (allreduce/nccl/, built where NCCL is found).
@@ -18,18 +18,18 @@
  * neighbours carry the handshake and the ring algorithm) is usable on its
  * own (the tests and the collective benchmark drive it directly):
  *
- *     gs_ring_prepare   every rank: bind the socket the LEFT neighbour
+ *     gs_comm_prepare   every rank: bind the socket the LEFT neighbour
  *                       connects to, return its endpoint
  *     (exchange endpoints: the launcher's rendezvous, or a test's pipes)
- *     gs_ring_connect   connect to the RIGHT neighbour (endpoints[rank+1])
+ *     gs_comm_connect   connect to the RIGHT neighbour (endpoints[rank+1])
  *                       and compare configurations with every rank
- *     gs_ring_allreduce dst = sum over ranks of src (src == dst allowed),
+ *     gs_comm_allreduce dst = sum over ranks of src (src == dst allowed),
  *                       as often as needed, any count <= max_count
- *     gs_ring_reduce_scatter, gs_ring_all_gather, gs_ring_broadcast,
- *     gs_ring_reduce    the other collectives, on the same ring (below)
- *     gs_ring_close
+ *     gs_comm_reduce_scatter, gs_comm_all_gather, gs_comm_broadcast,
+ *     gs_comm_reduce    the other collectives, on the same ring (below)
+ *     gs_comm_close
  *
- * Buffers handed to gs_ring_allreduce must be host-addressable (they are
+ * Buffers handed to gs_comm_allreduce must be host-addressable (they are
  * sent zero-copy); the math goes through the gs_kernels table.
  *
  * Determinism: element i is always summed in the same order (segment j
@@ -49,7 +49,7 @@
 
 /* "ring": ZeroMQ ring on host memory. prepare() binds tcp://cfg->host:*,
  * open() connects to endpoints[(rank+1) % world]. No bootstrap blob. */
-extern const gs_backend gs_ring_backend;
+extern const gs_backend gs_allreduce_backend;
 
 /* "nccl": the ring on GPUs through NCCL (allreduce/nccl/nccl.c), as DDP does.
  * Declared in every build: where NCCL or CUDA was not found (nccl/nonccl.c),
@@ -68,14 +68,14 @@ int gs_nccl_check_gpus(int rank, int local_rank, int local_world, int device, in
 
 /* ---- the bare ZeroMQ ring ---- */
 
-typedef struct gs_ring gs_ring;
+typedef struct gs_comm gs_comm;
 
 /* The bare ring under a session the ring backend opened (NULL for any
  * other session): the collective benchmark runs the other collectives on
  * it, between steps (the session's thread is idle then). */
-gs_ring *gs_ring_sync_ring(gs_sync *s);
+gs_comm *gs_allreduce_comm(gs_sync *s);
 
-#define GS_RING_NO_SMALL SIZE_MAX
+#define GS_COMM_NO_SMALL SIZE_MAX
 
 /* Which algorithm a collective runs (each drawn in its own file: ring_pipe.c
  * and ring_small.c, rd.c, direct.c, shm.c). The zero value is the ring, so
@@ -125,14 +125,14 @@ int gs_algo_parse(const char *s);
 gs_algo gs_algo_pick(gs_algo a, size_t count, int world);
 /* What the ring's all-reduce of count elements runs: as gs_algo_pick, but
  * shm when auto or shm and the ring's ranks share memory. */
-gs_algo gs_ring_algo(const gs_ring *r, size_t count);
+gs_algo gs_comm_algo(const gs_comm *r, size_t count);
 
-typedef struct gs_ring_opts {
+typedef struct gs_comm_opts {
   int rank, world;
   int timeout_ms;            /* every receive; <= 0: 30 s */
   uint64_t job;              /* token every message carries */
   const char *host;          /* address to bind ("127.0.0.1" when NULL) */
-  gs_cred cred;              /* the job's credential (wire.h) */
+  gs_cred cred;              /* the job's credential (proto.h) */
   gs_kernels *k;             /* the math (adds, conversions, copies) */
   gs_dtype wire;             /* dtype of chunks on the wire (F32, F16, BF16;
                                 F64 and I32: buffers of that type, for the
@@ -149,7 +149,7 @@ typedef struct gs_ring_opts {
   size_t small_bytes;        /* at most this many float32 bytes: all-gather
                                 of whole vectors, then a local sum (half the
                                 hops, (N-1)/2 x the bytes per rank);
-                                GS_RING_NO_SMALL: never; default 64 KiB */
+                                GS_COMM_NO_SMALL: never; default 64 KiB */
   int inflight;              /* chunks in flight per link (default 2) */
   int spin_us;               /* poll before sleeping on a receive, in
                                 collectives up to 4 MiB (default 100; off
@@ -174,49 +174,49 @@ typedef struct gs_ring_opts {
   /* Timeline ("reduce-scatter", "all-gather" on track 1); may be NULL. */
   gs_span_fn span;
   void *span_ctx;
-} gs_ring_opts;
+} gs_comm_opts;
 
 /* What one collective cost this rank. */
-typedef struct gs_ring_stats {
+typedef struct gs_comm_stats {
   uint64_t bytes_sent, bytes_recv;  /* headers included */
   double reduce_s;                  /* summing (and rounding to the wire dtype) */
-} gs_ring_stats;
+} gs_comm_stats;
 
 /* Bind the socket the left neighbour will connect to and write its address
  * to endpoint (world 1: nothing to bind, endpoint ""). */
-int gs_ring_prepare(const gs_ring_opts *o, gs_ring **out, char endpoint[GS_ENDPOINT_MAX],
+int gs_comm_prepare(const gs_comm_opts *o, gs_comm **out, char endpoint[GS_ENDPOINT_MAX],
                     gs_err *e);
 
 /* Connect to endpoints[(rank+1) % world] and run the handshake: every rank's
  * configuration (world, max_count, wire dtype, chunk sizes, bucket plan)
  * travels once around the ring, so a mismatch is the same clear error on
  * every rank (GS_EMISMATCH) instead of a hang or a silent corruption. */
-int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e);
+int gs_comm_connect(gs_comm *r, const char *const *endpoints, gs_err *e);
 /* The job token, when it was not known at prepare (ranks > 0 learn it from
- * the rendezvous); call before gs_ring_connect. */
-void gs_ring_set_job(gs_ring *r, uint64_t job);
+ * the rendezvous); call before gs_comm_connect. */
+void gs_comm_set_job(gs_comm *r, uint64_t job);
 
 /* dst[i] = sum over ranks of src[i], i < count. step and bucket label the
  * chunks (they are checked on receipt and named in errors). Every rank
  * calls it with the same count, step and bucket. st may be NULL; its
  * counters are ADDED to. On failure the right neighbour is told (so the
  * error travels around the ring) and the ring is unusable; ZeroMQ may still
- * hold parts of src/dst until gs_ring_close, so keep them alive until then. */
-int gs_ring_allreduce(gs_ring *r, const void *src, void *dst, size_t count, int64_t step,
-                      int bucket, gs_ring_stats *st, gs_err *e);
+ * hold parts of src/dst until gs_comm_close, so keep them alive until then. */
+int gs_comm_allreduce(gs_comm *r, const void *src, void *dst, size_t count, int64_t step,
+                      int bucket, gs_comm_stats *st, gs_err *e);
 /* The same with another reduction (sum, prod, min or max; avg is the
  * caller's sum and post-division): every rank must pass the same op (each
  * chunk carries it; a mismatch is an error). Buffers hold elements of the
  * ring's wire dtype (fp32 under a 16-bit wire). Ops other than the sum, and
  * the fp64 / int32 wires, need a CPU kernels table. */
-int gs_ring_allreduce_op(gs_ring *r, gs_redop op, const void *src, void *dst, size_t count,
-                         int64_t step, int bucket, gs_ring_stats *st, gs_err *e);
+int gs_comm_allreduce_op(gs_comm *r, gs_redop op, const void *src, void *dst, size_t count,
+                         int64_t step, int bucket, gs_comm_stats *st, gs_err *e);
 
 /* ---- the other collectives on the same ring (ring_coll.c) ----
- * reduce_scatter and reduce take an op as gs_ring_allreduce_op. The layout of the parted collectives: count elements cut in world parts
- * in rank order, rank r's part at gs_ring_part(count, world, r) (the first
+ * reduce_scatter and reduce take an op as gs_comm_allreduce_op. The layout of the parted collectives: count elements cut in world parts
+ * in rank order, rank r's part at gs_comm_part(count, world, r) (the first
  * count mod world parts one element longer; parts may be empty when count <
- * world). Same contract as gs_ring_allreduce otherwise: every rank calls
+ * world). Same contract as gs_comm_allreduce otherwise: every rank calls
  * with the same count, step and (for broadcast and reduce) root; on failure
  * the ring is unusable. Sums are in a fixed order, whatever the timing.
  *
@@ -232,25 +232,25 @@ int gs_ring_allreduce_op(gs_ring *r, gs_redop op, const void *src, void *dst, si
  *   reduce          root's dst = sum over ranks of src: a chain root+1 ->
  *                   ... -> root, each hop adding its own; dst on the other
  *                   ranks is scratch (partial sums, or untouched). */
-void gs_ring_part(size_t count, int world, int rank, size_t *off, size_t *len);
-int gs_ring_reduce_scatter(gs_ring *r, gs_redop op, const void *src, void *dst, size_t count,
-                           int64_t step, gs_ring_stats *st, gs_err *e);
-int gs_ring_all_gather(gs_ring *r, const void *src, void *dst, size_t count, int64_t step,
-                       gs_ring_stats *st, gs_err *e);
-int gs_ring_broadcast(gs_ring *r, const void *src, void *dst, size_t count, int root,
-                      int64_t step, gs_ring_stats *st, gs_err *e);
-int gs_ring_reduce(gs_ring *r, gs_redop op, const void *src, void *dst, size_t count, int root,
-                   int64_t step, gs_ring_stats *st, gs_err *e);
+void gs_comm_part(size_t count, int world, int rank, size_t *off, size_t *len);
+int gs_comm_reduce_scatter(gs_comm *r, gs_redop op, const void *src, void *dst, size_t count,
+                           int64_t step, gs_comm_stats *st, gs_err *e);
+int gs_comm_all_gather(gs_comm *r, const void *src, void *dst, size_t count, int64_t step,
+                       gs_comm_stats *st, gs_err *e);
+int gs_comm_broadcast(gs_comm *r, const void *src, void *dst, size_t count, int root,
+                      int64_t step, gs_comm_stats *st, gs_err *e);
+int gs_comm_reduce(gs_comm *r, gs_redop op, const void *src, void *dst, size_t count, int root,
+                   int64_t step, gs_comm_stats *st, gs_err *e);
 
-/* Make a gs_ring_allreduce running in another thread fail soon (within
+/* Make a gs_comm_allreduce running in another thread fail soon (within
  * ~50 ms) with GS_EINTR. */
-void gs_ring_interrupt(gs_ring *r);
+void gs_comm_interrupt(gs_comm *r);
 
 /* ok: orderly close. !ok: abort; the right neighbour gets an error message
  * naming `why` (may be NULL) so it does not wait for its timeout. Waits for
  * nothing ZeroMQ still holds of the caller's buffers: on return it holds
  * none. r may be NULL. */
-void gs_ring_close(gs_ring *r, bool ok, const char *why);
+void gs_comm_close(gs_comm *r, bool ok, const char *why);
 
 /* For the program to call at start, where it runs the ring (the library
  * never changes process-wide settings on its own): ZeroMQ mallocs a buffer
@@ -259,17 +259,17 @@ void gs_ring_close(gs_ring *r, bool ok, const char *why);
  * received chunk would fault its pages in again, about a third of the
  * receive cost on loopback. This keeps them in the heap (mallopt), unless
  * GS_RING_MALLOPT=0. */
-void gs_ring_tune_malloc(void);
+void gs_comm_tune_malloc(void);
 
 /* The chunk size and small-message threshold the ring uses (after the
  * defaults and the environment), for reports. */
-size_t gs_ring_chunk_bytes(const gs_ring *r);
-size_t gs_ring_small_bytes(const gs_ring *r);
+size_t gs_comm_chunk_bytes(const gs_comm *r);
+size_t gs_comm_small_bytes(const gs_comm *r);
 
 /* ---- what each collective is (coll.c) ---- */
 
 /* The collectives, by nccl-tests' names. Over count elements in src and
- * dst (src == dst: in place), parts as gs_ring_part with count a multiple
+ * dst (src == dst: in place), parts as gs_comm_part with count a multiple
  * of the world (equal parts):
  *   all_reduce      dst = sum over ranks of src
  *   reduce_scatter  dst's part `rank` = that part's sum (the rest unread)
@@ -288,7 +288,7 @@ enum { GS_HOLDS_REDUCED = -1, GS_HOLDS_NOTHING = -2 };
 
 /* One row per collective, as nccl-tests' descriptors: everything about a
  * collective that is not how a backend runs it (each backend's runs are a
- * table of its own indexed by gs_coll: gs_ring_collective,
+ * table of its own indexed by gs_coll: gs_comm_collective,
  * gs_nccl_collective). */
 typedef struct gs_coll_desc {
   const char *name;       /* "all_reduce", "reduce_scatter", ... */
@@ -321,8 +321,8 @@ static inline bool gs_coll_has_root(gs_coll c) {
 /* c on the bare ring (ring_coll.c), with op (where c reduces) and root
  * (where it has one): the function above for it; all_gather's input is
  * this rank's part of src. */
-int gs_ring_collective(gs_ring *r, gs_coll c, gs_redop op, int root, const void *src, void *dst,
-                       size_t count, int64_t step, gs_ring_stats *st, gs_err *e);
+int gs_comm_collective(gs_comm *r, gs_coll c, gs_redop op, int root, const void *src, void *dst,
+                       size_t count, int64_t step, gs_comm_stats *st, gs_err *e);
 
 /* The collective benchmark's collectives on a session gs_nccl_backend
  * opened (sum_only, its wire dtype the benchmark's -d), between steps

@@ -16,7 +16,7 @@
  * spinning only burns a core the other threads need. */
 #define SPIN_MAX_BYTES ((size_t)4 << 20)
 
-void gs_ring_seg_range(size_t n, int N, int j, size_t *off, size_t *len) {
+void gs_comm_seg_range(size_t n, int N, int j, size_t *off, size_t *len) {
   size_t q = n / (size_t)N, rem = n % (size_t)N, uj = (size_t)j;
   *len = q + (uj < rem);
   *off = uj * q + (uj < rem ? uj : rem);
@@ -44,15 +44,15 @@ gs_algo gs_algo_pick(gs_algo a, size_t count, int world) {
   return a;
 }
 
-void gs_ring_part(size_t count, int world, int rank, size_t *off, size_t *len) {
-  gs_ring_seg_range(count, world, rank, off, len);
+void gs_comm_part(size_t count, int world, int rank, size_t *off, size_t *len) {
+  gs_comm_seg_range(count, world, rank, off, len);
 }
 
-static void comm_free(gs_ring *r, bool abort) {
+static void comm_free(gs_comm *r, bool abort) {
   if (!r) return;
   for (int a = 0; a < GS_ALGO_SLOTS; a++)
     if (r->state[a] && r->algos[a]->close) r->algos[a]->close(r, r->state[a], abort);
-  gs_link_close(r->link, abort); /* releases whatever ZeroMQ still held */
+  gs_pair_close(r->pair, abort); /* releases whatever ZeroMQ still held */
   for (int a = 0; a < GS_ALGO_SLOTS; a++)
     if (r->state[a] && r->algos[a]->release) r->algos[a]->release(r, r->state[a]);
   if (r->stage) r->o.k->release(r->o.k, r->stage);
@@ -60,25 +60,25 @@ static void comm_free(gs_ring *r, bool abort) {
   free(r);
 }
 
-bool gs_comm_ready(const gs_ring *r, gs_algo a) {
+bool gs_comm_ready(const gs_comm *r, gs_algo a) {
   void *s = gs_comm_state(r, a);
   return s && (!r->algos[a]->ready || r->algos[a]->ready(s));
 }
 
-int gs_ring_fail(gs_ring *r, gs_err *e, int code) {
+int gs_comm_fail(gs_comm *r, gs_err *e, int code) {
   r->broken = true;
   if (!e || code == GS_EINTR) return code;
-  if (r->link) gs_link_tell_once(r->link, "ring", e->msg);
+  if (r->pair) gs_pair_tell_once(r->pair, "ring", e->msg);
   for (int a = 0; a < GS_ALGO_SLOTS; a++)
     if (r->state[a] && r->algos[a]->tell) r->algos[a]->tell(r->state[a], e->msg);
   return code;
 }
 
-void gs_ring_span(const gs_ring *r, const char *name, double t0, double t1) {
+void gs_comm_span(const gs_comm *r, const char *name, double t0, double t1) {
   if (r->o.span) r->o.span(r->o.span_ctx, name, r->cur_bucket, t0, t1, 1);
 }
 
-int gs_comm_prepare(const gs_ring_opts *o, const gs_algo_ops *const *table, gs_ring **out,
+int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_ops *const *table, gs_comm **out,
                     char endpoint[GS_ENDPOINT_MAX], gs_err *e) {
   *out = NULL;
   if (endpoint) endpoint[0] = '\0';
@@ -93,16 +93,16 @@ int gs_comm_prepare(const gs_ring_opts *o, const gs_algo_ops *const *table, gs_r
   if (!gs_dtype_lp(o->wire) && o->wire != GS_F32 && o->k->device != GS_DEV_CPU)
     return GS_FAIL(e, GS_EINVAL, "rank %d: ring: a %s wire needs host buffers and a CPU "
                    "kernels table, not '%s'", o->rank, gs_dtype_name(o->wire), o->k->name);
-  gs_ring *r = calloc(1, sizeof *r);
+  gs_comm *r = calloc(1, sizeof *r);
   if (!r) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", o->rank);
   r->o = *o;
   r->algos = table;
   snprintf(r->host, sizeof r->host, "%s", o->host && *o->host ? o->host : "127.0.0.1");
   r->o.host = r->host;
   if (r->o.timeout_ms <= 0) r->o.timeout_ms = 30000;
-  r->left = gs_ring_mod(o->rank - 1, o->world);
-  r->right = gs_ring_mod(o->rank + 1, o->world);
-  gs_ring_tuning(o, r);
+  r->left = gs_comm_mod(o->rank - 1, o->world);
+  r->right = gs_comm_mod(o->rank + 1, o->world);
+  gs_comm_tuning(o, r);
   int rc = GS_OK;
   gs_kernels *k = o->k;
   size_t ws = gs_dtype_size(o->wire);
@@ -126,15 +126,15 @@ int gs_comm_prepare(const gs_ring_opts *o, const gs_algo_ops *const *table, gs_r
   }
   /* the largest payload: a chunk, or a whole vector on the small path */
   size_t max_payload = r->chunk_bytes;
-  if (r->small_bytes != GS_RING_NO_SMALL && r->small_bytes > max_payload)
+  if (r->small_bytes != GS_COMM_NO_SMALL && r->small_bytes > max_payload)
     max_payload = r->small_bytes;
   if (max_payload > o->max_count * ws) max_payload = o->max_count * ws;
-  gs_link_cfg lc = {.rank = o->rank, .world = o->world, .left = r->left, .right = r->right,
+  gs_pair_cfg lc = {.rank = o->rank, .world = o->world, .left = r->left, .right = r->right,
                     .job = o->job, .timeout_ms = r->o.timeout_ms, .spin_us = r->spin_us,
                     .sockbuf = r->sockbuf, .io_threads = r->io_threads, .host = r->host,
                     .max_payload = max_payload, .cred = o->cred,
                     .no_resend = o->no_resend};
-  rc = gs_link_open(&lc, &r->link, endpoint, e);
+  rc = gs_pair_open(&lc, &r->pair, endpoint, e);
   for (int a = 0; rc == GS_OK && a < GS_ALGO_SLOTS; a++) {
     const gs_algo_ops *x = table[a];
     if (x && x->used(&r->o)) rc = x->prepare(r, &r->state[a], e);
@@ -148,7 +148,7 @@ out:
   return GS_OK;
 }
 
-int gs_ring_enter(gs_ring *r, gs_redop op, const void *src, const void *dst, size_t count,
+int gs_comm_enter(gs_comm *r, gs_redop op, const void *src, const void *dst, size_t count,
                   int64_t step, int bucket, bool settles, const char *what, gs_err *e) {
   if (!r) return GS_FAIL(e, GS_EINVAL, "ring: %s on no ring", what);
   if (op != GS_REDOP_SUM && op != GS_REDOP_PROD && op != GS_REDOP_MIN && op != GS_REDOP_MAX)
@@ -165,7 +165,7 @@ int gs_ring_enter(gs_ring *r, gs_redop op, const void *src, const void *dst, siz
   if (r->broken)
     return GS_FAIL(e, GS_EPEER, "rank %d: the ring failed earlier; close it", r->o.rank);
   if (!r->connected)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: %s before gs_ring_connect", r->o.rank, what);
+    return GS_FAIL(e, GS_EINVAL, "rank %d: %s before gs_comm_connect", r->o.rank, what);
   if (count > r->o.max_count)
     return GS_FAIL(e, GS_EINVAL, "rank %d: %s of %zu elements on a ring prepared for at most "
                    "%zu", r->o.rank, what, count, r->o.max_count);
@@ -177,36 +177,36 @@ int gs_ring_enter(gs_ring *r, gs_redop op, const void *src, const void *dst, siz
   r->cur_bucket = bucket;
   r->cur_total = count;
   r->spin_now = count * sizeof(float) <= SPIN_MAX_BYTES;
-  gs_link_begin(r->link, settles);
+  gs_pair_begin(r->pair, settles);
   return 0;
 }
 
-int gs_ring_leave(gs_ring *r, int rc, gs_err *e) {
+int gs_comm_leave(gs_comm *r, int rc, gs_err *e) {
   if (rc == GS_OK) rc = r->o.k->sync(r->o.k, e);
-  if (rc == GS_OK) rc = gs_link_end(r->link, e);
-  if (rc < 0) return gs_ring_fail(r, e, rc);
+  if (rc == GS_OK) rc = gs_pair_end(r->pair, e);
+  if (rc < 0) return gs_comm_fail(r, e, rc);
   return GS_OK;
 }
 
-int gs_ring_run(gs_ring *r, gs_algo a, gs_redop op, const void *src, void *dst, size_t count,
-                int64_t step, int bucket, gs_ring_stats *st, gs_err *e) {
-  gs_ring_stats local = {0};
+int gs_comm_run(gs_comm *r, gs_algo a, gs_redop op, const void *src, void *dst, size_t count,
+                int64_t step, int bucket, gs_comm_stats *st, gs_err *e) {
+  gs_comm_stats local = {0};
   if (!st) st = &local;
-  int in = gs_ring_enter(r, op, src, dst, count, step, bucket, true, "all-reduce", e);
+  int in = gs_comm_enter(r, op, src, dst, count, step, bucket, true, "all-reduce", e);
   if (in < 0) return in;
   gs_kernels *k = r->o.k;
   if (in == 1) {
-    if (src != dst && count) k->copy(k, dst, src, count * gs_ring_es(r));
+    if (src != dst && count) k->copy(k, dst, src, count * gs_comm_es(r));
     return k->sync(k, e);
   }
   void *s = gs_comm_state(r, a);
   if (!s)
     return GS_FAIL(e, GS_EINVAL, "rank %d: the ring was not prepared for %s", r->o.rank,
                    gs_algo_name(a));
-  return gs_ring_leave(r, r->algos[a]->allreduce(r, s, src, dst, count, st, e), e);
+  return gs_comm_leave(r, r->algos[a]->allreduce(r, s, src, dst, count, st, e), e);
 }
 
-void gs_ring_combine(gs_ring *r, size_t n, void *dst, const void *src) {
+void gs_comm_combine(gs_comm *r, size_t n, void *dst, const void *src) {
   gs_kernels *k = r->o.k;
   const gs_dtype w = r->o.wire;
   if (r->cur_op == GS_REDOP_SUM && (w == GS_F32 || gs_dtype_lp(w))) {
@@ -214,45 +214,45 @@ void gs_ring_combine(gs_ring *r, size_t n, void *dst, const void *src) {
     return;
   }
   /* on a CPU table only (prepare, enter), whose memory is the host's; the
-   * (op, type) pair passed gs_ring_enter's check, so this cannot fail */
+   * (op, type) pair passed gs_comm_enter's check, so this cannot fail */
   (void)gs_reduce_host(r->cur_op, w, n, dst, src, NULL);
 }
 
-void gs_ring_take(gs_ring *r, size_t n, void *dst, const void *src) {
+void gs_comm_take(gs_comm *r, size_t n, void *dst, const void *src) {
   gs_kernels *k = r->o.k;
   if (gs_dtype_lp(r->o.wire)) k->convert(k, GS_F32, dst, r->o.wire, src, n);
-  else k->copy(k, dst, src, n * gs_ring_es(r));
+  else k->copy(k, dst, src, n * gs_comm_es(r));
 }
 
-void gs_ring_round(gs_ring *r, void *dst, size_t n) {
+void gs_comm_round(gs_comm *r, void *dst, size_t n) {
   gs_kernels *k = r->o.k;
   k->convert(k, r->o.wire, r->stage, GS_F32, dst, n);
   k->convert(k, GS_F32, dst, r->o.wire, r->stage, n);
 }
 
-void gs_ring_set_job(gs_ring *r, uint64_t job) {
+void gs_comm_set_job(gs_comm *r, uint64_t job) {
   if (r && !r->connected) {
     r->o.job = job;
-    if (r->link) gs_link_set_job(r->link, job);
+    if (r->pair) gs_pair_set_job(r->pair, job);
   }
 }
 
-void gs_ring_interrupt(gs_ring *r) {
+void gs_comm_interrupt(gs_comm *r) {
   if (!r) return;
-  gs_link_interrupt(r->link);
+  gs_pair_interrupt(r->pair);
   for (int a = 0; a < GS_ALGO_SLOTS; a++)
     if (r->state[a] && r->algos[a]->interrupt) r->algos[a]->interrupt(r->state[a]);
 }
 
-size_t gs_ring_chunk_bytes(const gs_ring *r) { return r ? r->chunk_bytes : 0; }
-size_t gs_ring_small_bytes(const gs_ring *r) { return r ? r->small_bytes : 0; }
+size_t gs_comm_chunk_bytes(const gs_comm *r) { return r ? r->chunk_bytes : 0; }
+size_t gs_comm_small_bytes(const gs_comm *r) { return r ? r->small_bytes : 0; }
 
-void gs_ring_close(gs_ring *r, bool ok, const char *why) {
+void gs_comm_close(gs_comm *r, bool ok, const char *why) {
   if (!r) return;
-  if (!ok && r->link) {
+  if (!ok && r->pair) {
     char msg[512];
     snprintf(msg, sizeof msg, "rank %d aborted%s%s", r->o.rank, why ? ": " : "", why ? why : "");
-    gs_link_tell_once(r->link, "abort", msg);
+    gs_pair_tell_once(r->pair, "abort", msg);
     for (int a = 0; a < GS_ALGO_SLOTS; a++)
       if (r->state[a] && r->algos[a]->tell) r->algos[a]->tell(r->state[a], msg);
   }

@@ -2,10 +2,10 @@
  * algorithm (Gloo's split: a context that knows no algorithm, and
  * algorithms registered over it).
  *
- * The communicator (struct gs_ring, the bare ring of allreduce.h) holds
+ * The communicator (struct gs_comm, the bare ring of allreduce.h) holds
  * what every algorithm shares: the rank, the options after the defaults
  * and the environment (env.c), the sockets to the two neighbours and their
- * waits, checked receives and error relay (proto/'s gs_link), the chunk
+ * waits, checked receives and error relay (proto/'s gs_pair), the chunk
  * framing on them (comm_chunk.c), the wire-dtype staging buffer, the
  * handshake that compares every rank's configuration (comm_hello.c), and
  * the labels of the collective under way. It names no algorithm: each
@@ -19,7 +19,7 @@
 #include <stdatomic.h>
 
 #include "allreduce/allreduce.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 /* The phase a chunk's header names (the wire's numbering). */
 enum { PH_RS = 0, PH_AG = 1, PH_SMALL = 2, PH_RD = 3, PH_DIRECT = 4, PH_BCAST = 5,
@@ -32,27 +32,27 @@ enum { PH_RS = 0, PH_AG = 1, PH_SMALL = 2, PH_RD = 3, PH_DIRECT = 4, PH_BCAST = 
 typedef struct gs_algo_ops {
   /* whether a ring configured with o->algo may run it: then it is
    * prepared, takes part in the handshake and is connected */
-  bool (*used)(const gs_ring_opts *o);
-  /* after the link is open (world > 1) */
-  int (*prepare)(gs_ring *r, void **state, gs_err *e);
+  bool (*used)(const gs_comm_opts *o);
+  /* after the pair is open (world > 1) */
+  int (*prepare)(gs_comm *r, void **state, gs_err *e);
   /* the handshake: what rank origin published (this rank's own after
    * prepare), to send on; and what arrived for origin */
   void (*hello)(const void *state, int origin, Gradsync__RingHello *h);
   void (*heard)(void *state, int origin, const Gradsync__RingHello *h);
-  /* once every configuration agrees (endpoints: gs_ring_connect's) */
-  int (*connect)(gs_ring *r, void *state, const char *const *endpoints, gs_err *e);
+  /* once every configuration agrees (endpoints: gs_comm_connect's) */
+  int (*connect)(gs_comm *r, void *state, const char *const *endpoints, gs_err *e);
   /* may it run now (NULL: whenever the ring is connected) */
   bool (*ready)(const void *state);
   /* dst = the collective's op over every rank's src, n elements */
-  int (*allreduce)(gs_ring *r, void *state, const void *src, void *dst, size_t n,
-                   gs_ring_stats *st, gs_err *e);
+  int (*allreduce)(gs_comm *r, void *state, const void *src, void *dst, size_t n,
+                   gs_comm_stats *st, gs_err *e);
   /* tell its peers why this rank stops (once, never blocks); stop a wait */
   void (*tell)(void *state, const char *msg);
   void (*interrupt)(void *state);
-  /* before the link closes (free the state here when there is no release) */
-  void (*close)(gs_ring *r, void *state, bool abort);
-  /* after the link closed, when ZeroMQ holds nothing of the state: free it */
-  void (*release)(gs_ring *r, void *state);
+  /* before the pair closes (free the state here when there is no release) */
+  void (*close)(gs_comm *r, void *state, bool abort);
+  /* after the pair closed, when ZeroMQ holds nothing of the state: free it */
+  void (*release)(gs_comm *r, void *state);
 } gs_algo_ops;
 
 /* The configuration every rank sends around in the handshake. */
@@ -63,15 +63,15 @@ typedef struct hello_cfg {
   uint32_t algo;
 } hello_cfg;
 
-struct gs_ring {
-  gs_ring_opts o;
+struct gs_comm {
+  gs_comm_opts o;
   char host[256];
   int left, right;
   /* after the defaults and the environment (env.c) */
   size_t chunk_bytes, small_bytes;
   int spin_us, inflight, io_threads, sockbuf;
   bool spin_now;             /* this collective is small enough to spin for */
-  gs_link *link;             /* the sockets to the neighbours */
+  gs_pair *pair;               /* the sockets to the neighbours */
   bool connected, broken;
   void *stage;               /* max_count elements of the wire dtype (wire != F32) */
   hello_cfg *cfgs;           /* handshake: every rank's configuration */
@@ -89,86 +89,86 @@ struct gs_ring {
 };
 
 /* comm.c: the communicator over the algorithms of table (GS_ALGO_SLOTS
- * rows, NULL where none: algos.c's gs_ring_prepare passes its table). */
-int gs_comm_prepare(const gs_ring_opts *o, const gs_algo_ops *const *table, gs_ring **out,
+ * rows, NULL where none: algos.c's gs_comm_prepare passes its table). */
+int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_ops *const *table, gs_comm **out,
                     char endpoint[GS_ENDPOINT_MAX], gs_err *e);
 /* The state of algorithm a, NULL when it is not used. */
-static inline void *gs_comm_state(const gs_ring *r, gs_algo a) {
+static inline void *gs_comm_state(const gs_comm *r, gs_algo a) {
   return r && (unsigned)a < GS_ALGO_SLOTS ? r->state[a] : NULL;
 }
 /* Whether algorithm a is used and may run now. */
-bool gs_comm_ready(const gs_ring *r, gs_algo a);
+bool gs_comm_ready(const gs_comm *r, gs_algo a);
 
 /* The checks every collective starts with (a connected, unbroken ring,
  * count <= max_count, buffers), then the labels its chunks carry. what
  * names the collective in errors; settles: every rank's result needs
  * every rank's part (gs_resend_begin), and its successful end calls
- * gs_link_settled. 1: world 1 (nothing to exchange), 0: go on, < 0: the
+ * gs_pair_settled. 1: world 1 (nothing to exchange), 0: go on, < 0: the
  * error. */
-int gs_ring_enter(gs_ring *r, gs_redop op, const void *src, const void *dst, size_t count,
+int gs_comm_enter(gs_comm *r, gs_redop op, const void *src, const void *dst, size_t count,
                   int64_t step, int bucket, bool settles, const char *what, gs_err *e);
-/* The collective's end: the kernels' queue, the link's, then a failure
- * goes around (gs_ring_fail). Returns rc or the later error. */
-int gs_ring_leave(gs_ring *r, int rc, gs_err *e);
-/* One all-reduce of algorithm a's between gs_ring_enter and gs_ring_leave
+/* The collective's end: the kernels' queue, the pair's, then a failure
+ * goes around (gs_comm_fail). Returns rc or the later error. */
+int gs_comm_leave(gs_comm *r, int rc, gs_err *e);
+/* One all-reduce of algorithm a's between gs_comm_enter and gs_comm_leave
  * (world 1: a copy). */
-int gs_ring_run(gs_ring *r, gs_algo a, gs_redop op, const void *src, void *dst, size_t count,
-                int64_t step, int bucket, gs_ring_stats *st, gs_err *e);
+int gs_comm_run(gs_comm *r, gs_algo a, gs_redop op, const void *src, void *dst, size_t count,
+                int64_t step, int bucket, gs_comm_stats *st, gs_err *e);
 /* The ring stops: tell the right neighbour why (unless it knows), and
  * every algorithm's peers, and mark the ring unusable. Returns code. */
-int gs_ring_fail(gs_ring *r, gs_err *e, int code);
+int gs_comm_fail(gs_comm *r, gs_err *e, int code);
 /* A span on the backend's track, labelled with the current bucket. */
-void gs_ring_span(const gs_ring *r, const char *name, double t0, double t1);
+void gs_comm_span(const gs_comm *r, const char *name, double t0, double t1);
 
 /* The element type of the ring's buffers is fp32 under a 16-bit wire (each
  * hop converts), else the wire dtype itself: es is its size in bytes. */
-static inline size_t gs_ring_es(const gs_ring *r) {
+static inline size_t gs_comm_es(const gs_comm *r) {
   return gs_dtype_lp(r->o.wire) ? sizeof(float) : gs_dtype_size(r->o.wire);
 }
 /* Element i of a ring buffer. */
-static inline void *gs_ring_at(const gs_ring *r, const void *p, size_t i) {
-  return (char *)p + i * gs_ring_es(r);
+static inline void *gs_comm_at(const gs_comm *r, const void *p, size_t i) {
+  return (char *)p + i * gs_comm_es(r);
 }
-static inline int gs_ring_mod(int a, int n) { return ((a % n) + n) % n; }
+static inline int gs_comm_mod(int a, int n) { return ((a % n) + n) % n; }
 /* dst (n buffer elements) op= src (n wire elements), the current
  * collective's op: training's sum through the table (add / add_lp, the
  * paths the tests compare), every other op and type through
  * gs_reduce_host. A failure is sticky on the table (its sync reports it). */
-void gs_ring_combine(gs_ring *r, size_t n, void *dst, const void *src);
+void gs_comm_combine(gs_comm *r, size_t n, void *dst, const void *src);
 /* dst (n buffer elements) = src (n wire elements): a conversion under a
  * 16-bit wire, else a copy. */
-void gs_ring_take(gs_ring *r, size_t n, void *dst, const void *src);
+void gs_comm_take(gs_comm *r, size_t n, void *dst, const void *src);
 /* dst = dst rounded to the wire dtype (kept in stage too, for sending). */
-void gs_ring_round(gs_ring *r, void *dst, size_t n);
+void gs_comm_round(gs_comm *r, void *dst, size_t n);
 /* rank j's part of n elements split in N (rank j gets q + (j < n mod N)
  * elements, in rank order). */
-void gs_ring_seg_range(size_t n, int N, int j, size_t *off, size_t *len);
+void gs_comm_seg_range(size_t n, int N, int j, size_t *off, size_t *len);
 
 /* comm_chunk.c: one chunk of a collective, where it belongs as its header
  * says. */
-typedef struct gs_ring_want {
+typedef struct gs_comm_want {
   int phase, ring_step, segment, chunk;
   size_t offset, count;
-} gs_ring_want;
+} gs_comm_want;
 /* Receive from the left the chunk w describes (payload holds its bytes;
  * anything else is an error naming the neighbour), or send one to the
  * right: data zero-copy with flag (may be NULL: then data must outlive the
  * collective), or fwd, a received message passed on. */
-int gs_ring_recv_chunk(gs_ring *r, const gs_ring_want *w, zmq_msg_t *payload, uint64_t *bytes,
+int gs_comm_recv_chunk(gs_comm *r, const gs_comm_want *w, zmq_msg_t *payload, uint64_t *bytes,
                        gs_err *e);
-int gs_ring_send_chunk(gs_ring *r, const gs_ring_want *w, const void *data, atomic_uint *flag,
+int gs_comm_send_chunk(gs_comm *r, const gs_comm_want *w, const void *data, atomic_uint *flag,
                        zmq_msg_t *fwd, uint64_t *sent, gs_err *e);
 /* The Chunk header of w in the current collective, in env (ch its body). */
-void gs_ring_chunk_env(const gs_ring *r, const gs_ring_want *w, Gradsync__Envelope *env,
+void gs_comm_chunk_env(const gs_comm *r, const gs_comm_want *w, Gradsync__Envelope *env,
                        Gradsync__Chunk *ch);
 
 /* env.c: the tuning of o after the defaults and the environment
  * (GS_RING_CHUNK, GS_RING_SMALL, GS_RING_INFLIGHT, GS_RING_SPIN_US,
  * GS_RING_IO_THREADS, GS_RING_SOCKBUF) into r. */
-void gs_ring_tuning(const gs_ring_opts *o, gs_ring *r);
+void gs_comm_tuning(const gs_comm_opts *o, gs_comm *r);
 /* The environment's "256K", "4M", "1G" or plain bytes ("never" or "none":
- * GS_RING_NO_SMALL); fallback when unset or not a number. */
-size_t gs_ring_env_size(const char *name, size_t fallback);
+ * GS_COMM_NO_SMALL); fallback when unset or not a number. */
+size_t gs_comm_env_size(const char *name, size_t fallback);
 
 /* shm.c: the shared-memory object's header. Rank 0 writes it (world
  * ranks, slots of chunk bytes, one barrier up to whole bytes); a rank that

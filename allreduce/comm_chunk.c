@@ -16,8 +16,8 @@ static const char *phase_name[PH_COUNT] = {"reduce-scatter", "all-gather",
 /* Where a chunk belongs, put in words only when an error needs it:
  * "reduce-scatter step 2/3 of bucket 3, step 14". */
 typedef struct where_ctx {
-  const gs_ring *r;
-  const gs_ring_want *w;
+  const gs_comm *r;
+  const gs_comm_want *w;
   char buf[160];
 } where_ctx;
 
@@ -33,12 +33,12 @@ static const char *wtext(where_ctx *c) {
 }
 
 /* Receive the chunk w describes; payload holds its bytes. */
-int gs_ring_recv_chunk(gs_ring *r, const gs_ring_want *w, zmq_msg_t *payload, uint64_t *bytes,
+int gs_comm_recv_chunk(gs_comm *r, const gs_comm_want *w, zmq_msg_t *payload, uint64_t *bytes,
                       gs_err *e) {
   where_ctx wc = {.r = r, .w = w};
-  gs_link_where lw = {.fn = chunk_where, .ctx = &wc};
+  gs_pair_where lw = {.fn = chunk_where, .ctx = &wc};
   Gradsync__Envelope *env;
-  int rc = gs_link_recv(r->link, "chunk", &lw, r->spin_now, &env, payload, bytes, e);
+  int rc = gs_pair_recv(r->pair, "chunk", &lw, r->spin_now, &env, payload, bytes, e);
   if (rc < 0) return rc;
   if (env->body_case != GRADSYNC__ENVELOPE__BODY_CHUNK || !env->chunk)
     return GS_FAIL(e, GS_EPROTO, "rank %d: a %s message from rank %d (left) where a chunk was "
@@ -77,7 +77,7 @@ int gs_ring_recv_chunk(gs_ring *r, const gs_ring_want *w, zmq_msg_t *payload, ui
   return GS_OK;
 }
 
-void gs_ring_chunk_env(const gs_ring *r, const gs_ring_want *w, Gradsync__Envelope *env,
+void gs_comm_chunk_env(const gs_comm *r, const gs_comm_want *w, Gradsync__Envelope *env,
                        Gradsync__Chunk *ch) {
   gradsync__chunk__init(ch);
   gs_wire_env(env, r->o.job, (uint32_t)r->o.rank);
@@ -96,13 +96,13 @@ void gs_ring_chunk_env(const gs_ring *r, const gs_ring_want *w, Gradsync__Envelo
   env->chunk = ch;
 }
 
-int gs_ring_send_chunk(gs_ring *r, const gs_ring_want *w, const void *data, atomic_uint *flag,
+int gs_comm_send_chunk(gs_comm *r, const gs_comm_want *w, const void *data, atomic_uint *flag,
                       zmq_msg_t *fwd, uint64_t *sent, gs_err *e) {
   Gradsync__Envelope env;
   Gradsync__Chunk ch;
-  gs_ring_chunk_env(r, w, &env, &ch);
+  gs_comm_chunk_env(r, w, &env, &ch);
   where_ctx wc = {.r = r, .w = w};
-  gs_link_where lw = {.fn = chunk_where, .ctx = &wc};
-  return gs_link_send(r->link, &env, data, w->count * gs_dtype_size(r->o.wire), flag, fwd, sent,
+  gs_pair_where lw = {.fn = chunk_where, .ctx = &wc};
+  return gs_pair_send(r->pair, &env, data, w->count * gs_dtype_size(r->o.wire), flag, fwd, sent,
                       &lw, e);
 }

@@ -14,7 +14,7 @@
 
 #include "allreduce/comm.h"
 
-static void my_cfg(const gs_ring *r, hello_cfg *c) {
+static void my_cfg(const gs_comm *r, hello_cfg *c) {
   c->world = (uint32_t)r->o.world;
   c->count = r->o.max_count;
   c->dtype = (uint32_t)r->o.wire;
@@ -43,7 +43,7 @@ static uint64_t cfg_field(const hello_cfg *c, int f) {
 
 /* Compare every rank's configuration; the message lists each rank's value
  * of the first field that differs (every rank builds the same text). */
-static int compare_cfgs(gs_ring *r, gs_err *e) {
+static int compare_cfgs(gs_comm *r, gs_err *e) {
   static const char *what[] = {"the world size", "the buffer length (elements)", "the wire dtype",
                                "the number of buckets", "the bucket plan (offsets and sizes)",
                                "the chunk size", "the small-message threshold",
@@ -83,7 +83,7 @@ static int compare_cfgs(gs_ring *r, gs_err *e) {
 /* the handshake's place, for errors */
 static void hello_where(const void *ctx, char *buf, size_t cap) { snprintf(buf, cap, "%s", (const char *)ctx); }
 
-static int hello(gs_ring *r, const char *const *endpoints, gs_err *e) {
+static int hello(gs_comm *r, const char *const *endpoints, gs_err *e) {
   int N = r->o.world, rc;
 
   /* Handshake: N-1 rounds; in round i rank r forwards the configuration of
@@ -92,7 +92,7 @@ static int hello(gs_ring *r, const char *const *endpoints, gs_err *e) {
   my_cfg(r, &r->cfgs[r->o.rank]);
   uint64_t bytes = 0;
   for (int i = 0; i < N - 1; i++) {
-    int origin = gs_ring_mod(r->o.rank - i, N), from = gs_ring_mod(r->o.rank - 1 - i, N);
+    int origin = gs_comm_mod(r->o.rank - i, N), from = gs_comm_mod(r->o.rank - 1 - i, N);
     const hello_cfg *c = &r->cfgs[origin];
     Gradsync__Envelope env;
     Gradsync__RingHello h = GRADSYNC__RING_HELLO__INIT;
@@ -114,22 +114,22 @@ static int hello(gs_ring *r, const char *const *endpoints, gs_err *e) {
     env.ring_hello = &h;
     char ctxmsg[96];
     snprintf(ctxmsg, sizeof ctxmsg, "the handshake (round %d/%d)", i + 1, N - 1);
-    gs_link_where wc = {.fn = hello_where, .ctx = ctxmsg};
-    rc = gs_link_send(r->link, &env, NULL, 0, NULL, NULL, &bytes, &wc, e);
-    if (rc < 0) return gs_ring_fail(r, e, rc);
+    gs_pair_where wc = {.fn = hello_where, .ctx = ctxmsg};
+    rc = gs_pair_send(r->pair, &env, NULL, 0, NULL, NULL, &bytes, &wc, e);
+    if (rc < 0) return gs_comm_fail(r, e, rc);
     Gradsync__Envelope *got;
     zmq_msg_t payload;
-    rc = gs_link_recv(r->link, "handshake", &wc, false, &got, &payload, &bytes, e);
+    rc = gs_pair_recv(r->pair, "handshake", &wc, false, &got, &payload, &bytes, e);
     bool has_payload = zmq_msg_size(&payload) > 0;
     zmq_msg_close(&payload);
-    if (rc < 0) return gs_ring_fail(r, e, rc);
+    if (rc < 0) return gs_comm_fail(r, e, rc);
     const Gradsync__RingHello *g = got->ring_hello;
     if (got->body_case != GRADSYNC__ENVELOPE__BODY_RING_HELLO || !g || has_payload)
-      return gs_ring_fail(r, e, GS_FAIL(e, GS_EPROTO, "rank %d: a %s message from rank %d (left) "
+      return gs_comm_fail(r, e, GS_FAIL(e, GS_EPROTO, "rank %d: a %s message from rank %d (left) "
                                         "during %s, where a ring hello was expected", r->o.rank,
                                         gs_wire_kind(got), r->left, ctxmsg));
     if (g->round != (uint32_t)i || g->origin != (uint32_t)from)
-      return gs_ring_fail(r, e, GS_FAIL(e, GS_EMISMATCH, "rank %d: rank %d (left) sent the "
+      return gs_comm_fail(r, e, GS_FAIL(e, GS_EMISMATCH, "rank %d: rank %d (left) sent the "
                                         "configuration of rank %u in round %u; expected rank "
                                         "%d's in round %d (do the ranks agree on the world size? "
                                         "world here: %d)", r->o.rank, r->left, g->origin,
@@ -151,23 +151,23 @@ static int hello(gs_ring *r, const char *const *endpoints, gs_err *e) {
   /* Every rank found the same mismatch: nobody needs to be told. */
   if (rc < 0) {
     r->broken = true;
-    gs_link_told(r->link);
+    gs_pair_told(r->pair);
     return rc;
   }
   for (int a = 0; rc == GS_OK && a < GS_ALGO_SLOTS; a++)
     if (r->state[a] && r->algos[a]->connect)
       rc = r->algos[a]->connect(r, r->state[a], endpoints, e);
-  if (rc < 0) return gs_ring_fail(r, e, rc);
+  if (rc < 0) return gs_comm_fail(r, e, rc);
   return GS_OK;
 }
 
-int gs_ring_connect(gs_ring *r, const char *const *endpoints, gs_err *e) {
+int gs_comm_connect(gs_comm *r, const char *const *endpoints, gs_err *e) {
   if (!r) return GS_FAIL(e, GS_EINVAL, "ring: connect on no ring");
   if (r->broken) return GS_FAIL(e, GS_EPEER, "rank %d: the ring failed earlier", r->o.rank);
   if (r->connected) return GS_OK;
   r->connected = true;
   if (r->o.world == 1) return GS_OK;
-  int rc = gs_link_connect(r->link, endpoints ? endpoints[r->right] : NULL, e);
-  if (rc < 0) return gs_ring_fail(r, e, rc);
+  int rc = gs_pair_connect(r->pair, endpoints ? endpoints[r->right] : NULL, e);
+  if (rc < 0) return gs_comm_fail(r, e, rc);
   return hello(r, endpoints, e);
 }

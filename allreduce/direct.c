@@ -10,14 +10,14 @@
  * ring's owner keeps the rounded value. */
 #include "allreduce/mesh.h"
 
-static int direct_allreduce(gs_ring *r, void *state, const void *src, void *dst, size_t n,
-                            gs_ring_stats *st, gs_err *e) {
+static int direct_allreduce(gs_comm *r, void *state, const void *src, void *dst, size_t n,
+                            gs_comm_stats *st, gs_err *e) {
   whole_state *s = state;
   gs_kernels *k = r->o.k;
   const int N = r->o.world, me = r->o.rank;
   const gs_dtype w = r->o.wire;
   const bool lp = gs_dtype_lp(w);
-  const size_t es = gs_ring_es(r);
+  const size_t es = gs_comm_es(r);
   const double t0 = gs_now();
   gs_whole_where wc = {.r = r, .phase = PH_DIRECT, .round = 0, .rounds = 0};
   const void *own = src;
@@ -33,26 +33,26 @@ static int direct_allreduce(gs_ring *r, void *state, const void *src, void *dst,
   /* each rank starts with its right neighbour, so no rank is everyone's first */
   for (int i = 1; i < N; i++) GS_TRY(gs_whole_send(r, s, (me + i) % N, &wc, own, n, st, e));
   for (int i = 1; i < N; i++) {
-    int p = gs_ring_mod(me - i, N);
+    int p = gs_comm_mod(me - i, N);
     GS_TRY(gs_whole_recv(r, s, p, &wc, n, &s->got[p], st, e));
   }
   double a = gs_now();
   for (int i = 0; i < N && n; i++) {
     const void *v = i == me ? own : gs_whole_payload(&s->got[i]);
-    if (i > 0) gs_ring_combine(r, n, dst, v);
+    if (i > 0) gs_comm_combine(r, n, dst, v);
     else if (lp) k->convert(k, GS_F32, dst, w, v, n);
     else if (v != dst) k->copy(k, dst, v, n * es);
   }
-  if (lp && n) gs_ring_round(r, dst, n);
+  if (lp && n) gs_comm_round(r, dst, n);
   st->reduce_s += gs_now() - a;
   for (int i = 0; i < N; i++) gs_wire_msg_close(&s->got[i]);
-  gs_ring_span(r, "direct exchange", t0, gs_now());
+  gs_comm_span(r, "direct exchange", t0, gs_now());
   return GS_OK;
 }
 
-static bool direct_used(const gs_ring_opts *o) { return o->algo == GS_ALGO_DIRECT; }
+static bool direct_used(const gs_comm_opts *o) { return o->algo == GS_ALGO_DIRECT; }
 
-static int direct_prepare(gs_ring *r, void **state, gs_err *e) {
+static int direct_prepare(gs_comm *r, void **state, gs_err *e) {
   return gs_whole_prepare(r, true, state, e);
 }
 

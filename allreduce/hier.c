@@ -34,7 +34,7 @@
  * A failure anywhere reaches every rank: a member's process that is gone
  * or a reason written into the segment ends the host's barrier waits
  * (shm_seg.c), and the failing rank's reason goes to every rank over the
- * mesh (gs_ring_fail tells every row). The counters of a collective count
+ * mesh (gs_comm_fail tells every row). The counters of a collective count
  * the bytes on sockets only (those between hosts). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,11 +57,11 @@ typedef struct hier_state {
   gs_shm *m;
 } hier_state;
 
-static bool hier_used(const gs_ring_opts *o) {
+static bool hier_used(const gs_comm_opts *o) {
   return o->algo == GS_ALGO_AUTO || o->algo == GS_ALGO_HIER;
 }
 
-static int hier_prepare(gs_ring *r, void **state, gs_err *e) {
+static int hier_prepare(gs_comm *r, void **state, gs_err *e) {
   hier_state *st = calloc(1, sizeof *st);
   if (!st) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for hier", r->o.rank);
   *state = st;
@@ -132,7 +132,7 @@ static bool place(hier_state *st, int *host_of, int *first, char *why, size_t ca
   return true;
 }
 
-static int hier_connect(gs_ring *r, void *state, const char *const *endpoints, gs_err *e) {
+static int hier_connect(gs_comm *r, void *state, const char *const *endpoints, gs_err *e) {
   hier_state *st = state;
   const int N = r->o.world;
   const bool want = r->o.algo == GS_ALGO_HIER && !r->o.hier_auto;
@@ -183,19 +183,19 @@ static bool hier_ready(const void *state) {
 
 /* x (n elements, this member's part) = its sum over the hosts: a ring of
  * the H peers over the mesh */
-static int between(gs_ring *r, hier_state *hs, whole_state *w, char *x, size_t n,
-                   gs_ring_stats *st, gs_err *e) {
+static int between(gs_comm *r, hier_state *hs, whole_state *w, char *x, size_t n,
+                   gs_comm_stats *st, gs_err *e) {
   const int H = hs->H, h = hs->host;
-  const int right = hs->peers[(h + 1) % H], left = hs->peers[gs_ring_mod(h - 1, H)];
-  const size_t es = gs_ring_es(r);
+  const int right = hs->peers[(h + 1) % H], left = hs->peers[gs_comm_mod(h - 1, H)];
+  const size_t es = gs_comm_es(r);
   gs_whole_where wc = {.r = r, .phase = PH_HIER, .round = 0, .rounds = 2 * (H - 1)};
   for (int t = 0; t < 2 * (H - 1); t++) {
     bool rs = t < H - 1;
-    int sq = rs ? gs_ring_mod(h - t, H) : gs_ring_mod(h + 1 - (t - H + 1), H);
-    int rq = gs_ring_mod(sq - 1, H);
+    int sq = rs ? gs_comm_mod(h - t, H) : gs_comm_mod(h + 1 - (t - H + 1), H);
+    int rq = gs_comm_mod(sq - 1, H);
     size_t so, sl, ro, rl;
-    gs_ring_seg_range(n, H, sq, &so, &sl);
-    gs_ring_seg_range(n, H, rq, &ro, &rl);
+    gs_comm_seg_range(n, H, sq, &so, &sl);
+    gs_comm_seg_range(n, H, rq, &ro, &rl);
     wc.round = t + 1;
     GS_TRY(gs_whole_send(r, w, right, &wc, x + so * es, sl, st, e));
     GS_TRY(gs_whole_take(r, w, left, &wc, x + ro * es, rl, !rs, st, e));
@@ -203,14 +203,14 @@ static int between(gs_ring *r, hier_state *hs, whole_state *w, char *x, size_t n
   return GS_OK;
 }
 
-static int hier_allreduce(gs_ring *r, void *state, const void *src, void *dst, size_t n,
-                          gs_ring_stats *st, gs_err *e) {
+static int hier_allreduce(gs_comm *r, void *state, const void *src, void *dst, size_t n,
+                          gs_comm_stats *st, gs_err *e) {
   hier_state *hs = state;
   gs_shm *s = hs->m;
   whole_state *w = gs_comm_state(r, GS_ALGO_RD);
   if (hs->H > 1 && !w)
     return GS_FAIL(e, GS_EINVAL, "rank %d: hier without the mesh", r->o.rank);
-  const size_t es = gs_ring_es(r), per = s->chunk / es;
+  const size_t es = gs_comm_es(r), per = s->chunk / es;
   const double t0 = gs_now();
   double red = 0;
   for (size_t off = 0; off < n; off += per) {
@@ -218,7 +218,7 @@ static int hier_allreduce(gs_ring *r, void *state, const void *src, void *dst, s
     char *set = gs_shm_next_set(s);
     memcpy(gs_shm_slot(s, set, hs->local), (const char *)src + off * es, len * es);
     GS_TRY(gs_shm_barrier(r, s, e));
-    gs_ring_seg_range(len, hs->L, hs->local, &po, &pl);
+    gs_comm_seg_range(len, hs->L, hs->local, &po, &pl);
     double a = gs_now();
     gs_shm_sum(r, s, set, po, pl, set + po * es);
     red += gs_now() - a;
@@ -227,7 +227,7 @@ static int hier_allreduce(gs_ring *r, void *state, const void *src, void *dst, s
     memcpy((char *)dst + off * es, set, len * es);
   }
   st->reduce_s += red;
-  gs_ring_span(r, "hierarchical all-reduce", t0, gs_now());
+  gs_comm_span(r, "hierarchical all-reduce", t0, gs_now());
   return GS_OK;
 }
 
@@ -238,7 +238,7 @@ static void hier_tell(void *state, const char *msg) {
 
 static void hier_interrupt(void *state) { gs_shm_interrupt(((hier_state *)state)->m); }
 
-static void hier_free(gs_ring *r, void *state, bool abort) {
+static void hier_free(gs_comm *r, void *state, bool abort) {
   hier_state *st = state;
   gs_shm_close(st->m);
   free(st->keys);

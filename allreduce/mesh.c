@@ -1,7 +1,7 @@
 /* mesh.c: a socket from every rank to every other, for the algorithms that
  * exchange with ranks other than the ring neighbours (rd.c: recursive
  * doubling, direct.c: direct exchange). Each rank binds one PULL socket, in the ring
- * link's ZeroMQ context (so the same credential admits peers), and
+ * pair's ZeroMQ context (so the same credential admits peers), and
  * connects a PUSH socket to every other rank's. Its endpoint travels in the
  * ring's handshake, so the launcher still exchanges one endpoint per rank.
  *
@@ -34,7 +34,7 @@ typedef struct peer_queue {
 struct gs_mesh {
   int rank, world, timeout_ms, spin_us;
   uint64_t job;
-  void *ctx;                 /* the ring link's */
+  void *ctx;                 /* the pair's */
   size_t max_payload;
   gs_cred cred;
   void *pull;
@@ -42,8 +42,8 @@ struct gs_mesh {
   gs_dial **dial;            /* world entries: each push socket's connection */
   gs_resend **out;           /* world entries: what each peer may not have yet */
   gs_seq_in *in;             /* world entries: each peer's numbers */
-  gs_link *link;             /* whose waits look at out too */
-  bool keep;                 /* !gs_ring_opts.no_resend */
+  gs_pair *pair;               /* whose waits look at out too */
+  bool keep;                 /* !gs_comm_opts.no_resend */
   peer_queue *q;             /* world entries */
   bool told;
   unsigned dropped;
@@ -52,15 +52,15 @@ struct gs_mesh {
   char (*eps)[GS_ENDPOINT_MAX]; /* world entries: what each rank published */
 };
 
-static const char *where(const gs_link_where *w, char *buf, size_t cap) {
+static const char *where(const gs_pair_where *w, char *buf, size_t cap) {
   if (!w || !w->fn) return "the mesh";
   w->fn(w->ctx, buf, cap);
   return buf;
 }
 
-int gs_mesh_open(const gs_ring *r, void *zctx, size_t max_payload, gs_mesh **out, gs_err *e) {
+int gs_mesh_open(const gs_comm *r, void *zctx, size_t max_payload, gs_mesh **out, gs_err *e) {
   *out = NULL;
-  const gs_ring_opts *o = &r->o;
+  const gs_comm_opts *o = &r->o;
   gs_mesh *m = calloc(1, sizeof *m);
   if (!m) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the mesh", o->rank);
   m->rank = o->rank;
@@ -76,7 +76,7 @@ int gs_mesh_open(const gs_ring *r, void *zctx, size_t max_payload, gs_mesh **out
   m->out = calloc((size_t)o->world, sizeof *m->out);
   m->in = calloc((size_t)o->world, sizeof *m->in);
   m->eps = calloc((size_t)o->world, sizeof *m->eps);
-  m->link = r->link;
+  m->pair = r->pair;
   m->keep = !o->no_resend;
   int rc = GS_OK;
   if (!m->push || !m->dial || !m->q || !m->out || !m->in || !m->eps) {
@@ -154,13 +154,13 @@ int gs_mesh_connect(gs_mesh *m, const char *const *ring_eps, uint64_t job, gs_er
       return rc;
     }
     GS_TRY(gs_resend_open(m->dial[p], s, m->rank, p, "mesh", m->keep, &m->out[p], e));
-    GS_TRY(gs_link_follow(m->link, m->out[p], e));
+    GS_TRY(gs_pair_follow(m->pair, m->out[p], e));
   }
   return GS_OK;
 }
 
 int gs_mesh_send(gs_mesh *m, int peer, const Gradsync__Envelope *env, const void *data,
-                 size_t bytes, uint64_t *sent, const gs_link_where *w, gs_err *e) {
+                 size_t bytes, uint64_t *sent, const gs_pair_where *w, gs_err *e) {
   Gradsync__Envelope numbered = *env;
   numbered.seq = gs_resend_next(m->out[peer]);
   size_t hlen = gs_wire_pack(&numbered, m->hbuf, sizeof m->hbuf);
@@ -195,7 +195,7 @@ static int wait_in(gs_mesh *m, double deadline, bool spin, gs_err *e) {
   for (;;) {
     if (atomic_load(&m->stop)) return GS_FAIL(e, GS_EINTR, "rank %d: ring interrupted", m->rank);
     if (gs_interrupted) return GS_FAIL(e, GS_EINTR, "rank %d: interrupted", m->rank);
-    GS_TRY(gs_link_check(m->link, false, e));
+    GS_TRY(gs_pair_check(m->pair, false, e));
     double left = deadline - gs_now();
     int slice = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
     if (slice > SLICE_MS) slice = SLICE_MS;
@@ -216,7 +216,7 @@ static void dropped(gs_mesh *m, const char *why) {
 }
 
 int gs_mesh_recv(gs_mesh *m, int peer, bool spin, gs_wire_msg *out, uint64_t *bytes,
-                 const gs_link_where *w, gs_err *e) {
+                 const gs_pair_where *w, gs_err *e) {
   memset(out, 0, sizeof *out);
   peer_queue *q = &m->q[peer];
   if (q->n > 0) {
@@ -319,7 +319,7 @@ void gs_mesh_close(gs_mesh *m, bool abort) {
     for (int p = 0; p < m->world; p++) {
       if (!m->push[p]) continue;
       if (m->out && m->out[p]) {
-        gs_link_unfollow(m->link, m->out[p]);
+        gs_pair_unfollow(m->pair, m->out[p]);
         gs_resend_close(m->out[p]);
       }
       if (m->dial) gs_dial_close(m->dial[p]);

@@ -32,12 +32,12 @@
  * value.
  *
  * Other ops (prod, min, max) and types (fp64, int32) go the same way with
- * gs_ring_combine's math; min and max are commutative bit for bit
+ * gs_comm_combine's math; min and max are commutative bit for bit
  * (gs_reduce_host), as partners need. */
 #include "allreduce/mesh.h"
 
-static int rd_allreduce(gs_ring *r, void *state, const void *src, void *dst, size_t n,
-                        gs_ring_stats *st, gs_err *e) {
+static int rd_allreduce(gs_comm *r, void *state, const void *src, void *dst, size_t n,
+                        gs_comm_stats *st, gs_err *e) {
   whole_state *s = state;
   gs_kernels *k = r->o.k;
   const int N = r->o.world, me = r->o.rank;
@@ -49,7 +49,7 @@ static int rd_allreduce(gs_ring *r, void *state, const void *src, void *dst, siz
   const int R = N - P;
   const double t0 = gs_now();
   const bool lp = gs_dtype_lp(r->o.wire);
-  if (src != dst && n) k->copy(k, dst, src, n * gs_ring_es(r));
+  if (src != dst && n) k->copy(k, dst, src, n * gs_comm_es(r));
   gs_whole_where wc = {.r = r, .phase = PH_RD, .round = 0, .rounds = rounds};
   int nr; /* the rank among the P, or -1: dropped out */
   int rc = GS_OK;
@@ -58,7 +58,7 @@ static int rd_allreduce(gs_ring *r, void *state, const void *src, void *dst, siz
       rc = gs_whole_send_dst(r, s, me + 1, &wc, dst, n, st, e);
       nr = -1;
     } else {
-      if (lp) gs_ring_round(r, dst, n); /* as the partner's was */
+      if (lp) gs_comm_round(r, dst, n); /* as the partner's was */
       rc = gs_whole_take(r, s, me - 1, &wc, dst, n, false, st, e);
       nr = me / 2;
     }
@@ -74,7 +74,7 @@ static int rd_allreduce(gs_ring *r, void *state, const void *src, void *dst, siz
       GS_TRY(gs_whole_send_dst(r, s, peer, &wc, dst, n, st, e));
       GS_TRY(gs_whole_take(r, s, peer, &wc, dst, n, false, st, e));
     }
-    if (lp) gs_ring_round(r, dst, n);
+    if (lp) gs_comm_round(r, dst, n);
   }
   wc.round = rounds + 1;
   if (me < 2 * R) {
@@ -82,18 +82,18 @@ static int rd_allreduce(gs_ring *r, void *state, const void *src, void *dst, siz
       rc = gs_whole_send(r, s, me - 1, &wc, lp ? r->stage : (const void *)dst, n, st, e);
     else rc = gs_whole_take(r, s, me + 1, &wc, dst, n, true, st, e);
   }
-  gs_ring_span(r, "recursive doubling", t0, gs_now());
+  gs_comm_span(r, "recursive doubling", t0, gs_now());
   return rc;
 }
 
 /* auto and shm fall back on it for small collectives; hier's ring between
  * hosts runs over its mesh */
-static bool rd_used(const gs_ring_opts *o) {
+static bool rd_used(const gs_comm_opts *o) {
   return o->algo == GS_ALGO_RD || o->algo == GS_ALGO_AUTO || o->algo == GS_ALGO_SHM ||
          o->algo == GS_ALGO_HIER;
 }
 
-static int rd_prepare(gs_ring *r, void **state, gs_err *e) {
+static int rd_prepare(gs_comm *r, void **state, gs_err *e) {
   return gs_whole_prepare(r, false, state, e);
 }
 

@@ -8,8 +8,8 @@
 
 #include "allreduce/ring_bufs.h"
 
-/* the messages it holds, before the link goes */
-static void ring_close(gs_ring *r, void *state, bool abort) {
+/* the messages it holds, before the pair goes */
+static void ring_close(gs_comm *r, void *state, bool abort) {
   ring_bufs *s = state;
   if (s->held) {
     for (int i = 0; i < r->o.world; i++) zmq_msg_close(&s->held[i]);
@@ -23,8 +23,8 @@ static void ring_close(gs_ring *r, void *state, bool abort) {
   }
 }
 
-/* the rest once the link is gone: its release callbacks write the flags */
-static void ring_release(gs_ring *r, void *state) {
+/* the rest once the pair is gone: its release callbacks write the flags */
+static void ring_release(gs_comm *r, void *state) {
   ring_bufs *s = state;
   if (s->scratch) r->o.k->release(r->o.k, s->scratch);
   free(s->flags);
@@ -32,8 +32,8 @@ static void ring_release(gs_ring *r, void *state) {
   free(s);
 }
 
-static int ring_prepare(gs_ring *r, void **state, gs_err *e) {
-  const gs_ring_opts *o = &r->o;
+static int ring_prepare(gs_comm *r, void **state, gs_err *e) {
+  const gs_comm_opts *o = &r->o;
   gs_kernels *k = o->k;
   ring_bufs *s = calloc(1, sizeof *s);
   if (!s) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", o->rank);
@@ -50,9 +50,9 @@ static int ring_prepare(gs_ring *r, void **state, gs_err *e) {
   s->hold = calloc(C, sizeof *s->hold);
   if (s->hold)
     for (size_t i = 0; i < C; i++) zmq_msg_init(&s->hold[i]);
-  size_t small_elems = r->small_bytes == GS_RING_NO_SMALL ? 0 : r->small_bytes / sizeof(float);
+  size_t small_elems = r->small_bytes == GS_COMM_NO_SMALL ? 0 : r->small_bytes / sizeof(float);
   if (small_elems > o->max_count) small_elems = o->max_count;
-  s->scratch = k->alloc(k, small_elems * gs_ring_es(r) + 64);
+  s->scratch = k->alloc(k, small_elems * gs_comm_es(r) + 64);
   if (!s->held || !s->flags || !s->sent_seq || !s->hold || !s->scratch) {
     k->sync(k, e);
     return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the ring's buffers (%zu elements)",
@@ -61,16 +61,16 @@ static int ring_prepare(gs_ring *r, void **state, gs_err *e) {
   return GS_OK;
 }
 
-static int ring_allreduce(gs_ring *r, void *state, const void *src, void *dst, size_t n,
-                          gs_ring_stats *st, gs_err *e) {
+static int ring_allreduce(gs_comm *r, void *state, const void *src, void *dst, size_t n,
+                          gs_comm_stats *st, gs_err *e) {
   /* by float32 size, so fp16 and fp32 pick the same path (and half the
    * bytes) */
-  if (r->small_bytes != GS_RING_NO_SMALL && n * sizeof(float) <= r->small_bytes)
+  if (r->small_bytes != GS_COMM_NO_SMALL && n * sizeof(float) <= r->small_bytes)
     return gs_ring_small(r, src, dst, n, st, e);
   return gs_ring_phases(r, src, dst, n, GS_RING_RS | GS_RING_AG, st, e);
 }
 
-static bool ring_used(const gs_ring_opts *o) { return true; }
+static bool ring_used(const gs_comm_opts *o) { return true; }
 
 const gs_algo_ops gs_algo_ring = {
   .used = ring_used,

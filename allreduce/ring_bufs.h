@@ -21,7 +21,7 @@ typedef struct ring_bufs {
 
 /* ring.c: the row, and the state of a ring it was prepared on. */
 extern const gs_algo_ops gs_algo_ring;
-static inline ring_bufs *gs_ring_state(const gs_ring *r) {
+static inline ring_bufs *gs_ring_state(const gs_comm *r) {
   return gs_comm_state(r, GS_ALGO_RING);
 }
 
@@ -30,16 +30,16 @@ static inline ring_bufs *gs_ring_state(const gs_ring *r) {
  * segments so that rank r owns data segment r (allreduce.h's layout);
  * both: the all-reduce's own numbering. */
 enum { GS_RING_RS = 1, GS_RING_AG = 2 };
-int gs_ring_phases(gs_ring *r, const void *src, void *dst, size_t n, int phases,
-                   gs_ring_stats *st, gs_err *e);
+int gs_ring_phases(gs_comm *r, const void *src, void *dst, size_t n, int phases,
+                   gs_comm_stats *st, gs_err *e);
 /* Chunks per segment of a collective of n elements. */
-size_t gs_ring_chunks(const gs_ring *r, size_t n);
+size_t gs_ring_chunks(const gs_comm *r, size_t n);
 /* Wait until ZeroMQ holds none of the first n flags' chunks. */
-int gs_ring_wait_flags(gs_ring *r, size_t n, gs_err *e);
+int gs_ring_wait_flags(gs_comm *r, size_t n, gs_err *e);
 
 /* ring_small.c: every rank's whole vector around the ring, then a sum in
  * rank order (collectives up to the small-message threshold). */
-int gs_ring_small(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st,
+int gs_ring_small(gs_comm *r, const void *src, void *dst, size_t n, gs_comm_stats *st,
                   gs_err *e);
 
 #endif

@@ -3,7 +3,7 @@
  * benchmark's fp64 and int32 too, and its other ops).
  *
  * Every rank PULLs from its left neighbour (rank - 1) on a socket it bound
- * in gs_ring_prepare, and PUSHes to its right neighbour (rank + 1). The
+ * in gs_comm_prepare, and PUSHes to its right neighbour (rank + 1). The
  * buffer is cut into N segments (s0 .. s3 below) and every segment into C
  * chunks; a segment first leaves the rank with its number and is added to
  * at every hop, so segment j is summed in the fixed order
@@ -38,7 +38,7 @@
  * it has just received, so it forwards the received ZeroMQ message itself.
  *
  * Chunks make it a pipeline (Gloo's ring_chunked, with more in flight).
- * The stream on each link is RS0.c0 RS0.c1 .. RS0.c(C-1) RS1.c0 .. AG(N-2).c(C-1);
+ * The stream on each pair is RS0.c0 RS0.c1 .. RS0.c(C-1) RS1.c0 .. AG(N-2).c(C-1);
  * message k depends only on message k - C (the same chunk one ring step
  * earlier) having been received and added. Message k leaves once message
  * k - W has been handled (W = inflight <= C), so W chunks are in flight on
@@ -63,12 +63,12 @@
  * compared with what this rank expects; anything else is an error naming
  * the neighbour. The sockets, every wait's timeout, the checked receive
  * and the relay of a failure around the ring (so every rank stops with the
- * cause) are proto/'s gs_link; the handshake is the communicator's
+ * cause) are proto/'s gs_pair; the handshake is the communicator's
  * (comm_hello.c).
  *
  * Other reductions (prod, min, max) and types (fp64, int32: the wire is
  * the buffer's own type) take the same paths; only the per-chunk math is
- * gs_ring_combine's other branch, so the order, and the bits, stay fixed.
+ * gs_comm_combine's other branch, so the order, and the bits, stay fixed.
  *
  * Mixed precision: chunks travel in the wire dtype. Each hop adds the
  * received fp16/bf16 partial sum into its own fp32 values and rounds once
@@ -87,7 +87,7 @@ static void chunk_range(size_t seglen, size_t C, size_t c, size_t *off, size_t *
 }
 
 
-size_t gs_ring_chunks(const gs_ring *r, size_t n) {
+size_t gs_ring_chunks(const gs_comm *r, size_t n) {
   size_t ce = r->chunk_bytes / gs_dtype_size(r->o.wire);
   if (ce == 0) ce = 1;
   size_t segmax = (n + (size_t)r->o.world - 1) / (size_t)r->o.world;
@@ -102,26 +102,26 @@ typedef struct ring_geom {
   int rot;   /* data segment = ring segment - rot (a phase alone: rank r owns segment r) */
 } ring_geom;
 
-static void geom(const ring_geom *g, size_t k, bool send, gs_ring_want *w) {
+static void geom(const ring_geom *g, size_t k, bool send, gs_comm_want *w) {
   w->phase = k < g->per ? PH_RS : PH_AG;
   w->ring_step = (int)((k % g->per) / g->C);
   w->chunk = (int)(k % g->C);
   int s = w->ring_step;
-  w->segment = w->phase == PH_RS ? gs_ring_mod(g->me - s - !send, g->N) : gs_ring_mod(g->me + send - s, g->N);
+  w->segment = w->phase == PH_RS ? gs_comm_mod(g->me - s - !send, g->N) : gs_comm_mod(g->me + send - s, g->N);
   size_t so, sl, co, cl;
-  gs_ring_seg_range(g->n, g->N, gs_ring_mod(w->segment - g->rot, g->N), &so, &sl);
+  gs_comm_seg_range(g->n, g->N, gs_comm_mod(w->segment - g->rot, g->N), &so, &sl);
   chunk_range(sl, g->C, (size_t)w->chunk, &co, &cl);
   w->offset = so + co;
   w->count = cl;
 }
 
-int gs_ring_phases(gs_ring *r, const void *src, void *dst, size_t n, int phases,
-                   gs_ring_stats *st, gs_err *e) {
+int gs_ring_phases(gs_comm *r, const void *src, void *dst, size_t n, int phases,
+                   gs_comm_stats *st, gs_err *e) {
   gs_kernels *k = r->o.k;
   ring_bufs *rs = gs_ring_state(r);
   const int N = r->o.world, me = r->o.rank;
   const gs_dtype w = r->o.wire;
-  const size_t ws = gs_dtype_size(w), es = gs_ring_es(r);
+  const size_t ws = gs_dtype_size(w), es = gs_comm_es(r);
   const bool lp = gs_dtype_lp(w);
   const size_t C = gs_ring_chunks(r, n);
   const size_t per = (size_t)(N - 1) * C; /* messages per phase */
@@ -136,31 +136,31 @@ int gs_ring_phases(gs_ring *r, const void *src, void *dst, size_t n, int phases,
   if (phases == GS_RING_AG && lp) {
     /* own segment to the wire dtype, kept as the others will hold it */
     size_t so, sl;
-    gs_ring_seg_range(n, N, me, &so, &sl);
-    k->convert(k, w, stage + so * ws, GS_F32, gs_ring_at(r, dst, so), sl);
-    k->convert(k, GS_F32, gs_ring_at(r, dst, so), w, stage + so * ws, sl);
+    gs_comm_seg_range(n, N, me, &so, &sl);
+    k->convert(k, w, stage + so * ws, GS_F32, gs_comm_at(r, dst, so), sl);
+    k->convert(k, GS_F32, gs_comm_at(r, dst, so), w, stage + so * ws, sl);
   }
 
   /* Message k leaves once message k - W has been received and handled,
-   * so W chunks are in flight on every link; k >= C also needs message
+   * so W chunks are in flight on every pair; k >= C also needs message
    * k - C (the same chunk one ring step earlier), which W <= C ensures. */
   for (size_t kk = k0; kk < M + W; kk++) {
     if (kk >= k0 + W) { /* receive and handle message kk - W */
       size_t kr = kk - W;
-      gs_ring_want wr;
+      gs_comm_want wr;
       geom(&g, kr, false, &wr);
       zmq_msg_t msg;
-      rc = gs_ring_recv_chunk(r, &wr, &msg, &st->bytes_recv, e);
+      rc = gs_comm_recv_chunk(r, &wr, &msg, &st->bytes_recv, e);
       if (rc < 0) {
         zmq_msg_close(&msg);
         return rc;
       }
-      void *d = gs_ring_at(r, dst, wr.offset);
+      void *d = gs_comm_at(r, dst, wr.offset);
       if (wr.phase == PH_RS) {
         double a = gs_now();
         const void *p = zmq_msg_data(&msg);
-        if (src != dst) k->copy(k, d, gs_ring_at(r, src, wr.offset), wr.count * es);
-        gs_ring_combine(r, wr.count, d, p);
+        if (src != dst) k->copy(k, d, gs_comm_at(r, src, wr.offset), wr.count * es);
+        gs_comm_combine(r, wr.count, d, p);
         if (lp) {
           /* what the next hop gets; the owner keeps exactly that */
           k->convert(k, w, stage + wr.offset * ws, GS_F32, d, wr.count);
@@ -176,22 +176,22 @@ int gs_ring_phases(gs_ring *r, const void *src, void *dst, size_t n, int phases,
          * message, and every one before: the resend log lets them go
          * before the region they were borrowed from is written. */
         const size_t rs_slot = (size_t)wr.ring_step * C + (size_t)wr.chunk;
-        if (g.rot == 0) gs_link_acked(r->link, rs->sent_seq[rs_slot]);
+        if (g.rot == 0) gs_pair_acked(r->pair, rs->sent_seq[rs_slot]);
         /* reduce-scatter step s sent this very region; ZeroMQ must be done */
         if (!lp) {
-          rc = gs_link_wait_released(r->link, &rs->flags[rs_slot], "the all-gather", e);
+          rc = gs_pair_wait_released(r->pair, &rs->flags[rs_slot], "the all-gather", e);
           if (rc < 0) {
             zmq_msg_close(&msg);
             return rc;
           }
         }
-        gs_ring_take(r, wr.count, d, zmq_msg_data(&msg));
+        gs_comm_take(r, wr.count, d, zmq_msg_data(&msg));
         if (wr.ring_step < N - 2) zmq_msg_move(&rs->hold[wr.chunk], &msg); /* to forward */
         zmq_msg_close(&msg);
       }
     }
     if (kk < M) { /* send message kk */
-      gs_ring_want wn;
+      gs_comm_want wn;
       geom(&g, kk, true, &wn);
       const void *data = NULL;
       atomic_uint *flag = NULL;
@@ -203,30 +203,30 @@ int gs_ring_phases(gs_ring *r, const void *src, void *dst, size_t n, int phases,
         flag = &rs->flags[slot];
         if (kk < C && lp) { /* our own segment, rounded to the wire dtype */
           double a = gs_now();
-          k->convert(k, w, stage + wn.offset * ws, GS_F32, gs_ring_at(r, src, wn.offset),
+          k->convert(k, w, stage + wn.offset * ws, GS_F32, gs_comm_at(r, src, wn.offset),
                      wn.count);
           red += gs_now() - a;
         }
         data = lp ? (const void *)(stage + wn.offset * ws)
-                  : gs_ring_at(r, kk < C ? src : dst, wn.offset);
+                  : gs_comm_at(r, kk < C ? src : dst, wn.offset);
       }
-      rc = gs_ring_send_chunk(r, &wn, fwd ? NULL : data, flag, fwd, &st->bytes_sent, e);
+      rc = gs_comm_send_chunk(r, &wn, fwd ? NULL : data, flag, fwd, &st->bytes_sent, e);
       if (rc < 0) return rc;
-      if (wn.phase == PH_RS) rs->sent_seq[kk] = gs_link_last_seq(r->link);
+      if (wn.phase == PH_RS) rs->sent_seq[kk] = gs_pair_last_seq(r->pair);
     }
   }
   /* Hand the buffers back only when ZeroMQ holds none of them. */
   GS_TRY(gs_ring_wait_flags(r, per + C, e));
   st->reduce_s += red;
   double t1 = gs_now();
-  if (phases & GS_RING_RS) gs_ring_span(r, "reduce-scatter", t0, t_rs);
-  if (phases & GS_RING_AG) gs_ring_span(r, "all-gather", phases & GS_RING_RS ? t_rs : t0, t1);
+  if (phases & GS_RING_RS) gs_comm_span(r, "reduce-scatter", t0, t_rs);
+  if (phases & GS_RING_AG) gs_comm_span(r, "all-gather", phases & GS_RING_RS ? t_rs : t0, t1);
   return GS_OK;
 }
 
-int gs_ring_wait_flags(gs_ring *r, size_t n, gs_err *e) {
+int gs_ring_wait_flags(gs_comm *r, size_t n, gs_err *e) {
   ring_bufs *rs = gs_ring_state(r);
   for (size_t i = 0; i < n; i++)
-    GS_TRY(gs_link_wait_released(r->link, &rs->flags[i], "the end of a collective", e));
+    GS_TRY(gs_pair_wait_released(r->pair, &rs->flags[i], "the end of a collective", e));
   return GS_OK;
 }

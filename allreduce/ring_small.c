@@ -7,14 +7,14 @@
 
 #include "allreduce/ring_bufs.h"
 
-int gs_ring_small(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stats *st,
+int gs_ring_small(gs_comm *r, const void *src, void *dst, size_t n, gs_comm_stats *st,
                   gs_err *e) {
   gs_kernels *k = r->o.k;
   ring_bufs *rs = gs_ring_state(r);
   const int N = r->o.world, me = r->o.rank;
   const gs_dtype w = r->o.wire;
   const bool lp = gs_dtype_lp(w);
-  const size_t es = gs_ring_es(r);
+  const size_t es = gs_comm_es(r);
   const double t0 = gs_now();
   double red = 0;
   const void *own = src;
@@ -24,23 +24,23 @@ int gs_ring_small(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stat
     red += gs_now() - a;
     own = r->stage;
   }
-  gs_ring_want wt = {.phase = PH_SMALL, .ring_step = 0, .segment = me, .chunk = 0, .offset = 0,
+  gs_comm_want wt = {.phase = PH_SMALL, .ring_step = 0, .segment = me, .chunk = 0, .offset = 0,
              .count = n};
-  int rc = gs_ring_send_chunk(r, &wt, own, NULL, NULL, &st->bytes_sent, e);
+  int rc = gs_comm_send_chunk(r, &wt, own, NULL, NULL, &st->bytes_sent, e);
   if (rc < 0) return rc;
   for (int s = 0; s < N - 1; s++) {
-    int origin = gs_ring_mod(me - 1 - s, N);
-    gs_ring_want wr = {.phase = PH_SMALL, .ring_step = s, .segment = origin, .chunk = 0, .offset = 0,
+    int origin = gs_comm_mod(me - 1 - s, N);
+    gs_comm_want wr = {.phase = PH_SMALL, .ring_step = s, .segment = origin, .chunk = 0, .offset = 0,
                .count = n};
     zmq_msg_close(&rs->held[origin]);
-    rc = gs_ring_recv_chunk(r, &wr, &rs->held[origin], &st->bytes_recv, e);
+    rc = gs_comm_recv_chunk(r, &wr, &rs->held[origin], &st->bytes_recv, e);
     if (rc < 0) return rc;
     if (s < N - 2) {
       zmq_msg_t fwd;
       zmq_msg_init(&fwd);
       zmq_msg_copy(&fwd, &rs->held[origin]);
       wr.ring_step = s + 1;
-      rc = gs_ring_send_chunk(r, &wr, NULL, NULL, &fwd, &st->bytes_sent, e);
+      rc = gs_comm_send_chunk(r, &wr, NULL, NULL, &fwd, &st->bytes_sent, e);
       zmq_msg_close(&fwd);
       if (rc < 0) return rc;
     }
@@ -57,17 +57,17 @@ int gs_ring_small(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stat
       if (i == 0) {
         if (v != dst) k->copy(k, dst, v, n * es);
       } else {
-        gs_ring_combine(r, n, dst, v);
+        gs_comm_combine(r, n, dst, v);
       }
     }
   } else {
     for (int i = 0; i < N; i++) {
       const void *v = i == me ? own : zmq_msg_data(&rs->held[i]);
       if (i == 0) k->convert(k, GS_F32, dst, w, v, n);
-      else gs_ring_combine(r, n, dst, v);
+      else gs_comm_combine(r, n, dst, v);
     }
     /* the sum travels no further, but round it as the ring's owner does */
-    gs_ring_round(r, dst, n);
+    gs_comm_round(r, dst, n);
   }
   red += gs_now() - a;
   for (int i = 0; i < N; i++) {
@@ -76,6 +76,6 @@ int gs_ring_small(gs_ring *r, const void *src, void *dst, size_t n, gs_ring_stat
   }
   st->reduce_s += red;
   double t1 = gs_now();
-  gs_ring_span(r, "all-gather", t0, t1);
+  gs_comm_span(r, "all-gather", t0, t1);
   return GS_OK;
 }

@@ -46,11 +46,11 @@ typedef struct shm_state {
   gs_shm *m;
 } shm_state;
 
-static bool may_use(const gs_ring *r) {
+static bool may_use(const gs_comm *r) {
   return (r->o.algo == GS_ALGO_AUTO || r->o.algo == GS_ALGO_SHM) && gs_shm_may_use(r);
 }
 
-static int shm_prepare(gs_ring *r, void **state, gs_err *e) {
+static int shm_prepare(gs_comm *r, void **state, gs_err *e) {
   shm_state *st = calloc(1, sizeof *st);
   if (!st) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for shared memory", r->o.rank);
   *state = st;
@@ -75,7 +75,7 @@ static void shm_heard(void *state, int origin, const Gradsync__RingHello *h) {
   if (origin == 0) snprintf(st->spec, sizeof st->spec, "%s", h->shm_name ? h->shm_name : "");
 }
 
-static int shm_connect(gs_ring *r, void *state, const char *const *endpoints, gs_err *e) {
+static int shm_connect(gs_comm *r, void *state, const char *const *endpoints, gs_err *e) {
   shm_state *st = state;
   int N = r->o.world;
   bool one_host = true;
@@ -121,18 +121,18 @@ static void shm_tell(void *state, const char *msg) {
 
 static void shm_interrupt(void *state) { gs_shm_interrupt(((shm_state *)state)->m); }
 
-static void shm_free(gs_ring *r, void *state, bool abort) {
+static void shm_free(gs_comm *r, void *state, bool abort) {
   shm_state *st = state;
   gs_shm_close(st->m);
   free(st->keys);
   free(st);
 }
 
-static int shm_allreduce(gs_ring *r, void *state, const void *src, void *dst, size_t n,
-                         gs_ring_stats *st, gs_err *e) {
+static int shm_allreduce(gs_comm *r, void *state, const void *src, void *dst, size_t n,
+                         gs_comm_stats *st, gs_err *e) {
   gs_shm *s = ((shm_state *)state)->m;
   const int N = r->o.world, me = r->o.rank;
-  const size_t es = gs_ring_es(r), per = s->chunk / es;
+  const size_t es = gs_comm_es(r), per = s->chunk / es;
   /* the same on every rank: they all pass the same n, and rank 0 set the
    * threshold in the header */
   const bool whole = N == 2 || n * es <= s->whole;
@@ -148,7 +148,7 @@ static int shm_allreduce(gs_ring *r, void *state, const void *src, void *dst, si
       gs_shm_sum(r, s, set, 0, len, (char *)dst + off * es);
     } else {
       size_t po, pl;
-      gs_ring_seg_range(len, N, me, &po, &pl);
+      gs_comm_seg_range(len, N, me, &po, &pl);
       gs_shm_sum(r, s, set, po, pl, set + po * es);
     }
     red += gs_now() - a;
@@ -163,7 +163,7 @@ static int shm_allreduce(gs_ring *r, void *state, const void *src, void *dst, si
   return GS_OK;
 }
 
-static bool shm_used(const gs_ring_opts *o) {
+static bool shm_used(const gs_comm_opts *o) {
   return o->algo == GS_ALGO_AUTO || o->algo == GS_ALGO_SHM;
 }
 

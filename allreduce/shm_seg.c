@@ -128,12 +128,12 @@ void gs_shm_host_key(char *buf, size_t cap, const char *tag) {
   if (tag && *tag && len < cap) snprintf(buf + len, cap - len, ":%s", tag);
 }
 
-bool gs_shm_may_use(const gs_ring *r) {
+bool gs_shm_may_use(const gs_comm *r) {
   return r->o.world > 1 && r->o.k->device == GS_DEV_CPU && !gs_dtype_lp(r->o.wire) &&
          !(getenv("GS_SHM") && !strcmp(getenv("GS_SHM"), "0"));
 }
 
-static int map(gs_ring *r, gs_shm *s, int fd, int N, gs_err *e) {
+static int map(gs_comm *r, gs_shm *s, int fd, int N, gs_err *e) {
   s->base = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (s->base == MAP_FAILED) {
     s->base = NULL;
@@ -153,15 +153,15 @@ void gs_shm_close(gs_shm *s) {
   free(s);
 }
 
-int gs_shm_create(gs_ring *r, int N, size_t chunk, size_t whole, gs_shm **out,
+int gs_shm_create(gs_comm *r, int N, size_t chunk, size_t whole, gs_shm **out,
                   char spec[GS_SHM_SPEC_MAX], gs_err *e) {
   *out = NULL;
   spec[0] = '\0';
   gs_shm *s = calloc(1, sizeof *s);
   if (!s) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for shared memory", r->o.rank);
-  s->chunk = gs_ring_env_size("GS_SHM_CHUNK", chunk);
+  s->chunk = gs_comm_env_size("GS_SHM_CHUNK", chunk);
   if (s->chunk > ((size_t)1 << 30)) s->chunk = (size_t)1 << 30;
-  size_t most = r->o.max_count * gs_ring_es(r); /* no round is larger */
+  size_t most = r->o.max_count * gs_comm_es(r); /* no round is larger */
   if (s->chunk > most) s->chunk = most;
   s->chunk = (s->chunk + LINE - 1) & ~(size_t)(LINE - 1);
   if (s->chunk < LINE) s->chunk = LINE;
@@ -190,14 +190,14 @@ int gs_shm_create(gs_ring *r, int N, size_t chunk, size_t whole, gs_shm **out,
     gs_shm_close(s);
     return rc;
   }
-  s->whole = gs_ring_env_size("GS_SHM_WHOLE", whole);
+  s->whole = gs_comm_env_size("GS_SHM_WHOLE", whole);
   gs_shm_header_write(s->base, N, nonce, s->chunk, s->whole);
   snprintf(spec, GS_SHM_SPEC_MAX, "%s:%016" PRIx64, s->name, nonce);
   *out = s;
   return GS_OK;
 }
 
-bool gs_shm_attach(gs_ring *r, int N, const char *spec, gs_shm **out, char *why, size_t cap) {
+bool gs_shm_attach(gs_comm *r, int N, const char *spec, gs_shm **out, char *why, size_t cap) {
   *out = NULL;
   gs_shm *s = calloc(1, sizeof *s);
   if (!s) return snprintf(why, cap, "out of memory"), false;
@@ -238,13 +238,13 @@ bool gs_shm_attach(gs_ring *r, int N, const char *spec, gs_shm **out, char *why,
   return true;
 }
 
-void gs_shm_join(gs_ring *r, gs_shm *s, int me, int N, const int *global) {
+void gs_shm_join(gs_comm *r, gs_shm *s, int me, int N, const int *global) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   s->N = N;
   s->me = me;
   s->global = global;
   s->yield = cores > 0 && r->o.local_ranks > cores;
-  s->spin = (double)gs_ring_env_size("GS_SHM_SPIN_US", DEFAULT_SHM_SPIN_US) * 1e-6;
+  s->spin = (double)gs_comm_env_size("GS_SHM_SPIN_US", DEFAULT_SHM_SPIN_US) * 1e-6;
   atomic_store(&s->ranks[me].pid, (int32_t)getpid());
 }
 
@@ -254,21 +254,21 @@ static void mapped(gs_shm *s) {
   s->on = true;
 }
 
-static int vote(gs_ring *r, bool ok, bool *all, gs_err *e) {
+static int vote(gs_comm *r, bool ok, bool *all, gs_err *e) {
   union { float f; double d; int32_t i; } v;
   if (r->o.wire == GS_F64) v.d = ok;
   else if (r->o.wire == GS_I32) v.i = ok;
   else v.f = ok;
   /* as a collective of one element runs without shared memory (under
    * auto: recursive doubling, which connects the mesh) */
-  int rc = gs_ring_run(r, gs_algo_pick(r->o.algo, 1, r->o.world), GS_REDOP_MIN, &v, &v, 1, 0, 0,
+  int rc = gs_comm_run(r, gs_algo_pick(r->o.algo, 1, r->o.world), GS_REDOP_MIN, &v, &v, 1, 0, 0,
                        NULL, e);
   if (rc < 0) return rc;
   *all = r->o.wire == GS_F64 ? v.d > 0 : r->o.wire == GS_I32 ? v.i > 0 : v.f > 0;
   return GS_OK;
 }
 
-int gs_shm_settle(gs_ring *r, gs_shm **m, bool ok, const char *why, bool want, const char *algo,
+int gs_shm_settle(gs_comm *r, gs_shm **m, bool ok, const char *why, bool want, const char *algo,
                   const char *whose, const char *fallback, gs_err *e) {
   bool all = false;
   GS_TRY(vote(r, ok, &all, e));
@@ -307,7 +307,7 @@ void gs_shm_interrupt(gs_shm *s) {
 }
 
 /* What the rounds are, for errors. */
-static int wait_error(gs_ring *r, gs_shm *s, uint32_t target, int code, const char *what,
+static int wait_error(gs_comm *r, gs_shm *s, uint32_t target, int code, const char *what,
                       gs_err *e) {
   uint32_t by = atomic_load(&s->h->abort_by);
   if (by) { /* its reason, terminated here whatever the object holds */
@@ -336,7 +336,7 @@ static int reached(const gs_shm *s, uint32_t target) {
   return (int32_t)(atomic_load(&s->h->arrived) - target) >= 0;
 }
 
-int gs_shm_barrier(gs_ring *r, gs_shm *s, gs_err *e) {
+int gs_shm_barrier(gs_comm *r, gs_shm *s, gs_err *e) {
   const uint32_t N = (uint32_t)s->N;
   const uint32_t b = ++s->barriers;
   const uint32_t target = b * N;
@@ -404,13 +404,13 @@ int gs_shm_barrier(gs_ring *r, gs_shm *s, gs_err *e) {
 
 /* blocks small enough to stay in the first-level cache across the N - 1
  * adds */
-void gs_shm_sum(gs_ring *r, const gs_shm *s, char *set, size_t off, size_t n, void *dst) {
-  const size_t es = gs_ring_es(r), blk = 4096 / es;
+void gs_shm_sum(gs_comm *r, const gs_shm *s, char *set, size_t off, size_t n, void *dst) {
+  const size_t es = gs_comm_es(r), blk = 4096 / es;
   for (size_t b = 0; b < n; b += blk) {
     size_t m = n - b < blk ? n - b : blk;
     char *out = (char *)dst + b * es;
     const size_t at = (off + b) * es;
     if (out != set + at) memcpy(out, set + at, m * es);
-    for (int i = 1; i < s->N; i++) gs_ring_combine(r, m, out, set + (size_t)i * s->chunk + at);
+    for (int i = 1; i < s->N; i++) gs_comm_combine(r, m, out, set + (size_t)i * s->chunk + at);
   }
 }

@@ -44,29 +44,29 @@ typedef struct gs_shm {
 void gs_shm_host_key(char *buf, size_t cap, const char *tag);
 /* Whether this ring may use shared memory at all (CPU kernels, a 32- or
  * 64-bit wire, GS_SHM not 0). */
-bool gs_shm_may_use(const gs_ring *r);
+bool gs_shm_may_use(const gs_comm *r);
 /* The group's first rank: a segment for N members with slots of chunk
  * bytes (GS_SHM_CHUNK overrides; clamped to what max_count needs) and the
  * one-barrier threshold whole (GS_SHM_WHOLE overrides); spec: what the
  * others map it by. *out NULL (and GS_OK) when this system has no memfd. */
-int gs_shm_create(gs_ring *r, int N, size_t chunk, size_t whole, gs_shm **out,
+int gs_shm_create(gs_comm *r, int N, size_t chunk, size_t whole, gs_shm **out,
                   char spec[GS_SHM_SPEC_MAX], gs_err *e);
 /* Another member maps the segment spec names; false (and why) when it
  * cannot or it is not this job's. */
-bool gs_shm_attach(gs_ring *r, int N, const char *spec, gs_shm **out, char *why, size_t cap);
+bool gs_shm_attach(gs_comm *r, int N, const char *spec, gs_shm **out, char *why, size_t cap);
 /* Take place me in a group of N members (after create or attach; N at
  * most the N it was made for). */
-void gs_shm_join(gs_ring *r, gs_shm *s, int me, int N, const int *global);
+void gs_shm_join(gs_comm *r, gs_shm *s, int me, int N, const int *global);
 /* Whether every rank of the ring mapped *m (ok; why not in why): the
  * minimum of the votes, over the ring's sockets, as the shared memory is
  * not yet trusted. All did: the creator's descriptor goes (no name of it
  * outlives the job). Any did not: *m is closed and NULL, and a rank that
  * asked for algo by name (want) fails saying whose memory it was and to
  * use --algo fallback; one that did not goes on over the sockets. */
-int gs_shm_settle(gs_ring *r, gs_shm **m, bool ok, const char *why, bool want, const char *algo,
+int gs_shm_settle(gs_comm *r, gs_shm **m, bool ok, const char *why, bool want, const char *algo,
                   const char *whose, const char *fallback, gs_err *e);
 /* Arrive at the next barrier and wait for every member. */
-int gs_shm_barrier(gs_ring *r, gs_shm *s, gs_err *e);
+int gs_shm_barrier(gs_comm *r, gs_shm *s, gs_err *e);
 /* The set of slots this round writes (rounds alternate two sets), and
  * member i's slot in it. */
 char *gs_shm_next_set(gs_shm *s);
@@ -75,7 +75,7 @@ static inline char *gs_shm_slot(const gs_shm *s, char *set, int i) {
 }
 /* dst (n elements) = the sum, in member order, of the n elements at off
  * in every slot of set, the op being the collective's. */
-void gs_shm_sum(gs_ring *r, const gs_shm *s, char *set, size_t off, size_t n, void *dst);
+void gs_shm_sum(gs_comm *r, const gs_shm *s, char *set, size_t off, size_t n, void *dst);
 /* This rank stops: its reason, for every waiting member (once). */
 void gs_shm_tell(gs_shm *s, const char *msg);
 void gs_shm_interrupt(gs_shm *s);

@@ -2,7 +2,7 @@
  * (direct.c) share: their state over the mesh (mesh.c), the rows' hooks
  * for the handshake, connect, failure and close, and whole buffers sent to
  * and taken from one peer, each checked against the round it belongs to
- * and summed or copied through gs_ring_combine / gs_ring_take. */
+ * and summed or copied through gs_comm_combine / gs_comm_take. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,21 +22,21 @@ static void msg_where(const void *ctx, char *buf, size_t cap) {
   snprintf(buf, cap, "%s of bucket %d, step %" PRId64, what, c->r->cur_bucket, c->r->cur_step);
 }
 
-int gs_whole_send(gs_ring *r, whole_state *s, int peer, const gs_whole_where *wc,
-                  const void *data, size_t n, gs_ring_stats *st, gs_err *e) {
+int gs_whole_send(gs_comm *r, whole_state *s, int peer, const gs_whole_where *wc,
+                  const void *data, size_t n, gs_comm_stats *st, gs_err *e) {
   Gradsync__Envelope env;
   Gradsync__Chunk ch;
-  gs_ring_want w = {.phase = wc->phase, .ring_step = wc->round, .segment = r->o.rank,
+  gs_comm_want w = {.phase = wc->phase, .ring_step = wc->round, .segment = r->o.rank,
                     .chunk = 0, .offset = 0, .count = n};
-  gs_ring_chunk_env(r, &w, &env, &ch);
-  gs_link_where lw = {.fn = msg_where, .ctx = wc};
+  gs_comm_chunk_env(r, &w, &env, &ch);
+  gs_pair_where lw = {.fn = msg_where, .ctx = wc};
   return gs_mesh_send(s->mesh, peer, &env, data, n * gs_dtype_size(r->o.wire), &st->bytes_sent,
                       &lw, e);
 }
 
-int gs_whole_recv(gs_ring *r, whole_state *s, int peer, const gs_whole_where *wc, size_t n,
-                  gs_wire_msg *m, gs_ring_stats *st, gs_err *e) {
-  gs_link_where lw = {.fn = msg_where, .ctx = wc};
+int gs_whole_recv(gs_comm *r, whole_state *s, int peer, const gs_whole_where *wc, size_t n,
+                  gs_wire_msg *m, gs_comm_stats *st, gs_err *e) {
+  gs_pair_where lw = {.fn = msg_where, .ctx = wc};
   int rc = gs_mesh_recv(s->mesh, peer, r->spin_now, m, &st->bytes_recv, &lw, e);
   if (rc < 0) return rc;
   char wb[160];
@@ -71,23 +71,23 @@ int gs_whole_recv(gs_ring *r, whole_state *s, int peer, const gs_whole_where *wc
   return GS_OK;
 }
 
-int gs_whole_send_dst(gs_ring *r, whole_state *s, int peer, const gs_whole_where *wc, void *dst,
-                      size_t n, gs_ring_stats *st, gs_err *e) {
+int gs_whole_send_dst(gs_comm *r, whole_state *s, int peer, const gs_whole_where *wc, void *dst,
+                      size_t n, gs_comm_stats *st, gs_err *e) {
   if (!gs_dtype_lp(r->o.wire)) return gs_whole_send(r, s, peer, wc, dst, n, st, e);
   double a = gs_now();
-  gs_ring_round(r, dst, n);
+  gs_comm_round(r, dst, n);
   st->reduce_s += gs_now() - a;
   return gs_whole_send(r, s, peer, wc, r->stage, n, st, e);
 }
 
-int gs_whole_take(gs_ring *r, whole_state *s, int peer, const gs_whole_where *wc, void *dst,
-                  size_t n, bool copy, gs_ring_stats *st, gs_err *e) {
+int gs_whole_take(gs_comm *r, whole_state *s, int peer, const gs_whole_where *wc, void *dst,
+                  size_t n, bool copy, gs_comm_stats *st, gs_err *e) {
   gs_wire_msg m;
   int rc = gs_whole_recv(r, s, peer, wc, n, &m, st, e);
   if (rc == GS_OK && n) {
     double a = gs_now();
-    if (copy) gs_ring_take(r, n, dst, gs_whole_payload(&m));
-    else gs_ring_combine(r, n, dst, gs_whole_payload(&m));
+    if (copy) gs_comm_take(r, n, dst, gs_whole_payload(&m));
+    else gs_comm_combine(r, n, dst, gs_whole_payload(&m));
     st->reduce_s += gs_now() - a;
   }
   gs_wire_msg_close(&m);
@@ -95,22 +95,22 @@ int gs_whole_take(gs_ring *r, whole_state *s, int peer, const gs_whole_where *wc
 }
 
 
-int gs_whole_prepare(gs_ring *r, bool own, void **state, gs_err *e) {
-  const gs_ring_opts *o = &r->o;
+int gs_whole_prepare(gs_comm *r, bool own, void **state, gs_err *e) {
+  const gs_comm_opts *o = &r->o;
   gs_kernels *k = o->k;
   size_t ws = gs_dtype_size(o->wire);
   whole_state *s = calloc(1, sizeof *s);
   if (!s) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the mesh", o->rank);
   *state = s;
   s->got = calloc((size_t)o->world, sizeof *s->got);
-  if (own) s->own = k->alloc(k, o->max_count * gs_ring_es(r) + 64);
+  if (own) s->own = k->alloc(k, o->max_count * gs_comm_es(r) + 64);
   if (!s->got || (own && !s->own)) {
     k->sync(k, e);
     return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the mesh's buffers (%zu elements)",
                    o->rank, o->max_count);
   }
   size_t max_payload = o->max_count > 0 ? o->max_count * ws : ws;
-  return gs_mesh_open(r, gs_link_zmq_context(r->link), max_payload, &s->mesh, e);
+  return gs_mesh_open(r, gs_pair_zmq_context(r->pair), max_payload, &s->mesh, e);
 }
 
 void gs_whole_hello(const void *state, int origin, Gradsync__RingHello *h) {
@@ -123,7 +123,7 @@ void gs_whole_heard(void *state, int origin, const Gradsync__RingHello *h) {
   if (s->mesh) gs_mesh_heard(s->mesh, origin, h);
 }
 
-int gs_whole_connect(gs_ring *r, void *state, const char *const *endpoints, gs_err *e) {
+int gs_whole_connect(gs_comm *r, void *state, const char *const *endpoints, gs_err *e) {
   whole_state *s = state;
   return gs_mesh_connect(s->mesh, endpoints, r->o.job, e);
 }
@@ -132,7 +132,7 @@ void gs_whole_tell(void *state, const char *msg) { gs_mesh_tell(((whole_state *)
 
 void gs_whole_interrupt(void *state) { gs_mesh_interrupt(((whole_state *)state)->mesh); }
 
-void gs_whole_close(gs_ring *r, void *state, bool abort) {
+void gs_whole_close(gs_comm *r, void *state, bool abort) {
   whole_state *s = state;
   gs_mesh_close(s->mesh, abort);
   if (s->got) {

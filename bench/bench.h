@@ -46,9 +46,9 @@ typedef enum gs_link_choice {
 } gs_link_choice;
 
 /* local: one process, no backend (the single-process reference). */
-typedef enum gs_mode { GS_MODE_PS = 0, GS_MODE_RING = 1, GS_MODE_LOCAL = 2 } gs_mode;
+typedef enum gs_mode { GS_MODE_PS = 0, GS_MODE_ALLREDUCE = 1, GS_MODE_SINGLE = 2 } gs_mode;
 static inline const char *gs_mode_name(gs_mode m) {
-  return m == GS_MODE_PS ? "ps" : m == GS_MODE_RING ? "ring" : "local";
+  return m == GS_MODE_PS ? "ps" : m == GS_MODE_ALLREDUCE ? "ring" : "local";
 }
 
 typedef struct gs_opts {
@@ -80,8 +80,8 @@ typedef struct gs_opts {
   bool dedicated;            /* --ps-dedicated */
   int ps_servers;            /* --ps-servers K: servers sharing the parameters (ps only) */
   bool ps_server_hosts;      /* --ps-server-hosts: they run in processes (hosts) of their own */
-  int ps_local_reduce;       /* --ps-local-reduce 1, --no-ps-local-reduce 0; -1: on where
-                                emulated hosts hold several ranks each (ps/local.c) */
+  int ps_hostagg;       /* --ps-local-reduce 1, --no-ps-local-reduce 0; -1: on where
+                                emulated hosts hold several ranks each (ps/hostagg.c) */
   gs_ps_sync ps_sync;        /* --ps-sync, --ps-backup (ps only) */
   int ring_period;           /* --ring-period H (ring only; 1: every step) */
   double target_loss;        /* --target-loss X (0: from the synchronous run) */
@@ -107,7 +107,7 @@ typedef struct gs_opts {
   double host_cpus;          /* --host-cpus: cores each emulated host may use (0: uncapped) */
   double latency_s;          /* resolved: one-way host-to-host delay */
 
-  /* the cost model's commands (cli/costmodel.c): no rank starts */
+  /* the cost model's commands (cli/costmodel_cmd.c): no rank starts */
   bool calibrate;            /* --calibrate: measure this machine, write a calibration */
   bool project;              /* --project: predict big worlds from a calibration */
   const char *calibration;   /* --calibration F (NULL: calibrate afresh) */
@@ -124,7 +124,7 @@ typedef struct gs_opts {
   /* output */
   const char *out;           /* results directory */
   const char *save_params;
-  const char *replay;        /* --replay FILE: an apply-order log, replayed (cli/replay.c) */
+  const char *replay;        /* --replay FILE: an apply-order log, replayed (cli/replay_cmd.c) */
   bool quiet;
   bool version;              /* --version: print what this build is, and stop */
   const char *command_line;  /* argv as typed, for report.json */

@@ -5,6 +5,6 @@
 #include "bench/cli/cli.h"
 
 int main(int argc, char **argv) {
-  gs_ring_tune_malloc(); /* the ring's received chunks stay in the heap */
+  gs_comm_tune_malloc(); /* the ring's received chunks stay in the heap */
   return gs_bench_main(argc, argv);
 }

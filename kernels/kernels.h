@@ -41,7 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/util.h"
+#include "base/base.h"
 
 /* F64 and I32 are the collective benchmark's element types (its -d double
  * and int32): they travel as themselves and no table op takes them; only

@@ -1,4 +1,4 @@
-/* auth.c: the job's credential on the wire (wire.h states the contract):
+/* auth.c: the job's credential on the wire (proto.h states the contract):
  * the keys derived from the job secret, the socket options that make a
  * socket prove them, and the ZAP handler that admits only the job's own
  * peers.
@@ -32,7 +32,7 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define ZAP_USER "gradsync"

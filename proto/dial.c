@@ -1,5 +1,5 @@
 /* dial.c: a socket that connects to one data port and stays connected
- * (wire.h, gs_dial).
+ * (proto.h, gs_dial).
  *
  * ZeroMQ reconnects a dropped connection by itself, with the credential
  * the socket had when zmq_connect ran. A PLAIN credential of this job is
@@ -9,7 +9,7 @@
  * that the connection came back (after a drop) from gs_dial_back, which
  * is what the resend log and the ps client watch to send again what was in
  * flight. */
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 #include <sodium.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* resend.c: what a PUSH socket sent that its receiver may not have yet,
- * kept to send again when the connection drops and comes back (wire.h,
+ * kept to send again when the connection drops and comes back (proto.h,
  * gs_resend).
  *
  * A PUSH socket's dial (dial.c) connects again after a drop, but the
@@ -22,7 +22,7 @@
  * collective ends (gs_resend_end copies what is still borrowed); else
  * copied. Copies go into buffers that are reused, so that a steady stream
  * neither allocates nor faults pages. */
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 #include <errno.h>
 #include <inttypes.h>

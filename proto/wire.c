@@ -1,5 +1,5 @@
-/* wire.c: framing, zero-copy sends and checked receives (see wire.h). */
-#include "proto/wire.h"
+/* wire.c: framing, zero-copy sends and checked receives (see proto.h). */
+#include "proto/proto.h"
 
 #include <errno.h>
 #include <sodium.h>
@@ -85,7 +85,7 @@ static int wait_out(void *sock, int timeout_ms, gs_err *e) {
   return wait_for(sock, ZMQ_POLLOUT, timeout_ms, e);
 }
 
-/* The delay line (wire.h): set once per process before any socket. */
+/* The delay line (proto.h): set once per process before any socket. */
 static struct {
   double delay_s;
   int host, per_host;

@@ -1,5 +1,5 @@
-/* client.c: one server's worker's steps (sync.h, as backend.c drives
- * them; the call order is backend.c's to check), over one DEALER socket to
+/* client.c: one server's worker's steps (sync.h, as flat.c drives
+ * them; the call order is flat.c's to check), over one DEALER socket to
  * the server:
  *
  *   begin        reset the step's bookkeeping

@@ -3,7 +3,7 @@
  * each bucket in parts, not whole:
  *
  *   rank r                              server
- *   part 1 (uncompressed tensors) ---->  sum in rank order (reduce.c)
+ *   part 1 (uncompressed tensors) ---->  sum in rank order (server_reduce.c)
  *   part 2 (P = M Q)              ---->  sum in rank order
  *                                 <----  both sums, once every rank's are in
  *   orthogonalize P, Q = M^T P

@@ -1,14 +1,14 @@
 /* ps.h: the parameter-server backend of sync.h: K servers in general
- * (backend.c), K = 1 being DataParallel's master, which this first part
+ * (flat.c), K = 1 being DataParallel's master, which this first part
  * describes; with cfg.ps_host_ranks L > 1 the hosts of L ranks first sum
- * their gradients in shared memory and push once per host (local.c: the
+ * their gradients in shared memory and push once per host (hostagg.c: the
  * contract of that at its top).
  *
  * Rank 0 hosts a server that receives every rank's gradients, sums them in
  * rank order, averages, runs SGD (the kernels' sgd, the same as a single
  * process) and sends each bucket's new parameters back. Workers are ZeroMQ
  * DEALERs, the server a ROUTER; one Envelope header + one raw payload frame
- * per message (proto/wire.h), payloads sent zero-copy.
+ * per message (proto/proto.h), payloads sent zero-copy.
  *
  *           rank 0 process                          rank r process
  *   +------------------------------+          +--------------------+
@@ -31,7 +31,7 @@
  *    a plain worker over TCP, and its end_step reports the server's share of
  *    the step in gs_sync_stats.server_* (has_server).
  *
- *  - cfg.ps_servers K > 1 (or cfg.ps_server_eps): a sharded ps (backend.c
+ *  - cfg.ps_servers K > 1 (or cfg.ps_server_eps): a sharded ps (flat.c
  *    over shard.c's key ranges), K servers each owning a contiguous range
  *    of the parameters, as ps-lite and BytePS shard theirs; server k is a
  *    thread of rank
@@ -112,7 +112,7 @@ extern const gs_backend gs_ps_backend;
 int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
                       const gs_applied_hook *applied, int fd, gs_err *e);
 
-/* Sharded ps (cfg.ps_servers K > 1, backend.c): the rank whose process runs
+/* Sharded ps (cfg.ps_servers K > 1, flat.c): the rank whose process runs
  * server k of K in a world (spread evenly: ranks 0..K-1 at K = world, the
  * first rank of each host when K hosts hold the ranks host-major). */
 static inline int gs_ps_server_rank(int k, int world, int servers) {

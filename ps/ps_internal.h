@@ -1,5 +1,5 @@
 /* ps_internal.h: internal to ps/: the worker side, one server's worker
- * at a time. backend.c is what the launcher sees: K servers (K = 1 is
+ * at a time. flat.c is what the launcher sees: K servers (K = 1 is
  * DataParallel's master), one ps_worker_state and one ps_worker per server on
  * every rank, over shard.c's key ranges. Below it, for one server:
  * state.c (where the server runs: a thread, a forked process, or
@@ -12,7 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "proto/wire.h"
+#include "proto/proto.h"
 #include "ps/ps.h"
 #include "ps/server.h"
 
@@ -166,8 +166,8 @@ typedef struct ps_keys {
   int *first;              /* [nb + 1]: bucket b is pieces first[b] .. first[b + 1] - 1 */
   int *pk, *pj;            /* a piece: its server, its index among that server's pieces */
 } ps_keys;
-/* The ps backend of K servers where every rank pushes (backend.c); ps.h's
- * gs_ps_backend is local.c, which runs this one alone or, with hosts of
+/* The ps backend of K servers where every rank pushes (flat.c); ps.h's
+ * gs_ps_backend is hostagg.c, which runs this one alone or, with hosts of
  * several ranks, among the hosts' first ranks. */
 extern const gs_backend gs_ps_flat_backend;
 void gs_ps_flat_memory(const gs_sync *s, uint64_t *device_bytes, uint64_t *host_bytes);

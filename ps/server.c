@@ -11,7 +11,7 @@
  *   goodbye Shutdown from every rank ends the loop.
  *
  * The reduction (pushes summed in rank order straight out of the ZeroMQ
- * messages, early ones held, the first adopted as the sum) is reduce.c's;
+ * messages, early ones held, the first adopted as the sum) is server_reduce.c's;
  * the end of the step (average, overflow verdict, SGD) is gs_update_apply's
  * (kernels.h), as in every backend. This file keeps the protocol.
  *

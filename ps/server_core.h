@@ -10,8 +10,8 @@
 #include <stdatomic.h>
 
 #include "compress/compress.h"
-#include "proto/wire.h"
-#include "ps/reduce.h"
+#include "proto/proto.h"
+#include "ps/server_reduce.h"
 #include "ps/server.h"
 
 #define MAX_PENDING 4096   /* hellos kept before Init arrives */

@@ -231,7 +231,7 @@ int gs_pss_on_init(gs_ps_server *s, gs_wire_msg *m, gs_err *e) {
   s->have_init = true;
   s->world = (int)in->world;
   s->average_over = in->average_over ? (int)in->average_over : s->world;
-  /* hosts push their ranks' sums (ps/local.c): a record of those pushes
+  /* hosts push their ranks' sums (ps/hostagg.c): a record of those pushes
    * could not be replayed rank by rank, so none is kept */
   if (s->average_over != s->world) memset(&s->o.applied, 0, sizeof s->o.applied);
   s->n = in->count;

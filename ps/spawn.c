@@ -27,7 +27,7 @@
 
 #include <zmq.h>
 
-#include "proto/wire.h"
+#include "proto/proto.h"
 #include "ps/ps.h"
 #include "ps/server.h"
 

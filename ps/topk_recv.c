@@ -3,7 +3,7 @@
  * its entry count is the server's own count for the bucket, its size what
  * compress.h's gs_topk_bytes says, its indices in the bucket and strictly
  * increasing) and made dense in a ZeroMQ message of the server's that takes the push's
- * place. The reduction (reduce.c) then sums it in rank order like any dense
+ * place. The reduction (server_reduce.c) then sums it in rank order like any dense
  * push: the sum has the bits of dense pushes of the same values, zeros
  * where a rank sent nothing. Nothing the peer says is trusted. */
 #include <string.h>

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/util.h"
+#include "base/base.h"
 
 /* What the model takes. An image model (flat false) needs exactly c x h x w
  * samples; a flat one (an MLP) any shape with c*h*w features. */

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/util.h"
+#include "base/base.h"
 
 #define GS_NPY_MAXDIM 8
 

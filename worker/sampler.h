@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "kernels/util.h"
+#include "base/base.h"
 
 typedef struct gs_sampler {
   int64_t n;            /* dataset size */

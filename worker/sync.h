@@ -189,13 +189,13 @@ typedef struct gs_sync_config {
   int algo;                 /* ring, sum_only: allreduce.h gs_algo (0: the
                                ring); training runs the ring, or hier when
                                this says so */
-  bool no_resend;           /* ring: gs_ring_opts.no_resend */
+  bool no_resend;           /* ring: gs_comm_opts.no_resend */
   gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */
   int ps_host_ranks;        /* ps: L > 1: ranks are L per host, host-major, and each
                                host sums its gradients in shared memory before one
-                               push per host (ps/local.c); 0 or 1: every rank pushes */
+                               push per host (ps/hostagg.c); 0 or 1: every rank pushes */
   int ps_average_over;      /* ps: the mean's divisor when pushes are sums of several
-                               ranks (ps/local.c sets it); 0: world */
+                               ranks (ps/hostagg.c sets it); 0: world */
   int ring_period;          /* ring: H > 1: post-local SGD (PyTorch's PostLocalSGDOptimizer
                                + PeriodicModelAverager(period=H, warmup_steps=0)): every
                                rank steps on its own gradient, and after the steps t with

@@ -13,7 +13,7 @@
  *     record a gs_step_row, call the step callback (CSV, progress)
  *
  * The trainer knows nothing of ZeroMQ, NCCL or processes. World 1 without
- * any backend uses gs_sync_local(), the single-process reference. */
+ * any backend uses gs_sync_single(), the single-process reference. */
 #ifndef GS_WORKER_H
 #define GS_WORKER_H
 
@@ -176,7 +176,7 @@ int64_t gs_trainer_shard_size(const gs_trainer *t);
 
 /* The single-process backend: no communication, SGD (and the scaler's
  * verdict) applied in end_step. Valid for world 1 only. */
-int gs_sync_local(const gs_sync_config *c, gs_sync **out, gs_err *e);
+int gs_sync_single(const gs_sync_config *c, gs_sync **out, gs_err *e);
 
 /* The gradient of this rank's batch of step `step` (its shard's batches in
  * order, epochs rolling over, as gs_trainer_run takes them) at the current

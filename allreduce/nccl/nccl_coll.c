@@ -10,7 +10,7 @@
  * with part = count / N. Those offsets are NCCL's in-place layout, so
  * src == dst runs in place as nccl-tests' in-place column does, and the
  * parted ones read and write the same parts as the ZeroMQ ring's
- * (gs_ring_reduce_scatter, gs_ring_all_gather). -o maps to ncclSum,
+ * (gs_comm_reduce_scatter, gs_comm_all_gather). -o maps to ncclSum,
  * ncclAvg, ncclProd, ncclMin, ncclMax; NCCL averages itself (integers: the
  * sum divided by N, truncated; floating types: each contribution times
  * 1/N, then the sum). The session's wire dtype is the type: fp32, fp64 and

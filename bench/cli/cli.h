@@ -65,8 +65,8 @@ void gs_compress_forecast_free(gs_compress_forecast *fc);
 /* --calibrate / --project (costmodel.c): which flags they take (NULL: name
  * is fine; else the sentence of the error), their own checks, and their
  * mains (exit status: 0, 1 on failure, 2 on bad input). */
-const char *gs_model_flag_refused(const gs_opts *o, const char *name);
-int gs_model_resolve(gs_opts *o, gs_err *e);
+const char *gs_costmodel_flag_refused(const gs_opts *o, const char *name);
+int gs_costmodel_resolve(gs_opts *o, gs_err *e);
 int gs_calibrate_main(const gs_opts *o);
 int gs_project_main(const gs_opts *o);
 /* --compare (compare.c): several results directories' runs side by side */

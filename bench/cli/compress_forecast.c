@@ -116,8 +116,8 @@ static int one_model(FILE *f, const gs_opts *o, const char *model, int batch,
     for (int id = 0; id < o->nmodes && rc == GS_OK; id++)
       for (int iw = 0; iw < o->nworlds && rc == GS_OK; iw++) {
         int world = o->worlds[iw];
-        if (o->modes[id] == GS_MODE_LOCAL || world < 2) continue;
-        bool ring = o->modes[id] == GS_MODE_RING;
+        if (o->modes[id] == GS_MODE_SINGLE || world < 2) continue;
+        bool ring = o->modes[id] == GS_MODE_ALLREDUCE;
         gs_cm_job j = {.mode = ring ? GS_CM_RING : GS_CM_PS, .world = world,
                        .hosts = hosts_of(o, world), .plan = &c.plain, .ready = ready,
                        .batch = batch,

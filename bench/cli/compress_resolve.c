@@ -3,7 +3,7 @@
  * does. powersgd:R runs in the CPU ring, in local and in a flat bsp ps
  * (one server that sums the parts, compress.h, ps/powersgd_recv.c);
  * topk:FRACTION in that ps (sparse pushes) and in the plain ring (an
- * all-gather, allreduce/ring_topk.h). Both work on fp32
+ * all-gather, allreduce/topk_gather.h). Both work on fp32
  * gradients without loss scaling. Everything else is refused with what to
  * give instead. */
 #include <string.h>
@@ -20,7 +20,7 @@ static int ps_flat(const gs_opts *o, const char *spec, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL, "--compress %s runs with --ps-sync bsp only (not ssp, async "
                    "or backup workers): drop --ps-sync/--ps-backup (or give --compress none)",
                    spec);
-  if (o->ps_local_reduce == 1)
+  if (o->ps_hostagg == 1)
     return GS_FAIL(e, GS_EINVAL, "--compress %s: every rank pushes its own compressed gradient; "
                    "hosts do not sum their ranks first: drop --ps-local-reduce", spec);
   return GS_OK;
@@ -30,11 +30,11 @@ static int topk(const gs_opts *o, const char *spec, gs_err *e) {
   bool ps = false;
   for (int i = 0; i < o->nmodes; i++) {
     ps |= o->modes[i] == GS_MODE_PS;
-    if (o->modes[i] == GS_MODE_LOCAL)
+    if (o->modes[i] == GS_MODE_SINGLE)
       return GS_FAIL(e, GS_EINVAL, "--compress %s compresses what ranks exchange; --mode local "
                      "has one rank: give --mode ps or ring", spec);
-    if (o->modes[i] != GS_MODE_RING) continue;
-    /* the ring's top-k is an all-gather on the plain ring (allreduce/ring_topk.h) */
+    if (o->modes[i] != GS_MODE_ALLREDUCE) continue;
+    /* the ring's top-k is an all-gather on the plain ring (allreduce/topk_gather.h) */
     if (o->algo != GS_ALGO_AUTO && o->algo != GS_ALGO_RING)
       return GS_FAIL(e, GS_EINVAL, "--compress %s in the ring is an all-gather of every rank's "
                      "indices and values on the plain ring, not --algo %s: drop --algo", spec,

@@ -231,8 +231,8 @@ static int p_modes(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   if (n < 0) return n;
   for (int i = 0; i < n; i++) {
     if (!strcmp(items[i], "ps")) o->modes[i] = GS_MODE_PS;
-    else if (!strcmp(items[i], "ring")) o->modes[i] = GS_MODE_RING;
-    else if (!strcmp(items[i], "local")) o->modes[i] = GS_MODE_LOCAL;
+    else if (!strcmp(items[i], "ring")) o->modes[i] = GS_MODE_ALLREDUCE;
+    else if (!strcmp(items[i], "local")) o->modes[i] = GS_MODE_SINGLE;
     else return bad(e, f, a, "each mode is ps, ring or local");
   }
   o->nmodes = n;
@@ -421,9 +421,9 @@ static const flag FLAGS[] = {
   {"ps-local-reduce", 0, NULL, NULL, "on emulated hosts of several ranks each",
    "ps: each host sums its ranks' gradients in shared memory and pushes once, and shares the "
    "parameters it gets back (BytePS' local reduce; ranks host-major, hosts of equal size)",
-   p_set_int, M(ps_local_reduce), W(ps_local_reduce), 0, 1, 1},
+   p_set_int, M(ps_hostagg), W(ps_hostagg), 0, 1, 1},
   {"no-ps-local-reduce", 0, NULL, NULL, NULL, "ps: every rank pushes (DataParallel)", p_set_int,
-   M(ps_local_reduce), W(ps_local_reduce), 0, 0, 0},
+   M(ps_hostagg), W(ps_hostagg), 0, 0, 0},
   SWITCH("ps-server-hosts", 0, "off", "ps: the --ps-servers run as processes of their own, on "
          "emulated hosts (--link) each on a host of its own beyond the ranks' (BytePS' spare "
          "machines)", ps_server_hosts, 1),
@@ -635,7 +635,7 @@ static int defaults(gs_opts *o, gs_err *e) {
     if (FLAGS[i].def && FLAGS[i].arg) GS_TRY(FLAGS[i].parse(o, &FLAGS[i], FLAGS[i].def, e));
   o->overlap = -1; /* the mode's own: ring on, ps off */
   o->resend = -1;  /* training on, the collective benchmark off */
-  o->ps_local_reduce = -1; /* on emulated hosts of several ranks each */
+  o->ps_hostagg = -1; /* on emulated hosts of several ranks each */
   o->world_given = o->mode_given = o->repeat_given = false;
   return GS_OK;
 }
@@ -710,7 +710,7 @@ int gs_opts_parse(int argc, char **argv, gs_opts *o, bool *help, gs_err *e) {
                      gs_exec_flag_refused(FLAGS[i].name));
   }
   for (size_t i = 0; i < NFLAGS && (o->calibrate || o->project); i++) {
-    const char *why = given[i] ? gs_model_flag_refused(o, FLAGS[i].name) : NULL;
+    const char *why = given[i] ? gs_costmodel_flag_refused(o, FLAGS[i].name) : NULL;
     char name[64];
     if (why) return GS_FAIL(e, GS_EINVAL, "%s %s", flag_name(&FLAGS[i], name, sizeof name), why);
   }

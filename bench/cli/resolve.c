@@ -85,7 +85,7 @@ static int resolve_ps_sync(const gs_opts *o, gs_err *e) {
 }
 
 int gs_opts_resolve(gs_opts *o, gs_err *e) {
-  if (o->calibrate || o->project) return gs_model_resolve(o, e);
+  if (o->calibrate || o->project) return gs_costmodel_resolve(o, e);
   if (o->replay) return gs_replay_resolve(o, e);
   for (int i = 0; i < o->nworlds; i++)
     if (o->worlds[i] > 1024)
@@ -95,16 +95,16 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
    * single-process reference: one run whose parameters mean something. */
   if (!o->mode_given && !o->world_given && !o->collective && !o->report &&
       (o->save_params || o->train.load_params)) {
-    o->modes[0] = GS_MODE_LOCAL;
+    o->modes[0] = GS_MODE_SINGLE;
     o->nmodes = 1;
     o->worlds[0] = 1;
   }
   /* repetitions steady a comparison; one process alone runs once unless asked */
-  if (!o->repeat_given && o->nmodes == 1 && o->modes[0] == GS_MODE_LOCAL) o->repeats = 1;
+  if (!o->repeat_given && o->nmodes == 1 && o->modes[0] == GS_MODE_SINGLE) o->repeats = 1;
   /* the resend log is the ring's links' (ps always sends again) */
   if (o->resend >= 0 && !getenv("GS_LAUNCHED")) {
     bool ring = false;
-    for (int i = 0; i < o->nmodes; i++) ring |= o->modes[i] == GS_MODE_RING;
+    for (int i = 0; i < o->nmodes; i++) ring |= o->modes[i] == GS_MODE_ALLREDUCE;
     if (!ring)
       return GS_FAIL(e, GS_EINVAL, "--%s keeps or drops the ring's resend log and does nothing "
                      "without --mode ring (ps always sends a push again after a reconnect)",
@@ -115,7 +115,7 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
   if (o->resend < 0) o->resend = !o->collective;
   /* local is one process: it runs at world 1 (alone, without --world, it
    * means world 1; in a list it joins only the world-1 runs) */
-  if (o->nmodes == 1 && o->modes[0] == GS_MODE_LOCAL) {
+  if (o->nmodes == 1 && o->modes[0] == GS_MODE_SINGLE) {
     if (!o->world_given) {
       o->worlds[0] = 1;
       o->nworlds = 1;
@@ -152,7 +152,7 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL, "-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
   if (o->collective) {
     for (int i = 0; i < o->nmodes; i++)
-      if (o->modes[i] == GS_MODE_LOCAL)
+      if (o->modes[i] == GS_MODE_SINGLE)
         return GS_FAIL(e, GS_EINVAL, "--collective needs --mode ps or ring");
     GS_TRY(gs_collective_resolve(o, e));
   }
@@ -167,7 +167,7 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
   GS_TRY(resolve_ps_sync(o, e));
   if (o->ring_period > 1) {
     bool ring = getenv("GS_LAUNCHED") != NULL;
-    for (int i = 0; i < o->nmodes; i++) ring |= o->modes[i] == GS_MODE_RING;
+    for (int i = 0; i < o->nmodes; i++) ring |= o->modes[i] == GS_MODE_ALLREDUCE;
     if (!ring || o->collective)
       return GS_FAIL(e, GS_EINVAL, "--ring-period %d averages the ring's parameters every %d "
                      "steps: it needs --mode ring (and training, not --collective)",

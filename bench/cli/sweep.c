@@ -117,10 +117,10 @@ static int sweep_once(gs_opts *o, int argc, char **argv, int rep, int reps, swee
             if (gs_interrupted) { status = gs_interrupt_status(); break; }
             gs_mode mode = o->modes[id];
             int world = o->worlds[iw];
-            if (mode == GS_MODE_LOCAL && world != 1) continue;
+            if (mode == GS_MODE_SINGLE && world != 1) continue;
             if (one_w1 && world == 1) {
               if (id > 0) continue;
-              mode = GS_MODE_LOCAL;
+              mode = GS_MODE_SINGLE;
             }
             int batch = batch_at(o, o->batches[ib], world);
             if (!batch) {
@@ -141,7 +141,7 @@ static int sweep_once(gs_opts *o, int argc, char **argv, int rep, int reps, swee
             if (!o->quiet && o->collective)
               fprintf(stderr, "bench: collective %s, %s, world %d%s\n",
                       gs_coll_name((gs_coll)o->coll), gs_mode_name(mode), world,
-                      mode != GS_MODE_RING ? ""
+                      mode != GS_MODE_ALLREDUCE ? ""
                       : o->resend ? " (resend log on)" : " (no resend log: --resend adds it)");
             else if (!o->quiet)
               fprintf(stderr, "bench: run %d of %d: %s world %d, batch %d per rank, buckets %g "
@@ -149,7 +149,7 @@ static int sweep_once(gs_opts *o, int argc, char **argv, int rep, int reps, swee
                       o->bucket_mbs[ik], rep, reps);
             int rc;
             char why[2048] = "";
-            if (mode == GS_MODE_LOCAL && !one_w1) {
+            if (mode == GS_MODE_SINGLE && !one_w1) {
               gs_rank_env env = {.present = true, .launched = true, .source = "gradsync",
                                  .rank = 0, .world = 1, .local_rank = 0, .local_world = 1,
                                  .port_fd = -1, .run_dir = o->out};
@@ -198,7 +198,7 @@ static int sweep_once(gs_opts *o, int argc, char **argv, int rep, int reps, swee
               rc = gs_launch_run(&l, why, sizeof why);
             }
             if (rc) {
-              if (mode != GS_MODE_LOCAL || one_w1)
+              if (mode != GS_MODE_SINGLE || one_w1)
                 fprintf(stderr, "bench: %s world %d failed: %s\n", gs_mode_name(mode), world,
                         why);
               if (o->link_choice == GS_LINK_AUTO_HOSTS && !gs_interrupted &&
@@ -231,12 +231,12 @@ static int sweep_once(gs_opts *o, int argc, char **argv, int rep, int reps, swee
 
 /* A sweep on this machine's loopback over TCP: its transport measured once,
  * before any run, for the cost model's prediction of each run (the ranks
- * find it with gs_loopback_model; emulated hosts are predicted from their
+ * find it with gs_loopback_costmodel; emulated hosts are predicted from their
  * links instead). A failed measurement costs the prediction, not the run. */
 static void loopback_model(const gs_opts *o) {
   bool several = false;
   for (int i = 0; i < o->nworlds; i++) several |= o->worlds[i] > 1;
-  gs_loopback_model_set(0, 0);
+  gs_loopback_costmodel_set(0, 0);
   if (o->hosts > 0 || o->link_bps || strcmp(o->transport, "tcp") || !several) return;
   double alpha = 0, Bps = 0;
   gs_err e = {0};
@@ -244,7 +244,7 @@ static void loopback_model(const gs_opts *o) {
     if (!o->quiet) printf("cost model: no prediction on loopback (%s)\n", e.msg);
     return;
   }
-  gs_loopback_model_set(alpha, Bps);
+  gs_loopback_costmodel_set(alpha, Bps);
   if (!o->quiet)
     printf("cost model on loopback: ZeroMQ over tcp loopback measured now, %.1f us per message "
            "and %.3g GB/s\n", alpha * 1e6, Bps / 1e9);
@@ -310,7 +310,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   for (int id = 0; id < o->nmodes; id++)
     for (int iw = 0; iw < o->nworlds; iw++)
       sw.total += !(sw.one_w1 && o->worlds[iw] == 1 && id > 0) &&
-                  !(o->modes[id] == GS_MODE_LOCAL && o->worlds[iw] != 1);
+                  !(o->modes[id] == GS_MODE_SINGLE && o->worlds[iw] != 1);
   sw.total *= reps * o->nmodels * o->nbatches * o->nbucket_mbs;
   for (int rep = 1; rep <= reps && !status; rep++)
     status = sweep_once(o, argc, argv, rep, reps, &sw);

@@ -120,7 +120,7 @@ void gs_sweep_header(FILE *f, const gs_opts *o) {
     for (int b = 0; b < o->nbucket_mbs; b++) plan_line(f, o, o->models[m], o->bucket_mbs[b]);
   bool ring = false, ps = false;
   for (int i = 0; i < o->nmodes; i++) {
-    ring |= o->modes[i] == GS_MODE_RING;
+    ring |= o->modes[i] == GS_MODE_ALLREDUCE;
     ps |= o->modes[i] == GS_MODE_PS;
   }
   if (o->train.compress.kind == GS_COMPRESS_POWERSGD)

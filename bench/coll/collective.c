@@ -15,7 +15,7 @@
  * sum: the same transport, the other topology.
  *
  * The other collectives (reduce_scatter, all_gather, broadcast, reduce)
- * run on the bare ring under that session (gs_ring_sync_ring: the ring's
+ * run on the bare ring under that session (gs_allreduce_comm: the ring's
  * phases alone, or chains), between its steps; the session's all-reduce
  * still exchanges the timings. With --device cuda they, and an all-reduce
  * with another op than sum, are NCCL's own calls on the session's
@@ -134,11 +134,11 @@ static int step(void *vc, const void *src, void *dst, size_t count, int64_t iter
 static int ring_coll(void *vc, const void *src, void *dst, size_t count, int64_t iter,
                      gs_err *e) {
   coll *c = vc;
-  gs_ring *r = gs_ring_sync_ring(c->s);
+  gs_comm *r = gs_allreduce_comm(c->s);
   if (!r) return GS_FAIL(e, GS_EINVAL, "%s: no ring under the session", gs_coll_name(c->o->coll));
   /* avg: the sum here, the post-division in the harness */
   gs_redop op = c->o->redop == GS_REDOP_AVG ? GS_REDOP_SUM : (gs_redop)c->o->redop;
-  return gs_ring_collective(r, (gs_coll)c->o->coll, op, c->o->root, src, dst, count, iter, NULL,
+  return gs_comm_collective(r, (gs_coll)c->o->coll, op, c->o->root, src, dst, count, iter, NULL,
                             e);
 }
 
@@ -155,10 +155,10 @@ static int nccl_coll(void *vc, const void *src, void *dst, size_t count, int64_t
  * none named); the other collectives' ring phases or chain. */
 static const char *algo_of(void *vc, size_t count) {
   coll *c = vc;
-  if (c->mode != GS_MODE_RING || c->k->device != GS_DEV_CPU) return NULL;
+  if (c->mode != GS_MODE_ALLREDUCE || c->k->device != GS_DEV_CPU) return NULL;
   if (c->o->coll == GS_COLL_BROADCAST || c->o->coll == GS_COLL_REDUCE) return "chain";
   if (c->o->coll != GS_COLL_ALL_REDUCE) return "ring";
-  return gs_algo_name(gs_ring_algo(gs_ring_sync_ring(c->s), count));
+  return gs_algo_name(gs_comm_algo(gs_allreduce_comm(c->s), count));
 }
 
 /* --collective's comma list, into o->colls (no repeats). */
@@ -304,7 +304,7 @@ static int write_json(const gs_opts *o, const char *dir, const char *run_id, gs_
   json_object_set_new(doc, "run_id", json_string(run_id));
   json_object_set_new(doc, "type", json_string(type));
   json_object_set_new(doc, "redop", json_string(op));
-  if (mode == GS_MODE_RING && !strcmp(device, "cpu")) {
+  if (mode == GS_MODE_ALLREDUCE && !strcmp(device, "cpu")) {
     json_object_set_new(doc, "algo", json_string(gs_algo_name((gs_algo)o->algo)));
     json_object_set_new(doc, "resend", json_boolean(o->resend));
   }
@@ -372,7 +372,7 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   /* training's all-reduce (the sum) through the session, as a step runs it;
    * the other ops and collectives on its bare ring, or NCCL's calls (avg
    * too: ncclAvg) */
-  const bool nccl = cuda && mode == GS_MODE_RING;
+  const bool nccl = cuda && mode == GS_MODE_ALLREDUCE;
   const bool nccl_avg = nccl && o->redop == GS_REDOP_AVG && gs_coll_has_op(which);
   gs_coll_fn fn = which == GS_COLL_ALL_REDUCE && !new_op(o->redop) && !nccl_avg ? step
                   : nccl ? nccl_coll : ring_coll;
@@ -404,7 +404,7 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
     snprintf(title, sizeof title, "gradsync %s%s on %s (CPU code path %s), transport %s, "
              "ranks %s", gs_mode_name(mode),
              o->dedicated && mode == GS_MODE_PS ? " (dedicated server)" : "", c.k->name, isa,
-             c.k->device == GS_DEV_CUDA && mode == GS_MODE_RING ? "NCCL" : "ZeroMQ tcp",
+             c.k->device == GS_DEV_CUDA && mode == GS_MODE_ALLREDUCE ? "NCCL" : "ZeroMQ tcp",
              pinned ? "pinned to cores (GS_NO_PIN=1: not)" : "not pinned (more ranks than cores)");
     gs_perf_print(stdout, &p, title, rows, nrows);
     /* the table as JSON always: the launcher draws busbw.svg and report.html from it */

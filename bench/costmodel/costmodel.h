@@ -142,7 +142,7 @@ typedef struct gs_cm_job {
                                parameters, a round trip earlier (PowerSGD's sums of
                                its parts); NULL: none */
   bool host_reduce;      /* ps family and ring: the n ranks of a host reduce in shared
-                            memory first (ps/local.c: one push per host, parameters
+                            memory first (ps/hostagg.c: one push per host, parameters
                             shared inside it; the ring: allreduce/hier.c), so the links
                             carry what K hosts of one rank each would (ps: (K-1) S at
                             the master, ring: 2(K-1)/K S); rd ignores it */
@@ -355,8 +355,8 @@ int gs_calibrate_transport(double *alpha_s, double *Bps, gs_err *e);
  * (a non-finite or non-positive rate clears it) before they start; read
  * by each, false with zeros where none was set or the value is not one
  * set() wrote. */
-void gs_loopback_model_set(double alpha_s, double Bps);
-bool gs_loopback_model(double *alpha_s, double *Bps);
+void gs_loopback_costmodel_set(double alpha_s, double Bps);
+bool gs_loopback_costmodel(double *alpha_s, double *Bps);
 /* Only the compute part (model, precision, forward and backward per
  * sample, readiness per tensor) into c; the rest of c stays. */
 int gs_calibrate_compute(const gs_cm_measure_cfg *cfg, gs_cm_calib *c, gs_calib_notes *n,

@@ -9,7 +9,7 @@
 
 #define VAR "GS_LOOPBACK_MODEL"
 
-void gs_loopback_model_set(double alpha_s, double Bps) {
+void gs_loopback_costmodel_set(double alpha_s, double Bps) {
   if (!(alpha_s >= 0 && isfinite(alpha_s) && Bps > 0 && isfinite(Bps))) {
     unsetenv(VAR);
     return;
@@ -19,7 +19,7 @@ void gs_loopback_model_set(double alpha_s, double Bps) {
   setenv(VAR, v, 1);
 }
 
-bool gs_loopback_model(double *alpha_s, double *Bps) {
+bool gs_loopback_costmodel(double *alpha_s, double *Bps) {
   const char *v = getenv(VAR);
   double a = 0, b = 0;
   char end = 0;

@@ -5,7 +5,7 @@
  *   transport  a ZeroMQ PAIR ping-pong between two threads over tcp
  *              loopback at sizes 64 B .. 8 MiB, half round trips fitted to
  *              t = alpha + m / bandwidth (gs_cm_fit_p2p); its port takes
- *              a job's data-port credential (proto/wire.h), made from a
+ *              a job's data-port credential (proto/proto.h), made from a
  *              fresh secret no other process holds, so what it measures
  *              is the job's transport and nobody else can connect to it;
  *   link       when asked (--hosts 2 --link RATE): the same ping-pong between two
@@ -37,7 +37,7 @@
 
 #include "bench/costmodel/costmodel.h"
 #include "bench/hosts/hosts.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 #include "worker/sync.h"
 
 #define REPS 5
@@ -452,7 +452,7 @@ static int compute(const gs_cm_measure_cfg *o, gs_kernels *k, gs_cm_calib *c, gs
   cfg.rank = 0;
   cfg.world = 1;
   cfg.timeout_ms = 60000;
-  rc = gs_sync_local(&cfg, &s, e);
+  rc = gs_sync_single(&cfg, &s, e);
   if (rc == GS_OK) {
     rc = gs_trainer_run(t, s, NULL, NULL, e);
     gs_err ce = {0};

@@ -11,7 +11,7 @@
 
 #include <jansson.h>
 
-#include "kernels/util.h"
+#include "base/base.h"
 
 /* Write bytes to path atomically: a temporary file in the same directory,
  * fsync, rename. */

@@ -5,7 +5,7 @@
  * a process on host h, gs_hosts_info its address) and the links (tc
  * shaping, the veth counters and their busy time: links.c), and where asked
  * each host's share of the processors (a cgroup per host: cpu.c). It knows
- * kernels/util.h and nothing else of gradsync.
+ * base/base.h and nothing else of gradsync.
  *
  * Layout of a cluster of K hosts:
  *
@@ -45,7 +45,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "kernels/util.h"
+#include "base/base.h"
 
 #define GS_HOSTS_MAX 250          /* one /24 of addresses */
 #define GS_HOSTS_SWITCH (-1)      /* the switch, for gs_hosts_info() */

@@ -92,7 +92,7 @@ void gs_cluster_auto(gs_opts *o) {
   o->link_choice = GS_LINK_AUTO_LOOPBACK;
   bool multi = false;
   for (int m = 0; m < o->nmodes; m++)
-    for (int w = 0; w < o->nworlds; w++) multi |= o->modes[m] != GS_MODE_LOCAL && o->worlds[w] > 1;
+    for (int w = 0; w < o->nworlds; w++) multi |= o->modes[m] != GS_MODE_SINGLE && o->worlds[w] > 1;
   const char *why = NULL;
   gs_err e = {0};
   if (!multi) return; /* one process: no link to choose */
@@ -120,6 +120,6 @@ void gs_cluster_auto(gs_opts *o) {
 }
 
 int gs_cluster_hosts(const gs_opts *o, gs_mode mode, int world) {
-  if (!o->link_bps || mode == GS_MODE_LOCAL || world == 1) return 0;
+  if (!o->link_bps || mode == GS_MODE_SINGLE || world == 1) return 0;
   return o->hosts ? o->hosts : world;
 }

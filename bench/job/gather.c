@@ -22,7 +22,7 @@
 #include <zmq.h>
 
 #include "bench/job/job.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 void gs_rank_result_free(gs_rank_result *r) {
   free(r->rows);

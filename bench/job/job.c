@@ -46,7 +46,7 @@
 
 #include "allreduce/allreduce.h"
 #include "bench/job/job.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 #include "ps/ps.h"
 
 /* ---- 1. the launch environment ---- */
@@ -277,12 +277,12 @@ int gs_job_addrs_resolve(const gs_rank_env *env, const char *bind, gs_job_addrs 
                          gs_err *e) {
   memset(a, 0, sizeof *a);
   GS_TRY(ipv4_of("MASTER_ADDR", env->master_addr, a->master, e));
-  a->local = env->launched || is_loopback(a->master);
+  a->loopback = env->launched || is_loopback(a->master);
   a->wildcard = bind && !strcmp(bind, "0.0.0.0");
   /* what this host is to its peers: loopback, or its side of the route */
-  if (a->local) snprintf(a->advertise, sizeof a->advertise, "%s", a->master);
+  if (a->loopback) snprintf(a->advertise, sizeof a->advertise, "%s", a->master);
   else GS_TRY(route_source(a->master, a->advertise, e));
-  if (env->rank == 0 && !a->local && !a->wildcard && strcmp(a->advertise, a->master))
+  if (env->rank == 0 && !a->loopback && !a->wildcard && strcmp(a->advertise, a->master))
     return GS_FAIL(e, GS_EINVAL, "MASTER_ADDR %s is not an address of this host, and rank 0 "
                    "hosts the rendezvous there: start rank 0 on the machine MASTER_ADDR names "
                    "(or give --bind 0.0.0.0 to listen on every interface, as behind NAT)",
@@ -368,7 +368,7 @@ int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e)
     gs_wire_delay(env->delay_line_s, env->host, env->world / env->hosts);
   GS_TRY(gs_job_addrs_resolve(env, o->bind, &j->addr, e));
   j->ipc = o->transport && strcmp(o->transport, "tcp");
-  if (j->ipc && (!j->addr.local || env->hosts > 0))
+  if (j->ipc && (!j->addr.loopback || env->hosts > 0))
     return GS_FAIL(e, GS_EINVAL, "rank %d: --transport %s needs every rank on this machine "
                    "(bench's own launcher, or MASTER_ADDR a loopback address); use tcp across "
                    "machines", env->rank, o->transport);
@@ -423,7 +423,7 @@ int gs_job_threads(const gs_job *j, const gs_opts *o) {
 
 /* ---- 5. backends and one round ---- */
 
-static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
+static int single_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
                          gs_err *e) {
   if (c->world != 1)
     return GS_FAIL(e, GS_EINVAL, "the local backend is one process (world %d asked)", c->world);
@@ -432,22 +432,22 @@ static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS
   return GS_OK;
 }
 
-static int local_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
+static int single_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
   (void)state;
-  return gs_sync_local(c, out, e);
+  return gs_sync_single(c, out, e);
 }
 
-/* "local" wraps the single-process gs_sync_local, so that world 1 without
+/* "local" wraps the single-process gs_sync_single, so that world 1 without
  * communication goes through the same path as the rest. */
-static const gs_backend local_backend = {
-  .name = "local", .prepare = local_prepare, .bootstrap = NULL, .open = local_open,
+static const gs_backend single_backend = {
+  .name = "local", .prepare = single_prepare, .bootstrap = NULL, .open = single_open,
   .discard = NULL,
 };
 
 const gs_backend *gs_job_backend(gs_mode m, const gs_kernels *k) {
-  if (m == GS_MODE_LOCAL) return &local_backend;
+  if (m == GS_MODE_SINGLE) return &single_backend;
   if (m == GS_MODE_PS) return &gs_ps_backend;
-  return k->device == GS_DEV_CUDA ? &gs_nccl_backend : &gs_ring_backend;
+  return k->device == GS_DEV_CUDA ? &gs_nccl_backend : &gs_allreduce_backend;
 }
 
 void gs_job_end(gs_job *j) {

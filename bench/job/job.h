@@ -44,7 +44,7 @@ void gs_run_info_repeat(gs_run_info *info, bool launched);
 /* ---- rendezvous (rendezvous.c) ----
  * Rank 0 binds a ROUTER at MASTER_ADDR:MASTER_PORT; every other rank
  * connects a DEALER. Both run CURVE with keys derived from the job secret
- * (proto/wire.h): rank r's own key proves it is rank r. Then it registers
+ * (proto/proto.h): rank r's own key proves it is rank r. Then it registers
  * (rank, world, host, backend endpoint, settings) and receives a welcome
  * with everyone's endpoints, rank 0 backend's bootstrap blob and the job
  * token; or an error naming the setting that differs. At the end every
@@ -158,7 +158,7 @@ int gs_rank_env_read(gs_rank_env *env, gs_err *e);
 
 /* Where this rank's sockets go. */
 typedef struct gs_job_addrs {
-  bool local;                        /* loopback only: our launcher, or MASTER_ADDR loopback */
+  bool loopback;                     /* loopback only: our launcher, or MASTER_ADDR loopback */
   bool wildcard;                     /* --bind 0.0.0.0 */
   char master[GS_ADDR_MAX];          /* MASTER_ADDR, resolved */
   char bind[GS_ADDR_MAX];            /* what the backends' sockets bind */
@@ -293,14 +293,14 @@ int gs_heldout_finish(gs_heldout *h, gs_trainer *t, const char *spec, gs_run_inf
                       gs_err *e);
 void gs_heldout_free(gs_heldout *h);
 
-/* ---- the host-aggregated ps (ps_local.c) ---- */
+/* ---- the host-aggregated ps (ps_hostagg.c) ---- */
 /* cfg->ps_host_ranks for a ps rank (cfg's wire, scaler and ps_sync filled,
  * k its kernels): the ranks per host where --ps-local-reduce asks for it,
  * or where it is the default (emulated hosts of several ranks each, or
  * --transport shm: one host) and the run fits it (fp32 without loss
  * scaling, bsp, the CPU); else 0. Asked for where the hosts are unknown or
  * of one rank: GS_EINVAL saying what to do. */
-int gs_bench_ps_local(const gs_opts *o, const gs_rank_env *env, const gs_job *j,
+int gs_bench_ps_hostagg(const gs_opts *o, const gs_rank_env *env, const gs_job *j,
                       const gs_kernels *k, gs_sync_config *cfg, bool shm, gs_err *e);
 
 /* ---- ps servers of their own (ps_serve.c) ---- */

@@ -38,7 +38,7 @@ static int check(const gs_opts *o, const char **addr, int *port, gs_err *e) {
   if (o->nmodes > 1 || o->nmodels > 1 || o->nbatches > 1 || o->nbucket_mbs > 1)
     return GS_FAIL(e, GS_EINVAL, "--nnodes runs one configuration: give one --mode (ps or "
                    "ring), and single values to --model, --batch and --bucket-mb");
-  if (o->modes[0] == GS_MODE_LOCAL && o->nnodes * o->nproc_per_node > 1)
+  if (o->modes[0] == GS_MODE_SINGLE && o->nnodes * o->nproc_per_node > 1)
     return GS_FAIL(e, GS_EINVAL, "--mode local is one process: give --mode ps or ring to "
                    "--nnodes");
   *addr = o->master_addr ? o->master_addr : getenv("MASTER_ADDR");

@@ -276,18 +276,18 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   to.world = world;
   if ((rc = gs_trainer_create(&to, k, &t, &e)) < 0) goto fail;
   gs_trainer_sync_config(t, &cfg);
-  cfg.overlap = o->overlap < 0 ? mode == GS_MODE_RING : o->overlap == 1;
+  cfg.overlap = o->overlap < 0 ? mode == GS_MODE_ALLREDUCE : o->overlap == 1;
   cfg.no_resend = !o->resend;
   cfg.dedicated = o->dedicated;
   cfg.ps_servers = mode == GS_MODE_PS ? o->ps_servers : 1;
   if (mode == GS_MODE_PS) cfg.ps_sync = o->ps_sync;
-  if (mode == GS_MODE_RING) cfg.ring_period = o->ring_period;
+  if (mode == GS_MODE_ALLREDUCE) cfg.ring_period = o->ring_period;
   if (cfg.ring_period > 1 && k->device != GS_DEV_CPU) {
     rc = GS_FAIL(&e, GS_EINVAL, "--ring-period %d: periodic averaging runs on the CPU ring so "
                  "far, not NCCL: add --device cpu", o->ring_period);
     goto fail;
   }
-  /* hier when asked; auto tries it (ring_sync.c) only on emulated hosts of
+  /* hier when asked; auto tries it (allreduce/backend.c) only on emulated hosts of
    * several ranks each, so every other training job opens exactly the
    * flat ring's sockets */
   bool hosts_of_several = env->hosts > 1 && world > env->hosts && world % env->hosts == 0;
@@ -296,7 +296,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
                  ? o->algo : GS_ALGO_RING;
   if (shm && o->algo == GS_ALGO_AUTO) cfg.algo = GS_ALGO_HIER; /* one host: shm alone */
   if (mode == GS_MODE_PS && world > 1 &&
-      (rc = gs_bench_ps_local(o, env, &job, k, &cfg, shm, &e)) < 0)
+      (rc = gs_bench_ps_hostagg(o, env, &job, k, &cfg, shm, &e)) < 0)
     goto fail;
   if (mode == GS_MODE_PS && o->ps_server_hosts && world > 1) {
     if ((rc = gs_ps_serve_endpoints(o, &server_eps, &e)) < 0) goto fail;
@@ -329,7 +329,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   /* One rank has nothing to synchronize: DataParallel on one device and
    * DDP at world 1 skip it, so every mode runs the local step there and
    * world 1 is the same baseline for all. */
-  const gs_backend *be = gs_job_backend(world == 1 ? GS_MODE_LOCAL : mode, k);
+  const gs_backend *be = gs_job_backend(world == 1 ? GS_MODE_SINGLE : mode, k);
   if ((rc = gs_job_meet(&job, be, &cfg, settings, &phase, &e)) < 0)
     goto fail;
   char run_id[GS_RUN_ID_CHARS + 1];
@@ -344,8 +344,8 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   phase = "backend";
   if ((rc = gs_job_open(&job, &cfg, &sync, &e)) < 0) goto fail;
   /* what the ring's buckets run (hier or ring), as its host keys decided */
-  gs_ring *ring = mode == GS_MODE_RING && world > 1 ? gs_ring_sync_ring(sync) : NULL;
-  info.algo = ring ? gs_algo_name(gs_ring_algo(ring, SIZE_MAX)) : "";
+  gs_comm *comm = mode == GS_MODE_ALLREDUCE && world > 1 ? gs_allreduce_comm(sync) : NULL;
+  info.algo = comm ? gs_algo_name(gs_comm_algo(comm, SIZE_MAX)) : "";
   if (mode == GS_MODE_PS) info.algo = cfg.ps_host_ranks > 1 ? "local-reduce" : "flat";
   info.ps_host_ranks = mode == GS_MODE_PS ? cfg.ps_host_ranks : 0;
 
@@ -460,7 +460,7 @@ int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
   if (info.hosts > 0 && o->latency_s > 0) info.delay = env->delay_line_s > 0 ? "delay line" : "netem";
   /* loopback over TCP: the transport our launcher measured for the model */
   if (info.hosts < 1 && env->launched && !strcmp(o->transport, "tcp"))
-    gs_loopback_model(&info.loop_alpha_s, &info.loop_Bps);
+    gs_loopback_costmodel(&info.loop_alpha_s, &info.loop_Bps);
   if ((rc = summarize(o, env, &info, results, &e)) < 0) goto fail;
   goto done;
 

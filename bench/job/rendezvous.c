@@ -36,7 +36,7 @@
 #include <zmq.h>
 
 #include "bench/job/job.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 #define HANDSHAKE_MS 5000   /* a connection that proves nothing in this long is dropped */
 #define RCVHWM 64           /* messages queued per proven rank while rank 0 does not read */

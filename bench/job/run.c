@@ -32,7 +32,7 @@ size_t gs_run_settings(const gs_opts *o, gs_mode mode, int world, char *buf, siz
                    (long long)t->synthetic_samples,
                    t->load_params ? t->load_params : "", o->verify, slow, t->straggle.jitter_cv,
                    mode == GS_MODE_PS ? ps_sync : "bsp",
-                   mode == GS_MODE_RING ? o->ring_period : 1,
+                   mode == GS_MODE_ALLREDUCE ? o->ring_period : 1,
                    gs_compress_spec(&t->compress, (char[32]){0}, 32), (long long)t->compress.start);
   return n < 0 ? 0 : (size_t)n;
 }
@@ -54,7 +54,7 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       .repeat = o->repeat > 0 ? o->repeat : 1, .repeats = o->repeats > 0 ? o->repeats : 1,
       .straggle = t->straggle,
       .ps_sync = mode == GS_MODE_PS && world > 1 ? o->ps_sync : (gs_ps_sync){0},
-      .ring_period = mode == GS_MODE_RING && world > 1 ? o->ring_period : 0,
+      .ring_period = mode == GS_MODE_ALLREDUCE && world > 1 ? o->ring_period : 0,
       .compress = t->compress};
 }
 

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "bench/job/job.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 #define SECRET_MAX 4096
 #define SECRET_MIN 16

@@ -39,7 +39,7 @@ static int worlds_of(const gs_summary *runs, size_t n, int *worlds, int cap) {
   return nw;
 }
 
-static const gs_mode MODES[] = {GS_MODE_PS, GS_MODE_RING, GS_MODE_LOCAL};
+static const gs_mode MODES[] = {GS_MODE_PS, GS_MODE_ALLREDUCE, GS_MODE_SINGLE};
 
 /* measured worlds that are not powers of two get their own small label */
 static void odd_world_ticks(buf *b, const int *worlds, int nw, int x0, int y0, double l2lo,
@@ -102,7 +102,7 @@ static const gs_summary *point(const gs_summary *runs, size_t n, gs_mode m, int 
   for (size_t i = 0; i < n; i++) {
     if (runs[i].world != w) continue;
     if (runs[i].mode == m) return &runs[i];
-    if (w == 1 && runs[i].mode == GS_MODE_LOCAL && !local) local = &runs[i];
+    if (w == 1 && runs[i].mode == GS_MODE_SINGLE && !local) local = &runs[i];
   }
   return local;
 }
@@ -115,7 +115,7 @@ static int scaling(const char *dir, const gs_summary *runs, size_t n, json_t *pe
   bool any = false, others = false;
   for (size_t i = 0; i < n; i++) {
     any |= !isnan(runs[i].scaling_efficiency);
-    others |= runs[i].mode != GS_MODE_LOCAL;
+    others |= runs[i].mode != GS_MODE_SINGLE;
   }
   if (eff && !any) return GS_OK; /* no world-1 run to compare with: no chart */
   double ymax = eff ? 1 : 0;
@@ -123,7 +123,7 @@ static int scaling(const char *dir, const gs_summary *runs, size_t n, json_t *pe
   for (int m = 0; m < 3; m++)
     for (int k = 0; k < nw; k++) {
       const gs_summary *r = point(runs, n, MODES[m], worlds[k]);
-      if (!r || (MODES[m] == GS_MODE_LOCAL && others)) continue;
+      if (!r || (MODES[m] == GS_MODE_SINGLE && others)) continue;
       double v = eff ? r->scaling_efficiency : r->throughput_samples_per_s;
       if (!isnan(v) && v > ymax) ymax = v;
       if (base_w[m] == 0 || r->world < base_w[m]) {

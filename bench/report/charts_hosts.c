@@ -49,7 +49,7 @@ static int step_chart(const char *dir, const gs_summary *runs, size_t n, gs_err 
                      "emulated hosts (one link each, log2 scale)", &l2lo, &span);
 #define XH(h) (x0 + (log2(h) - l2lo) * span)
 #define YV(v) (y0 - (v) / top * (y0 - y1))
-  static const gs_mode modes[] = {GS_MODE_PS, GS_MODE_RING};
+  static const gs_mode modes[] = {GS_MODE_PS, GS_MODE_ALLREDUCE};
   int legend = 0;
   for (int m = 0; m < 2; m++) {
     const char *name = gs_mode_name(modes[m]), *col = gs_svg_mode_color(name);

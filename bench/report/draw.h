@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "kernels/util.h"
+#include "base/base.h"
 
 typedef struct gs_svg {
   char *s;

@@ -58,7 +58,7 @@ static json_t *environment(void) {
   if (k) k->destroy(k);
   /* what the cost model took for this machine's loopback (sweep.c) */
   double la = 0, lb = 0;
-  json_t *loop = gs_loopback_model(&la, &lb)
+  json_t *loop = gs_loopback_costmodel(&la, &lb)
                      ? json_pack("{s:f, s:f, s:s}", "alpha_s", la, "bytes_per_s", lb, "measured_as",
                                  "ZeroMQ ping-pong over tcp loopback before the runs")
                      : json_null();
@@ -131,8 +131,8 @@ static json_t *configuration(const gs_opts *o) {
                                                 : o->overlap == 1 ? "on" : "off"));
   /* the data path; each run's algo says what trained on it */
   json_object_set_new(c, "transport", json_string(o->transport ? o->transport : "tcp"));
-  json_object_set_new(c, "ps_local_reduce", json_string(o->ps_local_reduce < 0 ? "default"
-                                                        : o->ps_local_reduce ? "on" : "off"));
+  json_object_set_new(c, "ps_hostagg", json_string(o->ps_hostagg < 0 ? "default"
+                                                        : o->ps_hostagg ? "on" : "off"));
   return c;
 }
 

@@ -107,7 +107,7 @@ static void cost_model(const gs_run_info *info, gs_cost_model *cm) {
     cm->master_bytes_sent = (N - 1) * Sd;
     cm->worker_bytes_recv = N > 1 ? Sd : 0;
     cm->worker_bytes_sent = N > 1 ? Sp : 0;
-  } else if (info->mode == GS_MODE_RING) {
+  } else if (info->mode == GS_MODE_ALLREDUCE) {
     cm->master_bytes_recv = cm->master_bytes_sent = cm->worker_bytes_recv =
         cm->worker_bytes_sent = 2.0 * (N - 1) / N * S;
   }
@@ -135,10 +135,10 @@ static const char *formula(const gs_run_info *info) {
            "(N+K-2)/K*S, each other rank S";
   if (info->mode == GS_MODE_PS)
     return "ps, server in rank 0: rank 0 receives and sends (N-1)*S, each worker S";
-  if (info->mode == GS_MODE_RING && info->compress.kind == GS_COMPRESS_TOPK)
+  if (info->mode == GS_MODE_ALLREDUCE && info->compress.kind == GS_COMPRESS_TOPK)
     return "ring top-k: an all-gather, every rank sends and receives (N-1)*P (P: a rank's "
            "payload; S = N*P/2 the all-reduce of as many bytes)";
-  if (info->mode == GS_MODE_RING) return "ring: every rank sends and receives 2(N-1)/N*S";
+  if (info->mode == GS_MODE_ALLREDUCE) return "ring: every rank sends and receives 2(N-1)/N*S";
   return "local: no communication";
 }
 
@@ -463,7 +463,7 @@ static const gs_summary *baseline(const gs_summary *runs, size_t n, const gs_sum
   const gs_summary *local = NULL;
   for (size_t i = 0; i < n; i++) {
     const gs_summary *r = &runs[i];
-    if (r->world != 1 || (r->mode != run->mode && r->mode != GS_MODE_LOCAL) ||
+    if (r->world != 1 || (r->mode != run->mode && r->mode != GS_MODE_SINGLE) ||
         strcmp(r->model, run->model) || r->bucket_mb != run->bucket_mb ||
         r->precision != run->precision)
       continue;
@@ -483,7 +483,7 @@ const gs_summary *gs_summary_find(const gs_summary *runs, size_t n, gs_mode mode
         r->bucket_mb != like->bucket_mb || r->precision != like->precision)
       continue;
     if (r->mode == mode) return r;
-    if (world == 1 && r->mode == GS_MODE_LOCAL && !local) local = r;
+    if (world == 1 && r->mode == GS_MODE_SINGLE && !local) local = r;
   }
   return local;
 }

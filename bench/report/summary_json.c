@@ -276,8 +276,8 @@ static int read_field(json_t *obj, const field *f, void *base, const char *where
     break;
   case K_MODE: {
     const char *m = json_string_value(v);
-    int mode = !m ? -1 : !strcmp(m, "ps") ? GS_MODE_PS : !strcmp(m, "ring") ? GS_MODE_RING
-               : !strcmp(m, "local") ? GS_MODE_LOCAL : -1;
+    int mode = !m ? -1 : !strcmp(m, "ps") ? GS_MODE_PS : !strcmp(m, "ring") ? GS_MODE_ALLREDUCE
+               : !strcmp(m, "local") ? GS_MODE_SINGLE : -1;
     if ((ok = mode >= 0)) *(gs_mode *)p = (gs_mode)mode;
     break;
   }

@@ -46,7 +46,7 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
                     gs_cm_job *j, gs_cm_plan *plan) {
   bool loop = info->hosts < 1;
   if (!info->bucket_bytes || info->nbuckets < 1 || (loop && !(info->loop_Bps > 0)) ||
-      s->measured_steps < 1 || info->mode == GS_MODE_LOCAL || info->dedicated || info->batch < 1)
+      s->measured_steps < 1 || info->mode == GS_MODE_SINGLE || info->dedicated || info->batch < 1)
     return -1;
   int N = info->world, K = info->mode == GS_MODE_PS ? info->ps_servers : 1;
   bool own = info->mode == GS_MODE_PS && info->ps_server_hosts;
@@ -80,7 +80,7 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
                    .hosts = loop ? 1 : info->hosts, .plan = plan, .batch = info->batch,
                    .fwd_s = fwd / info->batch, .bwd_s = bwd / info->batch,
                    .overlap = info->overlap, .barrier = info->precision != GS_F32,
-                   /* what trained: hosts reduced first (ps/local.c, allreduce/hier.c) */
+                   /* what trained: hosts reduced first (ps/hostagg.c, allreduce/hier.c) */
                    .host_reduce = info->algo && (!strcmp(info->algo, "local-reduce") ||
                                                  !strcmp(info->algo, "hier"))};
   return 0;

@@ -33,7 +33,7 @@
  *                    of the same world, model, data and batch (ring every
  *                    step, else ps bsp), or --target-loss; time to target:
  *                    the first point of the curve at or below it.
- *   straggler model  bench/costmodel/straggle.c with c0 the ranks' measured
+ *   straggler model  bench/costmodel/stragglers.c with c0 the ranks' measured
  *                    compute over their expected factor, the batch the
  *                    measured samples per rank and step, and comm the least
  *                    any rank an update needs waited plus its reduction and
@@ -60,7 +60,7 @@
 
 static bool stale_run(const gs_run_info *info) {
   return (info->mode == GS_MODE_PS && info->world > 1 && gs_ps_sync_stale(&info->ps_sync)) ||
-         (info->mode == GS_MODE_RING && info->ring_period > 1);
+         (info->mode == GS_MODE_ALLREDUCE && info->ring_period > 1);
 }
 
 static double overlap(double a0, double a1, double b0, double b1) {
@@ -106,7 +106,7 @@ static void waits(const gs_run_info *info, const gs_rank_result *ranks, size_t f
       const gs_step_row *row = &ranks[r].rows[t];
       double w = row->wait_s, mine = ready_at(row), on = 0;
       int who = -1;
-      if (!alone && info->mode != GS_MODE_LOCAL && t >= (size_t)lag) {
+      if (!alone && info->mode != GS_MODE_SINGLE && t >= (size_t)lag) {
         size_t u = t - (size_t)lag;
         double last = -INFINITY;
         for (int q = 0; q < N; q++) {
@@ -195,7 +195,7 @@ static void model(const gs_run_info *info, const gs_rank_result *ranks, size_t s
   gs_stale_summary *st = &s->stale;
   st->model_samples_per_s = NAN;
   int N = info->world;
-  if (info->mode == GS_MODE_LOCAL || N < 2) return;
+  if (info->mode == GS_MODE_SINGLE || N < 2) return;
   double *f = malloc((size_t)N * sizeof *f);
   if (!f) return;
   double ez = 1 + info->straggle.jitter_cv * sqrt(2 / M_PI), c0 = 0;
@@ -207,7 +207,7 @@ static void model(const gs_run_info *info, const gs_rank_result *ranks, size_t s
     f[r] = p->slow_factor >= 1 ? p->slow_factor : 1;
     c0 += p->compute_s / (f[r] * ez) / N;
   }
-  gs_cm_straggle_kind kind = info->mode == GS_MODE_RING || !gs_ps_sync_stale(y)
+  gs_cm_straggle_kind kind = info->mode == GS_MODE_ALLREDUCE || !gs_ps_sync_stale(y)
                                 ? GS_CM_STRAGGLE_SYNC
                             : y->backup_on          ? GS_CM_STRAGGLE_BACKUP
                             : y->model == GS_PS_SSP ? GS_CM_STRAGGLE_SSP
@@ -237,7 +237,7 @@ static void model(const gs_run_info *info, const gs_rank_result *ranks, size_t s
     else if (!(ps && r == 0)) far = fmin(far, rest);
     if (faster < need && !(ps && r == 0)) floor = fmin(floor, rest);
   }
-  int H = info->mode == GS_MODE_RING && info->ring_period > 1 ? info->ring_period : 1;
+  int H = info->mode == GS_MODE_ALLREDUCE && info->ring_period > 1 ? info->ring_period : 1;
   /* the ranks' means are per step: one averaging per H */
   double comm = (beside > 0 ? far : floor) * H;
   double samples = 0, rows = 0;
@@ -324,7 +324,7 @@ void gs_stale_free(gs_stale_summary *st) {
 /* ---- the sweep's targets ---- */
 
 static bool synchronous(const gs_summary *r) {
-  return (r->mode == GS_MODE_RING && r->ring_period <= 1) ||
+  return (r->mode == GS_MODE_ALLREDUCE && r->ring_period <= 1) ||
          (r->mode == GS_MODE_PS && (!r->ps_sync[0] || !strcmp(r->ps_sync, "bsp")));
 }
 
@@ -335,7 +335,7 @@ static const gs_summary *reference(const gs_summary *runs, size_t n, const gs_su
     if (r->world != x->world || strcmp(r->model, x->model) || strcmp(r->data, x->data) ||
         r->batch != x->batch || !synchronous(r) || r->stale.nloss < 1)
       continue;
-    if (r->mode == GS_MODE_RING) return r;
+    if (r->mode == GS_MODE_ALLREDUCE) return r;
     if (!ps) ps = r;
   }
   return ps;
@@ -542,7 +542,7 @@ int gs_stale_json_get(json_t *j, gs_summary *s, const char *where, gs_err *e) {
 void gs_stale_print(FILE *f, const gs_summary *s) {
   const gs_stale_summary *st = &s->stale;
   int N = s->world;
-  if (s->mode == GS_MODE_LOCAL || N < 2 || !st->waited_backend_s) return;
+  if (s->mode == GS_MODE_SINGLE || N < 2 || !st->waited_backend_s) return;
   fprintf(f, "  who waited for whom (ms per step: on the rank whose gradient the awaited "
           "update needed last, while it still computed; %s: the rest):\n",
           s->mode == GS_MODE_PS ? "server" : "collective");
@@ -583,7 +583,7 @@ static bool about_stragglers(const gs_summary *runs, size_t n) {
 }
 
 void gs_stale_label(const gs_summary *r, char *buf, size_t cap) {
-  if (r->mode == GS_MODE_RING)
+  if (r->mode == GS_MODE_ALLREDUCE)
     snprintf(buf, cap, r->ring_period > 1 ? "ring period %d" : "ring", r->ring_period);
   else if (r->mode == GS_MODE_PS)
     snprintf(buf, cap, "ps %s", r->ps_sync[0] ? r->ps_sync : "bsp");

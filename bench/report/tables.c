@@ -38,14 +38,14 @@ void gs_summary_print_line(FILE *f, const gs_summary *s, int done, int total) {
   if (s->hosts > 0) snprintf(where, sizeof where, "%d emulated hosts", s->hosts);
   fprintf(f, "run %d of %d: %s world %d on %s: %.4g samples/s, step median %.4g ms%s\n", done,
           total, mode, s->world, where, s->throughput_samples_per_s,
-          1e3 * s->step_time_s_median, s->mode == GS_MODE_LOCAL ? " (the local step)" : "");
+          1e3 * s->step_time_s_median, s->mode == GS_MODE_SINGLE ? " (the local step)" : "");
 }
 
 void gs_summary_print(FILE *f, const gs_summary *s) {
   char mode[64];
   mode_label(s, mode, sizeof mode);
   fprintf(f, "\n== %s  world %d  %s  batch %d/rank  %s  %s%s ==\n", mode, s->world, s->model,
-          s->batch, gs_dtype_name(s->precision), s->mode == GS_MODE_LOCAL ? "one process"
+          s->batch, gs_dtype_name(s->precision), s->mode == GS_MODE_SINGLE ? "one process"
           : s->overlap ? "overlap" : "no overlap", s->ps_dedicated ? ", dedicated server" : "");
   char sb[32], master[64] = "n/a (no single master)";
   human_bytes(s->gradient_bytes, sb, sizeof sb);
@@ -109,11 +109,11 @@ void gs_summary_print(FILE *f, const gs_summary *s) {
     fprintf(f, "  held-out accuracy %.2f%% loss %.4f (--eval-data)\n", 100 * s->heldout_accuracy,
             s->heldout_loss);
   const gs_cost_model *cm = &s->cost_model;
-  if (!(cm->S_bytes > 0) || s->mode == GS_MODE_LOCAL || s->world < 2) return;
+  if (!(cm->S_bytes > 0) || s->mode == GS_MODE_SINGLE || s->world < 2) return;
   char m1[32], m2[32];
   human_bytes(cm->master_bytes_sent, m1, sizeof m1);
   human_bytes(cm->worker_bytes_sent, m2, sizeof m2);
-  if (s->mode == GS_MODE_RING) {
+  if (s->mode == GS_MODE_ALLREDUCE) {
     fprintf(f, "  cost model: %s\n              every rank %s each way per step (vs model = "
             "measured sent+recv / model)\n", cm->formula, m1);
   } else if (cm->master_bytes_recv != cm->master_bytes_sent) {  /* ps top-k */
@@ -246,7 +246,7 @@ void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json
   /* ring / ps ratio for each world both ran (world 1 is one local run) */
   for (size_t i = 0; i < n; i++) {
     const gs_summary *r = &runs[i];
-    if (r->mode != GS_MODE_RING || r->world < 2) continue;
+    if (r->mode != GS_MODE_ALLREDUCE || r->world < 2) continue;
     for (size_t j = 0; j < n; j++) {
       const gs_summary *q = &runs[j];
       if (q->mode != GS_MODE_PS || !same_config(q, r) || q->ps_servers > 1 ||

@@ -133,7 +133,7 @@ static void evidence(text *t, const gs_summary *r, const char *bn, long cores, g
     v->ps_link_bytes_vs_worker = vs;
     say(t, " %s: host 0's link busy %.0f%% of the step, carrying %.2fx what a worker's link "
         "carries", mode, 100 * busy0, vs);
-  } else if (r->mode == GS_MODE_RING && isfinite(lo)) {
+  } else if (r->mode == GS_MODE_ALLREDUCE && isfinite(lo)) {
     v->ring_link_busy_lo = lo;
     v->ring_link_busy_hi = hi;
     v->ring_link_bytes_spread = spread;
@@ -148,7 +148,7 @@ static void evidence(text *t, const gs_summary *r, const char *bn, long cores, g
   } else {
     say(t, " %s: exposed communication %.0f%% of the step", mode, 100 * wait_share(r));
   }
-  if (r->mode == GS_MODE_RING && r->overlap) {
+  if (r->mode == GS_MODE_ALLREDUCE && r->overlap) {
     v->ring_hidden_share = hidden_share(r);
     say(t, ", %.0f%% of its communication behind backward", 100 * v->ring_hidden_share);
   }
@@ -170,10 +170,10 @@ void gs_verdict_of(const gs_summary *runs, size_t n, long cores, const char *lin
   text t = {v->text, sizeof v->text, 0};
   const gs_summary *ps = NULL, *ring = NULL, *first = NULL;
   for (size_t i = 0; i < n; i++)
-    if (runs[i].mode != GS_MODE_LOCAL && runs[i].world > 1 && !first) first = &runs[i];
+    if (runs[i].mode != GS_MODE_SINGLE && runs[i].world > 1 && !first) first = &runs[i];
   for (size_t i = 0; first && i < n; i++) {
     const gs_summary *r = &runs[i];
-    if (r->mode != GS_MODE_RING || r->world < 2) continue;
+    if (r->mode != GS_MODE_ALLREDUCE || r->world < 2) continue;
     const gs_summary *p = gs_summary_find(runs, n, GS_MODE_PS, r->world, r);
     if (p && r->hosts == p->hosts && (!ring || r->world > ring->world)) {
       ring = r;

@@ -3,7 +3,7 @@
  * loader the module's gs_kernels_cuda, gs_cuda_device_count and cuda_impl.h
  * functions in one table, with the ABI figures the loader checks.
  * module.map keeps every other symbol of the module local, so the
- * module's own copies (util.c, the real gs_kernels_cuda) never clash with
+ * module's own copies (base/base.c, the real gs_kernels_cuda) never clash with
  * the program's, except gs_interrupted, which must be the program's. */
 #include "kernels/cuda/cuda_impl.h"
 #include "kernels/cuda_loader.h"

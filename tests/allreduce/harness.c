@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kernels/util.h"
+#include "base/base.h"
 
 
 static void nap(void) {
@@ -149,7 +149,7 @@ int th_worlds_agree(int lo, int hi, th_body body, double deadline_s) {
   return bad;
 }
 
-void th_ring_opts(gs_ring_opts *o, int rank, int world, size_t max_count, gs_kernels *k) {
+void th_ring_opts(gs_comm_opts *o, int rank, int world, size_t max_count, gs_kernels *k) {
   memset(o, 0, sizeof *o);
   o->rank = rank;
   o->world = world;
@@ -161,14 +161,14 @@ void th_ring_opts(gs_ring_opts *o, int rank, int world, size_t max_count, gs_ker
   o->max_count = max_count;
 }
 
-int th_ring_open(th_shared *sh, int round, gs_ring_opts *o, gs_ring **out, gs_err *e) {
+int th_ring_open(th_shared *sh, int round, gs_comm_opts *o, gs_comm **out, gs_err *e) {
   char ep[GS_ENDPOINT_MAX];
-  int rc = gs_ring_prepare(o, out, ep, e);
+  int rc = gs_comm_prepare(o, out, ep, e);
   if (rc < 0) return rc;
   const char *eps[TH_MAX_WORLD];
   if (th_exchange(sh, round, o->rank, ep, eps) < 0)
     return GS_FAIL(e, GS_ETIMEOUT, "endpoint exchange failed");
-  return gs_ring_connect(*out, eps, e);
+  return gs_comm_connect(*out, eps, e);
 }
 
 int th_report(th_shared *sh, int rank, const gs_err *e) {

@@ -65,8 +65,8 @@ int th_worlds_agree(int lo, int hi, th_body body, double deadline_s);
 /* The tests' ring: options (loopback, job 0x5eed, fp32, 20 s timeout) for
  * rank of world on kernels k; prepare, exchange endpoints through the
  * shared page (round), connect. */
-void th_ring_opts(gs_ring_opts *o, int rank, int world, size_t max_count, gs_kernels *k);
-int th_ring_open(th_shared *sh, int round, gs_ring_opts *o, gs_ring **out, gs_err *e);
+void th_ring_opts(gs_comm_opts *o, int rank, int world, size_t max_count, gs_kernels *k);
+int th_ring_open(th_shared *sh, int round, gs_comm_opts *o, gs_comm **out, gs_err *e);
 /* Keep a rank's error in the shared page (and on stderr); returns 1. */
 int th_report(th_shared *sh, int rank, const gs_err *e);
 

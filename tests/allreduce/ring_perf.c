@@ -33,7 +33,7 @@ typedef struct args {
 } args;
 
 static size_t parse_size(const char *s) {
-  if (!strcmp(s, "never")) return GS_RING_NO_SMALL;
+  if (!strcmp(s, "never")) return GS_COMM_NO_SMALL;
   char *end;
   double v = strtod(s, &end);
   switch (*end) {
@@ -46,11 +46,11 @@ static size_t parse_size(const char *s) {
 }
 
 typedef struct ctx {
-  gs_ring *r;
+  gs_comm *r;
 } ctx;
 
 static int coll(void *c, const void *src, void *dst, size_t count, int64_t iter, gs_err *e) {
-  return gs_ring_allreduce(((ctx *)c)->r, src, dst, count, iter, 0, NULL, e);
+  return gs_comm_allreduce(((ctx *)c)->r, src, dst, count, iter, 0, NULL, e);
 }
 
 static int body(th_shared *sh, int rank, int world, void *arg) {
@@ -63,7 +63,7 @@ static int body(th_shared *sh, int rank, int world, void *arg) {
   }
   gs_kernels *k = gs_kernels_cpu(0, NULL);
   gs_err e = {0};
-  gs_ring_opts o = {
+  gs_comm_opts o = {
     .rank = rank, .world = world, .timeout_ms = a->timeout_ms, .job = 0xbe7c4,
     .host = a->host, .k = k, .wire = a->wire,
     .chunk_bytes = a->chunk, .small_bytes = a->small, .io_threads = a->io_threads,
@@ -76,10 +76,10 @@ static int body(th_shared *sh, int rank, int world, void *arg) {
   ctx c = {0};
   char ep[GS_ENDPOINT_MAX];
   const char *eps[TH_MAX_WORLD];
-  int rc = gs_ring_prepare(&o, &c.r, ep, &e);
+  int rc = gs_comm_prepare(&o, &c.r, ep, &e);
   if (rc == 0 && th_exchange(sh, 0, rank, ep, eps) < 0)
     rc = GS_FAIL(&e, GS_ETIMEOUT, "endpoint exchange timed out");
-  if (rc == 0) rc = gs_ring_connect(c.r, eps, &e);
+  if (rc == 0) rc = gs_comm_connect(c.r, eps, &e);
   int cap = gs_perf_sizes(&p), n = cap;
   gs_perf_row *rows = calloc((size_t)(cap > 0 ? cap : 1), sizeof *rows);
   if (rc == 0) rc = gs_allreduce_perf(coll, &c, &p, rows, &n, &e);
@@ -88,13 +88,13 @@ static int body(th_shared *sh, int rank, int world, void *arg) {
   } else if (rank == 0) {
     char title[160];
     snprintf(title, sizeof title, "gradsync ring over ZeroMQ/TCP (%s wire, chunk %zu B, "
-             "small <= %zu B)", gs_dtype_name(a->wire), gs_ring_chunk_bytes(c.r),
-             gs_ring_small_bytes(c.r) == GS_RING_NO_SMALL ? 0 : gs_ring_small_bytes(c.r));
+             "small <= %zu B)", gs_dtype_name(a->wire), gs_comm_chunk_bytes(c.r),
+             gs_comm_small_bytes(c.r) == GS_COMM_NO_SMALL ? 0 : gs_comm_small_bytes(c.r));
     gs_perf_print(stdout, &p, title, rows, n);
   }
   bool wrong = false;
   for (int i = 0; i < n && p.check; i++) wrong |= rows[i].oop.wrong || rows[i].ip.wrong;
-  gs_ring_close(c.r, rc == 0, NULL);
+  gs_comm_close(c.r, rc == 0, NULL);
   free(rows);
   k->destroy(k);
   return rc < 0 || wrong;
@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
     .timeout_ms = 30000, .host = "127.0.0.1", .wire = GS_F32, .bind = -1,
   };
   int world = 2;
-  gs_ring_tune_malloc(); /* as bench does */
+  gs_comm_tune_malloc(); /* as bench does */
   static const struct option lo[] = {
     {"wire", 1, 0, 'W'}, {"chunk", 1, 0, 'C'}, {"small", 1, 0, 'S'}, {"io-threads", 1, 0, 'I'},
     {"sockbuf", 1, 0, 'B'}, {"host", 1, 0, 'H'}, {"timeout", 1, 0, 'T'}, {"bind", 1, 0, 'P'},

@@ -1,6 +1,6 @@
 /* test_hier.c: the hierarchical all-reduce (allreduce.h gs_algo hier),
  * rank per process on this machine, the hosts told apart by host tags
- * (gs_ring_opts.host_tag: ranks with different tags do not share memory).
+ * (gs_comm_opts.host_tag: ranks with different tags do not share memory).
  *
  *   test_hier sums W L   W ranks, L per host (host = rank / L), auto and
  *                        hier (both must run hier), one round and rounds
@@ -66,7 +66,7 @@ static float ref_hier(uint64_t seed, int H, int L, size_t n, size_t per, size_t 
   return acc;
 }
 
-static void tag_opts(gs_ring_opts *o, int rank, int world, int L, gs_algo a, char *tag) {
+static void tag_opts(gs_comm_opts *o, int rank, int world, int L, gs_algo a, char *tag) {
   th_ring_opts(o, rank, world, MAXN, K);
   o->algo = a;
   o->local_ranks = L;
@@ -86,36 +86,36 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
   if (!src || !dst || !flat) return th_report(sh, rank, &e);
   char tag[16];
   /* the flat ring, for the comparison */
-  gs_ring_opts fo;
-  gs_ring *fr;
+  gs_comm_opts fo;
+  gs_comm *fr;
   tag_opts(&fo, rank, world, L, GS_ALGO_RING, tag);
   if (th_ring_open(sh, 0, &fo, &fr, &e) < 0) return th_report(sh, rank, &e);
   /* auto with one round per collective; hier with rounds of 4 KiB */
   for (int c = 0; c < 2; c++) {
-    gs_ring_opts o;
+    gs_comm_opts o;
     tag_opts(&o, rank, world, L, c == 0 ? GS_ALGO_AUTO : GS_ALGO_HIER, tag);
     if (c == 1) setenv("GS_SHM_CHUNK", "4K", 1);
     size_t per = c == 1 ? 1024 : MAXN;
-    gs_ring *r;
+    gs_comm *r;
     int rc = th_ring_open(sh, c + 1, &o, &r, &e);
     unsetenv("GS_SHM_CHUNK");
     if (rc < 0) return th_report(sh, rank, &e);
     for (size_t li = 0; li < nlens; li++) {
       size_t n = lens[li];
-      if (gs_ring_algo(r, n) != GS_ALGO_HIER) {
+      if (gs_comm_algo(r, n) != GS_ALGO_HIER) {
         fprintf(stderr, "rank %d: %s on %d hosts of %d runs %s, not hier\n", rank,
-                gs_algo_name(o.algo), H, L, gs_algo_name(gs_ring_algo(r, n)));
+                gs_algo_name(o.algo), H, L, gs_algo_name(gs_comm_algo(r, n)));
         bad++;
       }
       for (int inplace = 0; inplace < 2; inplace++, slot++) {
         uint64_t seed = (uint64_t)slot + 1;
         for (size_t i = 0; i < n; i++) src[i] = th_randf(seed, rank, i);
-        if (gs_ring_allreduce(fr, src, flat, n, slot, 0, NULL, &e) < 0)
+        if (gs_comm_allreduce(fr, src, flat, n, slot, 0, NULL, &e) < 0)
           return th_report(sh, rank, &e);
         float *out = inplace ? src : dst;
         if (!inplace) memset(dst, 0xff, n * sizeof(float));
-        gs_ring_stats st = {0};
-        if (gs_ring_allreduce(r, src, out, n, slot, 0, &st, &e) < 0)
+        gs_comm_stats st = {0};
+        if (gs_comm_allreduce(r, src, out, n, slot, 0, &st, &e) < 0)
           return th_report(sh, rank, &e);
         size_t wrong = 0, first = 0, far = 0;
         for (size_t i = 0; i < n; i++) {
@@ -159,9 +159,9 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
         sh->u64[rank][slot] = th_hash(out, n * sizeof(float));
       }
     }
-    gs_ring_close(r, true, NULL);
+    gs_comm_close(r, true, NULL);
   }
-  gs_ring_close(fr, true, NULL);
+  gs_comm_close(fr, true, NULL);
   sh->u64[rank][TH_SLOTS - 1] = (uint64_t)slot;
   gs_free(src);
   gs_free(dst);
@@ -190,18 +190,18 @@ static int body_pick(th_shared *sh, int rank, int world, void *arg) {
   const pick_case *c = arg;
   gs_err e = {0};
   char tag[16];
-  gs_ring_opts o;
+  gs_comm_opts o;
   if (c->L > 0) tag_opts(&o, rank, world, c->L, c->a, tag);
   else {
     th_ring_opts(&o, rank, world, MAXN, K);
     o.algo = c->a;
   }
-  gs_ring *r = NULL;
+  gs_comm *r = NULL;
   int rc = th_ring_open(sh, 0, &o, &r, &e);
   sh->u64[rank][0] = (uint64_t)-rc;
-  sh->u64[rank][1] = rc == GS_OK ? (uint64_t)gs_ring_algo(r, MAXN) : (uint64_t)-1;
+  sh->u64[rank][1] = rc == GS_OK ? (uint64_t)gs_comm_algo(r, MAXN) : (uint64_t)-1;
   snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
-  gs_ring_close(r, rc == GS_OK, NULL);
+  gs_comm_close(r, rc == GS_OK, NULL);
   return 0;
 }
 
@@ -238,10 +238,10 @@ static int body_killed(th_shared *sh, int rank, int world, void *arg) {
   (void)arg;
   gs_err e = {0};
   char tag[16];
-  gs_ring_opts o;
+  gs_comm_opts o;
   tag_opts(&o, rank, world, 2, GS_ALGO_HIER, tag);
   o.timeout_ms = KILL_TIMEOUT_MS;
-  gs_ring *r;
+  gs_comm *r;
   if (th_ring_open(sh, 0, &o, &r, &e) < 0) return th_report(sh, rank, &e);
   static float buf[4096];
   int rc = GS_OK;
@@ -250,12 +250,12 @@ static int body_killed(th_shared *sh, int rank, int world, void *arg) {
     if (rank == 3 && s == 20) raise(SIGKILL);
     for (int i = 0; i < 4096; i++) buf[i] = (float)rank;
     t_kill = gs_now();
-    rc = gs_ring_allreduce(r, buf, buf, 4096, s, 0, NULL, &e);
+    rc = gs_comm_allreduce(r, buf, buf, 4096, s, 0, NULL, &e);
   }
   sh->u64[rank][0] = (uint64_t)-rc;
   sh->f64[rank][0] = gs_now() - t_kill; /* the failing collective's wait */
   snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
-  gs_ring_close(r, rc == GS_OK, NULL);
+  gs_comm_close(r, rc == GS_OK, NULL);
   return 0;
 }
 

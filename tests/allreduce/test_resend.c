@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "proto/wire.h"
+#include "proto/proto.h"
 #include "tests/check.h"
 
 static void *ctx;

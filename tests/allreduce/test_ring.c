@@ -17,7 +17,7 @@
  *   test_ring kill          a rank SIGKILLed mid-collective: the others stop
  *                           within the timeout and name it
  *   test_ring stall         a rank that stops sending: the same
- *   test_ring abort         gs_ring_close(!ok): the others stop at once */
+ *   test_ring abort         gs_comm_close(!ok): the others stop at once */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -28,7 +28,7 @@
 #include "allreduce/allreduce.h"
 #include "harness.h"
 #include "kernels/elem.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 #include <zmq.h>
 
 #define PRIME_LARGE 3000017u
@@ -36,7 +36,7 @@
 static gs_kernels *K;
 
 typedef struct ring_set {
-  gs_ring *r;
+  gs_comm *r;
   const char *eps[TH_MAX_WORLD];
 } ring_set;
 
@@ -59,12 +59,12 @@ static size_t lengths_for(int world, size_t *out) {
 
 static int body_lengths(th_shared *sh, int rank, int world, void *arg) {
   gs_err e = {0};
-  gs_ring *rings[2] = {0};
-  gs_ring_opts o;
+  gs_comm *rings[2] = {0};
+  gs_comm_opts o;
   /* ring 0: 4 KiB chunks, never the small path; ring 1: the defaults */
   th_ring_opts(&o, rank, world, PRIME_LARGE, K);
   o.chunk_bytes = 4096;
-  o.small_bytes = GS_RING_NO_SMALL;
+  o.small_bytes = GS_COMM_NO_SMALL;
   if (th_ring_open(sh, 0, &o, &rings[0], &e) < 0) return th_report(sh, rank, &e);
   th_ring_opts(&o, rank, world, PRIME_LARGE, K);
   if (th_ring_open(sh, 1, &o, &rings[1], &e) < 0) return th_report(sh, rank, &e);
@@ -83,8 +83,8 @@ static int body_lengths(th_shared *sh, int rank, int world, void *arg) {
         for (size_t i = 0; i < n; i++) src[i] = th_contribution(rank, i, salt);
         float *out = inplace ? src : dst;
         if (!inplace) memset(dst, 0xff, n * sizeof(float));
-        gs_ring_stats st = {0};
-        if (gs_ring_allreduce(rings[ri], src, out, n, step++, slot, &st, &e) < 0)
+        gs_comm_stats st = {0};
+        if (gs_comm_allreduce(rings[ri], src, out, n, step++, slot, &st, &e) < 0)
           return th_report(sh, rank, &e);
         size_t wrong = 0, first = 0;
         for (size_t i = 0; i < n; i++) {
@@ -123,8 +123,8 @@ static int body_lengths(th_shared *sh, int rank, int world, void *arg) {
   sh->u64[rank][TH_SLOTS - 1] = (uint64_t)slot;
   gs_free(src);
   gs_free(dst);
-  gs_ring_close(rings[0], true, NULL);
-  gs_ring_close(rings[1], true, NULL);
+  gs_comm_close(rings[0], true, NULL);
+  gs_comm_close(rings[1], true, NULL);
   return bad ? 1 : 0;
 }
 
@@ -173,12 +173,12 @@ static float ref_small_lp(gs_dtype t, uint64_t seed, int N, size_t i) {
 
 static int body_order(th_shared *sh, int rank, int world, void *arg) {
   gs_err e = {0};
-  gs_ring *ring, *small;
-  gs_ring_opts o;
+  gs_comm *ring, *small;
+  gs_comm_opts o;
   const size_t n = 200003;
   th_ring_opts(&o, rank, world, n, K);
   o.chunk_bytes = 8192;
-  o.small_bytes = GS_RING_NO_SMALL;
+  o.small_bytes = GS_COMM_NO_SMALL;
   if (th_ring_open(sh, 0, &o, &ring, &e) < 0) return th_report(sh, rank, &e);
   th_ring_opts(&o, rank, world, n, K);
   if (th_ring_open(sh, 1, &o, &small, &e) < 0) return th_report(sh, rank, &e);
@@ -189,7 +189,7 @@ static int body_order(th_shared *sh, int rank, int world, void *arg) {
   for (int rep = 0; rep < 3; rep++) {
     for (size_t i = 0; i < n; i++) buf[i] = th_randf(seed, rank, i);
     if (rank == rep % world) usleep(20000);
-    if (gs_ring_allreduce(ring, buf, buf, n, rep, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
+    if (gs_comm_allreduce(ring, buf, buf, n, rep, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
     size_t wrong = 0;
     for (size_t i = 0; i < n; i++) wrong += buf[i] != ref_ring(seed, world, n, i);
     if (wrong) {
@@ -202,7 +202,7 @@ static int body_order(th_shared *sh, int rank, int world, void *arg) {
   /* small path: rank order */
   size_t m = 1000;
   for (size_t i = 0; i < m; i++) buf[i] = th_randf(seed, rank, i);
-  if (gs_ring_allreduce(small, buf, buf, m, 9, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
+  if (gs_comm_allreduce(small, buf, buf, m, 9, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
   size_t wrong = 0;
   for (size_t i = 0; i < m; i++) wrong += buf[i] != ref_small(seed, world, i);
   if (wrong) {
@@ -211,8 +211,8 @@ static int body_order(th_shared *sh, int rank, int world, void *arg) {
   }
   sh->u64[rank][3] = th_hash(buf, m * sizeof(float));
   gs_free(buf);
-  gs_ring_close(ring, true, NULL);
-  gs_ring_close(small, true, NULL);
+  gs_comm_close(ring, true, NULL);
+  gs_comm_close(small, true, NULL);
   return bad;
 }
 
@@ -221,11 +221,11 @@ static int body_order(th_shared *sh, int rank, int world, void *arg) {
 static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
   gs_err e = {0};
   const size_t n = 100003;
-  gs_ring *r32, *r16, *rbf, *r16s;
-  gs_ring_opts o;
+  gs_comm *r32, *r16, *rbf, *r16s;
+  gs_comm_opts o;
   th_ring_opts(&o, rank, world, n, K);
   o.chunk_bytes = 4096;
-  o.small_bytes = GS_RING_NO_SMALL;
+  o.small_bytes = GS_COMM_NO_SMALL;
   if (th_ring_open(sh, 0, &o, &r32, &e) < 0) return th_report(sh, rank, &e);
   o.wire = GS_F16;
   if (th_ring_open(sh, 1, &o, &r16, &e) < 0) return th_report(sh, rank, &e);
@@ -238,16 +238,16 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
   uint64_t seed = 7;
   for (size_t i = 0; i < n; i++) src[i] = th_randf(seed, rank, i);
   int bad = 0;
-  gs_ring_stats s32 = {0}, s16 = {0}, sbf = {0};
-  if (gs_ring_allreduce(r32, src, dst, n, 0, 0, &s32, &e) < 0) return th_report(sh, rank, &e);
+  gs_comm_stats s32 = {0}, s16 = {0}, sbf = {0};
+  if (gs_comm_allreduce(r32, src, dst, n, 0, 0, &s32, &e) < 0) return th_report(sh, rank, &e);
   struct {
-    gs_ring *r;
+    gs_comm *r;
     gs_dtype t;
-    gs_ring_stats *st;
+    gs_comm_stats *st;
     double tol;
   } cases[2] = {{r16, GS_F16, &s16, 4e-3}, {rbf, GS_BF16, &sbf, 3e-2}};
   for (int c = 0; c < 2; c++) {
-    if (gs_ring_allreduce(cases[c].r, src, dst, n, 1 + c, 0, cases[c].st, &e) < 0)
+    if (gs_comm_allreduce(cases[c].r, src, dst, n, 1 + c, 0, cases[c].st, &e) < 0)
       return th_report(sh, rank, &e);
     size_t wrong = 0, far = 0;
     for (size_t i = 0; i < n; i++) {
@@ -274,7 +274,7 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
   /* fp16 through the small path, in place */
   size_t m = 777;
   for (size_t i = 0; i < m; i++) dst[i] = th_randf(seed, rank, i);
-  if (gs_ring_allreduce(r16s, dst, dst, m, 5, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
+  if (gs_comm_allreduce(r16s, dst, dst, m, 5, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
   size_t wrong = 0;
   for (size_t i = 0; i < m; i++) wrong += dst[i] != ref_small_lp(GS_F16, seed, world, i);
   if (wrong) {
@@ -284,10 +284,10 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
   sh->u64[rank][2] = th_hash(dst, m * sizeof(float));
   gs_free(src);
   gs_free(dst);
-  gs_ring_close(r32, true, NULL);
-  gs_ring_close(r16, true, NULL);
-  gs_ring_close(rbf, true, NULL);
-  gs_ring_close(r16s, true, NULL);
+  gs_comm_close(r32, true, NULL);
+  gs_comm_close(r16, true, NULL);
+  gs_comm_close(rbf, true, NULL);
+  gs_comm_close(r16s, true, NULL);
   return bad;
 }
 
@@ -295,8 +295,8 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
 
 static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
   gs_err e = {0};
-  gs_ring *r;
-  gs_ring_opts o;
+  gs_comm *r;
+  gs_comm_opts o;
   /* handshake: rank 1 was built for 1000 elements, the others for 999 */
   th_ring_opts(&o, rank, world, rank == 1 ? 1000 : 999, K);
   o.timeout_ms = 5000;
@@ -305,7 +305,7 @@ static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
   sh->f64[rank][0] = gs_now() - t0;
   sh->u64[rank][0] = (uint64_t)(-rc);
   snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
-  gs_ring_close(r, rc == 0, NULL);
+  gs_comm_close(r, rc == 0, NULL);
   /* per collective: rank 2 passes 5000 elements, the others 6000 (ring
    * path) and then 50 / 60 (small path) on a fresh ring */
   for (int pass = 0; pass < 2; pass++) {
@@ -316,12 +316,12 @@ static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
     size_t n = pass == 0 ? (rank == 2 ? 5000 : 6000) : (rank == 2 ? 50 : 60);
     float *buf = gs_alloc(10000 * sizeof(float), &e2);
     t0 = gs_now();
-    rc = gs_ring_allreduce(r, buf, buf, n, 0, 0, NULL, &e2);
+    rc = gs_comm_allreduce(r, buf, buf, n, 0, 0, NULL, &e2);
     sh->f64[rank][1 + pass] = gs_now() - t0;
     sh->u64[rank][1 + pass] = (uint64_t)(-rc);
     fprintf(stderr, "rank %d, pass %d: %s\n", rank, pass, e2.msg);
     if (rc == 0 || !strstr(e2.msg, "elements")) sh->u64[rank][10 + pass] = 1;
-    gs_ring_close(r, rc == 0, NULL);
+    gs_comm_close(r, rc == 0, NULL);
     gs_free(buf);
   }
   return 0;
@@ -353,13 +353,13 @@ static void *stranger(void *ctx, const char *secret, const char *ep) {
 static int body_junk(th_shared *sh, int rank, int world, void *arg) {
   (void)arg;
   gs_err e = {0};
-  gs_ring *r;
-  gs_ring_opts o;
+  gs_comm *r;
+  gs_comm_opts o;
   th_ring_opts(&o, rank, world, 1000, K);
   o.timeout_ms = 5000;
   if (gs_cred_derive(&o.cred, "job secret", 10, false, &e) < 0) return th_report(sh, rank, &e);
   char ep[GS_ENDPOINT_MAX];
-  if (gs_ring_prepare(&o, &r, ep, &e) < 0) return th_report(sh, rank, &e);
+  if (gs_comm_prepare(&o, &r, ep, &e) < 0) return th_report(sh, rank, &e);
   const char *eps[TH_MAX_WORLD];
   if (th_exchange(sh, 0, rank, ep, eps) < 0) return 1;
   void *ctx = NULL, *s[3] = {0};
@@ -379,16 +379,16 @@ static int body_junk(th_shared *sh, int rank, int world, void *arg) {
     usleep(200000);
   }
   th_barrier(sh, 0);
-  int rc = gs_ring_connect(r, eps, &e);
+  int rc = gs_comm_connect(r, eps, &e);
   float buf[10];
   for (int i = 0; i < 10; i++) buf[i] = (float)(rank + 1);
-  if (rc == 0) rc = gs_ring_allreduce(r, buf, buf, 10, 0, 0, NULL, &e);
+  if (rc == 0) rc = gs_comm_allreduce(r, buf, buf, 10, 0, 0, NULL, &e);
   int wrong = 0;
   for (int i = 0; rc == 0 && i < 10; i++) wrong += buf[i] != 3.0f;
   sh->u64[rank][0] = (uint64_t)(-rc);
   sh->u64[rank][1] = (uint64_t)wrong;
   snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
-  gs_ring_close(r, rc == 0, NULL);
+  gs_comm_close(r, rc == 0, NULL);
   for (int i = 0; i < 3; i++)
     if (s[i]) zmq_close(s[i]);
   if (ctx) zmq_ctx_term(ctx);
@@ -406,8 +406,8 @@ typedef struct fault {
 static int body_fault(th_shared *sh, int rank, int world, void *arg) {
   const fault *f = arg;
   gs_err e = {0};
-  gs_ring *r;
-  gs_ring_opts o;
+  gs_comm *r;
+  gs_comm_opts o;
   const size_t n = 4u << 20;
   th_ring_opts(&o, rank, world, n, K);
   o.timeout_ms = f->timeout_ms;
@@ -419,26 +419,26 @@ static int body_fault(th_shared *sh, int rank, int world, void *arg) {
       sh->f64[rank][0] = gs_now(); /* when it stopped taking part */
       if (f->kind == F_STALL) {
         usleep((useconds_t)f->timeout_ms * 3000);
-        gs_ring_close(r, false, NULL);
+        gs_comm_close(r, false, NULL);
         gs_free(buf);
         return 0;
       }
       if (f->kind == F_ABORT) {
-        gs_ring_close(r, false, "the test aborts it");
+        gs_comm_close(r, false, "the test aborts it");
         gs_free(buf);
         return 0;
       }
     }
-    int rc = gs_ring_allreduce(r, buf, buf, n - (size_t)it, it, (int)(it % 3), NULL, &e);
+    int rc = gs_comm_allreduce(r, buf, buf, n - (size_t)it, it, (int)(it % 3), NULL, &e);
     if (rc < 0) {
       th_report(sh, rank, &e);
-      gs_ring_close(r, false, NULL);
+      gs_comm_close(r, false, NULL);
       gs_free(buf);
       return 1;
     }
     if (it > 100000) break;
   }
-  gs_ring_close(r, true, NULL);
+  gs_comm_close(r, true, NULL);
   gs_free(buf);
   return 0;
 }

@@ -36,13 +36,13 @@ static size_t lengths_for(int world, size_t *out) {
   return n;
 }
 
-static int run(gs_ring *r, int c, const float *src, float *dst, size_t n, int root, int64_t step,
+static int run(gs_comm *r, int c, const float *src, float *dst, size_t n, int root, int64_t step,
                gs_err *e) {
   switch (c) {
-  case RS: return gs_ring_reduce_scatter(r, GS_REDOP_SUM, src, dst, n, step, NULL, e);
-  case AG: return gs_ring_all_gather(r, src, dst, n, step, NULL, e);
-  case BC: return gs_ring_broadcast(r, src, dst, n, root, step, NULL, e);
-  default: return gs_ring_reduce(r, GS_REDOP_SUM, src, dst, n, root, step, NULL, e);
+  case RS: return gs_comm_reduce_scatter(r, GS_REDOP_SUM, src, dst, n, step, NULL, e);
+  case AG: return gs_comm_all_gather(r, src, dst, n, step, NULL, e);
+  case BC: return gs_comm_broadcast(r, src, dst, n, root, step, NULL, e);
+  default: return gs_comm_reduce(r, GS_REDOP_SUM, src, dst, n, root, step, NULL, e);
   }
 }
 
@@ -65,11 +65,11 @@ static int body_exact(th_shared *sh, int rank, int world, void *arg) {
   int64_t step = 0;
   for (int wi = 0; wi < 3; wi++)
     for (int ci = 0; ci < 2; ci++) {
-      gs_ring_opts o;
+      gs_comm_opts o;
       th_ring_opts(&o, rank, world, MAXN, K);
       o.wire = wires[wi];
       o.chunk_bytes = chunks[ci];
-      gs_ring *r;
+      gs_comm *r;
       if (th_ring_open(sh, round++, &o, &r, &e) < 0) return th_report(sh, rank, &e);
       for (size_t li = 0; li < nl; li++)
         for (int c = 0; c < NCOLL; c++)
@@ -82,7 +82,7 @@ static int body_exact(th_shared *sh, int rank, int world, void *arg) {
             int root = (int)(((size_t)slot + li) % (size_t)world);
             uint64_t seed = (uint64_t)slot + 1;
             size_t off, len;
-            gs_ring_part(n, world, rank, &off, &len);
+            gs_comm_part(n, world, rank, &off, &len);
             for (size_t i = 0; i < n; i++) in[i] = value(random, seed, rank, i, slot);
             memcpy(src, in, n * sizeof(float));
             memset(dst, 0xff, n * sizeof(float));
@@ -103,7 +103,7 @@ static int body_exact(th_shared *sh, int rank, int world, void *arg) {
                 break;
               case AG:
                 for (int q = 0; q < world; q++) {
-                  gs_ring_part(n, world, q, &owner_off, &owner_len);
+                  gs_comm_part(n, world, q, &owner_off, &owner_len);
                   if (i >= owner_off && i < owner_off + owner_len)
                     want = value(random, seed, q, i, slot);
                 }
@@ -134,7 +134,7 @@ static int body_exact(th_shared *sh, int rank, int world, void *arg) {
             *h = th_mix(*h ^ (repl ? th_hash(out, n * sizeof(float)) : wrong));
             slot++;
           }
-      gs_ring_close(r, true, NULL);
+      gs_comm_close(r, true, NULL);
     }
   sh->u64[rank][TH_SLOTS - 1] = (uint64_t)(round * NCOLL);
   gs_free(src);
@@ -146,15 +146,15 @@ static int body_exact(th_shared *sh, int rank, int world, void *arg) {
 static int body_root(th_shared *sh, int rank, int world, void *arg) {
   (void)arg;
   gs_err e = {0};
-  gs_ring_opts o;
+  gs_comm_opts o;
   th_ring_opts(&o, rank, world, 16, K);
-  gs_ring *r;
+  gs_comm *r;
   if (th_ring_open(sh, 0, &o, &r, &e) < 0) return th_report(sh, rank, &e);
   float v[16] = {0};
-  int rc = gs_ring_broadcast(r, v, v, 16, world, 0, NULL, &e);
+  int rc = gs_comm_broadcast(r, v, v, 16, world, 0, NULL, &e);
   snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
   sh->u64[rank][0] = (uint64_t)(int64_t)rc;
-  gs_ring_close(r, true, NULL);
+  gs_comm_close(r, true, NULL);
   return 0;
 }
 

@@ -1,6 +1,6 @@
 /* test_ring_ops.c: the reductions besides training's fp32 sum, and the
  * fp64 / int32 element types (kernels.h gs_reduce_host, gs_postdiv_host;
- * allreduce.h gs_ring_allreduce_op, gs_ring_reduce_scatter, gs_ring_reduce),
+ * allreduce.h gs_comm_allreduce_op, gs_comm_reduce_scatter, gs_comm_reduce),
  * rank per process.
  *
  *   test_ring_ops unit         gs_reduce_host / gs_postdiv_host alone, at
@@ -199,9 +199,9 @@ static void unit(void) {
 enum { CFG_PIPE, CFG_SMALL, CFG_RD, CFG_DIRECT, NCFG };
 static const char *CFG_NAMES[NCFG] = {"ring pipeline", "ring small path", "rd", "direct"};
 
-static void cfg_opts(gs_ring_opts *o, int cfg) {
+static void cfg_opts(gs_comm_opts *o, int cfg) {
   o->chunk_bytes = cfg == CFG_PIPE ? 64 : 0;
-  o->small_bytes = cfg == CFG_SMALL ? (size_t)1 << 20 : GS_RING_NO_SMALL;
+  o->small_bytes = cfg == CFG_SMALL ? (size_t)1 << 20 : GS_COMM_NO_SMALL;
   o->algo = cfg == CFG_RD ? GS_ALGO_RD : cfg == CFG_DIRECT ? GS_ALGO_DIRECT : GS_ALGO_RING;
 }
 
@@ -224,11 +224,11 @@ static int body_exact(th_shared *sh, int rank, int world, void *arg) {
   for (int ti = 0; ti < NTYPES; ti++)
     for (int cfg = 0; cfg < NCFG; cfg++) {
       const gs_dtype t = TYPES[ti];
-      gs_ring_opts o;
+      gs_comm_opts o;
       th_ring_opts(&o, rank, world, MAXN, K);
       o.wire = t;
       cfg_opts(&o, cfg);
-      gs_ring *r;
+      gs_comm *r;
       if (th_ring_open(sh, round++, &o, &r, &e) < 0) return th_report(sh, rank, &e);
       uint64_t h = 0;
       for (int oi = 0; oi < NOPS; oi++)
@@ -241,7 +241,7 @@ static int body_exact(th_shared *sh, int rank, int world, void *arg) {
             /* all-reduce */
             memcpy(src, keep, n * es);
             memset(dst, 0x5a, n * es);
-            if (gs_ring_allreduce_op(r, op, src, out, n, step++, 0, NULL, &e) < 0)
+            if (gs_comm_allreduce_op(r, op, src, out, n, step++, 0, NULL, &e) < 0)
               return th_report(sh, rank, &e);
             size_t w = wrong(t, op, world, out, 0, n);
             if (w) {
@@ -258,9 +258,9 @@ static int body_exact(th_shared *sh, int rank, int world, void *arg) {
             if (cfg == CFG_SMALL || cfg == CFG_RD) continue; /* the others do not use them */
             /* reduce-scatter: this rank's part */
             size_t off, len;
-            gs_ring_part(n, world, rank, &off, &len);
+            gs_comm_part(n, world, rank, &off, &len);
             memcpy(src, keep, n * es);
-            if (gs_ring_reduce_scatter(r, op, src, out, n, step++, NULL, &e) < 0)
+            if (gs_comm_reduce_scatter(r, op, src, out, n, step++, NULL, &e) < 0)
               return th_report(sh, rank, &e);
             if ((w = wrong(t, op, world, out, off, off + len)) != 0) {
               fprintf(stderr, "rank %d: %s wire, %s reduce-scatter of %zu: %zu wrong in "
@@ -271,7 +271,7 @@ static int body_exact(th_shared *sh, int rank, int world, void *arg) {
             /* reduce: the root's result, roots in turn */
             int root = (int)(step % world);
             memcpy(src, keep, n * es);
-            if (gs_ring_reduce(r, op, src, out, n, root, step++, NULL, &e) < 0)
+            if (gs_comm_reduce(r, op, src, out, n, root, step++, NULL, &e) < 0)
               return th_report(sh, rank, &e);
             if (rank == root && (w = wrong(t, op, world, out, 0, n)) != 0) {
               fprintf(stderr, "rank %d: %s wire, %s reduce of %zu to root %d: %zu wrong\n",
@@ -280,7 +280,7 @@ static int body_exact(th_shared *sh, int rank, int world, void *arg) {
             }
           }
       sh->u64[rank][slot++] = h;
-      gs_ring_close(r, true, NULL);
+      gs_comm_close(r, true, NULL);
     }
   sh->u64[rank][TH_SLOTS - 1] = (uint64_t)slot;
   gs_free(mem);
@@ -294,23 +294,23 @@ static int body_exact(th_shared *sh, int rank, int world, void *arg) {
 static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
   int which = *(const int *)arg;
   gs_err e = {0};
-  gs_ring_opts o;
+  gs_comm_opts o;
   th_ring_opts(&o, rank, world, 64, K);
   o.algo = which == 1 ? GS_ALGO_RD : GS_ALGO_RING;
-  o.small_bytes = GS_RING_NO_SMALL;
+  o.small_bytes = GS_COMM_NO_SMALL;
   if (which == 2) o.wire = rank == 0 ? GS_F64 : GS_I32;
-  gs_ring *r = NULL;
+  gs_comm *r = NULL;
   /* outlives the ring: a send that failed may still be held by ZeroMQ
-   * until gs_ring_close */
+   * until gs_comm_close */
   double buf[64] = {0};
   int rc = th_ring_open(sh, 0, &o, &r, &e);
   if (rc == GS_OK) {
-    rc = gs_ring_allreduce_op(r, rank == 0 ? GS_REDOP_MAX : GS_REDOP_SUM, buf, buf, 64, 0, 0,
+    rc = gs_comm_allreduce_op(r, rank == 0 ? GS_REDOP_MAX : GS_REDOP_SUM, buf, buf, 64, 0, 0,
                               NULL, &e);
   }
   sh->u64[rank][0] = (uint64_t)(int64_t)rc;
   snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
-  gs_ring_close(r, rc == GS_OK, NULL);
+  gs_comm_close(r, rc == GS_OK, NULL);
   return 0;
 }
 

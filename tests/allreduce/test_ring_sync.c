@@ -102,15 +102,15 @@ static int train(th_shared *sh, int round, int rank, int world, gs_kernels *k, c
   gs_scaler_init(&c.scaler, ro->scale, ro->dynamic);
   void *state;
   char ep[GS_ENDPOINT_MAX];
-  int rc = gs_ring_backend.prepare(&c, &state, ep, e);
+  int rc = gs_allreduce_backend.prepare(&c, &state, ep, e);
   const char *eps[TH_MAX_WORLD];
   if (rc == 0 && th_exchange(sh, round, rank, ep, eps) < 0) {
-    gs_ring_backend.discard(state);
+    gs_allreduce_backend.discard(state);
     rc = GS_FAIL(e, GS_ETIMEOUT, "endpoint exchange");
   }
   c.endpoints = eps;
   gs_sync *s;
-  if (rc == 0) rc = gs_ring_backend.open(state, &c, &s, e);
+  if (rc == 0) rc = gs_allreduce_backend.open(state, &c, &s, e);
   if (rc < 0) {
     k->release(k, params);
     k->release(k, grads);
@@ -391,22 +391,22 @@ static int body_misuse(th_shared *sh, int rank, int world, void *arg) {
   char ep[GS_ENDPOINT_MAX];
   c.buckets = outside;
   c.nbuckets = 1;
-  if (gs_ring_backend.prepare(&c, &state, ep, &e) != GS_EINVAL) bad++;
+  if (gs_allreduce_backend.prepare(&c, &state, ep, &e) != GS_EINVAL) bad++;
   fprintf(stderr, "rank %d: %s\n", rank, e.msg);
   gs_err_clear(&e);
   c.buckets = overlap;
   c.nbuckets = 2;
-  if (gs_ring_backend.prepare(&c, &state, ep, &e) != GS_EINVAL) bad++;
+  if (gs_allreduce_backend.prepare(&c, &state, ep, &e) != GS_EINVAL) bad++;
   fprintf(stderr, "rank %d: %s\n", rank, e.msg);
   gs_err_clear(&e);
   c.buckets = PLAN;
   c.nbuckets = NBUCKETS;
-  if (gs_ring_backend.prepare(&c, &state, ep, &e) < 0) return report(sh, rank, &e);
+  if (gs_allreduce_backend.prepare(&c, &state, ep, &e) < 0) return report(sh, rank, &e);
   const char *eps[TH_MAX_WORLD];
   if (th_exchange(sh, 0, rank, ep, eps) < 0) return 1;
   c.endpoints = eps;
   gs_sync *s;
-  if (gs_ring_backend.open(state, &c, &s, &e) < 0) return report(sh, rank, &e);
+  if (gs_allreduce_backend.open(state, &c, &s, &e) < 0) return report(sh, rank, &e);
   gs_sync_stats st;
   if (s->ops->bucket_ready(s, 0, &e) != GS_EINVAL) bad++; /* before begin_step */
   gs_err_clear(&e);

@@ -51,10 +51,10 @@ static int open_segments(void) {
   return n;
 }
 
-static int check_algo(gs_ring *r, size_t n, int rank, const char *what) {
-  if (gs_ring_algo(r, n) == GS_ALGO_SHM) return 0;
+static int check_algo(gs_comm *r, size_t n, int rank, const char *what) {
+  if (gs_comm_algo(r, n) == GS_ALGO_SHM) return 0;
   fprintf(stderr, "rank %d: %s on one host runs %s, not shm\n", rank, what,
-          gs_algo_name(gs_ring_algo(r, n)));
+          gs_algo_name(gs_comm_algo(r, n)));
   return 1;
 }
 
@@ -68,14 +68,14 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
   if (!src || !dst) return th_report(sh, rank, &e);
   /* auto, shm, shm with 4 KiB rounds; then fp64 sums and int32 max */
   for (int c = 0; c < 5; c++) {
-    gs_ring_opts o;
+    gs_comm_opts o;
     th_ring_opts(&o, rank, world, MAXN, K);
     o.algo = c == 0 ? GS_ALGO_AUTO : GS_ALGO_SHM;
     o.wire = c == 3 ? GS_F64 : c == 4 ? GS_I32 : GS_F32;
     /* rank 0's sizes rule: another rank's own must change nothing */
     if (c == 2) setenv("GS_SHM_CHUNK", rank == 0 ? "4K" : "64K", 1);
     if (c == 2) setenv("GS_SHM_WHOLE", rank == 0 ? "64K" : "0", 1);
-    gs_ring *r;
+    gs_comm *r;
     int rc = th_ring_open(sh, c, &o, &r, &e);
     unsetenv("GS_SHM_CHUNK");
     unsetenv("GS_SHM_WHOLE");
@@ -100,7 +100,7 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
         void *out = inplace ? (void *)src : (void *)dst;
         if (!inplace) memset(dst, 0xff, n * es);
         gs_redop op = o.wire == GS_I32 ? GS_REDOP_MAX : GS_REDOP_SUM;
-        if (gs_ring_allreduce_op(r, op, src, out, n, slot, 0, NULL, &e) < 0)
+        if (gs_comm_allreduce_op(r, op, src, out, n, slot, 0, NULL, &e) < 0)
           return th_report(sh, rank, &e);
         size_t wrong = 0, first = 0;
         for (size_t i = 0; i < n; i++) {
@@ -134,7 +134,7 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
         sh->u64[rank][slot] = th_hash(out, n * es);
       }
     }
-    gs_ring_close(r, true, NULL);
+    gs_comm_close(r, true, NULL);
   }
   sh->u64[rank][TH_SLOTS - 1] = (uint64_t)slot;
   gs_free(src);
@@ -146,8 +146,8 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
 static int body_stall(th_shared *sh, int rank, int world, void *arg) {
   (void)arg;
   gs_err e = {0};
-  gs_ring *r;
-  gs_ring_opts o;
+  gs_comm *r;
+  gs_comm_opts o;
   th_ring_opts(&o, rank, world, 64, K);
   o.algo = GS_ALGO_SHM;
   o.timeout_ms = 1000;
@@ -158,12 +158,12 @@ static int body_stall(th_shared *sh, int rank, int world, void *arg) {
   for (int64_t s = 0; s < 20 && rc == GS_OK; s++) {
     if (rank == 1 && s == 5) usleep(2500 * 1000);
     t0 = gs_now();
-    rc = gs_ring_allreduce(r, buf, buf, 64, s, 0, NULL, &e);
+    rc = gs_comm_allreduce(r, buf, buf, 64, s, 0, NULL, &e);
   }
   sh->u64[rank][0] = (uint64_t)-rc;
   sh->f64[rank][0] = gs_now() - t0;
   snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
-  gs_ring_close(r, rc == GS_OK, NULL);
+  gs_comm_close(r, rc == GS_OK, NULL);
   return 0;
 }
 
@@ -175,8 +175,8 @@ static int body_fallback(th_shared *sh, int rank, int world, void *arg) {
   float buf[1000];
   int bad = 0;
   for (int c = 0; c < 3; c++) {
-    gs_ring *r = NULL;
-    gs_ring_opts o;
+    gs_comm *r = NULL;
+    gs_comm_opts o;
     th_ring_opts(&o, rank, world, 1000, K);
     o.algo = c == 1 ? GS_ALGO_SHM : GS_ALGO_AUTO;
     if (c == 2) { /* every rank willing, but a 16-bit wire */
@@ -188,16 +188,16 @@ static int body_fallback(th_shared *sh, int rank, int world, void *arg) {
     if (c == 1) {
       sh->u64[rank][0] = (uint64_t)-rc;
       snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
-      gs_ring_close(r, rc == GS_OK, NULL);
+      gs_comm_close(r, rc == GS_OK, NULL);
       continue;
     }
     if (rc < 0) return th_report(sh, rank, &e);
-    if (gs_ring_algo(r, 1000) == GS_ALGO_SHM) {
+    if (gs_comm_algo(r, 1000) == GS_ALGO_SHM) {
       fprintf(stderr, "rank %d: case %d runs shm\n", rank, c);
       bad++;
     }
     for (int i = 0; i < 1000; i++) buf[i] = th_contribution(rank, (size_t)i, c);
-    if (gs_ring_allreduce(r, buf, buf, 1000, 0, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
+    if (gs_comm_allreduce(r, buf, buf, 1000, 0, 0, NULL, &e) < 0) return th_report(sh, rank, &e);
     for (int i = 0; i < 1000; i++) {
       float want = 0;
       for (int q = 0; q < world; q++) want += th_contribution(q, (size_t)i, c);
@@ -207,7 +207,7 @@ static int body_fallback(th_shared *sh, int rank, int world, void *arg) {
         break;
       }
     }
-    gs_ring_close(r, true, NULL);
+    gs_comm_close(r, true, NULL);
   }
   return bad;
 }

@@ -86,7 +86,7 @@ static float ref(gs_algo a, gs_dtype t, uint64_t seed, int N, size_t i) {
 
 
 
-static void base_opts(gs_ring_opts *o, int rank, int world, size_t max_count, gs_algo a) {
+static void base_opts(gs_comm_opts *o, int rank, int world, size_t max_count, gs_algo a) {
   th_ring_opts(o, rank, world, max_count, K);
   o->algo = a;
 }
@@ -105,8 +105,8 @@ static size_t lengths_for(int world, size_t *out) {
 static int body_sums(th_shared *sh, int rank, int world, void *arg) {
   (void)arg;
   gs_err e = {0};
-  gs_ring *rings[NALGOS];
-  gs_ring_opts o;
+  gs_comm *rings[NALGOS];
+  gs_comm_opts o;
   for (int a = 0; a < NALGOS; a++) {
     base_opts(&o, rank, world, MAXN, ALGOS[a]);
     if (th_ring_open(sh, a, &o, &rings[a], &e) < 0) return th_report(sh, rank, &e);
@@ -120,7 +120,7 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
   for (int a = 0; a < NALGOS; a++) {
     for (size_t li = 0; li < nl; li++) {
       size_t n = lens[li];
-      gs_algo ran = gs_ring_algo(rings[a], n);
+      gs_algo ran = gs_comm_algo(rings[a], n);
       if ((ALGOS[a] == GS_ALGO_AUTO || ALGOS[a] == GS_ALGO_SHM) && ran != GS_ALGO_SHM) {
         fprintf(stderr, "rank %d: %s on one host ran %s, not shm\n", rank,
                 gs_algo_name(ALGOS[a]), gs_algo_name(ran));
@@ -135,7 +135,7 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
         if (!inplace) memset(dst, 0xff, n * sizeof(float));
         /* a late rank: the others' next messages wait for it in its queues */
         if (rank == slot % world && slot % 7 == 0) usleep(5000);
-        if (gs_ring_allreduce(rings[a], src, out, n, step++, slot, NULL, &e) < 0)
+        if (gs_comm_allreduce(rings[a], src, out, n, step++, slot, NULL, &e) < 0)
           return th_report(sh, rank, &e);
         size_t wrong = 0, first = 0;
         for (size_t i = 0; i < n; i++) {
@@ -170,7 +170,7 @@ static int body_sums(th_shared *sh, int rank, int world, void *arg) {
   sh->u64[rank][TH_SLOTS - 1] = (uint64_t)slot;
   gs_free(src);
   gs_free(dst);
-  for (int a = 0; a < NALGOS; a++) gs_ring_close(rings[a], true, NULL);
+  for (int a = 0; a < NALGOS; a++) gs_comm_close(rings[a], true, NULL);
   return bad ? 1 : 0;
 }
 
@@ -184,16 +184,16 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
   int bad = 0, slot = 0;
   for (int a = 0; a < 2; a++) {
     for (int t = 0; t < 2; t++, slot++) {
-      gs_ring *r;
-      gs_ring_opts o;
+      gs_comm *r;
+      gs_comm_opts o;
       base_opts(&o, rank, world, n, ALGOS[a]);
       o.wire = types[t];
       if (th_ring_open(sh, slot, &o, &r, &e) < 0) return th_report(sh, rank, &e);
       uint64_t seed = 11 + (uint64_t)slot;
       for (size_t i = 0; i < n; i++) buf[i] = th_randf(seed, rank, i);
       /* out of place, then the same in place: the same bits */
-      if (gs_ring_allreduce(r, buf, out, n, 0, 0, NULL, &e) < 0 ||
-          gs_ring_allreduce(r, buf, buf, n, 1, 0, NULL, &e) < 0)
+      if (gs_comm_allreduce(r, buf, out, n, 0, 0, NULL, &e) < 0 ||
+          gs_comm_allreduce(r, buf, buf, n, 1, 0, NULL, &e) < 0)
         return th_report(sh, rank, &e);
       size_t wrong = 0;
       for (size_t i = 0; i < n; i++) wrong += out[i] != ref(ALGOS[a], types[t], seed, world, i);
@@ -205,7 +205,7 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
         bad++;
       }
       sh->u64[rank][slot] = th_hash(out, n * sizeof(float));
-      gs_ring_close(r, true, NULL);
+      gs_comm_close(r, true, NULL);
     }
   }
   sh->u64[rank][TH_SLOTS - 1] = (uint64_t)slot;
@@ -217,15 +217,15 @@ static int body_lowp(th_shared *sh, int rank, int world, void *arg) {
 static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
   (void)arg;
   gs_err e = {0};
-  gs_ring *r = NULL;
-  gs_ring_opts o;
+  gs_comm *r = NULL;
+  gs_comm_opts o;
   base_opts(&o, rank, world, 100, rank == 1 ? GS_ALGO_DIRECT : GS_ALGO_RD);
   double t0 = gs_now();
   int rc = th_ring_open(sh, 0, &o, &r, &e);
   sh->u64[rank][0] = (uint64_t)-rc;
   sh->f64[rank][0] = gs_now() - t0;
   snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
-  gs_ring_close(r, rc == GS_OK, NULL);
+  gs_comm_close(r, rc == GS_OK, NULL);
   return 0;
 }
 
@@ -239,8 +239,8 @@ typedef struct stop_case {
 static int body_abort(th_shared *sh, int rank, int world, void *arg) {
   const stop_case *c = arg;
   gs_err e = {0};
-  gs_ring *r;
-  gs_ring_opts o;
+  gs_comm *r;
+  gs_comm_opts o;
   base_opts(&o, rank, world, 64, c->a);
   if (th_ring_open(sh, 0, &o, &r, &e) < 0) return th_report(sh, rank, &e);
   float buf[64];
@@ -249,17 +249,17 @@ static int body_abort(th_shared *sh, int rank, int world, void *arg) {
   for (int64_t s = 0; s < 1000 && rc == GS_OK; s++) {
     if (rank == 1 && s == 5) {
       if (c->kill) raise(SIGKILL);
-      gs_ring_close(r, false, "the test stops it");
+      gs_comm_close(r, false, "the test stops it");
       return 0;
     }
     for (int i = 0; i < 64; i++) buf[i] = (float)rank;
-    rc = gs_ring_allreduce(r, buf, buf, 64, s, 0, NULL, &e);
+    rc = gs_comm_allreduce(r, buf, buf, 64, s, 0, NULL, &e);
     if (rc < 0) t_fail = gs_now();
   }
   sh->u64[rank][0] = (uint64_t)-rc;
   sh->f64[rank][0] = t_fail;
   snprintf(sh->msg[rank], sizeof sh->msg[rank], "%s", e.msg);
-  gs_ring_close(r, rc == GS_OK, NULL);
+  gs_comm_close(r, rc == GS_OK, NULL);
   return 0;
 }
 
@@ -303,10 +303,10 @@ static int body_sync(th_shared *sh, int rank, int world, void *arg) {
     gs_sync *s;
     gs_sync_stats st;
     memset(&st, 0, sizeof st);
-    if (gs_ring_backend.prepare(&cfg, &state, ep, &e) < 0) return th_report(sh, rank, &e);
+    if (gs_allreduce_backend.prepare(&cfg, &state, ep, &e) < 0) return th_report(sh, rank, &e);
     if (th_exchange(sh, c, rank, ep, eps) < 0) return 1;
     cfg.endpoints = eps;
-    if (gs_ring_backend.open(state, &cfg, &s, &e) < 0 || s->ops->begin_step(s, 0, &e) < 0 ||
+    if (gs_allreduce_backend.open(state, &cfg, &s, &e) < 0 || s->ops->begin_step(s, 0, &e) < 0 ||
         s->ops->bucket_ready(s, 0, &e) < 0 || s->ops->end_step(s, &st, &e) < 0 ||
         s->ops->close(s, true, &e) < 0)
       return th_report(sh, rank, &e);

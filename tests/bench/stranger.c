@@ -38,8 +38,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "kernels/util.h"
-#include "proto/wire.h"
+#include "base/base.h"
+#include "proto/proto.h"
 
 #define MAX_EPS 16
 #define BIG (4u << 20)

@@ -58,7 +58,7 @@ static gs_summary sweep_run(double mb, int nb, double step, double wait, gs_rank
                             gs_bucket_timing *bt) {
   *pr = (gs_rank_summary){.comm_wait_s = wait};
   *bt = (gs_bucket_timing){.bucket = 0, .comm_end_s = step};
-  return (gs_summary){.mode = GS_MODE_RING, .world = 2, .model = "m", .batch = 8,
+  return (gs_summary){.mode = GS_MODE_ALLREDUCE, .world = 2, .model = "m", .batch = 8,
                       .bucket_mb = mb, .nbuckets = nb, .step_time_s_median = step,
                       .per_rank = pr, .nrepeats = 1, .bucket_timing = bt, .nbucket_timing = 1,
                       .backward_end_s = step / 2};
@@ -102,7 +102,7 @@ int main(void) {
   make(&rr[0], 0);
   make(&rr[1], 1);
   size_t bytes[2] = {1000, 3000};
-  gs_run_info info = {.mode = GS_MODE_RING, .world = 2, .nbuckets = 2, .bucket_bytes = bytes};
+  gs_run_info info = {.mode = GS_MODE_ALLREDUCE, .world = 2, .nbuckets = 2, .bucket_bytes = bytes};
   gs_summary s;
   memset(&s, 0, sizeof s);
   gs_err e = {0};

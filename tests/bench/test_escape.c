@@ -15,7 +15,7 @@
 #include "bench/cli/cli.h"
 #include "bench/job/job.h"
 #include "bench/report/report.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 #include "tests/check.h"
 
 #define NAME "<script>x</script>"
@@ -86,7 +86,7 @@ int main(void) {
   o.train.model = o.models[0];
   o.train.batch = o.batches[0];
   o.train.bucket_mb = o.bucket_mbs[0];
-  gs_run_info info = gs_run_info_of(&o, GS_MODE_RING, 2);
+  gs_run_info info = gs_run_info_of(&o, GS_MODE_ALLREDUCE, 2);
   info.wall_start = 1000.0;
   gs_rank_result ranks[2];
   memset(ranks, 0, sizeof ranks);

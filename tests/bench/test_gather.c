@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "bench/job/job.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 #include "tests/check.h"
 
 static gs_rank_result mine(int rank, size_t nrows, size_t nspans) {

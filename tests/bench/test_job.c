@@ -202,7 +202,7 @@ static void addresses(void) {
   /* our launcher: loopback, an ephemeral rendezvous port */
   gs_rank_env env = env_of(0, "127.0.0.1", true, 5);
   CHECK_OK(gs_job_addrs_resolve(&env, NULL, &a, &e), &e);
-  CHECK(a.local && !a.wildcard && !strcmp(a.bind, "127.0.0.1") &&
+  CHECK(a.loopback && !a.wildcard && !strcmp(a.bind, "127.0.0.1") &&
         !strcmp(a.advertise, "127.0.0.1") && !strcmp(a.rendezvous, "tcp://127.0.0.1:*"));
   /* a loopback MASTER_ADDR, by name or by number: loopback everywhere */
   const char *loops[] = {"127.0.0.1", "localhost", "127.0.0.2"};
@@ -214,7 +214,7 @@ static void addresses(void) {
       const char *want = i == 2 ? "127.0.0.2" : "127.0.0.1";
       char rdv[64];
       snprintf(rdv, sizeof rdv, "tcp://%s:29500", want);
-      CHECK(a.local && !strcmp(a.bind, want) && !strcmp(a.rendezvous, rdv),
+      CHECK(a.loopback && !strcmp(a.bind, want) && !strcmp(a.rendezvous, rdv),
              "MASTER_ADDR %s rank %d: bind %s, rendezvous %s", loops[i], rank, a.bind,
              a.rendezvous);
     }

@@ -50,7 +50,7 @@ static void defaults_agree(void) {
   CHECK(o.bucket_mbs[0] == w.bucket_mb && o.nbucket_mbs == 1);
   /* fp32: a fixed scale of 1, what the trainer's "precision default" means */
   CHECK(t->loss_scale == 1.0f && !t->dynamic_scale && w.loss_scale <= 0);
-  CHECK(o.nmodes == 2 && o.modes[0] == GS_MODE_PS && o.modes[1] == GS_MODE_RING);
+  CHECK(o.nmodes == 2 && o.modes[0] == GS_MODE_PS && o.modes[1] == GS_MODE_ALLREDUCE);
   CHECK(o.nworlds == 3 && o.worlds[2] == 4 && !o.world_given && !o.mode_given);
   CHECK(o.timeout_s == 60 && o.warmup == 5 && o.overlap == -1 && !strcmp(o.device, "auto"));
   CHECK(o.min_bytes == 8 && o.max_bytes == 256u << 20 && o.factor == 2 && o.iters == 20 &&

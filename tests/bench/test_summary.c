@@ -98,7 +98,7 @@ static gs_run_info info_of(gs_mode mode, int world, int warmup, bool dedicated) 
   return (gs_run_info){.mode = mode, .world = world, .model = "mlp:784-32-10",
                        .data = "synthetic", .batch = 8, .bucket_mb = 25, .first_bucket_mb = 1,
                        .precision = GS_F16, .wire = GS_F16, .warmup = warmup,
-                       .overlap = mode == GS_MODE_RING, .dedicated = dedicated,
+                       .overlap = mode == GS_MODE_ALLREDUCE, .dedicated = dedicated,
                        .device = "cpu", .launcher = "gradsync", .threads = 1,
                        .nparams = 1000, .nbuckets = 2, .wall_start = 10, .wall_end = 12.5,
                        .accuracy = NAN, .eval_loss = NAN, .heldout_accuracy = NAN,
@@ -143,8 +143,8 @@ static void check_definitions(const gs_run_info *in, const gs_rank_result *rr,
   double S = (double)in->nparams * 2; /* fp16 on the wire */
   CHECK(s->gradient_bytes == S && s->cost_model.S_bytes == S);
   bool ded = in->dedicated && in->mode == GS_MODE_PS;
-  double master = in->mode == GS_MODE_RING ? 2.0 * (N - 1) / N * S : ded ? N * S : (N - 1) * S;
-  double worker = in->mode == GS_MODE_RING ? master : N > 1 || ded ? S : 0;
+  double master = in->mode == GS_MODE_ALLREDUCE ? 2.0 * (N - 1) / N * S : ded ? N * S : (N - 1) * S;
+  double worker = in->mode == GS_MODE_ALLREDUCE ? master : N > 1 || ded ? S : 0;
   CHECK(NEAR(s->cost_model.master_bytes_sent, master) &&
              NEAR(s->cost_model.worker_bytes_recv, worker),
          "cost model master %g (want %g) worker %g (want %g)", s->cost_model.master_bytes_sent,
@@ -248,9 +248,9 @@ static void check_definitions(const gs_run_info *in, const gs_rank_result *rr,
 static void definitions(void) {
   struct { gs_mode mode; int world, steps, warmup; bool dedicated, short1; } cases[] = {
     {GS_MODE_PS, 4, 30, 5, false, false},   {GS_MODE_PS, 3, 20, 2, true, false},
-    {GS_MODE_RING, 4, 25, 3, false, true},  {GS_MODE_RING, 1, 9, 0, false, false},
+    {GS_MODE_ALLREDUCE, 4, 25, 3, false, true},  {GS_MODE_ALLREDUCE, 1, 9, 0, false, false},
     {GS_MODE_PS, 2, 4, 10, false, false},   /* warm-up longer than the run: all measured */
-    {GS_MODE_LOCAL, 1, 7, 1, false, false},
+    {GS_MODE_SINGLE, 1, 7, 1, false, false},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int N = cases[i].world;
@@ -277,7 +277,7 @@ static void definitions(void) {
 
 static void failures(void) {
   gs_rank_result *rr = make_ranks(3, 5, false, false);
-  gs_run_info in = info_of(GS_MODE_RING, 3, 1, false);
+  gs_run_info in = info_of(GS_MODE_ALLREDUCE, 3, 1, false);
   gs_summary s;
   gs_err e = {0};
   rr[2].failed = 1;
@@ -320,14 +320,14 @@ static void scaling(void) {
    * every mode; a mode's own world-1 run comes first where there is one */
   runs[1].batch = 8;
   runs[1].global_batch = 16;
-  runs[0].mode = GS_MODE_LOCAL;
-  runs[2].mode = GS_MODE_RING;
+  runs[0].mode = GS_MODE_SINGLE;
+  runs[2].mode = GS_MODE_ALLREDUCE;
   gs_summary_scaling(runs, 4, false);
   CHECK(NEAR(runs[1].scaling_efficiency, 0.75) && NEAR(runs[2].scaling_efficiency, 0.5) &&
         runs[0].scaling_efficiency == 1);
-  CHECK(gs_summary_find(runs, 4, GS_MODE_RING, 1, &runs[2]) == &runs[0] &&
+  CHECK(gs_summary_find(runs, 4, GS_MODE_ALLREDUCE, 1, &runs[2]) == &runs[0] &&
         gs_summary_find(runs, 4, GS_MODE_PS, 4, &runs[2]) == NULL &&
-        gs_summary_find(runs, 4, GS_MODE_RING, 4, &runs[1]) == &runs[2]);
+        gs_summary_find(runs, 4, GS_MODE_ALLREDUCE, 4, &runs[1]) == &runs[2]);
 }
 
 /* --repeat 3 of two configurations, interleaved: each becomes its median */
@@ -337,7 +337,7 @@ static void repeats(void) {
   gs_err e = {0};
   double thr[6];
   for (int i = 0; i < 6; i++) {
-    gs_run_info in = info_of(i % 2 ? GS_MODE_RING : GS_MODE_PS, 2, 1, false);
+    gs_run_info in = info_of(i % 2 ? GS_MODE_ALLREDUCE : GS_MODE_PS, 2, 1, false);
     in.repeats = 3;
     in.repeat = i / 2 + 1;
     CHECK_OK(gs_summarize(&in, rr, &all[i], &e), &e);
@@ -348,7 +348,7 @@ static void repeats(void) {
   gs_summary *rec = NULL;
   size_t n = 0;
   CHECK_OK(gs_summary_repeats(all, 6, &rec, &n, &e), &e);
-  CHECK(n == 2 && rec[0].mode == GS_MODE_PS && rec[1].mode == GS_MODE_RING, "%zu records", n);
+  CHECK(n == 2 && rec[0].mode == GS_MODE_PS && rec[1].mode == GS_MODE_ALLREDUCE, "%zu records", n);
   for (size_t k = 0; k < n && n == 2; k++) {
     double v[3] = {thr[k], thr[k + 2], thr[k + 4]};
     qsort(v, 3, sizeof *v, cmp_d);

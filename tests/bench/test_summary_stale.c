@@ -1,5 +1,5 @@
 /* test_summary_stale.c: what a summary shows of stragglers and stale
- * models (report.h gs_stale_summary, bench/costmodel/straggle.c), on rows
+ * models (report.h gs_stale_summary, bench/costmodel/stragglers.c), on rows
  * built by hand so that every figure is known:
  *  - throughput of a stale run: samples applied while every rank trains,
  *    over that window's wall time, not the sum of per-step maxima (which
@@ -100,7 +100,7 @@ static void throughput(void) {
   CHECK(NEAR(s.throughput_samples_per_s, 200.0 / 20), "bsp %g", s.throughput_samples_per_s);
   gs_summary_free(&s);
   /* ring averaging every 4 steps: ranks at different steps, the window */
-  gs_run_info ring = info_of(GS_MODE_RING, 2);
+  gs_run_info ring = info_of(GS_MODE_ALLREDUCE, 2);
   ring.ring_period = 4;
   CHECK_OK(gs_summarize(&ring, rr, &s, &e), &e);
   CHECK(NEAR(s.throughput_samples_per_s, 15), "ring period 4: %g", s.throughput_samples_per_s);
@@ -149,7 +149,7 @@ static void waits(void) {
       x->t_end = x->t_start + x->step_s;
       x->samples = 10;
     }
-  gs_run_info in = info_of(GS_MODE_RING, 3);
+  gs_run_info in = info_of(GS_MODE_ALLREDUCE, 3);
   gs_summary s;
   gs_err e = {0};
   CHECK_OK(gs_summarize(&in, rr, &s, &e), &e);
@@ -204,7 +204,7 @@ static void summarize_falling(gs_mode mode, gs_ps_model m, double fall, double f
 
 static void targets(void) {
   gs_summary runs[3];
-  summarize_falling(GS_MODE_RING, GS_PS_BSP, 0.05, 0.5, &runs[0]);   /* 0.5 from step 30 */
+  summarize_falling(GS_MODE_ALLREDUCE, GS_PS_BSP, 0.05, 0.5, &runs[0]);   /* 0.5 from step 30 */
   summarize_falling(GS_MODE_PS, GS_PS_ASYNC, 0.1, 0.5, &runs[1]);    /* 0.5 from step 15 */
   summarize_falling(GS_MODE_PS, GS_PS_SSP, 0.01, 1.0, &runs[2]);     /* never below 1.0 */
   /* the curve: 2 rows a step end together; the mean of the last 16 rows */

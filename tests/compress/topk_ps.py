@@ -66,7 +66,7 @@ for world, extra in ((2, []), (3, ["--bucket-mb", "0.05"]), (2, ["--bucket-mb", 
           f"topk:0.3 differs, ranks agree")
 
 # the ring: an all-gather of every rank's kept entries, summed in rank order
-# as the ps server sums pushes (allreduce/ring_topk.h): the ps' bits at world
+# as the ps server sums pushes (allreduce/topk_gather.h): the ps' bits at world
 # 2 and 3, several buckets; topk:1 is the plain ring's bits at world 2 (a sum
 # of two is the same either way)
 for world in (2, 3):

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/util.h"
+#include "base/base.h"
 
 #define FUZZ_CHECK(cond, ...)                                                   \
   do {                                                                          \

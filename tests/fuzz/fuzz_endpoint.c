@@ -1,5 +1,5 @@
 /* fuzz_endpoint.c: a data port's endpoint as a rank reads it from the
- * welcome (proto/wire.h gs_endpoint_split): "address#<32 hex digits>".
+ * welcome (proto/proto.h gs_endpoint_split): "address#<32 hex digits>".
  *
  * Input: the endpoint's text (cut at its first NUL). Split into a small
  * buffer and a large one, the verdicts must agree with an independent
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 static int hexval(char c) {
   return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10

@@ -13,7 +13,7 @@
 
 #include "bench/job/job.h"
 #include "fuzz.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 #define RANK 1
 

@@ -17,7 +17,7 @@
 static void check_ranges(const gs_opts *o) {
   FUZZ_CHECK(o->nmodes >= 1 && o->nmodes <= 3, "%d modes", o->nmodes);
   for (int i = 0; i < o->nmodes; i++)
-    FUZZ_CHECK(o->modes[i] >= GS_MODE_PS && o->modes[i] <= GS_MODE_LOCAL, "mode %d", o->modes[i]);
+    FUZZ_CHECK(o->modes[i] >= GS_MODE_PS && o->modes[i] <= GS_MODE_SINGLE, "mode %d", o->modes[i]);
   FUZZ_CHECK(o->nworlds >= 1 && o->nworlds <= GS_LIST_MAX, "%d worlds", o->nworlds);
   for (int i = 0; i < o->nworlds; i++)
     FUZZ_CHECK(o->worlds[i] >= 1 && o->worlds[i] <= 1024, "world %d", o->worlds[i]);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 static volatile size_t sink;
 /* protobuf-c 1.4 keeps an unknown field numbered 0 when its tag is spelled

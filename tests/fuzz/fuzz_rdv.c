@@ -30,7 +30,7 @@
 
 #include "bench/job/job.h"
 #include "fuzz.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 #define TOKEN FUZZ_RDV_TOKEN
 #define SETTINGS "mode=ps\nmodel=mlp:4-2\n"  /* fuzz_register_msg's with mlp:4-2 */

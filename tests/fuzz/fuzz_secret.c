@@ -13,7 +13,7 @@
 
 #include "bench/job/job.h"
 #include "fuzz.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static char path[64];

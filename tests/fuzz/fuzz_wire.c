@@ -1,4 +1,4 @@
-/* fuzz_wire.c: gs_wire_recv (proto/wire.h), the checked receive every
+/* fuzz_wire.c: gs_wire_recv (proto/proto.h), the checked receive every
  * backend and the rendezvous use, on arbitrary multi-frame messages sent
  * through an inproc:// socket pair.
  *
@@ -7,7 +7,7 @@
  * more message with an oversized header), then parts (fuzz.h): the frames,
  * a part without "more" ending a message. Every message sent must be
  * consumed by exactly one gs_wire_recv, whose verdict must be the one an
- * independent reading of wire.h's rules gives (header 1..GS_HEADER_MAX
+ * independent reading of proto.h's rules gives (header 1..GS_HEADER_MAX
  * bytes that unpack, at most one payload frame within the bound, our
  * protocol version, our job token, a body); an accepted message must hand
  * back the header and payload that were sent. */
@@ -16,7 +16,7 @@
 #include <zmq.h>
 
 #include "fuzz.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 #define JOB FUZZ_WIRE_JOB
 #define MAXPARTS 64
@@ -38,7 +38,7 @@ static void setup(void) {
   }
 }
 
-/* What wire.h says gs_wire_recv must conclude about frames f[0..n). */
+/* What proto.h says gs_wire_recv must conclude about frames f[0..n). */
 static int expected(const fuzz_part *f, size_t n, uint64_t job, size_t max_payload) {
   if (f[0].len == 0 || f[0].len > GS_HEADER_MAX) return GS_EPROTO;
   Gradsync__Envelope *env = gradsync__envelope__unpack(NULL, f[0].len, f[0].data);

@@ -17,7 +17,7 @@
 #include "allreduce/comm.h"
 #include "bench/job/job.h"
 #include "fuzz.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 #include "worker/npy.h"
 
 #define TOKEN FUZZ_RDV_TOKEN

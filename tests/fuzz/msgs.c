@@ -1,7 +1,7 @@
 /* msgs.c: valid control messages, packed, for the seed writer and for the
  * rendezvous harness's own traffic (fuzz.h). */
 #include "fuzz.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 size_t fuzz_register_msg(uint8_t *out, uint32_t rank, uint32_t world, const char *model) {
   Gradsync__Setting a = GRADSYNC__SETTING__INIT, b = GRADSYNC__SETTING__INIT;

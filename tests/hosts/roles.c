@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "kernels/util.h"
+#include "base/base.h"
 #include "tests/hosts/roles.h"
 
 static void say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -457,7 +457,7 @@ void reference(const job_opts *o, float *ref, bool *skipped, float *scales) {
     /* sum in rank order, bucket by bucket, as the server does */
     for (int r = 0; r < o->world; r++) {
       make_grads(o, r, step, sc.scale, g);
-      /* ps/local.c: the host's fp32 sum in rank order is what its first
+      /* ps/hostagg.c: the host's fp32 sum in rank order is what its first
        * rank pushes, the hosts in order (the flat ps: each rank's own) */
       const float *push = g;
       int pusher = r;

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 
 #include "kernels/kernels.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 #include "worker/sync.h"
 #include "tests/check.h"
 

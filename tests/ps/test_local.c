@@ -1,4 +1,4 @@
-/* test_local.c: the host-aggregated ps (cfg.ps_host_ranks L: ps/local.c).
+/* test_local.c: the host-aggregated ps (cfg.ps_host_ranks L: ps/hostagg.c).
  *
  * Ranks as threads of one process share memory as the ranks of one host
  * do, so hosts here are groups of L ranks (host-major) and the checks are:

@@ -28,7 +28,7 @@
 #include <zmq.h>
 
 #include "harness.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 #include "ps/ps.h"
 
 #define JOB 0x1234abcd5678ef00ull

@@ -9,7 +9,7 @@
 #include <zmq.h>
 
 #include "harness.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 static int released;
 static void on_release(void *data, void *hint) {

@@ -1,4 +1,4 @@
-/* test_reduce.c: the ps server's reduction (ps/reduce.h) without sockets.
+/* test_reduce.c: the ps server's reduction (ps/server_reduce.h) without sockets.
  *
  * Pushes are plain zmq_msg_t built here; each scenario hands them over in
  * many random arrival orders and checks that every bucket's sum is
@@ -14,7 +14,7 @@
 
 #include "harness.h"
 #include "kernels/elem.h"
-#include "ps/reduce.h"
+#include "ps/server_reduce.h"
 
 #define W 4
 #define NB 3

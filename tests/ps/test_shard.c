@@ -1,4 +1,4 @@
-/* test_shard.c: the sharded parameter server (cfg.ps_servers K: ps/backend.c over shard.c).
+/* test_shard.c: the sharded parameter server (cfg.ps_servers K: ps/flat.c over shard.c).
  *
  * For every world 2..4 and K 1..world, with a parameter count K does not
  * divide and buckets the range boundaries cut through, with and without

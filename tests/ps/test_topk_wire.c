@@ -18,7 +18,7 @@
 #include <zmq.h>
 
 #include "harness.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 #include "ps/ps.h"
 
 #define JOB 0x70b4c0ffee123400ull

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "proto/wire.h"
+#include "proto/proto.h"
 #include "ps/ps.h"
 
 #define JOB 0x1234abcd5678ef00ull

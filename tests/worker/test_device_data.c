@@ -31,7 +31,7 @@ static float *train(gs_kernels *k, double *acc, double *loss) {
   gs_sync_config c = {.rank = 0, .world = 1};
   gs_trainer_sync_config(t, &c);
   gs_sync *s = NULL;
-  CHECK_OK(gs_sync_local(&c, &s, &e), &e);
+  CHECK_OK(gs_sync_single(&c, &s, &e), &e);
   if (s) {
     CHECK_OK(gs_trainer_run(t, s, NULL, NULL, &e), &e);
     s->ops->close(s, true, &e);

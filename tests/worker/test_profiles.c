@@ -186,7 +186,7 @@ static void local_steps(void) {
     gs_trainer_sync_config(t, &c);
     CHECK(c.wire == (gs_dtype)p && c.n == np);
     gs_sync *s = NULL;
-    CHECK_OK(gs_sync_local(&c, &s, &e), &e);
+    CHECK_OK(gs_sync_single(&c, &s, &e), &e);
     if (s) {
       CHECK_OK(gs_trainer_run(t, s, NULL, NULL, &e), &e);
       s->ops->close(s, true, &e);

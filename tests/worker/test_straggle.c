@@ -110,7 +110,7 @@ static void train(gs_kernels *k, const gs_straggle *g, float *params) {
   gs_trainer_sync_config(t, &c);
   c.world = 1;
   gs_sync *s = NULL;
-  REQUIRE(gs_sync_local(&c, &s, &e) == GS_OK, "%s", e.msg);
+  REQUIRE(gs_sync_single(&c, &s, &e) == GS_OK, "%s", e.msg);
   CHECK_OK(gs_trainer_run(t, s, NULL, NULL, &e), &e);
   s->ops->close(s, true, &e);
   size_t n;

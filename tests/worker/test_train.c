@@ -6,7 +6,7 @@
  *  - loss scaling: a fixed 1e30 scale skips every step and leaves the
  *    parameters untouched; a dynamic scale from 2^40 halves on every
  *    overflow, then trains; parameters stay finite;
- *  - GradScaler's rule inside gs_sync_local, step by step (growth after
+ *  - GradScaler's rule inside gs_sync_single, step by step (growth after
  *    `interval` clean steps, backoff and skip, momentum's first step);
  *  - buckets handed over in order, each with final gradients (recorder.h);
  *  - epochs roll over with a smaller last batch, as DataLoader does;
@@ -47,7 +47,7 @@ static gs_trainer *train(const gs_train_opts *o) {
   gs_sync_config c = {.rank = 0, .world = 1};
   gs_trainer_sync_config(t, &c);
   gs_sync *s = NULL;
-  CHECK_OK(gs_sync_local(&c, &s, &e), &e);
+  CHECK_OK(gs_sync_single(&c, &s, &e), &e);
   if (s) {
     CHECK_OK(gs_trainer_run(t, s, NULL, NULL, &e), &e);
     s->ops->close(s, true, &e);
@@ -166,7 +166,7 @@ static void overflow(void) {
   gs_trainer_destroy(t);
 }
 
-/* gs_sync_local on a hand-made buffer: the GradScaler rule step by step */
+/* gs_sync_single on a hand-made buffer: the GradScaler rule step by step */
 static void scaler_rule(void) {
   float params[4] = {1, 1, 1, 1}, grads[4];
   gs_bucket b = {0, 4};
@@ -176,7 +176,7 @@ static void scaler_rule(void) {
   c.scaler.interval = 3;
   gs_sync *s = NULL;
   gs_err e = {0};
-  CHECK_OK(gs_sync_local(&c, &s, &e), &e);
+  CHECK_OK(gs_sync_single(&c, &s, &e), &e);
   if (!s) return;
   float scale = 8.0f;
   /* step(g): gradients as backward would leave them, times the scale */
@@ -211,7 +211,7 @@ static void scaler_rule(void) {
   #undef STEP
   c.world = 2;
   gs_err e3 = {0};
-  CHECK(gs_sync_local(&c, &s, &e3) == GS_EINVAL && strstr(e3.msg, "world 1"));
+  CHECK(gs_sync_single(&c, &s, &e3) == GS_EINVAL && strstr(e3.msg, "world 1"));
 }
 
 static void buckets_handed_over(void) {

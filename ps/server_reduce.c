@@ -1,5 +1,5 @@
-/* reduce.c: the ps server's reduction in rank order (see reduce.h). */
-#include "ps/reduce.h"
+/* server_reduce.c: the ps server's reduction in rank order (see server_reduce.h). */
+#include "ps/server_reduce.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

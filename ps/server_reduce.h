@@ -1,4 +1,4 @@
-/* reduce.h: internal to ps/: the server's reduction, without sockets.
+/* server_reduce.h: internal to ps/: the server's reduction, without sockets.
  *
  * Pushes arrive as ZeroMQ messages (zmq_msg_t) in any order; bucket b's
  * sum adds them in rank order 0, 1, ..., world-1 whatever the arrival

@@ -13,7 +13,7 @@
 #include "bench/job/job.h"
 
 int gs_replay_resolve(const gs_opts *o, gs_err *e) {
-  if (!o->mode_given || o->nmodes != 1 || o->modes[0] != GS_MODE_LOCAL)
+  if (!o->mode_given || o->nmodes != 1 || o->modes[0] != GS_MODE_SINGLE)
     return GS_FAIL(e, GS_EINVAL, "--replay %s replays a ps run in one process: give --mode "
                    "local", o->replay);
   if (o->world_given && (o->nworlds != 1 || o->worlds[0] != 1))

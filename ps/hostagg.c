@@ -1,5 +1,5 @@
-/* local.c: the ps backend as the launcher sees it (ps.h gs_ps_backend):
- * the flat ps of backend.c where every rank pushes (DataParallel), or,
+/* hostagg.c: the ps backend as the launcher sees it (ps.h gs_ps_backend):
+ * the flat ps of flat.c where every rank pushes (DataParallel), or,
  * with cfg.ps_host_ranks L > 1, the host-aggregated ps (BytePS' local
  * reduce): ranks are L per host, host-major, and a host's gradients are
  * summed inside it over shared memory before ONE push per host; the
@@ -34,7 +34,7 @@
  *
  * Sum order of element i, fixed and the same run after run: inside host h
  * in rank order, ((g_hL + g_hL+1) + ...) (shm.c), then over the hosts' sums
- * in host order on the server, as the flat server sums ranks (reduce.c),
+ * in host order on the server, as the flat server sums ranks (server_reduce.c),
  * then x 1/N. With one host that is the flat ps' order: the same bits.
  *
  * Faults: a rank that dies or fails inside a host stops its host's
@@ -51,17 +51,17 @@
 #include "allreduce/allreduce.h"
 #include "ps/ps_internal.h"
 
-typedef struct local_state {
+typedef struct hostagg_state {
   bool on;                 /* hosts reduce first; else flat is all there is */
   void *flat;              /* the leader's (or every rank's) flat ps state */
-  gs_ring *host;           /* this host's communicator */
+  gs_comm *host;           /* this host's communicator */
   int L, H, h, local;
-} local_state;
+} hostagg_state;
 
-typedef struct local_sync {
+typedef struct hostagg_sync {
   gs_sync base;
   gs_sync *flat;           /* the leader's ps session; NULL elsewhere */
-  gs_ring *host;
+  gs_comm *host;
   int rank, L, h, local;
   float *params, *grads;
   size_t n;
@@ -70,9 +70,9 @@ typedef struct local_sync {
   bool overlap, failed;
   gs_sync_order order;
   double blocked_s, reduce_s;
-} local_sync;
+} hostagg_sync;
 
-static const gs_sync_ops local_ops;
+static const gs_sync_ops hostagg_ops;
 
 /* The host's communicator numbers its ranks 0..L-1: its errors get the
  * job's numbers ("rank 1", "rank(s) 0, 1" become the host's first rank
@@ -123,7 +123,7 @@ static void host_words(int h, int L, gs_err *e) {
   gs_err_prefix(e, "host %d (ranks %d..%d), shared memory: ", h, h * L, h * L + L - 1);
 }
 
-static int check_local(const gs_sync_config *c, gs_err *e) {
+static int check_hostagg(const gs_sync_config *c, gs_err *e) {
   int L = c->ps_host_ranks;
   if (c->world % L)
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ranks per host do not divide a world of %d "
@@ -136,7 +136,7 @@ static int check_local(const gs_sync_config *c, gs_err *e) {
 }
 
 /* The flat ps the leader of host h joins: rank h of H, averaging over N. */
-static gs_sync_config leader_config(const local_state *p, const gs_sync_config *c) {
+static gs_sync_config leader_config(const hostagg_state *p, const gs_sync_config *c) {
   gs_sync_config x = *c;
   x.rank = p->h;
   x.world = p->H;
@@ -147,19 +147,19 @@ static gs_sync_config leader_config(const local_state *p, const gs_sync_config *
   return x;
 }
 
-static void state_free(local_state *p) {
+static void state_free(hostagg_state *p) {
   if (!p) return;
   if (p->flat) gs_ps_flat_backend.discard(p->flat);
-  gs_ring_close(p->host, false, "the job stopped before it started");
+  gs_comm_close(p->host, false, "the job stopped before it started");
   free(p);
 }
 
-static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
+static int hostagg_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
                          gs_err *e) {
   *state = NULL;
   endpoint[0] = '\0';
   GS_TRY(gs_sync_check_config(c, "ps", e));
-  local_state *p = calloc(1, sizeof *p);
+  hostagg_state *p = calloc(1, sizeof *p);
   if (!p) return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
   p->on = c->ps_host_ranks > 1;
   int rc = GS_OK;
@@ -169,7 +169,7 @@ static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS
     else *state = p;
     return rc;
   }
-  if ((rc = check_local(c, e)) < 0) {
+  if ((rc = check_hostagg(c, e)) < 0) {
     free(p);
     return rc;
   }
@@ -181,7 +181,7 @@ static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS
    * ps (a quarter and a second more than the server): the server's named error arrives
    * first; a rank whose process is gone is seen at once */
   int t = c->timeout_ms > 0 ? c->timeout_ms : 30000;
-  gs_ring_opts ro = {
+  gs_comm_opts ro = {
     .rank = p->local, .world = p->L, .timeout_ms = t + t / 2 + 1000, .job = c->job,
     .host = GS_WIRE_IPC, .cred = c->cred, .k = c->k, .wire = GS_F32, .max_count = c->n,
     .algo = GS_ALGO_SHM, .local_ranks = p->L,
@@ -192,7 +192,7 @@ static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS
     gs_sync_config x = leader_config(p, c);
     rc = gs_ps_flat_backend.prepare(&x, &p->flat, ps_ep, e);
   }
-  if (rc == GS_OK && (rc = gs_ring_prepare(&ro, &p->host, ring_ep, e)) < 0)
+  if (rc == GS_OK && (rc = gs_comm_prepare(&ro, &p->host, ring_ep, e)) < 0)
     host_words(p->h, p->L, e);
   if (rc == GS_OK && strlen(ring_ep) + strlen(ps_ep) + 2 > GS_ENDPOINT_MAX)
     rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: endpoints %s and %s are too long", c->rank, ring_ep,
@@ -209,9 +209,9 @@ static int local_prepare(const gs_sync_config *c, void **state, char endpoint[GS
   return GS_OK;
 }
 
-static int local_bootstrap(void *state, const gs_sync_config *c, void *blob, size_t *len,
+static int hostagg_bootstrap(void *state, const gs_sync_config *c, void *blob, size_t *len,
                            gs_err *e) {
-  local_state *p = state;
+  hostagg_state *p = state;
   *len = 0;
   if (!p->on) return gs_ps_flat_backend.bootstrap(p->flat, c, blob, len, e);
   gs_sync_config x = leader_config(p, c);
@@ -220,11 +220,11 @@ static int local_bootstrap(void *state, const gs_sync_config *c, void *blob, siz
   return gs_ps_flat_backend.bootstrap(p->flat, &x, blob, len, e);
 }
 
-static void local_discard(void *state) { state_free(state); }
+static void hostagg_discard(void *state) { state_free(state); }
 
 /* ------------------------------------------------------------ the steps */
 
-static int failed(local_sync *s, gs_err *e) {
+static int failed(hostagg_sync *s, gs_err *e) {
   return GS_FAIL(e, GS_EPEER, "ps rank %d: the backend already failed in step %lld; close it",
                  s->rank, (long long)s->order.step);
 }
@@ -232,7 +232,7 @@ static int failed(local_sync *s, gs_err *e) {
 /* "host h, rank r: " and the end of msg, where a chain of reasons ends
  * with the first cause, in at most cap bytes (the shared memory keeps 248
  * of a reason, the ps' abort 512). */
-static void reason(const local_sync *s, const char *msg, char *out, size_t cap) {
+static void reason(const hostagg_sync *s, const char *msg, char *out, size_t cap) {
   int head = snprintf(out, cap, "host %d, rank %d: ", s->h, s->rank);
   size_t room = cap - (size_t)head - 4, n = strlen(msg);
   if (n <= room) memcpy(out + head, msg, n + 1);
@@ -244,7 +244,7 @@ static void reason(const local_sync *s, const char *msg, char *out, size_t cap) 
 
 /* A failure: the host hears why (its shared-memory waits end), and the
  * leader's ps passes it to the server when it aborts. */
-static int fail(local_sync *s, int rc, gs_err *e) {
+static int fail(hostagg_sync *s, int rc, gs_err *e) {
   char why[400];
   s->failed = true;
   if (s->flat) {
@@ -252,17 +252,17 @@ static int fail(local_sync *s, int rc, gs_err *e) {
     gs_ps_flat_why(s->flat, why);
   }
   reason(s, e->msg, why, 200); /* comm.c adds "rank l aborted: " */
-  if (s->host) gs_ring_close(s->host, false, why);
+  if (s->host) gs_comm_close(s->host, false, why);
   s->host = NULL;
   return rc;
 }
 
 /* The host's sum of count elements at off of buf, in place. */
-static int host_sum(local_sync *s, float *buf, size_t off, size_t count, int bucket, gs_err *e) {
+static int host_sum(hostagg_sync *s, float *buf, size_t off, size_t count, int bucket, gs_err *e) {
   double t0 = gs_now();
   /* its counters count shm.c's copies, which cross no link: the step's
    * bytes are the ps' sockets' */
-  int rc = gs_ring_allreduce(s->host, buf + off, buf + off, count, s->order.step, bucket, NULL, e);
+  int rc = gs_comm_allreduce(s->host, buf + off, buf + off, count, s->order.step, bucket, NULL, e);
   if (rc < 0) host_words(s->h, s->L, e);
   s->reduce_s += gs_now() - t0;
   return rc;
@@ -274,13 +274,13 @@ static void ps_words(int rank, int h, int L, gs_err *e) {
                 "host h, ranks %d*h..%d*h+%d): ", rank, h, L, L, L - 1);
 }
 
-static int leader_words(local_sync *s, int rc, gs_err *e) {
+static int leader_words(hostagg_sync *s, int rc, gs_err *e) {
   if (rc < 0) ps_words(s->rank, s->h, s->L, e);
   return rc;
 }
 
-static int local_begin_step(gs_sync *base, int64_t step, gs_err *e) {
-  local_sync *s = (local_sync *)base;
+static int hostagg_begin_step(gs_sync *base, int64_t step, gs_err *e) {
+  hostagg_sync *s = (hostagg_sync *)base;
   if (s->failed) return failed(s, e);
   int rc = gs_sync_order_begin(&s->order, step, e);
   if (rc < 0) return rc; /* a misuse changes nothing */
@@ -291,14 +291,14 @@ static int local_begin_step(gs_sync *base, int64_t step, gs_err *e) {
 }
 
 /* The host's sum of bucket b; the leader hands it to its ps. */
-static int one_bucket(local_sync *s, int b, gs_err *e) {
+static int one_bucket(hostagg_sync *s, int b, gs_err *e) {
   const gs_bucket *bk = &s->buckets[b];
   GS_TRY(host_sum(s, s->grads, bk->offset, bk->count, b, e));
   return s->flat ? leader_words(s, s->flat->ops->bucket_ready(s->flat, b, e), e) : GS_OK;
 }
 
-static int local_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
-  local_sync *s = (local_sync *)base;
+static int hostagg_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
+  hostagg_sync *s = (hostagg_sync *)base;
   if (s->failed) return failed(s, e);
   int rc = gs_sync_order_ready(&s->order, bucket, e);
   if (rc < 0) return rc;
@@ -311,20 +311,20 @@ static int local_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
 
 /* Every rank of the host ends with its leader's n floats at buf: the
  * others add -0.0 (tag: the host collective's bucket number). */
-static int share(local_sync *s, float *buf, size_t n, int64_t step, int tag, gs_err *e) {
+static int share(hostagg_sync *s, float *buf, size_t n, int64_t step, int tag, gs_err *e) {
   if (s->local != 0) {
     uint32_t neg0 = 0x80000000u;
     float f;
     memcpy(&f, &neg0, sizeof f);
     for (size_t i = 0; i < n; i++) buf[i] = f;
   }
-  int rc = gs_ring_allreduce(s->host, buf, buf, n, step, tag, NULL, e);
+  int rc = gs_comm_allreduce(s->host, buf, buf, n, step, tag, NULL, e);
   if (rc < 0) host_words(s->h, s->L, e);
   return rc;
 }
 
-static int local_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
-  local_sync *s = (local_sync *)base;
+static int hostagg_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
+  hostagg_sync *s = (hostagg_sync *)base;
   if (s->failed) return failed(s, e);
   int rc = gs_sync_order_end(&s->order, e);
   if (rc < 0) return rc;
@@ -350,21 +350,21 @@ static int local_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   return GS_OK;
 }
 
-static int local_close(gs_sync *base, bool ok, gs_err *e) {
-  local_sync *s = (local_sync *)base;
+static int hostagg_close(gs_sync *base, bool ok, gs_err *e) {
+  hostagg_sync *s = (hostagg_sync *)base;
   bool orderly = ok && !s->failed && !s->order.in_step;
   int rc = GS_OK;
   if (s->flat) rc = s->flat->ops->close(s->flat, orderly, e);
-  gs_ring_close(s->host, orderly, orderly ? NULL : "a rank of this host stopped");
+  gs_comm_close(s->host, orderly, orderly ? NULL : "a rank of this host stopped");
   free(s);
   return rc;
 }
 
-static const gs_sync_ops local_ops = {
-  .begin_step = local_begin_step,
-  .bucket_ready = local_bucket_ready,
-  .end_step = local_end_step,
-  .close = local_close,
+static const gs_sync_ops hostagg_ops = {
+  .begin_step = hostagg_begin_step,
+  .bucket_ready = hostagg_bucket_ready,
+  .end_step = hostagg_end_step,
+  .close = hostagg_close,
 };
 
 /* The part of a published endpoint: 0 the host communicator's, 1 the ps'. */
@@ -378,15 +378,15 @@ static void ep_part(const char *ep, int part, char out[GS_ENDPOINT_MAX]) {
   else snprintf(out, GS_ENDPOINT_MAX, "%s", bar + 1);
 }
 
-static int local_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
+static int hostagg_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
   *out = NULL;
-  local_state *p = state;
+  hostagg_state *p = state;
   if (!p->on) {
     void *flat = p->flat;
     free(p);
     return gs_ps_flat_backend.open(flat, c, out, e);
   }
-  local_sync *s = calloc(1, sizeof *s);
+  hostagg_sync *s = calloc(1, sizeof *s);
   char (*eps)[GS_ENDPOINT_MAX] = calloc((size_t)(p->L + p->H), GS_ENDPOINT_MAX);
   const char **ptr = calloc((size_t)(p->L + p->H), sizeof *ptr);
   int rc = !s || !eps || !ptr ? GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank)
@@ -403,8 +403,8 @@ static int local_open(void *state, const gs_sync_config *c, gs_sync **out, gs_er
                    c->rank, r, c->endpoints[r]);
   }
   if (rc == GS_OK) {
-    gs_ring_set_job(p->host, c->job);
-    if ((rc = gs_ring_connect(p->host, ptr, e)) < 0) host_words(p->h, p->L, e);
+    gs_comm_set_job(p->host, c->job);
+    if ((rc = gs_comm_connect(p->host, ptr, e)) < 0) host_words(p->h, p->L, e);
   }
   if (s) {
     s->host = p->host;
@@ -419,7 +419,7 @@ static int local_open(void *state, const gs_sync_config *c, gs_sync **out, gs_er
     if (rc < 0) ps_words(c->rank, p->h, p->L, e);
   }
   if (s) {
-    s->base.ops = &local_ops;
+    s->base.ops = &hostagg_ops;
     s->base.name = "ps";
     s->rank = c->rank;
     s->L = p->L;
@@ -442,7 +442,7 @@ static int local_open(void *state, const gs_sync_config *c, gs_sync **out, gs_er
     if (s) {
       fail(s, rc, e);
       gs_err ce = {0};
-      local_close(&s->base, false, &ce);
+      hostagg_close(&s->base, false, &ce);
     }
     return rc;
   }
@@ -452,18 +452,18 @@ static int local_open(void *state, const gs_sync_config *c, gs_sync **out, gs_er
 
 const gs_backend gs_ps_backend = {
   .name = "ps",
-  .prepare = local_prepare,
-  .bootstrap = local_bootstrap,
-  .open = local_open,
-  .discard = local_discard,
+  .prepare = hostagg_prepare,
+  .bootstrap = hostagg_bootstrap,
+  .open = hostagg_open,
+  .discard = hostagg_discard,
 };
 
 void gs_ps_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *host_bytes) {
   *device_bytes = *host_bytes = 0;
-  if (base->ops != &local_ops) {
+  if (base->ops != &hostagg_ops) {
     gs_ps_flat_memory(base, device_bytes, host_bytes);
     return;
   }
-  const local_sync *s = (const local_sync *)base;
+  const hostagg_sync *s = (const hostagg_sync *)base;
   if (s->flat) gs_ps_flat_memory(s->flat, device_bytes, host_bytes);
 }

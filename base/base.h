@@ -1,16 +1,16 @@
-/* util.h: the few things every part of gradsync needs: an error record,
- * a monotonic clock, checked allocation.
- *
- * It lives at the bottom, beside kernels.h, because kernels is the one part
- * that knows nothing above it; everything else may include this.
+/* base.h: the contract of base, the part below every other: the few
+ * things every part of gradsync needs and none of them owns: an error
+ * record, clocks, a hash, checked allocation, the interrupt flag every
+ * wait polls, and the type of a job's credential (what proto/ derives from
+ * it is proto's). It knows nothing of any other part.
  *
  * Errors: a function that can fail returns 0 on success or a negative
  * GS_E* code, and fills the caller's gs_err with a sentence that names the
  * rank, the peer and the phase where they are known. No exit() below bench/.
  * GS_FAIL() is the one way to fill it; it records file:line so a report can
  * point at the source (as nccl-tests' CHECK macros do). */
-#ifndef GS_UTIL_H
-#define GS_UTIL_H
+#ifndef GS_BASE_H
+#define GS_BASE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -79,7 +79,7 @@ extern volatile sig_atomic_t gs_interrupted;
 
 /* A job's credential: a key derived from the job secret (the key of an
  * empty secret when the job has none) and whether every socket of the job
- * encrypts. Every rank of one job holds the same one; proto/wire.h says
+ * encrypts. Every rank of one job holds the same one; proto/proto.h says
  * what is derived from it. */
 #define GS_KEY_BYTES 32
 typedef struct gs_cred {

@@ -1,4 +1,4 @@
-/* ps_local.c: whether a ps rank runs the host-aggregated ps (ps/local.c)
+/* ps_hostagg.c: whether a ps rank runs the host-aggregated ps (ps/hostagg.c)
  * and with how many ranks per host: --ps-local-reduce asks for it, and it
  * is the default where hosts are known to hold several ranks each (bench's
  * emulated hosts, which place ranks host-major, and --transport shm, one
@@ -6,16 +6,16 @@
  * DataParallel's workers do. */
 #include "bench/job/job.h"
 
-int gs_bench_ps_local(const gs_opts *o, const gs_rank_env *env, const gs_job *j,
+int gs_bench_ps_hostagg(const gs_opts *o, const gs_rank_env *env, const gs_job *j,
                       const gs_kernels *k, gs_sync_config *cfg, bool shm, gs_err *e) {
   int world = j->world;
   cfg->ps_host_ranks = 0;
-  if (o->ps_local_reduce == 0) return GS_OK;
+  if (o->ps_hostagg == 0) return GS_OK;
   /* ranks per host: emulated hosts and shm know it; another launcher's
    * LOCAL_WORLD_SIZE (or Slurm's tasks per node) says it */
   int L = env->hosts > 0 ? (world % env->hosts ? 0 : world / env->hosts)
           : shm ? world : j->local_world;
-  if (o->ps_local_reduce == 1) {
+  if (o->ps_hostagg == 1) {
     if (L < 2 || world % L)
       return GS_FAIL(e, GS_EINVAL, "rank %d: --ps-local-reduce needs hosts of several ranks "
                      "each, the same number on every host (%d ranks per host in a world of "

@@ -1,4 +1,4 @@
-/* local.c: gs_sync_local, the single-process backend: no communication, the
+/* single.c: gs_sync_single, the single-process backend: no communication, the
  * reference every distributed step must equal.
  *
  * end_step does what a backend's reduction does for world 1: with
@@ -15,7 +15,7 @@
 
 #include "worker/worker.h"
 
-typedef struct local_sync {
+typedef struct single_sync {
   gs_sync base;
   gs_sync_config c;
   gs_update u;
@@ -23,10 +23,10 @@ typedef struct local_sync {
   gs_sync_order order;
   gs_powersgd *psgd;   /* --compress powersgd, or NULL */
   int64_t step;
-} local_sync;
+} single_sync;
 
-static int local_begin_step(gs_sync *s, int64_t step, gs_err *e) {
-  local_sync *l = (local_sync *)s;
+static int single_begin_step(gs_sync *s, int64_t step, gs_err *e) {
+  single_sync *l = (single_sync *)s;
   GS_TRY(gs_sync_order_begin(&l->order, step, e));
   l->step = step;
   return GS_OK;
@@ -38,12 +38,12 @@ static int alone(void *ctx, float *buf, size_t count, int part, gs_err *e) {
   return GS_OK;
 }
 
-static int local_bucket_ready(gs_sync *s, int bucket, gs_err *e) {
-  return gs_sync_order_ready(&((local_sync *)s)->order, bucket, e);
+static int single_bucket_ready(gs_sync *s, int bucket, gs_err *e) {
+  return gs_sync_order_ready(&((single_sync *)s)->order, bucket, e);
 }
 
-static int local_end_step(gs_sync *s, gs_sync_stats *st, gs_err *e) {
-  local_sync *l = (local_sync *)s;
+static int single_end_step(gs_sync *s, gs_sync_stats *st, gs_err *e) {
+  single_sync *l = (single_sync *)s;
   const gs_sync_config *c = &l->c;
   gs_kernels *k = c->k;
   *st = (gs_sync_stats){0};
@@ -77,8 +77,8 @@ static int local_end_step(gs_sync *s, gs_sync_stats *st, gs_err *e) {
   return GS_OK;
 }
 
-static int local_close(gs_sync *s, bool ok, gs_err *e) {
-  local_sync *l = (local_sync *)s;
+static int single_close(gs_sync *s, bool ok, gs_err *e) {
+  single_sync *l = (single_sync *)s;
   if (!l) return GS_OK;
   gs_update_free(&l->u);
   gs_powersgd_destroy(l->psgd);
@@ -87,22 +87,22 @@ static int local_close(gs_sync *s, bool ok, gs_err *e) {
   return GS_OK;
 }
 
-static const gs_sync_ops local_ops = {
-  .begin_step = local_begin_step,
-  .bucket_ready = local_bucket_ready,
-  .end_step = local_end_step,
-  .close = local_close,
+static const gs_sync_ops single_ops = {
+  .begin_step = single_begin_step,
+  .bucket_ready = single_bucket_ready,
+  .end_step = single_end_step,
+  .close = single_close,
 };
 
-int gs_sync_local(const gs_sync_config *c, gs_sync **out, gs_err *e) {
+int gs_sync_single(const gs_sync_config *c, gs_sync **out, gs_err *e) {
   *out = NULL;
   if (c->world != 1 || c->rank != 0)
     return GS_FAIL(e, GS_EINVAL, "the local backend runs world 1 only (got rank %d of %d); use "
                    "--mode ps or ring for more ranks", c->rank, c->world);
   GS_TRY(gs_sync_check_config(c, "local", e));
-  local_sync *l = calloc(1, sizeof *l);
+  single_sync *l = calloc(1, sizeof *l);
   if (!l) return GS_FAIL(e, GS_ENOMEM, "out of memory");
-  l->base.ops = &local_ops;
+  l->base.ops = &single_ops;
   l->base.name = "local";
   l->c = *c;
   l->c.endpoints = NULL;
@@ -119,7 +119,7 @@ int gs_sync_local(const gs_sync_config *c, gs_sync **out, gs_err *e) {
   if (rc == GS_OK && c->compress.kind == GS_COMPRESS_POWERSGD)
     rc = gs_powersgd_create(&c->compress, k, c->tensors, c->ntensors, c->nbuckets, 1, &l->psgd, e);
   if (rc) {
-    local_close(&l->base, false, NULL);
+    single_close(&l->base, false, NULL);
     return rc;
   }
   *out = &l->base;

@@ -1,4 +1,4 @@
-/* wire.h: how gradsync messages travel over ZeroMQ.
+/* proto.h: how gradsync messages travel over ZeroMQ.
  *
  * A message is [identity frame, when a ROUTER is involved] + one frame with
  * a packed gradsync.Envelope + at most one raw payload frame of tensor
@@ -14,8 +14,8 @@
  * the caller then checks kind, step, bucket and size against what it
  * expects (gs_wire_expect_payload for the size). Counters of bytes on the
  * wire (headers included) are kept per call for the traffic metrics. */
-#ifndef GS_WIRE_H
-#define GS_WIRE_H
+#ifndef GS_PROTO_H
+#define GS_PROTO_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -161,24 +161,25 @@ typedef struct gs_seq_in {
 } gs_seq_in;
 int gs_resend_fresh(gs_seq_in *in, uint64_t seq, int rank, int from, const char *role);
 
-/* ---- links between ring neighbours (link.c) ----
+/* ---- the socket pair between ring neighbours (pair.c) ----
  * A rank PULLs from its left neighbour on a socket it binds, and PUSHes to
- * its right one. gs_link is that pair with what a stream between
+ * its right one. gs_pair is that pair with what a stream between
  * neighbours needs besides the algorithm: socket options; a monitor that
  * notices at once when the left neighbour's connection drops; waits that
  * poll a little first (latency) and then sleep in slices watching
- * gs_interrupted and gs_link_interrupt; receives checked as gs_wire_read
+ * gs_interrupted and gs_pair_interrupt; receives checked as gs_wire_read
  * checks them (into an arena: no malloc per message) plus the sender's
  * rank; zero-copy sends whose flag clears when ZeroMQ is done; and Error
  * messages relayed around the ring, so that when a rank fails or stalls
  * every rank stops with the cause (settling a moment for news from further
  * up the ring) instead of its own timeout. Errors name this rank, the
- * neighbour and where (gs_link_where, put in words only when needed).
- * gs_link_* is this socket layer (DESIGN's "link layer") and nothing else;
- * the emulated hosts' veth counters in bench/ are not links of this kind. */
-typedef struct gs_link gs_link;
+ * neighbour and where (gs_pair_where, put in words only when needed).
+ * gs_pair_* is this socket pair and nothing else (a "link" is an emulated
+ * network link: the hosts' veth + tc in bench/, never this).
+ */
+typedef struct gs_pair gs_pair;
 
-typedef struct gs_link_cfg {
+typedef struct gs_pair_cfg {
   int rank, world, left, right;  /* this rank and its neighbours, for error text */
   uint64_t job;                  /* token every message carries */
   int timeout_ms;                /* every wait (<= 0: 30 s) */
@@ -189,63 +190,63 @@ typedef struct gs_link_cfg {
   size_t max_payload;            /* largest payload frame accepted */
   bool no_resend;                /* keep nothing to send again after a reconnect */
   gs_cred cred;                  /* who may connect; encryption */
-} gs_link_cfg;
+} gs_pair_cfg;
 
 /* Where a message belongs, for errors: fn writes it into buf. */
-typedef struct gs_link_where {
+typedef struct gs_pair_where {
   void (*fn)(const void *ctx, char *buf, size_t cap);
   const void *ctx;
-} gs_link_where;
+} gs_pair_where;
 
 /* Bind the PULL socket the left neighbour connects to; its address goes
  * to endpoint. */
-int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_MAX], gs_err *e);
-void gs_link_set_job(gs_link *l, uint64_t job);
-/* The link's ZeroMQ context (its credential handler serves every socket in
- * it), for more sockets of the same job; closed by gs_link_close. */
-void *gs_link_zmq_context(gs_link *l);
+int gs_pair_open(const gs_pair_cfg *c, gs_pair **out, char endpoint[GS_ENDPOINT_MAX], gs_err *e);
+void gs_pair_set_job(gs_pair *l, uint64_t job);
+/* The pair's ZeroMQ context (its credential handler serves every socket in
+ * it), for more sockets of the same job; closed by gs_pair_close. */
+void *gs_pair_zmq_context(gs_pair *l);
 /* Connect the PUSH socket to the right neighbour. */
-int gs_link_connect(gs_link *l, const char *right, gs_err *e);
+int gs_pair_connect(gs_pair *l, const char *right, gs_err *e);
 /* Send env + payload: copied (flag and fwd NULL), zero-copy from data with
  * *flag set until ZeroMQ releases it, or the received message fwd itself.
  * *sent grows by the bytes. */
-int gs_link_send(gs_link *l, const Gradsync__Envelope *env, const void *data, size_t bytes,
-                 atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, const gs_link_where *w,
+int gs_pair_send(gs_pair *l, const Gradsync__Envelope *env, const void *data, size_t bytes,
+                 atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, const gs_pair_where *w,
                  gs_err *e);
 /* Receive the next message from the left neighbour (what names it:
  * "chunk", "handshake"). *env is valid until the next receive; payload is
  * initialised in every case (the caller closes it). An Error from the left
  * becomes GS_EPEER with its cause. */
-int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin_first,
+int gs_pair_recv(gs_pair *l, const char *what, const gs_pair_where *w, bool spin_first,
                  Gradsync__Envelope **env, zmq_msg_t *payload, uint64_t *bytes, gs_err *e);
 /* Wait until ZeroMQ released a zero-copy send (what: for the error). */
-int gs_link_wait_released(gs_link *l, atomic_uint *flag, const char *what, gs_err *e);
+int gs_pair_wait_released(gs_pair *l, atomic_uint *flag, const char *what, gs_err *e);
 /* Tell the right neighbour why this rank stops (best effort, never
- * blocks); _once: unless it was told already; gs_link_told: consider it
+ * blocks); _once: unless it was told already; gs_pair_told: consider it
  * told (every rank found the same error itself). */
-void gs_link_tell(gs_link *l, const char *phase, const char *msg);
-void gs_link_tell_once(gs_link *l, const char *phase, const char *msg);
-void gs_link_told(gs_link *l);
+void gs_pair_tell(gs_pair *l, const char *phase, const char *msg);
+void gs_pair_tell_once(gs_pair *l, const char *phase, const char *msg);
+void gs_pair_told(gs_pair *l);
 /* Make a wait in another thread fail soon with GS_EINTR. */
-void gs_link_interrupt(gs_link *l);
+void gs_pair_interrupt(gs_pair *l);
 /* Messages to the right neighbour are numbered and (unless cfg.no_resend)
  * kept (gs_resend) until known received; after a reconnect they go again,
  * and the left neighbour's copies are dropped. Zero-copy sends are
- * borrowed. gs_link_follow: look at another log (the mesh's) in every wait
- * too (gs_link_unfollow before closing it); gs_link_check: look now (now)
- * or when 20 ms passed; gs_link_begin and gs_link_end: gs_resend_begin /
- * _end on every log; gs_link_last_seq and gs_link_acked: the right
+ * borrowed. gs_pair_follow: look at another log (the mesh's) in every wait
+ * too (gs_pair_unfollow before closing it); gs_pair_check: look now (now)
+ * or when 20 ms passed; gs_pair_begin and gs_pair_end: gs_resend_begin /
+ * _end on every log; gs_pair_last_seq and gs_pair_acked: the right
  * neighbour's log's. */
-int gs_link_follow(gs_link *l, gs_resend *s, gs_err *e);
-void gs_link_unfollow(gs_link *l, gs_resend *s);
-int gs_link_check(gs_link *l, bool now, gs_err *e);
-void gs_link_begin(gs_link *l, bool settles);
-int gs_link_end(gs_link *l, gs_err *e);
-uint64_t gs_link_last_seq(const gs_link *l);
-void gs_link_acked(gs_link *l, uint64_t seq);
+int gs_pair_follow(gs_pair *l, gs_resend *s, gs_err *e);
+void gs_pair_unfollow(gs_pair *l, gs_resend *s);
+int gs_pair_check(gs_pair *l, bool now, gs_err *e);
+void gs_pair_begin(gs_pair *l, bool settles);
+int gs_pair_end(gs_pair *l, gs_err *e);
+uint64_t gs_pair_last_seq(const gs_pair *l);
+void gs_pair_acked(gs_pair *l, uint64_t seq);
 /* Close both sockets; on return ZeroMQ holds nothing of the caller's.
  * abort: what is still queued is dropped after 100 ms instead of flushed. */
-void gs_link_close(gs_link *l, bool abort);
+void gs_pair_close(gs_pair *l, bool abort);
 
 gs_dtype gs_wire_dtype(Gradsync__DType t);
 Gradsync__DType gs_wire_pbdtype(gs_dtype t);

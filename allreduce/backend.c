@@ -1,4 +1,4 @@
-/* ring_sync.c: the "ring" backend of worker/sync.h: DistributedDataParallel
+/* backend.c: the "ring" backend of worker/sync.h: DistributedDataParallel
  * on the CPU, over the ZeroMQ communicator and its algorithms (algos.c).
  *
  * One progress thread per rank owns the ring. The training thread hands it
@@ -17,7 +17,7 @@
  * step from `start` on to gs_powersgd_bucket instead, which runs its three
  * all-reduces (the uncompressed tensors, P, Q) on the same ring and leaves
  * the sum as the plain all-reduce would; the rest of the step is the same.
- * With --compress topk:FRACTION every bucket is ring_topk.c's all-gather of
+ * With --compress topk:FRACTION every bucket is topk_gather.c's all-gather of
  * the ranks' largest entries, summed in rank order, instead.
  *
  * Overlap on or off runs exactly the same operations in the same order,
@@ -31,22 +31,22 @@
 #include <time.h>
 
 #include "allreduce/allreduce.h"
-#include "allreduce/ring_topk.h"
+#include "allreduce/topk_gather.h"
 
 typedef struct ring_state {
-  gs_ring *ring;
+  gs_comm *comm;
   gs_kernels *rk;  /* the ring's own CPU table: its thread's sticky errors stay its own */
 } ring_state;
 
-typedef struct ring_sync {
+typedef struct allreduce_sync {
   gs_sync base;
   gs_sync_config c;        /* copy; pointers below are ours */
   gs_bucket *buckets;
-  gs_ring *ring;
+  gs_comm *comm;
   gs_kernels *rk;
   gs_update u;             /* the optimizer and the loss scaler */
   gs_powersgd *psgd;       /* --compress powersgd, or NULL */
-  gs_ring_topk *topk;      /* --compress topk, or NULL */
+  gs_topk_gather *topk;      /* --compress topk, or NULL */
   gs_update_range *ranges; /* the buckets, as the optimizer takes them */
 
   /* training thread */
@@ -63,8 +63,8 @@ typedef struct ring_sync {
   bool quit;
   int err_code;
   gs_err err;
-  gs_ring_stats acc;       /* this step */
-} ring_sync;
+  gs_comm_stats acc;       /* this step */
+} allreduce_sync;
 
 static uint64_t plan_hash(const gs_bucket *b, int nb) {
   uint64_t h = GS_HASH_INIT;
@@ -108,22 +108,22 @@ static int check_config(const gs_sync_config *c, gs_err *e) {
 /* PowerSGD's all-reduce: the plain one on this ring, labelled with the
  * step and bucket being compressed. */
 typedef struct psgd_call {
-  ring_sync *s;
+  allreduce_sync *s;
   int64_t step;
   int bucket;
-  gs_ring_stats *st;
+  gs_comm_stats *st;
 } psgd_call;
 
 static int psgd_allreduce(void *ctx, float *buf, size_t count, int part, gs_err *e) {
   static const char *const what[] = {"the uncompressed tensors", "P", "Q"};
   psgd_call *c = ctx;
-  int rc = gs_ring_allreduce(c->s->ring, buf, buf, count, c->step, c->bucket, c->st, e);
+  int rc = gs_comm_allreduce(c->s->comm, buf, buf, count, c->step, c->bucket, c->st, e);
   if (rc < 0) gs_err_prefix(e, "powersgd, all-reduce of %s: ", what[part >= 0 && part < 3 ? part : 0]);
   return rc;
 }
 
 static void *progress(void *arg) {
-  ring_sync *s = arg;
+  allreduce_sync *s = arg;
   pthread_mutex_lock(&s->mu);
   for (;;) {
     while (!s->quit && (s->err_code < 0 || s->done >= s->submitted))
@@ -136,7 +136,7 @@ static void *progress(void *arg) {
     const gs_bucket bk = s->buckets[b];
     float *src = s->c.grads + bk.offset;
     float *dst = s->c.sum_only ? s->c.params + bk.offset : src;
-    gs_ring_stats st = {0};
+    gs_comm_stats st = {0};
     gs_err e = {0};
     int rc;
     if (gs_powersgd_active(s->psgd, step)) {
@@ -146,9 +146,9 @@ static void *progress(void *arg) {
                               &ps, &e);
       st.reduce_s += ps.compute_s;  /* compressing is this rank's reduction work */
     } else if (s->topk) {
-      rc = gs_ring_topk_bucket(s->topk, s->ring, s->rk, s->c.grads, b, step, &st, &e);
+      rc = gs_topk_gather_bucket(s->topk, s->comm, s->rk, s->c.grads, b, step, &st, &e);
     } else {
-      rc = gs_ring_allreduce(s->ring, src, dst, bk.count, step, b, &st, &e);
+      rc = gs_comm_allreduce(s->comm, src, dst, bk.count, step, b, &st, &e);
     }
 
     pthread_mutex_lock(&s->mu);
@@ -167,7 +167,7 @@ static void *progress(void *arg) {
   return NULL;
 }
 
-static int thread_error(ring_sync *s, gs_err *e) {
+static int thread_error(allreduce_sync *s, gs_err *e) {
   /* under mu */
   if (e && e->code == 0) *e = s->err;
   return s->err_code;
@@ -176,12 +176,12 @@ static int thread_error(ring_sync *s, gs_err *e) {
 /* ------------------------------------------------------------------ */
 /* gs_sync_ops */
 
-static void span(ring_sync *s, const char *name, int bucket, double t0, double t1) {
+static void span(allreduce_sync *s, const char *name, int bucket, double t0, double t1) {
   if (s->c.span) s->c.span(s->c.span_ctx, name, bucket, t0, t1, 0);
 }
 
 static int ring_begin_step(gs_sync *base, int64_t step, gs_err *e) {
-  ring_sync *s = (ring_sync *)base;
+  allreduce_sync *s = (allreduce_sync *)base;
   if (s->order.in_step) return gs_sync_order_begin(&s->order, step, e);
   pthread_mutex_lock(&s->mu);
   int rc = s->err_code;
@@ -196,7 +196,7 @@ static int ring_begin_step(gs_sync *base, int64_t step, gs_err *e) {
 }
 
 static int ring_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
-  ring_sync *s = (ring_sync *)base;
+  allreduce_sync *s = (allreduce_sync *)base;
   GS_TRY(gs_sync_order_ready(&s->order, bucket, e));
   if (!s->c.overlap || s->c.ring_period > 1) return GS_OK;
   double t0 = gs_now();
@@ -211,7 +211,7 @@ static int ring_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
 
 /* Hand every bucket of c.grads to the progress thread and wait until it
  * all-reduced them; what it cost goes to st. */
-static int reduce_all(ring_sync *s, gs_sync_stats *st, gs_err *e) {
+static int reduce_all(allreduce_sync *s, gs_sync_stats *st, gs_err *e) {
   double t0 = gs_now();
   pthread_mutex_lock(&s->mu);
   s->submitted = s->c.nbuckets;
@@ -229,11 +229,11 @@ static int reduce_all(ring_sync *s, gs_sync_stats *st, gs_err *e) {
     pthread_cond_timedwait(&s->cv, &s->mu, &ts);
     if (gs_interrupted && !interrupted) {
       interrupted = true;
-      gs_ring_interrupt(s->ring);
+      gs_comm_interrupt(s->comm);
     }
   }
   int rc = s->err_code < 0 ? thread_error(s, e) : GS_OK;
-  gs_ring_stats acc = s->acc;
+  gs_comm_stats acc = s->acc;
   pthread_mutex_unlock(&s->mu);
   double t1 = gs_now();
   s->wait_s += t1 - t0;
@@ -249,7 +249,7 @@ static int reduce_all(ring_sync *s, gs_sync_stats *st, gs_err *e) {
  * the steps t % H == 0, the parameters averaged over the ranks as
  * PyTorch's average_parameters does: divided by world, then all-reduced
  * (through the gradient buffer, which backward fills anew next step). */
-static int local_end_step(ring_sync *s, gs_sync_stats *st, gs_err *e) {
+static int periodic_end_step(allreduce_sync *s, gs_sync_stats *st, gs_err *e) {
   gs_update_result res;
   double a = gs_now();
   s->u.world = 1;
@@ -284,13 +284,13 @@ static int local_end_step(ring_sync *s, gs_sync_stats *st, gs_err *e) {
 }
 
 static int ring_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
-  ring_sync *s = (ring_sync *)base;
+  allreduce_sync *s = (allreduce_sync *)base;
   gs_sync_stats local;
   if (!st) st = &local;
   memset(st, 0, sizeof *st);
   st->scale = s->u.scaler.scale;
   GS_TRY(gs_sync_order_end(&s->order, e));
-  if (s->c.ring_period > 1) return local_end_step(s, st, e);
+  if (s->c.ring_period > 1) return periodic_end_step(s, st, e);
   /* wait for the progress thread to finish the last bucket */
   int rc = reduce_all(s, st, e);
   if (rc < 0) return rc;
@@ -314,7 +314,7 @@ static int ring_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
 }
 
 static int ring_close(gs_sync *base, bool ok, gs_err *e) {
-  ring_sync *s = (ring_sync *)base;
+  allreduce_sync *s = (allreduce_sync *)base;
   if (!s) return GS_OK;
   if (s->order.in_step) ok = false; /* a collective may be under way: do not wait for it */
   if (s->thr_live) {
@@ -323,13 +323,13 @@ static int ring_close(gs_sync *base, bool ok, gs_err *e) {
     if (s->err_code < 0) ok = false;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    if (!ok) gs_ring_interrupt(s->ring);
+    if (!ok) gs_comm_interrupt(s->comm);
     pthread_join(s->thr, NULL);
   }
-  gs_ring_close(s->ring, ok, ok ? NULL : "its job stopped");
+  gs_comm_close(s->comm, ok, ok ? NULL : "its job stopped");
   gs_update_free(&s->u);
   gs_powersgd_destroy(s->psgd);
-  gs_ring_topk_destroy(s->topk);
+  gs_topk_gather_destroy(s->topk);
   free(s->ranges);
   if (s->rk) s->rk->destroy(s->rk);
   pthread_mutex_destroy(&s->mu);
@@ -375,9 +375,9 @@ static int ring_prepare(const gs_sync_config *c, void **state, char endpoint[GS_
   size_t max_count = 0;
   for (int i = 0; i < c->nbuckets; i++)
     if (c->buckets[i].count > max_count) max_count = c->buckets[i].count;
-  if (c->compress.kind == GS_COMPRESS_TOPK && gs_ring_topk_count(c) > max_count)
-    max_count = gs_ring_topk_count(c);
-  gs_ring_opts o = {
+  if (c->compress.kind == GS_COMPRESS_TOPK && gs_topk_gather_count(c) > max_count)
+    max_count = gs_topk_gather_count(c);
+  gs_comm_opts o = {
     .rank = c->rank,
     .world = c->world,
     .timeout_ms = c->timeout_ms,
@@ -394,7 +394,7 @@ static int ring_prepare(const gs_sync_config *c, void **state, char endpoint[GS_
     /* Training moves the textbook 2(N-1)/N x S bytes per step whatever the
      * bucket sizes; the collective benchmark may take the small-message
      * path, as NCCL picks its algorithm by size. */
-    .small_bytes = c->sum_only ? 0 : GS_RING_NO_SMALL,
+    .small_bytes = c->sum_only ? 0 : GS_COMM_NO_SMALL,
     /* Training keeps the ring for every bucket, so its parameters stay
      * those of the one summation order the tests and the reference know,
      * or the hierarchical all-reduce, whose order is as fixed (hier.c). */
@@ -404,7 +404,7 @@ static int ring_prepare(const gs_sync_config *c, void **state, char endpoint[GS_
     .span = c->span,
     .span_ctx = c->span_ctx,
   };
-  int rc = gs_ring_prepare(&o, &p->ring, endpoint, e);
+  int rc = gs_comm_prepare(&o, &p->comm, endpoint, e);
   if (rc < 0) {
     p->rk->destroy(p->rk);
     free(p);
@@ -417,7 +417,7 @@ static int ring_prepare(const gs_sync_config *c, void **state, char endpoint[GS_
 static void ring_discard(void *state) {
   ring_state *p = state;
   if (!p) return;
-  gs_ring_close(p->ring, false, "it could not join the job");
+  gs_comm_close(p->comm, false, "it could not join the job");
   if (p->rk) p->rk->destroy(p->rk);
   free(p);
 }
@@ -428,10 +428,10 @@ static int ring_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
   if (!p) return GS_FAIL(e, GS_EINVAL, "ring: open without prepare");
   int rc = check_config(c, e);
   if (rc == GS_OK) {
-    gs_ring_set_job(p->ring, c->job); /* ranks > 0 learn it only now */
-    rc = gs_ring_connect(p->ring, c->endpoints, e);
+    gs_comm_set_job(p->comm, c->job); /* ranks > 0 learn it only now */
+    rc = gs_comm_connect(p->comm, c->endpoints, e);
   }
-  ring_sync *s = NULL;
+  allreduce_sync *s = NULL;
   if (rc == GS_OK) {
     s = calloc(1, sizeof *s);
     if (!s) rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", c->rank);
@@ -443,9 +443,9 @@ static int ring_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
     gs_sync_order_init(&s->order, "ring", c->rank, c->nbuckets);
     s->c.endpoints = NULL;
     s->c.bootstrap = NULL;
-    s->ring = p->ring;
+    s->comm = p->comm;
     s->rk = p->rk;
-    p->ring = NULL;
+    p->comm = NULL;
     p->rk = NULL;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -472,7 +472,7 @@ static int ring_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
                                  c->world, &s->psgd, e)) < 0)
       gs_err_prefix(e, "rank %d: ", c->rank);
     if (rc == GS_OK && c->compress.kind == GS_COMPRESS_TOPK)
-      rc = gs_ring_topk_create(c, &s->topk, e);
+      rc = gs_topk_gather_create(c, &s->topk, e);
     if (rc == GS_OK) {
       if (pthread_create(&s->thr, NULL, progress, s) != 0)
         rc = GS_FAIL(e, GS_ENOMEM, "rank %d: cannot start the ring's progress thread", c->rank);
@@ -491,11 +491,11 @@ static int ring_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
   return GS_OK;
 }
 
-gs_ring *gs_ring_sync_ring(gs_sync *s) {
-  return s && s->ops == &ring_ops ? ((ring_sync *)s)->ring : NULL;
+gs_comm *gs_allreduce_comm(gs_sync *s) {
+  return s && s->ops == &ring_ops ? ((allreduce_sync *)s)->comm : NULL;
 }
 
-const gs_backend gs_ring_backend = {
+const gs_backend gs_allreduce_backend = {
   .name = "ring",
   .prepare = ring_prepare,
   .bootstrap = NULL,

@@ -36,7 +36,7 @@ static const char *const PROJECT[] = {"world", "bucket-mb", "first-bucket-mb", "
                                       "ps-local-reduce", "no-ps-local-reduce",
                                       "step-compute-ms", "ready-by", NULL};
 
-const char *gs_model_flag_refused(const gs_opts *o, const char *name) {
+const char *gs_costmodel_flag_refused(const gs_opts *o, const char *name) {
   if (among(name, COMMON)) return NULL;
   if (!strcmp(name, "hosts"))
     return o->calibrate ? NULL
@@ -58,7 +58,7 @@ const char *gs_model_flag_refused(const gs_opts *o, const char *name) {
          "--compute-ms, --data, --hosts 2, --link, --latency, --out, --quiet)";
 }
 
-int gs_model_resolve(gs_opts *o, gs_err *e) {
+int gs_costmodel_resolve(gs_opts *o, gs_err *e) {
   const char *cmd = o->project ? "--project" : "--calibrate";
   if (o->calibrate && o->project)
     return GS_FAIL(e, GS_EINVAL, "--calibrate and --project: give one (--project without "
@@ -287,7 +287,7 @@ int gs_project_main(const gs_opts *o) {
                         .ready = ready, .ready_by = ready_by,
                         /* as training does on hosts of several ranks; off: the flat
                            modes (--no-ps-local-reduce) */
-                        .host_reduce = o->hosts_per > 1 && o->ps_local_reduce != 0};
+                        .host_reduce = o->hosts_per > 1 && o->ps_hostagg != 0};
     if (gs_cm_project(&m, &in, &p, &e) < 0) {
       fprintf(stderr, "bench: %s\n", e.msg);
       rc = 2;

@@ -1,4 +1,4 @@
-/* backend.c: the ps backend as the launcher sees it (ps.h, sync.h), K
+/* flat.c: the ps backend as the launcher sees it (ps.h, sync.h), K
  * servers in general: K = 1 is DataParallel's master, K > 1 the sharded
  * ps (cfg.ps_servers), servers of their own with cfg.ps_server_eps. Every
  * rank runs one worker (client.c) per server over the views of its

@@ -1,4 +1,4 @@
-/* link.c: a rank's links to its ring neighbours (wire.h, gs_link): a PULL
+/* pair.c: a rank's socket pair to its ring neighbours (proto.h, gs_pair): a PULL
  * socket it binds for its left neighbour and a PUSH socket it connects to
  * its right one, with everything a stream between neighbours needs besides
  * the algorithm: socket options, a monitor that notices at once when the
@@ -7,7 +7,7 @@
  * gs_wire_read into a fixed arena (no malloc per message), zero-copy sends
  * with a per-chunk "ZeroMQ still holds it" flag, and the relay of errors
  * around the ring so that every rank stops with the cause, not a timeout. */
-#include "proto/wire.h"
+#include "proto/proto.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -24,8 +24,8 @@
 #define HDR_MAX 4096           /* a chunk header is ~50 bytes; an Error ~1 KiB */
 #define ARENA_BYTES (64 << 10) /* protobuf-c unpack of one header of HDR_MAX */
 
-struct gs_link {
-  gs_link_cfg c;
+struct gs_pair {
+  gs_pair_cfg c;
   char host[256];
   void *ctx, *pull, *push, *mon;
   gs_dial *dial;             /* the push socket's connection to the right */
@@ -40,7 +40,7 @@ struct gs_link {
   gs_seq_in in;              /* the left neighbour's numbers */
   gs_resend **watch;         /* out, and the mesh's: looked at in every wait */
   int nwatch, watch_cap;
-  atomic_int stop;           /* gs_link_interrupt */
+  atomic_int stop;           /* gs_pair_interrupt */
   gs_wire_msg last;          /* the last message received (its env lives in the arena) */
   ProtobufCAllocator alloc;  /* bump allocator over arena */
   size_t arena_used;
@@ -49,7 +49,7 @@ struct gs_link {
 };
 
 static void *arena_alloc(void *data, size_t size) {
-  gs_link *l = data;
+  gs_pair *l = data;
   size = (size + 15) & ~(size_t)15;
   if (size > ARENA_BYTES - l->arena_used) return NULL;
   void *p = l->arena + l->arena_used;
@@ -58,7 +58,7 @@ static void *arena_alloc(void *data, size_t size) {
 }
 static void arena_free(void *data, void *p) {}
 
-static const char *where(const gs_link_where *w, char *buf, size_t cap) {
+static const char *where(const gs_pair_where *w, char *buf, size_t cap) {
   if (!w || !w->fn) return "the ring";
   w->fn(w->ctx, buf, cap);
   return buf;
@@ -67,10 +67,10 @@ static const char *where(const gs_link_where *w, char *buf, size_t cap) {
 /* ------------------------------------------------------------------ */
 /* opening and closing */
 
-int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_MAX],
+int gs_pair_open(const gs_pair_cfg *c, gs_pair **out, char endpoint[GS_ENDPOINT_MAX],
                  gs_err *e) {
   *out = NULL;
-  gs_link *l = calloc(1, sizeof *l);
+  gs_pair *l = calloc(1, sizeof *l);
   if (!l) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", c->rank);
   l->c = *c;
   snprintf(l->host, sizeof l->host, "%s", c->host && *c->host ? c->host : "127.0.0.1");
@@ -123,18 +123,18 @@ int gs_link_open(const gs_link_cfg *c, gs_link **out, char endpoint[GS_ENDPOINT_
   if (endpoint) snprintf(endpoint, GS_ENDPOINT_MAX, "%s", ep);
 out:
   if (rc < 0) {
-    gs_link_close(l, true);
+    gs_pair_close(l, true);
     return rc;
   }
   *out = l;
   return GS_OK;
 }
 
-void gs_link_set_job(gs_link *l, uint64_t job) { l->c.job = job; }
+void gs_pair_set_job(gs_pair *l, uint64_t job) { l->c.job = job; }
 
-void *gs_link_zmq_context(gs_link *l) { return l->ctx; }
+void *gs_pair_zmq_context(gs_pair *l) { return l->ctx; }
 
-int gs_link_connect(gs_link *l, const char *right, gs_err *e) {
+int gs_pair_connect(gs_pair *l, const char *right, gs_err *e) {
   if (!right || !*right)
     return GS_FAIL(e, GS_EINVAL, "rank %d: no endpoint for rank %d (right); the launcher must "
                    "pass every rank's prepare() endpoint", l->c.rank, l->c.right);
@@ -157,10 +157,10 @@ int gs_link_connect(gs_link *l, const char *right, gs_err *e) {
   }
   GS_TRY(gs_resend_open(l->dial, l->push, l->c.rank, l->c.right, "right", !l->c.no_resend,
                         &l->out, e));
-  return gs_link_follow(l, l->out, e);
+  return gs_pair_follow(l, l->out, e);
 }
 
-void gs_link_close(gs_link *l, bool abort) {
+void gs_pair_close(gs_pair *l, bool abort) {
   if (!l) return;
   if (abort && l->push) { /* a moment for an Error to leave, then drop everything */
     int linger = 100;
@@ -179,7 +179,7 @@ void gs_link_close(gs_link *l, bool abort) {
   free(l);
 }
 
-void gs_link_interrupt(gs_link *l) {
+void gs_pair_interrupt(gs_pair *l) {
   if (l) atomic_store(&l->stop, 1);
 }
 
@@ -188,7 +188,7 @@ void gs_link_interrupt(gs_link *l) {
  * mesh's, looked at in every wait, since the rank that needs a resend may
  * be the one this rank waits for */
 
-int gs_link_follow(gs_link *l, gs_resend *s, gs_err *e) {
+int gs_pair_follow(gs_pair *l, gs_resend *s, gs_err *e) {
   if (!s) return GS_OK;
   if (l->nwatch == l->watch_cap) {
     int nc = l->watch_cap ? 2 * l->watch_cap : 8;
@@ -201,33 +201,33 @@ int gs_link_follow(gs_link *l, gs_resend *s, gs_err *e) {
   return GS_OK;
 }
 
-void gs_link_unfollow(gs_link *l, gs_resend *s) {
+void gs_pair_unfollow(gs_pair *l, gs_resend *s) {
   for (int i = 0; l && i < l->nwatch; i++)
     if (l->watch[i] == s) l->watch[i--] = l->watch[--l->nwatch];
 }
 
-int gs_link_check(gs_link *l, bool now, gs_err *e) {
+int gs_pair_check(gs_pair *l, bool now, gs_err *e) {
   for (int i = 0; i < l->nwatch; i++) GS_TRY(gs_resend_check(l->watch[i], now, e));
   return GS_OK;
 }
 
-void gs_link_begin(gs_link *l, bool settles) {
+void gs_pair_begin(gs_pair *l, bool settles) {
   for (int i = 0; l && i < l->nwatch; i++) gs_resend_begin(l->watch[i], settles);
 }
 
-int gs_link_end(gs_link *l, gs_err *e) {
+int gs_pair_end(gs_pair *l, gs_err *e) {
   for (int i = 0; l && i < l->nwatch; i++) GS_TRY(gs_resend_end(l->watch[i], e));
   return GS_OK;
 }
 
-uint64_t gs_link_last_seq(const gs_link *l) { return gs_resend_last(l->out); }
+uint64_t gs_pair_last_seq(const gs_pair *l) { return gs_resend_last(l->out); }
 
-void gs_link_acked(gs_link *l, uint64_t seq) { gs_resend_acked(l->out, seq); }
+void gs_pair_acked(gs_pair *l, uint64_t seq) { gs_resend_acked(l->out, seq); }
 
 /* ------------------------------------------------------------------ */
 /* errors around the ring */
 
-void gs_link_tell(gs_link *l, const char *phase, const char *msg) {
+void gs_pair_tell(gs_pair *l, const char *phase, const char *msg) {
   if (!l->push || l->errors_sent > 4 * l->c.world) return;
   l->errors_sent++;
   l->told_right = true;
@@ -243,11 +243,11 @@ void gs_link_tell(gs_link *l, const char *phase, const char *msg) {
   zmq_send(l->push, l->hbuf, len, ZMQ_DONTWAIT); /* best effort, never blocks */
 }
 
-void gs_link_tell_once(gs_link *l, const char *phase, const char *msg) {
-  if (!l->told_right) gs_link_tell(l, phase, msg);
+void gs_pair_tell_once(gs_pair *l, const char *phase, const char *msg) {
+  if (!l->told_right) gs_pair_tell(l, phase, msg);
 }
 
-void gs_link_told(gs_link *l) { l->told_right = true; }
+void gs_pair_told(gs_pair *l) { l->told_right = true; }
 
 /* ------------------------------------------------------------------ */
 /* receiving */
@@ -255,7 +255,7 @@ void gs_link_told(gs_link *l) { l->told_right = true; }
 /* Monitor events of the PULL socket: the open TCP connections (the left
  * neighbour's, and any stranger's), by file descriptor. When the last of
  * them closes, the left neighbour is gone. */
-static void watch_left(gs_link *l) {
+static void watch_left(gs_pair *l) {
   uint16_t id;
   uint32_t fd;
   while (gs_wire_monitor_event(l->mon, &id, &fd)) {
@@ -275,11 +275,11 @@ static void watch_left(gs_link *l) {
 
 /* Wait until the PULL socket has a message: 1, or 0 when the deadline (or
  * the grace after the left neighbour disconnected) passed. */
-static int wait_in(gs_link *l, double deadline, gs_err *e) {
+static int wait_in(gs_pair *l, double deadline, gs_err *e) {
   for (;;) {
     if (atomic_load(&l->stop)) return GS_FAIL(e, GS_EINTR, "rank %d: ring interrupted", l->c.rank);
     if (gs_interrupted) return GS_FAIL(e, GS_EINTR, "rank %d: interrupted", l->c.rank);
-    GS_TRY(gs_link_check(l, false, e));
+    GS_TRY(gs_pair_check(l, false, e));
     double now = gs_now();
     double end = deadline;
     if (l->left_gone_at > 0 && l->left_gone_at + GONE_GRACE_S < end)
@@ -302,7 +302,7 @@ static int wait_in(gs_link *l, double deadline, gs_err *e) {
 
 /* Whether a message is waiting now: ZMQ_EVENTS is read from the socket's
  * own state, no system call (a message usually is there already). */
-static bool ready_now(gs_link *l) {
+static bool ready_now(gs_pair *l) {
   int ev = 0;
   size_t sz = sizeof ev;
   return zmq_getsockopt(l->pull, ZMQ_EVENTS, &ev, &sz) == 0 && (ev & ZMQ_POLLIN);
@@ -311,7 +311,7 @@ static bool ready_now(gs_link *l) {
 /* Whether a message is waiting, after polling up to spin_us (yielding the
  * core to the ZeroMQ thread that brings it): a wake-up saved is a large
  * share of a small message's hop. */
-static bool spin(gs_link *l) {
+static bool spin(gs_pair *l) {
   double until = gs_now() + l->c.spin_us * 1e-6;
   do {
     zmq_pollitem_t it = {.socket = l->pull, .events = ZMQ_POLLIN};
@@ -322,7 +322,7 @@ static bool spin(gs_link *l) {
 }
 
 /* How long a rank that gave up listens for news from further up the ring. */
-static double grace_s(const gs_link *l) {
+static double grace_s(const gs_pair *l) {
   double g = l->c.timeout_ms / 4000.0;
   return g < 0.5 ? g : 0.5;
 }
@@ -335,13 +335,13 @@ static double grace_s(const gs_link *l) {
  * right neighbour what we know, then listen a moment (grace_s) for Errors
  * from the left, passing each one on; each later one started one hop
  * further up the ring, and the last is the cause. */
-static int settle(gs_link *l, int code, const char *mine, const char *upstream,
-                  const gs_link_where *w, gs_err *e) {
+static int settle(gs_pair *l, int code, const char *mine, const char *upstream,
+                  const gs_pair_where *w, gs_err *e) {
   char cause[900] = "";
   if (upstream) snprintf(cause, sizeof cause, "%s", upstream);
   /* what follows reuses the arena that the last message lives in */
   gs_wire_msg_close(&l->last);
-  gs_link_tell(l, "ring", upstream ? cause : mine);
+  gs_pair_tell(l, "ring", upstream ? cause : mine);
   double end = gs_now() + grace_s(l);
   gs_err ignore = {0};
   while (wait_in(l, end, &ignore) == 1) {
@@ -350,7 +350,7 @@ static int settle(gs_link *l, int code, const char *mine, const char *upstream,
     int rc = gs_wire_read(l->pull, false, l->c.job, l->c.max_payload, &l->alloc, &m, &ignore);
     if (rc == GS_OK && m.env->body_case == GRADSYNC__ENVELOPE__BODY_ERROR && m.env->error->message) {
       snprintf(cause, sizeof cause, "%s", m.env->error->message);
-      gs_link_tell(l, "ring", cause);
+      gs_pair_tell(l, "ring", cause);
     }
     gs_wire_msg_close(&m);
   }
@@ -365,13 +365,13 @@ static int settle(gs_link *l, int code, const char *mine, const char *upstream,
  * holds the secret, a stale rank of an earlier run, a miswired endpoint) is
  * dropped with a line on stderr, and the wait goes on: only the left
  * neighbour can end it. */
-static void dropped(gs_link *l, const char *why) {
+static void dropped(gs_pair *l, const char *why) {
   if (l->dropped++ < 5)
     fprintf(stderr, "rank %d: ring: dropped a message that is not from rank %d (left): %s%s\n",
             l->c.rank, l->c.left, why, l->dropped == 5 ? "; further drops are not shown" : "");
 }
 
-int gs_link_recv(gs_link *l, const char *what, const gs_link_where *w, bool spin_first,
+int gs_pair_recv(gs_pair *l, const char *what, const gs_pair_where *w, bool spin_first,
                  Gradsync__Envelope **envp, zmq_msg_t *payload, uint64_t *bytes, gs_err *e) {
   zmq_msg_init(payload);
   *envp = NULL;
@@ -443,8 +443,8 @@ static void released(void *data, void *hint) {
   atomic_store_explicit((atomic_uint *)hint, 0u, memory_order_release);
 }
 
-int gs_link_send(gs_link *l, const Gradsync__Envelope *env, const void *data, size_t bytes,
-                 atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, const gs_link_where *w,
+int gs_pair_send(gs_pair *l, const Gradsync__Envelope *env, const void *data, size_t bytes,
+                 atomic_uint *flag, zmq_msg_t *fwd, uint64_t *sent, const gs_pair_where *w,
                  gs_err *e) {
   Gradsync__Envelope numbered = *env;
   numbered.seq = gs_resend_next(l->out);
@@ -485,14 +485,14 @@ fail:;
                  l->c.right, where(w, wb, sizeof wb), zmq_strerror(errno));
 }
 
-int gs_link_wait_released(gs_link *l, atomic_uint *flag, const char *what, gs_err *e) {
+int gs_pair_wait_released(gs_pair *l, atomic_uint *flag, const char *what, gs_err *e) {
   if (atomic_load_explicit(flag, memory_order_acquire) == 0) return GS_OK;
   double deadline = gs_now() + l->c.timeout_ms / 1000.0;
   long ns = 1000;
   while (atomic_load_explicit(flag, memory_order_acquire) != 0) {
     if (atomic_load(&l->stop) || gs_interrupted)
       return GS_FAIL(e, GS_EINTR, "rank %d: ring interrupted", l->c.rank);
-    GS_TRY(gs_link_check(l, false, e));
+    GS_TRY(gs_pair_check(l, false, e));
     if (gs_now() > deadline)
       return GS_FAIL(e, GS_ETIMEOUT, "rank %d: rank %d (right) took no data for %.1f s in %s "
                      "(it died or stalled)", l->c.rank, l->c.right, l->c.timeout_ms / 1000.0,

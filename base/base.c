@@ -1,5 +1,5 @@
-/* util.c: the error record, clocks and checked allocation of util.h. */
-#include "kernels/util.h"
+/* base.c: the error record, clocks, hash and checked allocation of base.h. */
+#include "base/base.h"
 
 #include <errno.h>
 #include <poll.h>
