@@ -47,8 +47,12 @@
 
 /* ---- the backends of sync.h ---- */
 
-/* "ring": ZeroMQ ring on host memory. prepare() binds tcp://cfg->host:*,
- * open() connects to endpoints[(rank+1) % world]. No bootstrap blob. */
+/* "ring" (the user's word): the all-reduce backend on host memory, over
+ * the ZeroMQ communicator and its algorithms. prepare() binds
+ * tcp://cfg->host:*, open() connects to endpoints[(rank+1) % world]. No
+ * bootstrap blob. Its options of its own are gs_allreduce_opts (cfg.opts;
+ * NULL: every step all-reduced by the ring algorithm, the resend log kept);
+ * NCCL's backend takes them too (and runs no periodic averaging). */
 extern const gs_backend gs_allreduce_backend;
 
 /* "nccl": the ring on GPUs through NCCL (allreduce/nccl/nccl.c), as DDP does.
@@ -58,6 +62,16 @@ extern const gs_backend gs_allreduce_backend;
  * carry device (this rank's GPU), local_rank / local_world, and k, params,
  * grads and buckets on that GPU (a CUDA table). */
 extern const gs_backend gs_nccl_backend;
+
+/* What the all-reduce family's options ask (gs_backend.asks of the CPU
+ * ring's backend and NCCL's, which both take gs_allreduce_opts): the
+ * consistency model, every step or periodic averaging. */
+void gs_allreduce_asks(const void *opts, gs_want *w);
+/* What the nccl backend runs (gs_backend.caps; in every build, so the
+ * command line can refuse before any rank loads CUDA): NCCL's all-reduce
+ * of model buffers on GPUs, every step, no compression but 16-bit
+ * traffic. */
+void gs_nccl_caps(const void *opts, gs_caps *c);
 
 /* NCCL runs one rank per GPU: with local_world ranks on this host and
  * ngpus GPUs visible, fail with a message that says what to do instead
@@ -126,6 +140,21 @@ gs_algo gs_algo_pick(gs_algo a, size_t count, int world);
 /* What the ring's all-reduce of count elements runs: as gs_algo_pick, but
  * shm when auto or shm and the ring's ranks share memory. */
 gs_algo gs_comm_algo(const gs_comm *r, size_t count);
+
+/* The all-reduce backend's own options (gs_sync_config.opts). */
+typedef struct gs_allreduce_opts {
+  gs_algo algo;             /* --algo: training runs the ring (0), or hier when this
+                               says hier or auto (on hosts of several ranks); the
+                               collective benchmark runs this one */
+  bool no_resend;           /* --no-resend: gs_comm_opts.no_resend */
+  int period;               /* --ring-period H > 1: periodic averaging, PyTorch's
+                               PostLocalSGDOptimizer + PeriodicModelAverager(period=H,
+                               warmup_steps=0): every rank steps on its own gradient,
+                               and after the steps t with t % H == 0 the parameters
+                               are averaged over the ranks (divided by world, then
+                               all-reduced); 0 or 1: gradients all-reduced every
+                               step (DDP) */
+} gs_allreduce_opts;
 
 typedef struct gs_comm_opts {
   int rank, world;

@@ -40,7 +40,8 @@ typedef struct ring_state {
 
 typedef struct allreduce_sync {
   gs_sync base;
-  gs_sync_config c;        /* copy; pointers below are ours */
+  gs_sync_config c;        /* copy; pointers below are ours (opts: NULL) */
+  int period;              /* gs_allreduce_opts.period */
   gs_bucket *buckets;
   gs_comm *comm;
   gs_kernels *rk;
@@ -86,19 +87,46 @@ static uint64_t config_hash(const gs_sync_config *c) {
   return gs_hash_bytes(h, v, sizeof v);
 }
 
-/* sync.h's checks, and the ring's own: host memory. */
+static gs_allreduce_opts opts_of(const gs_sync_config *c) {
+  gs_allreduce_opts o = {0};
+  if (c->opts) o = *(const gs_allreduce_opts *)c->opts;
+  return o;
+}
+
+/* What the all-reduce runs (sync.h gs_caps): host memory, every
+ * compression (top-k an all-gather on the ring algorithm itself, and not
+ * with periodic averaging, which averages parameters, not gradients), every
+ * step or periodic averaging. */
+static void allreduce_caps(const void *opts, gs_caps *c) {
+  gs_allreduce_opts o = {0};
+  if (opts) o = *(const gs_allreduce_opts *)opts;
+  memset(c, 0, sizeof *c);
+  c->runs[GS_AXIS_COMPRESS] = GS_CAP(GS_COMPRESS_NONE) | GS_CAP(GS_COMPRESS_FP16) |
+                              GS_CAP(GS_COMPRESS_BF16) | GS_CAP(GS_COMPRESS_POWERSGD);
+  bool plain = o.algo == GS_ALGO_RING || o.algo == GS_ALGO_AUTO;
+  if (plain && o.period <= 1) c->runs[GS_AXIS_COMPRESS] |= GS_CAP(GS_COMPRESS_TOPK);
+  c->runs[GS_AXIS_SYNC] = GS_CAP(GS_SYNC_BSP) | GS_CAP(GS_SYNC_PERIODIC);
+  c->runs[GS_AXIS_DEVICE] = GS_CAP(GS_DEV_CPU);
+  c->runs[GS_AXIS_PRECISION] = GS_CAP(GS_F32) | GS_CAP(GS_F16) | GS_CAP(GS_BF16);
+  c->runs[GS_AXIS_WIRE] = c->runs[GS_AXIS_PRECISION] | GS_CAP(GS_F64) | GS_CAP(GS_I32);
+  c->runs[GS_AXIS_SCALING] = GS_CAP(0) | GS_CAP(1);
+  c->runs[GS_AXIS_OVERLAP] = GS_CAP(0) | GS_CAP(1);
+  c->runs[GS_AXIS_COLLECTIVE] = GS_CAP(0) | GS_CAP(1);
+  c->runs[GS_AXIS_TRANSPORT] = GS_CAP(GS_TRANSPORT_TCP) | GS_CAP(GS_TRANSPORT_IPC) |
+                               GS_CAP(GS_TRANSPORT_SHM);
+  if (o.period > 1)
+    snprintf(c->what, sizeof c->what, "periodic averaging (--ring-period %d)", o.period);
+  else if (!plain)
+    snprintf(c->what, sizeof c->what, "the all-reduce by --algo %s", gs_algo_name(o.algo));
+  else
+    snprintf(c->what, sizeof c->what, "the CPU all-reduce (--mode ring)");
+}
+
+/* sync.h's checks (with what the all-reduce runs) and the period's number. */
 static int check_config(const gs_sync_config *c, gs_err *e) {
-  GS_TRY(gs_sync_check_config(c, "ring", e));
-  if (c->k->device != GS_DEV_CPU)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: the ZeroMQ ring reduces host memory and the model "
-                   "lives on '%s'; on GPUs use the nccl backend", c->rank, c->k->name);
-  if (c->ring_period > 1 && (c->wire != GS_F32 || c->scaler.dynamic ||
-                             c->scaler.scale != 1.0f || c->sum_only))
-    return GS_FAIL(e, GS_EINVAL, "rank %d: periodic averaging (ring period %d) runs fp32 "
-                   "training without loss scaling (parameters are averaged as they are)",
-                   c->rank, c->ring_period);
-  if (c->ring_period < 0)
-    return GS_FAIL(e, GS_EINVAL, "rank %d: ring period %d", c->rank, c->ring_period);
+  GS_TRY(gs_sync_check_config(c, &gs_allreduce_backend, "ring", e));
+  if (opts_of(c).period < 0)
+    return GS_FAIL(e, GS_EINVAL, "rank %d: ring period %d", c->rank, opts_of(c).period);
   return GS_OK;
 }
 
@@ -198,7 +226,7 @@ static int ring_begin_step(gs_sync *base, int64_t step, gs_err *e) {
 static int ring_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   allreduce_sync *s = (allreduce_sync *)base;
   GS_TRY(gs_sync_order_ready(&s->order, bucket, e));
-  if (!s->c.overlap || s->c.ring_period > 1) return GS_OK;
+  if (!s->c.overlap || s->period > 1) return GS_OK;
   double t0 = gs_now();
   pthread_mutex_lock(&s->mu);
   int rc = s->err_code < 0 ? thread_error(s, e) : GS_OK;
@@ -262,7 +290,7 @@ static int periodic_end_step(allreduce_sync *s, gs_sync_stats *st, gs_err *e) {
   st->update_s = res.update_s;
   st->scale = res.scale;
   span(s, "optimizer", -1, a + res.check_s, gs_now());
-  if (s->step % s->c.ring_period != 0) {
+  if (s->step % s->period != 0) {
     st->wait_s = s->wait_s;
     return GS_OK;
   }
@@ -290,7 +318,7 @@ static int ring_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   memset(st, 0, sizeof *st);
   st->scale = s->u.scaler.scale;
   GS_TRY(gs_sync_order_end(&s->order, e));
-  if (s->c.ring_period > 1) return periodic_end_step(s, st, e);
+  if (s->period > 1) return periodic_end_step(s, st, e);
   /* wait for the progress thread to finish the last bucket */
   int rc = reduce_all(s, st, e);
   if (rc < 0) return rc;
@@ -353,9 +381,10 @@ static const gs_sync_ops ring_ops = {
  * several hosts of several ranks (hier_auto: else the ring), with fp32
  * gradients on the CPU; anything else the ring. */
 static gs_algo train_algo(const gs_sync_config *c, const gs_kernels *k) {
+  gs_algo a = opts_of(c).algo;
   if (c->compress.kind == GS_COMPRESS_TOPK) return GS_ALGO_RING; /* an all-gather on the ring */
-  if (c->algo == GS_ALGO_HIER) return GS_ALGO_HIER;
-  if (c->algo == GS_ALGO_AUTO && c->wire == GS_F32 && k->device == GS_DEV_CPU)
+  if (a == GS_ALGO_HIER) return GS_ALGO_HIER;
+  if (a == GS_ALGO_AUTO && c->wire == GS_F32 && k->device == GS_DEV_CPU)
     return GS_ALGO_HIER;
   return GS_ALGO_RING;
 }
@@ -398,9 +427,9 @@ static int ring_prepare(const gs_sync_config *c, void **state, char endpoint[GS_
     /* Training keeps the ring for every bucket, so its parameters stay
      * those of the one summation order the tests and the reference know,
      * or the hierarchical all-reduce, whose order is as fixed (hier.c). */
-    .algo = c->sum_only ? (gs_algo)c->algo : train_algo(c, p->rk),
-    .hier_auto = !c->sum_only && c->algo == GS_ALGO_AUTO,
-    .no_resend = c->no_resend,
+    .algo = c->sum_only ? opts_of(c).algo : train_algo(c, p->rk),
+    .hier_auto = !c->sum_only && opts_of(c).algo == GS_ALGO_AUTO,
+    .no_resend = opts_of(c).no_resend,
     .span = c->span,
     .span_ctx = c->span_ctx,
   };
@@ -443,6 +472,8 @@ static int ring_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
     gs_sync_order_init(&s->order, "ring", c->rank, c->nbuckets);
     s->c.endpoints = NULL;
     s->c.bootstrap = NULL;
+    s->period = opts_of(c).period;
+    s->c.opts = NULL; /* the caller's; what the session needs of it is above */
     s->comm = p->comm;
     s->rk = p->rk;
     p->comm = NULL;
@@ -497,6 +528,8 @@ gs_comm *gs_allreduce_comm(gs_sync *s) {
 
 const gs_backend gs_allreduce_backend = {
   .name = "ring",
+  .caps = allreduce_caps,
+  .asks = gs_allreduce_asks,
   .prepare = ring_prepare,
   .bootstrap = NULL,
   .open = ring_open,

@@ -30,9 +30,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "bench/hosts/hosts.h"
 #include "kernels/kernels.h"
+#include "ps/ps.h"
 #include "worker/worker.h"
 
 #define GS_LIST_MAX 16
@@ -45,10 +47,19 @@ typedef enum gs_link_choice {
   GS_LINK_AUTO = 0, GS_LINK_GIVEN, GS_LINK_AUTO_HOSTS, GS_LINK_AUTO_LOOPBACK, GS_LINK_NONE
 } gs_link_choice;
 
-/* local: one process, no backend (the single-process reference). */
+/* The modes, by the words users give --mode and reports print: ps, ring
+ * (the all-reduce: its default algorithm's name), local (one process, no
+ * backend: the single-process reference). The words are written here
+ * only; which backend runs a mode is the table's (job/backends.c). */
 typedef enum gs_mode { GS_MODE_PS = 0, GS_MODE_ALLREDUCE = 1, GS_MODE_SINGLE = 2 } gs_mode;
 static inline const char *gs_mode_name(gs_mode m) {
   return m == GS_MODE_PS ? "ps" : m == GS_MODE_ALLREDUCE ? "ring" : "local";
+}
+/* The mode a word names (--mode, report.json's "mode"), or -1; NULL: -1. */
+static inline int gs_mode_parse(const char *word) {
+  for (int m = GS_MODE_PS; word && m <= GS_MODE_SINGLE; m++)
+    if (!strcmp(word, gs_mode_name((gs_mode)m))) return m;
+  return -1;
 }
 
 typedef struct gs_opts {

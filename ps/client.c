@@ -241,7 +241,7 @@ static int apply_version(ps_worker *s, gs_wire_msg *m, gs_err *e) {
   s->scale = p->scale; /* the next step computes with it */
   s->vskipped |= p->skipped;
   s->answers++;
-  if (s->c.ps_sync.model != GS_PS_SSP) s->staleness = p->staleness;
+  if (s->o.sync.model != GS_PS_SSP) s->staleness = p->staleness;
   s->srv_reduce += p->reduce_s;
   s->srv_update += p->update_s;
   s->srv_sent += p->bytes_sent;
@@ -389,7 +389,7 @@ static int wait_params(ps_worker *s, gs_err *e) {
  * backup: until every push has its answer */
 static bool stale_ready(const ps_worker *s, uint64_t need) {
   if (s->vgot > 0) return false;
-  if (s->c.ps_sync.model == GS_PS_SSP) return s->version >= need;
+  if (s->o.sync.model == GS_PS_SSP) return s->version >= need;
   return s->answers >= s->pushes;
 }
 
@@ -442,7 +442,7 @@ int gs_ps_begin(ps_worker *s, int64_t step, gs_err *e) {
   s->psgd_s = 0;
   s->step = step;
   s->in_step = true;
-  s->stale = gs_ps_sync_stale(&s->c.ps_sync);
+  s->stale = gs_ps_sync_stale(&s->o.sync);
   s->base = s->version;
   s->base_scale = s->scale;
   s->vskipped = false;
@@ -474,7 +474,7 @@ int gs_ps_push_rest(ps_worker *s, gs_err *e) {
 
 int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e) {
   if (s->failed) return failed(s, e);
-  int K = s->c.ps_sync.staleness;
+  int K = s->o.sync.staleness;
   /* ssp: step s+1 may start on any version from s+1-K on */
   uint64_t need = s->step + 1 > K ? (uint64_t)(s->step + 1 - K) : 0;
   /* fault injection for the tests: a worker that ignores the bound, which
@@ -547,7 +547,7 @@ int gs_ps_goodbye(ps_worker *s, bool ok, gs_err *e) {
   bool orderly = ok && !s->failed && !s->in_step;
   int rc = GS_OK;
   /* ssp: every rank leaves with the last update, as every bsp rank does */
-  if (orderly && s->stale && s->c.ps_sync.model == GS_PS_SSP && s->pushes > 0 &&
+  if (orderly && s->stale && s->o.sync.model == GS_PS_SSP && s->pushes > 0 &&
       (rc = wait_stale(s, (uint64_t)s->step + 1, e)) < 0)
     orderly = false;
   Gradsync__Envelope env;

@@ -1,6 +1,6 @@
 /* flat.c: the ps backend as the launcher sees it (ps.h, sync.h), K
  * servers in general: K = 1 is DataParallel's master, K > 1 the sharded
- * ps (cfg.ps_servers), servers of their own with cfg.ps_server_eps. Every
+ * ps (opts.servers), servers of their own with opts.server_eps. Every
  * rank runs one worker (client.c) per server over the views of its
  * buffers that shard.c's key ranges give, each with its own DEALER and
  * ZeroMQ context; rank 0's worker of server k sends that server its Init
@@ -8,7 +8,7 @@
  *
  * Where server k runs, and how the workers learn its address:
  *   K = 1       on rank 0: a thread (its kernels a clone of rank 0's), or
- *               with cfg.dedicated a process forked in prepare(); rank 0's
+ *               with opts.dedicated a process forked in prepare(); rank 0's
  *               bootstrap() starts it and its TCP address is the blob.
  *   K > 1       a thread of rank gs_ps_server_rank(k) (k * world / K:
  *               ranks 0..K-1 at K = world; with ranks placed host-major,
@@ -17,7 +17,7 @@
  *               sps-colo predicts). Its rank binds it in prepare() and
  *               publishes its address as that rank's endpoint; it serves
  *               from open() on, once the rendezvous brought the job token.
- *   own         cfg.ps_server_eps: K processes a launcher started
+ *   own         opts.server_eps: K processes a launcher started
  *               (gs_ps_serve_alone; on emulated hosts, each on a host of
  *               its own), K = 1 included; every rank is a plain worker.
  * A worker beside its server reaches it over inproc://.
@@ -25,9 +25,8 @@
  * A step: begin on every server's worker; bucket_ready(b) marks b's
  * pieces ready (with overlap, pushes them); end_step pushes what is left
  * to every server before it waits for any, then collects the parameters
- * of every range. sync.h's call order is checked here, once. Loss scaling
- * and a dedicated server need K = 1: the skip verdict is one per step
- * over every gradient, which K servers would have to agree on. */
+ * of every range. sync.h's call order is checked here, once. What each
+ * placement runs is placement.c's. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +37,7 @@
 /* What prepare() hands open(): the plan and each server's worker state. */
 typedef struct ps_state {
   int rank, world;
-  bool own;                /* servers of their own (cfg.ps_server_eps) */
+  bool own;                /* servers of their own (opts.server_eps) */
   int mine;                /* the server this rank hosts (K > 1), or -1 */
   ps_keys keys;
   ps_worker_state **st;           /* [K], until open() */
@@ -70,47 +69,32 @@ static void prepared_free(ps_state *p, bool end_states) {
   free(p);
 }
 
-static int check_sharded(const gs_sync_config *c, int K, bool own, gs_err *e) {
+/* A sharded placement's numbers (what it runs is placement.c's). */
+static int check_sharded(const gs_sync_config *c, const gs_ps_opts *o, int K, bool own,
+                         gs_err *e) {
   if (!own && K > c->world)
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ps servers in a world of %d: each server runs "
                    "in a rank's process, at most one per rank", c->rank, K, c->world);
-  if (c->dedicated)
+  if (o->dedicated)
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ps servers run in the ranks' processes; a "
                    "dedicated server is one process", c->rank, K);
-  if (c->wire != GS_F32 || c->scaler.dynamic || c->scaler.scale != 1.0f)
-    return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ps servers need fp32 gradients without loss "
-                   "scaling (a step's inf/NaN verdict covers every gradient, which the servers "
-                   "would have to agree on)", c->rank, K);
   if (c->n < (size_t)K)
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: %zu parameters cannot be shared by %d ps servers",
                    c->rank, c->n, K);
   return GS_OK;
 }
 
-/* sync.h's checks, and the server's own: it sums fp32, fp16 or bf16. */
+/* sync.h's checks (with what this placement runs), and the consistency
+ * model's numbers. */
 static int check_config(const gs_sync_config *c, gs_err *e) {
-  GS_TRY(gs_sync_check_config(c, "ps", e));
-  if (c->wire != GS_F32 && c->wire != GS_F16 && c->wire != GS_BF16)
-    return GS_FAIL(e, GS_EINVAL, "ps rank %d: the ps server sums fp32, fp16 or bf16 gradients, "
-                   "not %s", c->rank, gs_dtype_name(c->wire));
-  const gs_ps_sync *y = &c->ps_sync;
-  if (gs_ps_sync_stale(y)) {
-    const char *what = y->model == GS_PS_SSP ? "ssp" : y->model == GS_PS_ASYNC ? "async"
-                       : "backup workers";
-    if (y->model < GS_PS_BSP || y->model > GS_PS_ASYNC || y->staleness < 0 ||
-        y->staleness > 1000 || (y->backup_on && (y->model != GS_PS_BSP || y->backup < 0 ||
-                                                 y->backup >= c->world)))
-      return GS_FAIL(e, GS_EINVAL, "ps rank %d: consistency model %d (ssp:%d, backup %d of %d "
-                     "ranks) is not one the server runs", c->rank, (int)y->model, y->staleness,
-                     y->backup, c->world);
-    if (c->sum_only)
-      return GS_FAIL(e, GS_EINVAL, "ps rank %d: %s needs the server's optimizer: each update "
-                     "is the server's, not a sum handed back", c->rank, what);
-    if (c->overlap)
-      return GS_FAIL(e, GS_EINVAL, "ps rank %d: %s pushes after backward: parameters may "
-                     "arrive at any time, and backward still reads them (drop --overlap)",
-                     c->rank, what);
-  }
+  GS_TRY(gs_sync_check_config(c, &gs_ps_flat_backend, "ps", e));
+  const gs_ps_sync y = gs_ps_opts_of(c).sync;
+  if (gs_ps_sync_stale(&y) &&
+      (y.model < GS_PS_BSP || y.model > GS_PS_ASYNC || y.staleness < 0 || y.staleness > 1000 ||
+       (y.backup_on && (y.model != GS_PS_BSP || y.backup < 0 || y.backup >= c->world))))
+    return GS_FAIL(e, GS_EINVAL, "ps rank %d: consistency model %d (ssp:%d, backup %d of %d "
+                   "ranks) is not one the server runs", c->rank, (int)y.model, y.staleness,
+                   y.backup, c->world);
   return GS_OK;
 }
 
@@ -119,9 +103,10 @@ static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
   *state = NULL;
   endpoint[0] = '\0';
   GS_TRY(check_config(c, e));
-  int K = c->ps_servers > 1 ? c->ps_servers : 1;
-  bool own = c->ps_server_eps != NULL;
-  if (K > 1 || own) GS_TRY(check_sharded(c, K, own, e));
+  const gs_ps_opts o = gs_ps_opts_of(c);
+  int K = o.servers > 1 ? o.servers : 1;
+  bool own = o.server_eps != NULL;
+  if (K > 1 || own) GS_TRY(check_sharded(c, &o, K, own, e));
   ps_state *p = calloc(1, sizeof *p);
   if (!p) return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
   p->rank = c->rank;
@@ -134,7 +119,7 @@ static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
   for (int k = 0; rc == GS_OK && k < K; k++) {
     gs_sync_config x = gs_ps_keys_view(&p->keys, c, k);
     if (one_master(p)) {
-      rc = gs_ps_prepare_one(&x, c->rank == 0 && !c->dedicated, &p->st[k], e);
+      rc = gs_ps_prepare_one(&x, c->rank == 0 && !o.dedicated, &p->st[k], e);
       continue;
     }
     int sr = own ? -1 : server_rank(p, k);
@@ -355,7 +340,7 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
     gs_ps_server_set_job(st->server, c->job);
     rc = gs_ps_serve(st, e);
   }
-  const char *const *eps = c->ps_server_eps;
+  const char *const *eps = gs_ps_opts_of(c).server_eps;
   if (rc == GS_OK && !one_master(p) && !eps && !c->endpoints)
     rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: open() without the ranks' endpoints (the servers' "
                  "addresses)", c->rank);
@@ -393,6 +378,8 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
 
 const gs_backend gs_ps_flat_backend = {
   .name = "ps",
+  .caps = gs_ps_caps,
+  .asks = gs_ps_asks,
   .prepare = ps_prepare,
   .bootstrap = ps_bootstrap,
   .open = ps_open,

@@ -56,6 +56,7 @@ typedef struct hostagg_state {
   void *flat;              /* the leader's (or every rank's) flat ps state */
   gs_comm *host;           /* this host's communicator */
   int L, H, h, local;
+  gs_ps_opts leader;        /* the options of the flat ps the leaders join */
 } hostagg_state;
 
 typedef struct hostagg_sync {
@@ -124,24 +125,21 @@ static void host_words(int h, int L, gs_err *e) {
 }
 
 static int check_hostagg(const gs_sync_config *c, gs_err *e) {
-  int L = c->ps_host_ranks;
+  int L = gs_ps_opts_of(c).host_ranks;
   if (c->world % L)
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ranks per host do not divide a world of %d "
                    "(the host-aggregated ps needs hosts of equal size; --no-ps-local-reduce "
                    "runs the flat ps)", c->rank, L, c->world);
-  if (c->k && c->k->device != GS_DEV_CPU)
-    return GS_FAIL(e, GS_EINVAL, "ps rank %d: the host-aggregated ps sums in host memory; "
-                   "on GPUs add --no-ps-local-reduce", c->rank);
   return GS_OK;
 }
 
-/* The flat ps the leader of host h joins: rank h of H, averaging over N. */
+/* The flat ps the leader of host h joins: rank h of H, averaging over N
+ * (p->leader, which lives as long as p). */
 static gs_sync_config leader_config(const hostagg_state *p, const gs_sync_config *c) {
   gs_sync_config x = *c;
   x.rank = p->h;
   x.world = p->H;
-  x.ps_host_ranks = 0;
-  x.ps_average_over = c->world;
+  x.opts = &p->leader;
   x.local_rank = 0;
   x.local_world = 1;
   return x;
@@ -158,10 +156,13 @@ static int hostagg_prepare(const gs_sync_config *c, void **state, char endpoint[
                          gs_err *e) {
   *state = NULL;
   endpoint[0] = '\0';
-  GS_TRY(gs_sync_check_config(c, "ps", e));
+  GS_TRY(gs_sync_check_config(c, &gs_ps_backend, "ps", e));
   hostagg_state *p = calloc(1, sizeof *p);
   if (!p) return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
-  p->on = c->ps_host_ranks > 1;
+  p->leader = gs_ps_opts_of(c);
+  p->on = p->leader.host_ranks > 1;
+  p->leader.host_ranks = 0;
+  p->leader.average_over = c->world;
   int rc = GS_OK;
   if (!p->on) {
     rc = gs_ps_flat_backend.prepare(c, &p->flat, endpoint, e);
@@ -173,7 +174,7 @@ static int hostagg_prepare(const gs_sync_config *c, void **state, char endpoint[
     free(p);
     return rc;
   }
-  p->L = c->ps_host_ranks;
+  p->L = gs_ps_opts_of(c).host_ranks;
   p->H = c->world / p->L;
   p->h = c->rank / p->L;
   p->local = c->rank % p->L;
@@ -452,6 +453,8 @@ static int hostagg_open(void *state, const gs_sync_config *c, gs_sync **out, gs_
 
 const gs_backend gs_ps_backend = {
   .name = "ps",
+  .caps = gs_ps_caps,
+  .asks = gs_ps_asks,
   .prepare = hostagg_prepare,
   .bootstrap = hostagg_bootstrap,
   .open = hostagg_open,

@@ -58,12 +58,13 @@ static int send_hello(ps_worker *s, gs_err *e) {
     in.scale_interval = c->scaler.interval > 0 ? (uint32_t)c->scaler.interval : 0;
     in.scale_growth = c->scaler.growth;
     in.scale_backoff = c->scaler.backoff;
-    in.sync_model = (uint32_t)c->ps_sync.model;
-    in.staleness = (uint32_t)c->ps_sync.staleness;
-    in.backup = c->ps_sync.backup_on ? (uint32_t)c->ps_sync.backup + 1 : 0;
+    const gs_ps_opts po = gs_ps_opts_of(c);
+    in.sync_model = (uint32_t)po.sync.model;
+    in.staleness = (uint32_t)po.sync.staleness;
+    in.backup = po.sync.backup_on ? (uint32_t)po.sync.backup + 1 : 0;
     in.timeout_ms = (uint32_t)(c->timeout_ms > 0 ? c->timeout_ms : 0);
     in.sum_only = c->sum_only;
-    in.average_over = c->ps_average_over > 0 ? (uint32_t)c->ps_average_over : 0;
+    in.average_over = po.average_over > 0 ? (uint32_t)po.average_over : 0;
     in.topk = c->compress.kind == GS_COMPRESS_TOPK ? c->compress.fraction : 0;
     uint64_t *tens = NULL;
     if (c->compress.kind == GS_COMPRESS_POWERSGD) {
@@ -152,6 +153,8 @@ int gs_ps_open_one(ps_worker_state *st, const gs_sync_config *c, ps_worker **out
     return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
   }
   s->c = *c;
+  s->o = gs_ps_opts_of(c);
+  s->c.opts = &s->o; /* the caller's may go before this worker */
   s->st = st;
   s->who = st->who;
   s->where = st->where;

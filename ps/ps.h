@@ -1,6 +1,6 @@
 /* ps.h: the parameter-server backend of sync.h: K servers in general
  * (flat.c), K = 1 being DataParallel's master, which this first part
- * describes; with cfg.ps_host_ranks L > 1 the hosts of L ranks first sum
+ * describes; with opts.host_ranks L > 1 the hosts of L ranks first sum
  * their gradients in shared memory and push once per host (hostagg.c: the
  * contract of that at its top).
  *
@@ -19,24 +19,24 @@
  *   +------------------------------+
  *
  * Where the server runs:
- *  - default: a thread inside rank 0 (cfg.dedicated false), reducing on
+ *  - default: a thread inside rank 0 (opts.dedicated false), reducing on
  *    rank 0's device with its own kernels table, as DataParallel's GPU 0
  *    computes and reduces. Rank 0's worker reaches it over inproc://, so
  *    rank 0's gradients never cross the wire: the master receives and sends
  *    (N-1)*S per step, a worker S.
- *  - cfg.dedicated: a separate process forked by rank 0's prepare() (before
+ *  - opts.dedicated: a separate process forked by rank 0's prepare() (before
  *    this backend creates any ZeroMQ context), reducing on the CPU as
  *    BytePS' summation servers do; it dies with rank 0 (PR_SET_PDEATHSIG;
  *    call prepare() from the thread that will call close()). Rank 0 is then
  *    a plain worker over TCP, and its end_step reports the server's share of
  *    the step in gs_sync_stats.server_* (has_server).
  *
- *  - cfg.ps_servers K > 1 (or cfg.ps_server_eps): a sharded ps (flat.c
+ *  - opts.servers K > 1 (or opts.server_eps): a sharded ps (flat.c
  *    over shard.c's key ranges), K servers each owning a contiguous range
  *    of the parameters, as ps-lite and BytePS shard theirs; server k is a
  *    thread of rank
  *    gs_ps_server_rank(k) (its address that rank's endpoint from prepare()
- *    on), or, with cfg.ps_server_eps, a process a launcher started
+ *    on), or, with opts.server_eps, a process a launcher started
  *    (gs_ps_serve_alone). Every rank runs one worker per server; the bits
  *    are those of one server. Loss scaling is refused (one verdict per
  *    step would need every server).
@@ -93,6 +93,81 @@
 
 #include "worker/sync.h"
 
+/* The ps consistency model (ps/stale.c; docs/stragglers.md):
+ *   bsp       every update waits for every rank's gradient of that step
+ *             (DataParallel; the default, the server of server.c);
+ *   ssp:K     stale-synchronous parallel (Ho et al. 2013): update s still
+ *             sums every rank's step-s gradient in rank order, but a worker
+ *             starts step s+1 with whatever version it holds as long as it
+ *             is at least s+1-K (at most K updates missing), so a fast
+ *             worker runs up to K steps ahead of the slowest; K = 0 is bsp;
+ *   async     each worker's gradient is applied alone as it arrives (one
+ *             SGD step with that gradient), and the worker gets the new
+ *             parameters back (Downpour);
+ *   backup B  (with bsp) each update uses the first world-B gradients
+ *             computed on the current version to arrive, averaged over
+ *             them; later ones are dropped and their worker gets the
+ *             current parameters (Chen et al. 2016); B = 0 runs this
+ *             machinery with every gradient, the same bits as bsp.
+ * A gradient's staleness is the updates the server applied between the
+ * version the worker computed it on and its own update. */
+typedef enum gs_ps_model { GS_PS_BSP = 0, GS_PS_SSP = 1, GS_PS_ASYNC = 2 } gs_ps_model;
+typedef struct gs_ps_sync {
+  gs_ps_model model;
+  int staleness;            /* ssp: K */
+  bool backup_on;           /* backup workers asked for (--ps-backup, even 0) */
+  int backup;               /* B */
+} gs_ps_sync;
+/* Whether s needs the stale server (anything but plain bsp). A zero
+ * struct is plain bsp. */
+static inline bool gs_ps_sync_stale(const gs_ps_sync *s) {
+  return s->model != GS_PS_BSP || s->backup_on;
+}
+/* The consistency model as the capabilities' axis (sync.h gs_sync_kind). */
+static inline gs_sync_kind gs_ps_sync_kind(const gs_ps_sync *s) {
+  return s->model == GS_PS_SSP ? GS_SYNC_SSP : s->model == GS_PS_ASYNC ? GS_SYNC_ASYNC
+         : s->backup_on ? GS_SYNC_BACKUP : GS_SYNC_BSP;
+}
+
+/* The ps backend's own options (gs_sync_config.opts; NULL: all zero,
+ * DataParallel's one master in rank 0). They choose where the servers run
+ * and how the workers reach them, and so what the backend runs (its
+ * capabilities, gs_ps_backend.caps):
+ *   one server in rank 0        everything: topk and PowerSGD pushes, every
+ *                               consistency model, 16-bit traffic with loss
+ *                               scaling, the collective benchmark, GPUs;
+ *   dedicated                   the same, the server in a process of its own;
+ *   servers K > 1, server_hosts fp32 gradients without loss scaling (one
+ *                               inf/NaN verdict per step would need every
+ *                               server), no compression, no collective
+ *                               benchmark; server_hosts: over TCP;
+ *   host_ranks L > 1            host memory (the CPU), no topk or PowerSGD
+ *                               (every rank pushes its own compressed
+ *                               gradient), no collective benchmark. */
+typedef struct gs_ps_opts {
+  bool dedicated;           /* --ps-dedicated: the one server in a process rank 0 forks */
+  int servers;              /* --ps-servers K: servers sharing the parameters by key
+                               range (0 or 1: one) */
+  bool server_hosts;        /* --ps-server-hosts: the servers run in processes of their
+                               own that a launcher started */
+  const char *const *server_eps; /* their addresses (what open() connects to; a rank
+                               learns them from its launcher); NULL: in the ranks */
+  gs_ps_sync sync;          /* --ps-sync, --ps-backup (zero: bsp) */
+  int host_ranks;           /* --ps-local-reduce: L > 1: ranks are L per host, host-major,
+                               and each host sums its gradients in shared memory before
+                               one push per host (hostagg.c); 0 or 1: every rank pushes */
+  int average_over;         /* the mean's divisor when pushes are sums of several ranks
+                               (hostagg.c sets it for its leaders' flat ps); 0: world */
+  gs_applied_hook applied;  /* stale models: each update of the server this rank runs
+                               (in-process, dedicated or a shard); zero: none */
+} gs_ps_opts;
+/* c's ps options, or the defaults when it has none. */
+static inline gs_ps_opts gs_ps_opts_of(const gs_sync_config *c) {
+  gs_ps_opts o = {0};
+  if (c && c->opts) o = *(const gs_ps_opts *)c->opts;
+  return o;
+}
+
 /* The consistency model as users write it: "bsp", "ssp:K" (K in 0..1000)
  * or "async" into y's model and staleness (backup untouched); GS_EINVAL
  * naming --ps-sync. And back: "bsp", "ssp:2", "async", with "+backup:B"
@@ -112,7 +187,7 @@ extern const gs_backend gs_ps_backend;
 int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
                       const gs_applied_hook *applied, int fd, gs_err *e);
 
-/* Sharded ps (cfg.ps_servers K > 1, flat.c): the rank whose process runs
+/* Sharded ps (opts.servers K > 1, flat.c): the rank whose process runs
  * server k of K in a world (spread evenly: ranks 0..K-1 at K = world, the
  * first rank of each host when K hosts hold the ranks host-major). */
 static inline int gs_ps_server_rank(int k, int world, int servers) {

@@ -36,7 +36,8 @@ typedef struct ps_worker_state {
 } ps_worker_state;
 
 typedef struct ps_worker {
-  gs_sync_config c;
+  gs_sync_config c;       /* its opts: &o */
+  gs_ps_opts o;           /* a copy of the caller's */
   gs_bucket *buckets;
   ps_worker_state *st;
   void *sock;
@@ -166,6 +167,11 @@ typedef struct ps_keys {
   int *first;              /* [nb + 1]: bucket b is pieces first[b] .. first[b + 1] - 1 */
   int *pk, *pj;            /* a piece: its server, its index among that server's pieces */
 } ps_keys;
+/* placement.c: what the ps runs as opts place its servers (gs_backend.caps),
+ * and what opts ask (gs_backend.asks: the consistency model). */
+void gs_ps_caps(const void *opts, gs_caps *c);
+void gs_ps_asks(const void *opts, gs_want *w);
+
 /* The ps backend of K servers where every rank pushes (flat.c); ps.h's
  * gs_ps_backend is hostagg.c, which runs this one alone or, with hosts of
  * several ranks, among the hosts' first ranks. */

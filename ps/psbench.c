@@ -65,10 +65,11 @@ static int worker(shared *sh, int rank, int world, size_t n, size_t bucket, int 
     bk[b].offset = end - c;
     bk[b].count = c;
   }
+  gs_ps_opts po = {.dedicated = !inproc};
   gs_sync_config c = {
     .rank = rank, .world = world, .timeout_ms = 60000, .job = 0x70736265ull,
     .host = "127.0.0.1", .k = k, .params = params, .grads = grads, .n = n, .buckets = bk,
-    .nbuckets = nb, .wire = GS_F32, .dedicated = !inproc, .sum_only = true,
+    .nbuckets = nb, .wire = GS_F32, .sum_only = true, .opts = &po,
   };
   gs_scaler_init(&c.scaler, 1.0f, false);
   void *state = NULL;

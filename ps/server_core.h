@@ -12,6 +12,7 @@
 #include "compress/compress.h"
 #include "proto/proto.h"
 #include "ps/server_reduce.h"
+#include "ps/ps.h"
 #include "ps/server.h"
 
 #define MAX_PENDING 4096   /* hellos kept before Init arrives */

@@ -88,6 +88,5 @@ gs_sync_config gs_ps_keys_view(const ps_keys *sh, const gs_sync_config *c, int k
   x.n = sh->lo[k + 1] - sh->lo[k];
   x.buckets = sh->sub[k];
   x.nbuckets = sh->nsub[k];
-  x.ps_server_eps = NULL;
   return x;
 }

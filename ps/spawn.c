@@ -80,7 +80,7 @@ static void __attribute__((noreturn)) child_main(const gs_sync_config *c, int wf
     .timeout_ms = c->timeout_ms, .max_elems = c->n, .k = k,
     /* the hook's context is this process's copy of rank 0's: the log is
      * recorded and written here, where the updates are applied */
-    .applied = c->applied,
+    .applied = gs_ps_opts_of(c).applied,
   };
   gs_ps_server *srv = NULL;
   gs_zap *zap = NULL;

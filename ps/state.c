@@ -18,12 +18,12 @@ int gs_ps_prepare_one(const gs_sync_config *c, bool host_server, ps_worker_state
   ps_worker_state *st = calloc(1, sizeof *st);
   if (!st) return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
   st->rank = c->rank;
-  st->dedicated = c->dedicated;
+  st->dedicated = gs_ps_opts_of(c).dedicated;
   st->child = st->child_fd = -1;
   snprintf(st->who, sizeof st->who, "the ps server");
-  snprintf(st->where, sizeof st->where, c->dedicated ? "rank 0's dedicated process" : "rank 0");
+  snprintf(st->where, sizeof st->where, st->dedicated ? "rank 0's dedicated process" : "rank 0");
   /* Fork first: the child must not inherit a context of ours. */
-  if (c->rank == 0 && c->dedicated) {
+  if (c->rank == 0 && st->dedicated) {
     int rc = gs_ps_spawn(c, &st->child, &st->child_fd, e);
     if (rc < 0) {
       free(st);
@@ -60,7 +60,7 @@ int gs_ps_host_server(ps_worker_state *st, const gs_sync_config *c, gs_err *e) {
     .cred = c->cred, .timeout_ms = c->timeout_ms, .max_elems = c->n, .k = k,
     .span = c->span, .span_ctx = c->span_ctx,
     /* the apply order of this server (a shard's: of its range) */
-    .applied = c->applied,
+    .applied = gs_ps_opts_of(c).applied,
   };
   int rc = gs_zap_start(st->zctx, &c->cred, 0, "ps server", &st->zap, e);
   if (rc < 0) {

@@ -11,7 +11,9 @@
  * buckets go through the same compression as in the ring (a world of one:
  * each all-reduce leaves its buffer as it is), as DDP runs its hook at
  * world 1 too. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "worker/worker.h"
 
@@ -99,7 +101,7 @@ int gs_sync_single(const gs_sync_config *c, gs_sync **out, gs_err *e) {
   if (c->world != 1 || c->rank != 0)
     return GS_FAIL(e, GS_EINVAL, "the local backend runs world 1 only (got rank %d of %d); use "
                    "--mode ps or ring for more ranks", c->rank, c->world);
-  GS_TRY(gs_sync_check_config(c, "local", e));
+  GS_TRY(gs_sync_check_config(c, &gs_single_backend, "local", e));
   single_sync *l = calloc(1, sizeof *l);
   if (!l) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   l->base.ops = &single_ops;
@@ -125,3 +127,43 @@ int gs_sync_single(const gs_sync_config *c, gs_sync **out, gs_err *e) {
   *out = &l->base;
   return GS_OK;
 }
+
+/* What one process runs: everything that needs no other rank (top-k
+ * keeps what the others would need; the consistency models and the
+ * transports have nobody to wait for or reach). */
+static void single_caps(const void *opts, gs_caps *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->what, sizeof c->what, "one process (--mode local, or world 1)");
+  c->runs[GS_AXIS_COMPRESS] = GS_CAP(GS_COMPRESS_NONE) | GS_CAP(GS_COMPRESS_FP16) |
+                              GS_CAP(GS_COMPRESS_BF16) | GS_CAP(GS_COMPRESS_POWERSGD);
+  c->runs[GS_AXIS_SYNC] = GS_CAP(GS_SYNC_BSP);
+  c->runs[GS_AXIS_DEVICE] = GS_CAP(GS_DEV_CPU) | GS_CAP(GS_DEV_CUDA);
+  c->runs[GS_AXIS_PRECISION] = GS_CAP(GS_F32) | GS_CAP(GS_F16) | GS_CAP(GS_BF16);
+  c->runs[GS_AXIS_WIRE] = c->runs[GS_AXIS_PRECISION] | GS_CAP(GS_F64) | GS_CAP(GS_I32);
+  c->runs[GS_AXIS_SCALING] = GS_CAP(0) | GS_CAP(1);
+  c->runs[GS_AXIS_OVERLAP] = GS_CAP(0) | GS_CAP(1);
+  c->runs[GS_AXIS_COLLECTIVE] = GS_CAP(0) | GS_CAP(1);
+  c->runs[GS_AXIS_TRANSPORT] = GS_CAP(GS_TRANSPORT_TCP) | GS_CAP(GS_TRANSPORT_IPC) |
+                               GS_CAP(GS_TRANSPORT_SHM);
+}
+
+static int single_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
+                          gs_err *e) {
+  if (c->world != 1)
+    return GS_FAIL(e, GS_EINVAL, "the local backend is one process (world %d asked)", c->world);
+  *state = NULL;
+  endpoint[0] = 0;
+  return GS_OK;
+}
+
+static int single_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
+  (void)state;
+  return gs_sync_single(c, out, e);
+}
+
+/* gs_sync_single as a backend, so that world 1 without communication goes
+ * through the launcher's path as every other world does. */
+const gs_backend gs_single_backend = {
+  .name = "local", .caps = single_caps, .asks = NULL, .prepare = single_prepare,
+  .bootstrap = NULL, .open = single_open, .discard = NULL,
+};

@@ -1,8 +1,10 @@
 /* sync.c: the checks of sync.h's contract that every backend runs (the
- * call order of a step, the configuration), written once so that every
- * backend refuses the same misuse with the same message. Built into the
+ * call order of a step, the configuration and, through caps.c, what the
+ * backend runs), written once so that every backend refuses the same
+ * misuse with the same message. Built into the
  * backends' libraries (and the CUDA module) through sync_dep. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,29 +53,25 @@ static int by_offset(const void *a, const void *b) {
   return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-/* --compress topk: sparse pushes to one flat bsp ps server, or the ring's
- * all-gather, fp32 on the CPU (compress.h); the rest is refused here as
- * bench/cli refuses it */
-static int check_topk(const gs_sync_config *c, const char *who, gs_err *e) {
-  const char *no = NULL;
-  if (strcmp(who, "ps") && strcmp(who, "ring")) no = "another backend than ps or the ring";
-  else if (c->ring_period > 1) no = "periodic averaging";
-  else if (c->ps_servers > 1 || c->ps_server_eps) no = "a sharded ps";
-  else if (c->ps_host_ranks > 1) no = "ps with hosts that sum their ranks first";
-  else if (gs_ps_sync_stale(&c->ps_sync)) no = "ssp, async or backup workers";
-  else if (c->sum_only) no = "the collective benchmark";
-  else if (c->wire != GS_F32) no = "16-bit traffic";
-  else if (c->scaler.dynamic || c->scaler.scale != 1.0f) no = "loss scaling";
-  else if (c->k->device != GS_DEV_CPU) no = "a GPU";
-  else if (!(c->compress.fraction > 0) || c->compress.fraction > 1) no = "a share outside (0, 1]";
-  if (no)
-    return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress topk runs in a flat bsp ps or the ring "
-                   "on the CPU with fp32 gradients, not with %s; use --compress none there", who,
-                   c->rank, no);
-  return GS_OK;
+void gs_want_of_config(const gs_sync_config *c, gs_want *w) {
+  memset(w, 0, sizeof *w);
+  char spec[32];
+  gs_compress_spec(&c->compress, spec, sizeof spec);
+  gs_want_set(w, GS_AXIS_COMPRESS, (int)c->compress.kind,
+              c->compress.kind == GS_COMPRESS_NONE ? NULL : "--compress %s", spec);
+  gs_want_set(w, GS_AXIS_SYNC, GS_SYNC_BSP, NULL);
+  if (c->k) gs_want_set(w, GS_AXIS_DEVICE, (int)c->k->device, c->k->device == GS_DEV_CPU ? NULL
+                        : "--device cuda");
+  gs_want_set(w, GS_AXIS_WIRE, (int)c->wire, c->wire == GS_F32 ? NULL : "%s gradients on the wire",
+              gs_dtype_name(c->wire));
+  bool scaled = c->scaler.dynamic || c->scaler.scale != 1.0f;
+  gs_want_set(w, GS_AXIS_SCALING, scaled, scaled ? "loss scaling (--loss-scale)" : NULL);
+  gs_want_set(w, GS_AXIS_OVERLAP, c->overlap, c->overlap ? "--overlap" : NULL);
+  gs_want_set(w, GS_AXIS_COLLECTIVE, c->sum_only, c->sum_only ? "--collective" : NULL);
 }
 
-int gs_sync_check_config(const gs_sync_config *c, const char *who, gs_err *e) {
+int gs_sync_check_config(const gs_sync_config *c, const gs_backend *be, const char *who,
+                         gs_err *e) {
   if (!c) return GS_FAIL(e, GS_EINVAL, "%s: no configuration", who);
   if (c->world < 1 || c->rank < 0 || c->rank >= c->world)
     return GS_FAIL(e, GS_EINVAL, "%s: rank %d of world %d is impossible (0 <= rank < world)", who,
@@ -92,26 +90,17 @@ int gs_sync_check_config(const gs_sync_config *c, const char *who, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL, "%s rank %d: wire dtype %s (%d): fp32, fp16 or bf16 (fp64 and "
                    "int32 in the collective benchmark only)", who, c->rank,
                    gs_dtype_name(c->wire), (int)c->wire);
+  if (be && be->caps) {
+    gs_caps caps;
+    gs_want w;
+    char prefix[64];
+    be->caps(c->opts, &caps);
+    gs_want_of_config(c, &w);
+    if (be->asks) be->asks(c->opts, &w);
+    snprintf(prefix, sizeof prefix, "%s rank %d: ", who, c->rank);
+    GS_TRY(gs_caps_check(&caps, &w, prefix, e));
+  }
   if (c->compress.kind == GS_COMPRESS_POWERSGD) {
-    const char *no = NULL;
-    if (strcmp(who, "ring") && strcmp(who, "local") && strcmp(who, "ps"))
-      no = who;
-    else if (!strcmp(who, "ps") && (c->ps_servers > 1 || c->ps_server_eps))
-      no = "a sharded ps";
-    else if (!strcmp(who, "ps") && c->ps_host_ranks > 1)
-      no = "ps with hosts that sum their ranks first";
-    else if (!strcmp(who, "ps") && gs_ps_sync_stale(&c->ps_sync))
-      no = "ssp, async or backup workers";
-    else if (c->scaler.dynamic || c->scaler.scale != 1.0f)
-      no = "loss scaling";
-    if (no)
-      return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress powersgd runs in the ring, local and "
-                     "a flat bsp ps, on the CPU (not %s); use --compress none or fp16 / bf16 "
-                     "there", who, c->rank, no);
-    if (c->sum_only || c->wire != GS_F32)
-      return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress powersgd compresses fp32 training "
-                     "gradients: give --precision fp32 (not with the collective benchmark)", who,
-                     c->rank);
     if (c->ntensors < 1 || !c->tensors)
       return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress powersgd needs the model's tensors",
                      who, c->rank);
@@ -122,7 +111,10 @@ int gs_sync_check_config(const gs_sync_config *c, const char *who, gs_err *e) {
                        "%zu gradients", who, c->rank, i, t->rows, t->cols, t->offset, c->n);
     }
   }
-  if (c->compress.kind == GS_COMPRESS_TOPK) GS_TRY(check_topk(c, who, e));
+  if (c->compress.kind == GS_COMPRESS_TOPK &&
+      (!(c->compress.fraction > 0) || c->compress.fraction > 1))
+    return GS_FAIL(e, GS_EINVAL, "%s rank %d: --compress topk keeps a share in (0, 1], not %g",
+                   who, c->rank, c->compress.fraction);
   for (int i = 0; i < c->nbuckets; i++) {
     const gs_bucket *b = &c->buckets[i];
     if (b->count == 0 || b->offset > c->n || b->count > c->n - b->offset)

@@ -41,7 +41,10 @@
  *
  * The call order and the configuration are checked once for every backend
  * (sync.c: gs_sync_order, gs_sync_check_config), so every backend refuses
- * the same misuse with the same words. */
+ * the same misuse with the same words. The configuration holds what every
+ * backend uses; what only one takes is that backend's options (cfg.opts,
+ * the struct its header names), and what it runs with them it declares
+ * (gs_backend.caps), for the one check of a combination (caps.c). */
 #ifndef GS_SYNC_H
 #define GS_SYNC_H
 
@@ -112,36 +115,68 @@ typedef struct gs_sync_stats {
   uint64_t server_bytes_sent, server_bytes_recv;
 } gs_sync_stats;
 
-/* The ps consistency model (ps/stale.c; docs/stragglers.md):
- *   bsp       every update waits for every rank's gradient of that step
- *             (DataParallel; the default, the server of server.c);
- *   ssp:K     stale-synchronous parallel (Ho et al. 2013): update s still
- *             sums every rank's step-s gradient in rank order, but a worker
- *             starts step s+1 with whatever version it holds as long as it
- *             is at least s+1-K (at most K updates missing), so a fast
- *             worker runs up to K steps ahead of the slowest; K = 0 is bsp;
- *   async     each worker's gradient is applied alone as it arrives (one
- *             SGD step with that gradient), and the worker gets the new
- *             parameters back (Downpour);
- *   backup B  (with bsp) each update uses the first world-B gradients
- *             computed on the current version to arrive, averaged over
- *             them; later ones are dropped and their worker gets the
- *             current parameters (Chen et al. 2016); B = 0 runs this
- *             machinery with every gradient, the same bits as bsp.
- * A gradient's staleness is the updates the server applied between the
- * version the worker computed it on and its own update. */
-typedef enum gs_ps_model { GS_PS_BSP = 0, GS_PS_SSP = 1, GS_PS_ASYNC = 2 } gs_ps_model;
-typedef struct gs_ps_sync {
-  gs_ps_model model;
-  int staleness;            /* ssp: K */
-  bool backup_on;           /* backup workers asked for (--ps-backup, even 0) */
-  int backup;               /* B */
-} gs_ps_sync;
-/* Whether s needs the stale server (anything but plain bsp). A zero
- * struct is plain bsp. */
-static inline bool gs_ps_sync_stale(const gs_ps_sync *s) {
-  return s->model != GS_PS_BSP || s->backup_on;
-}
+/* ---- what a backend supports (caps.c) ----
+ * Each backend declares, for the options it was given, which value of
+ * each axis below it runs (gs_backend.caps): its capabilities. A run asks
+ * one value of each axis (gs_want), each with the flag that asked it;
+ * gs_caps_check is the ONE place that refuses a combination, with words
+ * that name the flags. The command line calls it for every run of a sweep
+ * before any rank starts (bench/job/backends.c holds the table of rows);
+ * every backend's prepare() and open() call it again through
+ * gs_sync_check_config, so a backend driven by a program of its own
+ * refuses the same combination with the same words. Besides what a
+ * backend runs, some values need others wherever they run (a compression
+ * needs fp32 compute on the CPU under bsp; a stale consistency model
+ * pushes after backward; periodic averaging averages fp32 parameters as
+ * they are): caps.c's table of needs, written once. */
+typedef enum gs_axis {
+  GS_AXIS_COMPRESS = 0,     /* gs_compress_kind */
+  GS_AXIS_SYNC,             /* gs_sync_kind: the consistency model */
+  GS_AXIS_DEVICE,           /* gs_device */
+  GS_AXIS_PRECISION,        /* the compute precision (gs_dtype F32, F16, BF16) */
+  GS_AXIS_WIRE,             /* the gradients' dtype on the wire (gs_dtype) */
+  GS_AXIS_SCALING,          /* loss scaling: 0 off, 1 on */
+  GS_AXIS_OVERLAP,          /* buckets handed over as backward fills them: 0, 1 */
+  GS_AXIS_COLLECTIVE,       /* the collective benchmark (sum_only): 0, 1 */
+  GS_AXIS_TRANSPORT,        /* gs_transport */
+  GS_AXIS_COUNT
+} gs_axis;
+
+/* The consistency models, as one axis: the ps' (bsp, ssp, async, backup
+ * workers: ps.h) and the all-reduce's periodic averaging (allreduce.h). */
+typedef enum gs_sync_kind {
+  GS_SYNC_BSP = 0, GS_SYNC_SSP, GS_SYNC_ASYNC, GS_SYNC_BACKUP, GS_SYNC_PERIODIC
+} gs_sync_kind;
+/* How ranks of one machine reach each other: TCP (the default, and the
+ * only one across machines), Unix sockets, or shared memory. */
+typedef enum gs_transport { GS_TRANSPORT_TCP = 0, GS_TRANSPORT_IPC, GS_TRANSPORT_SHM } gs_transport;
+
+#define GS_CAP(v) (1u << (unsigned)(v))
+
+/* A backend's capabilities: per axis, the set of values it runs (bits
+ * GS_CAP(value)), and its name as the flags chose it, for the words. */
+typedef struct gs_caps {
+  char what[160];           /* "the flat ps (--mode ps)", "a sharded ps (--ps-servers 2)" */
+  unsigned runs[GS_AXIS_COUNT];
+} gs_caps;
+
+/* What a run asks: one value per axis, each with the flag that asked it
+ * ("--compress topk:0.1", "--ps-sync ssp:2"; "" when nobody asked, the
+ * default). known[axis] false: the asker cannot tell (a backend does not
+ * see the compute precision), and the axis is not checked. */
+typedef struct gs_want {
+  int value[GS_AXIS_COUNT];
+  bool known[GS_AXIS_COUNT];
+  char flag[GS_AXIS_COUNT][48];
+} gs_want;
+/* Set axis a of w to v, asked by flag (printf; NULL: the default). */
+void gs_want_set(gs_want *w, gs_axis a, int v, const char *flag, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Whether a backend of capabilities c runs w, and whether every value of
+ * w has what it needs: GS_OK, or GS_EINVAL with a sentence naming the
+ * flags (prefix, when not NULL or "", starts it: "rank 2: "). */
+int gs_caps_check(const gs_caps *c, const gs_want *w, const char *prefix, gs_err *e);
 
 typedef struct gs_sync_config {
   int rank, world;
@@ -170,45 +205,26 @@ typedef struct gs_sync_config {
   gs_scaler scaler;         /* initial state (scale 1, not dynamic, for fp32) */
   gs_compress compress;     /* what goes over the wire instead of the gradient
                                (compress.h); the zero value is none. fp16 and
-                               bf16 are already in wire; powersgd: ring, local
-                               and a flat bsp ps */
+                               bf16 are already in wire */
   const gs_compress_tensor *tensors;  /* powersgd: the model's tensors as
                                matrices, covering every bucket */
   int ntensors;
   bool overlap;             /* hand buckets over as backward fills them */
-  bool dedicated;           /* ps: the server runs as a separate process */
-  int ps_servers;           /* ps: servers sharing the parameters by key range (ps.h);
-                               0 or 1: one */
-  const char *const *ps_server_eps; /* ps: the ps_servers servers' addresses when they
-                               run in processes of their own (a launcher started
-                               them); NULL: in the ranks */
   /* Collective benchmark mode: no optimizer, no averaging. end_step leaves
    * the element-wise SUM over ranks of grads in params (ps: the server sums
-   * and every worker pulls; ring: all-reduce, then copy). */
+   * and every worker pulls; the all-reduce: all-reduce, then copy). Every
+   * backend runs it (the single-process one copies). */
   bool sum_only;
-  int algo;                 /* ring, sum_only: allreduce.h gs_algo (0: the
-                               ring); training runs the ring, or hier when
-                               this says so */
-  bool no_resend;           /* ring: gs_comm_opts.no_resend */
-  gs_ps_sync ps_sync;       /* ps: the consistency model (zero: bsp) */
-  int ps_host_ranks;        /* ps: L > 1: ranks are L per host, host-major, and each
-                               host sums its gradients in shared memory before one
-                               push per host (ps/hostagg.c); 0 or 1: every rank pushes */
-  int ps_average_over;      /* ps: the mean's divisor when pushes are sums of several
-                               ranks (ps/hostagg.c sets it); 0: world */
-  int ring_period;          /* ring: H > 1: post-local SGD (PyTorch's PostLocalSGDOptimizer
-                               + PeriodicModelAverager(period=H, warmup_steps=0)): every
-                               rank steps on its own gradient, and after the steps t with
-                               t % H == 0 the parameters are averaged over the ranks
-                               (divided by world, then all-reduced); 0 or 1: gradients
-                               all-reduced every step (DDP) */
   int device;               /* GPU ordinal for the CUDA paths */
-  int local_rank, local_world;  /* ranks on this host (NCCL GPU checks) */
+  int local_rank, local_world;  /* ranks on this host (NCCL GPU checks, the ring's spin) */
 
   gs_span_fn span;          /* may be NULL */
   void *span_ctx;
-  gs_applied_hook applied;  /* ps, stale models: each update of the server this rank
-                               runs (in-process, dedicated or a shard); zero: none */
+
+  /* The backend's own options: the struct its header names (ps.h
+   * gs_ps_opts, allreduce.h gs_allreduce_opts), read only by it; NULL: its
+   * defaults. */
+  const void *opts;
 } gs_sync_config;
 
 typedef struct gs_sync gs_sync;
@@ -228,7 +244,14 @@ struct gs_sync {
 
 /* A backend, as the launcher sees it. */
 typedef struct gs_backend {
-  const char *name;  /* "ps", "ring", "nccl", "local" */
+  const char *name;  /* "ps", "ring", "nccl", "local": the user's words (--mode), as
+                        messages say them */
+  /* What it runs with these options of its own (opts: as cfg.opts; NULL
+   * its defaults), the words naming the flags that chose them. */
+  void (*caps)(const void *opts, gs_caps *out);
+  /* What those options ask (the consistency model), with the flags that
+   * asked it, into w. May be NULL: they ask nothing of the axes. */
+  void (*asks)(const void *opts, gs_want *w);
   /* Every rank, before the rendezvous: bind what peers connect to and write
    * its address to endpoint (may stay ""). *state is handed to open(). */
   int (*prepare)(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
@@ -264,13 +287,17 @@ int gs_sync_order_end(gs_sync_order *o, gs_err *e);
  * and open(): a rank of the world, a kernels table, model buffers, at
  * least one bucket, every bucket non-empty, inside the n elements and
  * disjoint from the others (an element reduced twice would be summed
- * twice), and a wire dtype of fp32, fp16 or bf16 (fp64 and int32 for the
- * collective benchmark's one bucket, sum_only); --compress powersgd only
- * in the ring, local and a flat bsp ps, on fp32 training gradients without
- * loss scaling, with tensors inside the buffer.
- * who as above. What a
+ * twice), a wire dtype of fp32, fp16 or bf16 (fp64 and int32 for the
+ * collective benchmark's one bucket, sum_only), tensors inside the buffer
+ * for PowerSGD; and what be runs with c's options (gs_caps_check). who
+ * names the backend in messages ("ring", "nccl", "ps", "local"). What a
  * backend needs beyond that (a device, a blob) it checks itself. */
-int gs_sync_check_config(const gs_sync_config *c, const char *who, gs_err *e);
+int gs_sync_check_config(const gs_sync_config *c, const gs_backend *be, const char *who,
+                         gs_err *e);
+/* What a configuration asks, as a backend sees it: every axis but the
+ * compute precision (unknown to it) and the consistency model (its
+ * options': gs_backend.asks), with the flags that would have asked it. */
+void gs_want_of_config(const gs_sync_config *c, gs_want *w);
 
 /* Bucket plan over parameters given in model order (sizes in elements),
  * DDP's way: walk from the last parameter backwards, close a bucket when it

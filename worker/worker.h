@@ -177,6 +177,9 @@ int64_t gs_trainer_shard_size(const gs_trainer *t);
 /* The single-process backend: no communication, SGD (and the scaler's
  * verdict) applied in end_step. Valid for world 1 only. */
 int gs_sync_single(const gs_sync_config *c, gs_sync **out, gs_err *e);
+/* The same as a backend ("local"): prepare binds nothing, open is
+ * gs_sync_single; what it runs is everything one process can. */
+extern const gs_backend gs_single_backend;
 
 /* The gradient of this rank's batch of step `step` (its shard's batches in
  * order, epochs rolling over, as gs_trainer_run takes them) at the current

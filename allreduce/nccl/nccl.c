@@ -313,7 +313,7 @@ static int check_config(const gs_sync_config *c, gs_err *e) {
                    "rank %d: the nccl backend needs the model on a GPU (--device cuda); for "
                    "--device cpu the ring is the ZeroMQ one",
                    c->rank);
-  GS_TRY(gs_sync_check_config(c, "nccl", e));
+  GS_TRY(gs_sync_check_config(c, &gs_nccl_backend, "nccl", e));
   if (c->bootstrap_len != sizeof(ncclUniqueId) || !c->bootstrap)
     return GS_FAIL(e, GS_EPROTO,
                    "rank %d: the NCCL unique id from the rendezvous is %zu bytes, expected %zu "
@@ -446,6 +446,8 @@ static int nccl_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
 
 const gs_backend gs_nccl_backend = {
     .name = "nccl",
+    .caps = gs_nccl_caps,
+    .asks = gs_allreduce_asks,
     .prepare = nccl_prepare,
     .bootstrap = nccl_bootstrap,
     .open = nccl_open,

@@ -53,6 +53,8 @@ static void proxy_discard(void *state) {
 
 const gs_backend gs_nccl_backend = {
     .name = "nccl",
+    .caps = gs_nccl_caps,
+    .asks = gs_allreduce_asks,
     .prepare = proxy_prepare,
     .bootstrap = proxy_bootstrap,
     .open = proxy_open,

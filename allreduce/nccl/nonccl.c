@@ -27,6 +27,8 @@ static void nonccl_discard(void *state) {}
 
 const gs_backend gs_nccl_backend = {
     .name = "nccl",
+    .caps = gs_nccl_caps,
+    .asks = gs_allreduce_asks,
     .prepare = nonccl_prepare,
     .bootstrap = NULL,
     .open = nonccl_open,

@@ -33,8 +33,6 @@ void gs_opts_free(gs_opts *o);
 /* The checks and defaults that need several flags, after every one is read
  * (resolve.c). */
 int gs_opts_resolve(gs_opts *o, gs_err *e);
-/* --compress: the flags it runs with (compress_resolve.c). */
-int gs_compress_resolve(const gs_opts *o, gs_err *e);
 /* A finite number in [lo, hi] and nothing after it: 0, else -1. */
 static inline int gs_parse_real(const char *s, double lo, double hi, double *out) {
   char *end;

@@ -230,10 +230,9 @@ static int p_modes(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   int n = split(o, f, a, items, 3, e);
   if (n < 0) return n;
   for (int i = 0; i < n; i++) {
-    if (!strcmp(items[i], "ps")) o->modes[i] = GS_MODE_PS;
-    else if (!strcmp(items[i], "ring")) o->modes[i] = GS_MODE_ALLREDUCE;
-    else if (!strcmp(items[i], "local")) o->modes[i] = GS_MODE_SINGLE;
-    else return bad(e, f, a, "each mode is ps, ring or local");
+    int m = gs_mode_parse(items[i]);
+    if (m < 0) return bad(e, f, a, "each mode is ps, ring or local");
+    o->modes[i] = (gs_mode)m;
   }
   o->nmodes = n;
   o->mode_given = true;

@@ -15,38 +15,24 @@
 #include "bench/report/report.h"
 #include "ps/ps.h"
 
-/* --ps-servers K > 1: the sharded ps (ps/shard.c) and what it leaves out. */
+/* --ps-servers K > 1: the sharded ps' numbers and placements (what it runs
+ * is the table's, backends.c). */
 static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
   int K = o->ps_servers;
   if (o->ps_server_hosts) {
     if (o->nnodes > 0)
       return GS_FAIL(e, GS_EINVAL, "--ps-server-hosts: bench's launcher on one machine starts "
                      "the servers; --nnodes cannot");
-    if (strcmp(o->transport, "tcp"))
-      return GS_FAIL(e, GS_EINVAL, "--ps-server-hosts: the servers listen on TCP; drop "
-                     "--transport %s", o->transport);
   } else if (K <= 1) {
     return GS_OK;
   }
   char named[48]; /* what the messages name */
   if (o->ps_server_hosts) snprintf(named, sizeof named, "--ps-servers %d --ps-server-hosts", K);
   else snprintf(named, sizeof named, "--ps-servers %d", K);
-  /* a sweep's flags apply to its ps runs; its launcher starts each other
-   * run's ranks with the same flags and that run's --mode */
-  bool ps = getenv("GS_LAUNCHED") != NULL;
-  for (int i = 0; i < o->nmodes; i++) ps |= o->modes[i] == GS_MODE_PS;
-  if (!ps)
-    return GS_FAIL(e, GS_EINVAL, "%s shards the parameter server: it needs --mode ps", named);
   if (o->dedicated)
     return GS_FAIL(e, GS_EINVAL, "%s runs the servers in %s, --ps-dedicated one server in a "
                    "process that rank 0 forks: give one of them", named,
                    o->ps_server_hosts ? "processes of their own" : "the ranks' processes");
-  if (o->collective)
-    return GS_FAIL(e, GS_EINVAL, "%s: the collective benchmark runs one ps server", named);
-  if (o->train.precision != GS_F32 || o->train.dynamic_scale || o->train.loss_scale != 1.0f)
-    return GS_FAIL(e, GS_EINVAL, "%s needs --precision fp32 without --loss-scale: a step's "
-                   "inf/NaN verdict covers every gradient, which the servers would have to "
-                   "agree on", named);
   for (int i = 0; i < o->nworlds && !o->ps_server_hosts; i++)
     if (o->worlds[i] > 1 && o->worlds[i] < K)
       return GS_FAIL(e, GS_EINVAL, "%s: world %d has fewer ranks than servers (each server is "
@@ -55,27 +41,15 @@ static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
   return GS_OK;
 }
 
-/* --ps-sync ssp:K | async, --ps-backup B: the stale server (ps/stale.c)
- * and what it leaves out so far. */
+/* --ps-sync ssp:K | async, --ps-backup B: the stale server's numbers
+ * (what it runs with is the table's, backends.c). */
 static int resolve_ps_sync(const gs_opts *o, gs_err *e) {
   if (!gs_ps_sync_stale(&o->ps_sync)) return GS_OK;
   char what[48];
   gs_ps_sync_text(&o->ps_sync, what, sizeof what);
-  bool ps = getenv("GS_LAUNCHED") != NULL;
-  for (int i = 0; i < o->nmodes; i++) ps |= o->modes[i] == GS_MODE_PS;
-  if (!ps)
-    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup (%s) is the parameter server's "
-                   "consistency model: it needs --mode ps", what);
   if (o->ps_sync.backup_on && o->ps_sync.model != GS_PS_BSP)
     return GS_FAIL(e, GS_EINVAL, "--ps-backup goes with --ps-sync bsp (an update of the first "
                    "world-B gradients), not %s", what);
-  if (o->collective)
-    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s: the collective benchmark has no "
-                   "optimizer to be stale", what);
-  if (o->overlap == 1)
-    return GS_FAIL(e, GS_EINVAL, "--ps-sync/--ps-backup %s pushes after backward (new "
-                   "parameters may arrive at any time, and backward still reads them): drop "
-                   "--overlap", what);
   for (int i = 0; i < o->nworlds && o->ps_sync.backup_on; i++)
     if (o->worlds[i] > 1 && o->ps_sync.backup >= o->worlds[i])
       return GS_FAIL(e, GS_EINVAL, "--ps-backup %d: world %d would make updates of %d "
@@ -101,15 +75,10 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
   }
   /* repetitions steady a comparison; one process alone runs once unless asked */
   if (!o->repeat_given && o->nmodes == 1 && o->modes[0] == GS_MODE_SINGLE) o->repeats = 1;
-  /* the resend log is the ring's links' (ps always sends again) */
-  if (o->resend >= 0 && !getenv("GS_LAUNCHED")) {
-    bool ring = false;
-    for (int i = 0; i < o->nmodes; i++) ring |= o->modes[i] == GS_MODE_ALLREDUCE;
-    if (!ring)
-      return GS_FAIL(e, GS_EINVAL, "--%s keeps or drops the ring's resend log and does nothing "
-                     "without --mode ring (ps always sends a push again after a reconnect)",
-                     o->resend ? "resend" : "no-resend");
-  }
+  /* flags only one mode's backend takes (a rank of our launcher runs one
+   * configuration of a sweep the launcher checked, with the sweep's flags:
+   * those of another mode are not its) */
+  if (!getenv("GS_LAUNCHED")) GS_TRY(gs_backends_own_flags(o, e));
   /* the collective benchmark measures as nccl-tests measures NCCL, which
    * keeps nothing to resend; training keeps the log */
   if (o->resend < 0) o->resend = !o->collective;
@@ -147,7 +116,6 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
                      "number", a);
     }
   }
-  GS_TRY(gs_compress_resolve(o, e));
   if (o->min_bytes > o->max_bytes)
     return GS_FAIL(e, GS_EINVAL, "-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
   if (o->collective) {
@@ -165,18 +133,9 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
   }
   GS_TRY(resolve_ps_servers(o, e));
   GS_TRY(resolve_ps_sync(o, e));
-  if (o->ring_period > 1) {
-    bool ring = getenv("GS_LAUNCHED") != NULL;
-    for (int i = 0; i < o->nmodes; i++) ring |= o->modes[i] == GS_MODE_ALLREDUCE;
-    if (!ring || o->collective)
-      return GS_FAIL(e, GS_EINVAL, "--ring-period %d averages the ring's parameters every %d "
-                     "steps: it needs --mode ring (and training, not --collective)",
-                     o->ring_period, o->ring_period);
-    if (o->train.precision != GS_F32 || o->train.dynamic_scale || o->train.loss_scale != 1.0f)
-      return GS_FAIL(e, GS_EINVAL, "--ring-period %d runs --precision fp32 without "
-                     "--loss-scale so far (parameters are averaged as they are)",
-                     o->ring_period);
-  }
+  /* every run of the sweep against what its backend runs: the one check of
+   * a combination (backends.c, worker/caps.c) */
+  GS_TRY(gs_backends_check(o, e));
   if (o->eval_every && !o->eval_data)
     return GS_FAIL(e, GS_EINVAL, "--eval-every %lld evaluates held-out data along the run: "
                    "give the data with --eval-data SPEC", (long long)o->eval_every);

@@ -57,6 +57,7 @@ typedef struct coll {
   gs_kernels *k;
   gs_sync *s;
   gs_bucket bucket;
+  gs_run_backend b;    /* the mode's backend and its options (job/backends.c) */
   gs_sync_config cfg;
 } coll;
 
@@ -107,16 +108,15 @@ static int setup(void *vc, const void *src, void *dst, size_t count, gs_err *e) 
   cfg->wire = c->o->dtype;
   gs_scaler_init(&cfg->scaler, 1.0f, false);
   cfg->sum_only = true;
-  cfg->algo = c->o->algo;
-  cfg->no_resend = !c->o->resend;
-  cfg->dedicated = c->o->dedicated;
+  GS_TRY(gs_backends_pick(c->o, c->mode, c->job.world, (int)c->k->device, &c->b, e));
+  cfg->opts = c->b.opts;
   char settings[512];
   snprintf(settings, sizeof settings, "collective=%s\nmode=%s\nworld=%d\ncount=%zu\n"
            "device=%s\nps_dedicated=%d\nalgo=%s\nop=%s\ndtype=%s\nroot=%d\n",
            gs_coll_name((gs_coll)c->o->coll), gs_mode_name(c->mode), c->job.world, count,
            c->k->name, c->o->dedicated, gs_algo_name((gs_algo)c->o->algo),
            gs_redop_name((gs_redop)c->o->redop), gs_dtype_name(c->o->dtype), c->o->root);
-  GS_TRY(gs_job_meet(&c->job, gs_job_backend(c->mode, c->k), cfg, settings, NULL, e));
+  GS_TRY(gs_job_meet(&c->job, c->b.backend, cfg, settings, NULL, e));
   return gs_job_open(&c->job, cfg, &c->s, e);
 }
 

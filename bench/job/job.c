@@ -423,33 +423,6 @@ int gs_job_threads(const gs_job *j, const gs_opts *o) {
 
 /* ---- 5. backends and one round ---- */
 
-static int single_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
-                         gs_err *e) {
-  if (c->world != 1)
-    return GS_FAIL(e, GS_EINVAL, "the local backend is one process (world %d asked)", c->world);
-  *state = NULL;
-  endpoint[0] = 0;
-  return GS_OK;
-}
-
-static int single_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
-  (void)state;
-  return gs_sync_single(c, out, e);
-}
-
-/* "local" wraps the single-process gs_sync_single, so that world 1 without
- * communication goes through the same path as the rest. */
-static const gs_backend single_backend = {
-  .name = "local", .prepare = single_prepare, .bootstrap = NULL, .open = single_open,
-  .discard = NULL,
-};
-
-const gs_backend *gs_job_backend(gs_mode m, const gs_kernels *k) {
-  if (m == GS_MODE_SINGLE) return &single_backend;
-  if (m == GS_MODE_PS) return &gs_ps_backend;
-  return k->device == GS_DEV_CUDA ? &gs_nccl_backend : &gs_allreduce_backend;
-}
-
 void gs_job_end(gs_job *j) {
   if (j->prepared && j->state && j->be->discard) j->be->discard(j->state);
   j->state = NULL;

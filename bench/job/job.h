@@ -26,6 +26,8 @@
 #include "bench/bench.h"
 #include "bench/hosts/hosts.h"
 #include "bench/report/report.h"
+#include "allreduce/allreduce.h"
+#include "ps/ps.h"
 #include "worker/sync.h"
 
 #define GS_ADDR_MAX 64      /* an IPv4 address as text, with room */
@@ -134,6 +136,33 @@ int gs_measurements_unpack_part(const uint8_t *data, size_t len, uint64_t steps,
                                 uint64_t nspans, int rank, gs_rank_result *x, char *why,
                                 size_t cap);
 
+/* ---- the table of backends (backends.c) ----
+ * One row per backend: the mode (and device) it runs, its options of its
+ * own filled from the flags, the flags only it takes. What it runs is its
+ * own declaration (sync.h gs_backend.caps); gs_caps_check is the one
+ * refusal. */
+typedef struct gs_run_backend {
+  const gs_backend *backend;
+  gs_mode mode;              /* the mode it runs (single at world 1 of training) */
+  gs_ps_opts ps;             /* its options, when it is the ps */
+  gs_allreduce_opts allreduce; /* when it is the CPU all-reduce */
+  const void *opts;          /* what gs_sync_config.opts takes: &ps, &allreduce or NULL */
+} gs_run_backend;
+/* The row of a run of mode at world on device (GS_DEV_CPU, GS_DEV_CUDA, or
+ * -1: not known yet), its options from o's flags. b->opts points into b:
+ * point it again after a copy. */
+int gs_backends_pick(const gs_opts *o, gs_mode mode, int world, int device, gs_run_backend *b,
+                     gs_err *e);
+/* What o's flags ask of a run on b (every axis the flags say). */
+void gs_backends_want(const gs_opts *o, const gs_run_backend *b, gs_want *w);
+/* Whether b runs what o asks: GS_EINVAL with words naming the flags. */
+int gs_backends_check_run(const gs_opts *o, const gs_run_backend *b, gs_err *e);
+/* Every run of o's sweep (each mode at each world) against its row. */
+int gs_backends_check(const gs_opts *o, gs_err *e);
+/* Flags that only one mode's backend takes, given while no mode of the
+ * sweep takes them. */
+int gs_backends_own_flags(const gs_opts *o, gs_err *e);
+
 /* ---- one job start (job.c) ---- */
 /* Which rank this process is, from the launch environment. */
 typedef struct gs_rank_env {
@@ -212,8 +241,6 @@ int gs_job_threads(const gs_job *j, const gs_opts *o);
 /* --threads, or this machine's cores over `ranks` ranks sharing them (our
  * launcher's ranks share them all, on emulated hosts too: the world). */
 int gs_threads_per_rank(const gs_opts *o, int ranks);
-/* The backend of a mode on a device: local, ps, ring (CPU) or nccl (CUDA). */
-const gs_backend *gs_job_backend(gs_mode m, const gs_kernels *k);
 /* One round: fill cfg's job fields (rank, world, timeout, bind address,
  * local ranks), prepare be, bootstrap on rank 0, rendezvous with settings
  * compared, then cfg holds the endpoints, the blob and the job token.
@@ -294,14 +321,15 @@ int gs_heldout_finish(gs_heldout *h, gs_trainer *t, const char *spec, gs_run_inf
 void gs_heldout_free(gs_heldout *h);
 
 /* ---- the host-aggregated ps (ps_hostagg.c) ---- */
-/* cfg->ps_host_ranks for a ps rank (cfg's wire, scaler and ps_sync filled,
- * k its kernels): the ranks per host where --ps-local-reduce asks for it,
- * or where it is the default (emulated hosts of several ranks each, or
- * --transport shm: one host) and the run fits it (fp32 without loss
- * scaling, bsp, the CPU); else 0. Asked for where the hosts are unknown or
- * of one rank: GS_EINVAL saying what to do. */
+/* b->ps.host_ranks for a ps rank (cfg: its configuration as the backend
+ * will see it, k its kernels): the ranks per host where --ps-local-reduce
+ * asks for it, or where it is the default (emulated hosts of several ranks
+ * each, or --transport shm: one host) and it runs what the run asks (the
+ * ps' capabilities); else 0. Asked for where the hosts are unknown or of
+ * one rank: GS_EINVAL saying what to do. */
 int gs_bench_ps_hostagg(const gs_opts *o, const gs_rank_env *env, const gs_job *j,
-                      const gs_kernels *k, gs_sync_config *cfg, bool shm, gs_err *e);
+                        const gs_kernels *k, const gs_sync_config *cfg, gs_run_backend *b,
+                        bool shm, gs_err *e);
 
 /* ---- ps servers of their own (ps_serve.c) ---- */
 /* The server role: serve GS_PS_SERVE's server of the run; an exit code. */

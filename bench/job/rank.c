@@ -1,12 +1,14 @@
 /* rank.c: the life of one rank.
  *
- *   job start (job.c: addresses, rank 0's rendezvous) -> kernels (cpu /
- *   cuda) -> trainer (model, data, buckets) -> one round of the job:
- *   backend prepare, rendezvous (everyone learns the endpoints, the
- *   bootstrap blob and the job token, or a clear mismatch error), open ->
- *   train, appending one steps.csv row per step as it goes -> close ->
- *   rank 0 gathers every rank's rows and spans (gather.c), summarises them
- *   (summary.c) and writes the run's results (run.json, trace) atomically.
+ *   start (job.c: addresses, rank 0's rendezvous; the kernels of
+ *   --device, device.c; the trainer: model, data, buckets) -> the backend's
+ *   row and options (backends.c, plus what only a rank knows) -> meet: one
+ *   round of the job: backend prepare, rendezvous (everyone learns the
+ *   endpoints, the bootstrap blob and the job token, or a clear mismatch
+ *   error) -> train: open, a steps.csv row per step as it goes, close ->
+ *   after training (save, evaluate) -> gather: rank 0 collects every
+ *   rank's rows and spans (gather.c) -> summary (summary.c) and the run's
+ *   results (run.json, trace), written atomically.
  *
  * Under our launcher every rank appends to the sweep's steps.csv, and the
  * launcher writes the report. Under any other (torchrun, mpirun, srun,
@@ -33,20 +35,6 @@
 #include "bench/costmodel/costmodel.h"
 #include "bench/job/job.h"
 #include "bench/report/report.h"
-
-static void on_signal(int sig) { gs_interrupted = sig; }
-
-int gs_interrupt_status(void) { return 128 + (gs_interrupted > 0 ? gs_interrupted : SIGINT); }
-
-void gs_bench_signals(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
-}
 
 typedef struct step_ctx {
   const gs_opts *o;
@@ -183,18 +171,6 @@ static int on_step(void *vctx, const gs_step_row *row) {
   return gs_interrupted ? GS_EINTR : 0;
 }
 
-int gs_bench_kernels(const gs_opts *o, int local_rank, int threads, gs_kernels **k, gs_err *e) {
-  const char *dev = o->device;
-  if (!strcmp(dev, "auto")) dev = gs_cuda_device_count() > 0 ? "cuda" : "cpu";
-  if (!strcmp(dev, "cuda")) {
-    int n = gs_cuda_device_count();
-    *k = gs_kernels_cuda(n > 0 ? local_rank % n : 0, e);
-  } else {
-    *k = gs_kernels_cpu(threads, e);
-  }
-  return *k ? GS_OK : (e->code ? e->code : GS_EDEVICE);
-}
-
 static uint64_t peak_rss(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -239,271 +215,369 @@ static int summarize(const gs_opts *o, const gs_rank_env *env, gs_run_info *info
   return rc;
 }
 
-int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
-  gs_err e = {0};
-  int rank = env->rank, world = env->world, rc = GS_OK;
-  const char *phase = "setup";
+/* ---- the rank's life, phase by phase ---- */
+
+/* Everything one rank holds from its start to its exit. */
+typedef struct rank_life {
+  const gs_opts *o;
+  gs_mode mode;
+  const gs_rank_env *env;
+  int rank, world, threads;
+  const char *phase;            /* what failed names */
+  gs_err e;
   gs_job job;
-  memset(&job, 0, sizeof job);
-  gs_kernels *k = NULL;
-  gs_trainer *t = NULL;
-  gs_sync *sync = NULL;
-  gs_rank_result *results = NULL;
-  size_t *bucket_bytes = NULL; /* the cost model's plan, for the summary */
-  size_t *gather_bytes = NULL; /* ring top-k: its all-gather as all-reduce bytes */
-  gs_cm_compressed compressed;  /* --compress powersgd: its plan, for the summary */
-  memset(&compressed, 0, sizeof compressed);
-  char **server_eps = NULL;    /* --ps-server-hosts: the servers' addresses */
-  gs_run_info info = gs_run_info_of(o, mode, world);
-  gs_run_info_repeat(&info, env->launched);
-  step_ctx sc = {.o = o, .mode = mode, .rank = rank, .world = world, .csv = -1, .run = info};
+  gs_kernels *k;
+  gs_trainer *t;
+  gs_train_opts to;
+  gs_run_backend b;             /* the backend's row and its options (backends.c) */
   gs_sync_config cfg;
-  memset(&cfg, 0, sizeof cfg);
-  gs_apply_order alog; /* a stale ps run's apply order (apply_order.c) */
-  memset(&alog, 0, sizeof alog);
-  bool logging = false;
-  info.wall_start = gs_wall();
+  gs_sync *sync;
+  char **server_eps;            /* --ps-server-hosts: the servers' addresses */
+  gs_apply_order alog;          /* a stale ps run's apply order (apply_order.c) */
+  bool logging;
+  gs_run_info info;
+  step_ctx sc;
+  const char *out_dir;
+  char run_id[GS_RUN_ID_CHARS + 1];
+  gs_rank_result *results;      /* rank 0: every rank's, for the summary */
+  size_t *bucket_bytes;         /* the cost model's plan, for the summary */
+  size_t *gather_bytes;         /* ring top-k: its all-gather as all-reduce bytes */
+  gs_cm_compressed compressed;  /* --compress powersgd / topk: its plan, for the summary */
+} rank_life;
 
-  gs_bench_signals();
-  if ((rc = one_configuration(o, env, &e)) < 0) goto fail;
-  if ((rc = gs_job_start(&job, o, env, &e)) < 0) goto fail;
-  int threads = gs_job_threads(&job, o);
-  if ((rc = gs_bench_kernels(o, job.local_rank, threads, &k, &e)) < 0) goto fail;
-  sc.k = k;
+/* The job's start, the kernels and the trainer, whose buffers the backend
+ * gets. */
+static int start(rank_life *r) {
+  GS_TRY(one_configuration(r->o, r->env, &r->e));
+  GS_TRY(gs_job_start(&r->job, r->o, r->env, &r->e));
+  r->threads = gs_job_threads(&r->job, r->o);
+  GS_TRY(gs_bench_kernels(r->o, r->job.local_rank, r->threads, &r->k, &r->e));
+  r->sc.k = r->k;
+  r->to = r->o->train;
+  r->to.rank = r->rank;
+  r->to.world = r->world;
+  GS_TRY(gs_trainer_create(&r->to, r->k, &r->t, &r->e));
+  gs_trainer_sync_config(r->t, &r->cfg);
+  r->cfg.overlap = r->o->overlap < 0 ? r->mode == GS_MODE_ALLREDUCE : r->o->overlap == 1;
+  r->sc.cfg = &r->cfg;
+  return GS_OK;
+}
 
-  gs_train_opts to = o->train;
-  to.rank = rank;
-  to.world = world;
-  if ((rc = gs_trainer_create(&to, k, &t, &e)) < 0) goto fail;
-  gs_trainer_sync_config(t, &cfg);
-  cfg.overlap = o->overlap < 0 ? mode == GS_MODE_ALLREDUCE : o->overlap == 1;
-  cfg.no_resend = !o->resend;
-  cfg.dedicated = o->dedicated;
-  cfg.ps_servers = mode == GS_MODE_PS ? o->ps_servers : 1;
-  if (mode == GS_MODE_PS) cfg.ps_sync = o->ps_sync;
-  if (mode == GS_MODE_ALLREDUCE) cfg.ring_period = o->ring_period;
-  if (cfg.ring_period > 1 && k->device != GS_DEV_CPU) {
-    rc = GS_FAIL(&e, GS_EINVAL, "--ring-period %d: periodic averaging runs on the CPU ring so "
-                 "far, not NCCL: add --device cpu", o->ring_period);
-    goto fail;
-  }
-  /* hier when asked; auto tries it (allreduce/backend.c) only on emulated hosts of
-   * several ranks each, so every other training job opens exactly the
-   * flat ring's sockets */
-  bool hosts_of_several = env->hosts > 1 && world > env->hosts && world % env->hosts == 0;
+/* The backend's row and its options of its own: the flags' (backends.c),
+ * and what only a rank knows: its hosts and its launcher's servers. */
+static int pick_backend(rank_life *r) {
+  const gs_opts *o = r->o;
+  gs_run_backend *b = &r->b;
+  GS_TRY(gs_backends_pick(o, r->mode, r->world, (int)r->k->device, b, &r->e));
   bool shm = !strcmp(o->transport, "shm");
-  cfg.algo = o->algo == GS_ALGO_HIER || (o->algo == GS_ALGO_AUTO && hosts_of_several)
-                 ? o->algo : GS_ALGO_RING;
-  if (shm && o->algo == GS_ALGO_AUTO) cfg.algo = GS_ALGO_HIER; /* one host: shm alone */
-  if (mode == GS_MODE_PS && world > 1 &&
-      (rc = gs_bench_ps_hostagg(o, env, &job, k, &cfg, shm, &e)) < 0)
-    goto fail;
-  if (mode == GS_MODE_PS && o->ps_server_hosts && world > 1) {
-    if ((rc = gs_ps_serve_endpoints(o, &server_eps, &e)) < 0) goto fail;
-    cfg.ps_server_eps = (const char *const *)server_eps;
+  if (b->backend == &gs_allreduce_backend) {
+    /* hier when asked; auto tries it (allreduce/backend.c) only on emulated
+     * hosts of several ranks each, so every other training job opens
+     * exactly the flat ring's sockets */
+    const gs_rank_env *env = r->env;
+    bool hosts_of_several = env->hosts > 1 && r->world > env->hosts &&
+                            r->world % env->hosts == 0;
+    b->allreduce.algo = o->algo == GS_ALGO_HIER || (o->algo == GS_ALGO_AUTO && hosts_of_several)
+                            ? (gs_algo)o->algo : GS_ALGO_RING;
+    if (shm && o->algo == GS_ALGO_AUTO) b->allreduce.algo = GS_ALGO_HIER; /* one host: shm alone */
   }
-  sc.cfg = &cfg;
+  if (b->backend == &gs_ps_backend) {
+    GS_TRY(gs_bench_ps_hostagg(o, r->env, &r->job, r->k, &r->cfg, b, shm, &r->e));
+    if (o->ps_server_hosts) {
+      GS_TRY(gs_ps_serve_endpoints(o, &r->server_eps, &r->e));
+      b->ps.server_eps = (const char *const *)r->server_eps;
+    }
+  }
+  r->cfg.opts = b->opts;
+  return GS_OK;
+}
 
+/* Before the rendezvous: what this rank writes as it trains (steps.csv
+ * under another launcher, the apply-order log of a server it holds, the
+ * --verify hashes); then the round: prepare, bootstrap, rendezvous. */
+static int meet(rank_life *r) {
+  const gs_opts *o = r->o;
   char settings[4096];
-  gs_run_settings(o, mode, world, settings, sizeof settings);
-  const char *out_dir = env->run_dir ? env->run_dir : o->out;
+  gs_run_settings(o, r->mode, r->world, settings, sizeof settings);
   /* another launcher: rank 0 begins steps.csv before anyone trains (a rerun
    * never appends to an old one); the others keep their rows for the gather */
-  if (!env->launched && rank == 0 && out_dir) {
-    int fd = gs_csv_start(out_dir, &e);
-    if (fd < 0) { rc = fd; goto fail; }
-    sc.csv = fd;
+  if (!r->env->launched && r->rank == 0 && r->out_dir) {
+    int fd = gs_csv_start(r->out_dir, &r->e);
+    if (fd < 0) return fd;
+    r->sc.csv = fd;
   }
   /* the server this rank holds (a thread, or rank 0's dedicated process) logs */
-  int shard = gs_apply_order_shard(o, rank, world, env->launched);
-  if (out_dir && shard >= 0 && gs_apply_order_wanted(o, mode, world)) {
-    if ((rc = gs_apply_order_start(o, &to, shard, threads, out_dir, &info, &alog, &cfg.applied,
-                                   &e)) < 0)
-      goto fail;
-    logging = true;
+  int shard = gs_apply_order_shard(o, r->rank, r->world, r->env->launched);
+  if (r->out_dir && shard >= 0 && gs_apply_order_wanted(o, r->mode, r->world)) {
+    GS_TRY(gs_apply_order_start(o, &r->to, shard, r->threads, r->out_dir, &r->info, &r->alog,
+                                &r->b.ps.applied, &r->e));
+    r->logging = true;
   }
-  if (o->verify && !(sc.hashes = calloc((size_t)o->train.steps + 1, sizeof *sc.hashes))) {
-    rc = GS_FAIL(&e, GS_ENOMEM, "out of memory");
-    goto fail;
+  if (o->verify && !(r->sc.hashes = calloc((size_t)o->train.steps + 1, sizeof *r->sc.hashes)))
+    return GS_FAIL(&r->e, GS_ENOMEM, "out of memory");
+  GS_TRY(gs_job_meet(&r->job, r->b.backend, &r->cfg, settings, &r->phase, &r->e));
+  gs_run_id_of_job(r->cfg.job, r->run_id);
+  r->info.run_id = r->sc.run.run_id = getenv("GS_RUN_ID") ? getenv("GS_RUN_ID") : r->run_id;
+  if (o->threads <= 0 && r->env->local_world <= 0) {
+    r->threads = gs_job_threads(&r->job, o);
+    r->k->set_threads(r->k, r->threads);
+    r->alog.log.threads = r->threads;
   }
-  /* One rank has nothing to synchronize: DataParallel on one device and
-   * DDP at world 1 skip it, so every mode runs the local step there and
-   * world 1 is the same baseline for all. */
-  const gs_backend *be = gs_job_backend(world == 1 ? GS_MODE_SINGLE : mode, k);
-  if ((rc = gs_job_meet(&job, be, &cfg, settings, &phase, &e)) < 0)
-    goto fail;
-  char run_id[GS_RUN_ID_CHARS + 1];
-  gs_run_id_of_job(cfg.job, run_id);
-  info.run_id = sc.run.run_id = getenv("GS_RUN_ID") ? getenv("GS_RUN_ID") : run_id;
-  if (o->threads <= 0 && env->local_world <= 0) {
-    threads = gs_job_threads(&job, o);
-    k->set_threads(k, threads);
-    alog.log.threads = threads;
-  }
+  return GS_OK;
+}
 
-  phase = "backend";
-  if ((rc = gs_job_open(&job, &cfg, &sync, &e)) < 0) goto fail;
+/* The link counters of this rank's emulated host (its first rank), and on
+ * rank 0 those of ps servers on hosts of their own. */
+static int watch_links(rank_life *r) {
+  const gs_rank_env *env = r->env;
+  if (env->hosts <= 0 || r->job.local_rank != 0) return GS_OK;
+  uint64_t bps = gs_host_rates_of(&r->o->link_host, env->host, r->o->link_bps);
+  GS_TRY(gs_hostlink_watch_start(bps, 0.005, &r->sc.link, &r->e));
+  gs_hostlink_watch_read(r->sc.link, &r->sc.link0);
+  if (r->rank == 0 && r->mode == GS_MODE_PS) GS_TRY(watch_servers(&r->sc, &r->e));
+  return GS_OK;
+}
+
+/* Open the session, train (a steps.csv row per step), close it. */
+static int train(rank_life *r) {
+  const gs_opts *o = r->o;
+  r->phase = "backend";
+  GS_TRY(gs_job_open(&r->job, &r->cfg, &r->sync, &r->e));
   /* what the ring's buckets run (hier or ring), as its host keys decided */
-  gs_comm *comm = mode == GS_MODE_ALLREDUCE && world > 1 ? gs_allreduce_comm(sync) : NULL;
-  info.algo = comm ? gs_algo_name(gs_comm_algo(comm, SIZE_MAX)) : "";
-  if (mode == GS_MODE_PS) info.algo = cfg.ps_host_ranks > 1 ? "local-reduce" : "flat";
-  info.ps_host_ranks = mode == GS_MODE_PS ? cfg.ps_host_ranks : 0;
-
-  if (out_dir && env->launched) {
-    if ((sc.csv = gs_csv_open(out_dir, &e)) < 0) { rc = sc.csv; sc.csv = -1; goto fail; }
-    sc.out_dir = out_dir;
+  gs_comm *comm = r->mode == GS_MODE_ALLREDUCE && r->world > 1 ? gs_allreduce_comm(r->sync)
+                                                                : NULL;
+  r->info.algo = comm ? gs_algo_name(gs_comm_algo(comm, SIZE_MAX)) : "";
+  int L = r->b.backend == &gs_ps_backend ? r->b.ps.host_ranks : 0;
+  if (r->mode == GS_MODE_PS) r->info.algo = L > 1 ? "local-reduce" : "flat";
+  r->info.ps_host_ranks = r->mode == GS_MODE_PS ? L : 0;
+  if (r->out_dir && r->env->launched) {
+    if ((r->sc.csv = gs_csv_open(r->out_dir, &r->e)) < 0) {
+      int rc = r->sc.csv;
+      r->sc.csv = -1;
+      return rc;
+    }
+    r->sc.out_dir = r->out_dir;
   }
-  if (o->verify && k->device != GS_DEV_CPU) sc.host_params = malloc(cfg.n * sizeof(float) + 1);
-  sc.t0 = gs_now();
-  if (env->hosts > 0 && job.local_rank == 0) {
-    uint64_t bps = gs_host_rates_of(&o->link_host, env->host, o->link_bps);
-    if ((rc = gs_hostlink_watch_start(bps, 0.005, &sc.link, &e)) < 0) goto fail;
-    gs_hostlink_watch_read(sc.link, &sc.link0);
-    if (rank == 0 && mode == GS_MODE_PS && (rc = watch_servers(&sc, &e)) < 0) goto fail;
-  }
-  sc.tty = isatty(1) && !getenv("GS_TEST");
-  sc.steps = o->train.steps;
-  if (rank == 0 && (rc = gs_heldout_start(&sc.heldout, o, sc.steps, cfg.n, &e)) < 0) goto fail;
+  if (o->verify && r->k->device != GS_DEV_CPU)
+    r->sc.host_params = malloc(r->cfg.n * sizeof(float) + 1);
+  r->sc.t0 = gs_now();
+  GS_TRY(watch_links(r));
+  r->sc.tty = isatty(1) && !getenv("GS_TEST");
+  r->sc.steps = o->train.steps;
+  if (r->rank == 0) GS_TRY(gs_heldout_start(&r->sc.heldout, o, r->sc.steps, r->cfg.n, &r->e));
 
-  phase = "training";
-  rc = gs_trainer_run(t, sync, on_step, &sc, &e);
-  if (rc < 0 && sc.err.code) e = sc.err;
+  r->phase = "training";
+  int rc = gs_trainer_run(r->t, r->sync, on_step, &r->sc, &r->e);
+  if (rc < 0 && r->sc.err.code) r->e = r->sc.err;
   gs_err ce = {0};
-  int crc = sync->ops->close(sync, rc == GS_OK, &ce);
-  sync = NULL;
+  int crc = r->sync->ops->close(r->sync, rc == GS_OK, &ce);
+  r->sync = NULL;
   if (rc == GS_OK && crc < 0) {
     rc = crc;
-    e = ce;
+    r->e = ce;
   }
-  if (rc < 0) goto fail;
+  return rc;
+}
 
-  if (rank == 0 && o->save_params) {
-    phase = "saving parameters";
-    if ((rc = gs_trainer_save(t, o->save_params, &e)) < 0) goto fail;
+/* Rank 0, once trained: --save-params, --eval, --eval-data. */
+static int after_training(rank_life *r) {
+  const gs_opts *o = r->o;
+  if (r->rank != 0) return GS_OK;
+  if (o->save_params) {
+    r->phase = "saving parameters";
+    GS_TRY(gs_trainer_save(r->t, o->save_params, &r->e));
   }
-  if (rank == 0 && o->eval) {
-    phase = "evaluation";
-    if ((rc = gs_trainer_evaluate(t, 10000, &info.accuracy, &info.eval_loss, &e)) < 0) goto fail;
+  if (o->eval) {
+    r->phase = "evaluation";
+    GS_TRY(gs_trainer_evaluate(r->t, 10000, &r->info.accuracy, &r->info.eval_loss, &r->e));
   }
-  if (rank == 0 && o->eval_data) {
-    phase = "held-out evaluation";
-    if ((rc = gs_heldout_finish(&sc.heldout, t, o->eval_data, &info, &e)) < 0) goto fail;
+  if (o->eval_data) {
+    r->phase = "held-out evaluation";
+    GS_TRY(gs_heldout_finish(&r->sc.heldout, r->t, o->eval_data, &r->info, &r->e));
   }
+  return GS_OK;
+}
 
-  phase = "gathering measurements";
-  gs_rank_result mine = {.rank = rank, .peak_rss = peak_rss(), .link_host = -1};
-  if (sc.link && sc.link1.t > sc.link0.t) link_result(&mine, env->host, &sc.link0, &sc.link1);
-  if (sc.nsrv > 0 && sc.srv1[0].t > sc.srv0[0].t &&
-      (mine.server_links = calloc((size_t)sc.nsrv, sizeof *mine.server_links))) {
-    mine.nserver_links = sc.nsrv;
-    for (int i = 0; i < sc.nsrv; i++)
-      link_result(&mine.server_links[i], env->hosts + i, &sc.srv0[i], &sc.srv1[i]);
+/* This rank's measurements: rows, spans, memory, its host's link. */
+static gs_rank_result my_result(rank_life *r) {
+  step_ctx *sc = &r->sc;
+  gs_rank_result mine = {.rank = r->rank, .peak_rss = peak_rss(), .link_host = -1};
+  if (sc->link && sc->link1.t > sc->link0.t) link_result(&mine, r->env->host, &sc->link0, &sc->link1);
+  if (sc->nsrv > 0 && sc->srv1[0].t > sc->srv0[0].t &&
+      (mine.server_links = calloc((size_t)sc->nsrv, sizeof *mine.server_links))) {
+    mine.nserver_links = sc->nsrv;
+    for (int i = 0; i < sc->nsrv; i++)
+      link_result(&mine.server_links[i], r->env->hosts + i, &sc->srv0[i], &sc->srv1[i]);
   }
-  snprintf(mine.host, sizeof mine.host, "%s", job.hostname);
-  mine.rows = (gs_step_row *)gs_trainer_rows(t, &mine.nrows);
-  mine.spans = (gs_span *)gs_trainer_spans(t, &mine.nspans);
-  for (size_t i = 0; i < mine.nrows && i < sc.nhashes; i++) mine.rows[i].param_hash = sc.hashes[i];
-  if (rank != 0) {
-    if ((rc = gs_rdv_send_stats(job.rdv, rank, &mine, job.timeout_ms, &e)) < 0) goto fail;
+  snprintf(mine.host, sizeof mine.host, "%s", r->job.hostname);
+  mine.rows = (gs_step_row *)gs_trainer_rows(r->t, &mine.nrows);
+  mine.spans = (gs_span *)gs_trainer_spans(r->t, &mine.nspans);
+  for (size_t i = 0; i < mine.nrows && i < sc->nhashes; i++) mine.rows[i].param_hash = sc->hashes[i];
+  return mine;
+}
+
+/* Every rank's measurements to rank 0 (the others send theirs and are
+ * done). */
+static int gather(rank_life *r, bool *done) {
+  r->phase = "gathering measurements";
+  gs_rank_result mine = my_result(r);
+  *done = r->rank != 0;
+  if (r->rank != 0) {
+    int rc = gs_rdv_send_stats(r->job.rdv, r->rank, &mine, r->job.timeout_ms, &r->e);
+    free(mine.server_links);
+    if (rc < 0) return rc;
     /* fault injection for the tests: a rank that stalls once it is done */
     const char *stop = getenv("GS_TEST_STOP_AFTER_GATHER");
-    if (stop && atoi(stop) == rank) raise(SIGSTOP);
-    goto done;
+    if (stop && atoi(stop) == r->rank) raise(SIGSTOP);
+    return GS_OK;
   }
-  results = calloc((size_t)world, sizeof *results);
-  if (!results) {
+  r->results = calloc((size_t)r->world, sizeof *r->results);
+  if (!r->results) {
     free(mine.server_links);
-    rc = GS_FAIL(&e, GS_ENOMEM, "out of memory");
-    goto fail;
+    return GS_FAIL(&r->e, GS_ENOMEM, "out of memory");
   }
-  results[0] = mine;
+  r->results[0] = mine;
   /* what this job makes: a row per step, and per step a few spans of the
    * training loop and a few per bucket (rank 0 may have more, its server's) */
   gs_gather_limits lim = {.rows = mine.nrows,
-                          .spans = mine.nspans + (size_t)o->train.steps * (16 + 4 * (size_t)cfg.nbuckets) + 1024};
-  if (world > 1 && (rc = gs_rdv_gather(job.rdv, world, &lim, job.timeout_ms, results, &e)) < 0)
-    goto fail;
-  phase = "summary";
-  info.device = k->name;
-  info.launcher = env->source;
-  info.threads = threads;
-  info.nparams = cfg.n;
-  info.nbuckets = cfg.nbuckets;
-  bucket_bytes = calloc((size_t)cfg.nbuckets + 1, sizeof *bucket_bytes);
-  for (int b = 0; bucket_bytes && b < cfg.nbuckets; b++)
-    bucket_bytes[b] = cfg.buckets[b].count * gs_dtype_size(cfg.wire);
-  info.bucket_bytes = bucket_bytes;
-  bool topk = cfg.compress.kind == GS_COMPRESS_TOPK;
-  if (bucket_bytes && (cfg.compress.kind == GS_COMPRESS_POWERSGD || topk) && world > 1 &&
-      gs_cm_compress_plan(&cfg.compress, o->train.precision, cfg.tensors, cfg.ntensors,
-                          cfg.buckets, cfg.nbuckets, cfg.n, &compressed, &e) == GS_OK) {
-    /* step s compresses from --powersgd-start on; the summary measures from --warmup */
-    int64_t steps = o->train.steps, from = gs_first_measured(o->warmup, steps);
-    int64_t on = !topk && cfg.compress.start > from ? cfg.compress.start : from;
-    bool ps = mode == GS_MODE_PS;
-    info.compressed_bytes = compressed.plan.bytes;
-    /* the ring's all-gather, priced as the all-reduce of as many bytes */
-    if (topk && !ps && (gather_bytes = calloc((size_t)cfg.nbuckets, sizeof *gather_bytes))) {
-      gs_cm_topk_ring_bytes(&compressed.plan, world, gather_bytes);
-      info.compressed_bytes = gather_bytes;
-    }
-    info.compressed_collectives = compressed.collectives;
-    info.compressed_share = steps > from && on < steps ? (double)(steps - on) / (double)(steps - from)
-                                                       : 0;
-    info.compressed_push = ps;
-    info.compressed_sums_back = ps && !topk;
-  }
-  gs_err_clear(&e);
-  info.wire = cfg.wire;
-  info.overlap = cfg.overlap;
-  info.wall_end = gs_wall();
-  if (info.hosts > 0 && o->latency_s > 0) info.delay = env->delay_line_s > 0 ? "delay line" : "netem";
-  /* loopback over TCP: the transport our launcher measured for the model */
-  if (info.hosts < 1 && env->launched && !strcmp(o->transport, "tcp"))
-    gs_loopback_costmodel(&info.loop_alpha_s, &info.loop_Bps);
-  if ((rc = summarize(o, env, &info, results, &e)) < 0) goto fail;
-  goto done;
+                          .spans = mine.nspans + (size_t)r->o->train.steps *
+                                   (16 + 4 * (size_t)r->cfg.nbuckets) + 1024};
+  if (r->world > 1)
+    GS_TRY(gs_rdv_gather(r->job.rdv, r->world, &lim, r->job.timeout_ms, r->results, &r->e));
+  return GS_OK;
+}
 
-fail:
-  if (gs_interrupted && rc != GS_OK) {
-    rc = GS_EINTR;
+/* --compress powersgd / topk: what the compressed buckets move, for the
+ * summary's cost model (best effort: a plan that fails leaves it out). */
+static void compressed_plan(rank_life *r) {
+  const gs_opts *o = r->o;
+  const gs_sync_config *cfg = &r->cfg;
+  bool topk = cfg->compress.kind == GS_COMPRESS_TOPK;
+  if (!r->bucket_bytes || (cfg->compress.kind != GS_COMPRESS_POWERSGD && !topk) || r->world <= 1 ||
+      gs_cm_compress_plan(&cfg->compress, o->train.precision, cfg->tensors, cfg->ntensors,
+                          cfg->buckets, cfg->nbuckets, cfg->n, &r->compressed, &r->e) != GS_OK)
+    return;
+  /* step s compresses from --powersgd-start on; the summary measures from --warmup */
+  int64_t steps = o->train.steps, from = gs_first_measured(o->warmup, steps);
+  int64_t on = !topk && cfg->compress.start > from ? cfg->compress.start : from;
+  bool ps = r->mode == GS_MODE_PS;
+  gs_run_info *info = &r->info;
+  info->compressed_bytes = r->compressed.plan.bytes;
+  /* the ring's all-gather, priced as the all-reduce of as many bytes */
+  if (topk && !ps && (r->gather_bytes = calloc((size_t)cfg->nbuckets, sizeof *r->gather_bytes))) {
+    gs_cm_topk_ring_bytes(&r->compressed.plan, r->world, r->gather_bytes);
+    info->compressed_bytes = r->gather_bytes;
+  }
+  info->compressed_collectives = r->compressed.collectives;
+  info->compressed_share = steps > from && on < steps ? (double)(steps - on) / (double)(steps - from)
+                                                      : 0;
+  info->compressed_push = ps;
+  info->compressed_sums_back = ps && !topk;
+}
+
+/* Rank 0: what the run was, then its summary and files. */
+static int summary(rank_life *r) {
+  const gs_opts *o = r->o;
+  gs_run_info *info = &r->info;
+  const gs_sync_config *cfg = &r->cfg;
+  r->phase = "summary";
+  info->device = r->k->name;
+  info->launcher = r->env->source;
+  info->threads = r->threads;
+  info->nparams = cfg->n;
+  info->nbuckets = cfg->nbuckets;
+  r->bucket_bytes = calloc((size_t)cfg->nbuckets + 1, sizeof *r->bucket_bytes);
+  for (int b = 0; r->bucket_bytes && b < cfg->nbuckets; b++)
+    r->bucket_bytes[b] = cfg->buckets[b].count * gs_dtype_size(cfg->wire);
+  info->bucket_bytes = r->bucket_bytes;
+  compressed_plan(r);
+  gs_err_clear(&r->e);
+  info->wire = cfg->wire;
+  info->overlap = cfg->overlap;
+  info->wall_end = gs_wall();
+  if (info->hosts > 0 && o->latency_s > 0)
+    info->delay = r->env->delay_line_s > 0 ? "delay line" : "netem";
+  /* loopback over TCP: the transport our launcher measured for the cost model */
+  if (info->hosts < 1 && r->env->launched && !strcmp(o->transport, "tcp"))
+    gs_loopback_costmodel(&info->loop_alpha_s, &info->loop_Bps);
+  return summarize(o, r->env, info, r->results, &r->e);
+}
+
+/* A failure's line (naming this rank, the phase and the cause) and its
+ * word to rank 0; an interrupt's. */
+static int failed(rank_life *r, int rc) {
+  if (gs_interrupted) {
     fprintf(stderr, "bench: rank %d: interrupted during %s; steps.csv keeps every completed "
-            "step\n", rank, phase);
-    gs_job_report_error(&job, phase, "interrupted");
-    goto cleanup;
+            "step\n", r->rank, r->phase);
+    gs_job_report_error(&r->job, r->phase, "interrupted");
+    return GS_EINTR;
   }
-  fprintf(stderr, "bench: rank %d: %s: %s", rank, phase, e.msg[0] ? e.msg : gs_strerror(rc));
-  if (e.file && getenv("GS_DEBUG")) fprintf(stderr, " [%s:%d]", e.file, e.line);
+  fprintf(stderr, "bench: rank %d: %s: %s", r->rank, r->phase,
+          r->e.msg[0] ? r->e.msg : gs_strerror(rc));
+  if (r->e.file && getenv("GS_DEBUG")) fprintf(stderr, " [%s:%d]", r->e.file, r->e.line);
   fputc('\n', stderr);
-  gs_job_report_error(&job, phase, e.msg);
-cleanup:
-  if (sync) sync->ops->close(sync, false, NULL);
-done:
-  if (sc.csv >= 0) close(sc.csv);
-  free(sc.host_params);
-  free(sc.hashes);
-  gs_heldout_free(&sc.heldout);
-  free(bucket_bytes);
-  free(gather_bytes);
-  gs_cm_compressed_free(&compressed);
-  gs_ps_serve_endpoints_free(o, server_eps);
-  gs_hostlink_watch_stop(sc.link);
-  for (int i = 0; i < sc.nsrv; i++) gs_hostlink_watch_stop(sc.srv[i]);
-  free(sc.srv);
-  free(sc.srv0);
-  free(sc.srv1);
-  if (results) {
-    results[0].rows = NULL; /* rank 0's own rows and spans belong to the trainer */
-    results[0].spans = NULL;
-    for (int i = 0; i < world; i++) gs_rank_result_free(&results[i]);
-    free(results);
+  gs_job_report_error(&r->job, r->phase, r->e.msg);
+  return rc;
+}
+
+static void release(rank_life *r) {
+  step_ctx *sc = &r->sc;
+  if (r->sync) r->sync->ops->close(r->sync, false, NULL);
+  if (sc->csv >= 0) close(sc->csv);
+  free(sc->host_params);
+  free(sc->hashes);
+  gs_heldout_free(&sc->heldout);
+  free(r->bucket_bytes);
+  free(r->gather_bytes);
+  gs_cm_compressed_free(&r->compressed);
+  gs_ps_serve_endpoints_free(r->o, r->server_eps);
+  gs_hostlink_watch_stop(sc->link);
+  for (int i = 0; i < sc->nsrv; i++) gs_hostlink_watch_stop(sc->srv[i]);
+  free(sc->srv);
+  free(sc->srv0);
+  free(sc->srv1);
+  if (r->results) {
+    r->results[0].rows = NULL; /* rank 0's own rows and spans belong to the trainer */
+    r->results[0].spans = NULL;
+    for (int i = 0; i < r->world; i++) gs_rank_result_free(&r->results[i]);
+    free(r->results);
   }
-  gs_job_close(&job);
-  if (logging) gs_apply_order_free(&alog);
-  if (t) gs_trainer_destroy(t);
-  if (k) k->destroy(k);
-  if (rc == GS_OK) return 0;
+  gs_job_close(&r->job);
+  if (r->logging) gs_apply_order_free(&r->alog);
+  if (r->t) gs_trainer_destroy(r->t);
+  if (r->k) r->k->destroy(r->k);
+}
+
+int gs_rank_main(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
+  rank_life *r = calloc(1, sizeof *r);
+  if (!r) {
+    fprintf(stderr, "bench: rank %d: setup: out of memory\n", env->rank);
+    return 1;
+  }
+  *r = (rank_life){.o = o, .mode = mode, .env = env, .rank = env->rank, .world = env->world,
+                   .phase = "setup"};
+  r->info = gs_run_info_of(o, mode, r->world);
+  gs_run_info_repeat(&r->info, env->launched);
+  r->info.wall_start = gs_wall();
+  r->sc = (step_ctx){.o = o, .mode = mode, .rank = r->rank, .world = r->world, .csv = -1,
+                     .run = r->info};
+  r->out_dir = env->run_dir ? env->run_dir : o->out;
+
+  gs_bench_signals();
+  bool done = false;
+  int rc = start(r);
+  if (rc == GS_OK) rc = pick_backend(r);
+  if (rc == GS_OK) rc = meet(r);
+  if (rc == GS_OK) rc = train(r);
+  if (rc == GS_OK) rc = after_training(r);
+  if (rc == GS_OK) rc = gather(r, &done);
+  if (rc == GS_OK && !done) rc = summary(r);
+  if (rc < 0) rc = failed(r, rc);
   /* a wrong value that only the model or the data could judge (a model
    * that does not fit the data, say) is still a usage error */
-  return rc == GS_EINTR ? gs_interrupt_status() : rc == GS_EINVAL && !strcmp(phase, "setup") ? 2 : 1;
+  bool usage = rc == GS_EINVAL && !strcmp(r->phase, "setup");
+  release(r);
+  free(r);
+  if (rc == GS_OK) return 0;
+  return rc == GS_EINTR ? gs_interrupt_status() : usage ? 2 : 1;
 }

@@ -95,7 +95,7 @@ int gs_charts_busbw(const char *dir, json_t *tables, gs_err *e) {
     for (int c = 0; name && c < NCOLLS; c++)
       if (!strcmp(name, COLLS[c])) ci = c;
     const char *col = ci == 0 ? gs_svg_mode_color(mode ? mode : "")
-                              : other[ci][mode && !strcmp(mode, "ps")];
+                              : other[ci][gs_mode_parse(mode) == GS_MODE_PS];
     const char *shown = ci == 0 ? "all_reduce" : COLLS[ci];
     gs_svg pts = {0};
     json_array_foreach(json_object_get(t, "rows"), k, row) {

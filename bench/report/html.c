@@ -253,7 +253,8 @@ static double vs_ps(json_t *runs, json_t *r) {
   json_array_foreach(runs, i, q) {
     const char *m = json_string_value(json_object_get(q, "mode"));
     const char *mine = json_string_value(json_object_get(r, "mode"));
-    if (m && !strcmp(m, "ps") && mine && strcmp(mine, "ps") && num(q, "world") == num(r, "world") &&
+    if (gs_mode_parse(m) == GS_MODE_PS && mine && gs_mode_parse(mine) != GS_MODE_PS &&
+        num(q, "world") == num(r, "world") &&
         num(q, "ps_servers") == 1 && json_is_false(json_object_get(q, "ps_server_hosts")) &&
         num(q, "batch") == num(r, "batch") && num(r, "world") > 1)
       return num(r, "throughput_samples_per_s") / num(q, "throughput_samples_per_s");

@@ -276,8 +276,7 @@ static int read_field(json_t *obj, const field *f, void *base, const char *where
     break;
   case K_MODE: {
     const char *m = json_string_value(v);
-    int mode = !m ? -1 : !strcmp(m, "ps") ? GS_MODE_PS : !strcmp(m, "ring") ? GS_MODE_ALLREDUCE
-               : !strcmp(m, "local") ? GS_MODE_SINGLE : -1;
+    int mode = gs_mode_parse(m);
     if ((ok = mode >= 0)) *(gs_mode *)p = (gs_mode)mode;
     break;
   }

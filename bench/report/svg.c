@@ -58,8 +58,10 @@ double gs_svg_nice_step(double range, int ticks) {
 }
 
 const char *gs_svg_mode_color(const char *mode) {
-  return !strcmp(mode, "ps") ? "#d95f02" : !strcmp(mode, "ring") ? "#1b9e77"
-         : !strcmp(mode, "local") ? "#7570b3" : "#e7298a";
+  static const char *const color[] = {[GS_MODE_PS] = "#d95f02", [GS_MODE_ALLREDUCE] = "#1b9e77",
+                                      [GS_MODE_SINGLE] = "#7570b3"};
+  int m = gs_mode_parse(mode);
+  return m >= 0 ? color[m] : "#e7298a";
 }
 
 void gs_svg_header(gs_svg *b, int w, int h, const char *title) {

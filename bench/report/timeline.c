@@ -89,7 +89,8 @@ int gs_charts_timeline(const char *dir, const char *id, json_t *tl, double span_
   int N = (int)json_array_size(rk);
   const char *mode = json_string_value(json_object_get(tl, "mode"));
   const char *prec = json_string_value(json_object_get(tl, "precision"));
-  bool ps = mode && !strcmp(mode, "ps"), local = mode && !strcmp(mode, "local");
+  int m = gs_mode_parse(mode);
+  bool ps = m == GS_MODE_PS, local = m == GS_MODE_SINGLE;
   bool overlap = json_is_true(json_object_get(tl, "overlap"));
   bool dedicated = json_is_true(json_object_get(tl, "dedicated"));
   bool own = json_is_true(json_object_get(tl, "ps_server_hosts"));
@@ -98,7 +99,7 @@ int gs_charts_timeline(const char *dir, const char *id, json_t *tl, double span_
   if (!(span_s >= own_span)) span_s = own_span;
   double span_ms = span_s * 1e3;
   /* read back from a file: only names this bench writes reach the SVG */
-  bool known = mode && prec && (ps || local || !strcmp(mode, "ring")) &&
+  bool known = m >= 0 && prec &&
                gs_dtype_parse(prec) >= 0;
   if (N < 1 || !known || !(span_ms > 0) || !isfinite(span_ms)) return GS_OK;
   int lane = N > 16 ? 14 : 26, pitch = lane + 12, x0 = 90, x1 = 700, y1 = 50;

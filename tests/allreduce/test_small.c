@@ -287,11 +287,12 @@ static int body_sync(th_shared *sh, int rank, int world, void *arg) {
   int bad = 0;
   for (int c = 0; c < 4; c++) {
     bool sum_only = c < 3;
+    gs_allreduce_opts ar = {.algo = given[c]};
     gs_sync_config cfg = {.rank = rank, .world = world, .timeout_ms = 20000, .job = 0xabc,
                           .host = "127.0.0.1", .k = K, .params = params, .grads = grads,
                           .n = SYNC_N, .buckets = &bucket, .nbuckets = 1,
                           .sgd = {.lr = 0.5f}, .wire = GS_F32, .sum_only = sum_only,
-                          .algo = (int)given[c]};
+                          .opts = &ar};
     gs_scaler_init(&cfg.scaler, 1, false);
     for (size_t i = 0; i < SYNC_N; i++) {
       grads[i] = th_contribution(rank, i, c);

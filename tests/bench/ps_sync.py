@@ -37,7 +37,7 @@ for args, says in [(["--ps-sync", "foo"], "--ps-sync foo"),
                     "goes with --ps-sync bsp"),
                    (["--ps-sync", "async", "--mode", "ring"], "needs --mode ps"),
                    (["--ps-sync", "async", "--loss-scale", "dynamic:x"], "dynamic:INIT"),
-                   (["--ps-sync", "ssp:1", "--overlap"], "drop --overlap")]:
+                   (["--ps-sync", "ssp:1", "--overlap"], "not --overlap")]:
     a = args + (["--mode", "ps"] if "--mode" not in args else [])
     r = run(a + SMALL)
     check(r.returncode == 2 and says in r.stderr,

@@ -222,7 +222,7 @@ for args, words in (
          "--ps-sync bsp"),
         (["--mode", "ps", "--world", "2", "--compress", "powersgd:2", "--loss-scale", "8"],
          "--loss-scale"),
-        (["--mode", "local", "--world", "1", "--compress", "topk:0.1"], "--mode ps or ring"),
+        (["--mode", "local", "--world", "1", "--compress", "topk:0.1"], "--mode local"),
         (["--mode", "ring", "--world", "2", "--compress", "powersgd:0"], "--compress"),
         (["--mode", "ring", "--world", "2", "--compress", "powersgd:2", "--precision", "fp16"],
          "--precision fp32"),

@@ -94,9 +94,9 @@ check(want <= got <= 1.2 * want + 4096, f"ring topk:0.01 sent {got:.0f} B per st
 
 # refusals, each naming what to give
 for args, words in (
-        (["--mode", "ring", "--compress", "topk:0.1", "--algo", "hier"], "drop --algo"),
+        (["--mode", "ring", "--compress", "topk:0.1", "--algo", "hier"], "--algo hier"),
         (["--mode", "ring", "--compress", "topk:0.1", "--ring-period", "2"], "--ring-period"),
-        (["--mode", "local", "--world", "1", "--compress", "topk:0.1"], "--mode ps or ring"),
+        (["--mode", "local", "--world", "1", "--compress", "topk:0.1"], "--mode local"),
         (["--compress", "topk:0.1", "--ps-servers", "2"], "--ps-servers"),
         (["--compress", "topk:0.1", "--ps-sync", "ssp:1"], "--ps-sync"),
         (["--compress", "topk:0.1", "--ps-sync", "bsp", "--ps-backup", "1"], "--ps-backup"),

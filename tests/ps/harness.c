@@ -133,6 +133,7 @@ typedef struct rank_ctx {
   job_result *res;
   int rank;
   gs_sync_config cfg;
+  gs_ps_opts ps;           /* cfg.opts */
   void *state;
   gs_kernels *k;
   float *params, *grads;
@@ -177,10 +178,9 @@ static void rank_init(rank_ctx *rc, const job_opts *o, job_result *res, int rank
   c->wire = o->wire;
   c->scaler = o->scaler;
   c->overlap = o->overlap;
-  c->dedicated = o->dedicated;
-  c->ps_servers = o->ps_servers;
-  c->ps_host_ranks = o->host_ranks;
-  c->ps_sync = o->ps_sync;
+  rc->ps = (gs_ps_opts){.dedicated = o->dedicated, .servers = o->ps_servers,
+                        .host_ranks = o->host_ranks, .sync = o->ps_sync};
+  c->opts = &rc->ps;
   c->sum_only = o->sum_only;
   c->span = o->span;
   c->span_ctx = &rank_ids[rank];

@@ -25,6 +25,7 @@
 
 #include "kernels/kernels.h"
 #include "proto/proto.h"
+#include "ps/ps.h"
 #include "worker/sync.h"
 #include "tests/check.h"
 

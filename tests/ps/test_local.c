@@ -1,4 +1,4 @@
-/* test_local.c: the host-aggregated ps (cfg.ps_host_ranks L: ps/hostagg.c).
+/* test_local.c: the host-aggregated ps (opts.host_ranks L: ps/hostagg.c).
  *
  * Ranks as threads of one process share memory as the ranks of one host
  * do, so hosts here are groups of L ranks (host-major) and the checks are:
@@ -227,9 +227,10 @@ static void refused(const char *what, int world, int L, gs_dtype wire, const cha
   float *p = k->alloc(k, 1000 * sizeof(float)), *g = k->alloc(k, 1000 * sizeof(float));
   int nb;
   gs_bucket *b = plan_buckets(1000, 300, &nb);
+  gs_ps_opts po = {.host_ranks = L};
   gs_sync_config c = {.rank = 0, .world = world, .timeout_ms = 2000, .host = "127.0.0.1",
                       .k = k, .params = p, .grads = g, .n = 1000, .buckets = b, .nbuckets = nb,
-                      .sgd = o.sgd, .wire = wire, .scaler = o.scaler, .ps_host_ranks = L};
+                      .sgd = o.sgd, .wire = wire, .scaler = o.scaler, .opts = &po};
   if (wire != GS_F32) gs_scaler_init(&c.scaler, 65536.0f, true);
   void *state = NULL;
   char ep[GS_ENDPOINT_MAX];

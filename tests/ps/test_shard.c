@@ -1,4 +1,4 @@
-/* test_shard.c: the sharded parameter server (cfg.ps_servers K: ps/flat.c over shard.c).
+/* test_shard.c: the sharded parameter server (opts.servers K: ps/flat.c over shard.c).
  *
  * For every world 2..4 and K 1..world, with a parameter count K does not
  * divide and buckets the range boundaries cut through, with and without
@@ -66,10 +66,10 @@ static void refused(const char *what, int world, int K, bool dedicated, gs_dtype
   float *p = k->alloc(k, 1000 * sizeof(float)), *g = k->alloc(k, 1000 * sizeof(float));
   int nb;
   gs_bucket *b = plan_buckets(1000, 300, &nb);
+  gs_ps_opts po = {.dedicated = dedicated, .servers = K};
   gs_sync_config c = {.rank = 0, .world = world, .timeout_ms = 2000, .host = "127.0.0.1",
                       .k = k, .params = p, .grads = g, .n = 1000, .buckets = b, .nbuckets = nb,
-                      .sgd = o.sgd, .wire = wire, .scaler = o.scaler, .dedicated = dedicated,
-                      .ps_servers = K};
+                      .sgd = o.sgd, .wire = wire, .scaler = o.scaler, .opts = &po};
   if (wire != GS_F32) gs_scaler_init(&c.scaler, 65536.0f, true);
   void *state = NULL;
   char ep[GS_ENDPOINT_MAX];
@@ -115,7 +115,7 @@ int main(void) {
   bits_and_bytes(3, 2, true);
   refused("4 servers at world 3", 3, 4, false, GS_F32, "at most one per rank");
   refused("3 servers and a dedicated one", 3, 3, true, GS_F32, "dedicated");
-  refused("2 servers with loss scaling", 2, 2, false, GS_F16, "loss scaling");
+  refused("2 servers with loss scaling", 2, 2, false, GS_F16, "runs fp32 gradients only");
   give_up();
   return 0;
 }
