@@ -100,20 +100,11 @@ static gs_allreduce_opts opts_of(const gs_sync_config *c) {
 static void allreduce_caps(const void *opts, gs_caps *c) {
   gs_allreduce_opts o = {0};
   if (opts) o = *(const gs_allreduce_opts *)opts;
-  memset(c, 0, sizeof *c);
-  c->runs[GS_AXIS_COMPRESS] = GS_CAP(GS_COMPRESS_NONE) | GS_CAP(GS_COMPRESS_FP16) |
-                              GS_CAP(GS_COMPRESS_BF16) | GS_CAP(GS_COMPRESS_POWERSGD);
+  gs_caps_everything(c);
   bool plain = o.algo == GS_ALGO_RING || o.algo == GS_ALGO_AUTO;
-  if (plain && o.period <= 1) c->runs[GS_AXIS_COMPRESS] |= GS_CAP(GS_COMPRESS_TOPK);
+  if (!plain || o.period > 1) c->runs[GS_AXIS_COMPRESS] &= ~GS_CAP(GS_COMPRESS_TOPK);
   c->runs[GS_AXIS_SYNC] = GS_CAP(GS_SYNC_BSP) | GS_CAP(GS_SYNC_PERIODIC);
   c->runs[GS_AXIS_DEVICE] = GS_CAP(GS_DEV_CPU);
-  c->runs[GS_AXIS_PRECISION] = GS_CAP(GS_F32) | GS_CAP(GS_F16) | GS_CAP(GS_BF16);
-  c->runs[GS_AXIS_WIRE] = c->runs[GS_AXIS_PRECISION] | GS_CAP(GS_F64) | GS_CAP(GS_I32);
-  c->runs[GS_AXIS_SCALING] = GS_CAP(0) | GS_CAP(1);
-  c->runs[GS_AXIS_OVERLAP] = GS_CAP(0) | GS_CAP(1);
-  c->runs[GS_AXIS_COLLECTIVE] = GS_CAP(0) | GS_CAP(1);
-  c->runs[GS_AXIS_TRANSPORT] = GS_CAP(GS_TRANSPORT_TCP) | GS_CAP(GS_TRANSPORT_IPC) |
-                               GS_CAP(GS_TRANSPORT_SHM);
   if (o.period > 1)
     snprintf(c->what, sizeof c->what, "periodic averaging (--ring-period %d)", o.period);
   else if (!plain)

@@ -8,11 +8,6 @@
 
 #include "ps/ps_internal.h"
 
-#define ALL_COMPRESS (GS_CAP(GS_COMPRESS_NONE) | GS_CAP(GS_COMPRESS_FP16) | \
-                      GS_CAP(GS_COMPRESS_BF16) | GS_CAP(GS_COMPRESS_TOPK) | \
-                      GS_CAP(GS_COMPRESS_POWERSGD))
-#define ALL_SYNC (GS_CAP(GS_SYNC_BSP) | GS_CAP(GS_SYNC_SSP) | GS_CAP(GS_SYNC_ASYNC) | \
-                  GS_CAP(GS_SYNC_BACKUP))
 #define TRAINING_WIRES (GS_CAP(GS_F32) | GS_CAP(GS_F16) | GS_CAP(GS_BF16))
 
 void gs_ps_caps(const void *opts, gs_caps *c) {
@@ -20,19 +15,11 @@ void gs_ps_caps(const void *opts, gs_caps *c) {
   if (opts) o = *(const gs_ps_opts *)opts;
   int K = o.servers > 1 ? o.servers : 1;
   bool own = o.server_hosts || o.server_eps, agg = o.host_ranks > 1;
-  memset(c, 0, sizeof *c);
+  gs_caps_everything(c);
   char *what = c->what;
-  c->runs[GS_AXIS_COMPRESS] = ALL_COMPRESS;
-  c->runs[GS_AXIS_SYNC] = ALL_SYNC;
-  c->runs[GS_AXIS_DEVICE] = GS_CAP(GS_DEV_CPU) | GS_CAP(GS_DEV_CUDA);
-  c->runs[GS_AXIS_PRECISION] = TRAINING_WIRES;
-  /* the collective benchmark's fp64 and int32 buffers, one server's sum */
-  c->runs[GS_AXIS_WIRE] = TRAINING_WIRES | GS_CAP(GS_F64) | GS_CAP(GS_I32);
-  c->runs[GS_AXIS_SCALING] = GS_CAP(0) | GS_CAP(1);
-  c->runs[GS_AXIS_OVERLAP] = GS_CAP(0) | GS_CAP(1);
-  c->runs[GS_AXIS_COLLECTIVE] = GS_CAP(0) | GS_CAP(1);
-  c->runs[GS_AXIS_TRANSPORT] = GS_CAP(GS_TRANSPORT_TCP) | GS_CAP(GS_TRANSPORT_IPC) |
-                               GS_CAP(GS_TRANSPORT_SHM);
+  /* DataParallel's master runs everything but the all-reduce's periodic
+   * averaging */
+  c->runs[GS_AXIS_SYNC] &= ~GS_CAP(GS_SYNC_PERIODIC);
   int n = 0;
   if (K > 1 || own) {
     /* one inf/NaN verdict per step covers every gradient, which K servers
@@ -61,8 +48,8 @@ void gs_ps_caps(const void *opts, gs_caps *c) {
     n += snprintf(what + n, sizeof c->what - (size_t)n, "%sthe sharded ps of %d servers "
                   "(--ps-servers %d", agg ? " with " : "", K, K);
   else if (o.dedicated)
-    n += snprintf(what + n, sizeof c->what - (size_t)n, "the ps' dedicated server process "
-                  "(--ps-dedicated");
+    n += snprintf(what + n, sizeof c->what - (size_t)n, "%sthe ps' dedicated server process "
+                  "(--ps-dedicated", agg ? " with " : "");
   if (n == 0) snprintf(what, sizeof c->what, "the flat ps (--mode ps");
   snprintf(what + strlen(what), sizeof c->what - strlen(what), ")");
 }

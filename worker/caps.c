@@ -28,6 +28,24 @@ void gs_want_set(gs_want *w, gs_axis a, int v, const char *flag, ...) {
   va_end(ap);
 }
 
+void gs_caps_everything(gs_caps *c) {
+  memset(c, 0, sizeof *c);
+  c->runs[GS_AXIS_COMPRESS] = GS_CAP(GS_COMPRESS_NONE) | GS_CAP(GS_COMPRESS_FP16) |
+                              GS_CAP(GS_COMPRESS_BF16) | GS_CAP(GS_COMPRESS_POWERSGD) |
+                              GS_CAP(GS_COMPRESS_TOPK);
+  c->runs[GS_AXIS_SYNC] = GS_CAP(GS_SYNC_BSP) | GS_CAP(GS_SYNC_SSP) | GS_CAP(GS_SYNC_ASYNC) |
+                          GS_CAP(GS_SYNC_BACKUP) | GS_CAP(GS_SYNC_PERIODIC);
+  c->runs[GS_AXIS_DEVICE] = GS_CAP(GS_DEV_CPU) | GS_CAP(GS_DEV_CUDA);
+  c->runs[GS_AXIS_PRECISION] = GS_CAP(GS_F32) | GS_CAP(GS_F16) | GS_CAP(GS_BF16);
+  /* the collective benchmark's fp64 and int32 buffers too */
+  c->runs[GS_AXIS_WIRE] = c->runs[GS_AXIS_PRECISION] | GS_CAP(GS_F64) | GS_CAP(GS_I32);
+  c->runs[GS_AXIS_SCALING] = GS_CAP(0) | GS_CAP(1);
+  c->runs[GS_AXIS_OVERLAP] = GS_CAP(0) | GS_CAP(1);
+  c->runs[GS_AXIS_COLLECTIVE] = GS_CAP(0) | GS_CAP(1);
+  c->runs[GS_AXIS_TRANSPORT] = GS_CAP(GS_TRANSPORT_TCP) | GS_CAP(GS_TRANSPORT_IPC) |
+                               GS_CAP(GS_TRANSPORT_SHM);
+}
+
 /* ---- the words ---- */
 
 /* How an axis' values read: the flag's words before them (one for a set:

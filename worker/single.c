@@ -132,19 +132,10 @@ int gs_sync_single(const gs_sync_config *c, gs_sync **out, gs_err *e) {
  * keeps what the others would need; the consistency models and the
  * transports have nobody to wait for or reach). */
 static void single_caps(const void *opts, gs_caps *c) {
-  memset(c, 0, sizeof *c);
+  gs_caps_everything(c);
   snprintf(c->what, sizeof c->what, "one process (--mode local, or world 1)");
-  c->runs[GS_AXIS_COMPRESS] = GS_CAP(GS_COMPRESS_NONE) | GS_CAP(GS_COMPRESS_FP16) |
-                              GS_CAP(GS_COMPRESS_BF16) | GS_CAP(GS_COMPRESS_POWERSGD);
+  c->runs[GS_AXIS_COMPRESS] &= ~GS_CAP(GS_COMPRESS_TOPK);
   c->runs[GS_AXIS_SYNC] = GS_CAP(GS_SYNC_BSP);
-  c->runs[GS_AXIS_DEVICE] = GS_CAP(GS_DEV_CPU) | GS_CAP(GS_DEV_CUDA);
-  c->runs[GS_AXIS_PRECISION] = GS_CAP(GS_F32) | GS_CAP(GS_F16) | GS_CAP(GS_BF16);
-  c->runs[GS_AXIS_WIRE] = c->runs[GS_AXIS_PRECISION] | GS_CAP(GS_F64) | GS_CAP(GS_I32);
-  c->runs[GS_AXIS_SCALING] = GS_CAP(0) | GS_CAP(1);
-  c->runs[GS_AXIS_OVERLAP] = GS_CAP(0) | GS_CAP(1);
-  c->runs[GS_AXIS_COLLECTIVE] = GS_CAP(0) | GS_CAP(1);
-  c->runs[GS_AXIS_TRANSPORT] = GS_CAP(GS_TRANSPORT_TCP) | GS_CAP(GS_TRANSPORT_IPC) |
-                               GS_CAP(GS_TRANSPORT_SHM);
 }
 
 static int single_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],

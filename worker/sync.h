@@ -173,6 +173,10 @@ typedef struct gs_want {
 void gs_want_set(gs_want *w, gs_axis a, int v, const char *flag, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Every value of every axis: where a backend's declaration starts, so that
+ * it says only what it does not run. */
+void gs_caps_everything(gs_caps *c);
+
 /* Whether a backend of capabilities c runs w, and whether every value of
  * w has what it needs: GS_OK, or GS_EINVAL with a sentence naming the
  * flags (prefix, when not NULL or "", starts it: "rank 2: "). */

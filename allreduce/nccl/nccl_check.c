@@ -36,17 +36,10 @@ int gs_nccl_check_gpus(int rank, int local_rank, int local_world, int device, in
  * no periodic averaging (the CPU ring's so far). */
 void gs_nccl_caps(const void *opts, gs_caps *c) {
   (void)opts;
-  memset(c, 0, sizeof *c);
+  gs_caps_everything(c);
   snprintf(c->what, sizeof c->what, "the GPU all-reduce (NCCL: --mode ring --device cuda)");
   c->runs[GS_AXIS_COMPRESS] = GS_CAP(GS_COMPRESS_NONE) | GS_CAP(GS_COMPRESS_FP16) |
                               GS_CAP(GS_COMPRESS_BF16);
   c->runs[GS_AXIS_SYNC] = GS_CAP(GS_SYNC_BSP);
   c->runs[GS_AXIS_DEVICE] = GS_CAP(GS_DEV_CUDA);
-  c->runs[GS_AXIS_PRECISION] = GS_CAP(GS_F32) | GS_CAP(GS_F16) | GS_CAP(GS_BF16);
-  c->runs[GS_AXIS_WIRE] = c->runs[GS_AXIS_PRECISION] | GS_CAP(GS_F64) | GS_CAP(GS_I32);
-  c->runs[GS_AXIS_SCALING] = GS_CAP(0) | GS_CAP(1);
-  c->runs[GS_AXIS_OVERLAP] = GS_CAP(0) | GS_CAP(1);
-  c->runs[GS_AXIS_COLLECTIVE] = GS_CAP(0) | GS_CAP(1);
-  c->runs[GS_AXIS_TRANSPORT] = GS_CAP(GS_TRANSPORT_TCP) | GS_CAP(GS_TRANSPORT_IPC) |
-                               GS_CAP(GS_TRANSPORT_SHM);
 }
