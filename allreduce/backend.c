@@ -1,7 +1,7 @@
 /* backend.c: the "ring" backend of worker/sync.h: DistributedDataParallel
  * on the CPU, over the ZeroMQ communicator and its algorithms (algos.c).
  *
- * One progress thread per rank owns the ring. The training thread hands it
+ * One progress thread per rank owns the communicator. The training thread hands it
  * buckets as backward fills them (bucket_ready, with overlap) or all at once
  * in end_step (without); the thread all-reduces them strictly in order
  * 0, 1, 2 ... (the same order on every rank, so the chunks of bucket b
@@ -33,10 +33,10 @@
 #include "allreduce/allreduce.h"
 #include "allreduce/topk_gather.h"
 
-typedef struct ring_state {
+typedef struct allreduce_state {
   gs_comm *comm;
-  gs_kernels *rk;  /* the ring's own CPU table: its thread's sticky errors stay its own */
-} ring_state;
+  gs_kernels *rk;  /* the communicator's own CPU table: its thread's sticky errors stay its own */
+} allreduce_state;
 
 typedef struct allreduce_sync {
   gs_sync base;
@@ -199,7 +199,7 @@ static void span(allreduce_sync *s, const char *name, int bucket, double t0, dou
   if (s->c.span) s->c.span(s->c.span_ctx, name, bucket, t0, t1, 0);
 }
 
-static int ring_begin_step(gs_sync *base, int64_t step, gs_err *e) {
+static int allreduce_begin_step(gs_sync *base, int64_t step, gs_err *e) {
   allreduce_sync *s = (allreduce_sync *)base;
   if (s->order.in_step) return gs_sync_order_begin(&s->order, step, e);
   pthread_mutex_lock(&s->mu);
@@ -214,7 +214,7 @@ static int ring_begin_step(gs_sync *base, int64_t step, gs_err *e) {
   return gs_sync_order_begin(&s->order, step, e);
 }
 
-static int ring_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
+static int allreduce_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   allreduce_sync *s = (allreduce_sync *)base;
   GS_TRY(gs_sync_order_ready(&s->order, bucket, e));
   if (!s->c.overlap || s->period > 1) return GS_OK;
@@ -302,7 +302,7 @@ static int periodic_end_step(allreduce_sync *s, gs_sync_stats *st, gs_err *e) {
   return GS_OK;
 }
 
-static int ring_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
+static int allreduce_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   allreduce_sync *s = (allreduce_sync *)base;
   gs_sync_stats local;
   if (!st) st = &local;
@@ -332,7 +332,7 @@ static int ring_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   return GS_OK;
 }
 
-static int ring_close(gs_sync *base, bool ok, gs_err *e) {
+static int allreduce_close(gs_sync *base, bool ok, gs_err *e) {
   allreduce_sync *s = (allreduce_sync *)base;
   if (!s) return GS_OK;
   if (s->order.in_step) ok = false; /* a collective may be under way: do not wait for it */
@@ -358,11 +358,11 @@ static int ring_close(gs_sync *base, bool ok, gs_err *e) {
   return GS_OK;
 }
 
-static const gs_sync_ops ring_ops = {
-  .begin_step = ring_begin_step,
-  .bucket_ready = ring_bucket_ready,
-  .end_step = ring_end_step,
-  .close = ring_close,
+static const gs_sync_ops allreduce_ops = {
+  .begin_step = allreduce_begin_step,
+  .bucket_ready = allreduce_bucket_ready,
+  .end_step = allreduce_end_step,
+  .close = allreduce_close,
 };
 
 /* ------------------------------------------------------------------ */
@@ -380,12 +380,12 @@ static gs_algo train_algo(const gs_sync_config *c, const gs_kernels *k) {
   return GS_ALGO_RING;
 }
 
-static int ring_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
+static int allreduce_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
                       gs_err *e) {
   *state = NULL;
   if (endpoint) endpoint[0] = '\0';
   GS_TRY(check_config(c, e));
-  ring_state *p = calloc(1, sizeof *p);
+  allreduce_state *p = calloc(1, sizeof *p);
   if (!p) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", c->rank);
   p->rk = gs_kernels_cpu(0, e);
   if (!p->rk) {
@@ -434,16 +434,16 @@ static int ring_prepare(const gs_sync_config *c, void **state, char endpoint[GS_
   return GS_OK;
 }
 
-static void ring_discard(void *state) {
-  ring_state *p = state;
+static void allreduce_discard(void *state) {
+  allreduce_state *p = state;
   if (!p) return;
   gs_comm_close(p->comm, false, "it could not join the job");
   if (p->rk) p->rk->destroy(p->rk);
   free(p);
 }
 
-static int ring_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
-  ring_state *p = state;
+static int allreduce_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
+  allreduce_state *p = state;
   *out = NULL;
   if (!p) return GS_FAIL(e, GS_EINVAL, "ring: open without prepare");
   int rc = check_config(c, e);
@@ -457,7 +457,7 @@ static int ring_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
     if (!s) rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory", c->rank);
   }
   if (rc == GS_OK) {
-    s->base.ops = &ring_ops;
+    s->base.ops = &allreduce_ops;
     s->base.name = "ring";
     s->c = *c;
     gs_sync_order_init(&s->order, "ring", c->rank, c->nbuckets);
@@ -503,26 +503,26 @@ static int ring_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err
     }
     if (rc < 0) {
       gs_err ignore = {0};
-      ring_close(&s->base, false, &ignore);
+      allreduce_close(&s->base, false, &ignore);
       s = NULL;
     }
   }
-  ring_discard(p); /* what was not handed over */
+  allreduce_discard(p); /* what was not handed over */
   if (rc < 0) return rc;
   *out = &s->base;
   return GS_OK;
 }
 
 gs_comm *gs_allreduce_comm(gs_sync *s) {
-  return s && s->ops == &ring_ops ? ((allreduce_sync *)s)->comm : NULL;
+  return s && s->ops == &allreduce_ops ? ((allreduce_sync *)s)->comm : NULL;
 }
 
 const gs_backend gs_allreduce_backend = {
   .name = "ring",
   .caps = allreduce_caps,
   .asks = gs_allreduce_asks,
-  .prepare = ring_prepare,
+  .prepare = allreduce_prepare,
   .bootstrap = NULL,
-  .open = ring_open,
-  .discard = ring_discard,
+  .open = allreduce_open,
+  .discard = allreduce_discard,
 };
