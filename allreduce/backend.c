@@ -1,4 +1,4 @@
-/* backend.c: the "ring" backend of worker/sync.h: DistributedDataParallel
+/* backend.c: the all-reduce backend of worker/sync.h (--mode ring): DDP
  * on the CPU, over the ZeroMQ communicator and its algorithms (algos.c).
  *
  * One progress thread per rank owns the communicator. The training thread hands it
@@ -35,7 +35,7 @@
 
 typedef struct allreduce_state {
   gs_comm *comm;
-  gs_kernels *rk;  /* the communicator's own CPU table: its thread's sticky errors stay its own */
+  gs_kernels *rk;  /* its own CPU table: the thread's sticky errors stay its own */
 } allreduce_state;
 
 typedef struct allreduce_sync {
