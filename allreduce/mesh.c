@@ -87,7 +87,7 @@ int gs_mesh_open(const gs_comm *r, void *zctx, size_t max_payload, gs_mesh **out
     .type = ZMQ_PULL, .rcvhwm = GS_SOCK_UNBOUNDED, .linger_ms = 0,
     .max_msg = gs_sock_frame_max(max_payload),
     /* as the ring's: a connection that never finishes its handshake is dropped */
-    .handshake_ms = m->timeout_ms < 5000 ? m->timeout_ms : 5000,
+    .handshake_ms = gs_sock_handshake_ms(m->timeout_ms),
   };
   if (!(m->pull = gs_sock_open(zctx, &so, e))) {
     gs_err_prefix(e, "rank %d: mesh: ", o->rank);

@@ -97,7 +97,7 @@ int gs_pair_open(const gs_pair_cfg *c, gs_pair **out, char endpoint[GS_ENDPOINT_
     /* a peer that connects and never completes the handshake is dropped
      * soon, so that its idle connection cannot stand in for the left
      * neighbour's */
-    .handshake_ms = l->c.timeout_ms < 5000 ? l->c.timeout_ms : 5000,
+    .handshake_ms = gs_sock_handshake_ms(l->c.timeout_ms),
     .max_msg = gs_sock_frame_max(c->max_payload),
   };
   if (!(l->pull = gs_sock_open(l->ctx, &o, e))) {

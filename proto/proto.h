@@ -169,9 +169,13 @@ void gs_sock_context_end(void *ctx, gs_zap *zap);
  * or one of them: e says "zmq_socket: ..." or names the option, errno is
  * ZeroMQ's. */
 void *gs_sock_open(void *ctx, const gs_sock_opts *o, gs_err *e);
-/* max_msg for a data socket whose payload frames hold up to payload bytes:
- * that or a header (GS_HEADER_MAX), whichever is larger, and a little. */
+/* What a data port takes from a peer before it proved anything
+ * (docs/security.md): max_msg for payload frames of up to payload bytes
+ * (that or a header, GS_HEADER_MAX, whichever is larger, and a little),
+ * and handshake_ms for a job whose waits last timeout_ms (5 s, or that
+ * when shorter). */
 int64_t gs_sock_frame_max(size_t payload);
+int gs_sock_handshake_ms(int timeout_ms);
 /* Set sock's linger; returns the one it had. */
 int gs_sock_linger(void *sock, int linger_ms);
 /* Close sock (NULL: nothing) with linger_ms (GS_SOCK_AS_OPENED: its own):

@@ -92,6 +92,8 @@ int64_t gs_sock_frame_max(size_t payload) {
   return (int64_t)(payload > GS_HEADER_MAX ? payload : GS_HEADER_MAX) + 64;
 }
 
+int gs_sock_handshake_ms(int timeout_ms) { return timeout_ms < 5000 ? timeout_ms : 5000; }
+
 int gs_sock_linger(void *sock, int linger_ms) {
   int was = 0;
   size_t sz = sizeof was;

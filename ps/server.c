@@ -271,7 +271,7 @@ int gs_ps_server_create(const gs_ps_server_opts *o, gs_ps_server **out,
   so.max_msg = gs_sock_frame_max(o->max_elems * sizeof(float));
   /* a connection that does not prove the job's credential soon is
    * dropped, with whatever it made ZeroMQ buffer */
-  so.handshake_ms = s->timeout_ms < 5000 ? s->timeout_ms : 5000;
+  so.handshake_ms = gs_sock_handshake_ms(s->timeout_ms);
   if (!(s->sock = gs_sock_open(o->zctx, &so, e))) {
     gs_err_prefix(e, "ps server: ");
     gs_ps_server_destroy(s);
