@@ -83,19 +83,17 @@ int gs_mesh_open(const gs_comm *r, void *zctx, size_t max_payload, gs_mesh **out
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the mesh", o->rank);
     goto out;
   }
-  m->pull = zmq_socket(zctx, ZMQ_PULL);
-  if (!m->pull) {
-    rc = GS_FAIL(e, GS_EIO, "rank %d: mesh: zmq_socket: %s", o->rank, zmq_strerror(errno));
+  gs_sock_opts so = {
+    .type = ZMQ_PULL, .rcvhwm = GS_SOCK_UNBOUNDED, .linger_ms = 0,
+    .max_msg = gs_sock_frame_max(max_payload),
+    /* as the ring's: a connection that never finishes its handshake is dropped */
+    .handshake_ms = gs_sock_handshake_ms(m->timeout_ms),
+  };
+  if (!(m->pull = gs_sock_open(zctx, &so, e))) {
+    gs_err_prefix(e, "rank %d: mesh: ", o->rank);
+    rc = GS_EIO;
     goto out;
   }
-  int zero = 0;
-  zmq_setsockopt(m->pull, ZMQ_RCVHWM, &zero, sizeof zero);
-  zmq_setsockopt(m->pull, ZMQ_LINGER, &zero, sizeof zero);
-  int64_t maxmsg = (int64_t)(max_payload > GS_HEADER_MAX ? max_payload : GS_HEADER_MAX) + 64;
-  zmq_setsockopt(m->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-  /* as the ring's: a connection that never finishes its handshake is dropped */
-  int hs = m->timeout_ms < 5000 ? m->timeout_ms : 5000;
-  zmq_setsockopt(m->pull, ZMQ_HANDSHAKE_IVL, &hs, sizeof hs);
   char ep[GS_ENDPOINT_MAX];
   rc = gs_cred_bind(m->pull, &o->cred, r->host, ep, e);
   if (rc < 0) {
@@ -140,13 +138,14 @@ int gs_mesh_connect(gs_mesh *m, const char *const *ring_eps, uint64_t job, gs_er
     if (!m->eps[p][0])
       return GS_FAIL(e, GS_EMISMATCH, "rank %d: rank %d has no mesh endpoint (it runs the ring "
                      "only: every rank must be given the same algorithm)", m->rank, p);
-    void *s = zmq_socket(m->ctx, ZMQ_PUSH);
-    if (!s) return GS_FAIL(e, GS_EIO, "rank %d: mesh: zmq_socket: %s", m->rank, zmq_strerror(errno));
+    gs_sock_opts so = {.type = ZMQ_PUSH, .sndhwm = GS_SOCK_UNBOUNDED,
+                       .linger_ms = m->timeout_ms, .sndtimeo_ms = m->timeout_ms};
+    void *s = gs_sock_open(m->ctx, &so, e);
+    if (!s) {
+      gs_err_prefix(e, "rank %d: mesh: ", m->rank);
+      return GS_EIO;
+    }
     m->push[p] = s;
-    int zero = 0, linger = m->timeout_ms;
-    zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);
-    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(s, ZMQ_SNDTIMEO, &m->timeout_ms, sizeof m->timeout_ms);
     address(ring_eps ? ring_eps[p] : NULL, m->eps[p], ep);
     int rc = gs_dial_open(m->ctx, s, &m->cred, ep, &m->dial[p], e);
     if (rc < 0) {
@@ -323,13 +322,9 @@ void gs_mesh_close(gs_mesh *m, bool abort) {
         gs_resend_close(m->out[p]);
       }
       if (m->dial) gs_dial_close(m->dial[p]);
-      if (abort) {
-        int linger = 100;
-        zmq_setsockopt(m->push[p], ZMQ_LINGER, &linger, sizeof linger);
-      }
-      zmq_close(m->push[p]);
+      gs_sock_close(m->push[p], abort ? 100 : GS_SOCK_AS_OPENED);
     }
-  if (m->pull) zmq_close(m->pull);
+  gs_sock_close(m->pull, GS_SOCK_AS_OPENED);
   free(m->push);
   free(m->dial);
   free(m->out);

@@ -381,7 +381,7 @@ static void *zap_main(void *arg) {
     zap_reply(z->sock, r, ok, user);
   }
   free(r);
-  zmq_close(z->sock);
+  gs_sock_close(z->sock, GS_SOCK_AS_OPENED);
   return NULL;
 }
 
@@ -392,19 +392,17 @@ int gs_zap_start(void *ctx, const gs_cred *c, int world, const char *who, gs_zap
   z->cred = *c;
   z->world = world;
   snprintf(z->who, sizeof z->who, "%s", who);
-  int zero = 0;
-  z->sock = zmq_socket(ctx, ZMQ_REP);
-  if (!z->sock || zmq_setsockopt(z->sock, ZMQ_LINGER, &zero, sizeof zero) < 0 ||
-      zmq_bind(z->sock, ZAP_ENDPOINT) < 0) {
+  z->sock = gs_sock_open(ctx, &(gs_sock_opts){.type = ZMQ_REP, .linger_ms = 0}, NULL);
+  if (!z->sock || zmq_bind(z->sock, ZAP_ENDPOINT) < 0) {
     int err = zmq_errno();
-    if (z->sock) zmq_close(z->sock);
+    gs_sock_close(z->sock, GS_SOCK_AS_OPENED);
     sodium_memzero(&z->cred, sizeof z->cred);
     free(z);
     return GS_FAIL(e, GS_EIO, "%s: cannot start the connection check (ZAP): %s", who,
                    zmq_strerror(err));
   }
   if (pthread_create(&z->th, NULL, zap_main, z)) {
-    zmq_close(z->sock);
+    gs_sock_close(z->sock, GS_SOCK_AS_OPENED);
     sodium_memzero(&z->cred, sizeof z->cred);
     free(z);
     return GS_FAIL(e, GS_EIO, "%s: cannot start the connection check's thread", who);

@@ -70,12 +70,9 @@ static void redial(gs_dial *d) {
   /* what waits in the old connection's queue is dropped at once (what
    * matters the resend log sends again); lingering, it would hold the
    * context's end up to the socket's linger */
-  int was = 0, zero = 0;
-  size_t sz = sizeof was;
-  zmq_getsockopt(d->sock, ZMQ_LINGER, &was, &sz);
-  zmq_setsockopt(d->sock, ZMQ_LINGER, &zero, sizeof zero);
+  int was = gs_sock_linger(d->sock, 0);
   zmq_disconnect(d->sock, d->addr); /* ENOENT when libzmq gave up on it already */
-  zmq_setsockopt(d->sock, ZMQ_LINGER, &was, sizeof was);
+  gs_sock_linger(d->sock, was);
   gs_err e = {0};
   if (dial(d, &e) < 0) d->refused = true; /* tried again at the next look */
   else d->refused = false;

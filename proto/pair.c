@@ -84,34 +84,27 @@ int gs_pair_open(const gs_pair_cfg *c, gs_pair **out, char endpoint[GS_ENDPOINT_
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", c->rank);
     goto out;
   }
-  l->ctx = zmq_ctx_new();
-  if (!l->ctx) {
-    rc = GS_FAIL(e, GS_EIO, "rank %d: zmq_ctx_new: %s", c->rank, zmq_strerror(errno));
+  if (!(l->ctx = gs_sock_context(c->io_threads > 0 ? c->io_threads : 1, e))) {
+    gs_err_prefix(e, "rank %d: ", c->rank);
+    rc = GS_EIO;
     goto out;
   }
-  zmq_ctx_set(l->ctx, ZMQ_IO_THREADS, c->io_threads > 0 ? c->io_threads : 1);
   char who[64];
   snprintf(who, sizeof who, "rank %d: ring", c->rank);
   if ((rc = gs_zap_start(l->ctx, &c->cred, 0, who, &l->zap, e)) < 0) goto out;
-  l->pull = zmq_socket(l->ctx, ZMQ_PULL);
-  if (!l->pull) {
-    rc = GS_FAIL(e, GS_EIO, "rank %d: zmq_socket: %s", c->rank, zmq_strerror(errno));
+  gs_sock_opts o = {
+    .type = ZMQ_PULL, .rcvhwm = GS_SOCK_UNBOUNDED, .linger_ms = 0, .sockbuf = c->sockbuf,
+    /* a peer that connects and never completes the handshake is dropped
+     * soon, so that its idle connection cannot stand in for the left
+     * neighbour's */
+    .handshake_ms = gs_sock_handshake_ms(l->c.timeout_ms),
+    .max_msg = gs_sock_frame_max(c->max_payload),
+  };
+  if (!(l->pull = gs_sock_open(l->ctx, &o, e))) {
+    gs_err_prefix(e, "rank %d: ", c->rank);
+    rc = GS_EIO;
     goto out;
   }
-  int zero = 0;
-  zmq_setsockopt(l->pull, ZMQ_RCVHWM, &zero, sizeof zero);
-  zmq_setsockopt(l->pull, ZMQ_LINGER, &zero, sizeof zero);
-  if (c->sockbuf > 0) {
-    zmq_setsockopt(l->pull, ZMQ_RCVBUF, &c->sockbuf, sizeof c->sockbuf);
-    zmq_setsockopt(l->pull, ZMQ_SNDBUF, &c->sockbuf, sizeof c->sockbuf);
-  }
-  /* a peer that connects and never completes the handshake is dropped
-   * soon, so that its idle connection cannot stand in for the left
-   * neighbour's */
-  int hs = l->c.timeout_ms < 5000 ? l->c.timeout_ms : 5000;
-  zmq_setsockopt(l->pull, ZMQ_HANDSHAKE_IVL, &hs, sizeof hs);
-  int64_t maxmsg = (int64_t)(c->max_payload > GS_HEADER_MAX ? c->max_payload : GS_HEADER_MAX) + 64;
-  zmq_setsockopt(l->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
   char ep[GS_ENDPOINT_MAX];
   rc = gs_cred_bind(l->pull, &c->cred, l->host, ep, e);
   if (rc < 0) {
@@ -138,18 +131,15 @@ int gs_pair_connect(gs_pair *l, const char *right, gs_err *e) {
   if (!right || !*right)
     return GS_FAIL(e, GS_EINVAL, "rank %d: no endpoint for rank %d (right); the launcher must "
                    "pass every rank's prepare() endpoint", l->c.rank, l->c.right);
-  l->push = zmq_socket(l->ctx, ZMQ_PUSH);
-  if (!l->push)
-    return GS_FAIL(e, GS_EIO, "rank %d: zmq_socket: %s", l->c.rank, zmq_strerror(errno));
-  /* an orderly close flushes what the right neighbour still needs */
-  int zero = 0, linger = l->c.timeout_ms;
-  zmq_setsockopt(l->push, ZMQ_SNDHWM, &zero, sizeof zero);
-  zmq_setsockopt(l->push, ZMQ_LINGER, &linger, sizeof linger);
-  if (l->c.sockbuf > 0) {
-    zmq_setsockopt(l->push, ZMQ_SNDBUF, &l->c.sockbuf, sizeof l->c.sockbuf);
-    zmq_setsockopt(l->push, ZMQ_RCVBUF, &l->c.sockbuf, sizeof l->c.sockbuf);
+  gs_sock_opts o = {
+    .type = ZMQ_PUSH, .sndhwm = GS_SOCK_UNBOUNDED, .sockbuf = l->c.sockbuf,
+    .sndtimeo_ms = l->c.timeout_ms,
+    .linger_ms = l->c.timeout_ms, /* an orderly close flushes what the right neighbour needs */
+  };
+  if (!(l->push = gs_sock_open(l->ctx, &o, e))) {
+    gs_err_prefix(e, "rank %d: ", l->c.rank);
+    return GS_EIO;
   }
-  zmq_setsockopt(l->push, ZMQ_SNDTIMEO, &l->c.timeout_ms, sizeof l->c.timeout_ms);
   int rc = gs_dial_open(l->ctx, l->push, &l->c.cred, right, &l->dial, e);
   if (rc < 0) {
     gs_err_prefix(e, "rank %d: connecting to rank %d (right): ", l->c.rank, l->c.right);
@@ -162,19 +152,15 @@ int gs_pair_connect(gs_pair *l, const char *right, gs_err *e) {
 
 void gs_pair_close(gs_pair *l, bool abort) {
   if (!l) return;
-  if (abort && l->push) { /* a moment for an Error to leave, then drop everything */
-    int linger = 100;
-    zmq_setsockopt(l->push, ZMQ_LINGER, &linger, sizeof linger);
-  }
   gs_wire_msg_close(&l->last);
   gs_resend_close(l->out);
   gs_dial_close(l->dial);
   free(l->watch);
   gs_wire_monitor_close(l->pull, l->mon);
-  if (l->pull) zmq_close(l->pull);
-  if (l->push) zmq_close(l->push);
-  if (l->ctx) zmq_ctx_term(l->ctx); /* releases whatever ZeroMQ still held */
-  gs_zap_join(l->zap);
+  gs_sock_close(l->pull, GS_SOCK_AS_OPENED);
+  /* aborting: a moment for an Error to leave, then drop everything */
+  gs_sock_close(l->push, abort ? 100 : GS_SOCK_AS_OPENED);
+  gs_sock_context_end(l->ctx, l->zap); /* releases whatever ZeroMQ still held */
   gs_free(l->arena);
   free(l);
 }

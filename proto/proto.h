@@ -17,6 +17,7 @@
 #ifndef GS_PROTO_H
 #define GS_PROTO_H
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -112,9 +113,75 @@ void gs_wire_monitor_close(void *sock, void *mon);
  * descriptor of ACCEPTED/CONNECTED/DISCONNECTED), 0 none. */
 int gs_wire_monitor_event(void *mon, uint16_t *id, uint32_t *value);
 
-/* Socket options every data socket gets: no linger on abort, large kernel
- * buffers, unbounded high-water marks (flow is bounded by the protocol). */
-void gs_wire_tune(void *sock);
+/* ---- ZeroMQ contexts and sockets (socket.c) ----
+ * Every context and socket gradsync opens is made here, each socket with
+ * every option it has written out in one gs_sock_opts (ZeroMQ takes them
+ * before bind or connect). Then the job's credential goes on it:
+ *   - a socket that binds a data port: gs_cred_bind, in a context that
+ *     runs the job's ZAP handler (gs_zap_start); its endpoint carries the
+ *     port nonce;
+ *   - a socket that dials one: gs_dial_open (a fresh credential per dial,
+ *     and a monitor that dials again after a drop);
+ *   - the rendezvous' two ends: gs_cred_rdv_server / gs_cred_rdv_client
+ *     (CURVE);
+ * and it ends with gs_sock_close, at the linger that end calls for.
+ * Raw ZeroMQ stays only where it is the point: bench/peers/floor.c (the
+ * floor that gradsync's transport is measured against) and the tests'
+ * strangers and raw protocol peers. */
+typedef struct gs_zap gs_zap;     /* a context's ZAP handler (auth.c) */
+
+#define GS_SOCK_UNBOUNDED (-1)    /* a high-water mark: no bound */
+#define GS_SOCK_AS_OPENED INT_MIN /* gs_sock_close: keep the linger it has */
+
+typedef struct gs_sock_opts {
+  int type;                /* ZMQ_PULL, ZMQ_PUSH, ZMQ_ROUTER, ZMQ_DEALER, ZMQ_PAIR, ZMQ_REP */
+  int linger_ms;           /* what a close waits for queued messages (0: drops them) */
+  /* the rest: 0 leaves ZeroMQ's default (in brackets) */
+  int sndhwm, rcvhwm;      /* messages queued per peer (1000); GS_SOCK_UNBOUNDED: no bound */
+  int sockbuf;             /* the kernel's SO_SNDBUF and SO_RCVBUF in bytes (the kernel's) */
+  int64_t max_msg;         /* a larger frame drops its connection (none): gs_sock_frame_max */
+  int handshake_ms;        /* a connection that proves nothing in this long is dropped (30 s) */
+  int sndtimeo_ms;         /* a blocking send gives up after this long (never) */
+  int rcvtimeo_ms;         /* a blocking receive gives up after this long (never) */
+  int reconnect_ms;        /* a lost connection is dialled again after this long (100 ms) */
+  bool router_mandatory;   /* ROUTER: a send to a peer not connected fails (is dropped) */
+  bool router_handover;    /* ROUTER: a connection with a known routing id takes it over
+                              (is refused) */
+  const char *routing_id;  /* DEALER: the name a ROUTER knows it by (a random one) */
+} gs_sock_opts;
+
+/* A socket that carries whole tensors both ways (the ps' ROUTER and
+ * DEALERs): queues without bound (the protocol bounds the flow), 4 MiB
+ * kernel buffers, 2 s for a close to flush. Callers add their own. */
+#define GS_SOCK_BULK(t)                                                                   \
+  ((gs_sock_opts){.type = (t), .linger_ms = 2000, .sndhwm = GS_SOCK_UNBOUNDED,            \
+                  .rcvhwm = GS_SOCK_UNBOUNDED, .sockbuf = 4 << 20})
+
+/* A context; io_threads > 0: that many I/O threads (else ZeroMQ's one).
+ * NULL when ZeroMQ makes none: e says "zmq_ctx_new: ...", errno is
+ * ZeroMQ's. */
+void *gs_sock_context(int io_threads, gs_err *e);
+/* The end of a context (NULL: none): zmq_ctx_term, which waits for every
+ * socket's linger and ends the ZAP handler's loop, then joins zap's thread
+ * (NULL: none). */
+void gs_sock_context_end(void *ctx, gs_zap *zap);
+/* A socket of o->type in ctx with o's options. NULL when ZeroMQ refuses it
+ * or one of them: e says "zmq_socket: ..." or names the option, errno is
+ * ZeroMQ's. */
+void *gs_sock_open(void *ctx, const gs_sock_opts *o, gs_err *e);
+/* What a data port takes from a peer before it proved anything
+ * (docs/security.md): max_msg for payload frames of up to payload bytes
+ * (that or a header, GS_HEADER_MAX, whichever is larger, and a little),
+ * and handshake_ms for a job whose waits last timeout_ms (5 s, or that
+ * when shorter). */
+int64_t gs_sock_frame_max(size_t payload);
+int gs_sock_handshake_ms(int timeout_ms);
+/* Set sock's linger; returns the one it had. */
+int gs_sock_linger(void *sock, int linger_ms);
+/* Close sock (NULL: nothing) with linger_ms (GS_SOCK_AS_OPENED: its own):
+ * an orderly end flushes, an abort gives what is queued a moment. Close
+ * its dial and monitor first. */
+void gs_sock_close(void *sock, int linger_ms);
 
 /* ---- sending again after a reconnect (resend.c) ----
  * A PUSH socket that connects survives a dropped connection, but the
@@ -272,9 +339,8 @@ Gradsync__DType gs_wire_pbdtype(gs_dtype t);
  *     admits nobody). With encrypt, CURVE with key pairs derived from the
  *     key and the port nonce.
  * The ZAP handler is one thread per ZeroMQ context that binds: start it
- * before the first bind, and join it after zmq_ctx_term (which ends it). */
-typedef struct gs_zap gs_zap;
-
+ * before the first bind, and join it after zmq_ctx_term, which ends it
+ * (gs_sock_context_end does both). */
 #define GS_PORT_NONCE_BYTES 16
 #define GS_CONN_NONCE_BYTES 16
 

@@ -345,22 +345,14 @@ int gs_wire_bind_any(void *sock, const char *host, char *endpoint, size_t cap, g
   return GS_OK;
 }
 
-void gs_wire_tune(void *sock) {
-  int zero = 0, linger = 2000, buf = 4 << 20;
-  zmq_setsockopt(sock, ZMQ_SNDHWM, &zero, sizeof zero);
-  zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof zero);
-  zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(sock, ZMQ_SNDBUF, &buf, sizeof buf);
-  zmq_setsockopt(sock, ZMQ_RCVBUF, &buf, sizeof buf);
-}
-
 void *gs_wire_monitor(void *ctx, void *sock, int events) {
   char addr[64];
   snprintf(addr, sizeof addr, "inproc://gs-mon-%p", sock);
   if (zmq_socket_monitor(sock, addr, events) < 0) return NULL;
-  void *mon = zmq_socket(ctx, ZMQ_PAIR);
+  /* it only reads: no linger is ever waited for */
+  void *mon = gs_sock_open(ctx, &(gs_sock_opts){.type = ZMQ_PAIR, .linger_ms = 0}, NULL);
   if (mon && zmq_connect(mon, addr) < 0) {
-    zmq_close(mon);
+    gs_sock_close(mon, GS_SOCK_AS_OPENED);
     zmq_socket_monitor(sock, NULL, 0);
     return NULL;
   }
@@ -370,7 +362,7 @@ void *gs_wire_monitor(void *ctx, void *sock, int events) {
 void gs_wire_monitor_close(void *sock, void *mon) {
   if (!mon) return;
   zmq_socket_monitor(sock, NULL, 0);
-  zmq_close(mon);
+  gs_sock_close(mon, GS_SOCK_AS_OPENED);
 }
 
 int gs_wire_monitor_event(void *mon, uint16_t *id, uint32_t *value) {

@@ -576,12 +576,8 @@ int gs_ps_goodbye(ps_worker *s, bool ok, gs_err *e) {
                    &se) < 0 && orderly)
     rc = GS_FAIL(e, se.code, "ps rank %d: saying goodbye to %s: %s", s->c.rank, s->who,
                  se.msg);
-  if (!orderly) {
-    int linger = 200;
-    zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
-  }
   gs_dial_close(s->dial);
-  zmq_close(s->sock);
+  gs_sock_close(s->sock, orderly ? GS_SOCK_AS_OPENED : 200);
   s->said_bye = true;
   s->bye_orderly = orderly;
   s->bye_rc = rc;

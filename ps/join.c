@@ -225,23 +225,19 @@ int gs_ps_open_one(ps_worker_state *st, const gs_sync_config *c, ps_worker **out
 
   if ((rc = gs_ps_topk_open(s, e)) < 0 || (rc = gs_ps_psgd_open(s, e)) < 0) goto fail;
 
-  s->sock = zmq_socket(st->zctx, ZMQ_DEALER);
-  if (!s->sock) {
-    rc = GS_FAIL(e, GS_EIO, "ps rank %d: zmq_socket: %s", c->rank, zmq_strerror(errno));
-    goto fail;
-  }
-  gs_wire_tune(s->sock);
-  int64_t maxmsg = (int64_t)(c->n * sizeof(float));
-  if (maxmsg < (int64_t)GS_HEADER_MAX) maxmsg = GS_HEADER_MAX;
-  maxmsg += 64;
-  zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+  gs_sock_opts so = GS_SOCK_BULK(ZMQ_DEALER);
+  so.max_msg = gs_sock_frame_max(c->n * sizeof(float));
   /* a fixed routing id: after a dropped connection comes back the server
    * still knows whose it is (it lets the new connection take it over) */
   char rid[32];
   snprintf(rid, sizeof rid, "gs-ps-%d", c->rank);
-  zmq_setsockopt(s->sock, ZMQ_ROUTING_ID, rid, strlen(rid));
-  int ivl = 20;
-  zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+  so.routing_id = rid;
+  so.reconnect_ms = 20;
+  if (!(s->sock = gs_sock_open(st->zctx, &so, e))) {
+    gs_err_prefix(e, "ps rank %d: ", c->rank);
+    rc = GS_EIO;
+    goto fail;
+  }
   s->resent_step = -1;
   if ((rc = gs_dial_open(st->zctx, s->sock, &c->cred, ep, &s->dial, e)) < 0) {
     gs_err_prefix(e, "ps rank %d: connecting to %s: ", c->rank, s->who);

@@ -258,32 +258,25 @@ int gs_ps_server_create(const gs_ps_server_opts *o, gs_ps_server **out,
   s->k = o->k;
   s->cpu = o->k->device == GS_DEV_CPU;
   s->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 60000;
-  s->sock = zmq_socket(o->zctx, ZMQ_ROUTER);
-  if (!s->sock) {
-    GS_FAIL(e, GS_EIO, "ps server: zmq_socket: %s", zmq_strerror(errno));
-    gs_ps_server_destroy(s);
-    return GS_EIO;
-  }
-  gs_wire_tune(s->sock);
-  int one = 1;
-  zmq_setsockopt(s->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+  gs_sock_opts so = GS_SOCK_BULK(ZMQ_ROUTER);
+  so.router_mandatory = true;
   /* a rank whose connection dropped comes back with its routing id, and
    * what was queued for the dead connection is let go at once (lingering
    * would keep the parameters it points at held; the rank pushes again
    * and gets them anew); the close lingers again, for the last words */
-  zmq_setsockopt(s->sock, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
-  int zero = 0;
-  zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof zero);
+  so.router_handover = true;
+  so.linger_ms = 0;
   /* Frames larger than the model are an attack or a bug: ZeroMQ drops the
    * connection before buffering them. */
-  int64_t maxmsg = (int64_t)(o->max_elems * sizeof(float));
-  if (maxmsg < (int64_t)GS_HEADER_MAX) maxmsg = GS_HEADER_MAX;
-  maxmsg += 64;
-  zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+  so.max_msg = gs_sock_frame_max(o->max_elems * sizeof(float));
   /* a connection that does not prove the job's credential soon is
    * dropped, with whatever it made ZeroMQ buffer */
-  int hs = s->timeout_ms < 5000 ? s->timeout_ms : 5000;
-  zmq_setsockopt(s->sock, ZMQ_HANDSHAKE_IVL, &hs, sizeof hs);
+  so.handshake_ms = gs_sock_handshake_ms(s->timeout_ms);
+  if (!(s->sock = gs_sock_open(o->zctx, &so, e))) {
+    gs_err_prefix(e, "ps server: ");
+    gs_ps_server_destroy(s);
+    return GS_EIO;
+  }
   int rc = gs_cred_bind(s->sock, &o->cred, o->host, s->tcp_ep, e);
   if (rc == GS_OK && o->inproc) {
     char ep[GS_ENDPOINT_MAX];
@@ -431,11 +424,7 @@ void gs_ps_server_memory(gs_ps_server *s, uint64_t *device_bytes, uint64_t *host
 
 void gs_ps_server_destroy(gs_ps_server *s) {
   if (!s) return;
-  if (s->sock) {
-    int linger = 2000;
-    zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_close(s->sock);
-  }
+  gs_sock_close(s->sock, 2000);
   /* Outgoing zero-copy messages point into the master copy, the sums and
    * hout: wait until ZeroMQ let go of them (sent, or dropped after the
    * linger period). */

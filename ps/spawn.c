@@ -68,10 +68,8 @@ static void __attribute__((noreturn)) child_main(const gs_sync_config *c, int wf
   close_inherited(wfd);
   gs_err e = {0};
   gs_kernels *k = gs_kernels_cpu(0, &e);
-  void *ctx = k ? zmq_ctx_new() : NULL;
-  if (ctx) zmq_ctx_set(ctx, ZMQ_IO_THREADS, gs_ps_io_threads(c->world));
+  void *ctx = k ? gs_sock_context(gs_ps_io_threads(c->world), &e) : NULL;
   if (!ctx) {
-    if (k) GS_FAIL(&e, GS_EIO, "zmq_ctx_new: %s", zmq_strerror(errno));
     put_line(wfd, 'F', e.msg);
     _exit(1);
   }
@@ -95,8 +93,7 @@ static void __attribute__((noreturn)) child_main(const gs_sync_config *c, int wf
   if (rc < 0) fprintf(stderr, "gradsync ps server (dedicated, pid %d): %s\n", (int)getpid(),
                       e.msg);
   gs_ps_server_destroy(srv);  /* flushes the Error messages to the workers */
-  zmq_ctx_term(ctx);
-  gs_zap_join(zap);
+  gs_sock_context_end(ctx, zap);
   put_line(wfd, rc < 0 ? 'F' : 'D', rc < 0 ? e.msg : "");
   _exit(rc < 0 ? 1 : 0);
 }
@@ -105,12 +102,12 @@ int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, siz
                       const gs_applied_hook *applied, int fd, gs_err *e) {
   gs_kernels *k = gs_kernels_cpu(0, e);
   if (!k) return e ? e->code : GS_EDEVICE;
-  void *ctx = zmq_ctx_new();
+  void *ctx = gs_sock_context(gs_ps_io_threads(4), e);
   if (!ctx) {
     k->destroy(k);
-    return GS_FAIL(e, GS_EIO, "ps server: zmq_ctx_new: %s", zmq_strerror(errno));
+    gs_err_prefix(e, "ps server: ");
+    return GS_EIO;
   }
-  zmq_ctx_set(ctx, ZMQ_IO_THREADS, gs_ps_io_threads(4));
   gs_ps_server_opts o = {
     .zctx = ctx, .host = host, .learn_job = true, .cred = *cred, .timeout_ms = timeout_ms,
     .max_elems = max_elems, .k = k, .applied = applied ? *applied : (gs_applied_hook){0},
@@ -129,8 +126,7 @@ int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, siz
   close(fd);
   if (rc == GS_OK) rc = gs_ps_server_run(srv, e);
   gs_ps_server_destroy(srv);  /* flushes the Error messages to the workers */
-  zmq_ctx_term(ctx);
-  gs_zap_join(zap);
+  gs_sock_context_end(ctx, zap);
   return rc;
 }
 

@@ -30,15 +30,14 @@ int gs_ps_prepare_one(const gs_sync_config *c, bool host_server, ps_worker_state
       return rc;
     }
   }
-  st->zctx = zmq_ctx_new();
+  /* the server's host's context carries the in-process server's connections */
+  st->zctx = gs_sock_context(host_server ? gs_ps_io_threads(c->world - 1) : 0, e);
   if (!st->zctx) {
-    int err = errno;
     if (st->child > 0) gs_ps_spawn_reap(st->child, st->child_fd, 0, NULL);
     free(st);
-    return GS_FAIL(e, GS_EIO, "ps rank %d: zmq_ctx_new: %s", c->rank, zmq_strerror(err));
+    gs_err_prefix(e, "ps rank %d: ", c->rank);
+    return GS_EIO;
   }
-  /* the server's host's context carries the in-process server's connections */
-  if (host_server) zmq_ctx_set(st->zctx, ZMQ_IO_THREADS, gs_ps_io_threads(c->world - 1));
   *out = st;
   return GS_OK;
 }
@@ -116,8 +115,8 @@ int gs_ps_end(ps_worker_state *st, bool orderly, bool kill_child, int wait_ms, g
     int crc = gs_ps_spawn_reap(st->child, st->child_fd, wait_ms, &ce);
     if (orderly && crc < 0 && rc == GS_OK) rc = GS_FAIL(e, crc, "%s", ce.msg);
   }
-  if (st->zctx) zmq_ctx_term(st->zctx);  /* all messages released: the gradients are free again */
-  gs_zap_join(st->zap);
+  /* all messages released: the gradients are free again */
+  gs_sock_context_end(st->zctx, st->zap);
   free(st);
   return rc;
 }

@@ -64,16 +64,14 @@ static void *echo_main(void *arg) {
   /* the namespace is per thread: this one enters the far host, and its
    * own ZeroMQ context (whose I/O thread it starts) lives there too */
   void *ctx = a->ctx;
-  if (a->netns >= 0 && (setns(a->netns, CLONE_NEWNET) < 0 || !(ctx = zmq_ctx_new())))
+  if (a->netns >= 0 && (setns(a->netns, CLONE_NEWNET) < 0 || !(ctx = gs_sock_context(0, NULL))))
     return NULL;
-  void *s = zmq_socket(ctx, ZMQ_PAIR);
-  int linger = 0, timeout = 10000;
+  void *s = gs_sock_open(ctx, &(gs_sock_opts){.type = ZMQ_PAIR, .linger_ms = 0,
+                                               .rcvtimeo_ms = 10000}, NULL);
   if (!s) {
-    if (ctx != a->ctx) zmq_ctx_term(ctx);
+    if (ctx != a->ctx) gs_sock_context_end(ctx, NULL);
     return NULL;
   }
-  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
   gs_err ce = {0};
   if (gs_cred_connect(s, a->cred, a->endpoint, &ce) == 0) {
     for (;;) {
@@ -91,8 +89,8 @@ static void *echo_main(void *arg) {
       }
     }
   }
-  zmq_close(s);
-  if (ctx != a->ctx) zmq_ctx_term(ctx);
+  gs_sock_close(s, GS_SOCK_AS_OPENED);
+  if (ctx != a->ctx) gs_sock_context_end(ctx, NULL);
   return NULL;
 }
 
@@ -165,10 +163,9 @@ static int ping_pong(p2p *q) {
   randombytes_buf(secret, sizeof secret);
   gs_cred cred;
   gs_zap *zap = NULL;
-  echo a = {.ctx = zmq_ctx_new(), .cred = &cred, .netns = q->netns, .rc = -1};
+  echo a = {.ctx = gs_sock_context(0, NULL), .cred = &cred, .netns = q->netns, .rc = -1};
   void *s = NULL;
   char *buf = malloc(sizes[NS - 1]);
-  int linger = 0, timeout = 10000;
   if (!a.ctx || !buf) {
     rc = GS_FAIL(e, GS_EIO, "calibration, transport: cannot open a ZeroMQ context: %s",
                  zmq_strerror(zmq_errno()));
@@ -178,15 +175,14 @@ static int ping_pong(p2p *q) {
       (rc = gs_zap_start(a.ctx, &cred, 0, "the cost model's transport measurement", &zap,
                          e)) < 0)
     goto out;
-  if (!(s = zmq_socket(a.ctx, ZMQ_PAIR))) {
+  gs_sock_opts so = {.type = ZMQ_PAIR, .linger_ms = 0, .rcvtimeo_ms = 10000,
+                     .sndtimeo_ms = 10000};
+  if (!(s = gs_sock_open(a.ctx, &so, NULL))) {
     rc = GS_FAIL(e, GS_EIO, "calibration, transport: cannot open a ZeroMQ socket: %s",
                  zmq_strerror(zmq_errno()));
     goto out;
   }
   memset(buf, 1, sizes[NS - 1]);
-  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
-  zmq_setsockopt(s, ZMQ_SNDTIMEO, &timeout, sizeof timeout);
   if ((rc = gs_cred_bind(s, &cred, q->bind, a.endpoint, e)) < 0) {
     gs_err_prefix(e, "calibration, transport: ");
     goto out;
@@ -222,9 +218,8 @@ out:
   free(buf);
   sodium_memzero(secret, sizeof secret);
   sodium_memzero(&cred, sizeof cred);
-  if (s) zmq_close(s);
-  if (a.ctx) zmq_ctx_term(a.ctx);
-  if (zap) gs_zap_join(zap);
+  gs_sock_close(s, GS_SOCK_AS_OPENED);
+  gs_sock_context_end(a.ctx, zap);
   return q->rc = rc;
 }
 

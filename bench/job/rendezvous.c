@@ -57,9 +57,8 @@ uint64_t gs_rdv_job_token(const gs_rdv *r) { return r->job; }
 static void rdv_free(gs_rdv *r) {
   if (!r) return;
   gs_wire_monitor_close(r->sock, r->mon);
-  if (r->sock) zmq_close(r->sock);
-  if (r->ctx) zmq_ctx_term(r->ctx);
-  gs_zap_join(r->zap);
+  gs_sock_close(r->sock, GS_SOCK_AS_OPENED);
+  gs_sock_context_end(r->ctx, r->zap);
   free(r);
 }
 
@@ -78,26 +77,22 @@ static int new_socket(gs_rdv **out, int type, const gs_cred *cred, int rank, int
   gs_rdv *r = calloc(1, sizeof *r);
   if (!r) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   r->router = type == ZMQ_ROUTER;
-  r->ctx = zmq_ctx_new();
-  int rc = r->ctx ? GS_OK : GS_FAIL(e, GS_EIO, "rendezvous: zmq_ctx_new: %s",
-                                    zmq_strerror(zmq_errno()));
+  int rc = GS_OK;
+  if (!(r->ctx = gs_sock_context(0, e))) {
+    gs_err_prefix(e, "rendezvous: ");
+    rc = GS_EIO;
+  }
   if (rc == GS_OK && r->router) rc = gs_zap_start(r->ctx, cred, world, "rank 0: rendezvous",
                                                   &r->zap, e);
-  if (rc == GS_OK && !(r->sock = zmq_socket(r->ctx, type)))
+  gs_sock_opts o = {.type = type, .linger_ms = 2000, .max_msg = GS_RDV_FRAME_MAX,
+                    .handshake_ms = HANDSHAKE_MS, .rcvhwm = RCVHWM,
+                    .router_mandatory = r->router};
+  if (rc == GS_OK && !(r->sock = gs_sock_open(r->ctx, &o, NULL)))
     rc = GS_FAIL(e, GS_EIO, "rendezvous: cannot create a ZeroMQ socket: %s",
                  zmq_strerror(zmq_errno()));
-  if (rc == GS_OK) {
-    int linger = 2000, mandatory = 1, hs = HANDSHAKE_MS, hwm = RCVHWM;
-    int64_t maxmsg = GS_RDV_FRAME_MAX;
-    zmq_setsockopt(r->sock, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(r->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    zmq_setsockopt(r->sock, ZMQ_HANDSHAKE_IVL, &hs, sizeof hs);
-    zmq_setsockopt(r->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    if (r->router)
-      zmq_setsockopt(r->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
+  if (rc == GS_OK)
     rc = r->router ? gs_cred_rdv_server(r->sock, cred, e) : gs_cred_rdv_client(r->sock, cred,
                                                                                 rank, e);
-  }
   if (rc < 0) {
     rdv_free(r);
     return rc;

@@ -91,12 +91,12 @@ static void check_shutdown(const Gradsync__Envelope *env) {
 }
 
 int main(void) {
-  void *ctx = zmq_ctx_new();
-  void *router = zmq_socket(ctx, ZMQ_ROUTER), *dealer = zmq_socket(ctx, ZMQ_DEALER);
-  gs_wire_tune(router);
-  gs_wire_tune(dealer);
-  char ep[GS_ENDPOINT_MAX];
   gs_err e = {0};
+  void *ctx = gs_sock_context(0, &e);
+  void *router = gs_sock_open(ctx, &GS_SOCK_BULK(ZMQ_ROUTER), &e);
+  void *dealer = gs_sock_open(ctx, &GS_SOCK_BULK(ZMQ_DEALER), &e);
+  REQUIRE(router && dealer, "sockets: %s", e.msg);
+  char ep[GS_ENDPOINT_MAX];
   REQUIRE(gs_wire_bind_any(router, "127.0.0.1", ep, sizeof ep, &e) == 0, "bind: %s", e.msg);
   REQUIRE(zmq_connect(dealer, ep) == 0, "connect");
 
@@ -197,9 +197,9 @@ int main(void) {
         "300 fp32 != 600 bytes: %s", pe.msg);
   gs_wire_msg_close(&m);
 
-  zmq_close(dealer);
-  zmq_close(router);
-  zmq_ctx_term(ctx);
+  gs_sock_close(dealer, GS_SOCK_AS_OPENED);
+  gs_sock_close(router, GS_SOCK_AS_OPENED);
+  gs_sock_context_end(ctx, NULL);
   printf("ok: Init, Hello, Welcome, Push, Params, Error, Shutdown round trips\n");
   return 0;
 }
