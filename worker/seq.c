@@ -243,6 +243,148 @@ static int seq_backward(gs_model *gm, const float *params, float *grads, int bat
 
 static const gs_model_ops seq_ops = {seq_forward, seq_backward, seq_destroy};
 
+/* The stack laid out layer by layer: the next layer's input shape, the
+ * tensors named so far per kind, the largest conv workspace (floats) and
+ * the largest activation (floats per sample). */
+typedef struct layout {
+  int c, h, w;
+  int nconv, nfc;
+  size_t ws, max_act;
+} layout;
+
+/* Linear layer i (1-based in messages): its weight and bias, with
+ * PyTorch's init bound 1/sqrt(fan_in), and a flat output. */
+static int lay_linear(gs_model *gm, seq_layer *L, const gs_layer_def *d, int i, layout *y,
+                      gs_err *e) {
+  int fin = y->c * y->h * y->w, fout = d->out;
+  if (fout <= 0) return GS_FAIL(e, GS_EINVAL, "layer %d: linear with %d outputs", i + 1, fout);
+  float bound = 1.0f / sqrtf((float)fin);
+  char name[64];
+  snprintf(name, sizeof name, "fc%d.weight", ++y->nfc);
+  L->wt = gs_model_add_tensor(gm, name, 2, (int64_t[]){fout, fin}, true, bound, e);
+  snprintf(name, sizeof name, "fc%d.bias", y->nfc);
+  L->bt = gs_model_add_tensor(gm, name, 1, (int64_t[]){fout}, true, bound, e);
+  y->c = fout;
+  y->h = y->w = 1;
+  return GS_OK;
+}
+
+/* Convolution layer i: its descriptor for the largest batch, its weight
+ * and bias as linear's, and the workspace it needs. */
+static int lay_conv(gs_model *gm, seq_layer *L, const gs_layer_def *d, int i, layout *y,
+                    gs_err *e) {
+  L->cd = (gs_conv_desc){.n = gm->max_batch, .c = y->c, .h = y->h, .w = y->w, .oc = d->out,
+                         .kh = d->kernel, .kw = d->kernel, .stride = 1, .pad = 0};
+  int rc = gs_conv_init(&L->cd, e);
+  if (rc) {
+    gs_err_prefix(e, "layer %d: ", i + 1);
+    return rc;
+  }
+  int fin = y->c * d->kernel * d->kernel;
+  float bound = 1.0f / sqrtf((float)fin);
+  char name[64];
+  snprintf(name, sizeof name, "conv%d.weight", ++y->nconv);
+  L->wt = gs_model_add_tensor(gm, name, 4, (int64_t[]){d->out, y->c, d->kernel, d->kernel},
+                              true, bound, e);
+  snprintf(name, sizeof name, "conv%d.bias", y->nconv);
+  L->bt = gs_model_add_tensor(gm, name, 1, (int64_t[]){d->out}, true, bound, e);
+  size_t s = gs_conv_workspace(&L->cd);
+  if (s > y->ws) y->ws = s;
+  y->c = L->cd.oc;
+  y->h = L->cd.oh;
+  y->w = L->cd.ow;
+  return GS_OK;
+}
+
+/* 2x2 max-pool layer i: an odd last row / column is dropped, as PyTorch's
+ * floor mode. */
+static int lay_pool(int i, layout *y, gs_err *e) {
+  if (y->h < 2 || y->w < 2)
+    return GS_FAIL(e, GS_EINVAL, "layer %d: 2x2 max-pool of a %dx%d plane", i + 1, y->h, y->w);
+  y->h /= 2;
+  y->w /= 2;
+  return GS_OK;
+}
+
+/* Layer i of the stack (d its definition): its kind, its input and output
+ * shapes, its tensors; y moves past it. */
+static int lay_layer(seq_model *m, const gs_layer_def *d, int i, layout *y, gs_err *e) {
+  seq_layer *L = &m->l[i];
+  L->kind = d->kind;
+  L->wt = L->bt = -1;
+  L->in_c = y->c;
+  L->in_h = y->h;
+  L->in_w = y->w;
+  L->in_size = (size_t)y->c * y->h * y->w;
+  int rc = GS_OK;
+  switch (L->kind) {
+  case GS_L_LINEAR:
+    rc = lay_linear(&m->base, L, d, i, y, e);
+    break;
+  case GS_L_CONV:
+    rc = lay_conv(&m->base, L, d, i, y, e);
+    break;
+  case GS_L_POOL:
+    rc = lay_pool(i, y, e);
+    break;
+  case GS_L_RELU:
+  case GS_L_FLATTEN:
+    break;
+  }
+  if (rc == 0 && (L->wt < 0 && (L->kind == GS_L_LINEAR || L->kind == GS_L_CONV)))
+    rc = GS_ENOMEM;
+  L->out_c = y->c;
+  L->out_h = y->h;
+  L->out_w = y->w;
+  L->out_size = (size_t)y->c * y->h * y->w;
+  if (L->out_size > y->max_act) y->max_act = L->out_size;
+  if (L->wt >= 0 && m->first_param < 0) m->first_param = i;
+  return rc;
+}
+
+/* The model's device memory for its largest batch: input and labels,
+ * probabilities, the two gradient buffers, conv's workspace (ws floats),
+ * the low-precision copies, fp32's weights kept for a linear layer's dx,
+ * and the outputs of the layers that own one (the other activations alias
+ * their input). */
+static int alloc_buffers(seq_model *m, size_t ws, gs_err *e) {
+  gs_model *gm = &m->base;
+  gs_kernels *k = gm->k;
+  int max_batch = gm->max_batch, ndefs = m->nl;
+  bool lp = gm->compute != GS_F32;
+  size_t esz = gs_dtype_size(gm->compute);
+  gm->input = dalloc(k, (size_t)max_batch * gm->in_size * sizeof(float), e);
+  gm->labels = dalloc(k, (size_t)max_batch * sizeof(int32_t), e);
+  m->probs = dalloc(k, (size_t)max_batch * gm->classes * sizeof(float), e);
+  m->g0 = dalloc(k, m->max_act * sizeof(float), e);
+  m->g1 = dalloc(k, m->max_act * sizeof(float), e);
+  if (ws) m->ws = dalloc(k, ws * sizeof(float), e);
+  if (lp) {
+    m->wlp = dalloc(k, gm->nparams * esz, e);
+    m->wr = dalloc(k, gm->nparams * sizeof(float), e);
+    m->tlp = dalloc(k, m->max_act * esz, e);
+  }
+  size_t wdx = 0; /* the largest linear layer that needs dx */
+  for (int i = m->first_param + 1; !lp && i < ndefs; i++)
+    if (m->l[i].kind == GS_L_LINEAR && gm->tensors[m->l[i].wt].count > wdx)
+      wdx = gm->tensors[m->l[i].wt].count;
+  if (wdx) m->wdx = dalloc(k, wdx * sizeof(float), e);
+  m->act[0] = gm->input;
+  for (int i = 0; i < ndefs; i++) {
+    seq_layer *L = &m->l[i];
+    size_t n = (size_t)max_batch * L->out_size;
+    if (L->kind == GS_L_LINEAR || L->kind == GS_L_CONV || L->kind == GS_L_POOL)
+      L->out = dalloc(k, n * sizeof(float), e);
+    if (L->kind == GS_L_POOL) L->argmax = dalloc(k, n * sizeof(int32_t), e);
+    if (L->kind == GS_L_LINEAR && lp)
+      L->xlp = dalloc(k, (size_t)max_batch * L->in_size * esz, e);
+    m->act[i + 1] = L->out ? L->out : m->act[i];
+  }
+  if (e && e->code) return e->code;
+  if (!gm->input || !gm->labels || !m->probs || !m->g0 || !m->g1) return GS_ENOMEM;
+  return GS_OK;
+}
+
 int gs_model_create_seq(const gs_layer_def *defs, int ndefs, int c, int h, int w, bool flat,
                         gs_kernels *k, int max_batch, gs_dtype compute, gs_model **out,
                         gs_err *e) {
@@ -266,115 +408,15 @@ int gs_model_create_seq(const gs_layer_def *defs, int ndefs, int c, int h, int w
   m->act = calloc((size_t)ndefs + 1, sizeof *m->act);
   int rc = GS_OK;
   if (!m->l || !m->act) rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
-  int nconv = 0, nfc = 0;
-  size_t ws = 0, max_act = gm->in_size;
   m->first_param = -1;
-  int cc = c, ch = h, cw = w;
-  for (int i = 0; rc == 0 && i < ndefs; i++) {
-    seq_layer *L = &m->l[i];
-    L->kind = defs[i].kind;
-    L->wt = L->bt = -1;
-    L->in_c = cc;
-    L->in_h = ch;
-    L->in_w = cw;
-    L->in_size = (size_t)cc * ch * cw;
-    char name[64];
-    switch (L->kind) {
-    case GS_L_LINEAR: {
-      int fin = cc * ch * cw, fout = defs[i].out;
-      if (fout <= 0) {
-        rc = GS_FAIL(e, GS_EINVAL, "layer %d: linear with %d outputs", i + 1, fout);
-        break;
-      }
-      float bound = 1.0f / sqrtf((float)fin);
-      snprintf(name, sizeof name, "fc%d.weight", ++nfc);
-      L->wt = gs_model_add_tensor(gm, name, 2, (int64_t[]){fout, fin}, true, bound, e);
-      snprintf(name, sizeof name, "fc%d.bias", nfc);
-      L->bt = gs_model_add_tensor(gm, name, 1, (int64_t[]){fout}, true, bound, e);
-      cc = fout;
-      ch = cw = 1;
-      break;
-    }
-    case GS_L_CONV: {
-      L->cd = (gs_conv_desc){.n = max_batch, .c = cc, .h = ch, .w = cw, .oc = defs[i].out,
-                             .kh = defs[i].kernel, .kw = defs[i].kernel, .stride = 1, .pad = 0};
-      rc = gs_conv_init(&L->cd, e);
-      if (rc) {
-        gs_err_prefix(e, "layer %d: ", i + 1);
-        break;
-      }
-      int fin = cc * defs[i].kernel * defs[i].kernel;
-      float bound = 1.0f / sqrtf((float)fin);
-      snprintf(name, sizeof name, "conv%d.weight", ++nconv);
-      L->wt = gs_model_add_tensor(gm, name, 4,
-                                  (int64_t[]){defs[i].out, cc, defs[i].kernel, defs[i].kernel},
-                                  true, bound, e);
-      snprintf(name, sizeof name, "conv%d.bias", nconv);
-      L->bt = gs_model_add_tensor(gm, name, 1, (int64_t[]){defs[i].out}, true, bound, e);
-      size_t s = gs_conv_workspace(&L->cd);
-      if (s > ws) ws = s;
-      cc = L->cd.oc;
-      ch = L->cd.oh;
-      cw = L->cd.ow;
-      break;
-    }
-    case GS_L_POOL:  /* an odd last row / column is dropped, as PyTorch's floor mode */
-      if (ch < 2 || cw < 2) {
-        rc = GS_FAIL(e, GS_EINVAL, "layer %d: 2x2 max-pool of a %dx%d plane", i + 1, ch, cw);
-        break;
-      }
-      ch /= 2;
-      cw /= 2;
-      break;
-    case GS_L_RELU:
-    case GS_L_FLATTEN:
-      break;
-    }
-    if (rc == 0 && (L->wt < 0 && (L->kind == GS_L_LINEAR || L->kind == GS_L_CONV)))
-      rc = GS_ENOMEM;
-    L->out_c = cc;
-    L->out_h = ch;
-    L->out_w = cw;
-    L->out_size = (size_t)cc * ch * cw;
-    if (L->out_size > max_act) max_act = L->out_size;
-    if (L->wt >= 0 && m->first_param < 0) m->first_param = i;
-  }
+  layout y = {.c = c, .h = h, .w = w, .max_act = gm->in_size};
+  for (int i = 0; rc == 0 && i < ndefs; i++) rc = lay_layer(m, &defs[i], i, &y, e);
   if (rc == 0 && m->first_param < 0) rc = GS_FAIL(e, GS_EINVAL, "the model has no parameters");
   if (rc == 0 && m->l[ndefs - 1].out_size < 1) rc = GS_FAIL(e, GS_EINVAL, "empty output");
-  gm->classes = (int)m->l[ndefs - 1].out_size;
-  m->max_act = max_act * (size_t)max_batch;
-  bool lp = compute != GS_F32;
-  size_t esz = gs_dtype_size(compute);
   if (rc == 0) {
-    gm->input = dalloc(k, (size_t)max_batch * gm->in_size * sizeof(float), e);
-    gm->labels = dalloc(k, (size_t)max_batch * sizeof(int32_t), e);
-    m->probs = dalloc(k, (size_t)max_batch * gm->classes * sizeof(float), e);
-    m->g0 = dalloc(k, m->max_act * sizeof(float), e);
-    m->g1 = dalloc(k, m->max_act * sizeof(float), e);
-    if (ws) m->ws = dalloc(k, ws * sizeof(float), e);
-    if (lp) {
-      m->wlp = dalloc(k, gm->nparams * esz, e);
-      m->wr = dalloc(k, gm->nparams * sizeof(float), e);
-      m->tlp = dalloc(k, m->max_act * esz, e);
-    }
-    size_t wdx = 0; /* the largest linear layer that needs dx */
-    for (int i = m->first_param + 1; !lp && i < ndefs; i++)
-      if (m->l[i].kind == GS_L_LINEAR && gm->tensors[m->l[i].wt].count > wdx)
-        wdx = gm->tensors[m->l[i].wt].count;
-    if (wdx) m->wdx = dalloc(k, wdx * sizeof(float), e);
-    m->act[0] = gm->input;
-    for (int i = 0; i < ndefs; i++) {
-      seq_layer *L = &m->l[i];
-      size_t n = (size_t)max_batch * L->out_size;
-      if (L->kind == GS_L_LINEAR || L->kind == GS_L_CONV || L->kind == GS_L_POOL)
-        L->out = dalloc(k, n * sizeof(float), e);
-      if (L->kind == GS_L_POOL) L->argmax = dalloc(k, n * sizeof(int32_t), e);
-      if (L->kind == GS_L_LINEAR && lp)
-        L->xlp = dalloc(k, (size_t)max_batch * L->in_size * esz, e);
-      m->act[i + 1] = L->out ? L->out : m->act[i];
-    }
-    if (e && e->code) rc = e->code;
-    else if (!gm->input || !gm->labels || !m->probs || !m->g0 || !m->g1) rc = GS_ENOMEM;
+    gm->classes = (int)m->l[ndefs - 1].out_size;
+    m->max_act = y.max_act * (size_t)max_batch;
+    rc = alloc_buffers(m, y.ws, e);
   }
   if (rc) {
     seq_destroy(gm);

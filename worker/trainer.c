@@ -158,6 +158,131 @@ static int place_data(gs_trainer *t, gs_err *e) {
   return GS_OK;
 }
 
+/* The model's data: the dataset its input asks for and this rank's shard
+ * of it (the sampler), placed where the kernels run; a profile without
+ * input (its compute emulated) reads none. */
+static int open_data(gs_trainer *t, const gs_train_opts *o, gs_err *e) {
+  if (t->m->in_size == 0) {
+    if (strcmp(t->data_spec, "synthetic") != 0)
+      return GS_FAIL(e, GS_EINVAL, "--data %s: the %s profile reads no data (its compute is "
+                     "emulated); leave --data at synthetic", t->data_spec, t->model_spec);
+    return GS_OK;
+  }
+  gs_data_want want = {.c = t->m->in_c, .h = t->m->in_h, .w = t->m->in_w,
+                       .flat = t->m->flat, .classes = t->m->classes,
+                       .synthetic_n = o->synthetic_samples, .seed = o->seed};
+  int rc = gs_data_open(t->data_spec, &want, &t->d, e);
+  if (rc == 0)
+    rc = gs_sampler_init(&t->sampler, t->d->n, o->rank, o->world, o->shuffle, o->drop_last,
+                         o->seed, e);
+  if (rc == 0) {
+    t->shard = gs_alloc((size_t)t->sampler.num_samples * sizeof *t->shard, e);
+    if (!t->shard) rc = GS_ENOMEM;
+  }
+  if (rc == 0) rc = place_data(t, e);
+  return rc;
+}
+
+/* The parameters and their gradients where the kernels run: PyTorch's
+ * init from the seed, or a checkpoint (--load-params). */
+static int init_params(gs_trainer *t, const gs_train_opts *o, gs_err *e) {
+  gs_kernels *k = t->k;
+  size_t bytes = t->m->nparams * sizeof(float);
+  float *host = malloc(bytes);
+  t->params = k->alloc(k, bytes);
+  t->grads = k->alloc(k, bytes);
+  int rc = GS_OK;
+  if (!host || !t->params || !t->grads) {
+    k->sync(k, e);
+    rc = GS_FAIL(e, GS_ENOMEM, "out of memory for %zu parameters", t->m->nparams);
+  }
+  if (rc == 0) {
+    if (o->load_params) rc = gs_ckpt_load(o->load_params, t->m->tensors, t->m->ntensors, host, e);
+    else gs_model_init_params(t->m, o->seed, host);
+  }
+  if (rc == 0) {
+    k->to_device(k, t->params, host, t->m->nparams * sizeof(float));
+    rc = k->sync(k, e);
+  }
+  free(host);
+  return rc;
+}
+
+/* What compression sees of each tensor: PyTorch's view(shape[0], -1). */
+static int compress_views(gs_trainer *t, gs_err *e) {
+  t->ctensors = malloc((size_t)t->m->ntensors * sizeof *t->ctensors);
+  if (!t->ctensors) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  for (int i = 0; i < t->m->ntensors; i++) {
+    const gs_tensor *x = &t->m->tensors[i];
+    size_t rows = x->ndim > 0 && x->shape[0] > 0 ? (size_t)x->shape[0] : x->count;
+    if (rows == 0 || x->count % rows) rows = x->count;
+    t->ctensors[i] = (gs_compress_tensor){.offset = x->offset, .rows = rows,
+                                          .cols = rows ? x->count / rows : 0};
+  }
+  return GS_OK;
+}
+
+/* Each tensor's bucket: the one its first element is in; an empty tensor at
+ * a bucket's end, the bucket that ends there; else the last. */
+static void bucket_of_tensors(gs_trainer *t) {
+  for (int i = 0; i < t->m->ntensors; i++) {
+    size_t off = t->m->tensors[i].offset;
+    t->tensor_bucket[i] = -1;
+    for (int b = 0; b < t->nbuckets; b++)
+      if (off >= t->buckets[b].offset && off < t->buckets[b].offset + t->buckets[b].count)
+        t->tensor_bucket[i] = b;
+    if (t->tensor_bucket[i] < 0) {
+      for (int b = 0; b < t->nbuckets; b++)
+        if (off == t->buckets[b].offset + t->buckets[b].count) t->tensor_bucket[i] = b;
+    }
+    if (t->tensor_bucket[i] < 0) t->tensor_bucket[i] = t->nbuckets - 1;
+  }
+}
+
+/* Buckets over the gradient buffer, in the wire dtype's bytes (DDP's rule:
+ * the first closes past first_bucket_mb, the others past bucket_mb), and
+ * the tensors' countdown to each. */
+static int plan_buckets(gs_trainer *t, const gs_train_opts *o, gs_err *e) {
+  size_t *sizes = malloc((size_t)t->m->ntensors * sizeof *sizes);
+  t->tensor_bucket = malloc((size_t)t->m->ntensors * sizeof *t->tensor_bucket);
+  int rc = !sizes || !t->tensor_bucket ? GS_FAIL(e, GS_ENOMEM, "out of memory") : GS_OK;
+  if (rc == 0) {
+    for (int i = 0; i < t->m->ntensors; i++) sizes[i] = t->m->tensors[i].count;
+    rc = gs_plan_buckets(sizes, t->m->ntensors, gs_dtype_size(o->precision),
+                         (size_t)(o->first_bucket_mb * MiB), (size_t)(o->bucket_mb * MiB),
+                         &t->buckets, &t->nbuckets, e);
+  }
+  free(sizes);
+  if (rc == 0) {
+    t->bucket_left = calloc((size_t)t->nbuckets, sizeof *t->bucket_left);
+    if (!t->bucket_left) rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
+  }
+  if (rc == 0) bucket_of_tensors(t);
+  return rc;
+}
+
+/* Loss scaling: --loss-scale, else GradScaler's dynamic 65536 for fp16 and
+ * none (1, static) otherwise. */
+static void init_scaler(gs_trainer *t, const gs_train_opts *o) {
+  float s = o->loss_scale;
+  bool dyn = o->dynamic_scale;
+  if (s <= 0) {
+    dyn = o->precision == GS_F16;
+    s = dyn ? 65536.0f : 1.0f;
+  }
+  gs_scaler_init(&t->scaler, s, dyn);
+  t->scale = s;
+}
+
+/* The line that names the model, its tensors and buckets, and the data. */
+static void describe(gs_trainer *t) {
+  int n = snprintf(t->desc, sizeof t->desc, "%s: %zu parameters in %d tensors, %d bucket%s",
+                   t->m->desc, t->m->nparams, t->m->ntensors, t->nbuckets,
+                   t->nbuckets == 1 ? "" : "s");
+  if (t->d && n > 0 && (size_t)n < sizeof t->desc)
+    snprintf(t->desc + n, sizeof t->desc - (size_t)n, "; %s", t->d->desc);
+}
+
 int gs_trainer_create(const gs_train_opts *o, gs_kernels *k, gs_trainer **out, gs_err *e) {
   *out = NULL;
   GS_TRY(check_opts(o, e));
@@ -172,113 +297,22 @@ int gs_trainer_create(const gs_train_opts *o, gs_kernels *k, gs_trainer **out, g
   t->o.data = t->data_spec;
   t->o.load_params = NULL;  /* only used here, not kept */
   t->wall_offset = gs_wall() - gs_now();
-  float *host = NULL;
-  size_t *sizes = NULL;
   int rc = (!t->model_spec || !t->data_spec) ? GS_FAIL(e, GS_ENOMEM, "out of memory") : GS_OK;
-
   if (rc == 0)
     rc = gs_model_create(t->model_spec, k, o->batch, o->precision, o->compute_ms, o->seed, &t->m, e);
   if (rc == 0) {
     t->m->rank = o->rank;
-    if (t->m->in_size > 0) {
-      gs_data_want want = {.c = t->m->in_c, .h = t->m->in_h, .w = t->m->in_w,
-                           .flat = t->m->flat, .classes = t->m->classes,
-                           .synthetic_n = o->synthetic_samples, .seed = o->seed};
-      rc = gs_data_open(t->data_spec, &want, &t->d, e);
-      if (rc == 0)
-        rc = gs_sampler_init(&t->sampler, t->d->n, o->rank, o->world, o->shuffle, o->drop_last,
-                             o->seed, e);
-      if (rc == 0) {
-        t->shard = gs_alloc((size_t)t->sampler.num_samples * sizeof *t->shard, e);
-        if (!t->shard) rc = GS_ENOMEM;
-      }
-      if (rc == 0) rc = place_data(t, e);
-    } else if (strcmp(t->data_spec, "synthetic") != 0) {
-      rc = GS_FAIL(e, GS_EINVAL, "--data %s: the %s profile reads no data (its compute is "
-                   "emulated); leave --data at synthetic", t->data_spec, t->model_spec);
-    }
+    rc = open_data(t, o, e);
   }
-  /* parameters: PyTorch's init from the seed, or a checkpoint */
-  if (rc == 0) {
-    size_t bytes = t->m->nparams * sizeof(float);
-    host = malloc(bytes);
-    t->params = k->alloc(k, bytes);
-    t->grads = k->alloc(k, bytes);
-    if (!host || !t->params || !t->grads) {
-      k->sync(k, e);
-      rc = GS_FAIL(e, GS_ENOMEM, "out of memory for %zu parameters", t->m->nparams);
-    }
-  }
-  if (rc == 0) {
-    if (o->load_params) rc = gs_ckpt_load(o->load_params, t->m->tensors, t->m->ntensors, host, e);
-    else gs_model_init_params(t->m, o->seed, host);
-  }
-  if (rc == 0) {
-    k->to_device(k, t->params, host, t->m->nparams * sizeof(float));
-    rc = k->sync(k, e);
-  }
-  /* buckets over the gradient buffer, in the wire dtype's bytes */
-  if (rc == 0) {
-    sizes = malloc((size_t)t->m->ntensors * sizeof *sizes);
-    t->tensor_bucket = malloc((size_t)t->m->ntensors * sizeof *t->tensor_bucket);
-    t->ctensors = malloc((size_t)t->m->ntensors * sizeof *t->ctensors);
-    if (!sizes || !t->tensor_bucket || !t->ctensors) rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
-  }
-  /* PyTorch's view(shape[0], -1) of each tensor */
-  for (int i = 0; rc == 0 && i < t->m->ntensors; i++) {
-    const gs_tensor *x = &t->m->tensors[i];
-    size_t rows = x->ndim > 0 && x->shape[0] > 0 ? (size_t)x->shape[0] : x->count;
-    if (rows == 0 || x->count % rows) rows = x->count;
-    t->ctensors[i] = (gs_compress_tensor){.offset = x->offset, .rows = rows,
-                                          .cols = rows ? x->count / rows : 0};
-  }
-  if (rc == 0) {
-    for (int i = 0; i < t->m->ntensors; i++) sizes[i] = t->m->tensors[i].count;
-    rc = gs_plan_buckets(sizes, t->m->ntensors, gs_dtype_size(o->precision),
-                         (size_t)(o->first_bucket_mb * MiB), (size_t)(o->bucket_mb * MiB),
-                         &t->buckets, &t->nbuckets, e);
-  }
-  if (rc == 0) {
-    t->bucket_left = calloc((size_t)t->nbuckets, sizeof *t->bucket_left);
-    if (!t->bucket_left) rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
-    for (int i = 0; rc == 0 && i < t->m->ntensors; i++) {
-      size_t off = t->m->tensors[i].offset;
-      t->tensor_bucket[i] = -1;
-      for (int b = 0; b < t->nbuckets; b++)
-        if (off >= t->buckets[b].offset && off < t->buckets[b].offset + t->buckets[b].count)
-          t->tensor_bucket[i] = b;
-      if (t->tensor_bucket[i] < 0) {
-        /* an empty tensor at a bucket's end: give it the bucket that ends there */
-        for (int b = 0; b < t->nbuckets; b++)
-          if (off == t->buckets[b].offset + t->buckets[b].count) t->tensor_bucket[i] = b;
-      }
-      if (t->tensor_bucket[i] < 0) t->tensor_bucket[i] = t->nbuckets - 1;
-    }
-  }
-  /* loss scaling: GradScaler for fp16 unless told otherwise */
-  if (rc == 0) {
-    float s = o->loss_scale;
-    bool dyn = o->dynamic_scale;
-    if (s <= 0) {
-      dyn = o->precision == GS_F16;
-      s = dyn ? 65536.0f : 1.0f;
-    }
-    gs_scaler_init(&t->scaler, s, dyn);
-    t->scale = s;
-  }
-  if (rc == 0) {
-    int n = snprintf(t->desc, sizeof t->desc, "%s: %zu parameters in %d tensors, %d bucket%s",
-                     t->m->desc, t->m->nparams, t->m->ntensors, t->nbuckets,
-                     t->nbuckets == 1 ? "" : "s");
-    if (t->d && n > 0 && (size_t)n < sizeof t->desc)
-      snprintf(t->desc + n, sizeof t->desc - (size_t)n, "; %s", t->d->desc);
-  }
-  free(host);
-  free(sizes);
+  if (rc == 0) rc = init_params(t, o, e);
+  if (rc == 0) rc = compress_views(t, e);
+  if (rc == 0) rc = plan_buckets(t, o, e);
   if (rc) {
     gs_trainer_destroy(t);
     return rc;
   }
+  init_scaler(t, o);
+  describe(t);
   *out = t;
   return GS_OK;
 }

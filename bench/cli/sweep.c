@@ -87,18 +87,186 @@ typedef struct sweep {
   bool one_w1;              /* several modes: world 1 once, as the local step */
 } sweep;
 
+/* One run of a repetition: which model, batch and bucket size of o's lists
+ * (their indices), in which mode at which world, with how many samples per
+ * rank. */
+typedef struct sweep_run {
+  int im, ib, ik;
+  gs_mode mode;
+  int world, batch;
+} sweep_run;
+
+/* The ranks name their run after its repetition (GS_REPEAT of GS_REPEATS). */
+static void repeat_env(int rep, int reps) {
+  char srep[16];
+  snprintf(srep, sizeof srep, "%d", rep);
+  setenv("GS_REPEAT", srep, 1);
+  snprintf(srep, sizeof srep, "%d", reps);
+  setenv("GS_REPEATS", srep, 1);
+}
+
+/* A --collective the mode of index id does not run (said once, at the first
+ * world). */
+static bool collective_skipped(const gs_opts *o, int id, int iw) {
+  const char *why = o->collective ? gs_collective_skip(o, o->coll, o->modes[id]) : NULL;
+  if (why && !o->quiet && iw == 0)
+    fprintf(stderr, "bench: collective %s: not on --mode %s (%s)\n",
+            gs_coll_name((gs_coll)o->coll), gs_mode_name(o->modes[id]), why);
+  return why != NULL;
+}
+
+/* The mode, world and batch of x's run at mode id and world iw, or false
+ * when the sweep does not run it: local mode beyond world 1, world 1 of
+ * any mode but the first when one_w1 (it is the local step then), a
+ * --strong global batch that does not split over the world. */
+static bool plan_run(const gs_opts *o, bool one_w1, int id, int iw, sweep_run *x) {
+  x->mode = o->modes[id];
+  x->world = o->worlds[iw];
+  if (x->mode == GS_MODE_SINGLE && x->world != 1) return false;
+  if (one_w1 && x->world == 1) {
+    if (id > 0) return false;
+    x->mode = GS_MODE_SINGLE;
+  }
+  x->batch = batch_at(o, o->batches[x->ib], x->world);
+  if (!x->batch) {
+    fprintf(stderr, "bench: --strong: global batch %ld does not split over %d "
+            "ranks; skipping world %d\n", (long)o->batches[x->ib] * o->worlds[0], x->world,
+            x->world);
+    return false;
+  }
+  return true;
+}
+
+/* The line that says which run starts (run done of total). */
+static void announce(const gs_opts *o, const sweep_run *x, int done, int total, int rep,
+                     int reps) {
+  if (!o->quiet && o->collective)
+    fprintf(stderr, "bench: collective %s, %s, world %d%s\n",
+            gs_coll_name((gs_coll)o->coll), gs_mode_name(x->mode), x->world,
+            x->mode != GS_MODE_ALLREDUCE ? ""
+            : o->resend ? " (resend log on)" : " (no resend log: --resend adds it)");
+  else if (!o->quiet)
+    fprintf(stderr, "bench: run %d of %d: %s world %d, batch %d per rank, buckets %g "
+            "MiB, repetition %d of %d\n", done, total, gs_mode_name(x->mode), x->world,
+            x->batch, o->bucket_mbs[x->ik], rep, reps);
+}
+
+/* The local mode of a sweep of that mode alone: its one rank in this
+ * process; an exit code (an interrupt's is passed on to gs_interrupted). */
+static int run_here(const gs_opts *o, const sweep_run *x) {
+  gs_rank_env env = {.present = true, .launched = true, .source = "gradsync",
+                     .rank = 0, .world = 1, .local_rank = 0, .local_world = 1,
+                     .port_fd = -1, .run_dir = o->out};
+  snprintf(env.master_addr, sizeof env.master_addr, "127.0.0.1");
+  /* the rank runs this one configuration, as a launched one is told to */
+  gs_opts one = *o;
+  one.modes[0] = x->mode;
+  one.nmodes = 1;
+  one.worlds[0] = 1;
+  one.nworlds = 1;
+  one.models[0] = o->models[x->im];
+  one.nmodels = 1;
+  one.batches[0] = x->batch;
+  one.nbatches = 1;
+  one.bucket_mbs[0] = o->bucket_mbs[x->ik];
+  one.nbucket_mbs = 1;
+  int rc = gs_rank_main(&one, x->mode, &env);
+  if (rc > 128 && rc < 160) gs_interrupted = rc - 128;
+  return rc;
+}
+
+/* The run's ranks spawned by our launcher (on emulated hosts where the run
+ * has them), told the run's configuration on their command line; 0 when
+ * every rank succeeded, else why says what failed. */
+static int run_launched(const gs_opts *o, int argc, char **argv, const sweep_run *x, char *why,
+                        size_t cap) {
+  char sworld[16], sbatch[16], sbucket[32], sroot[16];
+  snprintf(sroot, sizeof sroot, "%d", o->root);
+  snprintf(sworld, sizeof sworld, "%d", x->world);
+  snprintf(sbatch, sizeof sbatch, "%d", x->batch);
+  snprintf(sbucket, sizeof sbucket, "%.17g", o->bucket_mbs[x->ik]);
+  gs_launch l = {.argc = argc, .argv = argv, .run_dir = o->out, .world = x->world,
+                 .timeout_s = o->timeout_s,
+                 .hosts = gs_cluster_hosts(o, x->mode, x->world),
+                 .link_bps = o->link_bps, .link_host = &o->link_host,
+                 .latency_s = o->latency_s, .host_cpus = o->host_cpus,
+                 /* world 1 runs the local step: no server */
+                 .ps_servers_own = x->mode == GS_MODE_PS && o->ps_server_hosts &&
+                                           x->world > 1 ? o->ps_servers : 0};
+  const char *extra[] = {"--mode", gs_mode_name(x->mode), "--world", sworld,
+                         "--model", o->models[x->im], "--batch", sbatch,
+                         "--bucket-mb", sbucket};
+  memcpy(l.extra, extra, sizeof extra);
+  l.nextra = (int)(sizeof extra / sizeof extra[0]);
+  if (l.hosts > 0) { /* the rate the default chose, which argv may not say */
+    l.extra[l.nextra++] = "--link";
+    l.extra[l.nextra++] = o->link_arg;
+  }
+  if (o->collective) { /* this collective alone; -o, -r where it takes them */
+    const gs_coll c = (gs_coll)o->coll;
+    l.extra[l.nextra++] = "--collective";
+    l.extra[l.nextra++] = gs_coll_name(c);
+    l.extra[l.nextra++] = "-o";
+    l.extra[l.nextra++] = gs_coll_has_op(c) ? o->redop_arg : "sum";
+    l.extra[l.nextra++] = "-r";
+    l.extra[l.nextra++] = gs_coll_has_root(c) ? sroot : "0";
+  }
+  return gs_launch_run(&l, why, cap);
+}
+
+/* A run that failed (rc, why): said, with the way round emulated hosts
+ * that were only the default; the sweep's exit status. */
+static int run_failed(const gs_opts *o, const sweep_run *x, bool one_w1, int rc,
+                      const char *why) {
+  if (x->mode != GS_MODE_SINGLE || one_w1)
+    fprintf(stderr, "bench: %s world %d failed: %s\n", gs_mode_name(x->mode), x->world, why);
+  if (o->link_choice == GS_LINK_AUTO_HOSTS && !gs_interrupted &&
+      gs_cluster_hosts(o, x->mode, x->world))
+    fprintf(stderr, "bench: the emulated hosts were the default here; --link none "
+            "runs the ranks over this machine's loopback instead\n");
+  return gs_interrupted ? gs_interrupt_status() : rc == 2 ? 2 : 1;
+}
+
+/* The summary rank 0 of the run wrote, read back into sw and its line
+ * printed; 0, or the exit status. */
+static int read_run(const gs_opts *o, const sweep_run *x, int done, sweep *sw) {
+  gs_err e = {0};
+  gs_summary *more = realloc(sw->runs, (sw->nruns + 1) * sizeof *sw->runs);
+  gs_run_info info = gs_run_info_of(o, x->mode, x->world);
+  if (more) sw->runs = more;
+  if (!more || gs_results_read_run(o->out, &info, &more[sw->nruns], &e) < 0) {
+    fprintf(stderr, "bench: %s\n", more ? e.msg : "out of memory");
+    return 1;
+  }
+  if (!o->quiet) gs_summary_print_line(stdout, &sw->runs[sw->nruns], done, sw->total);
+  sw->nruns++;
+  return 0;
+}
+
+/* One run: announced, run (here or by our launcher) and, for training,
+ * its summary read back; 0, or the exit status. */
+static int run_one(gs_opts *o, int argc, char **argv, int rep, int reps, const sweep_run *x,
+                   sweep *sw) {
+  o->train.model = o->models[x->im];
+  o->train.batch = x->batch;
+  o->train.bucket_mb = o->bucket_mbs[x->ik];
+  int done = ++sw->done;
+  announce(o, x, done, sw->total, rep, reps);
+  char why[2048] = "";
+  int rc = x->mode == GS_MODE_SINGLE && !sw->one_w1 ? run_here(o, x)
+                                                    : run_launched(o, argc, argv, x, why,
+                                                                   sizeof why);
+  if (rc) return run_failed(o, x, sw->one_w1, rc, why);
+  if (o->collective) return 0;
+  return read_run(o, x, done, sw);
+}
+
 /* Every configuration once, in order (repetition rep of reps); the exit
  * status so far (0: go on). */
 static int sweep_once(gs_opts *o, int argc, char **argv, int rep, int reps, sweep *sw) {
-  gs_err e = {0};
   int status = 0;
-  bool one_w1 = sw->one_w1;
   o->repeat = rep;
-  char srep[16];
-  snprintf(srep, sizeof srep, "%d", rep);
-  setenv("GS_REPEAT", srep, 1); /* the ranks name their run after them */
-  snprintf(srep, sizeof srep, "%d", reps);
-  setenv("GS_REPEATS", srep, 1);
+  repeat_env(rep, reps);
   for (int im = 0; im < o->nmodels && !status; im++)
     for (int ib = 0; ib < o->nbatches && !status; ib++)
       for (int ik = 0; ik < o->nbucket_mbs && !status; ik++) {
@@ -107,118 +275,11 @@ static int sweep_once(gs_opts *o, int argc, char **argv, int rep, int reps, swee
         for (int id = 0; id < o->nmodes && !status; id++)
           for (int iw = 0; iw < o->nworlds && !status; iw++) {
             if (o->collective) o->coll = o->colls[ic];
-            if (o->collective && gs_collective_skip(o, o->coll, o->modes[id])) {
-              if (!o->quiet && iw == 0)
-                fprintf(stderr, "bench: collective %s: not on --mode %s (%s)\n",
-                        gs_coll_name((gs_coll)o->coll), gs_mode_name(o->modes[id]),
-                        gs_collective_skip(o, o->coll, o->modes[id]));
-              continue;
-            }
+            if (collective_skipped(o, id, iw)) continue;
             if (gs_interrupted) { status = gs_interrupt_status(); break; }
-            gs_mode mode = o->modes[id];
-            int world = o->worlds[iw];
-            if (mode == GS_MODE_SINGLE && world != 1) continue;
-            if (one_w1 && world == 1) {
-              if (id > 0) continue;
-              mode = GS_MODE_SINGLE;
-            }
-            int batch = batch_at(o, o->batches[ib], world);
-            if (!batch) {
-              fprintf(stderr, "bench: --strong: global batch %ld does not split over %d "
-                      "ranks; skipping world %d\n", (long)o->batches[ib] * o->worlds[0], world,
-                      world);
-              continue;
-            }
-            o->train.model = o->models[im];
-            o->train.batch = batch;
-            o->train.bucket_mb = o->bucket_mbs[ik];
-            char sworld[16], sbatch[16], sbucket[32], sroot[16];
-            snprintf(sroot, sizeof sroot, "%d", o->root);
-            snprintf(sworld, sizeof sworld, "%d", world);
-            snprintf(sbatch, sizeof sbatch, "%d", batch);
-            snprintf(sbucket, sizeof sbucket, "%.17g", o->bucket_mbs[ik]);
-            int done = ++sw->done, total = sw->total;
-            if (!o->quiet && o->collective)
-              fprintf(stderr, "bench: collective %s, %s, world %d%s\n",
-                      gs_coll_name((gs_coll)o->coll), gs_mode_name(mode), world,
-                      mode != GS_MODE_ALLREDUCE ? ""
-                      : o->resend ? " (resend log on)" : " (no resend log: --resend adds it)");
-            else if (!o->quiet)
-              fprintf(stderr, "bench: run %d of %d: %s world %d, batch %d per rank, buckets %g "
-                      "MiB, repetition %d of %d\n", done, total, gs_mode_name(mode), world, batch,
-                      o->bucket_mbs[ik], rep, reps);
-            int rc;
-            char why[2048] = "";
-            if (mode == GS_MODE_SINGLE && !one_w1) {
-              gs_rank_env env = {.present = true, .launched = true, .source = "gradsync",
-                                 .rank = 0, .world = 1, .local_rank = 0, .local_world = 1,
-                                 .port_fd = -1, .run_dir = o->out};
-              snprintf(env.master_addr, sizeof env.master_addr, "127.0.0.1");
-              /* the rank runs this one configuration, as a launched one is told to */
-              gs_opts one = *o;
-              one.modes[0] = mode;
-              one.nmodes = 1;
-              one.worlds[0] = 1;
-              one.nworlds = 1;
-              one.models[0] = o->models[im];
-              one.nmodels = 1;
-              one.batches[0] = batch;
-              one.nbatches = 1;
-              one.bucket_mbs[0] = o->bucket_mbs[ik];
-              one.nbucket_mbs = 1;
-              rc = gs_rank_main(&one, mode, &env);
-              if (rc > 128 && rc < 160) gs_interrupted = rc - 128;
-            } else {
-              gs_launch l = {.argc = argc, .argv = argv, .run_dir = o->out, .world = world,
-                             .timeout_s = o->timeout_s,
-                             .hosts = gs_cluster_hosts(o, mode, world),
-                             .link_bps = o->link_bps, .link_host = &o->link_host,
-                             .latency_s = o->latency_s, .host_cpus = o->host_cpus,
-                             /* world 1 runs the local step: no server */
-                             .ps_servers_own = mode == GS_MODE_PS && o->ps_server_hosts &&
-                                                       world > 1 ? o->ps_servers : 0};
-              const char *extra[] = {"--mode", gs_mode_name(mode), "--world", sworld,
-                                     "--model", o->models[im], "--batch", sbatch,
-                                     "--bucket-mb", sbucket};
-              memcpy(l.extra, extra, sizeof extra);
-              l.nextra = (int)(sizeof extra / sizeof extra[0]);
-              if (l.hosts > 0) { /* the rate the default chose, which argv may not say */
-                l.extra[l.nextra++] = "--link";
-                l.extra[l.nextra++] = o->link_arg;
-              }
-              if (o->collective) { /* this collective alone; -o, -r where it takes them */
-                const gs_coll c = (gs_coll)o->coll;
-                l.extra[l.nextra++] = "--collective";
-                l.extra[l.nextra++] = gs_coll_name(c);
-                l.extra[l.nextra++] = "-o";
-                l.extra[l.nextra++] = gs_coll_has_op(c) ? o->redop_arg : "sum";
-                l.extra[l.nextra++] = "-r";
-                l.extra[l.nextra++] = gs_coll_has_root(c) ? sroot : "0";
-              }
-              rc = gs_launch_run(&l, why, sizeof why);
-            }
-            if (rc) {
-              if (mode != GS_MODE_SINGLE || one_w1)
-                fprintf(stderr, "bench: %s world %d failed: %s\n", gs_mode_name(mode), world,
-                        why);
-              if (o->link_choice == GS_LINK_AUTO_HOSTS && !gs_interrupted &&
-                  gs_cluster_hosts(o, mode, world))
-                fprintf(stderr, "bench: the emulated hosts were the default here; --link none "
-                        "runs the ranks over this machine's loopback instead\n");
-              status = gs_interrupted ? gs_interrupt_status() : rc == 2 ? 2 : 1;
-              break;
-            }
-            if (o->collective) continue;
-            gs_summary *more = realloc(sw->runs, (sw->nruns + 1) * sizeof *sw->runs);
-            gs_run_info info = gs_run_info_of(o, mode, world);
-            if (more) sw->runs = more;
-            if (!more || gs_results_read_run(o->out, &info, &more[sw->nruns], &e) < 0) {
-              fprintf(stderr, "bench: %s\n", more ? e.msg : "out of memory");
-              status = 1;
-              break;
-            }
-            if (!o->quiet) gs_summary_print_line(stdout, &sw->runs[sw->nruns], done, total);
-            sw->nruns++;
+            sweep_run x = {.im = im, .ib = ib, .ik = ik};
+            if (plan_run(o, sw->one_w1, id, iw, &x))
+              status = run_one(o, argc, argv, rep, reps, &x, sw);
           }
         if (o->peer && !status && rep == reps) {
           o->train.model = o->models[im];
@@ -251,7 +312,10 @@ static void loopback_model(const gs_opts *o) {
   fflush(stdout);
 }
 
-int gs_sweep_main(gs_opts *o, int argc, char **argv) {
+/* What fails the whole sweep before anything starts: one --world for
+ * --save-params, the models with their data, the peer; 0, or the exit
+ * status (2: a usage error). */
+static int check_sweep(const gs_opts *o) {
   gs_err e = {0};
   if (o->save_params && o->nworlds > 1) {
     fprintf(stderr, "bench: --save-params saves one run's parameters, but --world is %d worlds "
@@ -262,16 +326,21 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
     fprintf(stderr, "bench: %s\n", e.msg);
     return 2;
   }
-  char outbuf[512]; /* o->out while the sweep runs */
-  char run_id[GS_RUN_ID_CHARS + 1];
-  gs_run_id_new(run_id);
-  setenv("GS_RUN_ID", run_id, 1); /* every rank's rows carry it */
+  return 0;
+}
+
+/* The sweep's directory: --out, which must not hold a run yet, or
+ * results/<date>-<time>-<the run id's first 6 digits> (made in outbuf, of
+ * cap bytes); made, with a training sweep's steps.csv. 0, or the exit
+ * status. */
+static int start_results(gs_opts *o, const char *run_id, char *outbuf, size_t cap) {
+  gs_err e = {0};
   if (!o->out) {
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
-    size_t n = strftime(outbuf, sizeof outbuf, "results/%Y%m%d-%H%M%S-", &tm);
-    snprintf(outbuf + n, sizeof outbuf - n, "%.6s", run_id);
+    size_t n = strftime(outbuf, cap, "results/%Y%m%d-%H%M%S-", &tm);
+    snprintf(outbuf + n, cap - n, "%.6s", run_id);
     o->out = outbuf;
   } else if (gs_holds_run(o->out)) {
     fprintf(stderr, "bench: --out %s already holds a run (its steps.csv or report.json); give "
@@ -290,28 +359,96 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
     }
     close(fd);
   }
+  return 0;
+}
+
+/* The sweep's first lines: the version, the CPU code path (isa), the
+ * cores, where the results go, and for training the sweep's header. */
+static void print_banner(const gs_opts *o, const char *isa) {
+  if (o->quiet) return;
+  printf("gradsync %s (git %s): CPU code path %s (GS_ISA=scalar|avx2|avx512 forces one), %ld "
+         "cores; results in %s\n", GS_VERSION, GS_GIT_REVISION, isa,
+         sysconf(_SC_NPROCESSORS_ONLN), o->out);
+  if (!o->collective) gs_sweep_header(stdout, o);
+  fflush(stdout);
+}
+
+/* The runs of the whole sweep, every repetition (reps) counted. */
+static int count_runs(const gs_opts *o, bool one_w1, int reps) {
+  int total = 0;
+  for (int id = 0; id < o->nmodes; id++)
+    for (int iw = 0; iw < o->nworlds; iw++)
+      total += !(one_w1 && o->worlds[iw] == 1 && id > 0) &&
+               !(o->modes[id] == GS_MODE_SINGLE && o->worlds[iw] != 1);
+  return total * reps * o->nmodels * o->nbatches * o->nbucket_mbs;
+}
+
+/* The training sweep's end, on its records (the repetitions merged):
+ * scaling and targets, every record's table, the verdict, the bucket
+ * sizes' verdict, the compression forecast beside what was measured, the
+ * comparison, and report.json with the files beside it; the exit status
+ * (status: the sweep's so far, which marks the report incomplete). */
+static int report_sweep(const gs_opts *o, gs_summary *runs, size_t nruns, json_t *peers,
+                        const gs_compress_forecast *forecast, int status) {
+  gs_err e = {0};
+  gs_summary_scaling(runs, nruns, o->strong);
+  gs_stale_targets(runs, nruns, o->target_loss);
+  for (size_t i = 0; i < nruns; i++) gs_summary_print(stdout, &runs[i]);
+  char notice[256], link[GS_LINK_SENTENCE_MAX];
+  gs_oversubscribed(runs, nruns, notice, sizeof notice);
+  gs_verdict v;
+  gs_verdict_of(runs, nruns, sysconf(_SC_NPROCESSORS_ONLN), gs_link_sentence(o, link,
+                sizeof link), &v);
+  gs_verdict_print(stdout, v.text);
+  char bv[4096];
+  gs_bucket_verdict(runs, nruns, bv, sizeof bv);
+  if (bv[0]) printf("\n== bucket size ==\n  %s\n", bv);
+  gs_compress_forecast_beside(stdout, forecast, runs, nruns);
+  gs_summary_print_comparison(stdout, runs, nruns, peers, notice);
+  fflush(stdout);
+  if (gs_report_write(o->out, o, runs, nruns, peers, status != 0, &e) < 0) {
+    fprintf(stderr, "bench: %s\n", e.msg);
+    if (!status) status = 1;
+  } else {
+    printf("\nresults: %s/report.html, report.json, steps.csv, trace.json, *.svg\n", o->out);
+  }
+  return status;
+}
+
+/* The collective sweep's end: its report (busbw.svg, the JSON of every
+ * collective, report.html); 0, or the exit status. */
+static int report_collective(const gs_opts *o, const char *run_id) {
+  gs_err e = {0};
+  if (gs_report_collective(o->out, o, run_id, &e) < 0) {
+    fprintf(stderr, "bench: %s\n", e.msg);
+    return 1;
+  }
+  if (!o->quiet)
+    printf("\nresults: %s/report.html, busbw.svg, collective-<mode>-w<N>.json (all_reduce), "
+           "<collective>-<mode>-w<N>.json\n", o->out);
+  return 0;
+}
+
+int gs_sweep_main(gs_opts *o, int argc, char **argv) {
+  int status = check_sweep(o);
+  if (status) return status;
+  char outbuf[512]; /* o->out while the sweep runs */
+  char run_id[GS_RUN_ID_CHARS + 1];
+  gs_run_id_new(run_id);
+  setenv("GS_RUN_ID", run_id, 1); /* every rank's rows carry it */
+  if ((status = start_results(o, run_id, outbuf, sizeof outbuf))) return status;
   gs_bench_signals();
   const char *isa = "unknown";
   gs_isa_select(&isa, NULL);
   if (!o->collective) gs_cluster_auto(o);
-  if (!o->quiet) {
-    printf("gradsync %s (git %s): CPU code path %s (GS_ISA=scalar|avx2|avx512 forces one), %ld "
-           "cores; results in %s\n", GS_VERSION, GS_GIT_REVISION, isa,
-           sysconf(_SC_NPROCESSORS_ONLN), o->out);
-    if (!o->collective) gs_sweep_header(stdout, o);
-    fflush(stdout);
-  }
+  print_banner(o, isa);
   if (!o->collective) loopback_model(o);
   gs_compress_forecast *forecast = o->collective || o->quiet ? NULL
                                    : gs_compress_forecast_print(stdout, o);
 
   sweep sw = {.peers = json_array(), .one_w1 = !o->collective && o->nmodes > 1};
-  int status = 0, reps = o->collective ? 1 : o->repeats;
-  for (int id = 0; id < o->nmodes; id++)
-    for (int iw = 0; iw < o->nworlds; iw++)
-      sw.total += !(sw.one_w1 && o->worlds[iw] == 1 && id > 0) &&
-                  !(o->modes[id] == GS_MODE_SINGLE && o->worlds[iw] != 1);
-  sw.total *= reps * o->nmodels * o->nbatches * o->nbucket_mbs;
+  int reps = o->collective ? 1 : o->repeats;
+  sw.total = count_runs(o, sw.one_w1, reps);
   for (int rep = 1; rep <= reps && !status; rep++)
     status = sweep_once(o, argc, argv, rep, reps, &sw);
   gs_summary *runs = sw.runs;
@@ -319,6 +456,7 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
   json_t *peers = sw.peers;
 
   if (!o->collective && nruns > 0) {
+    gs_err e = {0};
     gs_summary *recs = NULL;
     size_t nrecs = 0;
     if (gs_summary_repeats(runs, nruns, &recs, &nrecs, &e) < 0) {
@@ -331,39 +469,9 @@ int gs_sweep_main(gs_opts *o, int argc, char **argv) {
     free(runs);
     runs = recs;
     nruns = nrecs;
-    gs_summary_scaling(runs, nruns, o->strong);
-    gs_stale_targets(runs, nruns, o->target_loss);
-    for (size_t i = 0; i < nruns; i++) gs_summary_print(stdout, &runs[i]);
-    char notice[256], link[GS_LINK_SENTENCE_MAX];
-    gs_oversubscribed(runs, nruns, notice, sizeof notice);
-    gs_verdict v;
-    gs_verdict_of(runs, nruns, sysconf(_SC_NPROCESSORS_ONLN), gs_link_sentence(o, link,
-                  sizeof link), &v);
-    gs_verdict_print(stdout, v.text);
-    char bv[4096];
-    gs_bucket_verdict(runs, nruns, bv, sizeof bv);
-    if (bv[0]) printf("\n== bucket size ==\n  %s\n", bv);
-    gs_compress_forecast_beside(stdout, forecast, runs, nruns);
-    gs_summary_print_comparison(stdout, runs, nruns, peers, notice);
-    fflush(stdout);
-    gs_err_clear(&e);
-    if (gs_report_write(o->out, o, runs, nruns, peers, status != 0, &e) < 0) {
-      fprintf(stderr, "bench: %s\n", e.msg);
-      if (!status) status = 1;
-    } else {
-      printf("\nresults: %s/report.html, report.json, steps.csv, trace.json, *.svg\n", o->out);
-    }
+    status = report_sweep(o, runs, nruns, peers, forecast, status);
   }
-  if (o->collective && !status) {
-    gs_err_clear(&e);
-    if (gs_report_collective(o->out, o, run_id, &e) < 0) {
-      fprintf(stderr, "bench: %s\n", e.msg);
-      status = 1;
-    } else if (!o->quiet) {
-      printf("\nresults: %s/report.html, busbw.svg, collective-<mode>-w<N>.json (all_reduce), "
-             "<collective>-<mode>-w<N>.json\n", o->out);
-    }
-  }
+  if (o->collective && !status) status = report_collective(o, run_id);
   if (status && !o->collective)
     fprintf(stderr, "bench: what was measured is in %s/steps.csv\n", o->out);
   gs_summaries_free(runs, nruns);

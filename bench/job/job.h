@@ -164,7 +164,7 @@ int gs_backends_check(const gs_opts *o, gs_err *e);
 int gs_backends_own_flags(const gs_opts *o, gs_err *e);
 
 /* ---- one job start (job.c) ---- */
-/* Which rank this process is, from the launch environment. */
+/* Which rank this process is, from the launch environment (rank_env.c). */
 typedef struct gs_rank_env {
   bool present;             /* RANK etc. set: join as this rank */
   bool launched;            /* by our own launcher (GS_LAUNCHED=1) */
@@ -194,9 +194,11 @@ typedef struct gs_job_addrs {
   char advertise[GS_ADDR_MAX];       /* what peers are told to connect to */
   char rendezvous[GS_ENDPOINT_MAX];  /* rank 0 binds it; the others connect to master */
 } gs_job_addrs;
-/* The binding rule (job.c's comment) for this environment and --bind
+/* The binding rule (addrs.c's comment) for this environment and --bind
  * (NULL: not given). */
 int gs_job_addrs_resolve(const gs_rank_env *env, const char *bind, gs_job_addrs *a, gs_err *e);
+/* Whether ip (IPv4, as text) is a loopback address, 127.0.0.0/8 (addrs.c). */
+bool gs_addr_loopback(const char *ip);
 
 /* The job secret (secret.c): --secret-file F (mode 0600 or stricter),
  * else GS_JOB_SECRET, else, when listens is NULL (every socket of this
@@ -207,9 +209,9 @@ int gs_job_addrs_resolve(const gs_rank_env *env, const char *bind, gs_job_addrs 
 int gs_job_secret(const char *file, const char *listens, bool encrypt, gs_cred *c, gs_err *e);
 /* A fresh random secret, as hex, for a job our launcher starts (secret.c). */
 void gs_secret_new(char out[2 * GS_KEY_BYTES + 1]);
-/* Run ids (steps.csv, report.json): random for an invocation of bench, or
- * the same on every rank of a job started by another launcher (a hash of
- * the job token, which it does not reveal). */
+/* Run ids (run_ids.c; steps.csv, report.json): random for an invocation of
+ * bench, or the same on every rank of a job started by another launcher (a
+ * hash of the job token, which it does not reveal). */
 #define GS_RUN_ID_CHARS 16
 void gs_run_id_new(char out[GS_RUN_ID_CHARS + 1]);
 void gs_run_id_of_job(uint64_t token, char out[GS_RUN_ID_CHARS + 1]);
@@ -232,11 +234,11 @@ typedef struct gs_job {
   const char **eps;
 } gs_job;
 
-/* Resolve the addresses; rank 0 of a multi-rank job opens the rendezvous
- * (and tells our launcher its port). */
+/* Resolve the addresses and the credential; rank 0 of a multi-rank job
+ * opens the rendezvous (and tells our launcher its port). */
 int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e);
-/* BLAS threads per rank: --threads, or the cores over the ranks on this
- * host (over the world while that is not known). */
+/* BLAS threads per rank (rank_threads.c): --threads, or the cores over the
+ * ranks on this host (over the world while that is not known). */
 int gs_job_threads(const gs_job *j, const gs_opts *o);
 /* --threads, or this machine's cores over `ranks` ranks sharing them (our
  * launcher's ranks share them all, on emulated hosts too: the world). */

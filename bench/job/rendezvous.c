@@ -215,159 +215,222 @@ static bool same_process(const reg *x, Gradsync__Register *rg) {
   return same;
 }
 
+/* Rank 0's side of the rendezvous under way: every rank's registration
+ * (rank 0's own slot stays empty), how many have registered (rank 0
+ * included), and what every registered rank is told when it fails. */
+typedef struct hosting {
+  gs_rdv *r;
+  const gs_rdv_me *me;
+  int world, have, timeout_ms;
+  double deadline;
+  reg *regs;
+  char why[768];
+} hosting;
+
+/* The deadline passed before every rank registered: which ones are
+ * missing. */
+static int missing_ranks(hosting *h, gs_err *e) {
+  char missing[256] = "";
+  size_t off = 0;
+  for (int i = 1; i < h->world && off < sizeof missing - 8; i++)
+    if (!h->regs[i].used) off += (size_t)snprintf(missing + off, sizeof missing - off, "%s%d",
+                                                  off ? ", " : "", i);
+  snprintf(h->why, sizeof h->why, "rendezvous: %d of %d ranks registered in %.0f s; missing "
+           "rank(s) %s (did they start, with the same MASTER_ADDR/MASTER_PORT, WORLD_SIZE "
+           "and job secret?)", h->have, h->world, h->timeout_ms / 1000.0, missing);
+  return GS_FAIL(e, GS_ETIMEOUT, "%s", h->why);
+}
+
+/* Whether a message received (got: gs_wire_recv's answer, bad: its error)
+ * is a registration from the rank its connection proved; the first few
+ * others are named on stderr, and ignored. */
+static bool is_registration(gs_rdv *r, gs_wire_msg *m, int got, const gs_err *bad) {
+  if (got >= 0 && gs_rdv_proven(r, m, "rendezvous") &&
+      m->env->body_case == GRADSYNC__ENVELOPE__BODY_REG)
+    return true;
+  if (got < 0 && r->refused++ < REFUSALS_SHOWN)
+    fprintf(stderr, "rank 0: rendezvous: ignored a bad message from rank %d: %s\n", m->proven,
+            bad->msg);
+  else if (got == GS_OK && m->proven >= 1 && (uint32_t)m->proven == m->env->rank &&
+           r->refused++ < REFUSALS_SHOWN)
+    fprintf(stderr, "rank 0: rendezvous: ignored a %s message from rank %d (a registration "
+            "was expected)\n", gs_wire_kind(m->env), m->proven);
+  return false;
+}
+
+/* A rank's registration (m, closed here): the same process dialling again
+ * keeps its slot with its new connection; a rank registered twice, another
+ * world size or a name too long fails the rendezvous (that rank told so at
+ * once); else the rank is recorded, and settings other than rank 0's fail
+ * the rendezvous. */
+static int register_rank(hosting *h, gs_wire_msg *m, gs_err *e) {
+  Gradsync__Register *rg = m->env->reg;
+  unsigned rk = m->env->rank;
+  reg *x = &h->regs[rk];
+  char msg[768] = "";
+  if (x->used && same_process(x, rg)) { /* dialled again: its new connection */
+    zmq_msg_close(&x->id);
+    zmq_msg_init(&x->id);
+    zmq_msg_copy(&x->id, &m->id);
+    gs_wire_msg_close(m);
+    return GS_OK;
+  }
+  if (x->used)
+    snprintf(msg, sizeof msg, "rank %u registered twice (two processes with RANK=%u); give "
+             "each process of the job its own rank", rk, rk);
+  else if ((int)rg->world != h->world)
+    snprintf(msg, sizeof msg, "rank %u was started with world size %u, rank 0 with %d; give "
+             "every rank the same WORLD_SIZE (torchrun --nnodes x --nproc_per_node, mpirun "
+             "-np, srun -n, bench --nnodes x --nproc-per-node)", rk, rg->world, h->world);
+  else if ((rg->endpoint && strlen(rg->endpoint) >= GS_ENDPOINT_MAX) ||
+           (rg->host && strlen(rg->host) >= GS_HOST_MAX))
+    snprintf(msg, sizeof msg, "rank %u registered an endpoint or host name longer than %d "
+             "characters", rk, GS_HOST_MAX - 1);
+  if (*msg) {
+    send_error_to(h->r, &m->id, "rendezvous", msg);
+    gs_wire_msg_close(m);
+    snprintf(h->why, sizeof h->why, "%s", msg);
+    return GS_FAIL(e, GS_EMISMATCH, "rendezvous: %s", msg);
+  }
+  x->used = true;
+  zmq_msg_init(&x->id);
+  zmq_msg_copy(&x->id, &m->id);
+  snprintf(x->endpoint, sizeof x->endpoint, "%s", rg->endpoint ? rg->endpoint : "");
+  snprintf(x->host, sizeof x->host, "%s", rg->host ? rg->host : "");
+  x->settings = join_settings(rg);
+  x->world = (int)rg->world;
+  x->pid = rg->pid;
+  gs_wire_msg_close(m);
+  h->have++;
+  if (x->settings && strcmp(x->settings, h->me->settings)) {
+    char diff[512];
+    first_difference(h->me->settings, x->settings, diff, sizeof diff);
+    snprintf(h->why, sizeof h->why, "configuration mismatch: rank %u differs from rank 0 in %s; "
+             "start every rank with the same flags", rk, diff);
+    return GS_FAIL(e, GS_EMISMATCH, "rendezvous: %s", h->why);
+  }
+  return GS_OK;
+}
+
+/* Registrations until every rank's is in: GS_OK, or why not (the
+ * deadline, an interrupt, a registration that fails the rendezvous). */
+static int collect(hosting *h, gs_err *e) {
+  int rc = GS_OK;
+  while (h->have < h->world && rc == GS_OK) {
+    int left = (int)((h->deadline - gs_now()) * 1000.0);
+    if (left <= 0) return missing_ranks(h, e);
+    gs_wire_msg m;
+    gs_err bad = {0};
+    int got = gs_wire_recv(h->r->sock, true, left, 0, 0, &m, &bad);
+    if (got == GS_EINTR) {
+      gs_wire_msg_close(&m);
+      return GS_FAIL(e, GS_EINTR, "rendezvous interrupted");
+    }
+    if (got == GS_ETIMEOUT || !is_registration(h->r, &m, got, &bad)) {
+      gs_wire_msg_close(&m);
+      continue;
+    }
+    rc = register_rank(h, &m, e);
+  }
+  return rc;
+}
+
+/* The job as every rank learns it: everyone's endpoint and host, rank 0
+ * backend's blob, the token, and the ranks on rank 0's host. */
+static void record_job(const hosting *h, uint64_t token, const void *blob, size_t bloblen,
+                       gs_rdv_job *job) {
+  job->job = token;
+  for (int i = 1; i < h->world; i++) {
+    snprintf(job->endpoints[i], GS_ENDPOINT_MAX, "%s", h->regs[i].endpoint);
+    snprintf(job->hosts[i], GS_HOST_MAX, "%s", h->regs[i].host);
+  }
+  if (bloblen) memcpy(job->blob, blob, bloblen);
+  job->bloblen = bloblen;
+  job->local_world = count_local(job, h->me->host);
+}
+
+/* A rank whose connection went before its welcome: it dials again and
+ * registers anew. */
+static void forget(hosting *h, reg *x) {
+  zmq_msg_close(&x->id);
+  free(x->settings);
+  x->settings = NULL;
+  x->used = false;
+  h->have--;
+}
+
+/* Welcome every rank not welcomed yet with the job (blob: rank 0
+ * backend's, as given); *lost counts the ranks forgotten on the way (their
+ * connection gone), which must register again. */
+static int welcome(hosting *h, gs_rdv_job *job, const void *blob, size_t bloblen, int *lost,
+                   gs_err *e) {
+  int world = h->world, rc = GS_OK;
+  Gradsync__Envelope env;
+  Gradsync__Welcome w = GRADSYNC__WELCOME__INIT;
+  char **eps = calloc((size_t)world, sizeof *eps), **hosts = calloc((size_t)world, sizeof *hosts);
+  for (int i = 0; eps && hosts && i < world; i++) {
+    eps[i] = job->endpoints[i];
+    hosts[i] = job->hosts[i];
+  }
+  w.world = (uint32_t)world;
+  w.n_endpoints = (size_t)world;
+  w.endpoints = eps;
+  w.n_hosts = (size_t)world;
+  w.hosts = hosts;
+  w.bootstrap.data = (uint8_t *)blob;
+  w.bootstrap.len = bloblen;
+  gs_wire_env(&env, job->job, 0);
+  env.body_case = GRADSYNC__ENVELOPE__BODY_WELCOME;
+  env.welcome = &w;
+  *lost = 0;
+  for (int i = 1; i < world && rc == GS_OK; i++) {
+    reg *x = &h->regs[i];
+    if (x->welcomed) continue;
+    rc = gs_wire_send(h->r->sock, zmq_msg_data(&x->id), zmq_msg_size(&x->id), &env, NULL, 0,
+                      NULL, NULL, h->timeout_ms, NULL, e);
+    if (rc == GS_EPEER) { /* its connection is gone: it dials again and registers anew */
+      gs_err_clear(e);
+      rc = GS_OK;
+      forget(h, x);
+      (*lost)++;
+    } else if (rc < 0) {
+      gs_err_prefix(e, "rank 0: rendezvous: welcoming rank %d: ", i);
+    } else {
+      x->welcomed = true;
+    }
+  }
+  free(eps);
+  free(hosts);
+  return rc;
+}
+
 int gs_rdv_host(gs_rdv *r, const gs_rdv_me *me, uint64_t token, const void *blob,
                 size_t bloblen, int timeout_ms, gs_rdv_job *job, gs_err *e) {
-  int world = me->world, rc = GS_OK;
-  reg *regs = calloc((size_t)world, sizeof *regs);
-  if (!regs || fill_job(job, world)) {
-    free(regs);
+  hosting h = {.r = r, .me = me, .world = me->world, .have = 1, .timeout_ms = timeout_ms};
+  h.regs = calloc((size_t)h.world, sizeof *h.regs);
+  if (!h.regs || fill_job(job, h.world)) {
+    free(h.regs);
     return GS_FAIL(e, GS_ENOMEM, "out of memory");
   }
   snprintf(job->endpoints[0], GS_ENDPOINT_MAX, "%s", me->endpoint);
   snprintf(job->hosts[0], GS_HOST_MAX, "%s", me->host);
-  int have = 1;
-  double deadline = gs_now() + timeout_ms / 1000.0;
-  char why[768] = "";
-
-again:
-  while (have < world && rc == GS_OK) {
-    int left = (int)((deadline - gs_now()) * 1000.0);
-    if (left <= 0) {
-      char missing[256] = "";
-      size_t off = 0;
-      for (int i = 1; i < world && off < sizeof missing - 8; i++)
-        if (!regs[i].used) off += (size_t)snprintf(missing + off, sizeof missing - off, "%s%d",
-                                                   off ? ", " : "", i);
-      snprintf(why, sizeof why, "rendezvous: %d of %d ranks registered in %.0f s; missing "
-               "rank(s) %s (did they start, with the same MASTER_ADDR/MASTER_PORT, WORLD_SIZE "
-               "and job secret?)", have, world, timeout_ms / 1000.0, missing);
-      rc = GS_FAIL(e, GS_ETIMEOUT, "%s", why);
-      break;
+  h.deadline = gs_now() + timeout_ms / 1000.0;
+  int rc, lost = 0;
+  do { /* ranks lost before their welcome register again, in the time left */
+    rc = collect(&h, e);
+    if (rc < 0) {
+      for (int i = 1; i < h.world; i++)
+        if (h.regs[i].used) send_error_to(r, &h.regs[i].id, "rendezvous", h.why);
+    } else {
+      record_job(&h, token, blob, bloblen, job);
+      rc = welcome(&h, job, blob, bloblen, &lost, e);
     }
-    gs_wire_msg m;
-    gs_err me2 = {0};
-    int got = gs_wire_recv(r->sock, true, left, 0, 0, &m, &me2);
-    if (got == GS_ETIMEOUT) { gs_wire_msg_close(&m); continue; }
-    if (got == GS_EINTR) { gs_wire_msg_close(&m); rc = GS_FAIL(e, GS_EINTR, "rendezvous interrupted"); break; }
-    if (got < 0 || !gs_rdv_proven(r, &m, "rendezvous") ||
-        m.env->body_case != GRADSYNC__ENVELOPE__BODY_REG) {
-      if (got < 0 && r->refused++ < REFUSALS_SHOWN)
-        fprintf(stderr, "rank 0: rendezvous: ignored a bad message from rank %d: %s\n",
-                m.proven, me2.msg);
-      else if (got == GS_OK && m.proven >= 1 && (uint32_t)m.proven == m.env->rank &&
-               r->refused++ < REFUSALS_SHOWN)
-        fprintf(stderr, "rank 0: rendezvous: ignored a %s message from rank %d (a "
-                "registration was expected)\n", gs_wire_kind(m.env), m.proven);
-      gs_wire_msg_close(&m);
-      continue;
-    }
-    Gradsync__Register *rg = m.env->reg;
-    unsigned rk = m.env->rank;
-    char msg[768] = "";
-    if (regs[rk].used && same_process(&regs[rk], rg)) { /* dialled again: its new connection */
-      zmq_msg_close(&regs[rk].id);
-      zmq_msg_init(&regs[rk].id);
-      zmq_msg_copy(&regs[rk].id, &m.id);
-      gs_wire_msg_close(&m);
-      continue;
-    }
-    if (regs[rk].used)
-      snprintf(msg, sizeof msg, "rank %u registered twice (two processes with RANK=%u); give "
-               "each process of the job its own rank", rk, rk);
-    else if ((int)rg->world != world)
-      snprintf(msg, sizeof msg, "rank %u was started with world size %u, rank 0 with %d; give "
-               "every rank the same WORLD_SIZE (torchrun --nnodes x --nproc_per_node, mpirun "
-               "-np, srun -n, bench --nnodes x --nproc-per-node)", rk, rg->world, world);
-    else if ((rg->endpoint && strlen(rg->endpoint) >= GS_ENDPOINT_MAX) ||
-             (rg->host && strlen(rg->host) >= GS_HOST_MAX))
-      snprintf(msg, sizeof msg, "rank %u registered an endpoint or host name longer than %d "
-               "characters", rk, GS_HOST_MAX - 1);
-    if (*msg) {
-      send_error_to(r, &m.id, "rendezvous", msg);
-      gs_wire_msg_close(&m);
-      snprintf(why, sizeof why, "%s", msg);
-      rc = GS_FAIL(e, GS_EMISMATCH, "rendezvous: %s", msg);
-      break;
-    }
-    reg *x = &regs[rk];
-    x->used = true;
-    zmq_msg_init(&x->id);
-    zmq_msg_copy(&x->id, &m.id);
-    snprintf(x->endpoint, sizeof x->endpoint, "%s", rg->endpoint ? rg->endpoint : "");
-    snprintf(x->host, sizeof x->host, "%s", rg->host ? rg->host : "");
-    x->settings = join_settings(rg);
-    x->world = (int)rg->world;
-    x->pid = rg->pid;
-    gs_wire_msg_close(&m);
-    have++;
-    if (x->settings && strcmp(x->settings, me->settings)) {
-      char diff[512];
-      first_difference(me->settings, x->settings, diff, sizeof diff);
-      snprintf(why, sizeof why, "configuration mismatch: rank %u differs from rank 0 in %s; "
-               "start every rank with the same flags", rk, diff);
-      rc = GS_FAIL(e, GS_EMISMATCH, "rendezvous: %s", why);
-    }
+  } while (rc == GS_OK && lost);
+  for (int i = 0; i < h.world; i++) {
+    if (h.regs[i].used) zmq_msg_close(&h.regs[i].id);
+    free(h.regs[i].settings);
   }
-
-  if (rc == GS_OK) {
-    job->job = token;
-    for (int i = 1; i < world; i++) {
-      snprintf(job->endpoints[i], GS_ENDPOINT_MAX, "%s", regs[i].endpoint);
-      snprintf(job->hosts[i], GS_HOST_MAX, "%s", regs[i].host);
-    }
-    if (bloblen) memcpy(job->blob, blob, bloblen);
-    job->bloblen = bloblen;
-    job->local_world = count_local(job, me->host);
-    Gradsync__Envelope env;
-    Gradsync__Welcome w = GRADSYNC__WELCOME__INIT;
-    char **eps = calloc((size_t)world, sizeof *eps), **hosts = calloc((size_t)world, sizeof *hosts);
-    for (int i = 0; eps && hosts && i < world; i++) {
-      eps[i] = job->endpoints[i];
-      hosts[i] = job->hosts[i];
-    }
-    w.world = (uint32_t)world;
-    w.n_endpoints = (size_t)world;
-    w.endpoints = eps;
-    w.n_hosts = (size_t)world;
-    w.hosts = hosts;
-    w.bootstrap.data = (uint8_t *)blob;
-    w.bootstrap.len = bloblen;
-    gs_wire_env(&env, job->job, 0);
-    env.body_case = GRADSYNC__ENVELOPE__BODY_WELCOME;
-    env.welcome = &w;
-    int lost = 0;
-    for (int i = 1; i < world && rc == GS_OK; i++) {
-      if (regs[i].welcomed) continue;
-      rc = gs_wire_send(r->sock, zmq_msg_data(&regs[i].id), zmq_msg_size(&regs[i].id), &env,
-                        NULL, 0, NULL, NULL, timeout_ms, NULL, e);
-      if (rc == GS_EPEER) { /* its connection is gone: it dials again and registers anew */
-        gs_err_clear(e);
-        rc = GS_OK;
-        zmq_msg_close(&regs[i].id);
-        free(regs[i].settings);
-        regs[i].settings = NULL;
-        regs[i].used = false;
-        have--;
-        lost++;
-      } else if (rc < 0) {
-        gs_err_prefix(e, "rank 0: rendezvous: welcoming rank %d: ", i);
-      } else {
-        regs[i].welcomed = true;
-      }
-    }
-    free(eps);
-    free(hosts);
-    if (lost && rc == GS_OK) goto again;
-  } else {
-    for (int i = 1; i < world; i++)
-      if (regs[i].used) send_error_to(r, &regs[i].id, "rendezvous", why);
-  }
-
-  for (int i = 0; i < world; i++) {
-    if (regs[i].used) zmq_msg_close(&regs[i].id);
-    free(regs[i].settings);
-  }
-  free(regs);
+  free(h.regs);
   r->job = job->job;
   return rc;
 }

@@ -173,6 +173,7 @@ typedef struct gs_bucket_timing {
 
 /* Stragglers and stale models (summary_stale.c; docs/stragglers.md): what
  * a run shows of who waited, of staleness and of convergence in time. */
+#define GS_LOSS_CURVE_MAX 600  /* a loss curve's points: at most this + 1 */
 typedef struct gs_stale_summary {
   char *throughput_basis;      /* "steps" (synchronous) or "window" (docs/metrics.md) */
   int64_t *staleness_hist;     /* applied gradients by staleness 0..nhist-1 */
@@ -301,23 +302,30 @@ const gs_summary *gs_summary_find(const gs_summary *runs, size_t n, gs_mode mode
                                   const gs_summary *like);
 
 /* summary_stale.c: the stale members of a summary (part of gs_summarize,
- * after gs_summary_links), freeing them, their report.json keys (beside
- * the run's: put adds, get demands every one), and the sweep's targets:
- * target > 0 is --target-loss, else each run's target is 1.10 x the final
+ * after gs_summary_links), freeing them, and the sweep's targets: target
+ * > 0 is --target-loss, else each run's target is 1.10 x the final
  * smoothed loss of the synchronous run (ring every step, else ps bsp) of
- * its world, model, data and batch; time_to_target_s follows. */
+ * its world, model, data and batch; time_to_target_s follows. Whether
+ * runs are about stragglers or staleness (a run of several ranks with
+ * --slow, --jitter, a stale model, or --target-loss): then the comparison
+ * and the verdict say how long each took to the target. */
 int gs_stale_summarize(const gs_run_info *info, const gs_rank_result *ranks, size_t steps,
                        gs_summary *s, gs_err *e);
 void gs_stale_free(gs_stale_summary *st);
+void gs_stale_targets(gs_summary *runs, size_t n, double target);
+bool gs_stale_about_stragglers(const gs_summary *runs, size_t n);
+/* summary_json_stale.c: their report.json keys (beside the run's: put
+ * adds, get demands every one). */
 int gs_stale_json_put(json_t *j, const gs_summary *s, gs_err *e);
 int gs_stale_json_get(json_t *j, gs_summary *s, const char *where, gs_err *e);
-void gs_stale_targets(gs_summary *runs, size_t n, double target);
-/* The comparison's stale lines (tables.c) and the verdict's sentence on
- * time to target (text appended to buf). */
+/* tables_stale.c: the run's stale lines (under its table, tables.c) and
+ * the comparison of time to target; verdict_stale.c: the verdict's
+ * sentence on time to target (text appended to buf). */
 void gs_stale_print(FILE *f, const gs_summary *s);
 void gs_stale_print_comparison(FILE *f, const gs_summary *runs, size_t n);
 void gs_stale_verdict(const gs_summary *runs, size_t n, char *buf, size_t cap);
-/* A run's name in those: "ring", "ring period 4", "ps ssp:2", "local". */
+/* A run's name in those (tables_stale.c): "ring", "ring period 4", "ps
+ * ssp:2", "local". */
 void gs_stale_label(const gs_summary *r, char *buf, size_t cap);
 /* charts_stale.c: loss.svg (every run's smoothed loss against wall-clock
  * time) and staleness.svg (each stale run's histogram); nothing when no

@@ -207,17 +207,22 @@ int64_t gs_first_measured(int64_t warmup, int64_t steps) {
   return warmup >= 0 && warmup < steps ? warmup : 0;
 }
 
-int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *out,
-                 gs_err *e) {
-  memset(out, 0, sizeof *out);
-  size_t steps = 0;
-  GS_TRY(steps_of(info, ranks, &steps, e));
-  int N = info->world;
-  size_t first = (size_t)gs_first_measured(info->warmup, (int64_t)steps);
-  size_t m = steps - first;
+/* One run's sums over its measured steps, and what the summary makes of
+ * them before it divides them into means. */
+typedef struct run_sums {
+  size_t steps, first, m;   /* every rank's steps, the first measured, how many measured */
+  double div;               /* m, or 1 when nothing was measured */
+  double total_time, total_samples;
+  int skipped;
+  rank_sum *rs;             /* world entries */
+  server_sum srv;
+  double *sorted;           /* the measured steps' times, ascending */
+  double busy_max, busy_mean, traffic_all, master_bytes, worker_bytes;
+} run_sums;
 
-  gs_summary *s = out;
-  s->world = N; /* before per_rank exists: gs_summary_free walks world entries */
+/* The run's names and settings, as text the summary owns; false: out of
+ * memory. */
+static bool describe(const gs_run_info *info, gs_summary *s) {
   char id[512];
   gs_run_id(info, id, sizeof id);
   s->id = strdup(id);
@@ -238,9 +243,18 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   s->ring_period = info->ring_period;
   char spec[32];
   s->compress = strdup(gs_compress_spec(&info->compress, spec, sizeof spec));
+  s->cost_model.formula = strdup(formula(info));
+  return s->id && s->model && s->data && s->device && s->launcher && s->algo && s->run_id &&
+         s->slow && s->ps_sync && s->cost_model.formula;
+}
+
+/* Gradients applied and dropped, and how stale the applied ones were, over
+ * every step of every rank. */
+static void count_staleness(const gs_run_info *info, const gs_rank_result *ranks,
+                            size_t steps, gs_summary *s) {
   int64_t applied = 0;
   double stale_sum = 0;
-  for (int r = 0; r < N; r++)
+  for (int r = 0; r < info->world; r++)
     for (size_t t = 0; t < steps; t++) {
       int x = ranks[r].rows[t].staleness;
       if (x < 0) s->dropped_gradients++;
@@ -249,26 +263,63 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
     }
   s->staleness_mean = applied && gs_ps_sync_stale(&info->ps_sync) ? stale_sum / (double)applied
                                                                    : NAN;
-  s->cost_model.formula = strdup(formula(info));
-  s->step_time_s = calloc(steps + 1, sizeof *s->step_time_s);
-  s->per_rank = calloc((size_t)N, sizeof *s->per_rank);
-  double *sorted = calloc(steps + 1, sizeof *sorted);
-  rank_sum *rs = calloc((size_t)N, sizeof *rs);
-  bool ok = s->id && s->model && s->data && s->device && s->launcher && s->algo && s->run_id && s->slow &&
-            s->ps_sync && s->cost_model.formula &&
-            s->step_time_s && s->per_rank && sorted && rs;
-  for (int r = 0; ok && r < N; r++) ok = (s->per_rank[r].host = dup_or_empty(ranks[r].host));
-  if (!ok) {
-    free(sorted);
-    free(rs);
-    gs_summary_free(s);
-    return GS_FAIL(e, GS_ENOMEM, "out of memory summarising the run");
-  }
+}
 
-  double total_time = 0, total_samples = 0;
-  server_sum srv = {0};
-  int skipped = 0;
-  for (size_t t = 0; t < steps; t++) {
+/* The summary's per-step and per-rank arrays and the sums' own; false: out
+ * of memory. */
+static bool alloc_sums(const gs_rank_result *ranks, gs_summary *s, run_sums *x) {
+  int N = s->world;
+  s->step_time_s = calloc(x->steps + 1, sizeof *s->step_time_s);
+  s->per_rank = calloc((size_t)N, sizeof *s->per_rank);
+  x->sorted = calloc(x->steps + 1, sizeof *x->sorted);
+  x->rs = calloc((size_t)N, sizeof *x->rs);
+  bool ok = s->step_time_s && s->per_rank && x->sorted && x->rs;
+  for (int r = 0; ok && r < N; r++) ok = (s->per_rank[r].host = dup_or_empty(ranks[r].host));
+  return ok;
+}
+
+static void free_sums(run_sums *x) {
+  free(x->sorted);
+  free(x->rs);
+}
+
+/* One measured step of one rank into its sums; step: the step's time (the
+ * slowest rank's), of which the rest is idle. */
+static void add_row(rank_sum *x, const gs_step_row *row, double step) {
+  double compute = row->data_s + row->forward_s + row->backward_s;
+  double busy = compute + row->reduce_s + row->update_s;
+  double idle = step - busy - row->wait_s;
+  x->data += row->data_s;
+  x->forward += row->forward_s;
+  x->backward += row->backward_s;
+  x->compute += compute;
+  x->wait += row->wait_s;
+  x->reduce += row->reduce_s;
+  x->update += row->update_s;
+  x->busy += busy;
+  x->idle += idle > 0 ? idle : 0;
+  x->sent += (double)row->bytes_sent;
+  x->recv += (double)row->bytes_recv;
+  if (row->rss_bytes > x->rss) x->rss = row->rss_bytes;
+}
+
+/* A server's share of rank 0's step (a server in rank 0's process, or the
+ * dedicated one it reports), when the row has one. */
+static void add_server(server_sum *srv, const gs_step_row *r0) {
+  if (!r0->has_server) return;
+  srv->seen = true;
+  srv->reduce += r0->server_reduce_s;
+  srv->update += r0->server_update_s;
+  srv->sent += (double)r0->server_bytes_sent;
+  srv->recv += (double)r0->server_bytes_recv;
+}
+
+/* Every step's time (the slowest rank's), and over the measured steps the
+ * time, the samples, each rank's sums and the server's; the measured
+ * steps' times sorted for the quantiles. */
+static void sum_steps(const gs_rank_result *ranks, gs_summary *s, run_sums *x) {
+  int N = s->world;
+  for (size_t t = 0; t < x->steps; t++) {
     double mx = 0, samples = 0;
     for (int r = 0; r < N; r++) {
       const gs_step_row *row = &ranks[r].rows[t];
@@ -276,56 +327,43 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
       samples += row->samples;
     }
     s->step_time_s[t] = mx;
-    skipped += ranks[0].rows[t].skipped != 0;
-    if (t < first) continue;
-    total_time += mx;
-    total_samples += samples;
-    for (int r = 0; r < N; r++) {
-      const gs_step_row *row = &ranks[r].rows[t];
-      rank_sum *x = &rs[r];
-      double compute = row->data_s + row->forward_s + row->backward_s;
-      double busy = compute + row->reduce_s + row->update_s;
-      double idle = mx - busy - row->wait_s;
-      x->data += row->data_s;
-      x->forward += row->forward_s;
-      x->backward += row->backward_s;
-      x->compute += compute;
-      x->wait += row->wait_s;
-      x->reduce += row->reduce_s;
-      x->update += row->update_s;
-      x->busy += busy;
-      x->idle += idle > 0 ? idle : 0;
-      x->sent += (double)row->bytes_sent;
-      x->recv += (double)row->bytes_recv;
-      if (row->rss_bytes > x->rss) x->rss = row->rss_bytes;
-    }
-    const gs_step_row *r0 = &ranks[0].rows[t];
-    if (r0->has_server) {
-      srv.seen = true;
-      srv.reduce += r0->server_reduce_s;
-      srv.update += r0->server_update_s;
-      srv.sent += (double)r0->server_bytes_sent;
-      srv.recv += (double)r0->server_bytes_recv;
-    }
+    x->skipped += ranks[0].rows[t].skipped != 0;
+    if (t < x->first) continue;
+    x->total_time += mx;
+    x->total_samples += samples;
+    for (int r = 0; r < N; r++) add_row(&x->rs[r], &ranks[r].rows[t], mx);
+    add_server(&x->srv, &ranks[0].rows[t]);
   }
-  memcpy(sorted, s->step_time_s + first, m * sizeof *sorted);
-  qsort(sorted, m, sizeof *sorted, cmp_double);
-  double div = m ? (double)m : 1;
+  memcpy(x->sorted, s->step_time_s + x->first, x->m * sizeof *x->sorted);
+  qsort(x->sorted, x->m, sizeof *x->sorted, cmp_double);
+  x->div = x->m ? (double)x->m : 1;
+}
 
-  gs_cost_model *cm = &s->cost_model;
-  cost_model(info, cm);
-  double busy_max = 0, busy_mean = 0, traffic_all = 0;
+/* Whether rank r hosts what the cost model calls the master: rank 0 with
+ * the server in it, or a rank that runs one of K servers; no rank when the
+ * servers have processes of their own. */
+static bool rank_is_master(const gs_run_info *info, int r) {
+  return info->mode == GS_MODE_PS && info->ps_server_hosts ? false
+         : info->mode == GS_MODE_PS && info->ps_servers > 1
+             ? gs_ps_runs_server(r, info->world, info->ps_servers)
+             : r == 0 && !(info->mode == GS_MODE_PS && info->dedicated);
+}
+
+/* Each rank's means per measured step beside the cost model's bytes for
+ * its role; the busiest rank's busy, the mean busy, everyone's traffic. */
+static void per_rank_means(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *s,
+                           run_sums *sm) {
+  int N = s->world;
+  const gs_cost_model *cm = &s->cost_model;
+  double div = sm->div;
   for (int r = 0; r < N; r++) {
-    const rank_sum *x = &rs[r];
+    const rank_sum *x = &sm->rs[r];
     gs_rank_summary *p = &s->per_rank[r];
-    bool master = info->mode == GS_MODE_PS && info->ps_server_hosts ? false
-                  : info->mode == GS_MODE_PS && info->ps_servers > 1
-                      ? gs_ps_runs_server(r, N, info->ps_servers)
-                      : r == 0 && !(info->mode == GS_MODE_PS && info->dedicated);
+    bool master = rank_is_master(info, r);
     double busy = x->busy / div;
-    busy_mean += busy / N;
-    if (busy > busy_max) busy_max = busy;
-    traffic_all += (x->sent + x->recv) / div;
+    sm->busy_mean += busy / N;
+    if (busy > sm->busy_max) sm->busy_max = busy;
+    sm->traffic_all += (x->sent + x->recv) / div;
     p->rank = r;
     p->bytes_sent = x->sent / div;
     p->bytes_recv = x->recv / div;
@@ -334,12 +372,12 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
     p->forward_s = x->forward / div;
     p->backward_s = x->backward / div;
     p->comm_wait_s = x->wait / div;
-    p->comm_hidden_s = hidden_comm(&ranks[r], first, steps) / div;
+    p->comm_hidden_s = hidden_comm(&ranks[r], sm->first, sm->steps) / div;
     p->reduce_s = x->reduce / div;
     p->update_s = x->update / div;
     p->busy_s = busy;
     p->idle_s = x->idle / div;
-    p->step_s = m ? total_time / div : 0.0;
+    p->step_s = sm->m ? sm->total_time / div : 0.0;
     p->model_bytes_sent = master ? cm->master_bytes_sent : cm->worker_bytes_sent;
     p->model_bytes_recv = master ? cm->master_bytes_recv : cm->worker_bytes_recv;
     double model = p->model_bytes_sent + p->model_bytes_recv;
@@ -347,27 +385,44 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
     p->peak_rss_bytes = (int64_t)(x->rss > ranks[r].peak_rss ? x->rss : ranks[r].peak_rss);
     p->slow_factor = gs_straggle_factor(&info->straggle, r);
   }
-  double master_bytes = (rs[0].sent + rs[0].recv) / div, worker_bytes = 0;
-  for (int r = 1; r < N; r++) worker_bytes += (rs[r].sent + rs[r].recv) / div / (N - 1);
-  if (srv.seen) {
-    gs_server_summary *v = &s->server;
-    s->has_server = true;
-    v->bytes_sent = srv.sent / div;
-    v->bytes_recv = srv.recv / div;
-    v->reduce_s = srv.reduce / div;
-    v->update_s = srv.update / div;
-    v->busy_s = (srv.reduce + srv.update) / div;
-    v->model_bytes_sent = cm->master_bytes_sent;
-    v->model_bytes_recv = cm->master_bytes_recv;
-    traffic_all += v->bytes_sent + v->bytes_recv;
-    master_bytes = v->bytes_sent + v->bytes_recv;
-    worker_bytes = 0;
-    for (int r = 0; r < N; r++) worker_bytes += (rs[r].sent + rs[r].recv) / div / N;
+}
+
+/* The server's means when rank 0 reported one (its traffic joins
+ * everyone's), and the master's bytes per step against a worker's: the
+ * server's against every rank's mean, else rank 0's against the others'. */
+static void server_means(gs_summary *s, run_sums *sm) {
+  int N = s->world;
+  double div = sm->div;
+  const rank_sum *rs = sm->rs;
+  if (!sm->srv.seen) {
+    sm->master_bytes = (rs[0].sent + rs[0].recv) / div;
+    for (int r = 1; r < N; r++) sm->worker_bytes += (rs[r].sent + rs[r].recv) / div / (N - 1);
+    return;
   }
+  const server_sum *srv = &sm->srv;
+  const gs_cost_model *cm = &s->cost_model;
+  gs_server_summary *v = &s->server;
+  s->has_server = true;
+  v->bytes_sent = srv->sent / div;
+  v->bytes_recv = srv->recv / div;
+  v->reduce_s = srv->reduce / div;
+  v->update_s = srv->update / div;
+  v->busy_s = (srv->reduce + srv->update) / div;
+  v->model_bytes_sent = cm->master_bytes_sent;
+  v->model_bytes_recv = cm->master_bytes_recv;
+  sm->traffic_all += v->bytes_sent + v->bytes_recv;
+  sm->master_bytes = v->bytes_sent + v->bytes_recv;
+  for (int r = 0; r < N; r++) sm->worker_bytes += (rs[r].sent + rs[r].recv) / div / N;
+}
+
+/* The run's settings and its figures over the measured steps. */
+static void run_figures(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *s,
+                        const run_sums *sm) {
+  int N = s->world;
+  size_t steps = sm->steps, m = sm->m;
   /* one master: ps with one server (in rank 0 or a process of its own) */
   bool one_master = info->mode == GS_MODE_PS && N > 1 && info->ps_servers <= 1 &&
                     !info->ps_server_hosts;
-
   s->mode = info->mode;
   s->batch = info->batch;
   s->global_batch = info->batch * N;
@@ -382,45 +437,83 @@ int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summar
   s->steps = (int64_t)steps;
   s->nparams = (int64_t)info->nparams;
   s->nbuckets = info->nbuckets;
-  s->gradient_bytes = cm->S_bytes;
+  s->gradient_bytes = s->cost_model.S_bytes;
   s->wall_time_s = info->wall_end - info->wall_start;
-  s->throughput_samples_per_s = total_time > 0 ? total_samples / total_time : 0.0;
-  s->step_time_s_median = quantile(sorted, m, 0.5);
-  s->step_time_s_p95 = quantile(sorted, m, 0.95);
-  s->step_time_s_mean = m ? total_time / div : 0.0;
-  s->imbalance = busy_mean > 0 ? busy_max / busy_mean : 1.0;
+  s->throughput_samples_per_s = sm->total_time > 0 ? sm->total_samples / sm->total_time : 0.0;
+  s->step_time_s_median = quantile(sm->sorted, m, 0.5);
+  s->step_time_s_p95 = quantile(sm->sorted, m, 0.95);
+  s->step_time_s_mean = m ? sm->total_time / sm->div : 0.0;
+  s->imbalance = sm->busy_mean > 0 ? sm->busy_max / sm->busy_mean : 1.0;
   s->scaling_efficiency = NAN;
-  s->master_traffic_share = one_master && traffic_all > 0 ? master_bytes / traffic_all : NAN;
-  s->master_bytes_vs_worker = one_master && worker_bytes > 0 ? master_bytes / worker_bytes : NAN;
-  s->skipped_steps = skipped;
+  s->master_traffic_share = one_master && sm->traffic_all > 0 ? sm->master_bytes /
+                                                                  sm->traffic_all
+                                                              : NAN;
+  s->master_bytes_vs_worker = one_master && sm->worker_bytes > 0 ? sm->master_bytes /
+                                                                     sm->worker_bytes
+                                                                 : NAN;
+  s->skipped_steps = sm->skipped;
   s->final_loss = steps ? ranks[0].rows[steps - 1].loss : 0;
-  s->warmup_steps = (int64_t)first;
+  s->warmup_steps = (int64_t)sm->first;
   s->final_loss_scale = steps ? (double)ranks[0].rows[steps - 1].scale : 1.0;
   s->measured_steps = (int64_t)m;
+}
+
+/* The record of one repetition: this run's throughput, step median and id
+ * (repeats.c merges records); false: out of memory. */
+static bool one_repeat(const gs_run_info *info, gs_summary *s) {
   s->repeat = info->repeat > 0 ? info->repeat : 1;
   s->nrepeats = 1;
   s->repeat_throughput = malloc(sizeof *s->repeat_throughput);
   s->repeat_step_median = malloc(sizeof *s->repeat_step_median);
   s->repeat_ids = calloc(1, sizeof *s->repeat_ids);
   if (!s->repeat_throughput || !s->repeat_step_median || !s->repeat_ids ||
-      !(s->repeat_ids[0] = strdup(s->id))) {
-    free(sorted);
-    free(rs);
-    gs_summary_free(s);
-    return GS_FAIL(e, GS_ENOMEM, "out of memory summarising the run");
-  }
+      !(s->repeat_ids[0] = strdup(s->id)))
+    return false;
   s->repeat_throughput[0] = s->throughput_samples_per_s;
   s->repeat_step_median[0] = s->step_time_s_median;
+  return true;
+}
+
+/* What the run's evaluations measured (NaN: not measured). */
+static void evaluations(const gs_run_info *info, gs_summary *s) {
   bool measured = !isnan(info->accuracy) && info->accuracy >= 0;
   s->accuracy = measured ? info->accuracy : NAN;
   s->eval_loss = measured ? info->eval_loss : NAN;
   measured = !isnan(info->heldout_accuracy) && info->heldout_accuracy >= 0;
   s->heldout_accuracy = measured ? info->heldout_accuracy : NAN;
   s->heldout_loss = measured ? info->heldout_loss : NAN;
-  free(sorted);
-  free(rs);
+}
+
+int gs_summarize(const gs_run_info *info, const gs_rank_result *ranks, gs_summary *out,
+                 gs_err *e) {
+  memset(out, 0, sizeof *out);
+  size_t steps = 0;
+  GS_TRY(steps_of(info, ranks, &steps, e));
+  run_sums sm = {.steps = steps,
+                 .first = (size_t)gs_first_measured(info->warmup, (int64_t)steps)};
+  sm.m = steps - sm.first;
+  gs_summary *s = out;
+  s->world = info->world; /* before per_rank exists: gs_summary_free walks world entries */
+  if (!describe(info, s) || !alloc_sums(ranks, s, &sm)) {
+    free_sums(&sm);
+    gs_summary_free(s);
+    return GS_FAIL(e, GS_ENOMEM, "out of memory summarising the run");
+  }
+  count_staleness(info, ranks, steps, s);
+  sum_steps(ranks, s, &sm);
+  cost_model(info, &s->cost_model);
+  per_rank_means(info, ranks, s, &sm);
+  server_means(s, &sm);
+  run_figures(info, ranks, s, &sm);
+  bool ok = one_repeat(info, s);
+  free_sums(&sm);
+  if (!ok) {
+    gs_summary_free(s);
+    return GS_FAIL(e, GS_ENOMEM, "out of memory summarising the run");
+  }
+  evaluations(info, s);
   /* buckets first: the links' prediction takes readiness from them */
-  int rc = gs_summary_buckets(info, ranks, first, steps, s, e);
+  int rc = gs_summary_buckets(info, ranks, sm.first, steps, s, e);
   if (rc == GS_OK) rc = gs_summary_links(info, ranks, s, e);
   if (rc == GS_OK) rc = gs_stale_summarize(info, ranks, steps, s, e);
   if (rc < 0) gs_summary_free(s);

@@ -24,7 +24,7 @@
  *                    backend's.
  *   loss curve       every rank's batch loss, the mean of the latest 8 x
  *                    world rows in the order they ended, against seconds
- *                    from the run's first step (at most CURVE_MAX points).
+ *                    from the run's first step (at most GS_LOSS_CURVE_MAX points).
  *   held-out curve   --eval-data's accuracy and loss of rank 0's parameters
  *                    after the steps it copied them (bench/job/heldout.c),
  *                    each at the time its step ended, on the loss curve's
@@ -46,7 +46,11 @@
  *                    link carries (rate / S), those on it with their own
  *                    communication, which crosses no link. The
  *                    host-aggregated ps' workers are its hosts: each as
- *                    slow as its slowest rank, with its ranks' samples. */
+ *                    slow as its slowest rank, with its ranks' samples.
+ *
+ * Pure, like summary.c. The other sides of these members have files of
+ * their own, as the run's do: report.json summary_json_stale.c, the
+ * terminal tables_stale.c, the verdict verdict_stale.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,8 +58,6 @@
 #include "bench/report/report.h"
 #include "ps/ps.h"
 
-#define CURVE_MAX 600
-#define HELDOUT_MAX (1 << 20)
 #define TARGET_OVER_SYNC 1.10
 
 static bool stale_run(const gs_run_info *info) {
@@ -141,8 +143,8 @@ static int loss_curve(const gs_run_info *info, const gs_rank_result *ranks, size
   size_t n = 0, rows = (size_t)N * steps;
   if (!rows) return GS_OK;
   const gs_step_row **by = malloc(rows * sizeof *by);
-  st->loss_t_s = malloc((CURVE_MAX + 1) * sizeof *st->loss_t_s);
-  st->loss = malloc((CURVE_MAX + 1) * sizeof *st->loss);
+  st->loss_t_s = malloc((GS_LOSS_CURVE_MAX + 1) * sizeof *st->loss_t_s);
+  st->loss = malloc((GS_LOSS_CURVE_MAX + 1) * sizeof *st->loss);
   if (!by || !st->loss_t_s || !st->loss) {
     free(by);
     return GS_FAIL(e, GS_ENOMEM, "out of memory for the loss curve");
@@ -151,7 +153,7 @@ static int loss_curve(const gs_run_info *info, const gs_rank_result *ranks, size
     for (size_t t = 0; t < steps; t++)
       if (isfinite(ranks[r].rows[t].loss)) by[n++] = &ranks[r].rows[t];
   qsort(by, n, sizeof *by, cmp_end);
-  size_t win = 8 * (size_t)N, every = (n + CURVE_MAX - 1) / CURVE_MAX;
+  size_t win = 8 * (size_t)N, every = (n + GS_LOSS_CURVE_MAX - 1) / GS_LOSS_CURVE_MAX;
   if (every < 1) every = 1;
   double sum = 0;
   for (size_t i = 0; i < n; i++) {
@@ -361,315 +363,13 @@ void gs_stale_targets(gs_summary *runs, size_t n, double target) {
   }
 }
 
-/* ---- report.json ---- */
-
-static json_t *reals(const double *v, size_t n) {
-  json_t *a = json_array();
-  for (size_t i = 0; a && i < n; i++)
-    if (json_array_append_new(a, isfinite(v[i]) ? json_real(v[i]) : json_null())) {
-      json_decref(a);
-      return NULL;
-    }
-  return a;
-}
-
-static json_t *nullable(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
-int gs_stale_json_put(json_t *j, const gs_summary *s, gs_err *e) {
-  const gs_stale_summary *st = &s->stale;
-  int N = s->world;
-  json_t *hist = json_array(), *waits = json_array();
-  for (int i = 0; hist && i < st->nhist; i++)
-    json_array_append_new(hist, json_integer((json_int_t)st->staleness_hist[i]));
-  for (int r = 0; waits && r < N; r++)
-    json_array_append_new(waits, reals(st->waited_for_s + (size_t)r * N, (size_t)N));
-  json_t *curve = json_pack("{s:o?, s:o?}", "t_s", reals(st->loss_t_s, (size_t)st->nloss),
-                            "loss", reals(st->loss, (size_t)st->nloss));
-  json_t *mdl = isfinite(st->model_samples_per_s)
-                    ? json_pack("{s:f, s:s}", "samples_per_s", st->model_samples_per_s,
-                                "formula", st->model_formula ? st->model_formula : "")
-                    : json_null();
-  json_t *held = json_null();
-  if (st->nheldout > 0) {
-    json_t *at = json_array();
-    for (int i = 0; at && i < st->nheldout; i++)
-      json_array_append_new(at, json_integer((json_int_t)st->heldout_step[i]));
-    size_t n = (size_t)st->nheldout;
-    held = json_pack("{s:o?, s:o?, s:o?, s:o?}", "step", at, "t_s", reals(st->heldout_t_s, n),
-                     "accuracy", reals(st->heldout_accuracy, n), "loss",
-                     reals(st->heldout_loss, n));
-  }
-  int bad = !hist || !waits || !curve || !mdl || !held;
-  bad |= json_object_set_new(j, "heldout_curve", held);
-  bad |= json_object_set_new(j, "throughput_basis", json_string(st->throughput_basis ?
-                             st->throughput_basis : "steps"));
-  bad |= json_object_set_new(j, "staleness_histogram", hist);
-  bad |= json_object_set_new(j, "waited_for_s", waits);
-  bad |= json_object_set_new(j, "waited_backend_s", reals(st->waited_backend_s, (size_t)N));
-  bad |= json_object_set_new(j, "loss_curve", curve);
-  bad |= json_object_set_new(j, "target_loss", nullable(st->target_loss));
-  bad |= json_object_set_new(j, "target_from", json_string(st->target_from ? st->target_from
-                                                           : ""));
-  bad |= json_object_set_new(j, "time_to_target_s", nullable(st->time_to_target_s));
-  bad |= json_object_set_new(j, "straggler_model", mdl);
-  return bad ? GS_FAIL(e, GS_ENOMEM, "out of memory writing run %s", s->id) : GS_OK;
-}
-
-/* a JSON array of n numbers (null for NaN where nulls may be) into v */
-static int get_reals(json_t *a, size_t n, double *v, bool nulls, const char *where,
-                     const char *key, gs_err *e) {
-  if (!json_is_array(a) || json_array_size(a) != n)
-    return GS_FAIL(e, GS_EPROTO, "run %s: %s is not an array of %zu numbers", where, key, n);
-  for (size_t i = 0; i < n; i++) {
-    json_t *x = json_array_get(a, i);
-    if (json_is_number(x)) v[i] = json_number_value(x);
-    else if (nulls && json_is_null(x)) v[i] = NAN;
-    else return GS_FAIL(e, GS_EPROTO, "run %s: %s[%zu] is not a number", where, key, i);
-  }
-  return GS_OK;
-}
-
-static int get_text(json_t *j, const char *key, char **out, const char *where, gs_err *e) {
-  json_t *v = json_object_get(j, key);
-  if (!json_is_string(v))
-    return GS_FAIL(e, GS_EPROTO, "run %s: %s is missing or not a string (a report of another "
-                   "gradsync version? every metric must be there)", where, key);
-  return (*out = strdup(json_string_value(v))) ? GS_OK
-                                               : GS_FAIL(e, GS_ENOMEM, "out of memory");
-}
-
-static int get_nullable(json_t *j, const char *key, double *out, const char *where, gs_err *e) {
-  json_t *v = json_object_get(j, key);
-  if (!v || !(json_is_number(v) || json_is_null(v)))
-    return GS_FAIL(e, GS_EPROTO, "run %s: %s is missing or not a number or null", where, key);
-  *out = json_is_null(v) ? NAN : json_number_value(v);
-  return GS_OK;
-}
-
-/* null, or {step, t_s, accuracy, loss} of as many points, steps ascending */
-static int get_heldout(json_t *h, gs_stale_summary *st, const char *where, gs_err *e) {
-  if (json_is_null(h)) return GS_OK;
-  json_t *at = json_object_get(h, "step");
-  size_t n = json_array_size(at);
-  if (!json_is_object(h) || !json_is_array(at) || n < 1 || n > HELDOUT_MAX)
-    return GS_FAIL(e, GS_EPROTO, "run %s: heldout_curve is neither null nor {step, t_s, "
-                   "accuracy, loss} of 1 to %d points", where, HELDOUT_MAX);
-  st->heldout_step = calloc(n, sizeof *st->heldout_step);
-  st->heldout_t_s = calloc(n, sizeof *st->heldout_t_s);
-  st->heldout_accuracy = calloc(n, sizeof *st->heldout_accuracy);
-  st->heldout_loss = calloc(n, sizeof *st->heldout_loss);
-  if (!st->heldout_step || !st->heldout_t_s || !st->heldout_accuracy || !st->heldout_loss)
-    return GS_FAIL(e, GS_ENOMEM, "out of memory");
-  for (size_t i = 0; i < n; i++) {
-    json_t *x = json_array_get(at, i);
-    if (!json_is_integer(x) || json_integer_value(x) < 0 ||
-        (i > 0 && json_integer_value(x) <= st->heldout_step[i - 1]))
-      return GS_FAIL(e, GS_EPROTO, "run %s: heldout_curve.step[%zu] is not a step after the "
-                     "one before it", where, i);
-    st->heldout_step[i] = (int64_t)json_integer_value(x);
-  }
-  GS_TRY(get_reals(json_object_get(h, "t_s"), n, st->heldout_t_s, false, where,
-                   "heldout_curve.t_s", e));
-  GS_TRY(get_reals(json_object_get(h, "accuracy"), n, st->heldout_accuracy, false, where,
-                   "heldout_curve.accuracy", e));
-  GS_TRY(get_reals(json_object_get(h, "loss"), n, st->heldout_loss, true, where,
-                   "heldout_curve.loss", e));
-  st->nheldout = (int)n;
-  return GS_OK;
-}
-
-int gs_stale_json_get(json_t *j, gs_summary *s, const char *where, gs_err *e) {
-  gs_stale_summary *st = &s->stale;
-  int N = s->world;
-  GS_TRY(get_text(j, "throughput_basis", &st->throughput_basis, where, e));
-  GS_TRY(get_text(j, "target_from", &st->target_from, where, e));
-  GS_TRY(get_nullable(j, "target_loss", &st->target_loss, where, e));
-  GS_TRY(get_nullable(j, "time_to_target_s", &st->time_to_target_s, where, e));
-  json_t *hist = json_object_get(j, "staleness_histogram");
-  if (!json_is_array(hist) || json_array_size(hist) > (size_t)1 << 20)
-    return GS_FAIL(e, GS_EPROTO, "run %s: staleness_histogram is missing or not an array",
-                   where);
-  /* the rows are checked before anything of world x world is allocated */
-  json_t *waits = json_object_get(j, "waited_for_s");
-  bool square = json_is_array(waits) && json_array_size(waits) == (size_t)N;
-  for (int r = 0; square && r < N; r++)
-    square = json_array_size(json_array_get(waits, (size_t)r)) == (size_t)N;
-  if (!square) return GS_FAIL(e, GS_EPROTO, "run %s: waited_for_s is not %d rows of %d", where,
-                              N, N);
-  st->nhist = (int)json_array_size(hist);
-  st->staleness_hist = calloc((size_t)st->nhist + 1, sizeof *st->staleness_hist);
-  st->waited_for_s = calloc((size_t)N * N, sizeof *st->waited_for_s);
-  st->waited_backend_s = calloc((size_t)N, sizeof *st->waited_backend_s);
-  if (!st->staleness_hist || !st->waited_for_s || !st->waited_backend_s)
-    return GS_FAIL(e, GS_ENOMEM, "out of memory");
-  for (int i = 0; i < st->nhist; i++) {
-    json_t *x = json_array_get(hist, (size_t)i);
-    if (!json_is_integer(x) || json_integer_value(x) < 0)
-      return GS_FAIL(e, GS_EPROTO, "run %s: staleness_histogram[%d] is not a count", where, i);
-    st->staleness_hist[i] = (int64_t)json_integer_value(x);
-  }
-  for (int r = 0; r < N; r++)
-    GS_TRY(get_reals(json_array_get(waits, (size_t)r), (size_t)N,
-                     st->waited_for_s + (size_t)r * N, false, where, "waited_for_s", e));
-  GS_TRY(get_reals(json_object_get(j, "waited_backend_s"), (size_t)N, st->waited_backend_s, false,
-                   where, "waited_backend_s", e));
-  json_t *curve = json_object_get(j, "loss_curve"), *t = json_object_get(curve, "t_s");
-  size_t n = json_array_size(t);
-  if (!json_is_object(curve) || !json_is_array(t) || n > CURVE_MAX + 1)
-    return GS_FAIL(e, GS_EPROTO, "run %s: loss_curve is not {t_s, loss} of at most %d points",
-                   where, CURVE_MAX + 1);
-  st->loss_t_s = calloc(n + 1, sizeof *st->loss_t_s);
-  st->loss = calloc(n + 1, sizeof *st->loss);
-  if (!st->loss_t_s || !st->loss) return GS_FAIL(e, GS_ENOMEM, "out of memory");
-  GS_TRY(get_reals(t, n, st->loss_t_s, false, where, "loss_curve.t_s", e));
-  GS_TRY(get_reals(json_object_get(curve, "loss"), n, st->loss, false, where, "loss_curve.loss",
-                   e));
-  st->nloss = (int)n;
-  GS_TRY(get_heldout(json_object_get(j, "heldout_curve"), st, where, e));
-  json_t *mdl = json_object_get(j, "straggler_model");
-  st->model_samples_per_s = NAN;
-  if (json_is_null(mdl)) return (st->model_formula = strdup("")) ? GS_OK
-                                : GS_FAIL(e, GS_ENOMEM, "out of memory");
-  if (!json_is_object(mdl) || !json_is_number(json_object_get(mdl, "samples_per_s")))
-    return GS_FAIL(e, GS_EPROTO, "run %s: straggler_model is missing or not {samples_per_s, "
-                   "formula} or null", where);
-  st->model_samples_per_s = json_number_value(json_object_get(mdl, "samples_per_s"));
-  return get_text(mdl, "formula", &st->model_formula, where, e);
-}
-
-/* ---- the terminal ---- */
-
-void gs_stale_print(FILE *f, const gs_summary *s) {
-  const gs_stale_summary *st = &s->stale;
-  int N = s->world;
-  if (s->mode == GS_MODE_SINGLE || N < 2 || !st->waited_backend_s) return;
-  fprintf(f, "  who waited for whom (ms per step: on the rank whose gradient the awaited "
-          "update needed last, while it still computed; %s: the rest):\n",
-          s->mode == GS_MODE_PS ? "server" : "collective");
-  for (int r = 0; r < N; r++) {
-    fprintf(f, "    rank %-4d %s %.2f", r, s->mode == GS_MODE_PS ? "server" : "collective",
-            1e3 * st->waited_backend_s[r]);
-    for (int q = 0; q < N; q++)
-      if (st->waited_for_s[(size_t)r * N + q] > 0)
-        fprintf(f, "  rank %d %.2f", q, 1e3 * st->waited_for_s[(size_t)r * N + q]);
-    fprintf(f, "\n");
-  }
-  if (st->nhist > 1 || (st->nhist == 1 && s->ps_sync[0] && strcmp(s->ps_sync, "bsp"))) {
-    fprintf(f, "  staleness of applied gradients (updates: count, where not 0):");
-    for (int i = 0; i < st->nhist; i++)
-      if (st->staleness_hist[i]) fprintf(f, " %d: %lld", i, (long long)st->staleness_hist[i]);
-    fprintf(f, "; dropped: %d\n", s->dropped_gradients);
-  }
-  if (!strcmp(st->throughput_basis, "window"))
-    fprintf(f, "  samples/s: gradients applied while every rank trained, over that wall "
-            "time (docs/metrics.md)\n");
-}
-
-static void target_text(const gs_stale_summary *st, char *buf, size_t cap) {
-  if (!isfinite(st->target_loss)) snprintf(buf, cap, "no target");
-  else if (isfinite(st->time_to_target_s)) snprintf(buf, cap, "%.2f", st->time_to_target_s);
-  else snprintf(buf, cap, "never");
-}
-
 /* the runs are about stragglers or staleness: the comparison and the
  * verdict say how long each took to the target */
-static bool about_stragglers(const gs_summary *runs, size_t n) {
+bool gs_stale_about_stragglers(const gs_summary *runs, size_t n) {
   bool any = false;
   for (size_t i = 0; i < n; i++)
     any |= runs[i].world > 1 && (runs[i].slow[0] || runs[i].jitter_cv > 0 ||
                                  strcmp(runs[i].stale.throughput_basis, "steps") ||
                                  !strcmp(runs[i].stale.target_from, "--target-loss"));
   return any;
-}
-
-void gs_stale_label(const gs_summary *r, char *buf, size_t cap) {
-  if (r->mode == GS_MODE_ALLREDUCE)
-    snprintf(buf, cap, r->ring_period > 1 ? "ring period %d" : "ring", r->ring_period);
-  else if (r->mode == GS_MODE_PS)
-    snprintf(buf, cap, "ps %s", r->ps_sync[0] ? r->ps_sync : "bsp");
-  else
-    snprintf(buf, cap, "%s", gs_mode_name(r->mode));
-  /* the knob compared across sweeps (--compare of one run per --compress) */
-  size_t len = strlen(buf);
-  if (r->compress && r->compress[0] && strcmp(r->compress, "none") && len + 1 < cap)
-    snprintf(buf + len, cap - len, " %s", r->compress);
-}
-
-void gs_stale_verdict(const gs_summary *runs, size_t n, char *buf, size_t cap) {
-  size_t len = strlen(buf);
-  if (!about_stragglers(runs, n) || len + 1 >= cap) return;
-  const gs_summary *best = NULL;
-  int within = 0, modelled = 0;
-  double target = NAN;
-  for (size_t i = 0; i < n; i++) {
-    const gs_summary *r = &runs[i];
-    if (r->world < 2) continue;
-    if (isfinite(r->stale.target_loss)) target = r->stale.target_loss;
-    if (isfinite(r->stale.time_to_target_s) &&
-        (!best || r->stale.time_to_target_s < best->stale.time_to_target_s))
-      best = r;
-    if (isfinite(r->stale.model_samples_per_s) && r->stale.model_samples_per_s > 0) {
-      modelled++;
-      within += fabs(r->throughput_samples_per_s / r->stale.model_samples_per_s - 1) <= 0.25;
-    }
-  }
-  if (!isfinite(target)) {
-    snprintf(buf + len, cap - len, " Time to a target loss: no synchronous run (ring every "
-             "step or ps bsp) of the same world to derive one from; --target-loss X sets it.");
-    return;
-  }
-  len += (size_t)snprintf(buf + len, cap - len, " Time to the training loss %.4g:", target);
-  bool first = true;
-  for (size_t i = 0; i < n && len < cap; i++) {
-    const gs_summary *r = &runs[i];
-    if (r->world < 2) continue;
-    char name[48];
-    gs_stale_label(r, name, sizeof name);
-    if (isfinite(r->stale.time_to_target_s))
-      len += (size_t)snprintf(buf + len, cap - len, "%s %s %.2f s", first ? "" : ",", name,
-                              r->stale.time_to_target_s);
-    else
-      len += (size_t)snprintf(buf + len, cap - len, "%s %s never reached it", first ? "" : ",",
-                              name);
-    first = false;
-  }
-  if (len < cap && best) {
-    char name[48];
-    gs_stale_label(best, name, sizeof name);
-    len += (size_t)snprintf(buf + len, cap - len, "; first there: %s.", name);
-  } else if (len < cap) {
-    len += (size_t)snprintf(buf + len, cap - len, "; no run reached it.");
-  }
-  if (len < cap && modelled)
-    snprintf(buf + len, cap - len, " The straggler model's samples/s is within 25%% of the "
-             "measured for %d of %d runs.", within, modelled);
-}
-
-void gs_stale_print_comparison(FILE *f, const gs_summary *runs, size_t n) {
-  if (!about_stragglers(runs, n)) return;
-  fprintf(f, "\n== stragglers: time to the target loss ==\n");
-  fprintf(f, "  target: %s; time: seconds from the run's first step until the smoothed "
-          "training loss first reaches it; vs model: measured samples/s over the straggler "
-          "model's\n", isfinite(runs[0].stale.target_loss) &&
-          !strcmp(runs[0].stale.target_from, "--target-loss") ? "--target-loss"
-          : "1.10 x the final smoothed loss of the synchronous run of the same world");
-  fprintf(f, "  %-20s %5s %12s %10s %10s %10s %10s %9s %9s\n", "run", "world", "samples/s",
-          "model", "vs model", "stale max", "target", "to target", "held-out");
-  for (size_t i = 0; i < n; i++) {
-    const gs_summary *r = &runs[i];
-    const gs_stale_summary *st = &r->stale;
-    if (r->world < 2) continue;
-    char name[64], mdl[24] = "-", vs[16] = "-", tg[24] = "-", tt[24], ho[16] = "-";
-    gs_stale_label(r, name, sizeof name);
-    if (isfinite(st->model_samples_per_s)) {
-      snprintf(mdl, sizeof mdl, "%.1f", st->model_samples_per_s);
-      snprintf(vs, sizeof vs, "%.2fx", r->throughput_samples_per_s / st->model_samples_per_s);
-    }
-    if (isfinite(st->target_loss)) snprintf(tg, sizeof tg, "%.4f", st->target_loss);
-    target_text(st, tt, sizeof tt);
-    if (isfinite(r->heldout_accuracy)) snprintf(ho, sizeof ho, "%.1f%%",
-                                                100 * r->heldout_accuracy);
-    fprintf(f, "  %-20.20s %5d %12.1f %10s %10s %10d %10s %9s %9s\n", name, r->world,
-            r->throughput_samples_per_s, mdl, vs, r->staleness_max, tg, tt, ho);
-  }
 }
