@@ -21,8 +21,7 @@ Skips the digits part (not the rest) where python3-sklearn is missing."""
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
-from common import (check, digits, failures, finish, load_params, report, run,  # noqa: E402
+from gstest import (check, digits, failures, finish, load_params, report, run,  # noqa: E402
                     same_bits, steps_csv, tmpdir)
 
 BASE = ["--synthetic-samples", "2048", "--threads", "1", "--timeout", "20", "--quiet",

@@ -1,4 +1,4 @@
-"""test_npycmp.py: tests/gpu/npycmp, the comparator of tests/gpu/run.sh,
+"""test_npycmp.py: tests/gpu/npycmp, the comparator of tests/gpu/gpu_checks.sh,
 accepts what it should and rejects what it should (numpy writes the files).
 Usage: test_npycmp.py PATH_TO_NPYCMP"""
 import os
