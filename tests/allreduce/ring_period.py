@@ -17,10 +17,10 @@ import sys
 
 import numpy as np
 
-from gstest import SMALL, check, finish, free_port, load_params, run, same_bits, steps_csv, tmpdir
+from gstest import (SMALL, SRC, check, finish, free_port, load_params, run, same_bits, steps_csv,
+                    tmpdir)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REF = os.path.join(HERE, "..", "ref", "ref.py")
+REF = os.path.join(SRC, "tests", "ref", "ref.py")
 
 for args, says in [(["--ring-period", "0"], "--ring-period 0"),
                    (["--ring-period", "2", "--mode", "ps"], "needs --mode ring"),

@@ -21,12 +21,10 @@
     sharded.py BENCH"""
 import os
 import re
-import signal
-import subprocess
 import time
 
-from gstest import (BENCH, SMALL, check, finish, load_params, max_rel, rank_pid, report, run,
-                    same_bits, steps_csv, tmpdir, wait_rows)
+from gstest import (SMALL, check, finish, kill_rank, load_params, max_rel, report, run, same_bits,
+                    steps_csv, tmpdir)
 
 B, STEPS = 8, 6
 BASE = SMALL + ["--no-shuffle", "--steps", str(STEPS), "--lr", "0.05", "--momentum", "0.9",
@@ -148,26 +146,8 @@ def case_kill():
             "--batch", "16", "--steps", "100000", "--warmup", "0", "--timeout", "3"]
     for victim, own in ((2, []), (0, []), (1, ["--ps-server-hosts"])):
         d = tmpdir()
-        p = subprocess.Popen([BENCH] + long + ["--mode", "ps", "--world", "3", "--ps-servers",
-                                               "3", "--out", d] + own,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        check(wait_rows(d, 9), f"kill rank {victim}: no steps recorded within 60 s")
-        pid = rank_pid(p.pid, victim)
-        check(pid is not None, f"cannot find rank {victim}'s process")
-        t0 = time.time()
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-        try:
-            _, err = p.communicate(timeout=40)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            _, err = p.communicate()
-            check(False, f"the launcher did not stop after rank {victim} was killed")
-        took = time.time() - t0
-        check(p.returncode not in (0, None) and
-              f"rank {victim} was killed by signal 9" in err,
-              f"kill rank {victim}: launcher exit {p.returncode}: {err}")
-        check(took < 3 + 12, f"kill rank {victim}: stopping took {took:.1f} s with --timeout 3")
+        err = kill_rank(long + ["--mode", "ps", "--world", "3", "--ps-servers", "3", "--out", d] +
+                        own, victim, 9, f"kill rank {victim}", wait=40)
         # after "bench: rank R:", the dead rank named (not as "ps rank R", the reporter)
         named = [l for l in err.splitlines() if l.startswith("bench: rank ") and
                  "ps server" in l and re.search(rf"(?<!ps )rank {victim}\b", l.split(":", 2)[-1])]

@@ -17,8 +17,7 @@ import glob
 import os
 import sys
 
-from gstest import SMALL, check, finish, refused, report, run, tmpdir  # noqa: E402
-from caps import need_root  # noqa: E402
+from gstest import SMALL, check, finish, need_root, refused, report, run, tmpdir
 
 CASE = sys.argv[2]
 BASE = [a for a in SMALL if a not in ("--link", "none")]

@@ -69,10 +69,9 @@ import subprocess
 import sys
 import time
 
-from gstest import (BENCH, SMALL, check, finish, load_params, max_rel, rank_pid, report,  # noqa: E402
-                    run, same_bits, steps_csv, tmpdir, wait_rows)
-from caps import have_caps, need_root  # noqa: E402
-from leftover import ours, snapshot, wait_clean  # noqa: E402
+from gstest import (BENCH, SMALL, check, finish, have_caps, kill_rank, load_params, max_rel,
+                    need_root, ours, report, run, same_bits, snapshot, steps_csv, tmpdir,
+                    wait_clean)
 
 
 def ranks_naming(err, who):
@@ -158,35 +157,24 @@ def case_hier():
         rows = [l.split() for l in r.stdout.splitlines() if l.strip() and l.split()[0].isdigit()]
         check(len(rows) == 4 and all(x[-1] == "hier" and x[8] == "0" and x[12] == "0"
                                      for x in rows), f"collective --algo hier: {r.stdout}")
+    killed_on_hosts(flags, "hier kill")
+
+
+def killed_on_hosts(flags, what):
+    """rank 3 of 4 on 2 hosts SIGKILLed mid-run (gstest.kill_rank): a
+    survivor on each host names it too, and nothing of the run is left:
+    no namespace, veth or process, nothing in /dev/shm"""
     before = snapshot()
     shm_before = sorted(os.listdir("/dev/shm"))
     d = tmpdir()
-    timeout = 8
-    p = subprocess.Popen([BENCH] + SMALL[:-4] + flags + ["--timeout", str(timeout), "--steps",
-                         "100000", "--warmup", "0", "--batch", "16", "--out", d],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    check(wait_rows(d, 12), "hier kill: no steps recorded within 60 s")
-    victim = rank_pid(p.pid, 3)
-    check(victim is not None, "hier kill: cannot find rank 3's process")
-    t0 = time.time()
-    if victim:
-        os.kill(victim, signal.SIGKILL)
-    try:
-        out, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        check(False, "hier kill: the launcher did not stop after rank 3 was killed")
-    took = time.time() - t0
-    check(p.returncode not in (0, None), f"hier kill: launcher exit {p.returncode}")
-    check("rank 3 was killed by signal 9" in err, f"hier kill: launcher does not name rank 3: {err}")
+    err = kill_rank(SMALL[:-4] + flags + ["--timeout", "8", "--steps", "100000", "--warmup", "0",
+                                          "--batch", "16", "--out", d], 3, 12, what)
     named = ranks_naming(err, "rank 3")
     check(named & {"rank 0", "rank 1"} and "rank 2" in named,
-          f"hier kill: a survivor on each host names rank 3 ({named}): {err}")
-    check(took < timeout + 12, f"hier kill: stopping took {took:.1f} s with --timeout {timeout}")
-    wait_clean(before, [], [], "hier kill", check)
+          f"{what}: a survivor on each host names rank 3 ({named}): {err}")
+    wait_clean(before, [], [], what, check)
     left = sorted(set(os.listdir("/dev/shm")) - set(shm_before))
-    check(not [f for f in left if "gradsync" in f], f"hier kill: left in /dev/shm: {left}")
+    check(not [f for f in left if "gradsync" in f], f"{what}: left in /dev/shm: {left}")
 
 
 def case_local():
@@ -217,36 +205,7 @@ def case_local():
         err = max_rel(got["local"], got["flat"])
         check(0 < err <= 1e-5, f"local-reduce vs the flat ps: relative difference {err:.2e} "
               "(0 would mean the flat ps ran twice)")
-    before = snapshot()
-    shm_before = sorted(os.listdir("/dev/shm"))
-    d = tmpdir()
-    timeout = 8
-    p = subprocess.Popen([BENCH] + SMALL[:-4] + flags + ["--timeout", str(timeout), "--steps",
-                         "100000", "--warmup", "0", "--batch", "16", "--out", d],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    check(wait_rows(d, 12), "local kill: no steps recorded within 60 s")
-    victim = rank_pid(p.pid, 3)
-    check(victim is not None, "local kill: cannot find rank 3's process")
-    t0 = time.time()
-    if victim:
-        os.kill(victim, signal.SIGKILL)
-    try:
-        out, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        check(False, "local kill: the launcher did not stop after rank 3 was killed")
-    took = time.time() - t0
-    check(p.returncode not in (0, None), f"local kill: launcher exit {p.returncode}")
-    check("rank 3 was killed by signal 9" in err,
-          f"local kill: launcher does not name rank 3: {err}")
-    named = ranks_naming(err, "rank 3")
-    check(named & {"rank 0", "rank 1"} and "rank 2" in named,
-          f"local kill: a survivor on each host names rank 3 ({named}): {err}")
-    check(took < timeout + 12, f"local kill: stopping took {took:.1f} s with --timeout {timeout}")
-    wait_clean(before, [], [], "local kill", check)
-    left = sorted(set(os.listdir("/dev/shm")) - set(shm_before))
-    check(not [f for f in left if "gradsync" in f], f"local kill: left in /dev/shm: {left}")
+    killed_on_hosts(flags, "local kill")
 
 
 def check_links(what, hosts, links):

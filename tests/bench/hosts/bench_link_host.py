@@ -13,11 +13,9 @@
         ring's bottleneck: about 5x the communication); the cost model,
         which knows one rate for every link, predicts nothing there. Needs
         root (CAP_NET_ADMIN + CAP_SYS_ADMIN), else exit 77 saying why."""
-import os
 import sys
 
-from gstest import SMALL, check, finish, refused, report, run, tmpdir  # noqa: E402
-from caps import need_root  # noqa: E402
+from gstest import SMALL, check, finish, need_root, refused, report, run, tmpdir
 
 CASE = sys.argv[2]
 BASE = [a for a in SMALL if a not in ("--link", "none")]

@@ -32,8 +32,7 @@ import subprocess
 import sys
 import time
 
-from caps import have_caps, need_root
-from leftover import snapshot, wait_clean
+from gstest import finish, have_caps, need_root, require, snapshot, wait_clean
 
 TOOL, CASE = sys.argv[1], sys.argv[2]
 RATE = 100e6
@@ -42,17 +41,6 @@ MIB = 1 << 20
 # headers; a GSO packet's are counted once, so counters are at most this
 HEADERS = 66 / 1448
 FIXED = 64 * 1024   # handshakes, ZMTP greetings, ARP
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-    print("ok:", msg)
 
 
 def run(args, timeout=60, prefix=()):
@@ -65,7 +53,7 @@ def run(args, timeout=60, prefix=()):
 def event(events, name):
     found = [e for e in events if e["event"] == name]
     if not found:
-        fail("no %s event in the tool's output: %s" % (name, events))
+        require(False, "no %s event in the tool's output: %s" % (name, events))
     return found[-1]
 
 
@@ -82,32 +70,32 @@ def case_stream():
     per = 4 * MIB
     rc, ev, err = run(["--hosts", "2", "--link", "100mbit", "--from", "0", "--to", "1",
                        "--bytes", str(4 * per), "--msg", str(per)])
-    check(rc == 0, "2 hosts at 100 mbit build, stream and tear down (rc %d, %s)" % (rc, err.strip()))
+    require(rc == 0, "2 hosts at 100 mbit build, stream and tear down (rc %d, %s)" % (rc, err.strip()))
     s = event(ev, "stream")
     payload = 4 * per
-    check(s["bytes"] == payload, "the receiver got all %d bytes (%d)" % (payload, s["bytes"]))
-    check(0.85 <= s["fraction"] <= 1.0,
+    require(s["bytes"] == payload, "the receiver got all %d bytes (%d)" % (payload, s["bytes"]))
+    require(0.85 <= s["fraction"] <= 1.0,
           "the stream carries 85-100%% of the link: %.1f Mbit/s = %.3f" %
           (s["rate_bps"] / 1e6, s["fraction"]))
     lk = links(s)
     lo, hi = counted_bounds(payload)
     up, down = lk[0]["up_bytes"], lk[1]["down_bytes"]
-    check(lo <= up <= hi, "sender's link counted %d bytes up, payload %d (bounds %d..%d)" %
+    require(lo <= up <= hi, "sender's link counted %d bytes up, payload %d (bounds %d..%d)" %
           (up, payload, lo, hi))
-    check(lo <= down <= hi, "receiver's link counted %d bytes down (bounds %d..%d)" %
+    require(lo <= down <= hi, "receiver's link counted %d bytes down (bounds %d..%d)" %
           (down, lo, hi))
-    check(abs(up - down) <= 0.01 * payload,
+    require(abs(up - down) <= 0.01 * payload,
           "what left host 0 is what reached host 1 (%d vs %d)" % (up, down))
-    check(lk[0]["down_bytes"] < 0.05 * payload and lk[1]["up_bytes"] < 0.05 * payload,
+    require(lk[0]["down_bytes"] < 0.05 * payload and lk[1]["up_bytes"] < 0.05 * payload,
           "the reverse direction carries only acknowledgements (%d, %d bytes)" %
           (lk[0]["down_bytes"], lk[1]["up_bytes"]))
     span = s["span_s"]
     for h, d in ((0, "up"), (1, "down")):
         b = lk[h][d + "_busy_s"]
-        check(0.85 * span <= b <= 1.05 * span,
+        require(0.85 * span <= b <= 1.05 * span,
               "link %d was busy %s for %.3f s of the stream's %.3f s" % (h, d, b, span))
     for h, d in ((0, "down"), (1, "up")):
-        check(lk[h][d + "_busy"] < 0.1, "link %d was idle %s (busy %.3f)" % (h, d, lk[h][d + "_busy"]))
+        require(lk[h][d + "_busy"] < 0.1, "link %d was idle %s (busy %.3f)" % (h, d, lk[h][d + "_busy"]))
 
 
 def case_reach():
@@ -115,24 +103,24 @@ def case_reach():
     per = 2 * MIB
     rc, ev, err = run(["--hosts", "4", "--link", "100mbit", "--reach", "--from", "1", "--to", "2",
                        "--bytes", str(2 * per), "--msg", str(per)])
-    check(rc == 0, "4 hosts build, reach each other, stream and tear down (rc %d, %s)" %
+    require(rc == 0, "4 hosts build, reach each other, stream and tear down (rc %d, %s)" %
           (rc, err.strip()))
     c = event(ev, "cluster")
     addrs = [n["addr"] for n in c["nodes"] if n["host"] >= 0]
-    check(len(set(addrs)) == 4 and all(a.startswith("10.77.0.") for a in addrs),
+    require(len(set(addrs)) == 4 and all(a.startswith("10.77.0.") for a in addrs),
           "four distinct private addresses: %s" % addrs)
     reach = [e for e in ev if e["event"] == "reach"]
-    check(len(reach) == 4 and all(e["ok"] for e in reach),
+    require(len(reach) == 4 and all(e["ok"] for e in reach),
           "every host reached every other, seen from its own address: %s" % reach)
     s = event(ev, "stream")
     lk = links(s)
     payload = 2 * per
-    check(lk[1]["up_bytes"] >= payload and lk[2]["down_bytes"] >= payload,
+    require(lk[1]["up_bytes"] >= payload and lk[2]["down_bytes"] >= payload,
           "the stream 1 -> 2 shows on link 1 up (%d) and link 2 down (%d)" %
           (lk[1]["up_bytes"], lk[2]["down_bytes"]))
     for h in (0, 3):
         moved = lk[h]["up_bytes"] + lk[h]["down_bytes"]
-        check(moved < 0.01 * payload, "and not on link %d (%d bytes: ARP at most)" % (h, moved))
+        require(moved < 0.01 * payload, "and not on link %d (%d bytes: ARP at most)" % (h, moved))
 
 
 def run_ids(events):
@@ -150,14 +138,14 @@ def case_teardown():
     need_root()
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(36, 1, 0, 0, 0) != 0:   # PR_SET_CHILD_SUBREAPER
-        fail("cannot become a subreaper: %s" % os.strerror(ctypes.get_errno()))
+        require(False, "cannot become a subreaper: %s" % os.strerror(ctypes.get_errno()))
     before = snapshot()
 
     rc, ev, err = run(["--hosts", "3", "--bytes", str(2 * MIB), "--msg", str(MIB)])
-    check(rc == 0, "a normal run succeeds (%s)" % err.strip())
+    require(rc == 0, "a normal run succeeds (%s)" % err.strip())
     inos, pids = run_ids(ev)
-    check(len(inos) == 4 and len(set(inos)) == 4, "it made four namespaces: %s" % inos)
-    wait_clean(before, inos, pids, "a normal run", check)
+    require(len(inos) == 4 and len(set(inos)) == 4, "it made four namespaces: %s" % inos)
+    wait_clean(before, inos, pids, "a normal run", require)
 
     p = subprocess.Popen([TOOL, "--json", "--hosts", "3", "--bytes", str(64 * MIB),
                           "--msg", str(MIB)], stdout=subprocess.PIPE, text=True)
@@ -172,18 +160,18 @@ def case_teardown():
     time.sleep(0.3)
     inos, pids = run_ids(events)
     alive = [q for q in pids if os.path.exists("/proc/%d" % q)]
-    check(len(inos) == 4 and len(alive) == len(pids) == 6,
+    require(len(inos) == 4 and len(alive) == len(pids) == 6,
           "mid-stream the run has 4 namespaces and 6 processes (%s, %s)" % (inos, alive))
     p.kill()
     p.wait(timeout=10)
     p.stdout.close()
-    wait_clean(before, inos, pids, "SIGKILL of the tool mid-stream", check)
+    wait_clean(before, inos, pids, "SIGKILL of the tool mid-stream", require)
 
     rc, ev, err = run(["--hosts", "3", "--burst", "10G"])
-    check(rc != 0 and "tc" in err and "burst" in err,
+    require(rc != 0 and "tc" in err and "burst" in err,
           "a build that tc refuses halfway fails with tc's word: %s" % err.strip())
-    check(not [e for e in ev if e["event"] == "cluster"], "and offers no cluster")
-    wait_clean(before, [], [], "a build that failed halfway", check)
+    require(not [e for e in ev if e["event"] == "cluster"], "and offers no cluster")
+    wait_clean(before, [], [], "a build that failed halfway", require)
 
 
 def case_delay():
@@ -193,19 +181,19 @@ def case_delay():
     netem = subprocess.run([TOOL, "--json", "--hosts", "1", "--bytes", "0"], capture_output=True,
                            text=True)
     has = [json.loads(l)["netem"] for l in netem.stdout.splitlines() if '"cluster"' in l]
-    check(len(has) == 1, "the tool says whether the kernel has netem: %s" % has)
+    require(len(has) == 1, "the tool says whether the kernel has netem: %s" % has)
     if has[0]:
-        check(rc == 0, "with netem, a 5 ms delay builds (%s)" % err.strip())
+        require(rc == 0, "with netem, a 5 ms delay builds (%s)" % err.strip())
         rtts = [e["rtt_s"] for e in ev if e["event"] == "reach"]
-        check(len(rtts) == 2 and all(r >= 2 * d for r in rtts),
+        require(len(rtts) == 2 and all(r >= 2 * d for r in rtts),
               "round trips take at least 2 x 5 ms: %s" % rtts)
     else:
-        check(rc != 0 and "netem" in err, "without netem a delay is refused, naming netem: %s" %
+        require(rc != 0 and "netem" in err, "without netem a delay is refused, naming netem: %s" %
               err.strip())
-        check(not ev, "and nothing is built: %s" % ev)
+        require(not ev, "and nothing is built: %s" % ev)
         rc, ev, err = run(["--hosts", "2", "--reach", "--bytes", "0"])
         rtts = [e["rtt_s"] for e in ev if e["event"] == "reach"]
-        check(rc == 0 and len(rtts) == 2 and all(0 < r < 2 * d for r in rtts),
+        require(rc == 0 and len(rtts) == 2 and all(0 < r < 2 * d for r in rtts),
               "without a delay round trips are short: %s" % rtts)
 
 
@@ -216,26 +204,26 @@ def case_linkhost():
     for src, dst, want in ((1, 0, 20e6), (0, 1, 20e6), (2, 0, 100e6)):
         rc, ev, err = run(flags + ["--from", str(src), "--to", str(dst), "--bytes",
                                    str(4 * per), "--msg", str(per)])
-        check(rc == 0, "stream %d -> %d builds and tears down (rc %d, %s)" %
+        require(rc == 0, "stream %d -> %d builds and tears down (rc %d, %s)" %
               (src, dst, rc, err.strip()))
         nodes = {n["host"]: n for n in event(ev, "cluster")["nodes"]}
-        check([nodes[h]["rate_bps"] for h in range(3)] == [100e6, 20e6, 100e6],
+        require([nodes[h]["rate_bps"] for h in range(3)] == [100e6, 20e6, 100e6],
               "the hosts' links run at 100, 20, 100 Mbit/s (%s)" %
               [nodes[h]["rate_bps"] for h in range(3)])
         s = event(ev, "stream")
         # up to 5% over: tbf's bucket (96 KiB, 40 ms at 20 Mbit/s) goes at once
-        check(0.85 * want <= s["rate_bps"] <= 1.05 * want,
+        require(0.85 * want <= s["rate_bps"] <= 1.05 * want,
               "stream %d -> %d carries 85-105%% of %g Mbit/s: %.1f Mbit/s" %
               (src, dst, want / 1e6, s["rate_bps"] / 1e6))
         lk = links(s)
         h, d = (1, "up") if src == 1 else (1, "down") if dst == 1 else (src, "up")
         b, span = lk[h][d + "_busy_s"], s["span_s"]
-        check(0.85 * span <= b <= 1.05 * span,
+        require(0.85 * span <= b <= 1.05 * span,
               "link %d was busy %s for %.3f s of the stream's %.3f s, counted at its own rate" %
               (h, d, b, span))
     rc, ev, err = run(["--hosts", "2", "--link", "100mbit", "--link-host", "2=20mbit",
                        "--bytes", "0"])
-    check(rc != 0 and "host 2" in err and "0..1" in err,
+    require(rc != 0 and "host 2" in err and "0..1" in err,
           "a rate for a host the cluster lacks is refused, naming it (%s)" % err.strip())
 
 
@@ -248,14 +236,15 @@ def case_nocap():
             sys.exit(77)
         prefix = ("setpriv", "--inh-caps=-net_admin", "--bounding-set=-net_admin")
     rc, ev, err = run(["--hosts", "2"], prefix=prefix)
-    check(rc != 0, "without CAP_NET_ADMIN the tool fails (rc %d)" % rc)
-    check("CAP_NET_ADMIN" in err and "root" in err,
+    require(rc != 0, "without CAP_NET_ADMIN the tool fails (rc %d)" % rc)
+    require("CAP_NET_ADMIN" in err and "root" in err,
           "with an error that names the capability and how to get it: %s" % err.strip())
-    check(not ev, "and builds nothing: %s" % ev)
+    require(not ev, "and builds nothing: %s" % ev)
     if have_caps():
-        wait_clean(before, [], [], "the refused run", check)
+        wait_clean(before, [], [], "the refused run", require)
 
 
 {"stream": case_stream, "reach": case_reach, "teardown": case_teardown, "delay": case_delay,
  "linkhost": case_linkhost,
  "nocap": case_nocap}[CASE]()
+finish("emulated hosts: " + CASE)

@@ -28,8 +28,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gstest import in_namespaces  # noqa: E402
+from gstest import in_namespaces
 
 in_namespaces("-rn", "GS_BIND_NETNS", "bind")
 

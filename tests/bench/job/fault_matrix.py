@@ -32,13 +32,12 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gstest import in_namespaces  # noqa: E402
+from gstest import in_namespaces
 
 in_namespaces("-rnm", "GS_FAULTS_NS", "fault_matrix")
 
 from gstest import (BENCH, check, children_of, finish, load_params, rank_pid,  # noqa: E402
-                    steps_csv, tmpdir, wait_rows)
+                    same_bits, steps_csv, tmpdir, wait_rows)
 
 if subprocess.run(["ip", "link", "set", "lo", "up"]).returncode != 0:
     print("fault_matrix: skipped: cannot bring up loopback in the namespace")
@@ -160,9 +159,7 @@ if shutil.which("ss"):
         check(ph.returncode == 0, f"reset {mode}: the job did not survive its connections "
               f"being reset: {err[-600:]}")
         if ph.returncode == 0:
-            a, b = load_params(calm), load_params(hit)
-            check(a and a.keys() == b.keys() and all((a[k].view("u4") == b[k].view("u4")).all()
-                                                     for k in a),
+            check(same_bits(load_params(calm), load_params(hit)),
                   f"reset {mode}: finished, but its parameters differ from the undisturbed run's")
             again = [l for l in err.splitlines() if "dropped and came back" in l]
             print(f"reset {mode}: {resets} rounds of resets; the parameters equal the "

@@ -16,8 +16,8 @@ import signal
 import subprocess
 import time
 
-from gstest import (BENCH, SMALL, check, children_of, finish, rank_pid, steps_csv, tmpdir,
-                    wait_rows)
+from gstest import (BENCH, SMALL, check, children_of, finish, free_port, kill_rank, steps_csv,
+                    tmpdir, wait_rows)
 
 LONG = ["--model", "mlp:784-256-10", "--synthetic-samples", "4096", "--threads", "1",
         "--batch", "16", "--steps", "100000", "--warmup", "0", "--link", "none", "--repeat", "1"]
@@ -25,26 +25,8 @@ LONG = ["--model", "mlp:784-256-10", "--synthetic-samples", "4096", "--threads",
 
 for mode in ("ps", "ring"):
     d = tmpdir()
-    p = subprocess.Popen([BENCH] + LONG + ["--mode", mode, "--world", "3", "--timeout", "3",
-                                           "--out", d], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    ok = wait_rows(d, 9)
-    check(ok, f"{mode}: no steps recorded within 60 s")
-    victim = rank_pid(p.pid, 2)
-    check(victim is not None, f"{mode}: cannot find rank 2's process")
-    t0 = time.time()
-    if victim:
-        os.kill(victim, signal.SIGKILL)
-    try:
-        out, err = p.communicate(timeout=40)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        check(False, f"{mode}: the launcher did not stop after rank 2 was killed")
-    took = time.time() - t0
-    check(p.returncode not in (0, None), f"{mode}: launcher exit {p.returncode} after a killed rank")
-    check("rank 2 was killed by signal 9" in err, f"{mode}: launcher does not name rank 2: {err}")
-    check(took < 3 + 12, f"{mode}: stopping took {took:.1f} s with --timeout 3")
+    err = kill_rank(LONG + ["--mode", mode, "--world", "3", "--timeout", "3", "--out", d], 2, 9,
+                    mode, wait=40)
     survivors = [l for l in err.splitlines() if l.startswith("bench: rank ") and "rank 2" in l.split(":", 2)[-1]]
     check(len(survivors) >= 1, f"{mode}: no surviving rank named rank 2 in its error: {err}")
     rows = steps_csv(d)
@@ -73,11 +55,7 @@ check(len(steps_csv(d)) >= 4, "SIGINT: steps.csv lost rows")
 
 # torchrun-style ranks with a configuration mismatch (ephemeral port: rank
 # 0 of our own launcher protocol is not used here, so pick one by binding)
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-port = s.getsockname()[1]
-s.close()
+port = free_port()
 procs = []
 for rank, seed in ((0, "1"), (1, "2")):
     env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),

@@ -47,7 +47,7 @@ import socket
 import subprocess
 import sys
 
-from gstest import BENCH, SMALL, check, finish, load_params, same_bits, steps_csv, tmpdir
+from gstest import BENCH, SMALL, SRC, check, finish, load_params, same_bits, steps_csv, tmpdir
 
 CASE = sys.argv[2]
 STEPS, B, WORLD = 6, 8, 4
@@ -442,8 +442,7 @@ def errors():
 
 
 def readme():
-    section = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
-                                "docs", "launching.md")).read()
+    section = open(os.path.join(SRC, "docs", "launching.md")).read()
     blocks = [b.split("```", 1)[0] for b in section.split("```sh\n")[1:]]
     cmds = []
     for b in blocks:

@@ -32,7 +32,8 @@ import sys
 import threading
 import time
 
-from gstest import BENCH, SMALL, check, finish, free_port, load_params, report, tmpdir
+from gstest import (BENCH, SMALL, check, finish, finished, free_port, load_params, report,
+                    same_bits, tmpdir)
 
 PCAP = sys.argv[2] if len(sys.argv) > 2 else None
 SECRET = "observer test secret"
@@ -279,17 +280,6 @@ def replay_live(port, data, procs):
     return None
 
 
-def finished(procs, what):
-    for rank, p in enumerate(procs):
-        o, e = p.communicate(timeout=180)
-        check(p.returncode == 0, f"{what}: rank {rank} exit {p.returncode}: {e[-600:]}")
-
-
-def same(a, b):
-    return a and b and a.keys() == b.keys() and all(
-        (a[k].view("u4") == b[k].view("u4")).all() for k in a)
-
-
 # job A still trains while its recording is replayed against it, so each
 # job trains about this long on this machine and build: how many steps that
 # is, a short job of the same kind measures first (a fixed count was 2 s of
@@ -368,7 +358,7 @@ def observe(mode, extra):
     finished(a, f"{what} recorded and replayed against")
     if forged:
         forged.close()
-    check(same(load_params(pc), load_params(pa)),
+    check(same_bits(load_params(pc), load_params(pa)),
           f"{what}: job A's parameters differ from the undisturbed run's")
 
     # job B: the next job, same secret, same MASTER_PORT
@@ -396,7 +386,7 @@ def observe(mode, extra):
     check(tested > 0, f"{what}: every data port of job B closed before its replay")
     check(all(p.poll() is None for p in b), f"{what}: job B ended before the replays")
     finished(b, f"{what} next job")
-    check(same(load_params(pc), load_params(pb)),
+    check(same_bits(load_params(pc), load_params(pb)),
           f"{what}: job B's parameters differ from the undisturbed run's")
     print(f"{what}: {len(rdv)} rendezvous and {len(data)} data streams recorded; none "
           f"admitted again, to this job or the next ({steps} steps a job)")

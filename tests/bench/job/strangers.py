@@ -28,7 +28,6 @@ and the attacker must learn nothing.
             uses the user's own secret file): another user of the machine
             (nobody, through setpriv) starting as rank 1 first does not get
             in; the real rank 1 does"""
-import json
 import os
 import re
 import shutil
@@ -36,7 +35,8 @@ import subprocess
 import sys
 import time
 
-from gstest import BENCH, SMALL, check, finish, free_port, load_params, report, tmpdir
+from gstest import (BENCH, SMALL, check, finish, finished, free_port, load_params, report,
+                    same_bits, tmpdir)
 
 STRANGER = os.path.abspath(sys.argv[2])
 CASE = sys.argv[3]
@@ -98,13 +98,6 @@ def told(p, what):
     print(out.strip())
     check(p.returncode == 0, f"{what}: the stranger failed: {err[-300:]}")
     return out
-
-
-def finished(procs, what):
-    res = [p.communicate(timeout=180) + (p.returncode,) for p in procs]
-    for rank, (o, e, rc) in enumerate(res):
-        check(rc == 0, f"{what}: rank {rank} exit {rc}: {e[-800:]}")
-    return res
 
 
 def rank0_rss(out):
@@ -268,8 +261,7 @@ for mode in ("ps", "ring"):
             attacked, rss = job(mode, extra, Messages(bool(extra)) if CASE == "messages"
                                 else Flood())
         what = f"{mode} {' '.join(extra)}"
-        check(calm and attacked and calm.keys() == attacked.keys() and
-              all((calm[k].view("u4") == attacked[k].view("u4")).all() for k in calm),
+        check(same_bits(calm, attacked),
               f"{what}: the attacked job's parameters differ from the undisturbed run's")
         if CASE == "flood":
             check(calm_rss and rss and rss - calm_rss < 100 << 20,
