@@ -2,7 +2,7 @@
  * reproduce the tables of docs/model.md with every input as a number (bench
  * --project takes them from a calibration file instead):
  *
- *   model_example model=resnet50 worlds=8,64,512,4096 per_host=8 \
+ *   costmodel_example model=resnet50 worlds=8,64,512,4096 per_host=8 \
  *     link_gbit=100 latency_us=5 alpha_us=5 local_GBps=100 reduce_GBps=300 \
  *     copy_GBps=500 optim_gpps=10 fwd_ms=1.52 bwd_ms=3.05 batch=64
  *
@@ -17,7 +17,7 @@
 #include "bench/costmodel/costmodel.h"
 
 static int usage(const char *why) {
-  fprintf(stderr, "model_example: %s\n(see the comment at the top of "
+  fprintf(stderr, "costmodel_example: %s\n(see the comment at the top of "
           "tests/bench/costmodel/example.c)\n", why);
   return 2;
 }
