@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""model_cli.py: the cost model from the command line (bench --calibrate,
+"""costmodel_cli.py: the cost model from the command line (bench --calibrate,
 bench --project); neither starts a rank.
 
   - --calibrate writes a calibration that --project reads back (the strict
@@ -16,7 +16,7 @@ bench --project); neither starts a rank.
     model the calibration did not measure, its readiness timed here;
   - bad input exits 2 with a message naming the flag.
 
-    model_cli.py BENCH"""
+    costmodel_cli.py BENCH"""
 import json
 import math
 import os
@@ -214,4 +214,4 @@ for args, flag in [
           f"{' '.join(args)}: rc {r.returncode}, want 2 naming {flag}: {r.stderr.strip()}")
 check(not os.path.exists(os.path.join(d, "never")), "bad input writes nothing")
 
-finish("model_cli")
+finish("costmodel_cli")

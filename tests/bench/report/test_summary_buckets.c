@@ -1,4 +1,4 @@
-/* test_buckets.c: each bucket's timing (bench/report/summary_buckets.c) on
+/* test_summary_buckets.c: each bucket's timing (bench/report/summary_buckets.c) on
  * synthetic rows and spans whose answer is known by construction.
  *
  *  - 2 ranks, 4 steps (the first one warm-up), 2 buckets; every step lasts
