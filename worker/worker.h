@@ -80,7 +80,7 @@ typedef struct gs_train_opts {
 } gs_train_opts;
 
 /* The training defaults of bench's flag table (bench/cli/opts.c, shown by bench
- * --help); tests/bench/test_opts.c checks that the two agree. */
+ * --help); tests/bench/cli/test_opts.c checks that the two agree. */
 void gs_train_opts_default(gs_train_opts *o);
 
 /* One rank's record of one step. Times are seconds; t_start/t_end are

@@ -5,7 +5,7 @@
  * are spelled as a user would type them and applied by the same parsers
  * before argv, so --help, the parser, the defaults and the range checks
  * cannot drift apart. worker's gs_train_opts_default must agree with the
- * training defaults here; tests/bench/test_opts.c checks that it does.
+ * training defaults here; tests/bench/cli/test_opts.c checks that it does.
  *
  * A wrong flag or value is GS_EINVAL with a message naming the flag and
  * what it takes; the caller prints it and exits 2. */

@@ -1,6 +1,6 @@
 /* hosts.h: the contract of bench/hosts: a cluster of emulated hosts on one
  * machine, the way Mininet builds one, usable without the command line
- * (tests/hosts drives it directly): the net (gs_hosts_create / destroy:
+ * (tests/bench/hosts drives it directly): the net (gs_hosts_create / destroy:
  * namespaces, veth pairs and a bridge; hosts.c), the nodes (gs_hosts_spawn
  * a process on host h, gs_hosts_info its address) and the links (tc
  * shaping, the veth counters and their busy time: links.c), and where asked

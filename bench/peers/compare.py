@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""compare.py DIR: the tables bench/peers/run.sh wrote, side by side.
+"""compare.py DIR: the tables bench/peers/run_peers.sh wrote, side by side.
 
 For each world size and message size: the median over the rounds of busbw
 (GB/s) of gradsync as `bench --collective allreduce` runs by default (on

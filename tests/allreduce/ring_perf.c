@@ -21,7 +21,7 @@
 
 #include "allreduce/allreduce.h"
 #include "bench/coll/coll.h"
-#include "harness.h"
+#include "allreduce_harness.h"
 
 typedef struct args {
   gs_perf_opts p;

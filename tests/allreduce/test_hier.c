@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "allreduce/allreduce.h"
-#include "harness.h"
+#include "allreduce_harness.h"
 
 static gs_kernels *K;
 #define MAXN 20011u

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "allreduce/allreduce.h"
-#include "harness.h"
+#include "allreduce_harness.h"
 #include "kernels/elem.h"
 #include "proto/proto.h"
 #include <zmq.h>

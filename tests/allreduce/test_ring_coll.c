@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "allreduce/allreduce.h"
-#include "harness.h"
+#include "allreduce_harness.h"
 
 #define MAXN 5003
 enum { RS, AG, BC, RED, NCOLL };

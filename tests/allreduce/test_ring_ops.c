@@ -30,7 +30,7 @@
 
 #include "allreduce/allreduce.h"
 #include "bench/coll/coll.h"
-#include "harness.h"
+#include "allreduce_harness.h"
 #include "kernels/elem.h"
 
 #define MAXN 1001

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "allreduce/allreduce.h"
-#include "harness.h"
+#include "allreduce_harness.h"
 
 #define NPARAM 50021
 #define STEPS 4

@@ -29,7 +29,7 @@
 
 #include "allreduce/allreduce.h"
 #include "allreduce/comm.h"
-#include "harness.h"
+#include "allreduce_harness.h"
 
 static gs_kernels *K;
 #define MAXN 300001u

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "allreduce/allreduce.h"
-#include "harness.h"
+#include "allreduce_harness.h"
 #include "kernels/elem.h"
 
 #define MAXN 65537u

@@ -19,38 +19,18 @@
   - report.json names the compression (per run too), and bench --compare of
     one run per knob labels each row with it; bad combinations are refused
     with a message naming the flag."""
-import csv
 import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 
 import numpy as np
 
-BENCH = os.path.abspath(sys.argv[1])
-failures = []
-tmp = tempfile.mkdtemp(prefix="gs_compress_")
+from gstest import (check, finish, load_params, ranks_agree, report, run, same_bits, steps_csv,
+                    tmpdir)
+
+tmp = tmpdir()
 BASE = ["--synthetic-samples", "2048", "--threads", "1", "--timeout", "20", "--quiet",
         "--link", "none", "--repeat", "1", "--no-shuffle", "--lr", "0.05", "--seed", "3",
         "--warmup", "0", "--batch", "16"]
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-def run(args):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                        "GS_LAUNCHED", "GS_RUN_DIR")}
-    return subprocess.run([BENCH] + args, capture_output=True, text=True, timeout=180, env=env)
-
-
 n = 0
 
 
@@ -63,25 +43,7 @@ def train(model, world, mode, extra, steps=6):
                     str(steps), "--verify", "--out", d, "--save-params", d + "/p"] + extra)
     if not check(r.returncode == 0, f"{mode} {world} {extra}: exit {r.returncode}: {r.stderr}"):
         return None, [], {}
-    p = {f: np.load(os.path.join(d, "p", f)) for f in sorted(os.listdir(d + "/p"))}
-    with open(os.path.join(d, "steps.csv")) as f:
-        rows = list(csv.DictReader(f))
-    with open(os.path.join(d, "report.json")) as f:
-        rep = json.load(f)
-    return p, rows, rep
-
-
-def same_bits(a, b):
-    return a is not None and b is not None and a.keys() == b.keys() and all(
-        np.array_equal(a[k].view(np.uint32), b[k].view(np.uint32)) for k in a)
-
-
-def ranks_agree(rows):
-    by_step = {}
-    for r in rows:
-        by_step.setdefault(r["step"], set()).add(r["param_hash"])
-    return bool(by_step) and all(len(h) == 1 and "0000000000000000" not in h
-                                 for h in by_step.values())
+    return load_params(d + "/p"), steps_csv(d), report(d)
 
 
 def bytes_per_step(rows, first, rank="0", what="bytes_sent"):
@@ -180,8 +142,7 @@ def eval_loss(extra):
                          "--synthetic-samples", "4096", "--out", d] + extra)
     if not check(r.returncode == 0, f"{extra}: exit {r.returncode}: {r.stderr}"):
         return float("nan")
-    with open(os.path.join(d, "report.json")) as f:
-        return json.load(f)["runs"][0]["eval_loss"]
+    return report(d)["runs"][0]["eval_loss"]
 
 
 l_plain, l_psgd = eval_loss([]), eval_loss(["--compress", "powersgd:2"])
@@ -232,8 +193,4 @@ for args, words in (
     check(r.returncode != 0 and words in r.stderr and "Traceback" not in r.stderr,
           f"{args}: exit {r.returncode}, stderr {r.stderr.strip()[:300]}")
 
-shutil.rmtree(tmp, ignore_errors=True)
-if failures:
-    print(f"compress_bench: {len(failures)} failure(s)")
-    sys.exit(1)
-print("compress_bench: all checks passed")
+finish("compress_bench")

@@ -9,10 +9,8 @@ budget is within 5% of the uncompressed run's, and the compressed run did
 send fewer bytes (so the comparison is not of two plain runs).
 Skips (77) where python3-sklearn is not installed."""
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
-from common import check, digits, failures, finish, report, run, tmpdir  # noqa: E402
+from gstest import check, digits, failures, finish, report, run, tmpdir
 
 d = digits("compress_digits", seed=0)
 

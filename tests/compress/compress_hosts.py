@@ -4,52 +4,26 @@
 program's own sums) per measured step is at least 10x less than in the same
 run uncompressed, and the program's own byte counters agree with the links.
 Needs root (CAP_NET_ADMIN + CAP_SYS_ADMIN), else exits 77 (skip) saying so."""
-import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 
-BENCH = os.path.abspath(sys.argv[1])
+from gstest import check, finish, need_root, report, run, tmpdir
 
-
-def have_caps():
-    with open("/proc/self/status") as f:
-        eff = [int(l.split()[1], 16) for l in f if l.startswith("CapEff:")][0]
-    return os.geteuid() == 0 and eff & (1 << 12) and eff & (1 << 21)
+need_root()
+tmp = tmpdir()
 
 
-if not have_caps():
-    print("compress_hosts: skipped: emulated hosts need root with CAP_NET_ADMIN and "
-          f"CAP_SYS_ADMIN (euid {os.geteuid()})")
-    sys.exit(77)
-
-tmp = tempfile.mkdtemp(prefix="gs_compress_hosts_")
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-def run(tag, extra):
+def train(tag, extra):
     d = os.path.join(tmp, tag)
-    r = subprocess.run([BENCH, "--mode", "ring", "--world", "4", "--hosts", "4", "--link",
-                        "1gbit", "--model", "mlp:784-1024-1024-10", "--steps", "6", "--warmup",
-                        "2", "--repeat", "1", "--threads", "1", "--timeout", "30", "--quiet",
-                        "--out", d] + extra, capture_output=True, text=True, timeout=240)
+    r = run(["--mode", "ring", "--world", "4", "--hosts", "4", "--link", "1gbit", "--model",
+             "mlp:784-1024-1024-10", "--steps", "6", "--warmup", "2", "--repeat", "1",
+             "--threads", "1", "--timeout", "30", "--quiet", "--out", d] + extra, timeout=240)
     if not check(r.returncode == 0, f"{tag}: exit {r.returncode}: {r.stderr[-2000:]}"):
         return None
-    with open(os.path.join(d, "report.json")) as f:
-        return json.load(f)["runs"][0]
+    return report(d)["runs"][0]
 
 
-plain = run("plain", [])
-psgd = run("powersgd", ["--compress", "powersgd:2", "--powersgd-start", "0"])
+plain = train("plain", [])
+psgd = train("powersgd", ["--compress", "powersgd:2", "--powersgd-start", "0"])
 if plain and psgd:
     for name, r in (("plain", plain), ("powersgd:2", psgd)):
         tx = [l["tx_bytes"] for l in r["links"]]
@@ -69,8 +43,4 @@ if plain and psgd:
     cut = min(l["tx_bytes"] for l in plain["links"]) / max(l["tx_bytes"] for l in psgd["links"])
     print(f"powersgd:2 cut what the links carried {cut:.1f}x (limit: at least 10x)")
     check(cut >= 10, f"powersgd:2 cut link bytes only {cut:.1f}x")
-shutil.rmtree(tmp, ignore_errors=True)
-if failures:
-    print(f"compress_hosts: {len(failures)} failure(s)")
-    sys.exit(1)
-print("compress_hosts: all checks passed")
+finish("compress_hosts")

@@ -15,10 +15,8 @@ loopback.
   - after the run, the measured step is printed beside the prediction."""
 import os
 import re
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
-from common import check, finish, report, run, tmpdir  # noqa: E402
+from gstest import check, finish, report, run, tmpdir
 
 d = os.path.join(tmpdir(), "run")
 r = run(["--mode", "ring", "--world", "2", "--link", "none", "--repeat", "1", "--threads", "1",

@@ -20,12 +20,13 @@ missing.
     powersgd_ddp.py --rank R DIR PORT     one DDP process (internal)"""
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
+
+from gstest import check, finish, free_port
 
 MODEL = [784, 64, 32, 10]
 R, START, STEPS, BATCH, LR, MOMENTUM, SEED, N = 2, 2, 20, 16, 0.05, 0.9, 11, 256
@@ -165,12 +166,6 @@ def ddp_rank(rank, d, port, hook_on):
 
 
 # ---------------------------------------------------------------- the test
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def torch_run(d, hook_on):
     port = free_port()
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank", str(r), d,
@@ -232,7 +227,6 @@ def main():
         torch_run(d, False)
         theirs, plain = load(d + "/torch"), load(d + "/torch-plain")
         init = load(d + "/init")
-        failures = 0
         # the ring all-reduces P and Q; the ps server sums them and runs the
         # optimizer (ps/powersgd_recv.c): both must be PyTorch's hook
         for mode in ("ring", "ps"):
@@ -255,12 +249,12 @@ def main():
                 print(f"  {n:11s} gradsync vs torch powerSGD_hook {diff:.2e} (limit 1e-4); "
                       f"powerSGD vs plain DDP {effect:.2e}; moved by training {moved:.2e}"
                       f"{'' if ok else '  <-- FAIL'}")
-                failures += not ok
+                check(ok, f"--mode {mode} {n}: gradsync vs torch powerSGD_hook {diff:.2e} (limit "
+                      f"1e-4), powerSGD vs plain DDP {effect:.2e} (at least 1e-3 on a weight)")
         # the weights are where compression acts: it must show there
         worst_effect = min(rel(plain[n], theirs[n]) for n in NAMES if n.endswith("weight"))
-        print(f"powersgd_ddp: {failures} failure(s); smallest effect of PowerSGD on a weight "
-              f"{worst_effect:.2e}")
-        return 1 if failures else 0
+        print(f"powersgd_ddp: smallest effect of PowerSGD on a weight {worst_effect:.2e}")
+    finish("powersgd_ddp")
 
 
 if __name__ == "__main__":

@@ -18,11 +18,7 @@ to end on the real bench, loopback.
   - what top-k does not run with is refused with a message naming the flag
     to give instead.
 Skips the digits part (not the rest) where python3-sklearn is missing."""
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
-from common import (check, digits, failures, finish, load_params, report, run,  # noqa: E402
+from gstest import (check, digits, failures, finish, load_params, ranks_agree, report, run,
                     same_bits, steps_csv, tmpdir)
 
 BASE = ["--synthetic-samples", "2048", "--threads", "1", "--timeout", "20", "--quiet",
@@ -40,14 +36,6 @@ def train(world, extra, steps=6, mode="ps"):
                  f"{mode} {world} {extra}: exit {r.returncode}: {r.stderr[-1500:]}"):
         return None, []
     return load_params(d + "/p"), steps_csv(d)
-
-
-def ranks_agree(rows):
-    by_step = {}
-    for r in rows:
-        by_step.setdefault(r["step"], set()).add(r["param_hash"])
-    return bool(by_step) and all(len(h) == 1 and "0000000000000000" not in h
-                                 for h in by_step.values())
 
 
 # topk:1 against none (0.05 MiB buckets: the model's 52,650 floats in 5)

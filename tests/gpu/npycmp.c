@@ -1,5 +1,5 @@
 /* npycmp.c: compare two directories of saved parameters (one float32 .npy
- * per tensor, as `bench --save-params` writes them), so tests/gpu/run.sh
+ * per tensor, as `bench --save-params` writes them), so tests/gpu/gpu_checks.sh
  * needs nothing but this tree on a GPU machine (no NumPy there).
  *
  *   npycmp [--exact | --rtol R] GOT_DIR REF_DIR

@@ -5,7 +5,7 @@
  * out-of-range device instead of the missing driver. */
 #include "allreduce/allreduce.h"
 #include "kernels/kernels.h"
-#include "tests/gpu/check.h"
+#include "tests/gpu/gpu_check.h"
 
 static void test_kernels(void) {
   int n = gs_cuda_device_count();

@@ -26,7 +26,7 @@
 
 #include "kernels/cuda/cuda_impl.h"
 #include "kernels/kernels.h"
-#include "tests/gpu/check.h"
+#include "tests/gpu/gpu_check.h"
 
 static gs_kernels *cpu, *gpu;
 static rng R = {0xD1B54A32D192ED03ULL};

@@ -19,7 +19,7 @@
 #include "allreduce/allreduce.h"
 #include "kernels/cuda_loader.h"
 #include "kernels/kernels.h"
-#include "tests/gpu/check.h"
+#include "tests/gpu/gpu_check.h"
 
 /* Is a file whose name contains `part` mapped into this process? */
 static bool mapped(const char *part) {

@@ -16,7 +16,7 @@
 
 #include "kernels/cuda/ops.h"
 #include "kernels/kernels.h"
-#include "tests/gpu/check.h"
+#include "tests/gpu/gpu_check.h"
 
 static gs_kernels *cpu;
 static rng R = {0x9E3779B97F4A7C15ULL};

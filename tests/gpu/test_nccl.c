@@ -22,7 +22,7 @@
 
 #include "allreduce/allreduce.h"
 #include "kernels/kernels.h"
-#include "tests/gpu/check.h"
+#include "tests/gpu/gpu_check.h"
 
 #define N 1000003
 enum { CASE_SUM, CASE_SUM16, CASE_SGD, CASE_SGD_OVERLAP, CASE_OVERFLOW, NCASES };

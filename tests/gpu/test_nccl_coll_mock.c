@@ -26,7 +26,7 @@
 #include "bench/coll/coll.h"
 #include "kernels/kernels.h"
 #include "mock.h"
-#include "tests/gpu/check.h"
+#include "tests/gpu/gpu_check.h"
 
 #define COUNT 1200   /* a multiple of 2, 3 and 4 */
 #define MAXW 4

@@ -23,7 +23,7 @@
 #include "kernels/elem.h"
 #include "kernels/kernels.h"
 #include "mock.h"
-#include "tests/gpu/check.h"
+#include "tests/gpu/gpu_check.h"
 
 #define N 10007
 #define MAXW 4

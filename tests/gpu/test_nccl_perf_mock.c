@@ -18,7 +18,7 @@
 #include "bench/coll/coll.h"
 #include "kernels/kernels.h"
 #include "mock.h"
-#include "tests/gpu/check.h"
+#include "tests/gpu/gpu_check.h"
 
 #define MAXW 4
 

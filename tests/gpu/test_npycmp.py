@@ -1,4 +1,4 @@
-"""test_npycmp.py: tests/gpu/npycmp, the comparator of tests/gpu/run.sh,
+"""test_npycmp.py: tests/gpu/npycmp, the comparator of tests/gpu/gpu_checks.sh,
 accepts what it should and rejects what it should (numpy writes the files).
 Usage: test_npycmp.py PATH_TO_NPYCMP"""
 import os
@@ -8,8 +8,9 @@ import tempfile
 
 import numpy as np
 
+from gstest import check, finish
+
 npycmp = sys.argv[1]
-failures = 0
 
 
 def run(*args):
@@ -18,12 +19,8 @@ def run(*args):
 
 
 def expect(code, args, what):
-    global failures
     rc, out = run(*args)
-    if rc != code:
-        failures += 1
-        print(f"FAIL {what}: exit {rc}, expected {code}\n{out}")
-    else:
+    if check(rc == code, f"{what}: exit {rc}, expected {code}\n{out}"):
         print(f"ok   {what}: exit {rc}")
 
 
@@ -66,4 +63,4 @@ with tempfile.TemporaryDirectory() as t:
     expect(2, [os.path.join(t, "f64"), ref], "float64 is refused")
     expect(2, [os.path.join(t, "nowhere"), ref], "no such directory")
 
-sys.exit(1 if failures else 0)
+finish("test_npycmp")

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 
+from gstest import check, finish
+
 os.environ["ATEN_CPU_CAPABILITY"] = "default"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 try:
@@ -25,7 +27,6 @@ except ImportError as exc:
     sys.exit(77)
 
 tool = sys.argv[1]
-failures = 0
 cases = [  # n, steps, lr, momentum, weight_decay
     (100003, 5, 0.1, 0.9, 1e-4),
     (4099, 4, 0.05, 0.0, 5e-4),
@@ -57,15 +58,14 @@ with tempfile.TemporaryDirectory() as tmp:
                 if "lacks" in r.stderr:
                     print(f"note: {isa} not on this CPU")
                     continue
-                print(f"FAIL: sgd_tool ({isa}) exited {r.returncode}: {r.stderr.strip()}")
-                failures += 1
+                check(False, f"sgd_tool ({isa}) exited {r.returncode}: {r.stderr.strip()}")
                 continue
             got = np.fromfile(out, dtype=np.uint32)
             diff = int(np.count_nonzero(got != want))
-            status = "ok" if diff == 0 else "FAIL"
-            print(f"{status}: n={n} steps={steps} lr={lr} m={m} wd={wd} {isa}: "
-                  f"{diff} elements differ from torch.optim.SGD")
-            failures += diff != 0
+            what = f"n={n} steps={steps} lr={lr} m={m} wd={wd} {isa}: {diff} elements differ " \
+                   "from torch.optim.SGD"
+            if check(diff == 0, what):
+                print("ok:", what)
 
     # For the record: the same first case under PyTorch's own capability
     # choice (AVX2 and its FMAs on most CPUs): printed, not asserted.
@@ -97,4 +97,4 @@ with tempfile.TemporaryDirectory() as tmp:
               f"steps (FMA); largest relative difference "
               f"{float(np.max(np.abs(native.view(np.float32) - ours.view(np.float32)) / (np.abs(ours.view(np.float32)) + 1e-30))):.2e}")
 
-sys.exit(1 if failures else 0)
+finish("sgd_torch")

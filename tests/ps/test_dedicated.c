@@ -8,7 +8,7 @@
  * different model. */
 #include <string.h>
 
-#include "harness.h"
+#include "ps_harness.h"
 
 static void compare(const job_opts *o, job_result *r, const char *what) {
   free(check_reference(o, r, what, NULL, NULL));

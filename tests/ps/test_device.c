@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fakedev.h"
-#include "harness.h"
+#include "ps_harness.h"
 #include "ps/server.h"
 
 static int baseline;  /* violations of the checker's self-test */

@@ -2,7 +2,7 @@
  *
  * For world 1..4 (threads, the server inside rank 0) and several bucket
  * plans, every rank's parameters after every step must equal, bit for
- * bit, the reference of harness.c (sum in rank order, / world, SGD with
+ * bit, the reference of ps_harness.c (sum in rank order, / world, SGD with
  * momentum, the same kernel calls); so all ranks are identical, overlap on
  * and off agree, and runs with different arrival orders (jitter) agree.
  * Also: open() hands every rank rank 0's parameters, the traffic per step
@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "harness.h"
+#include "ps_harness.h"
 
 /* spans seen: [rank][track][name] */
 static const char *const span_names[] = {"push", "pull", "wait", "reduce", "optimizer"};

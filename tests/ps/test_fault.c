@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "ps_harness.h"
 
 /* Processes of this test's process group other than this one: a
  * dedicated server that outlived rank 0 would be one. */

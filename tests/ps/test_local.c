@@ -30,7 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "ps_harness.h"
 #include "ps/ps.h"
 
 static job_opts base(int world, int L) {

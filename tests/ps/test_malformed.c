@@ -27,7 +27,7 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "harness.h"
+#include "ps_harness.h"
 #include "proto/proto.h"
 #include "ps/ps.h"
 

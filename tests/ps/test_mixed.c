@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "harness.h"
+#include "ps_harness.h"
 
 static job_result *run_and_compare(const job_opts *o, bool *skipped, float *scales,
                                    const char *what) {

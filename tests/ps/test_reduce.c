@@ -12,7 +12,7 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "harness.h"
+#include "ps_harness.h"
 #include "kernels/elem.h"
 #include "ps/server_reduce.h"
 

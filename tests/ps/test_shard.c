@@ -10,7 +10,7 @@
  * every other rank fail naming it. */
 #include <string.h>
 
-#include "harness.h"
+#include "ps_harness.h"
 #include "ps/ps.h"
 
 /* The placement, spelled out: rank k * world / K hosts server k. */

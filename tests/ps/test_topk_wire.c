@@ -17,7 +17,7 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "harness.h"
+#include "ps_harness.h"
 #include "proto/proto.h"
 #include "ps/ps.h"
 

@@ -11,7 +11,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "ps_harness.h"
 #include "proto/proto.h"
 #include "ps/ps.h"
 

@@ -16,29 +16,21 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-bench = os.path.abspath(sys.argv[1])
-failures = 0
+import gstest
+from gstest import BENCH, check, finish
+
 # bench writes results/<stamp>-... under its working directory when no --out
 # is given: run it in a directory of its own, never the source tree
-WORK = tempfile.TemporaryDirectory(prefix="gs_cli_work_")
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
+WORK = gstest.tmpdir()
 
 
 def run(args, timeout=120):
-    return subprocess.run([bench] + args, capture_output=True, text=True, timeout=timeout,
-                          cwd=WORK.name)
+    return gstest.run(args, timeout, cwd=WORK)
 
 
 # one process (--mode local): the single-process reference trainer
@@ -153,7 +145,7 @@ if not os.path.exists("/dev/nvidia0"):
           f"--device cuda without a GPU: exit {r.returncode}, {r.stderr}")
 
 # ---- SIGINT: prompt, non-zero, says so
-p = subprocess.Popen([bench] + SMALL + ["--steps", "100000000", "--quiet"], cwd=WORK.name,
+p = subprocess.Popen([BENCH] + SMALL + ["--steps", "100000000", "--quiet"], cwd=WORK,
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 time.sleep(1.0)
 t0 = time.time()
@@ -166,5 +158,4 @@ except subprocess.TimeoutExpired:
     p.kill()
     check(False, "SIGINT: bench did not stop")
 
-print("cli:", "all checks passed" if not failures else f"{failures} failure(s)")
-sys.exit(1 if failures else 0)
+finish("cli")

@@ -21,6 +21,8 @@ import tempfile
 
 import numpy as np
 
+from gstest import check, finish
+
 ap = argparse.ArgumentParser()
 ap.add_argument("bench")
 ap.add_argument("ref")
@@ -30,7 +32,6 @@ args = ap.parse_args()
 bench, ref = args.bench, args.ref
 torch_ref = os.path.join(os.path.dirname(os.path.abspath(ref)), "torch_ref.py")
 py = sys.executable
-failures = 0
 print(f"bench --mode {args.mode} --world {args.world}, GS_ISA={os.environ.get('GS_ISA', '(unset)')}")
 
 
@@ -73,15 +74,15 @@ def compare(tag, model, data, batch, steps, lr, momentum, wd, tmp):
         if r.returncode != 0:
             raise SystemExit(f"{script} failed with {r.returncode}: {r.stdout}{r.stderr}")
         print(r.stdout.strip())
-        check(f"{tag} vs {name}", ours, theirs, init)
+        agree(f"{tag} vs {name}", ours, theirs, init)
 
 
-def check(tag, ours, theirs, init):
-    global failures
+def agree(tag, ours, theirs, init):
+    """every tensor bench saved in ours is theirs within 1e-4 relative, and
+    training moved it (from init) by at least 5e-3"""
     names = sorted(f for f in os.listdir(theirs) if f.endswith(".npy"))
-    if sorted(os.listdir(ours)) != names:
-        print(f"{tag}: bench saved {sorted(os.listdir(ours))}, expected {names}")
-        failures += 1
+    if not check(sorted(os.listdir(ours)) == names,
+                 f"{tag}: bench saved {sorted(os.listdir(ours))}, expected {names}"):
         return
     worst = 0.0
     for f in names:
@@ -93,7 +94,8 @@ def check(tag, ours, theirs, init):
         ok = rel <= 1e-4 and moved >= 5e-3
         print(f"  {tag} {f:18s} relative difference {rel:.2e}, moved {moved:.2e} by training"
               f"{'' if ok else '  <-- FAIL'}")
-        failures += not ok
+        check(ok, f"{tag} {f}: relative difference {rel:.2e} (limit 1e-4), moved {moved:.2e} "
+              "(at least 5e-3)")
     print(f"{tag}: worst relative difference {worst:.2e} (limit 1e-4)")
 
 
@@ -117,5 +119,4 @@ with tempfile.TemporaryDirectory(prefix="gs_ref_") as tmp:
     # a local 1e-7 effect.
     compare("lenet", "lenet", "cifar10:" + ",".join(files), 16, 40, 0.01, 0.9, 5e-4, tmp)
 
-print("ref_compare:", "all tensors agree" if not failures else f"{failures} failure(s)")
-sys.exit(1 if failures else 0)
+finish("ref_compare")
