@@ -7,7 +7,10 @@
  * Both directories must hold the same tensor names with the same shapes.
  * Per tensor it prints max|got - ref|, max|ref| and their ratio; a tensor
  * passes when the ratio is <= R (default 1e-3: "close, not bitwise"), or,
- * with --exact, when every byte is equal. Exit 0 when all pass, 1 on a
+ * with --exact, when every byte is equal. A NaN or an infinity on either
+ * side fails the tensor, in both modes and where both sides hold one at
+ * the same place: a run that diverged proves nothing, and two runs that
+ * both diverged are not equal. Exit 0 when all pass, 1 on a
  * mismatch, 2 on a bad file or usage. Reads .npy format 1.0 / 2.0 / 3.0,
  * little-endian '<f4', C order. */
 #include <dirent.h>
@@ -177,21 +180,24 @@ int main(int argc, char **argv) {
       continue;
     }
     double maxd = 0, maxr = 0;
-    int nan_mismatch = 0;
+    size_t got_bad = 0, ref_bad = 0; /* NaN or infinite */
     for (size_t j = 0; j < a.n; j++) {
       double x = a.data[j], y = b.data[j];
-      if (isnan(x) || isnan(y)) {
-        nan_mismatch += isnan(x) != isnan(y);
-        continue;
-      }
+      got_bad += !isfinite(x);
+      ref_bad += !isfinite(y);
+      if (!isfinite(x) || !isfinite(y)) continue;
       maxd = fmax(maxd, fabs(x - y));
       maxr = fmax(maxr, fabs(y));
     }
     double ratio = maxd / fmax(maxr, 1e-30);
-    int ok = exact ? !memcmp(a.data, b.data, a.n * 4) : !nan_mismatch && ratio <= rtol;
+    int finite = !got_bad && !ref_bad;
+    int ok = finite && (exact ? !memcmp(a.data, b.data, a.n * 4) : ratio <= rtol);
     if (ratio > worst) worst = ratio;
-    printf("  %-28s (%s) max|diff| %.3e max|ref| %.3e ratio %.2e  %s\n", g[i], a.shape, maxd,
-           maxr, ratio, ok ? "ok" : "MISMATCH");
+    if (!finite) worst = INFINITY;
+    printf("  %-28s (%s) max|diff| %.3e max|ref| %.3e ratio %.2e", g[i], a.shape, maxd, maxr,
+           ratio);
+    if (!finite) printf(" NaN/inf: %zu in got, %zu in ref", got_bad, ref_bad);
+    printf("  %s\n", ok ? "ok" : "MISMATCH");
     bad |= !ok;
     free(a.data);
     free(b.data);

@@ -1,5 +1,7 @@
 """test_npycmp.py: tests/gpu/npycmp, the comparator of tests/gpu/run.sh,
-accepts what it should and rejects what it should (numpy writes the files).
+accepts what it should and rejects what it should (numpy writes the files):
+NaN or infinity on either side fails, also where both sides hold it (two
+runs that both diverged are not equal), with a tolerance or --exact.
 Usage: test_npycmp.py PATH_TO_NPYCMP"""
 import os
 import subprocess
@@ -49,6 +51,17 @@ with tempfile.TemporaryDirectory() as t:
     nan = b.copy()
     nan[0] = np.nan
     save(os.path.join(t, "nan"), {"fc1.weight": w, "fc1.bias": nan})
+    save(os.path.join(t, "nan2"), {"fc1.weight": w, "fc1.bias": nan})  # diverged the same way
+    inf = b.copy()
+    inf[5] = np.inf
+    save(os.path.join(t, "inf"), {"fc1.weight": w, "fc1.bias": inf})
+    save(os.path.join(t, "inf2"), {"fc1.weight": w, "fc1.bias": inf})
+    ninf = w.copy()
+    ninf[0, 0] = -np.inf
+    save(os.path.join(t, "ninf"), {"fc1.weight": ninf, "fc1.bias": b})
+    allnan = {"fc1.weight": np.full_like(w, np.nan), "fc1.bias": np.full_like(b, np.nan)}
+    save(os.path.join(t, "allnan"), allnan)
+    save(os.path.join(t, "allnan2"), allnan)
     np.save(os.path.join(t, "f64.npy"), w.astype(np.float64))
     os.makedirs(os.path.join(t, "f64"))
     os.rename(os.path.join(t, "f64.npy"), os.path.join(t, "f64", "fc1.weight.npy"))
@@ -63,6 +76,20 @@ with tempfile.TemporaryDirectory() as t:
     expect(1, [os.path.join(t, "missing"), ref], "a tensor missing")
     expect(1, [os.path.join(t, "shape"), ref], "a shape differs")
     expect(1, [os.path.join(t, "nan"), ref], "a NaN where the reference has a number")
+    expect(1, [ref, os.path.join(t, "nan")], "a number where the reference has a NaN")
+    expect(1, [os.path.join(t, "nan2"), os.path.join(t, "nan")], "NaN on both sides, same place")
+    expect(1, ["--exact", os.path.join(t, "nan2"), os.path.join(t, "nan")],
+           "NaN on both sides, same bits, --exact")
+    expect(1, ["--rtol", "1e9", os.path.join(t, "nan"), ref], "a NaN, whatever the tolerance")
+    expect(1, [os.path.join(t, "inf"), ref], "an infinity where the reference has a number")
+    expect(1, [os.path.join(t, "inf2"), os.path.join(t, "inf")], "infinity on both sides")
+    expect(1, ["--exact", os.path.join(t, "inf2"), os.path.join(t, "inf")],
+           "infinity on both sides, --exact")
+    expect(1, [os.path.join(t, "ninf"), ref], "-inf where the reference has a number")
+    expect(1, [os.path.join(t, "allnan2"), os.path.join(t, "allnan")],
+           "two runs that both diverged everywhere")
+    expect(1, ["--exact", os.path.join(t, "allnan2"), os.path.join(t, "allnan")],
+           "two runs that both diverged everywhere, --exact")
     expect(2, [os.path.join(t, "f64"), ref], "float64 is refused")
     expect(2, [os.path.join(t, "nowhere"), ref], "no such directory")
 
