@@ -90,6 +90,23 @@ with tempfile.TemporaryDirectory() as t:
            "two runs that both diverged everywhere")
     expect(1, ["--exact", os.path.join(t, "allnan2"), os.path.join(t, "allnan")],
            "two runs that both diverged everywhere, --exact")
+    # --bound: the derived tolerances (npycmp.c): fp32 1.91e-6, fp16 9.78e-4, bf16 3.91e-3
+    scale = float(np.max(np.abs(w)))
+    for name, rel in (("b15e-7", 1.5e-6), ("b25e-7", 2.5e-6), ("b9e-4", 9e-4),
+                      ("b11e-4", 1.1e-3), ("b35e-4", 3.5e-3), ("b45e-4", 4.5e-3)):
+        off = w.copy()
+        off[1, 2] += np.float32(rel * scale)
+        save(os.path.join(t, name), {"fc1.weight": off, "fc1.bias": b})
+    for prec, within, beyond in (("fp32", "b15e-7", "b25e-7"), ("fp16", "b9e-4", "b11e-4"),
+                                 ("bf16", "b35e-4", "b45e-4")):
+        expect(0, ["--bound", prec, os.path.join(t, within), ref], f"{prec}: within its bound")
+        expect(1, ["--bound", prec, os.path.join(t, beyond), ref], f"{prec}: beyond its bound")
+        expect(1, ["--bound", prec, os.path.join(t, "nan2"), os.path.join(t, "nan")],
+               f"{prec}: NaN on both sides")
+    expect(0, ["--bound", "fp32", "--world", "16", os.path.join(t, "b25e-7"), ref],
+           "fp32 at world 16: 15 more roundings of the ranks' sum")
+    expect(2, ["--bound", "fp64", os.path.join(t, "same"), ref], "--bound of no known precision")
+    expect(2, ["--bound", "fp32", "--world", "0", os.path.join(t, "same"), ref], "--world 0")
     expect(2, [os.path.join(t, "f64"), ref], "float64 is refused")
     expect(2, [os.path.join(t, "nowhere"), ref], "no such directory")
 
