@@ -64,7 +64,8 @@ with open(readme, "wb") as f:
     f.write(original + b"\nanother line\n")
 two = mark(repo)
 m2 = DIRTY.match(two)
-check(m2 and two != one, f"README.md changed otherwise: {two!r}, after {one!r}: the hash must differ")
+check(m2 and two != one,
+      f"README.md changed otherwise: {two!r}, after {one!r}: the hash must differ")
 with open(readme, "wb") as f:
     f.write(original + b"\none more line\n")
 check(mark(repo) == one, f"the first change again: {mark(repo)!r}, want {one!r}")

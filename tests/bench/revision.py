@@ -14,7 +14,6 @@ way everywhere it does (tools/git_revision.py states the rule).
 Nothing is built here: the binary under test is the one meson built.
 
     revision.py BENCH"""
-import os
 import re
 
 from common import SMALL, check, finish, free_port, report, run, tmpdir
