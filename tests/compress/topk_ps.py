@@ -23,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 from common import (check, digits, failures, finish, load_params, report, run,  # noqa: E402
-                    same_bits, steps_csv, tmpdir)
+                    same_bits, skip_part, steps_csv, tmpdir)
 
 BASE = ["--synthetic-samples", "2048", "--threads", "1", "--timeout", "20", "--quiet",
         "--link", "none", "--repeat", "1", "--no-shuffle", "--lr", "0.05", "--seed", "3",
@@ -114,8 +114,7 @@ for args, words in (
 
 d = digits("topk_ps", seed=0, required=False)
 if d is None:
-    print("topk_ps: the digits part skipped: python3-sklearn is not installed "
-          "(./install.sh --deps)")
+    skip_part("the digits part", "python3-sklearn is not installed (./install.sh --deps)")
 if d and not failures:
     def digits_run(extra):
         out = tmpdir()
