@@ -32,9 +32,10 @@ pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libzmq3-dev
 # fuzz suite; the launchers bench is tested under (Open MPI, MPICH, Slurm
 # with munge); iproute2 and nftables for the fault tests (in private
 # namespaces); Chromium to open report.html as a user would; util-linux's
-# setpriv to run a rank as another user (the strangers tests)
+# setpriv to run a rank as another user (the strangers tests); procps's ps
+# to find a launcher's ranks; git for the revision mark's test (a clone)
 [ "${1:-}" = "--deps" ] && pkgs+=(python3-torch python3-sklearn clang libclang-rt-14-dev openmpi-bin mpich
-                                 slurm-wlm munge iproute2 nftables chromium util-linux)
+                                 slurm-wlm munge iproute2 nftables chromium util-linux procps git)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

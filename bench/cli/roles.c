@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench/cli/cli.h"
 #include "bench/coll/coll.h"
@@ -91,17 +90,8 @@ static int run(gs_opts *op, int argc, char **argv) {
     /* one rank of a job: our launcher's child, torchrun, mpirun, mpiexec,
      * srun or bench --nnodes */
     first_of_each(&o);
-    char out[300]; /* o.out while this rank runs: only rank 0 writes there */
-    if (!env.launched && !o.out) {
-      char stamp[64];
-      time_t now = time(NULL);
-      struct tm tm;
-      localtime_r(&now, &tm);
-      strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-      const char *dash = strrchr(env.source, '-'); /* "bench --nnodes": nnodes */
-      snprintf(out, sizeof out, "results/%s-%s", stamp, dash ? dash + 1 : env.source);
-      o.out = out;
-    }
+    /* without --out, rank 0 names the job's directory itself (its job
+     * token's run id: gs_job_results_dir); the other ranks write none */
     if (o.collective) return gs_collective_rank(&o, o.modes[0], &env);
     return gs_rank_main(&o, o.modes[0], &env);
   }

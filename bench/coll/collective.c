@@ -408,12 +408,17 @@ int gs_collective_rank(const gs_opts *o, gs_mode mode, const gs_rank_env *env) {
              pinned ? "pinned to cores (GS_NO_PIN=1: not)" : "not pinned (more ranks than cores)");
     gs_perf_print(stdout, &p, title, rows, nrows);
     /* the table as JSON always: the launcher draws busbw.svg and report.html from it */
+    /* without --out, another launcher's job gets a directory of its own,
+     * named by its run id (gs_job_results_dir) */
+    char own_dir[300];
     const char *dir = env->run_dir ? env->run_dir : o->out;
+    if (!dir && !env->launched && gs_job_results_dir(&c.job, own_dir, sizeof own_dir))
+      dir = own_dir;
     /* our launcher's invocation id; a job of another launcher is one run */
     char own[GS_RUN_ID_CHARS + 1];
     const char *rid = getenv("GS_RUN_ID");
     if (!rid || !*rid) {
-      gs_run_id_new(own);
+      gs_run_id_of_job(c.job.first_token, own);
       rid = own;
     }
     if (dir && (rc = write_json(o, dir, rid, mode, world, c.k->name, rows, nrows, &e)) < 0)

@@ -67,6 +67,7 @@ int gs_job_start(gs_job *j, const gs_opts *o, const gs_rank_env *env, gs_err *e)
   j->local_rank = env->local_rank >= 0 ? env->local_rank : env->rank;
   j->local_world = env->local_world > 0 ? env->local_world : 0;
   j->timeout_ms = (int)(o->timeout_s * 1000.0);
+  if (j->rank == 0) j->first_token = gs_rdv_new_token();
   snprintf(j->hostname, sizeof j->hostname, "localhost");
   gethostname(j->hostname, sizeof j->hostname - 1);
   if (env->hosts > 0) /* emulated hosts share the machine's name */
@@ -165,8 +166,10 @@ int gs_job_meet(gs_job *j, const gs_backend *be, gs_sync_config *cfg, const char
   cfg->device = j->local_rank;
   j->be = be;
   /* rank 0 makes the job token before anything of its backend starts (a
-   * dedicated ps server is forked in prepare and must know it) */
-  if (j->rank == 0) cfg->job = gs_rdv_new_token();
+   * dedicated ps server is forked in prepare and must know it): the first
+   * round's at the start (gs_job_results_dir), each later round's afresh, so
+   * that no message of a round is taken for the next one's */
+  if (j->rank == 0) cfg->job = j->rounds++ ? gs_rdv_new_token() : j->first_token;
   char endpoint[GS_ENDPOINT_MAX] = "";
   GS_TRY(be->prepare(cfg, &j->state, endpoint, e));
   j->prepared = true;

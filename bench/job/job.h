@@ -223,6 +223,11 @@ typedef struct gs_job {
   int rank, world, local_rank;
   int local_world;          /* 0 until the rendezvous counted it */
   int timeout_ms;
+  /* rank 0: the first round's job token, drawn at the start so that the
+   * run's name (gs_job_results_dir) is known before the rendezvous; later
+   * rounds (the collective benchmark's) draw fresh ones */
+  uint64_t first_token;
+  int rounds;
   bool ipc;                 /* --transport ipc: data sockets are Unix sockets */
   char hostname[GS_HOST_MAX];
   gs_rdv *rdv;
@@ -257,6 +262,12 @@ void gs_job_end(gs_job *j);
 void gs_job_close(gs_job *j);
 /* Best effort: tell rank 0 this rank failed in phase. */
 void gs_job_report_error(gs_job *j, const char *phase, const char *msg);
+/* Rank 0 of a job that another launcher started, without --out: its results
+ * directory, results/<time>-<launcher>-<run id>, the run id's first 6
+ * characters (report.json's run_id, a hash of the job token): two jobs
+ * started in the same second in one directory get one each. The other
+ * ranks write no results (false there; buf left ""). */
+bool gs_job_results_dir(const gs_job *j, char *buf, size_t cap);
 
 /* ---- one rank (rank.c) ---- */
 /* Run this process as env->rank of a job of mode m; returns an exit code. */

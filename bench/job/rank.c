@@ -192,11 +192,10 @@ static int one_configuration(const gs_opts *o, const gs_rank_env *env, gs_err *e
 /* Rank 0: everyone's rows and spans -> the run's summary -> run.json,
  * trace.json; under another launcher also steps.csv with every rank's rows,
  * report.json, the charts and the table, as our launcher would write them. */
-static int summarize(const gs_opts *o, const gs_rank_env *env, gs_run_info *info,
-                     gs_rank_result *results, gs_err *e) {
+static int summarize(const gs_opts *o, const gs_rank_env *env, const char *out_dir,
+                     gs_run_info *info, gs_rank_result *results, gs_err *e) {
   gs_summary s;
   GS_TRY(gs_summarize(info, results, &s, e));
-  const char *out_dir = env->run_dir ? env->run_dir : o->out;
   int rc = out_dir ? gs_results_write_run(out_dir, &s, info, results, e) : GS_OK;
   if (rc == GS_OK && !env->launched) {
     gs_summary_scaling(&s, 1, o->strong);
@@ -238,6 +237,7 @@ typedef struct rank_life {
   gs_run_info info;
   step_ctx sc;
   const char *out_dir;
+  char own_dir[300];            /* rank 0 of another launcher's job without --out */
   char run_id[GS_RUN_ID_CHARS + 1];
   gs_rank_result *results;      /* rank 0: every rank's, for the summary */
   size_t *bucket_bytes;         /* the cost model's plan, for the summary */
@@ -250,6 +250,9 @@ typedef struct rank_life {
 static int start(rank_life *r) {
   GS_TRY(one_configuration(r->o, r->env, &r->e));
   GS_TRY(gs_job_start(&r->job, r->o, r->env, &r->e));
+  if (!r->out_dir && !r->env->launched &&
+      gs_job_results_dir(&r->job, r->own_dir, sizeof r->own_dir))
+    r->out_dir = r->own_dir;
   r->threads = gs_job_threads(&r->job, r->o);
   GS_TRY(gs_bench_kernels(r->o, r->job.local_rank, r->threads, &r->k, &r->e));
   r->sc.k = r->k;
@@ -500,7 +503,7 @@ static int summary(rank_life *r) {
   /* loopback over TCP: the transport our launcher measured for the cost model */
   if (info->hosts < 1 && r->env->launched && !strcmp(o->transport, "tcp"))
     gs_loopback_costmodel(&info->loop_alpha_s, &info->loop_Bps);
-  return summarize(o, r->env, info, r->results, &r->e);
+  return summarize(o, r->env, r->out_dir, info, r->results, &r->e);
 }
 
 /* A failure's line (naming this rank, the phase and the cause) and its

@@ -53,7 +53,7 @@ mpirun_base=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1)
   echo "date: $(date -Is)"
   echo "host: $(uname -srm), $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "gradsync: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "gradsync: git $(python3 tools/git_revision.py . 2>/dev/null || echo unknown)"  # +dirty: uncommitted changes
   echo "torch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
   echo "open mpi: $(mpirun --version | head -1)"
   echo "args: -b $b -e $e -f $f -n $n -w $w, ranks $worlds, $rounds rounds${sizes:+, sizes $sizes}"

@@ -25,6 +25,13 @@ default for matmul, set explicitly; the pool of batches lives on the GPU as
 bench's synthetic data does); the timed span starts and ends with
 torch.cuda.synchronize(). --batch takes a list (64,1024): one process
 measures each in turn, which saves an import of torch per batch.
+
+--graph (with --device cuda) captures the whole step (forward, backward,
+SGD update) in one CUDA graph (torch.cuda.graph, after warm-up steps on a
+side stream, as PyTorch's documentation does for whole-network capture)
+and replays it, the batch copied into the captured input first: PyTorch
+without its per-op dispatch. Where this torch cannot capture it (no
+torch.cuda.graph, or the capture fails), it says why on stderr and exits 3.
 """
 import argparse
 import os
@@ -43,7 +50,10 @@ def main():
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--graph", action="store_true", help="the step captured in a CUDA graph")
     args = ap.parse_args()
+    if args.graph and args.device != "cuda":
+        ap.error("--graph captures CUDA graphs: give --device cuda")
     if not args.model.startswith("mlp:"):
         ap.error("--model: only mlp:IN-H...-OUT is supported by this peer")
     try:
@@ -68,8 +78,43 @@ def main():
             print("torch_single.py: --device cuda but torch sees no CUDA GPU", file=sys.stderr)
             return 1
         torch.backends.cuda.matmul.allow_tf32 = False
+    if args.graph and not hasattr(torch.cuda, "graph"):
+        print(f"torch_single.py: CUDA graph: unavailable: torch {torch.__version__} has no "
+              "torch.cuda.graph", file=sys.stderr)
+        return 3
     for batch in [int(b) for b in args.batch.split(",")]:
-        one(args, sizes, batch, dev, torch, nn)
+        try:
+            one(args, sizes, batch, dev, torch, nn)
+        except Captured as ex:
+            print(f"torch_single.py: CUDA graph: unavailable: the capture failed: {ex}",
+                  file=sys.stderr)
+            return 3
+
+
+class Captured(Exception):
+    """the step could not be captured in a CUDA graph"""
+
+
+def capture(model, opt, loss_fn, x, y, torch):
+    """the step in a CUDA graph over the static batch x, y: (graph, its loss)"""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    try:
+        with torch.cuda.stream(side):  # the momentum buffers exist before the capture
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                loss_fn(model(x), y).backward()
+                opt.step()
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(g):
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+    except Exception as ex:  # noqa: BLE001 -- whatever stops the capture is its reason
+        raise Captured(str(ex).splitlines()[0] if str(ex) else type(ex).__name__) from ex
+    return g, loss
 
 
 def sync(dev, torch):
@@ -92,12 +137,21 @@ def one(args, sizes, batch, dev, torch, nn):
     xs = torch.rand(pool, batch, sizes[0], device=dev)
     ys = torch.randint(0, sizes[-1], (pool, batch), device=dev)
 
+    graph = None
+    if args.graph:
+        static_x, static_y = xs[0].clone(), ys[0].clone()
+        graph, loss = capture(model, opt, loss_fn, static_x, static_y, torch)
     t0 = None
     for step in range(args.steps):
         if step == args.warmup:
             sync(dev, torch)
             t0, c0 = time.perf_counter(), time.process_time()
         x, y = xs[step % pool], ys[step % pool]
+        if graph:
+            static_x.copy_(x)
+            static_y.copy_(y)
+            graph.replay()
+            continue
         out = model(x)
         loss = loss_fn(out, y)
         opt.zero_grad()
@@ -107,6 +161,8 @@ def one(args, sizes, batch, dev, torch, nn):
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     n = (args.steps - args.warmup) * batch
     where = torch.cuda.get_device_name(0) if dev.type == "cuda" else f"threads {args.threads}"
+    if graph:
+        where += ", CUDA graph"
     print(f"torch {torch.__version__} {dev.type} {where} "
           f"(OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}) model {args.model} "
           f"batch {batch}: {100 * cpu / dt:.0f}% CPU; {n / dt:.0f} samples/s "

@@ -62,15 +62,21 @@ static json_t *environment(void) {
                      ? json_pack("{s:f, s:f, s:s}", "alpha_s", la, "bytes_per_s", lb, "measured_as",
                                  "ZeroMQ ping-pong over tcp loopback before the runs")
                      : json_null();
-  return json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:{s:s, s:s, s:s, s:s, "
-                   "s:s}}",
-                   "cpu", cpu, "cores", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "isa", isa,
-                   "hostname", host, "kernel", u.release, "version", GS_VERSION, "git_revision",
-                   GS_GIT_REVISION, "build_type", GS_BUILD_TYPE, "gpu",
-                   k ? "available" : "none", "loopback_transport", loop, "libraries",
-                   "zeromq", zv, "openblas",
-                   blas ? blas : "", "protobuf_c", protobuf_c_version(), "jansson",
-                   JANSSON_VERSION, "libsodium", sodium_version_string());
+  json_t *env = json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:{s:s, s:s, s:s, "
+                          "s:s, s:s}}",
+                          "cpu", cpu, "cores", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "isa",
+                          isa, "hostname", host, "kernel", u.release, "version", GS_VERSION,
+                          "git_revision", GS_GIT_REVISION, "build_type", GS_BUILD_TYPE, "gpu",
+                          k ? "available" : "none", "loopback_transport", loop, "libraries",
+                          "zeromq", zv, "openblas", blas ? blas : "", "protobuf_c",
+                          protobuf_c_version(), "jansson", JANSSON_VERSION, "libsodium",
+                          sodium_version_string());
+  /* whether the build's tree differed from its commit (tools/git_revision.py's
+   * mark); null when the build did not know its revision */
+  bool known = strcmp(GS_GIT_REVISION, "unknown") != 0;
+  json_object_set_new(env, "git_dirty", known ? json_boolean(strstr(GS_GIT_REVISION, "+dirty:"))
+                                              : json_null());
+  return env;
 }
 
 void gs_version_print(FILE *f) {

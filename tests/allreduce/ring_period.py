@@ -17,8 +17,8 @@ import sys
 
 import numpy as np
 
-from gstest import (SMALL, SRC, check, finish, free_port, load_params, run, same_bits, steps_csv,
-                    tmpdir)
+from gstest import (SMALL, SRC, check, finish, free_port, load_params, run, same_bits, skip_part,
+                    steps_csv, tmpdir)
 
 REF = os.path.join(SRC, "tests", "ref", "ref.py")
 
@@ -90,7 +90,9 @@ dist.destroy_process_group()
 have_torch = subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed.optim"],
                             capture_output=True).returncode == 0
 if not have_torch:
-    print("ring_period: the PyTorch comparison skipped: python3-torch is not installed")
+    skip_part("the comparison with PyTorch's PostLocalSGDOptimizer",
+              "/usr/bin/python3 cannot import torch.distributed.optim (python3-torch: "
+              "./install.sh --deps)")
 else:
     t = tmpdir()
     rng = np.random.default_rng(5)

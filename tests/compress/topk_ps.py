@@ -19,7 +19,7 @@ to end on the real bench, loopback.
     to give instead.
 Skips the digits part (not the rest) where python3-sklearn is missing."""
 from gstest import (check, digits, failures, finish, load_params, ranks_agree, report, run,
-                    same_bits, steps_csv, tmpdir)
+                    same_bits, skip_part, steps_csv, tmpdir)
 
 BASE = ["--synthetic-samples", "2048", "--threads", "1", "--timeout", "20", "--quiet",
         "--link", "none", "--repeat", "1", "--no-shuffle", "--lr", "0.05", "--seed", "3",
@@ -102,8 +102,7 @@ for args, words in (
 
 d = digits("topk_ps", seed=0, required=False)
 if d is None:
-    print("topk_ps: the digits part skipped: python3-sklearn is not installed "
-          "(./install.sh --deps)")
+    skip_part("the digits part", "python3-sklearn is not installed (./install.sh --deps)")
 if d and not failures:
     def digits_run(extra):
         out = tmpdir()

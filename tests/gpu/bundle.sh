@@ -134,7 +134,10 @@ exec "$@"
 RUN
 chmod +x "$DEST/run"
 {
-  echo "gradsync $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo '+changes'), built $(date -u +%FT%TZ) on $(uname -srm)"
+  # the bundled bench's own mark (tools/git_revision.py at its build, +dirty:
+  # uncommitted changes), as its --version says
+  rev=$(sed -n 's/^#define GS_GIT_REVISION "\(.*\)"$/\1/p' "$BUILD/bench/version.h" 2>/dev/null)
+  echo "gradsync git ${rev:-unknown}, built $(date -u +%FT%TZ) on $(uname -srm)"
   echo "nvcc: $(nvcc --version | tail -n 2 | head -n 1); archs: $ARCHS"
 } >"$DEST/BUILD-INFO"
 echo "==> $DEST: $(du -sh "$DEST" | cut -f1) ($(ls "$DEST/lib" | wc -l) libraries carried)"

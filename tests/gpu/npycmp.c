@@ -2,14 +2,47 @@
  * per tensor, as `bench --save-params` writes them), so tests/gpu/gpu_checks.sh
  * needs nothing but this tree on a GPU machine (no NumPy there).
  *
- *   npycmp [--exact | --rtol R] GOT_DIR REF_DIR
+ *   npycmp [--exact | --rtol R | --bound fp32|fp16|bf16 [--world N]] GOT_DIR REF_DIR
  *
  * Both directories must hold the same tensor names with the same shapes.
  * Per tensor it prints max|got - ref|, max|ref| and their ratio; a tensor
  * passes when the ratio is <= R (default 1e-3: "close, not bitwise"), or,
- * with --exact, when every byte is equal. Exit 0 when all pass, 1 on a
+ * with --exact, when every byte is equal. A NaN or an infinity on either
+ * side fails the tensor, in both modes and where both sides hold one at
+ * the same place: a run that diverged proves nothing, and two runs that
+ * both diverged are not equal. Exit 0 when all pass, 1 on a
  * mismatch, 2 on a bad file or usage. Reads .npy format 1.0 / 2.0 / 3.0,
- * little-endian '<f4', C order. */
+ * little-endian '<f4', C order.
+ *
+ * --bound P [--world N]: R derived from what precision P carries, for the
+ * GPU-against-CPU comparisons of tests/gpu (the same training run, 20 SGD
+ * steps at lr 0.01, momentum 0.9, on the GPU and on the CPU), never set
+ * from what a run showed:
+ *   - both runs keep FP32 master weights and update them by the same
+ *     formula; they differ only in the order of their FP32 sums (cuBLAS
+ *     against OpenBLAS, NCCL or the GPU master against the CPU's sums), and
+ *     with P = fp16/bf16 in which way a value rounds to P where the two
+ *     FP32 results fall on either side of a rounding boundary of P;
+ *   - so a step's update differs between the runs, relative to the update,
+ *     by at most: (sqrt(K) + N - 1) u32, the FP32 sums in another order
+ *     (sqrt(K) u: the statistical bound on a K-term dot product's rounding,
+ *     Higham & Mary 2019; K = 1024 >= the longest dot product of the models
+ *     these scripts train, mlp 784 and lenet 400; N - 1 roundings of the
+ *     N ranks' sum), plus with 16 bits 2 u_P (one ulp of P: the most a
+ *     value rounded to P moves when its FP32 input moves by less than an
+ *     ulp of P) and (N - 1) u_P (the ranks' sum, which travels and adds in
+ *     P); u32 = 2^-24, u_fp16 = 2^-11, u_bf16 = 2^-9 (unit roundoff: half
+ *     the spacing of the 24, 11 and 8 significant bits each carries);
+ *   - the parameters' difference is then at most that relative error times
+ *     how far the parameters moved, and this comparison divides by the
+ *     tensor's largest value: bounded by D = 1, a tensor moving less than
+ *     its largest value in 20 steps (measured on the CPU: at most 0.42x,
+ *     fc3.bias of mlp:784-256-128-10; 0.40x, lenet);
+ *   R = D ((sqrt(K) + N - 1) u32 + [16 bits] (N + 1) u_P):
+ *     fp32 1.91e-6, fp16 9.78e-4, bf16 3.91e-3 at N = 1.
+ * A different summation order on the CPU alone (OpenBLAS's Haswell kernels
+ * against its SkylakeX ones) moves these runs by 2.0e-7 (fp32), 1.3e-5
+ * (fp16) and 2.3e-6 (bf16). */
 #include <dirent.h>
 #include <math.h>
 #include <stdint.h>
@@ -131,16 +164,35 @@ static int finish(int code) {
   return code;
 }
 
+/* The tolerance --bound derives (the comment at the top); < 0: no such precision. */
+static double derived_bound(const char *precision, int world) {
+  const double K = 1024, u32 = 0x1p-24;
+  double fp32 = (sqrt(K) + world - 1) * u32;
+  if (!strcmp(precision, "fp32")) return fp32;
+  if (!strcmp(precision, "fp16")) return fp32 + (world + 1) * 0x1p-11;
+  if (!strcmp(precision, "bf16")) return fp32 + (world + 1) * 0x1p-9;
+  return -1;
+}
+
 int main(int argc, char **argv) {
-  int exact = 0, ai = 1;
+  int exact = 0, ai = 1, world = 1;
   double rtol = 1e-3;
+  const char *bound = NULL;
   for (; ai < argc && argv[ai][0] == '-'; ai++) {
     if (!strcmp(argv[ai], "--exact")) exact = 1;
     else if (!strcmp(argv[ai], "--rtol") && ai + 1 < argc) rtol = atof(argv[++ai]);
+    else if (!strcmp(argv[ai], "--bound") && ai + 1 < argc) bound = argv[++ai];
+    else if (!strcmp(argv[ai], "--world") && ai + 1 < argc) world = atoi(argv[++ai]);
     else break;
   }
+  if (bound && ((rtol = derived_bound(bound, world)) < 0 || world < 1)) {
+    fprintf(stderr, "npycmp: --bound %s --world %d: the precision is fp32, fp16 or bf16 and "
+            "the world at least 1\n", bound, world);
+    return 2;
+  }
   if (argc - ai != 2) {
-    fprintf(stderr, "usage: npycmp [--exact | --rtol R] GOT_DIR REF_DIR\n");
+    fprintf(stderr, "usage: npycmp [--exact | --rtol R | --bound fp32|fp16|bf16 [--world N]] "
+            "GOT_DIR REF_DIR\n");
     return 2;
   }
   const char *ga = argv[ai], *ra = argv[ai + 1];
@@ -177,21 +229,24 @@ int main(int argc, char **argv) {
       continue;
     }
     double maxd = 0, maxr = 0;
-    int nan_mismatch = 0;
+    size_t got_bad = 0, ref_bad = 0; /* NaN or infinite */
     for (size_t j = 0; j < a.n; j++) {
       double x = a.data[j], y = b.data[j];
-      if (isnan(x) || isnan(y)) {
-        nan_mismatch += isnan(x) != isnan(y);
-        continue;
-      }
+      got_bad += !isfinite(x);
+      ref_bad += !isfinite(y);
+      if (!isfinite(x) || !isfinite(y)) continue;
       maxd = fmax(maxd, fabs(x - y));
       maxr = fmax(maxr, fabs(y));
     }
     double ratio = maxd / fmax(maxr, 1e-30);
-    int ok = exact ? !memcmp(a.data, b.data, a.n * 4) : !nan_mismatch && ratio <= rtol;
+    int finite = !got_bad && !ref_bad;
+    int ok = finite && (exact ? !memcmp(a.data, b.data, a.n * 4) : ratio <= rtol);
     if (ratio > worst) worst = ratio;
-    printf("  %-28s (%s) max|diff| %.3e max|ref| %.3e ratio %.2e  %s\n", g[i], a.shape, maxd,
-           maxr, ratio, ok ? "ok" : "MISMATCH");
+    if (!finite) worst = INFINITY;
+    printf("  %-28s (%s) max|diff| %.3e max|ref| %.3e ratio %.2e", g[i], a.shape, maxd, maxr,
+           ratio);
+    if (!finite) printf(" NaN/inf: %zu in got, %zu in ref", got_bad, ref_bad);
+    printf("  %s\n", ok ? "ok" : "MISMATCH");
     bad |= !ok;
     free(a.data);
     free(b.data);
@@ -200,7 +255,8 @@ int main(int argc, char **argv) {
     printf("npycmp %s vs %s: %zu tensors, %s (bitwise)\n", ga, ra, ng,
            bad ? "MISMATCH" : "identical");
   else
-    printf("npycmp %s vs %s: %zu tensors, worst ratio %.2e, %s (max|diff| <= %g * max|ref| "
-           "per tensor)\n", ga, ra, ng, worst, bad ? "MISMATCH" : "match", rtol);
+    printf("npycmp %s vs %s: %zu tensors, worst ratio %.2e, %s (max|diff| <= %.3g * max|ref| "
+           "per tensor%s%s)\n", ga, ra, ng, worst, bad ? "MISMATCH" : "match", rtol,
+           bound ? ", the bound derived for " : "", bound ? bound : "");
   return finish(bad);
 }

@@ -24,8 +24,8 @@ factors this large leave wide margins."""
 import os
 import sys
 
-from gstest import (SMALL, check, digits, finish, load_params, report, run, same_bits, steps_csv,
-                    tmpdir)
+from gstest import (SMALL, check, digits, finish, load_params, report, run, same_bits, skip_part,
+                    steps_csv, tmpdir)
 
 W3 = ["--mode", "ps", "--world", "3", "--steps", "12", "--warmup", "2", "--verify"] + SMALL
 
@@ -153,6 +153,6 @@ if dd is not None:
         check(any(int(x["skipped"]) for x in rows) and min(scales) < 2 ** 24,
               f"async fp16 from 2^24: no skipped update, scales {sorted(set(scales))[:5]}")
 else:
-    print("ps_sync: the async digits check skipped: python3-sklearn is not installed")
+    skip_part("the async digits check", "python3-sklearn is not installed (./install.sh --deps)")
 
 finish("bench_ps_sync")

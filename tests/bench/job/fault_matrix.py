@@ -37,7 +37,7 @@ from gstest import in_namespaces
 in_namespaces("-rnm", "GS_FAULTS_NS", "fault_matrix")
 
 from gstest import (BENCH, check, children_of, finish, load_params, rank_pid,  # noqa: E402
-                    same_bits, steps_csv, tmpdir, wait_rows)
+                    same_bits, skip_part, steps_csv, tmpdir, wait_rows)
 
 if subprocess.run(["ip", "link", "set", "lo", "up"]).returncode != 0:
     print("fault_matrix: skipped: cannot bring up loopback in the namespace")
@@ -190,7 +190,7 @@ if shutil.which("ss"):
     print(f"reset rd: {resets} rounds of resets; every result exact; {len(again)} resend "
           f"line(s), e.g. {again[0][:140] if again else '-'}")
 else:
-    print("fault_matrix: no ss here: the connection-reset case is not run")
+    skip_part("the connection-reset case", "no ss here (iproute2: ./install.sh --deps)")
 
 # a peer that becomes unreachable
 if shutil.which("nft") and shutil.which("ss"):
@@ -220,7 +220,8 @@ if shutil.which("nft") and shutil.which("ss"):
         subprocess.run(["nft", "delete", "table", "inet", "gsf"])
         print(f"unreachable: ended in {took:.1f} s")
 else:
-    print("fault_matrix: no nft here: the unreachable-peer case is not run")
+    skip_part("the unreachable-peer case", "no nft or ss here (nftables, iproute2: "
+              "./install.sh --deps)")
 
 # a full disk
 mnt = tempfile.mkdtemp(prefix="gs_full_")
@@ -236,6 +237,6 @@ if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", mnt]).retu
         shutil.rmtree(d, ignore_errors=True)
     subprocess.run(["umount", mnt])
 else:
-    print("fault_matrix: cannot mount a tmpfs: the full-disk case is not run")
+    skip_part("the full-disk case", "cannot mount a tmpfs here (needs root)")
 os.rmdir(mnt)
 finish("fault_matrix")

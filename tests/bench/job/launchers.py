@@ -47,7 +47,8 @@ import socket
 import subprocess
 import sys
 
-from gstest import BENCH, SMALL, SRC, check, finish, load_params, same_bits, steps_csv, tmpdir
+from gstest import (BENCH, SMALL, SRC, check, finish, load_params, same_bits, skip_part,
+                    steps_csv, tmpdir)
 
 CASE = sys.argv[2]
 STEPS, B, WORLD = 6, 8, 4
@@ -463,7 +464,7 @@ def readme():
         if words[0] == "srun" or "--host" in words or "-hosts" in words:
             continue
         if not have.get(words[0]):
-            print(f"readme: {words[0]} is not installed: not tried: {cmd}")
+            skip_part(f"docs/launching.md's {cmd}", f"{words[0]} is not installed")
             continue
         d = tmpdir()
         port = free_port_pair()

@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import sys
 
-from gstest import SMALL, check, finish, run, tmpdir
+from gstest import SMALL, check, finish, run, skip_part, tmpdir
 
 browser = shutil.which("chromium") or shutil.which("chromium-browser")
 if not browser:
@@ -130,7 +130,8 @@ if have_torch:
         check(abs(float(v) - tp) <= 0.005 * tp, f"scaling.svg peer world {w}: {v} vs {tp}")
     check(len(re.findall(r"<polyline\b", sc)) >= 3, "scaling.svg: no peer line")
 else:
-    print("html_report: the peer on scaling.svg not checked (no torch for /usr/bin/python3)")
+    skip_part("the PyTorch peer on scaling.svg", "/usr/bin/python3 cannot import "
+              "torch.distributed (python3-torch: ./install.sh --deps)")
 
 # ranks outnumbering the cores: a notice beside the comparison
 cores = os.sysconf("SC_NPROCESSORS_ONLN")
