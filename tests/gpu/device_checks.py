@@ -26,7 +26,7 @@ judged (whatever the verdicts), 2 when it cannot read its input.
                        ps and ring reach the same final loss at each world
                        within 1e-5 relative (synchronous SGD on the same
                        data: the same parameters but for the summation
-                       order, held to 1e-5 by tests/bench/equivalence.py)
+                       order, held to 1e-5 by tests/worker/equivalence.py)
   hosts REPORT PROJ    the cost model fitted on 2 emulated hosts:
                        projected / measured step time within [0.75, 1.25]
                        at every mode and size (a model that forgot a
