@@ -54,17 +54,17 @@ typedef struct hier_state {
   int H, L, host, local;              /* hosts, ranks per host, this rank's */
   int *members;                       /* L: the ring ranks of this host */
   int *peers;                         /* H: member `local` of each host */
+  int phase;                          /* the ring between hosts' on the wire */
+  gs_algo rd;                         /* whose mesh that ring runs over */
   gs_shm *m;
 } hier_state;
 
-static bool hier_used(const gs_comm_opts *o) {
-  return o->algo == GS_ALGO_AUTO || o->algo == GS_ALGO_HIER;
-}
-
-static int hier_prepare(gs_comm *r, void **state, gs_err *e) {
+static int hier_prepare(gs_comm *r, const gs_algo_row *row, void **state, gs_err *e) {
   hier_state *st = calloc(1, sizeof *st);
   if (!st) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for hier", r->o.rank);
   *state = st;
+  st->phase = (int)row->phase[0].wire;
+  st->rd = gs_algo_parse("rd");
   int N = r->o.world;
   st->rank = r->o.rank;
   st->world = N;
@@ -181,6 +181,11 @@ static bool hier_ready(const void *state) {
   return st->m && st->m->on;
 }
 
+static void between_where(const gs_whole_where *c, char *buf, size_t cap) {
+  snprintf(buf, cap, "the hierarchical all-reduce's ring between hosts, step %d/%d", c->round,
+           c->rounds);
+}
+
 /* x (n elements, this member's part) = its sum over the hosts: a ring of
  * the H peers over the mesh */
 static int between(gs_comm *r, hier_state *hs, whole_state *w, char *x, size_t n,
@@ -188,7 +193,8 @@ static int between(gs_comm *r, hier_state *hs, whole_state *w, char *x, size_t n
   const int H = hs->H, h = hs->host;
   const int right = hs->peers[(h + 1) % H], left = hs->peers[gs_comm_mod(h - 1, H)];
   const size_t es = gs_comm_es(r);
-  gs_whole_where wc = {.r = r, .phase = PH_HIER, .round = 0, .rounds = 2 * (H - 1)};
+  gs_whole_where wc = {.r = r, .phase = hs->phase, .round = 0, .rounds = 2 * (H - 1),
+                       .say = between_where};
   for (int t = 0; t < 2 * (H - 1); t++) {
     bool rs = t < H - 1;
     int sq = rs ? gs_comm_mod(h - t, H) : gs_comm_mod(h + 1 - (t - H + 1), H);
@@ -207,7 +213,7 @@ static int hier_allreduce(gs_comm *r, void *state, const void *src, void *dst, s
                           gs_comm_stats *st, gs_err *e) {
   hier_state *hs = state;
   gs_shm *s = hs->m;
-  whole_state *w = gs_comm_state(r, GS_ALGO_RD);
+  whole_state *w = gs_comm_state(r, hs->rd);
   if (hs->H > 1 && !w)
     return GS_FAIL(e, GS_EINVAL, "rank %d: hier without the mesh", r->o.rank);
   const size_t es = gs_comm_es(r), per = s->chunk / es;
@@ -249,7 +255,6 @@ static void hier_free(gs_comm *r, void *state, bool abort) {
 }
 
 const gs_algo_ops gs_algo_hier = {
-  .used = hier_used,
   .prepare = hier_prepare,
   .hello = hier_hello,
   .heard = hier_heard,

@@ -50,7 +50,7 @@ static bool may_use(const gs_comm *r) {
   return (r->o.algo == GS_ALGO_AUTO || r->o.algo == GS_ALGO_SHM) && gs_shm_may_use(r);
 }
 
-static int shm_prepare(gs_comm *r, void **state, gs_err *e) {
+static int shm_prepare(gs_comm *r, const gs_algo_row *row, void **state, gs_err *e) {
   shm_state *st = calloc(1, sizeof *st);
   if (!st) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for shared memory", r->o.rank);
   *state = st;
@@ -163,12 +163,7 @@ static int shm_allreduce(gs_comm *r, void *state, const void *src, void *dst, si
   return GS_OK;
 }
 
-static bool shm_used(const gs_comm_opts *o) {
-  return o->algo == GS_ALGO_AUTO || o->algo == GS_ALGO_SHM;
-}
-
 const gs_algo_ops gs_algo_shm = {
-  .used = shm_used,
   .prepare = shm_prepare,
   .hello = shm_hello,
   .heard = shm_heard,

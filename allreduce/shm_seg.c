@@ -259,10 +259,10 @@ static int vote(gs_comm *r, bool ok, bool *all, gs_err *e) {
   if (r->o.wire == GS_F64) v.d = ok;
   else if (r->o.wire == GS_I32) v.i = ok;
   else v.f = ok;
-  /* as a collective of one element runs without shared memory (under
-   * auto: recursive doubling, which connects the mesh) */
-  int rc = gs_comm_run(r, gs_algo_pick(r->o.algo, 1, r->o.world), GS_REDOP_MIN, &v, &v, 1, 0, 0,
-                       NULL, e);
+  /* over recursive doubling's mesh, which the table prepares wherever it
+   * prepares shm or hier (a collective of one element runs there under
+   * auto and shm) */
+  int rc = gs_comm_run(r, gs_algo_parse("rd"), GS_REDOP_MIN, &v, &v, 1, 0, 0, NULL, e);
   if (rc < 0) return rc;
   *all = r->o.wire == GS_F64 ? v.d > 0 : r->o.wire == GS_I32 ? v.i > 0 : v.f > 0;
   return GS_OK;

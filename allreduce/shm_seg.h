@@ -38,6 +38,18 @@ typedef struct gs_shm {
   char name[64];                      /* /proc/<pid>/fd/<fd> */
 } gs_shm;
 
+/* The shared-memory object's header. The creator writes it (world
+ * ranks, slots of chunk bytes, one barrier up to whole bytes); a rank that
+ * maps the object reads it once and checks it against the handshake's
+ * nonce, its world and the object's size (every size computation
+ * overflow-checked), and keeps the chunk and whole it read.
+ * gs_shm_header_bytes: the header's size, to which 2 x world x chunk bytes
+ * of slots are added. */
+void gs_shm_header_write(void *seg, int world, uint64_t nonce, uint64_t chunk, uint64_t whole);
+bool gs_shm_header_check(const void *seg, size_t bytes, int world, uint64_t nonce,
+                         size_t *chunk, size_t *whole);
+size_t gs_shm_header_bytes(int world);
+
 /* This process's host key (boot id and the network, IPC and PID
  * namespaces, then tag when not NULL or empty): equal only for processes
  * that share memory and whose traffic would not cross an (emulated) link. */

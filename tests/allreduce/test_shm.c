@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "allreduce/allreduce.h"
-#include "allreduce/comm.h"
+#include "allreduce/shm_seg.h"
 #include "harness.h"
 
 static gs_kernels *K;

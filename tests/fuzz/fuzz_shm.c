@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "allreduce/comm.h"
+#include "allreduce/shm_seg.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
