@@ -16,14 +16,8 @@
  * spinning only burns a core the other threads need. */
 #define SPIN_MAX_BYTES ((size_t)4 << 20)
 
-void gs_comm_seg_range(size_t n, int N, int j, size_t *off, size_t *len) {
-  size_t q = n / (size_t)N, rem = n % (size_t)N, uj = (size_t)j;
-  *len = q + (uj < rem);
-  *off = uj * q + (uj < rem ? uj : rem);
-}
-
 void gs_comm_part(size_t count, int world, int rank, size_t *off, size_t *len) {
-  gs_comm_seg_range(count, world, rank, off, len);
+  gs_part_range(count, world, rank, off, len);
 }
 
 static void comm_free(gs_comm *r, bool abort) {

@@ -174,10 +174,6 @@ void gs_comm_take(gs_comm *r, size_t n, void *dst, const void *src);
 /* dst = dst rounded to the wire dtype (kept in stage too, for sending). */
 void gs_comm_round(gs_comm *r, void *dst, size_t n);
 
-/* rank j's part of n elements split in N (rank j gets q + (j < n mod N)
- * elements, in rank order). */
-void gs_comm_seg_range(size_t n, int N, int j, size_t *off, size_t *len);
-
 /* comm_chunk.c: one chunk of a collective, where it belongs as its header
  * says. */
 typedef struct gs_comm_want {
@@ -200,8 +196,5 @@ void gs_comm_chunk_env(const gs_comm *r, const gs_comm_want *w, Gradsync__Envelo
  * (GS_RING_CHUNK, GS_RING_SMALL, GS_RING_INFLIGHT, GS_RING_SPIN_US,
  * GS_RING_IO_THREADS, GS_RING_SOCKBUF) into r. */
 void gs_comm_tuning(const gs_comm_opts *o, gs_comm *r);
-/* The environment's "256K", "4M", "1G" or plain bytes ("never" or "none":
- * GS_COMM_NO_SMALL); fallback when unset or not a number. */
-size_t gs_comm_env_size(const char *name, size_t fallback);
 
 #endif

@@ -60,8 +60,8 @@ int gs_comm_all_gather(gs_comm *r, const void *src, void *dst, size_t count, int
 static void chunk_of(const gs_comm *r, size_t n, size_t C, size_t i, int phase, int ring_step,
                      gs_comm_want *w) {
   size_t so, sl, co, cl;
-  gs_comm_seg_range(n, r->o.world, (int)(i / C), &so, &sl);
-  gs_comm_seg_range(sl, (int)C, (int)(i % C), &co, &cl);
+  gs_part_range(n, r->o.world, (int)(i / C), &so, &sl);
+  gs_part_range(sl, (int)C, (int)(i % C), &co, &cl);
   *w = (gs_comm_want){.phase = phase, .ring_step = ring_step, .segment = (int)(i / C),
                       .chunk = (int)(i % C), .offset = so + co, .count = cl};
 }

@@ -110,7 +110,7 @@ static void geom(const ring_geom *g, size_t k, bool send, gs_comm_want *w) {
   int s = w->ring_step;
   w->segment = w->phase == g->rs ? gs_comm_mod(g->me - s - !send, g->N) : gs_comm_mod(g->me + send - s, g->N);
   size_t so, sl, co, cl;
-  gs_comm_seg_range(g->n, g->N, gs_comm_mod(w->segment - g->rot, g->N), &so, &sl);
+  gs_part_range(g->n, g->N, gs_comm_mod(w->segment - g->rot, g->N), &so, &sl);
   chunk_range(sl, g->C, (size_t)w->chunk, &co, &cl);
   w->offset = so + co;
   w->count = cl;
@@ -138,7 +138,7 @@ int gs_ring_phases(gs_comm *r, const void *src, void *dst, size_t n, int phases,
   if (phases == GS_RING_AG && lp) {
     /* own segment to the wire dtype, kept as the others will hold it */
     size_t so, sl;
-    gs_comm_seg_range(n, N, me, &so, &sl);
+    gs_part_range(n, N, me, &so, &sl);
     k->convert(k, w, stage + so * ws, GS_F32, gs_comm_at(r, dst, so), sl);
     k->convert(k, GS_F32, gs_comm_at(r, dst, so), w, stage + so * ws, sl);
   }

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "allreduce/allreduce.h"
-#include "allreduce/shm_seg.h"
+#include "shm/shm.h"
 #include "harness.h"
 
 static gs_kernels *K;

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "allreduce/shm_seg.h"
+#include "shm/shm.h"
 #include "bench/job/job.h"
 #include "fuzz.h"
 #include "proto/proto.h"
