@@ -108,7 +108,8 @@ static void geom(const ring_geom *g, size_t k, bool send, gs_comm_want *w) {
   w->ring_step = (int)((k % g->per) / g->C);
   w->chunk = (int)(k % g->C);
   int s = w->ring_step;
-  w->segment = w->phase == g->rs ? gs_comm_mod(g->me - s - !send, g->N) : gs_comm_mod(g->me + send - s, g->N);
+  w->segment = w->phase == g->rs ? gs_comm_mod(g->me - s - !send, g->N)
+                                  : gs_comm_mod(g->me + send - s, g->N);
   size_t so, sl, co, cl;
   gs_part_range(g->n, g->N, gs_comm_mod(w->segment - g->rot, g->N), &so, &sl);
   chunk_range(sl, g->C, (size_t)w->chunk, &co, &cl);

@@ -33,7 +33,8 @@ static int shm_prepare(gs_comm *r, const gs_algo_row *row, void **state, gs_err 
   st->rank = r->o.rank;
   st->world = r->o.world;
   st->keys = calloc((size_t)r->o.world, sizeof *st->keys);
-  if (!st->keys) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for shared memory", r->o.rank);
+  if (!st->keys)
+    return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for shared memory", r->o.rank);
   gs_shm_host_key(st->keys[st->rank], GS_SHM_KEY_MAX, r->o.host_tag);
   if (r->o.rank != 0 || !gs_comm_shm_may_use(r)) return GS_OK;
   return gs_comm_shm_create(r, r->o.world, GS_SHM_CHUNK_DEFAULT, GS_SHM_WHOLE_DEFAULT, &st->m,

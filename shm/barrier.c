@@ -80,7 +80,8 @@ static int sleep_until(gs_shm *s, uint32_t b, uint32_t target, double t0, gs_err
   int rc = GS_OK;
   double next_check = gs_now() + 0.1;
   for (;;) {
-    uint32_t v = atomic_load(&s->h->arrived); /* before the test: the futex sleeps only if unchanged */
+    /* before the test: the futex sleeps only if it is unchanged */
+    uint32_t v = atomic_load(&s->h->arrived);
     int got = reached(s, target);
     if (got) {
       if (got < 0) rc = wait_error(s, b, GS_EPEER, "", e);

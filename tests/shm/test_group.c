@@ -43,6 +43,7 @@
 typedef struct page {
   char spec[GS_SHM_SPEC_MAX];
   volatile int ready;
+  int joined;                 /* members that joined (fault cases) */
   int code[MAXW];
   double secs[MAXW];
   char msg[MAXW][1024];
@@ -197,6 +198,11 @@ static int body_fault(int me, int N, int fail, const char *how) {
   if (me == fail && !strcmp(how, "absent")) return 0;
   gs_shm *s = member(me, N, 1, 1500, GS_F32, &e);
   if (!s) return fprintf(stderr, "member %d: %s\n", me, e.msg), 1;
+  /* every member that will has attached before one fails (a creator that
+   * leaves takes its descriptor with it) */
+  __atomic_add_fetch(&P->joined, 1, __ATOMIC_ACQ_REL);
+  while (__atomic_load_n(&P->joined, __ATOMIC_ACQUIRE) < N - !strcmp(how, "absent"))
+    usleep(1000);
   if (me == fail && !strcmp(how, "told")) {
     gs_shm_tell(s, "member 1 gives up, as the test says");
     gs_shm_close(s);
