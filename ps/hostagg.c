@@ -461,6 +461,7 @@ static int hostagg_open(void *state, const gs_sync_config *c, gs_sync **out, gs_
   if (rc < 0) {
     free(s);
     free(ranks);
+    s = NULL;
   } else {
     s->base.ops = &hostagg_ops;
     s->base.name = "ps";
