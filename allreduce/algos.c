@@ -25,8 +25,8 @@
  *           the host; fp32, fp64 or int32 host buffers. Where it does not
  *           run (training's hier_auto), the ring.
  *
- * rd, direct and hier open a socket to every rank (a mesh, mesh.c)
- * besides the ring's two. A row's number is the algorithm's (gs_algo) and
+ * rd and direct open a socket to every rank (a mesh, mesh.c) besides the
+ * ring's two; so does every request that prepares rd with shm or hier. A row's number is the algorithm's (gs_algo) and
  * the handshake's; the launcher's names for some are allreduce.h's
  * GS_ALGO_*. A phase's number is its chunks' on the wire, each row's own.
  * A new algorithm is a row here and a file of its own. */
