@@ -197,7 +197,10 @@ static int hostagg_prepare(const gs_sync_config *c, void **state, char endpoint[
     state_free(p);
     return rc;
   }
-  snprintf(endpoint, GS_ENDPOINT_MAX, "%s|%s", host_ep, ps_ep);
+  size_t a = strlen(host_ep); /* both fit: checked above */
+  memcpy(endpoint, host_ep, a);
+  endpoint[a] = '|';
+  memcpy(endpoint + a + 1, ps_ep, strlen(ps_ep) + 1);
   *state = p;
   return GS_OK;
 }
