@@ -43,7 +43,8 @@
 typedef struct page {
   char spec[GS_SHM_SPEC_MAX];
   volatile int ready;
-  int joined;                 /* members that joined (fault cases) */
+  int joined, ended;          /* members that joined, that ended their wait
+                                 (fault cases) */
   int code[MAXW];
   double secs[MAXW];
   char msg[MAXW][1024];
@@ -216,6 +217,10 @@ static int body_fault(int me, int N, int fail, const char *how) {
   P->code[me] = rc;
   P->secs[me] = gs_now() - t0;
   snprintf(P->msg[me], sizeof P->msg[me], "%s", e.msg);
+  /* no one leaves before every other survivor has ended its wait: a
+   * process gone would be another one to name */
+  __atomic_add_fetch(&P->ended, 1, __ATOMIC_ACQ_REL);
+  while (__atomic_load_n(&P->ended, __ATOMIC_ACQUIRE) < N - 1) usleep(1000);
   gs_shm_close(s);
   return 0;
 }
