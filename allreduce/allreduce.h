@@ -91,32 +91,18 @@ gs_comm *gs_allreduce_comm(gs_sync *s);
 
 #define GS_COMM_NO_SMALL SIZE_MAX
 
-/* Which algorithm a collective runs (each drawn in its own file: ring_pipe.c
- * and ring_small.c, rd.c, direct.c, shm.c). The zero value is the ring, so
- * every existing caller keeps it.
- *   ring    reduce-scatter + all-gather, 2(N-1) dependent hops (with the
- *           whole-vector all-gather below small_bytes): bandwidth-optimal;
- *   rd      recursive doubling: log2 N rounds of whole-buffer exchanges
- *           with partner rank ^ 2^k (ranks beyond the largest power of two
- *           fold in first and get the result back last);
- *   direct  every rank sends its whole buffer to every other rank (one
- *           round) and sums all N in rank order;
- *   shm     every rank on one host (same boot, same network, IPC and PID
- *           namespaces, so not across emulated hosts): through
- *           shared memory, every rank copying in and summing its part
- *           (allreduce/shm.c); fp32, fp64 or int32 host buffers;
- *   hier    several ranks on each of several hosts (allreduce/hier.c):
- *           reduce-scatter inside each host through shared memory, a ring
- *           between hosts run by every local rank on its own slice, and
- *           all-gather inside the host; fp32, fp64 or int32 host buffers;
- *   auto    shm where every rank is on one host, hier where there are
- *           several hosts with the same number (> 1) of ranks each, else
- *           rd up to GS_ALGO_AUTO_MAX_BYTES and the ring above.
- * rd and direct open a socket to every rank (a mesh) besides the ring's
- * two; every algorithm gives every rank the same bits, and the same bits
- * run after run. */
-typedef enum gs_algo { GS_ALGO_RING = 0, GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_AUTO,
-                       GS_ALGO_SHM, GS_ALGO_HIER } gs_algo;
+/* Which algorithm a collective runs: a row of the table in
+ * allreduce/algos.c, which has them all (each drawn in a file of its own:
+ * ring_pipe.c and ring_small.c, rd.c, direct.c, shm.c, hier.c; --algo's
+ * words ring, rd, direct, shm, hier, auto; what each is, and when auto
+ * picks it, is written there). An algorithm is its row's number, which
+ * the handshake compares: gs_algo_parse and gs_algo_name go between
+ * numbers and words. The rows the launcher names are below, at numbers
+ * that never change; the zero value is the ring, so every existing caller
+ * keeps it. Every algorithm gives every rank the same bits, and the same
+ * bits run after run. */
+typedef int gs_algo;
+enum { GS_ALGO_RING = 0, GS_ALGO_AUTO = 3, GS_ALGO_SHM = 4, GS_ALGO_HIER = 5 };
 
 /* Where auto leaves recursive doubling for the ring, in float32 bytes (as
  * small_bytes, so fp16 and fp32 pick alike): the largest size at which rd
@@ -130,15 +116,16 @@ typedef enum gs_algo { GS_ALGO_RING = 0, GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_AUT
  * again before trusting it there. */
 #define GS_ALGO_AUTO_MAX_BYTES ((size_t)256 << 10)
 
-/* "ring", "rd", "direct", "auto", "shm", "hier". */
+/* The row's word ("ring", "rd", ...; "unknown" for no row). */
 const char *gs_algo_name(gs_algo a);
-/* The name's algorithm, or -1. */
+/* The word's algorithm, or -1. */
 int gs_algo_parse(const char *s);
-/* The algorithm a collective of count float32 elements runs under a: auto
- * resolved by size; world 1 has nothing to exchange (ring). */
-gs_algo gs_algo_pick(gs_algo a, size_t count, int world);
-/* What the ring's all-reduce of count elements runs: as gs_algo_pick, but
- * shm when auto or shm and the ring's ranks share memory. */
+/* What the ring's all-reduce of count elements runs: under the ring's
+ * algorithm, a row that runs once it is ready (shm on one host, hier on
+ * several), else what the requested row runs at that size (auto and shm:
+ * recursive doubling up to GS_ALGO_AUTO_MAX_BYTES, the ring above; hier:
+ * the ring; the others: themselves); world 1 has nothing to exchange
+ * (ring). */
 gs_algo gs_comm_algo(const gs_comm *r, size_t count);
 
 /* The all-reduce backend's own options (gs_sync_config.opts). */

@@ -1,10 +1,10 @@
-/* comm.c: the communicator's life (comm.h): the algorithms' names and the
- * choice by size (gs_algo_pick), prepare (options, tuning, the neighbours'
- * sockets, then each used algorithm's state), the begin and end of every
- * collective, the relay of a failure to every algorithm's peers,
- * interrupt and close; and the per-chunk math every algorithm shares
- * (combine, take, round). It calls the algorithms only through their
- * rows. */
+/* comm.c: the communicator's life (comm.h): prepare (options, tuning, the
+ * neighbours' sockets, then the state of each row the ring's algorithm
+ * prepares), the begin and end of every collective, the relay of a
+ * failure to every algorithm's peers, interrupt and close; and the
+ * per-chunk math every algorithm shares (combine, take, round). It calls
+ * the algorithms only through the rows of its table, by number, and names
+ * none. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,45 +16,18 @@
  * spinning only burns a core the other threads need. */
 #define SPIN_MAX_BYTES ((size_t)4 << 20)
 
-void gs_comm_seg_range(size_t n, int N, int j, size_t *off, size_t *len) {
-  size_t q = n / (size_t)N, rem = n % (size_t)N, uj = (size_t)j;
-  *len = q + (uj < rem);
-  *off = uj * q + (uj < rem ? uj : rem);
-}
-
-static const char *const algo_names[GS_ALGO_SLOTS] = {
-  [GS_ALGO_RING] = "ring", [GS_ALGO_RD] = "rd", [GS_ALGO_DIRECT] = "direct",
-  [GS_ALGO_AUTO] = "auto", [GS_ALGO_SHM] = "shm", [GS_ALGO_HIER] = "hier",
-};
-
-const char *gs_algo_name(gs_algo a) {
-  return (unsigned)a < GS_ALGO_SLOTS ? algo_names[a] : "unknown";
-}
-
-int gs_algo_parse(const char *s) {
-  for (int a = 0; a < GS_ALGO_SLOTS; a++)
-    if (s && !strcmp(s, algo_names[a])) return a;
-  return -1;
-}
-
-gs_algo gs_algo_pick(gs_algo a, size_t count, int world) {
-  if (world <= 1) return GS_ALGO_RING;
-  if (a == GS_ALGO_AUTO || a == GS_ALGO_SHM || a == GS_ALGO_HIER)
-    return count <= GS_ALGO_AUTO_MAX_BYTES / sizeof(float) ? GS_ALGO_RD : GS_ALGO_RING;
-  return a;
-}
-
 void gs_comm_part(size_t count, int world, int rank, size_t *off, size_t *len) {
-  gs_comm_seg_range(count, world, rank, off, len);
+  gs_part_range(count, world, rank, off, len);
 }
 
 static void comm_free(gs_comm *r, bool abort) {
   if (!r) return;
-  for (int a = 0; a < GS_ALGO_SLOTS; a++)
-    if (r->state[a] && r->algos[a]->close) r->algos[a]->close(r, r->state[a], abort);
+  for (int a = 0; r->state && a < r->nrows; a++)
+    if (r->state[a] && r->rows[a].ops->close) r->rows[a].ops->close(r, r->state[a], abort);
   gs_pair_close(r->pair, abort); /* releases whatever ZeroMQ still held */
-  for (int a = 0; a < GS_ALGO_SLOTS; a++)
-    if (r->state[a] && r->algos[a]->release) r->algos[a]->release(r, r->state[a]);
+  for (int a = 0; r->state && a < r->nrows; a++)
+    if (r->state[a] && r->rows[a].ops->release) r->rows[a].ops->release(r, r->state[a]);
+  free(r->state);
   if (r->stage) r->o.k->release(r->o.k, r->stage);
   free(r->cfgs);
   free(r);
@@ -62,15 +35,22 @@ static void comm_free(gs_comm *r, bool abort) {
 
 bool gs_comm_ready(const gs_comm *r, gs_algo a) {
   void *s = gs_comm_state(r, a);
-  return s && (!r->algos[a]->ready || r->algos[a]->ready(s));
+  return s && (!r->rows[a].ops->ready || r->rows[a].ops->ready(s));
+}
+
+const char *gs_comm_phase_name(const gs_comm *r, uint32_t wire) {
+  for (int a = 0; a < r->nrows; a++)
+    for (int i = 0; i < GS_ALGO_PHASES && r->rows[a].phase[i].name; i++)
+      if (r->rows[a].phase[i].wire == wire) return r->rows[a].phase[i].name;
+  return "unknown-phase";
 }
 
 int gs_comm_fail(gs_comm *r, gs_err *e, int code) {
   r->broken = true;
   if (!e || code == GS_EINTR) return code;
   if (r->pair) gs_pair_tell_once(r->pair, "ring", e->msg);
-  for (int a = 0; a < GS_ALGO_SLOTS; a++)
-    if (r->state[a] && r->algos[a]->tell) r->algos[a]->tell(r->state[a], e->msg);
+  for (int a = 0; a < r->nrows; a++)
+    if (r->state[a] && r->rows[a].ops->tell) r->rows[a].ops->tell(r->state[a], e->msg);
   return code;
 }
 
@@ -78,8 +58,8 @@ void gs_comm_span(const gs_comm *r, const char *name, double t0, double t1) {
   if (r->o.span) r->o.span(r->o.span_ctx, name, r->cur_bucket, t0, t1, 1);
 }
 
-int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_ops *const *table, gs_comm **out,
-                    char endpoint[GS_ENDPOINT_MAX], gs_err *e) {
+int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_row *table, int n, gs_comm **out,
+                          char endpoint[GS_ENDPOINT_MAX], gs_err *e) {
   *out = NULL;
   if (endpoint) endpoint[0] = '\0';
   if (!o || !o->k)
@@ -96,7 +76,8 @@ int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_ops *const *table
   gs_comm *r = calloc(1, sizeof *r);
   if (!r) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", o->rank);
   r->o = *o;
-  r->algos = table;
+  r->rows = table;
+  r->nrows = n;
   snprintf(r->host, sizeof r->host, "%s", o->host && *o->host ? o->host : "127.0.0.1");
   r->o.host = r->host;
   if (r->o.timeout_ms <= 0) r->o.timeout_ms = 30000;
@@ -108,12 +89,13 @@ int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_ops *const *table
   size_t ws = gs_dtype_size(o->wire);
 
   r->cfgs = calloc((size_t)o->world, sizeof *r->cfgs);
-  if (!r->cfgs) {
+  r->state = calloc((size_t)n, sizeof *r->state);
+  if (!r->cfgs || !r->state) {
     rc = GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", o->rank);
     goto out;
   }
   if (o->world == 1) goto out; /* nothing to talk to */
-  if ((unsigned)o->algo >= GS_ALGO_SLOTS) {
+  if (o->algo < 0 || o->algo >= n) {
     rc = GS_FAIL(e, GS_EINVAL, "rank %d: ring: unknown algorithm %d", o->rank, (int)o->algo);
     goto out;
   }
@@ -135,9 +117,10 @@ int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_ops *const *table
                     .max_payload = max_payload, .cred = o->cred,
                     .no_resend = o->no_resend};
   rc = gs_pair_open(&lc, &r->pair, endpoint, e);
-  for (int a = 0; rc == GS_OK && a < GS_ALGO_SLOTS; a++) {
-    const gs_algo_ops *x = table[a];
-    if (x && x->used(&r->o)) rc = x->prepare(r, &r->state[a], e);
+  for (int a = 0; rc == GS_OK && a < n; a++) {
+    const gs_algo_row *row = &table[a];
+    if (row->ops && (row->under & GS_ALGO_BIT(o->algo)))
+      rc = row->ops->prepare(r, row, &r->state[a], e);
   }
 out:
   if (rc < 0) {
@@ -203,7 +186,7 @@ int gs_comm_run(gs_comm *r, gs_algo a, gs_redop op, const void *src, void *dst, 
   if (!s)
     return GS_FAIL(e, GS_EINVAL, "rank %d: the ring was not prepared for %s", r->o.rank,
                    gs_algo_name(a));
-  return gs_comm_leave(r, r->algos[a]->allreduce(r, s, src, dst, count, st, e), e);
+  return gs_comm_leave(r, r->rows[a].ops->allreduce(r, s, src, dst, count, st, e), e);
 }
 
 void gs_comm_combine(gs_comm *r, size_t n, void *dst, const void *src) {
@@ -240,8 +223,8 @@ void gs_comm_set_job(gs_comm *r, uint64_t job) {
 void gs_comm_interrupt(gs_comm *r) {
   if (!r) return;
   gs_pair_interrupt(r->pair);
-  for (int a = 0; a < GS_ALGO_SLOTS; a++)
-    if (r->state[a] && r->algos[a]->interrupt) r->algos[a]->interrupt(r->state[a]);
+  for (int a = 0; a < r->nrows; a++)
+    if (r->state[a] && r->rows[a].ops->interrupt) r->rows[a].ops->interrupt(r->state[a]);
 }
 
 size_t gs_comm_chunk_bytes(const gs_comm *r) { return r ? r->chunk_bytes : 0; }
@@ -253,8 +236,8 @@ void gs_comm_close(gs_comm *r, bool ok, const char *why) {
     char msg[512];
     snprintf(msg, sizeof msg, "rank %d aborted%s%s", r->o.rank, why ? ": " : "", why ? why : "");
     gs_pair_tell_once(r->pair, "abort", msg);
-    for (int a = 0; a < GS_ALGO_SLOTS; a++)
-      if (r->state[a] && r->algos[a]->tell) r->algos[a]->tell(r->state[a], msg);
+    for (int a = 0; a < r->nrows; a++)
+      if (r->state[a] && r->rows[a].ops->tell) r->rows[a].ops->tell(r->state[a], msg);
   }
   comm_free(r, !ok);
 }

@@ -8,11 +8,13 @@
  * waits, checked receives and error relay (proto/'s gs_pair), the chunk
  * framing on them (comm_chunk.c), the wire-dtype staging buffer, the
  * handshake that compares every rank's configuration (comm_hello.c), and
- * the labels of the collective under way. It names no algorithm: each
- * algorithm is a gs_algo_ops row (algos.c holds the table, indexed by
- * gs_algo) whose state the communicator keeps in a slot and hands back to
- * the row's own functions at prepare, handshake, connect, failure and
- * close. */
+ * the labels of the collective under way. It names no algorithm and no
+ * phase: each algorithm is a row of a table (gs_algo_row; algos.c holds
+ * the table, indexed by gs_algo) that carries its name, the phases its
+ * chunks carry, when it is prepared and chosen, and its file's functions
+ * (gs_algo_ops), which the communicator calls at prepare, handshake,
+ * connect, failure and close with the state it keeps for the row, in a
+ * slot per row. A new algorithm is a row there and a file of its own. */
 #ifndef GS_ALLREDUCE_COMM_H
 #define GS_ALLREDUCE_COMM_H
 
@@ -21,20 +23,14 @@
 #include "allreduce/allreduce.h"
 #include "proto/proto.h"
 
-/* The phase a chunk's header names (the wire's numbering). */
-enum { PH_RS = 0, PH_AG = 1, PH_SMALL = 2, PH_RD = 3, PH_DIRECT = 4, PH_BCAST = 5,
-       PH_REDUCE = 6, PH_HIER = 7, PH_COUNT };
+typedef struct gs_algo_row gs_algo_row;
 
-#define GS_ALGO_SLOTS (GS_ALGO_HIER + 1)
-
-/* An algorithm over the communicator. Every function but used and
- * allreduce may be NULL. */
+/* An algorithm's functions, in its own file. Every function but prepare
+ * and allreduce may be NULL. */
 typedef struct gs_algo_ops {
-  /* whether a ring configured with o->algo may run it: then it is
-   * prepared, takes part in the handshake and is connected */
-  bool (*used)(const gs_comm_opts *o);
-  /* after the pair is open (world > 1) */
-  int (*prepare)(gs_comm *r, void **state, gs_err *e);
+  /* after the pair is open (world > 1), when its row is prepared under
+   * the ring's algorithm (row->under); row: its phases */
+  int (*prepare)(gs_comm *r, const gs_algo_row *row, void **state, gs_err *e);
   /* the handshake: what rank origin published (this rank's own after
    * prepare), to send on; and what arrived for origin */
   void (*hello)(const void *state, int origin, Gradsync__RingHello *h);
@@ -54,6 +50,38 @@ typedef struct gs_algo_ops {
   /* after the pair closed, when ZeroMQ holds nothing of the state: free it */
   void (*release)(gs_comm *r, void *state);
 } gs_algo_ops;
+
+/* A phase of an algorithm's chunks: the number its Chunk headers carry
+ * (the wire's; no two rows share one) and its name in messages. */
+typedef struct gs_algo_phase {
+  uint32_t wire;
+  const char *name;
+} gs_algo_phase;
+
+#define GS_ALGO_PHASES 5
+/* The bit of request a (gs_algo) in gs_algo_row.under. */
+#define GS_ALGO_BIT(a) (1u << (unsigned)(a))
+
+/* One row of the table (algos.c): everything about an algorithm but how
+ * it runs. */
+struct gs_algo_row {
+  const char *name;                   /* --algo's word */
+  const gs_algo_ops *ops;             /* its file's; NULL: a request only (auto) */
+  gs_algo_phase phase[GS_ALGO_PHASES]; /* its phases, in the order its file
+                                         reads them (name NULL: no more) */
+  /* the choice: under which requests (gs_comm_opts.algo, GS_ALGO_BIT) it
+   * is prepared, and whether under them it runs every all-reduce once it
+   * is ready (then before the rest; where two could be, the first row) */
+  uint32_t under;
+  bool when_ready;
+  /* what a request of this row runs when no row runs when_ready: small up
+   * to small_max float32 bytes, else large */
+  gs_algo small, large;
+  size_t small_max;
+};
+
+/* algos.c: the table, n rows (row a is gs_algo a). */
+const gs_algo_row *gs_algo_table(int *n);
 
 /* The configuration every rank sends around in the handshake. */
 typedef struct hello_cfg {
@@ -76,9 +104,11 @@ struct gs_comm {
   void *stage;               /* max_count elements of the wire dtype (wire != F32) */
   hello_cfg *cfgs;           /* handshake: every rank's configuration */
 
-  /* the algorithms: the table's rows, and the state of each one used */
-  const gs_algo_ops *const *algos;
-  void *state[GS_ALGO_SLOTS];
+  /* the algorithms: the table's rows, and the state of each one prepared
+   * (a slot per row) */
+  const gs_algo_row *rows;
+  int nrows;
+  void **state;
 
   /* what is being done, for error messages; cur_op: the reduction (sum,
    * prod, min, max), which every chunk carries */
@@ -88,16 +118,19 @@ struct gs_comm {
   size_t cur_total;
 };
 
-/* comm.c: the communicator over the algorithms of table (GS_ALGO_SLOTS
- * rows, NULL where none: algos.c's gs_comm_prepare passes its table). */
-int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_ops *const *table, gs_comm **out,
-                    char endpoint[GS_ENDPOINT_MAX], gs_err *e);
-/* The state of algorithm a, NULL when it is not used. */
+/* comm.c: the communicator over the n rows of table (algos.c's
+ * gs_comm_prepare passes its own). */
+int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_row *table, int n, gs_comm **out,
+                          char endpoint[GS_ENDPOINT_MAX], gs_err *e);
+/* The state of algorithm a, NULL when it is not prepared. */
 static inline void *gs_comm_state(const gs_comm *r, gs_algo a) {
-  return r && (unsigned)a < GS_ALGO_SLOTS ? r->state[a] : NULL;
+  return r && a >= 0 && a < r->nrows ? r->state[a] : NULL;
 }
-/* Whether algorithm a is used and may run now. */
+/* Whether algorithm a is prepared and may run now. */
 bool gs_comm_ready(const gs_comm *r, gs_algo a);
+/* The name of phase wire in messages, whichever row of r's table has it
+ * ("unknown-phase" when none does). */
+const char *gs_comm_phase_name(const gs_comm *r, uint32_t wire);
 
 /* The checks every collective starts with (a connected, unbroken ring,
  * count <= max_count, buffers), then the labels its chunks carry. what
@@ -140,9 +173,6 @@ void gs_comm_combine(gs_comm *r, size_t n, void *dst, const void *src);
 void gs_comm_take(gs_comm *r, size_t n, void *dst, const void *src);
 /* dst = dst rounded to the wire dtype (kept in stage too, for sending). */
 void gs_comm_round(gs_comm *r, void *dst, size_t n);
-/* rank j's part of n elements split in N (rank j gets q + (j < n mod N)
- * elements, in rank order). */
-void gs_comm_seg_range(size_t n, int N, int j, size_t *off, size_t *len);
 
 /* comm_chunk.c: one chunk of a collective, where it belongs as its header
  * says. */
@@ -166,20 +196,5 @@ void gs_comm_chunk_env(const gs_comm *r, const gs_comm_want *w, Gradsync__Envelo
  * (GS_RING_CHUNK, GS_RING_SMALL, GS_RING_INFLIGHT, GS_RING_SPIN_US,
  * GS_RING_IO_THREADS, GS_RING_SOCKBUF) into r. */
 void gs_comm_tuning(const gs_comm_opts *o, gs_comm *r);
-/* The environment's "256K", "4M", "1G" or plain bytes ("never" or "none":
- * GS_COMM_NO_SMALL); fallback when unset or not a number. */
-size_t gs_comm_env_size(const char *name, size_t fallback);
-
-/* shm.c: the shared-memory object's header. Rank 0 writes it (world
- * ranks, slots of chunk bytes, one barrier up to whole bytes); a rank that
- * maps the object reads it once and checks it against the handshake's
- * nonce, its world and the object's size (every size computation
- * overflow-checked), and keeps the chunk and whole it read.
- * gs_shm_header_bytes: the header's size, to which 2 x world x chunk bytes
- * of slots are added. */
-void gs_shm_header_write(void *seg, int world, uint64_t nonce, uint64_t chunk, uint64_t whole);
-bool gs_shm_header_check(const void *seg, size_t bytes, int world, uint64_t nonce,
-                         size_t *chunk, size_t *whole);
-size_t gs_shm_header_bytes(int world);
 
 #endif

@@ -2,16 +2,12 @@
  * with the Chunk header every algorithm over the neighbours (the ring's
  * pipeline and whole-vector path, the chains of ring_coll.c) checks on
  * receipt: a chunk from another step, phase, segment, dtype or op, or
- * with another total count, is an error naming the neighbour and where. */
+ * with another total count, is an error naming the neighbour and where
+ * (a phase by the name its row gives it). */
 #include <inttypes.h>
 #include <stdio.h>
 
 #include "allreduce/comm.h"
-
-static const char *phase_name[PH_COUNT] = {"reduce-scatter", "all-gather",
-                                           "all-gather of whole vectors", "recursive doubling",
-                                           "direct exchange", "broadcast", "reduce",
-                                           "hierarchical all-reduce"};
 
 /* Where a chunk belongs, put in words only when an error needs it:
  * "reduce-scatter step 2/3 of bucket 3, step 14". */
@@ -23,7 +19,8 @@ typedef struct where_ctx {
 
 static void chunk_where(const void *ctx, char *buf, size_t cap) {
   const where_ctx *c = ctx;
-  snprintf(buf, cap, "%s step %d/%d of bucket %d, step %" PRId64, phase_name[c->w->phase],
+  snprintf(buf, cap, "%s step %d/%d of bucket %d, step %" PRId64,
+           gs_comm_phase_name(c->r, (uint32_t)c->w->phase),
            c->w->ring_step + 1, c->r->o.world - 1, c->r->cur_bucket, c->r->cur_step);
 }
 
@@ -64,7 +61,7 @@ int gs_comm_recv_chunk(gs_comm *r, const gs_comm_want *w, zmq_msg_t *payload, ui
                    " count %" PRIu64 " %s, expected step %" PRId64 " bucket %d segment %d "
                    "chunk %d offset %zu count %zu %s (ranks out of step, or configured "
                    "differently)", r->o.rank, r->left, wtext(&wc), (uint64_t)c->step, c->bucket,
-                   c->phase < PH_COUNT ? phase_name[c->phase] : "unknown-phase", c->ring_step + 1,
+                   gs_comm_phase_name(r, c->phase), c->ring_step + 1,
                    c->segment, c->chunk, (uint64_t)c->offset, (uint64_t)c->count,
                    gs_dtype_name(dt), r->cur_step, r->cur_bucket, w->segment, w->chunk,
                    w->offset, w->count, gs_dtype_name(r->o.wire));

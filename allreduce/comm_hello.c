@@ -108,8 +108,8 @@ static int hello(gs_comm *r, const char *const *endpoints, gs_err *e) {
     h.plan_hash = c->plan_hash;
     h.sum_only = c->sum_only;
     h.algo = c->algo;
-    for (int a = 0; a < GS_ALGO_SLOTS; a++)
-      if (r->state[a] && r->algos[a]->hello) r->algos[a]->hello(r->state[a], origin, &h);
+    for (int a = 0; a < r->nrows; a++)
+      if (r->state[a] && r->rows[a].ops->hello) r->rows[a].ops->hello(r->state[a], origin, &h);
     env.body_case = GRADSYNC__ENVELOPE__BODY_RING_HELLO;
     env.ring_hello = &h;
     char ctxmsg[96];
@@ -144,8 +144,8 @@ static int hello(gs_comm *r, const char *const *endpoints, gs_err *e) {
     d->plan_hash = g->plan_hash;
     d->sum_only = g->sum_only;
     d->algo = g->algo;
-    for (int a = 0; a < GS_ALGO_SLOTS; a++)
-      if (r->state[a] && r->algos[a]->heard) r->algos[a]->heard(r->state[a], from, g);
+    for (int a = 0; a < r->nrows; a++)
+      if (r->state[a] && r->rows[a].ops->heard) r->rows[a].ops->heard(r->state[a], from, g);
   }
   rc = compare_cfgs(r, e);
   /* Every rank found the same mismatch: nobody needs to be told. */
@@ -154,9 +154,9 @@ static int hello(gs_comm *r, const char *const *endpoints, gs_err *e) {
     gs_pair_told(r->pair);
     return rc;
   }
-  for (int a = 0; rc == GS_OK && a < GS_ALGO_SLOTS; a++)
-    if (r->state[a] && r->algos[a]->connect)
-      rc = r->algos[a]->connect(r, r->state[a], endpoints, e);
+  for (int a = 0; rc == GS_OK && a < r->nrows; a++)
+    if (r->state[a] && r->rows[a].ops->connect)
+      rc = r->rows[a].ops->connect(r, r->state[a], endpoints, e);
   if (rc < 0) return gs_comm_fail(r, e, rc);
   return GS_OK;
 }

@@ -1,5 +1,5 @@
-/* direct.c: the direct exchange ("direct", allreduce.h gs_algo), its row
- * in the table: one round over the mesh (whole.c, mesh.c), in which every
+/* direct.c: the direct exchange ("direct", a row of algos.c's table), its
+ * row's functions: one round over the mesh (whole.c, mesh.c), in which every
  * rank sends its buffer to every other rank and sums the N buffers in rank
  * order 0..N-1, the same order on every rank:
  *
@@ -8,7 +8,13 @@
  * Under a 16-bit wire the ranks sum the buffers as they travelled
  * (rounded to the wire dtype), and the result is rounded once more, as the
  * ring's owner keeps the rounded value. */
+#include <stdio.h>
+
 #include "allreduce/mesh.h"
+
+static void direct_where(const gs_whole_where *c, char *buf, size_t cap) {
+  snprintf(buf, cap, "the direct exchange");
+}
 
 static int direct_allreduce(gs_comm *r, void *state, const void *src, void *dst, size_t n,
                             gs_comm_stats *st, gs_err *e) {
@@ -19,7 +25,8 @@ static int direct_allreduce(gs_comm *r, void *state, const void *src, void *dst,
   const bool lp = gs_dtype_lp(w);
   const size_t es = gs_comm_es(r);
   const double t0 = gs_now();
-  gs_whole_where wc = {.r = r, .phase = PH_DIRECT, .round = 0, .rounds = 0};
+  gs_whole_where wc = {.r = r, .phase = s->phase, .round = 0, .rounds = 0,
+                       .say = direct_where};
   const void *own = src;
   if (lp) {
     double a = gs_now();
@@ -50,14 +57,11 @@ static int direct_allreduce(gs_comm *r, void *state, const void *src, void *dst,
   return GS_OK;
 }
 
-static bool direct_used(const gs_comm_opts *o) { return o->algo == GS_ALGO_DIRECT; }
-
-static int direct_prepare(gs_comm *r, void **state, gs_err *e) {
-  return gs_whole_prepare(r, true, state, e);
+static int direct_prepare(gs_comm *r, const gs_algo_row *row, void **state, gs_err *e) {
+  return gs_whole_prepare(r, row, true, state, e);
 }
 
 const gs_algo_ops gs_algo_direct = {
-  .used = direct_used,
   .prepare = direct_prepare,
   .hello = gs_whole_hello,
   .heard = gs_whole_heard,

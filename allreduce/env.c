@@ -16,33 +16,17 @@
  * collectives small enough for it (comm.c). */
 #define DEFAULT_SPIN_US 100
 
-size_t gs_comm_env_size(const char *name, size_t fallback) {
-  const char *s = getenv(name);
-  if (!s || !*s) return fallback;
-  if (!strcmp(s, "never") || !strcmp(s, "none")) return GS_COMM_NO_SMALL;
-  char *end;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s) return fallback;
-  switch (*end) {
-  case 'k': case 'K': v <<= 10; break;
-  case 'm': case 'M': v <<= 20; break;
-  case 'g': case 'G': v <<= 30; break;
-  default: break;
-  }
-  return (size_t)v;
-}
-
 void gs_comm_tuning(const gs_comm_opts *o, gs_comm *r) {
   r->chunk_bytes = o->chunk_bytes ? o->chunk_bytes
-                                   : gs_comm_env_size("GS_RING_CHUNK", DEFAULT_CHUNK);
+                                   : gs_env_bytes("GS_RING_CHUNK", DEFAULT_CHUNK);
   r->small_bytes = o->small_bytes ? o->small_bytes
-                                  : gs_comm_env_size("GS_RING_SMALL", DEFAULT_SMALL);
+                                  : gs_env_bytes("GS_RING_SMALL", DEFAULT_SMALL);
   r->io_threads = o->io_threads > 0 ? o->io_threads
-                                    : (int)gs_comm_env_size("GS_RING_IO_THREADS", 1);
+                                    : (int)gs_env_bytes("GS_RING_IO_THREADS", 1);
   r->sockbuf = o->sockbuf != 0 ? o->sockbuf
-                               : (int)gs_comm_env_size("GS_RING_SOCKBUF", DEFAULT_SOCKBUF);
+                               : (int)gs_env_bytes("GS_RING_SOCKBUF", DEFAULT_SOCKBUF);
   r->spin_us = o->spin_us > 0 ? o->spin_us
-                              : (int)gs_comm_env_size("GS_RING_SPIN_US", DEFAULT_SPIN_US);
+                              : (int)gs_env_bytes("GS_RING_SPIN_US", DEFAULT_SPIN_US);
   /* With more ranks than cores a polling rank takes the core from the
    * thread that would bring its message. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -50,7 +34,7 @@ void gs_comm_tuning(const gs_comm_opts *o, gs_comm *r) {
   if (o->spin_us <= 0 && !(spin_env && *spin_env) && cores > 0 && o->local_ranks > cores)
     r->spin_us = 0;
   r->inflight = o->inflight > 0 ? o->inflight
-                                : (int)gs_comm_env_size("GS_RING_INFLIGHT", DEFAULT_INFLIGHT);
+                                : (int)gs_env_bytes("GS_RING_INFLIGHT", DEFAULT_INFLIGHT);
   size_t ws = gs_dtype_size(o->wire);
   if (r->chunk_bytes < ws) r->chunk_bytes = ws;
   if (r->chunk_bytes > ((size_t)1 << 30)) r->chunk_bytes = (size_t)1 << 30;

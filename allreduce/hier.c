@@ -1,15 +1,17 @@
-/* hier.c: the hierarchical all-reduce ("hier", allreduce.h gs_algo), its
- * row in the table, for several ranks on each of several hosts: what NCCL
- * and Horovod do there, so that each host's link carries 2(H-1)/H x S per
+/* hier.c: the hierarchical all-reduce (algos.c's row "hier"), its row's
+ * functions, for several ranks on each of several hosts: what NCCL and
+ * Horovod do there, so that each host's link carries 2(H-1)/H x S per
  * all-reduce of S bytes on H hosts, not the flat ring's share of every
  * rank's.
  *
- * Hosts are the ranks' host keys (shm_seg.c; an emulated host is a
+ * Hosts are the ranks' host keys (shm/shm.h; an emulated host is a
  * namespace), in the order of their first ranks; member l of a host is its
  * l-th rank in rank order. Every host needs the same number L of ranks.
  * Each rank creates a segment in prepare (only pages that are written cost
  * memory); the handshake carries them, the first rank of each host keeps
- * its own and the others map it. Per round of at most a slot:
+ * its own and the others map it. Per round of at most a slot, the shm
+ * part's rounds (shm/rounds.c) with this file's step between the sum and
+ * the copy out:
  *
  *   copy in      member l: slot l = its part of src
  *   barrier
@@ -28,20 +30,19 @@
  * order, then between hosts starting at host q (i's piece) and going
  * right, each host's partial added as (own + arrived). Every rank copies
  * the same bits, run after run; the order differs from the flat ring's, so
- * the two agree to rounding, not bitwise. The two sets of slots make the
- * second barrier enough between rounds, as in shm.c.
+ * the two agree to rounding, not bitwise.
  *
  * A failure anywhere reaches every rank: a member's process that is gone
  * or a reason written into the segment ends the host's barrier waits
- * (shm_seg.c), and the failing rank's reason goes to every rank over the
- * mesh (gs_comm_fail tells every row). The counters of a collective count
- * the bytes on sockets only (those between hosts). */
+ * (shm/barrier.c), and the failing rank's reason goes to every rank over
+ * the mesh (gs_comm_fail tells every row). The counters of a collective
+ * count the bytes on sockets only (those between hosts). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "allreduce/mesh.h"
-#include "allreduce/shm_seg.h"
+#include "allreduce/shm_comm.h"
 
 /* bigger slots than shm.c's: each round also pays the ring's latency
  * between hosts, 2(H-1) hops */
@@ -54,17 +55,18 @@ typedef struct hier_state {
   int H, L, host, local;              /* hosts, ranks per host, this rank's */
   int *members;                       /* L: the ring ranks of this host */
   int *peers;                         /* H: member `local` of each host */
+  int phase;                          /* the ring between hosts' on the wire */
+  gs_algo rd;                         /* whose mesh that ring runs over */
   gs_shm *m;
+  bool on;                            /* every rank mapped its host's (the vote) */
 } hier_state;
 
-static bool hier_used(const gs_comm_opts *o) {
-  return o->algo == GS_ALGO_AUTO || o->algo == GS_ALGO_HIER;
-}
-
-static int hier_prepare(gs_comm *r, void **state, gs_err *e) {
+static int hier_prepare(gs_comm *r, const gs_algo_row *row, void **state, gs_err *e) {
   hier_state *st = calloc(1, sizeof *st);
   if (!st) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for hier", r->o.rank);
   *state = st;
+  st->phase = (int)row->phase[0].wire;
+  st->rd = gs_algo_parse("rd");
   int N = r->o.world;
   st->rank = r->o.rank;
   st->world = N;
@@ -75,9 +77,9 @@ static int hier_prepare(gs_comm *r, void **state, gs_err *e) {
   if (!st->keys || !st->specs || !st->members || !st->peers)
     return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for hier", r->o.rank);
   gs_shm_host_key(st->keys[st->rank], GS_SHM_KEY_MAX, r->o.host_tag);
-  if (!gs_shm_may_use(r)) return GS_OK;
+  if (!gs_comm_shm_may_use(r)) return GS_OK;
   /* room for a group of every rank: the group is known after the handshake */
-  return gs_shm_create(r, N, DEFAULT_HIER_CHUNK, 0, &st->m, st->specs[st->rank], e);
+  return gs_comm_shm_create(r, N, DEFAULT_HIER_CHUNK, 0, &st->m, st->specs[st->rank], e);
 }
 
 static void hier_hello(const void *state, int origin, Gradsync__RingHello *h) {
@@ -163,42 +165,59 @@ static int hier_connect(gs_comm *r, void *state, const char *const *endpoints, g
                    "turns it off); use --algo ring", r->o.rank);
   }
   bool ok = false;
-  if (!gs_shm_may_use(r)) {
+  if (!gs_comm_shm_may_use(r)) {
     snprintf(why, sizeof why, "GS_SHM=0, device buffers or a 16-bit wire on this rank");
   } else if (lead == st->rank) {
     ok = st->m != NULL;
   } else {
     gs_shm_close(st->m); /* the host's first rank's is the one */
     st->m = NULL;
-    ok = gs_shm_attach(r, N, st->specs[lead], &st->m, why, sizeof why);
+    ok = gs_shm_attach(N, st->specs[lead], &st->m, why, sizeof why);
   }
-  if (ok) gs_shm_join(r, st->m, st->local, st->L, st->members);
-  return gs_shm_settle(r, &st->m, ok, why, want, "hier", "its host's", "ring", e);
+  if (ok) gs_comm_shm_join(r, st->m, st->local, st->L, st->members);
+  int rc = gs_comm_shm_settle(r, &st->m, ok, why, want, "hier", "its host's", "ring", e);
+  st->on = rc == GS_OK && st->m;
+  return rc;
 }
 
-static bool hier_ready(const void *state) {
-  const hier_state *st = state;
-  return st->m && st->m->on;
+static bool hier_ready(const void *state) { return ((const hier_state *)state)->on; }
+
+static void between_where(const gs_whole_where *c, char *buf, size_t cap) {
+  snprintf(buf, cap, "the hierarchical all-reduce's ring between hosts, step %d/%d", c->round,
+           c->rounds);
 }
+
+/* What the rounds need of the ring between hosts. */
+typedef struct between_ctx {
+  gs_comm *r;
+  hier_state *hs;
+  whole_state *w;
+  gs_comm_stats *st;
+} between_ctx;
 
 /* x (n elements, this member's part) = its sum over the hosts: a ring of
- * the H peers over the mesh */
-static int between(gs_comm *r, hier_state *hs, whole_state *w, char *x, size_t n,
-                   gs_comm_stats *st, gs_err *e) {
+ * the H peers over the mesh (one host: as it is) */
+static int between(void *ctx, void *part, size_t n, gs_err *e) {
+  const between_ctx *c = ctx;
+  gs_comm *r = c->r;
+  const hier_state *hs = c->hs;
+  char *x = part;
   const int H = hs->H, h = hs->host;
+  if (H == 1) return GS_OK;
   const int right = hs->peers[(h + 1) % H], left = hs->peers[gs_comm_mod(h - 1, H)];
   const size_t es = gs_comm_es(r);
-  gs_whole_where wc = {.r = r, .phase = PH_HIER, .round = 0, .rounds = 2 * (H - 1)};
+  gs_whole_where wc = {.r = r, .phase = hs->phase, .round = 0, .rounds = 2 * (H - 1),
+                       .say = between_where};
   for (int t = 0; t < 2 * (H - 1); t++) {
     bool rs = t < H - 1;
     int sq = rs ? gs_comm_mod(h - t, H) : gs_comm_mod(h + 1 - (t - H + 1), H);
     int rq = gs_comm_mod(sq - 1, H);
     size_t so, sl, ro, rl;
-    gs_comm_seg_range(n, H, sq, &so, &sl);
-    gs_comm_seg_range(n, H, rq, &ro, &rl);
+    gs_part_range(n, H, sq, &so, &sl);
+    gs_part_range(n, H, rq, &ro, &rl);
     wc.round = t + 1;
-    GS_TRY(gs_whole_send(r, w, right, &wc, x + so * es, sl, st, e));
-    GS_TRY(gs_whole_take(r, w, left, &wc, x + ro * es, rl, !rs, st, e));
+    GS_TRY(gs_whole_send(r, c->w, right, &wc, x + so * es, sl, c->st, e));
+    GS_TRY(gs_whole_take(r, c->w, left, &wc, x + ro * es, rl, !rs, c->st, e));
   }
   return GS_OK;
 }
@@ -206,27 +225,16 @@ static int between(gs_comm *r, hier_state *hs, whole_state *w, char *x, size_t n
 static int hier_allreduce(gs_comm *r, void *state, const void *src, void *dst, size_t n,
                           gs_comm_stats *st, gs_err *e) {
   hier_state *hs = state;
-  gs_shm *s = hs->m;
-  whole_state *w = gs_comm_state(r, GS_ALGO_RD);
+  whole_state *w = gs_comm_state(r, hs->rd);
   if (hs->H > 1 && !w)
     return GS_FAIL(e, GS_EINVAL, "rank %d: hier without the mesh", r->o.rank);
-  const size_t es = gs_comm_es(r), per = s->chunk / es;
   const double t0 = gs_now();
-  double red = 0;
-  for (size_t off = 0; off < n; off += per) {
-    size_t len = n - off < per ? n - off : per, po, pl;
-    char *set = gs_shm_next_set(s);
-    memcpy(gs_shm_slot(s, set, hs->local), (const char *)src + off * es, len * es);
-    GS_TRY(gs_shm_barrier(r, s, e));
-    gs_comm_seg_range(len, hs->L, hs->local, &po, &pl);
-    double a = gs_now();
-    gs_shm_sum(r, s, set, po, pl, set + po * es);
-    red += gs_now() - a;
-    if (hs->H > 1) GS_TRY(between(r, hs, w, set + po * es, pl, st, e));
-    GS_TRY(gs_shm_barrier(r, s, e));
-    memcpy((char *)dst + off * es, set, len * es);
-  }
-  st->reduce_s += red;
+  between_ctx c = {.r = r, .hs = hs, .w = w, .st = st};
+  gs_shm_run run = gs_comm_shm_run(r);
+  run.part = between;
+  run.ctx = &c;
+  GS_TRY(gs_shm_allreduce(hs->m, &run, src, dst, n, e));
+  st->reduce_s += run.reduce_s;
   gs_comm_span(r, "hierarchical all-reduce", t0, gs_now());
   return GS_OK;
 }
@@ -249,7 +257,6 @@ static void hier_free(gs_comm *r, void *state, bool abort) {
 }
 
 const gs_algo_ops gs_algo_hier = {
-  .used = hier_used,
   .prepare = hier_prepare,
   .hello = hier_hello,
   .heard = hier_heard,

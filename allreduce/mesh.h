@@ -38,21 +38,26 @@ void gs_mesh_close(gs_mesh *m, bool abort);
 /* The state of rd and direct: the mesh, and direct's buffers. */
 typedef struct whole_state {
   gs_mesh *mesh;
+  int phase;                 /* the row's (its first) on the wire */
   void *own;                 /* direct: this rank's contribution when src == dst */
   gs_wire_msg *got;          /* direct: every rank's buffer */
 } whole_state;
 
 /* Where a message belongs, for errors: "recursive doubling round 2/3 of
- * bucket 0, step 14". rd's rounds on the wire: 0 the fold-in, 1..rounds,
- * rounds + 1 the fold-out. */
-typedef struct gs_whole_where {
+ * bucket 0, step 14", the first part in the algorithm's words (say, from
+ * round and rounds; rd's rounds on the wire: 0 the fold-in, 1..rounds,
+ * rounds + 1 the fold-out). */
+typedef struct gs_whole_where gs_whole_where;
+struct gs_whole_where {
   const gs_comm *r;
   int phase, round, rounds;
-} gs_whole_where;
+  void (*say)(const gs_whole_where *w, char *buf, size_t cap);
+};
 
 /* The rows' shared parts: open the mesh (and, with own, direct's
- * buffers), the handshake, connect, tell, interrupt, close. */
-int gs_whole_prepare(gs_comm *r, bool own, void **state, gs_err *e);
+ * buffers; the phase: row's first), the handshake, connect, tell,
+ * interrupt, close. */
+int gs_whole_prepare(gs_comm *r, const gs_algo_row *row, bool own, void **state, gs_err *e);
 void gs_whole_hello(const void *state, int origin, Gradsync__RingHello *h);
 void gs_whole_heard(void *state, int origin, const Gradsync__RingHello *h);
 int gs_whole_connect(gs_comm *r, void *state, const char *const *endpoints, gs_err *e);

@@ -1,6 +1,6 @@
-/* rd.c: recursive doubling ("rd", allreduce.h gs_algo), for collectives
- * too small for the ring's 2(N-1) dependent hops to pay; its row in the
- * table. It exchanges whole buffers over the mesh (whole.c, mesh.c) and
+/* rd.c: recursive doubling ("rd", a row of algos.c's table), for
+ * collectives too small for the ring's 2(N-1) dependent hops to pay: its
+ * row's functions. It exchanges whole buffers over the mesh (whole.c, mesh.c) and
  * goes through the gs_kernels table for every sum and conversion.
  *
  * Recursive doubling: log2 N rounds; in round k rank r exchanges
@@ -34,7 +34,15 @@
  * Other ops (prod, min, max) and types (fp64, int32) go the same way with
  * gs_comm_combine's math; min and max are commutative bit for bit
  * (gs_reduce_host), as partners need. */
+#include <stdio.h>
+
 #include "allreduce/mesh.h"
+
+static void rd_where(const gs_whole_where *c, char *buf, size_t cap) {
+  if (c->round == 0) snprintf(buf, cap, "the fold-in of recursive doubling");
+  else if (c->round > c->rounds) snprintf(buf, cap, "the fold-out of recursive doubling");
+  else snprintf(buf, cap, "recursive doubling round %d/%d", c->round, c->rounds);
+}
 
 static int rd_allreduce(gs_comm *r, void *state, const void *src, void *dst, size_t n,
                         gs_comm_stats *st, gs_err *e) {
@@ -50,7 +58,8 @@ static int rd_allreduce(gs_comm *r, void *state, const void *src, void *dst, siz
   const double t0 = gs_now();
   const bool lp = gs_dtype_lp(r->o.wire);
   if (src != dst && n) k->copy(k, dst, src, n * gs_comm_es(r));
-  gs_whole_where wc = {.r = r, .phase = PH_RD, .round = 0, .rounds = rounds};
+  gs_whole_where wc = {.r = r, .phase = s->phase, .round = 0, .rounds = rounds,
+                       .say = rd_where};
   int nr; /* the rank among the P, or -1: dropped out */
   int rc = GS_OK;
   if (me < 2 * R) {
@@ -86,19 +95,11 @@ static int rd_allreduce(gs_comm *r, void *state, const void *src, void *dst, siz
   return rc;
 }
 
-/* auto and shm fall back on it for small collectives; hier's ring between
- * hosts runs over its mesh */
-static bool rd_used(const gs_comm_opts *o) {
-  return o->algo == GS_ALGO_RD || o->algo == GS_ALGO_AUTO || o->algo == GS_ALGO_SHM ||
-         o->algo == GS_ALGO_HIER;
-}
-
-static int rd_prepare(gs_comm *r, void **state, gs_err *e) {
-  return gs_whole_prepare(r, false, state, e);
+static int rd_prepare(gs_comm *r, const gs_algo_row *row, void **state, gs_err *e) {
+  return gs_whole_prepare(r, row, false, state, e);
 }
 
 const gs_algo_ops gs_algo_rd = {
-  .used = rd_used,
   .prepare = rd_prepare,
   .hello = gs_whole_hello,
   .heard = gs_whole_heard,

@@ -1,4 +1,4 @@
-/* ring.c: the ring algorithm's row in the table (comm.h gs_algo_ops):
+/* ring.c: the ring algorithm's functions for its row (comm.h gs_algo_ops):
  * every rank talks to its two neighbours only; a collective of at most
  * small_bytes float32 bytes sends whole vectors around (ring_small.c),
  * anything larger runs the pipelined reduce-scatter + all-gather
@@ -32,12 +32,13 @@ static void ring_release(gs_comm *r, void *state) {
   free(s);
 }
 
-static int ring_prepare(gs_comm *r, void **state, gs_err *e) {
+static int ring_prepare(gs_comm *r, const gs_algo_row *row, void **state, gs_err *e) {
   const gs_comm_opts *o = &r->o;
   gs_kernels *k = o->k;
   ring_bufs *s = calloc(1, sizeof *s);
   if (!s) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", o->rank);
   *state = s;
+  for (int p = 0; p < RING_PHASES; p++) s->phase[p] = row->phase[p].wire;
   s->held = calloc((size_t)o->world, sizeof *s->held);
   if (s->held)
     for (int i = 0; i < o->world; i++) zmq_msg_init(&s->held[i]);
@@ -70,10 +71,7 @@ static int ring_allreduce(gs_comm *r, void *state, const void *src, void *dst, s
   return gs_ring_phases(r, src, dst, n, GS_RING_RS | GS_RING_AG, st, e);
 }
 
-static bool ring_used(const gs_comm_opts *o) { return true; }
-
 const gs_algo_ops gs_algo_ring = {
-  .used = ring_used,
   .prepare = ring_prepare,
   .allreduce = ring_allreduce,
   .close = ring_close,

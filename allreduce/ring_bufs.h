@@ -9,7 +9,12 @@
 
 #include "allreduce/comm.h"
 
+/* The ring's phases, in the order of its row's (algos.c): what its chunks
+ * carry is the row's number for each. */
+enum { RING_RS, RING_AG, RING_SMALL, RING_BCAST, RING_REDUCE, RING_PHASES };
+
 typedef struct ring_bufs {
+  uint32_t phase[RING_PHASES]; /* the wire's number of each */
   atomic_uint *flags;        /* per chunk sent zero-copy: ZeroMQ still holds it */
   uint64_t *sent_seq;        /* per reduce-scatter chunk: its message number */
   size_t nflags;
@@ -19,10 +24,15 @@ typedef struct ring_bufs {
   void *scratch;             /* small path: own vector when src == dst */
 } ring_bufs;
 
-/* ring.c: the row, and the state of a ring it was prepared on. */
+/* ring.c: the row's functions, and the state of a ring it was prepared
+ * on (every ring of more than one rank). */
 extern const gs_algo_ops gs_algo_ring;
 static inline ring_bufs *gs_ring_state(const gs_comm *r) {
   return gs_comm_state(r, GS_ALGO_RING);
+}
+/* The wire's number of the ring's phase p (RING_RS, ...). */
+static inline int gs_ring_phase(const gs_comm *r, int p) {
+  return (int)gs_ring_state(r)->phase[p];
 }
 
 /* ring_pipe.c: the pipelined ring over count elements. Phases: GS_RING_RS,

@@ -60,8 +60,8 @@ int gs_comm_all_gather(gs_comm *r, const void *src, void *dst, size_t count, int
 static void chunk_of(const gs_comm *r, size_t n, size_t C, size_t i, int phase, int ring_step,
                      gs_comm_want *w) {
   size_t so, sl, co, cl;
-  gs_comm_seg_range(n, r->o.world, (int)(i / C), &so, &sl);
-  gs_comm_seg_range(sl, (int)C, (int)(i % C), &co, &cl);
+  gs_part_range(n, r->o.world, (int)(i / C), &so, &sl);
+  gs_part_range(sl, (int)C, (int)(i % C), &co, &cl);
   *w = (gs_comm_want){.phase = phase, .ring_step = ring_step, .segment = (int)(i / C),
                       .chunk = (int)(i % C), .offset = so + co, .count = cl};
 }
@@ -86,7 +86,7 @@ static int bcast_chain(gs_comm *r, const void *src, void *dst, size_t n, int roo
   for (size_t i = 0; i < M && rc == GS_OK; i++) {
     gs_comm_want wt;
     if (pos == 0) {
-      chunk_of(r, n, C, i, PH_BCAST, 0, &wt);
+      chunk_of(r, n, C, i, gs_ring_phase(r, RING_BCAST), 0, &wt);
       const void *data = gs_comm_at(r, src, wt.offset);
       void *d = gs_comm_at(r, dst, wt.offset);
       if (gs_dtype_lp(w)) {
@@ -100,7 +100,7 @@ static int bcast_chain(gs_comm *r, const void *src, void *dst, size_t n, int roo
       rc = gs_comm_send_chunk(r, &wt, data, &flags[i], NULL, &st->bytes_sent, e);
       continue;
     }
-    chunk_of(r, n, C, i, PH_BCAST, pos - 1, &wt);
+    chunk_of(r, n, C, i, gs_ring_phase(r, RING_BCAST), pos - 1, &wt);
     zmq_msg_t msg;
     rc = gs_comm_recv_chunk(r, &wt, &msg, &st->bytes_recv, e);
     if (rc == GS_OK && pos < N - 1) {
@@ -148,7 +148,7 @@ static int reduce_chain(gs_comm *r, const void *src, void *dst, size_t n, int ro
     gs_comm_want wt;
     const void *data;
     if (pos == 0) {
-      chunk_of(r, n, C, i, PH_REDUCE, 0, &wt);
+      chunk_of(r, n, C, i, gs_ring_phase(r, RING_REDUCE), 0, &wt);
       data = gs_comm_at(r, src, wt.offset);
       if (lp) {
         k->convert(k, w, stage + wt.offset * ws, GS_F32, data, wt.count);
@@ -157,7 +157,7 @@ static int reduce_chain(gs_comm *r, const void *src, void *dst, size_t n, int ro
       rc = gs_comm_send_chunk(r, &wt, data, &flags[i], NULL, &st->bytes_sent, e);
       continue;
     }
-    chunk_of(r, n, C, i, PH_REDUCE, pos - 1, &wt);
+    chunk_of(r, n, C, i, gs_ring_phase(r, RING_REDUCE), pos - 1, &wt);
     zmq_msg_t msg;
     rc = gs_comm_recv_chunk(r, &wt, &msg, &st->bytes_recv, e);
     if (rc < 0) {

@@ -100,16 +100,18 @@ typedef struct ring_geom {
   int N, me;
   size_t n, C, per;
   int rot;   /* data segment = ring segment - rot (a phase alone: rank r owns segment r) */
+  int rs, ag; /* the two phases' numbers on the wire (the ring's row's) */
 } ring_geom;
 
 static void geom(const ring_geom *g, size_t k, bool send, gs_comm_want *w) {
-  w->phase = k < g->per ? PH_RS : PH_AG;
+  w->phase = k < g->per ? g->rs : g->ag;
   w->ring_step = (int)((k % g->per) / g->C);
   w->chunk = (int)(k % g->C);
   int s = w->ring_step;
-  w->segment = w->phase == PH_RS ? gs_comm_mod(g->me - s - !send, g->N) : gs_comm_mod(g->me + send - s, g->N);
+  w->segment = w->phase == g->rs ? gs_comm_mod(g->me - s - !send, g->N)
+                                  : gs_comm_mod(g->me + send - s, g->N);
   size_t so, sl, co, cl;
-  gs_comm_seg_range(g->n, g->N, gs_comm_mod(w->segment - g->rot, g->N), &so, &sl);
+  gs_part_range(g->n, g->N, gs_comm_mod(w->segment - g->rot, g->N), &so, &sl);
   chunk_range(sl, g->C, (size_t)w->chunk, &co, &cl);
   w->offset = so + co;
   w->count = cl;
@@ -128,7 +130,8 @@ int gs_ring_phases(gs_comm *r, const void *src, void *dst, size_t n, int phases,
   /* the messages [k0, M) of the all-reduce's stream; send k of them */
   const size_t k0 = phases & GS_RING_RS ? 0 : per, M = phases & GS_RING_AG ? 2 * per : per;
   const size_t W = r->inflight > 0 && (size_t)r->inflight < C ? (size_t)r->inflight : C;
-  const ring_geom g = {N, me, n, C, per, phases == (GS_RING_RS | GS_RING_AG) ? 0 : 1};
+  const ring_geom g = {N, me, n, C, per, phases == (GS_RING_RS | GS_RING_AG) ? 0 : 1,
+                       (int)rs->phase[RING_RS], (int)rs->phase[RING_AG]};
   uint8_t *stage = r->stage;
   const double t0 = gs_now();
   double t_rs = t0, red = 0;
@@ -136,7 +139,7 @@ int gs_ring_phases(gs_comm *r, const void *src, void *dst, size_t n, int phases,
   if (phases == GS_RING_AG && lp) {
     /* own segment to the wire dtype, kept as the others will hold it */
     size_t so, sl;
-    gs_comm_seg_range(n, N, me, &so, &sl);
+    gs_part_range(n, N, me, &so, &sl);
     k->convert(k, w, stage + so * ws, GS_F32, gs_comm_at(r, dst, so), sl);
     k->convert(k, GS_F32, gs_comm_at(r, dst, so), w, stage + so * ws, sl);
   }
@@ -156,7 +159,7 @@ int gs_ring_phases(gs_comm *r, const void *src, void *dst, size_t n, int phases,
         return rc;
       }
       void *d = gs_comm_at(r, dst, wr.offset);
-      if (wr.phase == PH_RS) {
+      if (wr.phase == g.rs) {
         double a = gs_now();
         const void *p = zmq_msg_data(&msg);
         if (src != dst) k->copy(k, d, gs_comm_at(r, src, wr.offset), wr.count * es);
@@ -196,10 +199,10 @@ int gs_ring_phases(gs_comm *r, const void *src, void *dst, size_t n, int phases,
       const void *data = NULL;
       atomic_uint *flag = NULL;
       zmq_msg_t *fwd = NULL;
-      if (wn.phase == PH_AG && wn.ring_step > 0) {
+      if (wn.phase == g.ag && wn.ring_step > 0) {
         fwd = &rs->hold[wn.chunk]; /* forward what came in one step earlier */
       } else {
-        size_t slot = wn.phase == PH_RS ? kk : per + (size_t)wn.chunk;
+        size_t slot = wn.phase == g.rs ? kk : per + (size_t)wn.chunk;
         flag = &rs->flags[slot];
         if (kk < C && lp) { /* our own segment, rounded to the wire dtype */
           double a = gs_now();
@@ -212,7 +215,7 @@ int gs_ring_phases(gs_comm *r, const void *src, void *dst, size_t n, int phases,
       }
       rc = gs_comm_send_chunk(r, &wn, fwd ? NULL : data, flag, fwd, &st->bytes_sent, e);
       if (rc < 0) return rc;
-      if (wn.phase == PH_RS) rs->sent_seq[kk] = gs_pair_last_seq(r->pair);
+      if (wn.phase == g.rs) rs->sent_seq[kk] = gs_pair_last_seq(r->pair);
     }
   }
   /* Hand the buffers back only when ZeroMQ holds none of them. */

@@ -24,13 +24,14 @@ int gs_ring_small(gs_comm *r, const void *src, void *dst, size_t n, gs_comm_stat
     red += gs_now() - a;
     own = r->stage;
   }
-  gs_comm_want wt = {.phase = PH_SMALL, .ring_step = 0, .segment = me, .chunk = 0, .offset = 0,
+  const int ph = gs_ring_phase(r, RING_SMALL);
+  gs_comm_want wt = {.phase = ph, .ring_step = 0, .segment = me, .chunk = 0, .offset = 0,
              .count = n};
   int rc = gs_comm_send_chunk(r, &wt, own, NULL, NULL, &st->bytes_sent, e);
   if (rc < 0) return rc;
   for (int s = 0; s < N - 1; s++) {
     int origin = gs_comm_mod(me - 1 - s, N);
-    gs_comm_want wr = {.phase = PH_SMALL, .ring_step = s, .segment = origin, .chunk = 0, .offset = 0,
+    gs_comm_want wr = {.phase = ph, .ring_step = s, .segment = origin, .chunk = 0, .offset = 0,
                .count = n};
     zmq_msg_close(&rs->held[origin]);
     rc = gs_comm_recv_chunk(r, &wr, &rs->held[origin], &st->bytes_recv, e);

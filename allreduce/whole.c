@@ -12,13 +12,7 @@
 static void msg_where(const void *ctx, char *buf, size_t cap) {
   const gs_whole_where *c = ctx;
   char what[64];
-  if (c->phase == PH_DIRECT) snprintf(what, sizeof what, "the direct exchange");
-  else if (c->phase == PH_HIER)
-    snprintf(what, sizeof what, "the hierarchical all-reduce's ring between hosts, step %d/%d",
-             c->round, c->rounds);
-  else if (c->round == 0) snprintf(what, sizeof what, "the fold-in of recursive doubling");
-  else if (c->round > c->rounds) snprintf(what, sizeof what, "the fold-out of recursive doubling");
-  else snprintf(what, sizeof what, "recursive doubling round %d/%d", c->round, c->rounds);
+  c->say(c, what, sizeof what);
   snprintf(buf, cap, "%s of bucket %d, step %" PRId64, what, c->r->cur_bucket, c->r->cur_step);
 }
 
@@ -95,13 +89,14 @@ int gs_whole_take(gs_comm *r, whole_state *s, int peer, const gs_whole_where *wc
 }
 
 
-int gs_whole_prepare(gs_comm *r, bool own, void **state, gs_err *e) {
+int gs_whole_prepare(gs_comm *r, const gs_algo_row *row, bool own, void **state, gs_err *e) {
   const gs_comm_opts *o = &r->o;
   gs_kernels *k = o->k;
   size_t ws = gs_dtype_size(o->wire);
   whole_state *s = calloc(1, sizeof *s);
   if (!s) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory for the mesh", o->rank);
   *state = s;
+  s->phase = (int)row->phase[0].wire;
   s->got = calloc((size_t)o->world, sizeof *s->got);
   if (own) s->own = k->alloc(k, o->max_count * gs_comm_es(r) + 64);
   if (!s->got || (own && !s->own)) {

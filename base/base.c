@@ -1,4 +1,5 @@
-/* base.c: the error record, clocks, hash and checked allocation of base.h. */
+/* base.c: the error record, clocks, hash, the environment's byte counts,
+ * part ranges and checked allocation of base.h. */
 #include "base/base.h"
 
 #include <errno.h>
@@ -59,6 +60,28 @@ const char *gs_strerror(int code) {
   case GS_EMISMATCH: return "ranks disagree";
   default: return "unknown error";
   }
+}
+
+size_t gs_env_bytes(const char *name, size_t fallback) {
+  const char *s = getenv(name);
+  if (!s || !*s) return fallback;
+  if (!strcmp(s, "never") || !strcmp(s, "none")) return SIZE_MAX;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s) return fallback;
+  switch (*end) {
+  case 'k': case 'K': v <<= 10; break;
+  case 'm': case 'M': v <<= 20; break;
+  case 'g': case 'G': v <<= 30; break;
+  default: break;
+  }
+  return (size_t)v;
+}
+
+void gs_part_range(size_t n, int N, int j, size_t *off, size_t *len) {
+  size_t q = n / (size_t)N, rem = n % (size_t)N, uj = (size_t)j;
+  *len = q + (uj < rem);
+  *off = uj * q + (uj < rem ? uj : rem);
 }
 
 double gs_now(void) {

@@ -68,6 +68,14 @@ uint64_t gs_hash_bytes(uint64_t h, const void *p, size_t n);
  * or gs_interrupted was set. */
 int gs_read_line(int fd, double deadline, char *buf, size_t cap);
 
+/* The environment's byte count name: "256K", "4M", "1G" or plain bytes;
+ * "never" or "none": SIZE_MAX; fallback when unset or not a number. */
+size_t gs_env_bytes(const char *name, size_t fallback);
+
+/* Part j of n elements cut in N parts in order, as even as can be: the
+ * first n mod N parts one element longer (parts may be empty, n < N). */
+void gs_part_range(size_t n, int N, int j, size_t *off, size_t *len);
+
 /* Allocation that reports instead of crashing. Large buffers are 64-byte
  * aligned and zeroed (vector loads, and first touch paid once). */
 void *gs_alloc(size_t bytes, gs_err *e);

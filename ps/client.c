@@ -18,7 +18,8 @@
  * With --compress topk a push is instead topk_push.c's payload: the
  * bucket's largest entries of gradient + residual, sparse. With --compress
  * powersgd, from its start step, a bucket goes in parts whose sums come
- * back before the parameters (powersgd_push.c).
+ * back before the parameters (powersgd_push.c). Either way the message is
+ * push_msg.c's.
  *
  * Rank 0 beside its in-process server talks to it over inproc://: its
  * pushes and the parameters it receives are pointers handed across, not
@@ -33,11 +34,6 @@
 #include <time.h>
 
 #include "ps/ps_internal.h"
-
-static void release_count(void *data, void *hint) {
-  (void)data;
-  atomic_fetch_sub((atomic_int *)hint, 1);
-}
 
 static void span(ps_worker *s, const char *name, int bucket, double t0) {
   if (s->c.span) s->c.span(s->c.span_ctx, name, bucket, t0, gs_now(), 0);
@@ -58,8 +54,6 @@ int gs_ps_kcheck(ps_worker *s, const char *what, gs_err *e) {
 }
 
 /* ---------------------------------------------------------------- pushes */
-
-static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *e);
 
 static int push(ps_worker *s, int b, gs_err *e) {
   double t0 = gs_now();
@@ -92,7 +86,7 @@ static int push(ps_worker *s, int b, gs_err *e) {
     data = host;
   }
   GS_TRY(gs_ps_kcheck(s, "staging gradients", e));
-  GS_TRY(send_push(s, b, data, false, e));
+  GS_TRY(gs_ps_send_push(s, b, data, false, e));
   s->pushed[b] = 1;
   s->last_progress = gs_now();
   span(s, "push", b, t0);
@@ -131,52 +125,12 @@ static int repush(ps_worker *s, gs_err *e) {
     const void *data = s->topk ? gs_ps_topk_staged(s, b)
                        : s->cpu && s->c.wire == GS_F32 ? (const void *)(s->c.grads + off)
                                                       : (char *)s->stage_host + off * s->wsize;
-    GS_TRY(send_push(s, b, data, true, e));
+    GS_TRY(gs_ps_send_push(s, b, data, true, e));
   }
   return GS_OK;
 }
 
 /* ----------------------------------------------------------------------- */
-
-/* part > 0: PowerSGD's part of count floats, copied (data is overwritten
- * by its sum); part 0: the bucket, zero-copy */
-static int send_msg(ps_worker *s, int b, int part, size_t cnt, const void *data, size_t bytes,
-                    bool again, gs_err *e) {
-  Gradsync__Envelope env;
-  Gradsync__Push p = GRADSYNC__PUSH__INIT;
-  gs_wire_env(&env, s->c.job, (uint32_t)s->c.rank);
-  p.step = (uint64_t)s->step;
-  p.bucket = (uint32_t)b;
-  p.offset = s->buckets[b].offset;
-  p.count = cnt;
-  p.dtype = gs_wire_pbdtype(part ? GS_F32 : s->c.wire);
-  p.again = again;
-  p.base_version = s->base;
-  p.part = (uint32_t)part;
-  if (s->stale) p.scale = s->base_scale;
-  if (s->topk) p.kept = s->topk_kept[b];
-  env.body_case = GRADSYNC__ENVELOPE__BODY_PUSH;
-  env.push = &p;
-  if (!part) atomic_fetch_add(&s->inflight, 1);
-  gs_err we = {0};
-  if (gs_wire_send(s->sock, NULL, 0, &env, data, bytes, part ? NULL : release_count,
-                   part ? NULL : &s->inflight, s->wait_ms, s->inproc ? NULL : &s->sent, &we) < 0)
-    return GS_FAIL(e, we.code, "ps rank %d: pushing step %lld bucket %d%s to %s (%s, %s): %s",
-                   s->c.rank, (long long)s->step, b, part == 1 ? "'s uncompressed tensors"
-                   : part == 2 ? "'s P" : part == 3 ? "'s Q" : "", s->who, s->server_ep,
-                   s->where, we.msg);
-  return GS_OK;
-}
-
-static int send_push(ps_worker *s, int b, const void *data, bool again, gs_err *e) {
-  size_t cnt = s->buckets[b].count;
-  size_t bytes = s->topk ? gs_topk_bytes(s->topk_kept[b], cnt) : cnt * s->wsize;
-  return send_msg(s, b, 0, cnt, data, bytes, again, e);
-}
-
-int gs_ps_send_part(ps_worker *s, int b, int part, const float *data, size_t count, gs_err *e) {
-  return send_msg(s, b, part, count, data, count * sizeof(float), false, e);
-}
 
 /* ------------------------------------------------------------- receiving */
 

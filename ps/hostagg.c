@@ -1,17 +1,17 @@
 /* hostagg.c: the ps backend as the launcher sees it (ps.h gs_ps_backend):
  * the flat ps of flat.c where every rank pushes (DataParallel), or,
- * with cfg.ps_host_ranks L > 1, the host-aggregated ps (BytePS' local
+ * with opts.host_ranks L > 1, the host-aggregated ps (BytePS' local
  * reduce): ranks are L per host, host-major, and a host's gradients are
  * summed inside it over shared memory before ONE push per host; the
  * parameters come back once per host and are shared inside it. So the
  * master's link carries (H-1) x S each way on H hosts instead of (N-L) x S.
  *
  * Who does what, host h holding ranks hL .. hL+L-1:
- *   every rank   a communicator of its host's L ranks (allreduce.h's bare
- *                ring, over Unix sockets: each emulated host is a network
- *                namespace of its own) running the shared-memory all-reduce
- *                (--algo shm: the vote fails clearly where the host's ranks
- *                cannot share memory);
+ *   every rank   a member of its host's shared-memory group (shm/shm.h,
+ *                below both backends: this ps runs no communicator): the
+ *                leader creates the segment in prepare, and every other
+ *                rank maps it in open, by what the leader published in its
+ *                endpoint;
  *   the leader   (local rank 0) is rank h of a flat ps of H ranks
  *                (gs_ps_flat_backend, sharded or not, servers on leaders),
  *                whose server averages over the N ranks (Init.average_over),
@@ -33,28 +33,43 @@
  * slowest rank, and a dropped push drops L gradients.
  *
  * Sum order of element i, fixed and the same run after run: inside host h
- * in rank order, ((g_hL + g_hL+1) + ...) (shm.c), then over the hosts' sums
- * in host order on the server, as the flat server sums ranks (server_reduce.c),
- * then x 1/N. With one host that is the flat ps' order: the same bits.
+ * in rank order, ((g_hL + g_hL+1) + ...) (shm/rounds.c), then over the
+ * hosts' sums in host order on the server, as the flat server sums ranks
+ * (server_reduce.c), then x 1/N. With one host that is the flat ps' order:
+ * the same bits.
+ *
+ * Meeting: the endpoint a rank publishes is "<its host part>|<its ps
+ * worker's>" (the second part empty but on leaders hosting a server); the
+ * host part is "<n>,<hash of its host key>", and on a leader
+ * ",<the segment's spec>" too (shm.h: the path of the leader's descriptor
+ * under /proc, which only the same user may open, and the nonce the
+ * segment's header must carry). In open every rank of a host checks that
+ * all of them train n parameters on one machine (one host key: the same
+ * boot and network, IPC and PID namespaces), so a host that cannot share
+ * memory fails alike on every rank, saying why; a rank that cannot map the
+ * segment fails saying so, and the others' first wait names it when it
+ * times out. The leader's descriptor goes once every member has passed a
+ * wait (nothing is left behind: the segment is a memfd, gone with the
+ * last mapping).
  *
  * Faults: a rank that dies or fails inside a host stops its host's
- * shared-memory waits (shm_seg.c names it); its leader aborts the ps with
- * that reason, which the server passes to every other leader, which tells
- * its own host through the shared memory. Error texts from the host's
- * communicator count its ranks from 0: this file says which ranks those
- * are. The endpoint a rank publishes is "<its host communicator's>|<its ps
- * worker's>" (the second part empty but on leaders hosting a server). */
+ * shared-memory waits (shm/barrier.c names it, and the reason a failing
+ * rank writes); its leader aborts the ps with that reason, which the
+ * server passes to every other leader, which tells its own host through
+ * the shared memory. Every wait of the host's ends at its timeout, longer
+ * than the ps' own (prepare says by how much), naming who is missing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "allreduce/allreduce.h"
 #include "ps/ps_internal.h"
+#include "shm/shm.h"
 
 typedef struct hostagg_state {
   bool on;                 /* hosts reduce first; else flat is all there is */
   void *flat;              /* the leader's (or every rank's) flat ps state */
-  gs_comm *host;           /* this host's communicator */
+  gs_shm *shm;             /* the leader's segment, made in prepare */
+  char spec[GS_SHM_SPEC_MAX]; /* what the others map it by */
   int L, H, h, local;
   gs_ps_opts leader;        /* the options of the flat ps the leaders join */
 } hostagg_state;
@@ -62,7 +77,9 @@ typedef struct hostagg_state {
 typedef struct hostagg_sync {
   gs_sync base;
   gs_sync *flat;           /* the leader's ps session; NULL elsewhere */
-  gs_comm *host;
+  gs_shm *shm;             /* the host's segment; NULL once this rank failed */
+  gs_kernels *k;
+  int *ranks;              /* member -> rank in the job (the segment keeps it) */
   int rank, L, h, local;
   float *params, *grads;
   size_t n;
@@ -75,52 +92,8 @@ typedef struct hostagg_sync {
 
 static const gs_sync_ops hostagg_ops;
 
-/* The host's communicator numbers its ranks 0..L-1: its errors get the
- * job's numbers ("rank 1", "rank(s) 0, 1" become the host's first rank
- * plus that), and say which host. The reason a member wrote into the
- * shared memory comes after "stopped the shared-memory all-reduce (...): ":
- * the communicator's own words, or this file's, which already say "host h"
- * or "rank r, the first of host h" and stay as they are. */
-static bool ours(const char *p) {
-  const char *first = strstr(p, ", the first of host ");
-  return !strncmp(p, "host ", 5) || (!strncmp(p, "rank ", 5) && first && first - p < 16);
-}
-
+/* The host's errors name the job's ranks; they say which host. */
 static void host_words(int h, int L, gs_err *e) {
-  char out[sizeof e->msg];
-  const char *p = e->msg, *stop = strstr(e->msg, "stopped the shared-memory all-reduce (");
-  if (stop) stop = strstr(stop, "): ");
-  if (stop) { /* an abort's reason comes as "rank <member> aborted: <reason>" */
-    const char *a = stop + 3, *d = a + 5;
-    while (!strncmp(a, "rank ", 5) && *d >= '0' && *d <= '9') d++;
-    stop = d > a + 5 && !strncmp(d, " aborted: ", 10) ? d + 10 : stop + 3;
-    if (!ours(stop)) stop = NULL;
-  }
-  size_t o = 0;
-  while (*p && o + 16 < sizeof out) {
-    if (stop && p >= stop) {
-      o += (size_t)snprintf(out + o, sizeof out - o, "%s", p);
-      break;
-    }
-    const char *w = !strncmp(p, "rank(s) ", 8) ? p + 8 : !strncmp(p, "rank ", 5) ? p + 5 : NULL;
-    if (!w || *w < '0' || *w > '9') {
-      out[o++] = *p++;
-      continue;
-    }
-    o += (size_t)snprintf(out + o, sizeof out - o, "%.*s", (int)(w - p), p);
-    p = w;
-    for (;;) { /* a number, or a list of them */
-      char *end;
-      long v = strtol(p, &end, 10);
-      o += (size_t)snprintf(out + o, sizeof out - o, "%ld", v + (long)h * L);
-      p = end;
-      if (o + 16 >= sizeof out || strncmp(p, ", ", 2) || p[2] < '0' || p[2] > '9') break;
-      o += (size_t)snprintf(out + o, sizeof out - o, ", ");
-      p += 2;
-    }
-  }
-  out[o < sizeof out ? o : sizeof out - 1] = '\0';
-  snprintf(e->msg, sizeof e->msg, "%s", out);
   gs_err_prefix(e, "host %d (ranks %d..%d), shared memory: ", h, h * L, h * L + L - 1);
 }
 
@@ -130,6 +103,10 @@ static int check_hostagg(const gs_sync_config *c, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ranks per host do not divide a world of %d "
                    "(the host-aggregated ps needs hosts of equal size; --no-ps-local-reduce "
                    "runs the flat ps)", c->rank, L, c->world);
+  if (gs_shm_disabled())
+    return GS_FAIL(e, GS_EINVAL, "ps rank %d: the host-aggregated ps sums a host's gradients in "
+                   "shared memory, which GS_SHM=0 turns off; --no-ps-local-reduce runs the "
+                   "flat ps", c->rank);
   return GS_OK;
 }
 
@@ -148,12 +125,32 @@ static gs_sync_config leader_config(const hostagg_state *p, const gs_sync_config
 static void state_free(hostagg_state *p) {
   if (!p) return;
   if (p->flat) gs_ps_flat_backend.discard(p->flat);
-  gs_comm_close(p->host, false, "the job stopped before it started");
+  gs_shm_close(p->shm);
   free(p);
 }
 
+/* What a rank publishes for its host (before the '|'): "<n>,<its host
+ * key's hash>", and a leader's ",<spec>"; and the same read back (false:
+ * not that). */
+static void host_part(size_t n, const char *spec, char *out, size_t cap) {
+  char key[GS_SHM_KEY_MAX];
+  gs_shm_host_key(key, sizeof key, NULL);
+  uint64_t hash = gs_hash_bytes(GS_HASH_INIT, key, strlen(key));
+  snprintf(out, cap, "%zu,%016llx%s%s", n, (unsigned long long)hash, spec ? "," : "",
+           spec ? spec : "");
+}
+
+static bool host_parse(const char *part, unsigned long long *n, unsigned long long *key,
+                       char spec[GS_SHM_SPEC_MAX]) {
+  int end = 0;
+  spec[0] = '\0';
+  if (sscanf(part, "%llu,%16llx%n", n, key, &end) != 2) return false;
+  if (part[end] == ',') snprintf(spec, GS_SHM_SPEC_MAX, "%s", part + end + 1);
+  return part[end] == ',' || part[end] == '\0';
+}
+
 static int hostagg_prepare(const gs_sync_config *c, void **state, char endpoint[GS_ENDPOINT_MAX],
-                         gs_err *e) {
+                           gs_err *e) {
   *state = NULL;
   endpoint[0] = '\0';
   GS_TRY(gs_sync_check_config(c, &gs_ps_backend, "ps", e));
@@ -178,32 +175,31 @@ static int hostagg_prepare(const gs_sync_config *c, void **state, char endpoint[
   p->H = c->world / p->L;
   p->h = c->rank / p->L;
   p->local = c->rank % p->L;
-  /* the host waits for its first rank longer than that rank waits for the
-   * ps (a quarter and a second more than the server): the server's named error arrives
-   * first; a rank whose process is gone is seen at once */
-  int t = c->timeout_ms > 0 ? c->timeout_ms : 30000;
-  gs_comm_opts ro = {
-    .rank = p->local, .world = p->L, .timeout_ms = t + t / 2 + 1000, .job = c->job,
-    .host = GS_WIRE_IPC, .cred = c->cred, .k = c->k, .wire = GS_F32, .max_count = c->n,
-    .algo = GS_ALGO_SHM, .local_ranks = p->L,
-  };
-  char ring_ep[GS_ENDPOINT_MAX] = "", ps_ep[GS_ENDPOINT_MAX] = "";
-  /* the ps first: a dedicated server forks before any ZeroMQ context */
+  char host_ep[GS_ENDPOINT_MAX] = "", ps_ep[GS_ENDPOINT_MAX] = "";
+  /* the ps first: a dedicated server forks before anything else is open */
   if (p->local == 0) {
     gs_sync_config x = leader_config(p, c);
     rc = gs_ps_flat_backend.prepare(&x, &p->flat, ps_ep, e);
   }
-  if (rc == GS_OK && (rc = gs_comm_prepare(&ro, &p->host, ring_ep, e)) < 0)
-    host_words(p->h, p->L, e);
-  if (rc == GS_OK && strlen(ring_ep) + strlen(ps_ep) + 2 > GS_ENDPOINT_MAX)
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: endpoints %s and %s are too long", c->rank, ring_ep,
+  if (rc == GS_OK && p->local == 0) {
+    rc = gs_shm_create(c->rank, p->L, c->n * sizeof(float), GS_SHM_CHUNK_DEFAULT,
+                       GS_SHM_WHOLE_DEFAULT, &p->shm, p->spec, e);
+    if (rc < 0) host_words(p->h, p->L, e);
+    else if (!p->shm)
+      rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: the host-aggregated ps sums a host's gradients in "
+                   "shared memory, and this system makes none (no memfd_create); "
+                   "--no-ps-local-reduce runs the flat ps", c->rank);
+  }
+  host_part(c->n, p->local == 0 ? p->spec : NULL, host_ep, sizeof host_ep);
+  if (rc == GS_OK && strlen(host_ep) + strlen(ps_ep) + 2 > GS_ENDPOINT_MAX)
+    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: endpoints %s and %s are too long", c->rank, host_ep,
                  ps_ep);
   if (rc < 0) {
     state_free(p);
     return rc;
   }
-  size_t a = strlen(ring_ep);
-  memcpy(endpoint, ring_ep, a);
+  size_t a = strlen(host_ep); /* both fit: checked above */
+  memcpy(endpoint, host_ep, a);
   endpoint[a] = '|';
   memcpy(endpoint + a + 1, ps_ep, strlen(ps_ep) + 1);
   *state = p;
@@ -243,6 +239,13 @@ static void reason(const hostagg_sync *s, const char *msg, char *out, size_t cap
   }
 }
 
+/* This rank stops: the reason every waiting member of its host reports. */
+static void tell_host(hostagg_sync *s, const char *why) {
+  char msg[512];
+  snprintf(msg, sizeof msg, "rank %d aborted: %s", s->rank, why);
+  gs_shm_tell(s->shm, msg);
+}
+
 /* A failure: the host hears why (its shared-memory waits end), and the
  * leader's ps passes it to the server when it aborts. */
 static int fail(hostagg_sync *s, int rc, gs_err *e) {
@@ -252,19 +255,34 @@ static int fail(hostagg_sync *s, int rc, gs_err *e) {
     reason(s, e->msg, why, sizeof why);
     gs_ps_flat_why(s->flat, why);
   }
-  reason(s, e->msg, why, 200); /* comm.c adds "rank l aborted: " */
-  if (s->host) gs_comm_close(s->host, false, why);
-  s->host = NULL;
+  reason(s, e->msg, why, 200); /* with "rank r aborted: ", a member's reason holds it */
+  tell_host(s, why);
+  gs_shm_close(s->shm);
+  s->shm = NULL;
+  return rc;
+}
+
+/* buf (n floats) = the host's sum, in place (tag: the host collective's
+ * bucket number, for messages). Its own failure is the reason the others'
+ * waits report, and says which host. */
+static int host_allreduce(hostagg_sync *s, float *buf, size_t n, int64_t step, int tag,
+                          gs_err *e) {
+  gs_shm_run run = {.op = GS_REDOP_SUM, .step = step, .bucket = tag};
+  int rc = gs_shm_allreduce(s->shm, &run, buf, buf, n, e);
+  if (rc == GS_OK) rc = s->k->sync(s->k, e);
+  if (rc < 0) {
+    if (rc != GS_EINTR) gs_shm_tell(s->shm, e->msg);
+    host_words(s->h, s->L, e);
+  }
   return rc;
 }
 
 /* The host's sum of count elements at off of buf, in place. */
 static int host_sum(hostagg_sync *s, float *buf, size_t off, size_t count, int bucket, gs_err *e) {
   double t0 = gs_now();
-  /* its counters count shm.c's copies, which cross no link: the step's
-   * bytes are the ps' sockets' */
-  int rc = gs_comm_allreduce(s->host, buf + off, buf + off, count, s->order.step, bucket, NULL, e);
-  if (rc < 0) host_words(s->h, s->L, e);
+  /* no counters: the copies cross no link; the step's bytes are the ps'
+   * sockets' */
+  int rc = host_allreduce(s, buf + off, count, s->order.step, bucket, e);
   s->reduce_s += gs_now() - t0;
   return rc;
 }
@@ -319,9 +337,7 @@ static int share(hostagg_sync *s, float *buf, size_t n, int64_t step, int tag, g
     memcpy(&f, &neg0, sizeof f);
     for (size_t i = 0; i < n; i++) buf[i] = f;
   }
-  int rc = gs_comm_allreduce(s->host, buf, buf, n, step, tag, NULL, e);
-  if (rc < 0) host_words(s->h, s->L, e);
-  return rc;
+  return host_allreduce(s, buf, n, step, tag, e);
 }
 
 static int hostagg_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
@@ -356,7 +372,9 @@ static int hostagg_close(gs_sync *base, bool ok, gs_err *e) {
   bool orderly = ok && !s->failed && !s->order.in_step;
   int rc = GS_OK;
   if (s->flat) rc = s->flat->ops->close(s->flat, orderly, e);
-  gs_comm_close(s->host, orderly, orderly ? NULL : "a rank of this host stopped");
+  if (!orderly) tell_host(s, "a rank of this host stopped");
+  gs_shm_close(s->shm);
+  free(s->ranks);
   free(s);
   return rc;
 }
@@ -368,7 +386,7 @@ static const gs_sync_ops hostagg_ops = {
   .close = hostagg_close,
 };
 
-/* The part of a published endpoint: 0 the host communicator's, 1 the ps'. */
+/* The part of a published endpoint: 0 the host's, 1 the ps'. */
 static void ep_part(const char *ep, int part, char out[GS_ENDPOINT_MAX]) {
   const char *bar = strchr(ep, '|');
   if (!bar) {
@@ -377,6 +395,57 @@ static void ep_part(const char *ep, int part, char out[GS_ENDPOINT_MAX]) {
   }
   if (part == 0) snprintf(out, GS_ENDPOINT_MAX, "%.*s", (int)(bar - ep), ep);
   else snprintf(out, GS_ENDPOINT_MAX, "%s", bar + 1);
+}
+
+/* The host meets: every rank checks what its host's ranks published (the
+ * same n, one machine: every rank of the host decides alike), maps the
+ * leader's segment (the leader has it) and takes its place. */
+static int meet(hostagg_state *p, hostagg_sync *s, const gs_sync_config *c, gs_err *e) {
+  unsigned long long n0 = 0, key0 = 0;
+  char spec[GS_SHM_SPEC_MAX] = "";
+  for (int i = 0; i < p->L; i++) {
+    int r = p->h * p->L + i;
+    char part[GS_ENDPOINT_MAX], sp[GS_SHM_SPEC_MAX];
+    unsigned long long n, key;
+    ep_part(c->endpoints[r], 0, part);
+    if (!host_parse(part, &n, &key, sp) || (i == 0 && !sp[0]))
+      return GS_FAIL(e, GS_EINVAL, "ps rank %d: rank %d published no endpoint of the "
+                     "host-aggregated ps (\"%.64s\"): do all ranks run it (--ps-local-reduce)?",
+                     c->rank, r, c->endpoints[r]);
+    if (i == 0) {
+      n0 = n;
+      key0 = key;
+      snprintf(spec, sizeof spec, "%s", sp);
+    } else if (n != n0) {
+      return GS_FAIL(e, GS_EMISMATCH, "ps rank %d: rank %d has %llu parameters and rank %d, "
+                     "the first of host %d, %llu: every rank must build the same model",
+                     c->rank, r, n, p->h * p->L, p->h, n0);
+    } else if (key != key0) {
+      return GS_FAIL(e, GS_EINVAL, "ps rank %d: rank %d is not on the machine of rank %d, the "
+                     "first of host %d (another boot, or network, IPC or PID namespace): the "
+                     "host-aggregated ps sums a host's gradients in its shared memory, so each "
+                     "host's %d ranks must share one (ranks host-major); --no-ps-local-reduce "
+                     "runs the flat ps", c->rank, r, p->h * p->L, p->h, p->L);
+    }
+  }
+  char why[256] = "";
+  if (p->local == 0) {
+    s->shm = p->shm;
+    p->shm = NULL;
+  } else if (!gs_shm_attach(p->L, spec, &s->shm, why, sizeof why)) {
+    return GS_FAIL(e, GS_EIO, "ps rank %d: cannot map the shared memory of host %d (rank %d's): "
+                   "%s", c->rank, p->h, p->h * p->L, why);
+  }
+  for (int i = 0; i < p->L; i++) s->ranks[i] = p->h * p->L + i;
+  /* the host waits for its first rank longer than that rank waits for the
+   * ps: the server's named error arrives first; a rank whose process is
+   * gone is seen at once */
+  int t = c->timeout_ms > 0 ? c->timeout_ms : 30000;
+  gs_shm_cfg sc = {.me = p->local, .size = p->L, .rank = c->rank, .ranks = s->ranks,
+                   .timeout_ms = t + t / 2 + 1000, .k = c->k, .dtype = GS_F32,
+                   .local_ranks = p->L};
+  gs_shm_join(s->shm, &sc);
+  return GS_OK;
 }
 
 static int hostagg_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *e) {
@@ -388,40 +457,20 @@ static int hostagg_open(void *state, const gs_sync_config *c, gs_sync **out, gs_
     return gs_ps_flat_backend.open(flat, c, out, e);
   }
   hostagg_sync *s = calloc(1, sizeof *s);
-  char (*eps)[GS_ENDPOINT_MAX] = calloc((size_t)(p->L + p->H), GS_ENDPOINT_MAX);
-  const char **ptr = calloc((size_t)(p->L + p->H), sizeof *ptr);
-  int rc = !s || !eps || !ptr ? GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank)
-                               : GS_OK;
-  if (rc == GS_OK && !c->endpoints)
-    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: open() without the ranks' endpoints", c->rank);
-  for (int i = 0; rc == GS_OK && i < p->L + p->H; i++) {
-    int r = i < p->L ? p->h * p->L + i : (i - p->L) * p->L;
-    ep_part(c->endpoints[r], i < p->L ? 0 : 1, eps[i]);
-    ptr[i] = eps[i];
-    if (i < p->L && !eps[i][0])
-      rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: rank %d published no endpoint of the "
-                   "host-aggregated ps (\"%.64s\"): do all ranks run it (--ps-local-reduce)?",
-                   c->rank, r, c->endpoints[r]);
-  }
-  if (rc == GS_OK) {
-    gs_comm_set_job(p->host, c->job);
-    if ((rc = gs_comm_connect(p->host, ptr, e)) < 0) host_words(p->h, p->L, e);
-  }
-  if (s) {
-    s->host = p->host;
-    p->host = NULL;
-  }
-  if (rc == GS_OK && p->flat) {
-    gs_sync_config x = leader_config(p, c);
-    x.endpoints = ptr + p->L;
-    void *flat = p->flat;
-    p->flat = NULL; /* open takes it over, also when it fails */
-    rc = gs_ps_flat_backend.open(flat, &x, &s->flat, e);
-    if (rc < 0) ps_words(c->rank, p->h, p->L, e);
-  }
-  if (s) {
+  char (*eps)[GS_ENDPOINT_MAX] = calloc((size_t)p->H, GS_ENDPOINT_MAX);
+  const char **ptr = calloc((size_t)p->H, sizeof *ptr);
+  int *ranks = calloc((size_t)p->L, sizeof *ranks);
+  int rc = !s || !eps || !ptr || !ranks
+               ? GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank) : GS_OK;
+  if (rc < 0) {
+    free(s);
+    free(ranks);
+    s = NULL;
+  } else {
     s->base.ops = &hostagg_ops;
     s->base.name = "ps";
+    s->k = c->k;
+    s->ranks = ranks;
     s->rank = c->rank;
     s->L = p->L;
     s->h = p->h;
@@ -433,6 +482,21 @@ static int hostagg_open(void *state, const gs_sync_config *c, gs_sync **out, gs_
     s->nbuckets = c->nbuckets;
     s->overlap = c->overlap;
     gs_sync_order_init(&s->order, "ps", c->rank, c->nbuckets);
+  }
+  if (rc == GS_OK && !c->endpoints)
+    rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: open() without the ranks' endpoints", c->rank);
+  if (rc == GS_OK) rc = meet(p, s, c, e);
+  if (rc == GS_OK && p->flat) {
+    for (int i = 0; i < p->H; i++) { /* the leaders' ps workers */
+      ep_part(c->endpoints[i * p->L], 1, eps[i]);
+      ptr[i] = eps[i];
+    }
+    gs_sync_config x = leader_config(p, c);
+    x.endpoints = ptr;
+    void *flat = p->flat;
+    p->flat = NULL; /* open takes it over, also when it fails */
+    rc = gs_ps_flat_backend.open(flat, &x, &s->flat, e);
+    if (rc < 0) ps_words(c->rank, p->h, p->L, e);
   }
   /* every rank starts from the leader's copy of rank 0's parameters */
   if (rc == GS_OK) rc = share(s, s->params, s->n, -1, s->nbuckets, e);

@@ -153,7 +153,12 @@ int gs_ps_psgd_open(ps_worker *s, gs_err *e);
 void gs_ps_psgd_free(ps_worker *s);
 int gs_ps_psgd_push(ps_worker *s, int b, gs_err *e);
 int gs_ps_psgd_sum(ps_worker *s, gs_wire_msg *m, gs_err *e);
-/* client.c: push part `part` of bucket b (count floats at data, copied) */
+
+/* push_msg.c: the Push messages to this worker's server. push: bucket b of
+ * this step from data (its wire dtype, or topk's payload), zero-copy (the
+ * inflight counter holds it until ZeroMQ lets go), again after a dropped
+ * connection; part: part `part` of bucket b (count floats at data, copied) */
+int gs_ps_send_push(ps_worker *s, int b, const void *data, bool again, gs_err *e);
 int gs_ps_send_part(ps_worker *s, int b, int part, const float *data, size_t count, gs_err *e);
 
 /* shard.c: the key ranges: K contiguous ranges of the n parameters, and

@@ -193,6 +193,15 @@ float th_randf(uint64_t seed, int rank, size_t i) {
   return (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
+gs_algo th_algo(const char *name) {
+  int a = gs_algo_parse(name);
+  if (a < 0) {
+    fprintf(stderr, "allreduce has no algorithm '%s'\n", name);
+    exit(1);
+  }
+  return a;
+}
+
 gs_kernels *th_start(void) {
   signal(SIGPIPE, SIG_IGN);
   gs_err e = {0};

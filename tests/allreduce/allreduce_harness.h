@@ -80,5 +80,8 @@ float th_randf(uint64_t seed, int rank, size_t i);
 /* A test's start: SIGPIPE ignored, one-thread CPU kernels (NULL, said on
  * stderr, when they cannot be made). */
 gs_kernels *th_start(void);
+/* The algorithm of that name in allreduce's table (exits when it has none:
+ * the test would test nothing). */
+gs_algo th_algo(const char *name);
 
 #endif

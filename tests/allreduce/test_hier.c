@@ -210,7 +210,7 @@ static void pick(void) {
    * rd); two of two, under auto and hier */
   const pick_case cases[] = {{0, GS_ALGO_AUTO}, {1, GS_ALGO_AUTO}, {2, GS_ALGO_AUTO},
                              {2, GS_ALGO_HIER}};
-  const gs_algo want[] = {GS_ALGO_SHM, GS_ALGO_RD, GS_ALGO_HIER, GS_ALGO_HIER};
+  const gs_algo want[] = {GS_ALGO_SHM, th_algo("rd"), GS_ALGO_HIER, GS_ALGO_HIER};
   for (int k = 0; k < 4; k++) {
     th_shared *sh = th_run(4, body_pick, (void *)&cases[k], 60, NULL);
     CHECK(sh && th_failures(sh) == 0, "pick %d: a rank crashed", k);

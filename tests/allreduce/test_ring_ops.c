@@ -202,7 +202,7 @@ static const char *CFG_NAMES[NCFG] = {"ring pipeline", "ring small path", "rd", 
 static void cfg_opts(gs_comm_opts *o, int cfg) {
   o->chunk_bytes = cfg == CFG_PIPE ? 64 : 0;
   o->small_bytes = cfg == CFG_SMALL ? (size_t)1 << 20 : GS_COMM_NO_SMALL;
-  o->algo = cfg == CFG_RD ? GS_ALGO_RD : cfg == CFG_DIRECT ? GS_ALGO_DIRECT : GS_ALGO_RING;
+  o->algo = cfg == CFG_RD ? th_algo("rd") : cfg == CFG_DIRECT ? th_algo("direct") : GS_ALGO_RING;
 }
 
 /* Elements [lo, hi) of buf against the expected result; returns how many differ. */
@@ -296,7 +296,7 @@ static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
   gs_err e = {0};
   gs_comm_opts o;
   th_ring_opts(&o, rank, world, 64, K);
-  o.algo = which == 1 ? GS_ALGO_RD : GS_ALGO_RING;
+  o.algo = which == 1 ? th_algo("rd") : GS_ALGO_RING;
   o.small_bytes = GS_COMM_NO_SMALL;
   if (which == 2) o.wire = rank == 0 ? GS_F64 : GS_I32;
   gs_comm *r = NULL;

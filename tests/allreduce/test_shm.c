@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "allreduce/allreduce.h"
-#include "allreduce/comm.h"
+#include "shm/shm.h"
 #include "allreduce_harness.h"
 
 static gs_kernels *K;

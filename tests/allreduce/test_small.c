@@ -36,7 +36,8 @@
 #define MAXN 65537u
 
 static gs_kernels *K;
-static const gs_algo ALGOS[] = {GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_AUTO, GS_ALGO_SHM};
+/* rd and direct by name (main): the launcher names neither */
+static gs_algo RD, DIRECT, ALGOS[4];
 #define NALGOS 4
 
 /* ------------------------------------------------------------------ */
@@ -78,7 +79,7 @@ static float ref_rd(gs_dtype t, uint64_t seed, int N, size_t i) {
 
 /* shm sums in rank order, as direct */
 static float ref(gs_algo a, gs_dtype t, uint64_t seed, int N, size_t i) {
-  return a == GS_ALGO_DIRECT || a == GS_ALGO_SHM ? ref_direct(t, seed, N, i) : ref_rd(t, seed, N, i);
+  return a == DIRECT || a == GS_ALGO_SHM ? ref_direct(t, seed, N, i) : ref_rd(t, seed, N, i);
 }
 
 /* ------------------------------------------------------------------ */
@@ -219,7 +220,7 @@ static int body_mismatch(th_shared *sh, int rank, int world, void *arg) {
   gs_err e = {0};
   gs_comm *r = NULL;
   gs_comm_opts o;
-  base_opts(&o, rank, world, 100, rank == 1 ? GS_ALGO_DIRECT : GS_ALGO_RD);
+  base_opts(&o, rank, world, 100, rank == 1 ? DIRECT : RD);
   double t0 = gs_now();
   int rc = th_ring_open(sh, 0, &o, &r, &e);
   sh->u64[rank][0] = (uint64_t)-rc;
@@ -267,7 +268,7 @@ static int body_abort(th_shared *sh, int rank, int world, void *arg) {
 static double algo_bytes(gs_algo a, int rank, int world, size_t n) {
   double S = (double)n * sizeof(float);
   if (a == GS_ALGO_RING) return 2.0 * (world - 1) / world * S;
-  if (a == GS_ALGO_DIRECT) return (world - 1) * S;
+  if (a == DIRECT) return (world - 1) * S;
   int P = 1, rounds = 0;
   while (P * 2 <= world) P *= 2, rounds++;
   int R = world - P;
@@ -283,7 +284,7 @@ static int body_sync(th_shared *sh, int rank, int world, void *arg) {
   float *params = K->alloc(K, SYNC_N * sizeof(float)), *grads = K->alloc(K, SYNC_N * sizeof(float));
   gs_bucket bucket = {0, SYNC_N};
   /* sum_only with ring, rd, direct; then training given rd */
-  const gs_algo given[4] = {GS_ALGO_RING, GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_RD};
+  const gs_algo given[4] = {GS_ALGO_RING, RD, DIRECT, RD};
   int bad = 0;
   for (int c = 0; c < 4; c++) {
     bool sum_only = c < 3;
@@ -343,6 +344,10 @@ static int body_sync(th_shared *sh, int rank, int world, void *arg) {
 int main(int argc, char **argv) {
   K = th_start();
   if (!K) return 1;
+  RD = th_algo("rd");
+  DIRECT = th_algo("direct");
+  const gs_algo algos4[NALGOS] = {RD, DIRECT, GS_ALGO_AUTO, GS_ALGO_SHM};
+  memcpy(ALGOS, algos4, sizeof ALGOS);
   const char *what = argc > 1 ? argv[1] : "sums";
   if (!strcmp(what, "sums")) {
     int lo = argc > 2 ? atoi(argv[2]) : 2, hi = argc > 3 ? atoi(argv[3]) : lo;
@@ -382,7 +387,7 @@ int main(int argc, char **argv) {
     /* the socket algorithms learn a closing rank's cause from its message;
      * shm from the segment, and that a killed rank's process is gone */
     const bool kill = !strcmp(what, "killed");
-    const gs_algo algos[3] = {GS_ALGO_RD, GS_ALGO_DIRECT, GS_ALGO_SHM};
+    const gs_algo algos[3] = {RD, DIRECT, GS_ALGO_SHM};
     for (int a = kill ? 2 : 0; a < 3; a++) {
       for (int w = 2; w <= 4; w++) {
         stop_case c = {algos[a], kill};

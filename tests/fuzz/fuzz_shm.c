@@ -1,5 +1,5 @@
 /* fuzz_shm.c: the shared-memory object's header as a rank that maps rank
- * 0's object reads it (allreduce/comm.h gs_shm_header_check).
+ * 0's object reads it (shm/shm.h gs_shm_header_check).
  *
  * Input: the world size (one byte, 1..8), the object's size in bytes (4
  * bytes, little-endian, at most 1 MiB), then the object's first bytes (the
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "allreduce/comm.h"
+#include "shm/shm.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

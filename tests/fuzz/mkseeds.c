@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "allreduce/comm.h"
+#include "shm/shm.h"
 #include "bench/job/job.h"
 #include "fuzz.h"
 #include "proto/proto.h"

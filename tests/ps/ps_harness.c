@@ -285,6 +285,7 @@ int run_threads(const job_opts *o, job_result *res) {
     eps[r] = ep[r];
     rc[r].cfg.endpoints = eps;
   }
+  if (o->on_endpoints) o->on_endpoints(ep, o->world);
   char blob[GS_BOOTSTRAP_MAX];
   size_t len = 0;
   REQUIRE(gs_ps_backend.bootstrap(rc[0].state, &rc[0].cfg, blob, &len, &e) == 0, "bootstrap: %s",

@@ -63,6 +63,9 @@ typedef struct job_opts {
    * any rank opens (to aim raw sockets at the live server) */
   void (*on_blob)(const char *endpoint, void *ctx);
   void *on_blob_ctx;      /* gradients are uniform in +-grad_scale (times the loss scale) */
+  /* run_threads: called with every rank's published endpoint after every
+   * prepare, before any rank opens (to change what the ranks learn) */
+  void (*on_endpoints)(char (*ep)[GS_ENDPOINT_MAX], int world);
 } job_opts;
 
 typedef struct job_result {

@@ -21,7 +21,11 @@
  *    server averages a host's push as its L ranks; under async and backup 1
  *    every rank of a host holds its leader's bits and reports its host's
  *    staleness (-1: dropped), and a dropped push drops the whole host's;
- *  - refusals: hosts of unequal size;
+ *  - refusals: hosts of unequal size, shared memory turned off (GS_SHM=0);
+ *  - meeting: a rank of a host on another machine (its published host key)
+ *    makes every rank of that host fail saying so; a leader's segment a
+ *    member cannot map makes it fail saying so, and its leader's first wait
+ *    name it at the timeout; every rank of the job fails in time;
  *  - faults (processes): a rank killed inside a host, or a leader killed,
  *    makes every other rank fail naming it within the timeout, and nothing
  *    is left in /dev/shm. */
@@ -244,6 +248,46 @@ static void refused(const char *what, int world, int L, gs_dtype wire, const cha
   k->destroy(k);
 }
 
+/* What a host's ranks published, changed before they open: rank 1 on
+ * another machine (its host key's hash), or a leader's segment that cannot
+ * be mapped (a descriptor it does not hold). */
+static void other_machine(char (*ep)[GS_ENDPOINT_MAX], int world) {
+  char *hash = strchr(ep[1], ',');
+  REQUIRE(world > 1 && hash && hash[1], "rank 1 published '%s'", ep[1]);
+  hash[1] = hash[1] == '0' ? '1' : '0';
+}
+
+static void unmappable(char (*ep)[GS_ENDPOINT_MAX], int world) {
+  char *fd = strstr(ep[0], "/fd/"), *colon = fd ? strchr(fd, ':') : NULL;
+  REQUIRE(fd && colon, "rank 0 published '%s'", ep[0]);
+  char rest[GS_ENDPOINT_MAX];
+  snprintf(rest, sizeof rest, "%s", colon);
+  snprintf(fd, GS_ENDPOINT_MAX - (size_t)(fd - ep[0]), "/fd/999999%s", rest);
+}
+
+/* A host that cannot meet: every rank fails in time, nobody hangs; the
+ * ranks that know why say it (who: the ranks that must say words). */
+static void met_badly(const char *what, void (*change)(char (*)[GS_ENDPOINT_MAX], int),
+                      const int *who, int nwho, const char *words) {
+  job_opts o = base(4, 2);
+  o.steps = 2;
+  o.timeout_ms = 2000;
+  o.on_endpoints = change;
+  job_result *r = result_new(&o);
+  double t0 = gs_now();
+  REQUIRE(run_threads(&o, r) != 0, "%s: the job succeeded", what);
+  for (int q = 0; q < o.world; q++) {
+    REQUIRE(r->rc[q] != 0 && r->fail_t[q] - t0 < 15.0, "%s: rank %d: rc %d after %.1f s (%s)",
+            what, q, r->rc[q], r->fail_t[q] - t0, r->err[q]);
+  }
+  for (int i = 0; i < nwho; i++)
+    REQUIRE(strstr(r->err[who[i]], words), "%s: rank %d does not say '%s': %s", what, who[i],
+            words, r->err[who[i]]);
+  printf("ok: %s: every rank failed within %.1f s; rank %d said '%s'\n", what,
+         gs_now() - t0, who[0], r->err[who[0]]);
+  result_free(r);
+}
+
 static int shm_entries(void) {
   DIR *d = opendir("/dev/shm");
   if (!d) return 0;
@@ -307,6 +351,16 @@ int main(void) {
   against_flat(4, 4);
   against_flat(6, 2);
   refused("hosts of 4 in a world of 6", 6, 4, GS_F32, "do not divide");
+  setenv("GS_SHM", "0", 1);
+  refused("shared memory turned off", 4, 2, GS_F32, "which GS_SHM=0 turns off");
+  unsetenv("GS_SHM");
+  const int host0[] = {0, 1}, rank1[] = {1}, rank0[] = {0};
+  met_badly("rank 1 on another machine", other_machine, host0, 2,
+            "rank 1 is not on the machine of rank 0, the first of host 0");
+  met_badly("host 0's segment not mappable (rank 1)", unmappable, rank1, 1,
+            "cannot map the shared memory of host 0 (rank 0's): opening /proc/");
+  met_badly("host 0's segment not mappable (rank 0)", unmappable, rank0, 1,
+            "rank(s) 1 did not arrive within 4000 ms");
   scaled(GS_F16, (gs_ps_sync){.model = GS_PS_BSP}, "bsp");
   scaled(GS_BF16, (gs_ps_sync){.model = GS_PS_BSP}, "bsp");
   /* 16-bit pushes under the stale models' machinery: bsp's bits */
