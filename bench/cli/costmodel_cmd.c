@@ -1,4 +1,4 @@
-/* costmodel.c: bench --calibrate and bench --project, the cost model's two
+/* costmodel_cmd.c: bench --calibrate and bench --project, the cost model's two
  * commands (cli.h): which flags they take, their checks, and their mains.
  * Neither starts a rank: --calibrate measures this machine (the cost
  * model's measure.c, given a plain configuration made from the flags) and

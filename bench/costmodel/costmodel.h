@@ -421,7 +421,7 @@ int gs_cm_compress_predict(const gs_cm_machine *m, const gs_cm_job *j,
 int gs_cm_compress_measure(const gs_train_opts *train, int threads, int reps,
                            gs_cm_compressed *out, gs_err *e);
 
-/* ---- stragglers (straggle.c) ----
+/* ---- stragglers (stragglers.c) ----
  * The step time and samples/s of one consistency model when rank r
  * computes c0_s x factor[r] x (1 + jitter_cv |z|) per step: sync (ring, ps
  * bsp; period H > 1: ring averaging every H steps) waits for the slowest
