@@ -185,10 +185,11 @@ static int calibration(const gs_opts *o, const char *dir, gs_cm_calib *c) {
 }
 
 /* Per bucket, when backward has it ready (NULL, with *bucket_ready NULL:
- * in proportion to bytes, --ready-by bytes). Per tensor, the first of: the
- * calibration's timing of this model; a profile's measured backward per
- * layer; its work per layer; a timing of the model on this machine now. 0,
- * or the exit status. */
+ * in proportion to bytes, --ready-by bytes). Per tensor, the first of: a
+ * profile's measured backward per layer (a calibration's timing of its
+ * emulation would only copy it, with noise); the calibration's timing of
+ * this model; a profile's work per layer; a timing of the model on this
+ * machine now. 0, or the exit status. */
 static int readiness(const gs_opts *o, const gs_cm_plan *plan, const gs_cm_calib *c,
                      double **bucket_ready, char *why, size_t cap) {
   gs_err e = {0};
@@ -205,16 +206,16 @@ static int readiness(const gs_opts *o, const gs_cm_plan *plan, const gs_cm_calib
     return 1;
   }
   int rc = GS_OK;
-  if (c->nready > 0 && !strcmp(c->model, o->models[0])) {
+  if (plan->tensor_bwd_s) {
+    snprintf(why, cap, "per layer, as the profile of %s measured its backward", o->models[0]);
+    rc = gs_cm_ready_from_macs(plan->tensor_bwd_s, plan->ntensors, tensor, &e);
+  } else if (c->nready > 0 && !strcmp(c->model, o->models[0])) {
     snprintf(why, cap, "per tensor, as the calibration timed %s's backward", c->model);
     memcpy(tensor, c->ready, (size_t)c->nready * sizeof *tensor);
     rc = c->nready == plan->ntensors ? GS_OK
                                      : GS_FAIL(&e, GS_EINVAL, "the calibration timed %d tensors "
                                                "of %s, which has %d: calibrate it again",
                                                c->nready, c->model, plan->ntensors);
-  } else if (plan->tensor_bwd_s) {
-    snprintf(why, cap, "per layer, as the profile of %s measured its backward", o->models[0]);
-    rc = gs_cm_ready_from_macs(plan->tensor_bwd_s, plan->ntensors, tensor, &e);
   } else if (plan->tensor_macs) {
     snprintf(why, cap, "per layer, from %s's multiply-adds", o->models[0]);
     rc = gs_cm_ready_from_macs(plan->tensor_macs, plan->ntensors, tensor, &e);
