@@ -18,11 +18,14 @@
  * (checkpoints are by name).
  *
  * Compute is emulated with real work: 128x128x128 GEMMs through the kernels
- * table (gemm_lp in mixed precision), timed once when the model is made
- * (the fastest of a few trials, so a busy machine at start does not inflate
- * the plan). Each layer's forward and backward time goes to one tensor of
- * it: its backward time to the first of its tensors backward reaches, as
- * the GEMMs done before that gradient is ready. How long a step is:
+ * table (gemm_lp in mixed precision), run until the pass's schedule says
+ * the layer is done. Each layer's forward and backward time goes to one
+ * tensor of it: its backward time to the first of its tensors backward
+ * reaches, as the work done before that gradient is ready. The schedule is
+ * kept from the start of each pass (a layer that ran long is made up by the
+ * next ones), so a pass lasts what the profile says to within one GEMM
+ * whatever else the machine runs, as a device of its own would; the hooks'
+ * own time is part of it. How long a step is:
  *   compute_scale > 0  every measured time x compute_scale x the batch over
  *                      the profile's batch (another device, another batch);
  *   else               compute_ms per step in all, split over the layers in
@@ -54,14 +57,13 @@
 
 typedef struct prof_model {
   gs_model base;
-  int *fwd_units, *bwd_units;   /* GEMMs per tensor */
-  int fwd_tail, bwd_tail;       /* after the last layer's forward, after the last gradient */
+  double *fwd_t, *bwd_t;        /* seconds of emulated compute per tensor */
+  double fwd_tail, bwd_tail;    /* after the last layer's forward, after the last gradient */
   float *a, *b, *c;             /* UNIT x UNIT operands, fp32 */
   void *alp, *blp;              /* ... in the compute dtype */
   float *pattern;               /* device, PATTERN values times pattern_scale */
   float *pattern_host;          /* unscaled */
   float pattern_scale;
-  double unit_s;
 } prof_model;
 
 bool gs_profile_known(const char *name) {
@@ -129,51 +131,40 @@ static void unit_gemm(prof_model *m) {
                UNIT, 0.0f, m->c, UNIT);
 }
 
-static int calibrate(prof_model *m, gs_err *e) {
-  gs_kernels *k = m->base.k;
-  for (int i = 0; i < 3; i++) unit_gemm(m);
-  GS_TRY(k->sync(k, e));
-  double best = 1e30;
-  for (int trial = 0; trial < 5; trial++) {
-    double t0 = gs_now();
-    for (int i = 0; i < 8; i++) unit_gemm(m);
-    GS_TRY(k->sync(k, e));
-    double dt = (gs_now() - t0) / 8;
-    if (dt < best) best = dt;
+/* The step's seconds over the tensors in proportion to the measured times
+ * (the tails apart). */
+static void split_time(prof_model *m, const gs_profile *p, double step_s) {
+  gs_model *gm = &m->base;
+  double total = p->fwd_tail_s + p->bwd_tail_s;
+  for (int i = 0; i < gm->ntensors; i++) total += gm->tensors[i].fwd_s + gm->tensors[i].bwd_s;
+  double f = step_s / total;
+  for (int i = 0; i < gm->ntensors; i++) {
+    m->fwd_t[i] = gm->tensors[i].fwd_s * f;
+    m->bwd_t[i] = gm->tensors[i].bwd_s * f;
   }
-  m->unit_s = best > 0 ? best : 1e-9;
-  return GS_OK;
+  m->fwd_tail = p->fwd_tail_s * f;
+  m->bwd_tail = p->bwd_tail_s * f;
 }
 
-/* `units` GEMMs over the step in proportion to the measured times, in the
- * order the step meets them (forward, its tail, backward from the last
- * tensor, its tail), with cumulative rounding so the parts add up exactly
- * and a layer's GEMMs fall where its time does. */
-static void split_units(prof_model *m, const gs_profile *p, double units) {
-  gs_model *gm = &m->base;
-  double total = p->fwd_tail_s + p->bwd_tail_s, cum = 0;
-  for (int i = 0; i < gm->ntensors; i++) total += gm->tensors[i].fwd_s + gm->tensors[i].bwd_s;
-  long prev = 0;
-#define TAKE(dst, secs)                            \
-  do {                                             \
-    cum += (secs);                                 \
-    long upto = lround(units * cum / total);       \
-    (dst) = (int)(upto - prev);                    \
-    prev = upto;                                   \
-  } while (0)
-  for (int i = 0; i < gm->ntensors; i++) TAKE(m->fwd_units[i], gm->tensors[i].fwd_s);
-  TAKE(m->fwd_tail, p->fwd_tail_s);
-  for (int i = gm->ntensors - 1; i >= 0; i--) TAKE(m->bwd_units[i], gm->tensors[i].bwd_s);
-  TAKE(m->bwd_tail, p->bwd_tail_s);
-#undef TAKE
+/* GEMMs until `upto` seconds of the pass that began at t0 have gone */
+static int work_until(prof_model *m, double t0, double upto, gs_err *e) {
+  gs_kernels *k = m->base.k;
+  while (gs_now() - t0 < upto) {
+    unit_gemm(m);
+    GS_TRY(k->sync(k, e));
+  }
+  return GS_OK;
 }
 
 static int prof_forward(gs_model *gm, const float *params, int batch, float *loss, int *correct,
                         gs_err *e) {
   prof_model *m = (prof_model *)gm;
-  for (int i = 0; i < gm->ntensors; i++)
-    for (int u = 0; u < m->fwd_units[i]; u++) unit_gemm(m);
-  for (int u = 0; u < m->fwd_tail; u++) unit_gemm(m);
+  double t0 = gs_now(), upto = 0;
+  for (int i = 0; i < gm->ntensors; i++) {
+    upto += m->fwd_t[i];
+    GS_TRY(work_until(m, t0, upto, e));
+  }
+  GS_TRY(work_until(m, t0, upto + m->fwd_tail, e));
   if (loss) *loss = 0.0f;
   if (correct) *correct = 0;
   return gm->k->sync(gm->k, e);
@@ -196,9 +187,11 @@ static int prof_backward(gs_model *gm, const float *params, float *grads, int ba
   prof_model *m = (prof_model *)gm;
   gs_kernels *k = gm->k;
   if (scale != m->pattern_scale) GS_TRY(set_pattern_scale(m, scale, e));
+  double t0 = gs_now(), upto = 0;
   for (int i = gm->ntensors - 1; i >= 0; i--) {
     const gs_tensor *t = &gm->tensors[i];
-    for (int u = 0; u < m->bwd_units[i]; u++) unit_gemm(m);
+    upto += m->bwd_t[i];
+    GS_TRY(work_until(m, t0, upto, e));
     size_t phase = (size_t)((t->offset * 2654435761ull + (uint64_t)gm->step * 7919ull +
                              (uint64_t)gm->rank * 104729ull) % PATTERN);
     for (size_t done = 0; done < t->count;) {
@@ -211,7 +204,7 @@ static int prof_backward(gs_model *gm, const float *params, float *grads, int ba
     GS_TRY(k->sync(k, e));
     if (hook) GS_TRY(hook(ctx, i, e));
   }
-  for (int u = 0; u < m->bwd_tail; u++) unit_gemm(m);
+  GS_TRY(work_until(m, t0, upto + m->bwd_tail, e));
   return k->sync(k, e);
 }
 
@@ -225,21 +218,21 @@ static void prof_destroy(gs_model *gm) {
   k->release(k, m->blp);
   k->release(k, m->pattern);
   free(m->pattern_host);
-  free(m->fwd_units);
-  free(m->bwd_units);
+  free(m->fwd_t);
+  free(m->bwd_t);
   free(gm->tensors);
   free(m);
 }
 
 static const gs_model_ops prof_ops = {prof_forward, prof_backward, prof_destroy};
 
-/* the GEMM operands, the gradient pattern and the unit counts */
+/* the GEMM operands, the gradient pattern and the times per tensor */
 static int make_buffers(prof_model *m, const char *name, uint64_t seed, gs_err *e) {
   gs_model *gm = &m->base;
   gs_kernels *k = gm->k;
   size_t esz = gs_dtype_size(gm->compute);
-  m->fwd_units = calloc((size_t)gm->ntensors, sizeof(int));
-  m->bwd_units = calloc((size_t)gm->ntensors, sizeof(int));
+  m->fwd_t = calloc((size_t)gm->ntensors, sizeof(double));
+  m->bwd_t = calloc((size_t)gm->ntensors, sizeof(double));
   m->pattern_host = malloc(PATTERN * sizeof(float));
   m->a = k->alloc(k, UNIT * UNIT * sizeof(float));
   m->b = k->alloc(k, UNIT * UNIT * sizeof(float));
@@ -248,7 +241,7 @@ static int make_buffers(prof_model *m, const char *name, uint64_t seed, gs_err *
   m->blp = k->alloc(k, UNIT * UNIT * esz);
   m->pattern = k->alloc(k, PATTERN * sizeof(float));
   GS_TRY(k->sync(k, e));
-  if (!m->fwd_units || !m->bwd_units || !m->pattern_host || !m->a || !m->b || !m->c || !m->alp ||
+  if (!m->fwd_t || !m->bwd_t || !m->pattern_host || !m->a || !m->b || !m->c || !m->alp ||
       !m->blp || !m->pattern)
     return GS_FAIL(e, GS_ENOMEM, "out of memory for the %s profile", name);
   gs_rng r;
@@ -319,8 +312,7 @@ int gs_model_create_scaled(const char *name, gs_kernels *k, int max_batch, gs_dt
   int rc = build(gm, &p, e);
   if (rc == 0) rc = plan_compute(m, &p, name, compute_ms, compute_scale, &step_s, e);
   if (rc == 0) rc = make_buffers(m, name, seed, e);
-  if (rc == 0 && step_s > 0) rc = calibrate(m, e);
-  if (rc == 0 && step_s > 0) split_units(m, &p, step_s / m->unit_s);
+  if (rc == 0 && step_s > 0) split_time(m, &p, step_s);
   gs_profile_free(&p);
   if (rc) {
     prof_destroy(gm);

@@ -172,9 +172,9 @@ static void scaled(void) {
   }
   double fwd_want = 0.05 * m->prof_fwd_s / per;
   printf("vgg16 x %.3g: forward %.1f ms, %.1f ms wanted\n", scale, best * 1e3, fwd_want * 1e3);
-  /* the GEMMs are timed once at the start: a machine busier then than now, or
-     now than then, moves the result either way */
-  CHECK(best > 0.4 * fwd_want && best < 5 * fwd_want, "forward %.4f s, wanted %.4f s", best,
+  /* work until the schedule says done: never shorter, longer by a GEMM and
+     what a busy machine adds to it */
+  CHECK(best >= fwd_want && best < 3 * fwd_want, "forward %.4f s, wanted %.4f s", best,
         fwd_want);
   gs_model_destroy(m);
 }
