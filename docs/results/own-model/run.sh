@@ -18,6 +18,7 @@ B=$R/build/bench/bench
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 OUT=docs/results/own-model/$(date -u +%F)-resnet18.txt
+COMMIT="$(git rev-parse HEAD)$([ -n "$(git status --porcelain)" ] && echo ' (with uncommitted changes)')"
 run() {
   echo
   echo "\$ $*"
@@ -25,7 +26,7 @@ run() {
 }
 {
   echo "# command: bash docs/results/own-model/run.sh $*"
-  echo "# commit: $(git rev-parse HEAD)$([ -n "$(git status --porcelain)" ] && echo ' (with uncommitted changes)')"
+  echo "# commit: $COMMIT"
   echo "# machine: $(hostname), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(uname -sr)"
   echo "# date: $(date -u '+%F %T UTC')"
   echo "# bench: $($B --version | head -1)"
