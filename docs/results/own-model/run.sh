@@ -18,7 +18,8 @@ B=$R/build/bench/bench
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 OUT=docs/results/own-model/$(date -u +%F)-resnet18.txt
-COMMIT="$(git rev-parse HEAD)$([ -n "$(git status --porcelain)" ] && echo ' (with uncommitted changes)')"
+COMMIT=$(git rev-parse HEAD)
+if [ -n "$(git status --porcelain)" ]; then COMMIT="$COMMIT (with uncommitted changes)"; fi
 run() {
   echo
   echo "\$ $*"
