@@ -299,7 +299,11 @@ int gs_trainer_create(const gs_train_opts *o, gs_kernels *k, gs_trainer **out, g
   t->wall_offset = gs_wall() - gs_now();
   int rc = (!t->model_spec || !t->data_spec) ? GS_FAIL(e, GS_ENOMEM, "out of memory") : GS_OK;
   if (rc == 0)
-    rc = gs_model_create(t->model_spec, k, o->batch, o->precision, o->compute_ms, o->seed, &t->m, e);
+    rc = gs_profile_known(t->model_spec)
+             ? gs_model_create_scaled(t->model_spec, k, o->batch, o->precision, o->compute_ms,
+                                      o->compute_scale, o->seed, &t->m, e)
+             : gs_model_create(t->model_spec, k, o->batch, o->precision, o->compute_ms, o->seed,
+                               &t->m, e);
   if (rc == 0) {
     t->m->rank = o->rank;
     rc = open_data(t, o, e);
@@ -609,6 +613,14 @@ size_t gs_trainer_tensor_offset(const gs_trainer *t, int i) {
 }
 double gs_trainer_tensor_macs(const gs_trainer *t, int i) {
   return i >= 0 && i < t->m->ntensors ? t->m->tensors[i].macs : 0;
+}
+double gs_trainer_tensor_backward_s(const gs_trainer *t, int i) {
+  return i >= 0 && i < t->m->ntensors ? t->m->tensors[i].bwd_s : 0;
+}
+bool gs_trainer_profile_compute(const gs_trainer *t, double *fwd_s, double *bwd_s) {
+  *fwd_s = t->m->prof_fwd_s;
+  *bwd_s = t->m->prof_bwd_s;
+  return t->m->prof_batch > 0;
 }
 int gs_trainer_nbuckets(const gs_trainer *t) { return t->nbuckets; }
 const char *gs_trainer_describe(const gs_trainer *t) { return t->desc; }

@@ -56,7 +56,8 @@ double gs_straggle_multiplier(const gs_straggle *s, uint64_t seed, int rank, int
 void gs_busy_work(double seconds);
 
 typedef struct gs_train_opts {
-  const char *model;       /* "mlp:784-2048-2048-10", "lenet", "resnet50", "vgg16", "bert-base" */
+  const char *model;       /* "mlp:784-2048-2048-10", "lenet", "resnet50", "vgg16", "bert-base",
+                              "profile:FILE" */
   const char *data;        /* "synthetic", "idx:IMAGES,LABELS", "cifar10:FILE[,FILE...]" */
   int batch;               /* per rank */
   int64_t steps;           /* optimizer steps to run (epochs roll over as needed) */
@@ -70,6 +71,8 @@ typedef struct gs_train_opts {
                               dynamic (GradScaler), bf16 and fp32 1 fixed */
   bool dynamic_scale;
   double compute_ms;       /* profiles: emulated compute per step (real GEMM work) */
+  double compute_scale;    /* profiles: > 0, each layer's measured time x this at batch
+                              (from the profile's batch) instead of compute_ms; 0: off */
   int rank, world;
   double bucket_mb, first_bucket_mb;   /* DDP: 25, 1 */
   gs_compress compress;    /* DDP's communication hook (compress.h); its seed
@@ -164,6 +167,13 @@ size_t gs_trainer_tensor_offset(const gs_trainer *t, int i);
  * tensor i's gradient (its emulated compute follows them); 0 for models
  * whose compute is real (timed, not counted). */
 double gs_trainer_tensor_macs(const gs_trainer *t, int i);
+/* A profile's measured backward time charged to tensor i (the time before
+ * its gradient is ready since the one before; seconds at the profile's
+ * batch), 0 for models whose compute is real. */
+double gs_trainer_tensor_backward_s(const gs_trainer *t, int i);
+/* A profile's measured forward and backward per sample (false, zeros, for
+ * models whose compute is real). */
+bool gs_trainer_profile_compute(const gs_trainer *t, double *fwd_s, double *bwd_s);
 int gs_trainer_nbuckets(const gs_trainer *t);
 
 /* The current parameters (nparams floats) into host memory. */

@@ -44,6 +44,7 @@ static void plan_line(FILE *f, const gs_opts *o, const char *model, double bucke
   to.batch = 1;
   to.synthetic_samples = 16; /* the tensors matter here, not the data */
   to.compute_ms = 0;
+  to.compute_scale = 0; /* nor the measured time */
   to.load_params = NULL;
   to.bucket_mb = bucket_mb;
   to.rank = 0;

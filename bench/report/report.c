@@ -118,6 +118,8 @@ static json_t *configuration(const gs_opts *o) {
                         "ps_servers", o->ps_servers, "ps_server_hosts", o->ps_server_hosts,
                         "timeout_s", o->timeout_s, "device", o->device);
   json_object_set_new(c, "repeat", json_integer(o->repeats));
+  /* profiles: the measured time x this instead of compute_ms (0: off) */
+  json_object_set_new(c, "compute_scale", json_real(o->train.compute_scale));
   char slow[GS_SLOW_MAX * 8 + 32];
   gs_straggle_text(&o->train.straggle, slow, sizeof slow);
   json_object_set_new(c, "slow", json_string(slow));
