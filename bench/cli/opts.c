@@ -353,10 +353,12 @@ static const flag FLAGS[] = {
        nmodels, 0, 0),
   LIST("batch", "LIST", "128", "per-rank batch (weak scaling; see --strong)", p_int_list,
        batches, nbatches, 1, 1 << 20),
-  LIST("bucket-mb", "LIST", "25", "gradient bucket size in MiB (DDP's 25)", p_double_list,
-       bucket_mbs, nbucket_mbs, 1e-6, 4096),
-  NUM("first-bucket-mb", 0, "MB", "1", "size of the first bucket (DDP's 1)", p_real,
-      train.first_bucket_mb, 1e-6, 4096),
+  LIST("bucket-mb", "LIST", "25", "gradient bucket size in MiB (DDP's 25); 0: a bucket per "
+       "parameter, the first too (one all-reduce each)", p_double_list, bucket_mbs, nbucket_mbs,
+       0, 4096),
+  NUM("first-bucket-mb", 0, "MB", "1", "size of the first bucket (DDP's 1); 0: none of its "
+      "own, it closes as the others (4096 with this: one bucket for the model)", p_real,
+      train.first_bucket_mb, 0, 4096),
   SWITCH("strong", 0, "off",
          "strong scaling: keep the global batch at batch x first world, split over the ranks",
          strong, 1),
