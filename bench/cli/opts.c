@@ -359,6 +359,9 @@ static const flag FLAGS[] = {
   NUM("first-bucket-mb", 0, "MB", "1", "size of the first bucket (DDP's 1); 0: none of its "
       "own, it closes as the others (4096 with this: one bucket for the model)", p_real,
       train.first_bucket_mb, 0, 4096),
+  WORD("freeze", "LAYERS", NULL, "none", "layers that do not train (requires_grad=False), "
+       "e.g. fc1 or fc1,fc2: their gradients never travel and they keep their initial values",
+       p_str, train.freeze),
   SWITCH("strong", 0, "off",
          "strong scaling: keep the global batch at batch x first world, split over the ranks",
          strong, 1),
