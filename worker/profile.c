@@ -7,6 +7,10 @@
  *   vgg16      torchvision.models.vgg16()             138,357,544
  *   bert-base  transformers BertModel (uncased, with   109,482,240
  *              the pooler), hidden 768, 12 layers
+ *   vgg11      VGG-11 with batch norm for CIFAR-10         9,231,114
+ *              (32x32 inputs, one Linear 512->10: the
+ *              pytorch-cifar model UW-Madison's CS744
+ *              trains; docs/labs/hosts-ps.md)
  * built by the loops below rather than typed out (the counts are checked
  * by tests/worker/test_profiles.c).
  *
@@ -149,6 +153,30 @@ static int build_vgg16(gs_model *m, gs_err *e) {
   return rc;
 }
 
+static int build_vgg11(gs_model *m, gs_err *e) {
+  /* cfg "A"; 0 is a max-pool. Each conv is features.i (Conv2d 3x3, padding 1),
+   * features.i+1 (BatchNorm2d), features.i+2 (ReLU); an AvgPool2d(1) ends the
+   * features, without tensors */
+  static const int cfg[] = {64, 0, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
+  int rc = 0, idx = 0, in = 3, side = 32;
+  for (size_t i = 0; i < sizeof cfg / sizeof cfg[0] && !rc; i++) {
+    if (cfg[i] == 0) {
+      idx += 1;
+      side /= 2;
+      continue;
+    }
+    rc = CONV(cfg[i], in, 3, 3, side * side, "features.%d.weight", idx);
+    rc = rc ? rc : LINEAR_B(cfg[i], in * 9, side * side, "features.%d.bias", idx);
+    rc = rc ? rc : ONES(cfg[i], side * side, "features.%d.weight", idx + 1);
+    rc = rc ? rc : ZEROS(cfg[i], side * side, "features.%d.bias", idx + 1);
+    in = cfg[i];
+    idx += 3;
+  }
+  rc = rc ? rc : LINEAR_W(10, 512, 1, "classifier.weight");
+  rc = rc ? rc : LINEAR_B(10, 512, 1, "classifier.bias");
+  return rc;
+}
+
 static int build_bert_base(gs_model *m, gs_err *e) {
   const int H = 768, I = 3072, T = 128; /* T: tokens in a sample */
   int rc = EMBED(30522, H, T, "embeddings.word_embeddings.weight");
@@ -190,6 +218,7 @@ static const struct {
     {"resnet50", build_resnet50},
     {"vgg16", build_vgg16},
     {"bert-base", build_bert_base},
+    {"vgg11", build_vgg11},
 };
 
 bool gs_profile_known(const char *name) {

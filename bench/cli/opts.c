@@ -349,8 +349,8 @@ static const flag FLAGS[] = {
   LIST("world", "LIST", "1,2,4", "ranks per run, e.g. 1,2,4,8 (a sweep; up to 1024, or "
        "1048576 with --project)", p_worlds, worlds, nworlds, 1, 1 << 20),
   LIST("model", "LIST", "mlp:784-1024-1024-10",
-       "mlp:IN-H1-..-OUT, lenet, or a profile: resnet50, vgg16, bert-base", p_str_list, models,
-       nmodels, 0, 0),
+       "mlp:IN-H1-..-OUT, lenet, or a profile: resnet50, vgg16, bert-base, vgg11", p_str_list,
+       models, nmodels, 0, 0),
   LIST("batch", "LIST", "128", "per-rank batch (weak scaling; see --strong)", p_int_list,
        batches, nbatches, 1, 1 << 20),
   LIST("bucket-mb", "LIST", "25", "gradient bucket size in MiB (DDP's 25); 0: a bucket per "
