@@ -385,8 +385,8 @@ def straggler(c):
              f"), rank 3 computing 3x as long (--slow 3:3); mlp:64-256-256-10, batch {batch}, "
              f"plain SGD lr 0.2, {steps} steps a rank",
              f"target loss {comp['runs'][0].get('target_loss') or 0:.4g}: 1.10 x the ring's final "
-             "smoothed loss; time to target: from the run's first step until its smoothed training loss "
-             "first reaches it (none: never)"] + notes
+             "smoothed loss; time to target: from the run's first step until its smoothed "
+             "training loss first reaches it (none: never)"] + notes
     chart = rep.line_chart("Training loss against wall-clock time", "seconds", "smoothed loss",
                            series)
     return cols, rows, chart, notes

@@ -95,10 +95,8 @@ def line_chart(title, xlabel, ylabel, series, logx=False, logy=False, ymin0=True
     out = _axes(x0, y0, x1, y1, xlabel, ylabel, logx, logy)
     for v in xt:
         out.append(f'<line x1="{X(v):.1f}" y1="{y0}" x2="{X(v):.1f}" y2="{y0 + 5}" stroke="#000"/>'
-                   f'<text x="{X(v):.1f}" y="{y0 + 20}" text-anchor="middle">{_tick_text(v)}</text>')
-    for v in yt:
-        out.append(f'<line x1="{x0}" y1="{Y(v):.1f}" x2="{x1}" y2="{Y(v):.1f}" stroke="#ddd"/>'
-                   f'<text x="{x0 - 6}" y="{Y(v) + 4:.1f}" text-anchor="end">{_tick_text(v)}</text>')
+                   + _text(X(v), y0 + 20, "middle", _tick_text(v)))
+    out += [_grid(x0, x1, Y(v), v) for v in yt]
     for i, s in enumerate(series):
         col = s.get("color") or COLORS[i % len(COLORS)]
         p = [(X(x), Y(y)) for x, y in s["points"] if x is not None and y is not None and
@@ -109,7 +107,8 @@ def line_chart(title, xlabel, ylabel, series, logx=False, logy=False, ymin0=True
                        f'fill="none" stroke="{col}" stroke-width="2"{dash}/>')
         if s.get("markers", True):
             out += [f'<circle cx="{a:.1f}" cy="{b:.1f}" r="4" fill="{col}"/>' for a, b in p]
-        out.append(_legend(x1 + 20, y1 + 20 * i, col, s["label"], s.get("dashed")))
+        out.append(_legend(x1 + 20, y1 + 20 * i, col, s["label"], s.get("dashed"),
+                           dot=not s.get("line", True)))
     return _svg(W, H, title, out)
 
 
@@ -124,9 +123,7 @@ def bar_chart(title, ylabel, groups, series):
     def Y(v):
         return y0 - v / yhi * (y0 - y1)
     out = _axes(x0, y0, x1, y1, "", ylabel, False, False)
-    for v in yt:
-        out.append(f'<line x1="{x0}" y1="{Y(v):.1f}" x2="{x1}" y2="{Y(v):.1f}" stroke="#ddd"/>'
-                   f'<text x="{x0 - 6}" y="{Y(v) + 4:.1f}" text-anchor="end">{_tick_text(v)}</text>')
+    out += [_grid(x0, x1, Y(v), v) for v in yt]
     n, m = len(groups), max(1, len(series))
     gw = (x1 - x0) / max(1, n)
     bw = gw * 0.8 / m
@@ -157,10 +154,22 @@ def _axes(x0, y0, x1, y1, xlabel, ylabel, logx, logy):
             f'{(y0 + y1) / 2})">{html.escape(ylabel)}{" (log scale)" if logy else ""}</text>']
 
 
-def _legend(x, y, col, label, dashed=False):
+def _text(x, y, anchor, text):
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{html.escape(text)}</text>'
+
+
+def _grid(x0, x1, y, v):
+    """a horizontal grid line at y and its value at the left"""
+    return (f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="#ddd"/>' +
+            _text(x0 - 6, y + 4, "end", _tick_text(v)))
+
+
+def _legend(x, y, col, label, dashed=False, dot=False):
     dash = ' stroke-dasharray="6,4"' if dashed else ""
-    return (f'<line x1="{x}" y1="{y}" x2="{x + 24}" y2="{y}" stroke="{col}" stroke-width="3"'
-            f'{dash}/><text x="{x + 30}" y="{y + 4}" font-size="12">{html.escape(label)}</text>')
+    mark = (f'<circle cx="{x + 12}" cy="{y}" r="4" fill="{col}"/>' if dot else
+            f'<line x1="{x}" y1="{y}" x2="{x + 24}" y2="{y}" stroke="{col}" '
+            f'stroke-width="3"{dash}/>')
+    return f'{mark}<text x="{x + 30}" y="{y + 4}" font-size="12">{html.escape(label)}</text>'
 
 
 def _svg(W, H, title, body):
@@ -181,8 +190,8 @@ def write(out, lab, columns, rows, chart, notes, runs, meta):
         for r in rows:
             w.writerow(["" if v is None or (isinstance(v, float) and not math.isfinite(v))
                         else (f"{v:.6g}" if isinstance(v, float) else v) for v in r])
-    md = [f"# {lab['title']}", ""] + [f"- {k}: {v}" for k, v in meta] + ["", markdown(columns, rows),
-                                                                          ""]
+    md = ([f"# {lab['title']}", ""] + [f"- {k}: {v}" for k, v in meta] +
+          ["", markdown(columns, rows), ""])
     md += [f"- {n}" for n in notes]
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write("\n".join(md) + "\n")
