@@ -222,7 +222,10 @@ def gather_allreduce_ddp(c):
     variants = [("gather", "gather/scatter to rank 0 (ps)",
                  ["--mode", "ps", "--bucket-mb", "0", "--no-overlap"], "gather/scatter"),
                 ("allreduce", "all_reduce per parameter",
-                 ["--mode", "ring", "--bucket-mb", "0", "--no-overlap"], "all_reduce"),
+                 ["--mode", "ring", "--bucket-mb", "0", "--no-overlap"], "all_reduce each"),
+                ("flat", "one all_reduce of every gradient",
+                 ["--mode", "ring", "--bucket-mb", "4096", "--first-bucket-mb", "0",
+                  "--no-overlap"], "one all_reduce"),
                 ("ddp", "DDP (25 MiB buckets, overlap)", ["--mode", "ring"], "DDP")]
     rows, per_host = [], []
     for tag, name, flags, _ in variants:

@@ -3,10 +3,10 @@
 command, short (tools/lab.py gather-allreduce-ddp --size smoke: VGG-11's
 gradient shapes on 4 emulated hosts, 5 ms of emulated compute, 3 steps a
 run; root, else skipped): it ends well, prints a progress line per bench
-run, and its table has the three variants with a positive step, every
+run, and its table has the four variants with a positive step, every
 host's bytes each way and host 0's link busy share; the bytes are the
 patterns' (gather/scatter: host 0 carries about 3x a worker's; the
-all-reduce and DDP: every host about 1.5x the model's 35.2 MiB each way);
+all-reduces and DDP: every host about 1.5x the model's 35.2 MiB each way);
 its chart, table.md and report.html exist. Without root the lab stops with
 exit status 2 saying why (checked where this runs as root by dropping to
 nobody)."""
@@ -22,10 +22,11 @@ for h in range(4):
     COLS += [f"host {h} sent (MiB/step)", f"host {h} received (MiB/step)"]
 COLS.append("host 0's link busy (%)")
 r, d, head, rows = lab("gather-allreduce-ddp")
-lab_shape("gather-allreduce-ddp", r, d, head, rows, COLS, 3, COLS[1:])
+lab_shape("gather-allreduce-ddp", r, d, head, rows, COLS, 4, COLS[1:])
 S = 9231114 * 4 / 2 ** 20
-if len(rows) == 3 and head == COLS:
+if len(rows) == 4 and head == COLS:
     check([x[0] for x in rows] == ["gather/scatter to rank 0 (ps)", "all_reduce per parameter",
+                                   "one all_reduce of every gradient",
                                    "DDP (25 MiB buckets, overlap)"], f"variants {rows}")
     g = [float(v) for v in rows[0][2:10]]
     check(all(abs(g[i] / (3 * S) - 1) < 0.1 for i in (0, 1)) and
