@@ -12,7 +12,7 @@
  *   lenet               the seeds' CIFAR-10 net: conv1 3->6 5x5, ReLU, max-pool
  *                       2, conv2 6->16 5x5, ReLU, max-pool 2, flatten (NCHW),
  *                       fc1 400->120, ReLU, fc2 120->84, ReLU, fc3 84->10
- *   resnet50, vgg16, bert-base, profile:FILE
+ *   resnet50, vgg16, bert-base, vgg11, profile:FILE
  *                       profiles (profile.c, a network as tools/profile_model.py
  *                       measured it): the real tensors, emulated compute,
  *                       pseudo-gradients, dummy loss 0.

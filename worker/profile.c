@@ -5,9 +5,11 @@
  * A profile is what tools/profile_model.py measured of a PyTorch network:
  * its parameters, the order in which backward made their gradients ready,
  * and each layer's forward and backward time. --model profile:FILE reads
- * one; resnet50, vgg16 and bert-base are the same files, shipped inside the
- * program (worker/profiles/, made by the profiler: torchvision's resnet50
- * and vgg16, Hugging Face's BertModel with bert-base-uncased's config).
+ * one; resnet50, vgg16, bert-base and vgg11 are the same files, shipped
+ * inside the program (worker/profiles/, made by the profiler: torchvision's
+ * resnet50 and vgg16, Hugging Face's BertModel with bert-base-uncased's
+ * config, and tools/models/cifar_vgg11.py, VGG-11 with batch norm for
+ * CIFAR-10, UW-Madison CS744's model).
  *
  * The tensors are laid out in the order backward makes them, reversed:
  * tensor 0 is the parameter whose gradient is ready last, so backward walks

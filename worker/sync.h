@@ -241,7 +241,9 @@ void gs_want_of_config(const gs_sync_config *c, gs_want *w);
  * DDP's way: walk from the last parameter backwards, close a bucket when it
  * reaches cap bytes (first_cap for the first bucket); never split one
  * parameter. elem_bytes is the gradient dtype's size. Buckets come out in
- * readiness order (bucket 0 holds the last parameters). *out is malloc'ed. */
+ * readiness order (bucket 0 holds the last parameters). cap 0: a bucket per
+ * parameter, the first too; first_cap 0: the first closes past cap as the
+ * others do. *out is malloc'ed. */
 int gs_plan_buckets(const size_t *param_sizes, int nparams, size_t elem_bytes,
                     size_t first_cap, size_t cap, gs_bucket **out, int *nbuckets, gs_err *e);
 

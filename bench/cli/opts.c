@@ -349,15 +349,20 @@ static const flag FLAGS[] = {
   LIST("world", "LIST", "1,2,4", "ranks per run, e.g. 1,2,4,8 (a sweep; up to 1024, or "
        "1048576 with --project)", p_worlds, worlds, nworlds, 1, 1 << 20),
   LIST("model", "LIST", "mlp:784-1024-1024-10",
-       "mlp:IN-H1-..-OUT, lenet, or a profile: resnet50, vgg16, bert-base, profile:FILE (a "
-       "network tools/profile_model.py measured)", p_str_list, models,
+       "mlp:IN-H1-..-OUT, lenet, or a profile: resnet50, vgg16, bert-base, vgg11, profile:FILE "
+       "(a network tools/profile_model.py measured)", p_str_list, models,
        nmodels, 0, 0),
   LIST("batch", "LIST", "128", "per-rank batch (weak scaling; see --strong)", p_int_list,
        batches, nbatches, 1, 1 << 20),
-  LIST("bucket-mb", "LIST", "25", "gradient bucket size in MiB (DDP's 25)", p_double_list,
-       bucket_mbs, nbucket_mbs, 1e-6, 4096),
-  NUM("first-bucket-mb", 0, "MB", "1", "size of the first bucket (DDP's 1)", p_real,
-      train.first_bucket_mb, 1e-6, 4096),
+  LIST("bucket-mb", "LIST", "25", "gradient bucket size in MiB (DDP's 25); 0: a bucket per "
+       "parameter, the first too (one all-reduce each)", p_double_list, bucket_mbs, nbucket_mbs,
+       0, 4096),
+  NUM("first-bucket-mb", 0, "MB", "1", "size of the first bucket (DDP's 1); 0: none of its "
+      "own, it closes as the others (4096 with this: one bucket for the model)", p_real,
+      train.first_bucket_mb, 0, 4096),
+  WORD("freeze", "LAYERS", NULL, "none", "layers that do not train (requires_grad=False), "
+       "e.g. fc1 or fc1,fc2: their gradients never travel and they keep their initial values",
+       p_str, train.freeze),
   SWITCH("strong", 0, "off",
          "strong scaling: keep the global batch at batch x first world, split over the ranks",
          strong, 1),

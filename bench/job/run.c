@@ -22,7 +22,7 @@ size_t gs_run_settings(const gs_opts *o, gs_mode mode, int world, char *buf, siz
                    "compute_scale=%.9g\nbucket_mb=%.9g\nfirst_bucket_mb=%.9g\noverlap=%d\n"
                    "ps_dedicated=%d\nps_servers=%d\nps_server_hosts=%d\ndevice=%s\nsamples=%lld\n"
                    "load_params=%s\nverify=%d\nslow=%s\njitter=%.9g\nps_sync=%s\n"
-                   "ring_period=%d\ncompress=%s\npowersgd_start=%lld\n",
+                   "ring_period=%d\ncompress=%s\npowersgd_start=%lld\nfreeze=%s\n",
                    gs_mode_name(mode), world, t->model, t->data, t->batch, (long long)t->steps,
                    t->lr, t->momentum, t->weight_decay, (unsigned long long)t->seed, t->shuffle,
                    t->drop_last, gs_dtype_name(t->precision), t->loss_scale, t->dynamic_scale,
@@ -34,7 +34,8 @@ size_t gs_run_settings(const gs_opts *o, gs_mode mode, int world, char *buf, siz
                    t->load_params ? t->load_params : "", o->verify, slow, t->straggle.jitter_cv,
                    mode == GS_MODE_PS ? ps_sync : "bsp",
                    mode == GS_MODE_ALLREDUCE ? o->ring_period : 1,
-                   gs_compress_spec(&t->compress, (char[32]){0}, 32), (long long)t->compress.start);
+                   gs_compress_spec(&t->compress, (char[32]){0}, 32), (long long)t->compress.start,
+                   t->freeze ? t->freeze : "");
   return n < 0 ? 0 : (size_t)n;
 }
 

@@ -128,6 +128,7 @@ static json_t *configuration(const gs_opts *o) {
   gs_ps_sync_text(&o->ps_sync, sync, sizeof sync);
   json_object_set_new(c, "ps_sync", json_string(sync));
   json_object_set_new(c, "ring_period", json_integer(o->ring_period));
+  json_object_set_new(c, "freeze", json_string(t->freeze ? t->freeze : ""));
   char hr[GS_HOST_RATES_MAX * 32];
   gs_host_rates_text(&o->link_host, hr, sizeof hr);
   json_object_set_new(c, "link_host", json_string(hr));

@@ -2,7 +2,8 @@
  * tools/profile_model.py wrote (worker/profiles/, shipped inside the
  * program) and from profile:FILE.
  *  - parameter counts of the real networks (torchvision resnet50 and vgg16,
- *    Hugging Face bert-base-uncased with its pooler), tensor counts, names
+ *    Hugging Face bert-base-uncased with its pooler, CIFAR's VGG-11 with
+ *    batch norm), tensor counts, names
  *    and shapes, and the multiply-adds per sample the profiler counted;
  *  - the tensors lie in the order backward made them ready, reversed (the
  *    profile's ready_order), so backward walks them from the last; each
@@ -86,8 +87,11 @@ static void counts(void) {
       {"resnet50", 25557032, 161, 4.09},
       {"vgg16", 138357544, 32, 15.47},
       {"bert-base", 109482240, 199, 10.87},
+      /* CIFAR-10's 32x32 (tools/models/cifar_vgg11.py): the convolutions'
+       * 0.1528 G and the classifier's, as the CIFAR tables count them */
+      {"vgg11", 9231114, 34, 0.1529},
   };
-  for (size_t i = 0; i < 3; i++) {
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     gs_err e = {0};
     gs_model *m = NULL;
     CHECK_OK(gs_model_create(want[i].name, K, 8, GS_F32, 0, 0, &m, &e), &e);
@@ -129,6 +133,13 @@ static void counts(void) {
         if (!strncmp(m->tensors[j].name, "classifier.", 11)) fc += m->tensors[j].macs;
       }
       CHECK(fc / all < 0.01 && fc / all > 0.005, "vgg16: classifier %.4f of the work", fc / all);
+    } else if (!strcmp(want[i].name, "vgg11")) {
+      /* pytorch-cifar's VGG('VGG11'): conv, norm, ReLU at features.i, i+1, i+2 */
+      shape_is(m, "features.0.weight", 4, 64, 3, 3, 3);
+      shape_is(m, "features.1.bias", 1, 64, 0, 0, 0);
+      shape_is(m, "features.15.weight", 4, 512, 256, 3, 3);
+      shape_is(m, "features.26.weight", 1, 512, 0, 0, 0);
+      shape_is(m, "classifier.weight", 2, 10, 512, 0, 0);
     } else {
       shape_is(m, "embeddings.position_embeddings.weight", 2, 512, 768, 0, 0);
       shape_is(m, "encoder.layer.11.attention.self.value.weight", 2, 768, 768, 0, 0);
