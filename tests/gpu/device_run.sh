@@ -112,6 +112,7 @@ finish() {
 trap finish TERM INT
 
 {
+  echo "command: GS_DEVICE_BUDGET=$BUDGET${GS_DEVICE_ONLY:+ GS_DEVICE_ONLY=\"$GS_DEVICE_ONLY\"} tests/gpu/device_run.sh ${1:-gpu-bundle}"
   echo "date: $(date -Is)"
   echo "bundle: $(cat "$B/BUILD-INFO" 2>/dev/null | tr '\n' ' ')"
   echo "machine: $(uname -srm), $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
