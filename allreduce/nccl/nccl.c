@@ -50,7 +50,7 @@
 #include <nccl.h>
 
 #include "allreduce/allreduce.h"
-#include "allreduce/nccl/nccl.h"
+#include "allreduce/nccl/nccl_backend.h"
 #include "allreduce/nccl/nccl_internal.h"
 #include "kernels/cuda/cuda_impl.h"
 

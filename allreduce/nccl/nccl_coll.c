@@ -33,7 +33,7 @@
 #include <stdio.h>
 
 #include "allreduce/allreduce.h"
-#include "allreduce/nccl/nccl.h"
+#include "allreduce/nccl/nccl_backend.h"
 #include "allreduce/nccl/nccl_internal.h"
 
 /* One NCCL call on the session's comm stream: sb and db are the whole

@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "allreduce/allreduce.h"
-#include "allreduce/nccl/nccl.h"
+#include "allreduce/nccl/nccl_backend.h"
 #include "kernels/cuda_loader.h"
 
 static const gs_backend *real(int rank, gs_err *e) {

@@ -1,8 +1,9 @@
-/* nccl.h: the contract of allreduce/nccl, the "nccl" backend of sync.h:
+/* nccl_backend.h: the contract of allreduce/nccl, the "nccl" backend of sync.h:
  * DDP's all-reduce on GPUs through NCCL, one rank per GPU, a bucket's
  * all-reduce overlapping backward on a stream of its own; and the
  * collective benchmark's NCCL calls. Always spelled
- * "allreduce/nccl/nccl.h": <nccl.h> is NCCL's own.
+ * "allreduce/nccl/nccl_backend.h" (not nccl.h: <nccl.h> is NCCL's own, and
+ * tests/gpu/mock/nccl.h stands in for it).
  *
  * What it is to the rest of gradsync is declared in allreduce.h, in every
  * build: gs_nccl_backend, gs_nccl_caps (what it runs, so the command line

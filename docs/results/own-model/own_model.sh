@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
-# run.sh: docs/own-model.md's four commands ("bring your own model") end to
+# own_model.sh: docs/own-model.md's four commands ("bring your own model") end to
 # end on torchvision's resnet18, as a newcomer would run them, into
 # docs/results/own-model/<date>-resnet18.txt; its first lines give the
 # command, the commit, the machine and the date. Run from a clean commit
 # (it refuses otherwise), as root for the emulated hosts, after building
-# (build/bench/bench). The commands run in a temporary directory, so the
+# (build/bench/bench, or GS_BENCH). The commands run in a temporary directory, so the
 # profile is resnet18.json there; the repository's paths are written as
 # from its root.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 if [ -n "$(git status --porcelain)" ] && [ "${1:-}" != "--allow-dirty" ]; then
-  echo "run.sh: the work tree has changes: commit them first (or --allow-dirty)" >&2
+  echo "own_model.sh: the work tree has changes: commit them first (or --allow-dirty)" >&2
   exit 1
 fi
 R=$(pwd)
-B=$R/build/bench/bench
+B=${GS_BENCH:-$R/build/bench/bench}
+# the figures are this commit's only if bench was built from it, clean
+built=$("$B" --version | head -1)
+case $built in
+  *"(git $(git rev-parse --short=12 HEAD))"*) ;;
+  *) [ "${1:-}" = "--allow-dirty" ] ||
+       { echo "own_model.sh: $B is '$built', not a clean build of $(git rev-parse --short=12 HEAD): rebuild it (ninja -C build)" >&2; exit 1; } ;;
+esac
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 OUT=docs/results/own-model/$(date -u +%F)-resnet18.txt
@@ -26,7 +33,7 @@ run() {
   "$@" 2>&1
 }
 {
-  echo "# command: bash docs/results/own-model/run.sh $*"
+  echo "# command: bash docs/results/own-model/own_model.sh $*"
   echo "# commit: $COMMIT"
   echo "# machine: $(hostname), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(uname -sr)"
   echo "# date: $(date -u '+%F %T UTC')"
@@ -45,4 +52,4 @@ run() {
   run $B --project --model profile:resnet18.json --compute-scale 0.05 --world 8,64,512 \
       --hosts-per 8 --link 100gbit --latency 5us --batch 16 --quiet --out projection
 } | sed "s|$R/||g; s|$D/||g" > "$OUT"
-echo "run.sh: wrote $OUT"
+echo "own_model.sh: wrote $OUT"
