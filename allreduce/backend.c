@@ -42,6 +42,7 @@ typedef struct allreduce_sync {
   gs_sync base;
   gs_sync_config c;        /* copy; pointers below are ours (opts: NULL) */
   int period;              /* gs_allreduce_opts.period */
+  size_t inline_max;       /* a last bucket up to this many bytes: run_tail */
   gs_bucket *buckets;
   gs_comm *comm;
   gs_kernels *rk;
@@ -66,6 +67,16 @@ typedef struct allreduce_sync {
   gs_err err;
   gs_comm_stats acc;       /* this step */
 } allreduce_sync;
+
+/* A step's last bucket of at most this many bytes (GS_RING_INLINE, 0:
+ * none) is all-reduced by the training thread itself in end_step, once the
+ * progress thread has finished the others: handing it over costs two
+ * thread wake-ups per rank (the progress thread's, then the training
+ * thread's), which for an 8-byte all-reduce are most of its time
+ * (docs/measurements.md). The overlap given up is at most that one small
+ * all-reduce, and the operations and their order are the same, so the bits
+ * are too. */
+#define DEFAULT_INLINE_MAX ((size_t)64 << 10)
 
 static uint64_t plan_hash(const gs_bucket *b, int nb) {
   uint64_t h = GS_HASH_INIT;
@@ -141,6 +152,38 @@ static int psgd_allreduce(void *ctx, float *buf, size_t count, int part, gs_err 
   return rc;
 }
 
+/* All-reduce bucket b of the step (whichever thread runs it: the progress
+ * thread, or the training thread for a small last bucket, run_tail). */
+static int run_bucket(allreduce_sync *s, int b, int64_t step, gs_comm_stats *st, gs_err *e) {
+  const gs_bucket bk = s->buckets[b];
+  float *src = s->c.grads + bk.offset;
+  float *dst = s->c.sum_only ? s->c.params + bk.offset : src;
+  if (gs_powersgd_active(s->psgd, step)) {
+    psgd_call call = {s, step, b, st};
+    gs_powersgd_stats ps = {0};
+    int rc = gs_powersgd_bucket(s->psgd, b, s->c.grads, bk.offset, bk.count, psgd_allreduce,
+                                &call, &ps, e);
+    st->reduce_s += ps.compute_s;  /* compressing is this rank's reduction work */
+    return rc;
+  }
+  if (s->topk) return gs_topk_gather_bucket(s->topk, s->comm, s->rk, s->c.grads, b, step, st, e);
+  return gs_comm_allreduce(s->comm, src, dst, bk.count, step, b, st, e);
+}
+
+/* What a bucket's all-reduce left (under mu): its stats, and done, or the
+ * error that stops the session. */
+static void bucket_done(allreduce_sync *s, int rc, const gs_comm_stats *st, const gs_err *e) {
+  s->acc.bytes_sent += st->bytes_sent;
+  s->acc.bytes_recv += st->bytes_recv;
+  s->acc.reduce_s += st->reduce_s;
+  if (rc < 0) {
+    s->err_code = rc;
+    s->err = *e;
+  } else {
+    s->done++;
+  }
+}
+
 static void *progress(void *arg) {
   allreduce_sync *s = arg;
   pthread_mutex_lock(&s->mu);
@@ -152,34 +195,12 @@ static void *progress(void *arg) {
     int64_t step = s->step;
     pthread_mutex_unlock(&s->mu);
 
-    const gs_bucket bk = s->buckets[b];
-    float *src = s->c.grads + bk.offset;
-    float *dst = s->c.sum_only ? s->c.params + bk.offset : src;
     gs_comm_stats st = {0};
     gs_err e = {0};
-    int rc;
-    if (gs_powersgd_active(s->psgd, step)) {
-      psgd_call call = {s, step, b, &st};
-      gs_powersgd_stats ps = {0};
-      rc = gs_powersgd_bucket(s->psgd, b, s->c.grads, bk.offset, bk.count, psgd_allreduce, &call,
-                              &ps, &e);
-      st.reduce_s += ps.compute_s;  /* compressing is this rank's reduction work */
-    } else if (s->topk) {
-      rc = gs_topk_gather_bucket(s->topk, s->comm, s->rk, s->c.grads, b, step, &st, &e);
-    } else {
-      rc = gs_comm_allreduce(s->comm, src, dst, bk.count, step, b, &st, &e);
-    }
+    int rc = run_bucket(s, b, step, &st, &e);
 
     pthread_mutex_lock(&s->mu);
-    s->acc.bytes_sent += st.bytes_sent;
-    s->acc.bytes_recv += st.bytes_recv;
-    s->acc.reduce_s += st.reduce_s;
-    if (rc < 0) {
-      s->err_code = rc;
-      s->err = e;
-    } else {
-      s->done++;
-    }
+    bucket_done(s, rc, &st, &e);
     pthread_cond_broadcast(&s->cv);
   }
   pthread_mutex_unlock(&s->mu);
@@ -214,10 +235,17 @@ static int allreduce_begin_step(gs_sync *base, int64_t step, gs_err *e) {
   return gs_sync_order_begin(&s->order, step, e);
 }
 
+/* Whether bucket is the step's last and small enough for the training
+ * thread to all-reduce it itself (DEFAULT_INLINE_MAX). */
+static bool tail_inline(const allreduce_sync *s, int bucket) {
+  return bucket == s->c.nbuckets - 1 &&
+         (size_t)s->buckets[bucket].count * gs_dtype_size(s->c.wire) <= s->inline_max;
+}
+
 static int allreduce_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   allreduce_sync *s = (allreduce_sync *)base;
   GS_TRY(gs_sync_order_ready(&s->order, bucket, e));
-  if (!s->c.overlap || s->period > 1) return GS_OK;
+  if (!s->c.overlap || s->period > 1 || tail_inline(s, bucket)) return GS_OK;
   double t0 = gs_now();
   pthread_mutex_lock(&s->mu);
   int rc = s->err_code < 0 ? thread_error(s, e) : GS_OK;
@@ -228,15 +256,37 @@ static int allreduce_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   return rc;
 }
 
-/* Hand every bucket of c.grads to the progress thread and wait until it
- * all-reduced them; what it cost goes to st. */
+/* The last bucket, on the training thread (tail_inline), after the
+ * progress thread has finished every other (under mu, which it holds
+ * again on return). The progress thread sleeps meanwhile: it runs only
+ * buckets below submitted, and submitted follows done. */
+static int run_tail(allreduce_sync *s, gs_err *e) {
+  int b = s->done;
+  int64_t step = s->step;
+  pthread_mutex_unlock(&s->mu);
+  gs_comm_stats st = {0};
+  gs_err te = {0};
+  int rc = run_bucket(s, b, step, &st, &te);
+  pthread_mutex_lock(&s->mu);
+  bucket_done(s, rc, &st, &te);
+  s->submitted = s->done;
+  return rc < 0 ? thread_error(s, e) : GS_OK;
+}
+
+/* Hand every bucket of c.grads to the progress thread (but a small last
+ * one, which this thread runs itself) and wait until they are all-reduced;
+ * what it cost goes to st. */
 static int reduce_all(allreduce_sync *s, gs_sync_stats *st, gs_err *e) {
   double t0 = gs_now();
   pthread_mutex_lock(&s->mu);
-  s->submitted = s->c.nbuckets;
-  pthread_cond_broadcast(&s->cv);
+  const int nb = s->c.nbuckets;
+  const int own = nb > 0 && s->submitted < nb && tail_inline(s, nb - 1);
+  if (s->submitted < nb - own) { /* else waking the progress thread would only cost */
+    s->submitted = nb - own;
+    pthread_cond_broadcast(&s->cv);
+  }
   bool interrupted = false;
-  while (s->done < s->c.nbuckets && s->err_code == 0) {
+  while (s->done < s->submitted && s->err_code == 0) {
     /* the ring's receives time out on their own; this wakes up to notice ^C */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -252,6 +302,7 @@ static int reduce_all(allreduce_sync *s, gs_sync_stats *st, gs_err *e) {
     }
   }
   int rc = s->err_code < 0 ? thread_error(s, e) : GS_OK;
+  if (rc == GS_OK && own) rc = run_tail(s, e);
   gs_comm_stats acc = s->acc;
   pthread_mutex_unlock(&s->mu);
   double t1 = gs_now();
@@ -464,6 +515,7 @@ static int allreduce_open(void *state, const gs_sync_config *c, gs_sync **out, g
     s->c.endpoints = NULL;
     s->c.bootstrap = NULL;
     s->period = opts_of(c).period;
+    s->inline_max = gs_env_bytes("GS_RING_INLINE", DEFAULT_INLINE_MAX);
     s->c.opts = NULL; /* the caller's; what the session needs of it is above */
     s->comm = p->comm;
     s->rk = p->rk;

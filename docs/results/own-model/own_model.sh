@@ -9,35 +9,20 @@
 # from its root.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-if [ -n "$(git status --porcelain)" ] && [ "${1:-}" != "--allow-dirty" ]; then
-  echo "own_model.sh: the work tree has changes: commit them first (or --allow-dirty)" >&2
-  exit 1
-fi
 R=$(pwd)
 B=${GS_BENCH:-$R/build/bench/bench}
-# the figures are this commit's only if bench was built from it, clean
-built=$("$B" --version | head -1)
-case $built in
-  *"(git $(git rev-parse --short=12 HEAD))"*) ;;
-  *) [ "${1:-}" = "--allow-dirty" ] ||
-       { echo "own_model.sh: $B is '$built', not a clean build of $(git rev-parse --short=12 HEAD): rebuild it (ninja -C build)" >&2; exit 1; } ;;
-esac
+. docs/results/provenance.sh
+gs_require_clean "$B" "${1:-}"
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 OUT=docs/results/own-model/$(date -u +%F)-resnet18.txt
-COMMIT=$(git rev-parse HEAD)
-if [ -n "$(git status --porcelain)" ]; then COMMIT="$COMMIT (with uncommitted changes)"; fi
 run() {
   echo
   echo "\$ $*"
   "$@" 2>&1
 }
 {
-  echo "# command: bash docs/results/own-model/own_model.sh $*"
-  echo "# commit: $COMMIT"
-  echo "# machine: $(hostname), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(uname -sr)"
-  echo "# date: $(date -u '+%F %T UTC')"
-  echo "# bench: $($B --version | head -1)"
+  gs_results_header "$B" bash docs/results/own-model/own_model.sh "$@"
   cd "$D"
   # 1. the profile: parameters, readiness order, each layer's time
   run /usr/bin/python3 "$R/tools/profile_model.py" torchvision:resnet18 --batch 16 --threads 2 \
