@@ -13,6 +13,7 @@ R=$(pwd)
 B=${GS_BENCH:-$R/build/bench/bench}
 . docs/results/provenance.sh
 gs_require_clean "$B" "${1:-}"
+HDR=$(gs_results_header "$B" bash docs/results/own-model/own_model.sh "$@")  # before the results file exists (it would be a change)
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 OUT=docs/results/own-model/$(date -u +%F)-resnet18.txt
@@ -22,7 +23,7 @@ run() {
   "$@" 2>&1
 }
 {
-  gs_results_header "$B" bash docs/results/own-model/own_model.sh "$@"
+  echo "$HDR"
   cd "$D"
   # 1. the profile: parameters, readiness order, each layer's time
   run /usr/bin/python3 "$R/tools/profile_model.py" torchvision:resnet18 --batch 16 --threads 2 \

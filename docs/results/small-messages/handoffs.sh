@@ -33,6 +33,7 @@ command -v perf >/dev/null || { echo "$0: needs perf" >&2; exit 1; }
 B=${GS_BENCH:-build/bench/bench}
 . docs/results/provenance.sh
 gs_require_clean "$B" "$allow"
+HDR=$(gs_results_header "$B" docs/results/small-messages/handoffs.sh "${args[@]}")  # before the results file exists (it would be a change)
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 OUT=docs/results/small-messages/$(date -u +%F)-handoffs.txt
@@ -64,7 +65,7 @@ for r in $(seq 1 "$reps"); do
   done
 done
 {
-  gs_results_header "$B" docs/results/small-messages/handoffs.sh "${args[@]}"
+  echo "$HDR"
   [ -n "$base" ] && echo "# base: $base: $("$base" --version | head -1)"
   echo "# load: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# jobs: bench --mode ring --collective allreduce [--algo ring] --world 2 -b 8 -e 8 -w 5 -n $N1 and -n $N2"

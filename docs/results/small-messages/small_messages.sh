@@ -36,6 +36,7 @@ done
 B=${GS_BENCH:-build/bench/bench}
 . docs/results/provenance.sh
 gs_require_clean "$B" "$allow"
+HDR=$(gs_results_header "$B" docs/results/small-messages/small_messages.sh "${args[@]}")  # before the results file exists (it would be a change)
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 OUT=docs/results/small-messages/$(date -u +%F)-small-messages.txt
@@ -44,7 +45,7 @@ build=$(dirname "$(dirname "$B")")
 bench/peers/run_peers.sh -b 8 -e "$e" -f 4 -n "$n" -w "$w" -N "$worlds" -r "$rounds" -o "$D" \
   --build "$build" >&2
 {
-  gs_results_header "$B" docs/results/small-messages/small_messages.sh "${args[@]}"
+  echo "$HDR"
   echo "# what ran: bench/peers/run_peers.sh -b 8 -e $e -f 4 -n $n -w $w -N \"$worlds\" -r $rounds"
   sed 's/^/# /' "$D/info.txt"
   echo
