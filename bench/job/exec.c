@@ -40,24 +40,29 @@ int gs_exec_resolve(const gs_opts *o, gs_err *e) {
   return GS_OK;
 }
 
-int gs_exec_main(const gs_opts *o) {
-  int world = o->worlds[0], hosts = o->hosts > 0 ? o->hosts : world;
-  gs_hostlink_stat links[GS_HOSTS_MAX];
-  int n = 0;
+int gs_exec_on_hosts(const gs_opts *o, char **argv, int world, int hosts,
+                     struct gs_hostlink_stat *links, int *nlinks, char *why, size_t cap) {
   int argc = 0;
-  while (o->exec[argc]) argc++;
-  gs_launch l = {.argc = argc, .argv = o->exec, .world = world, .timeout_s = o->timeout_s, .hosts = hosts,
-                 .link_bps = o->link_bps, .link_host = &o->link_host,
+  while (argv[argc]) argc++;
+  gs_launch l = {.argc = argc, .argv = argv, .world = world, .timeout_s = o->timeout_s,
+                 .hosts = hosts, .link_bps = o->link_bps, .link_host = &o->link_host,
                  .latency_s = o->latency_s, .host_cpus = o->host_cpus, .exec = true,
-                 .exec_port = EXEC_PORT, .links = links, .nlinks = &n};
+                 .exec_port = EXEC_PORT, .links = links, .nlinks = nlinks};
   /* Gloo, NCCL and TensorPipe pick the interface of the hostname, which
    * resolves to loopback here: the host's link is eth0 (unless the user
    * said otherwise) */
   setenv("GLOO_SOCKET_IFNAME", "eth0", 0);
   setenv("NCCL_SOCKET_IFNAME", "eth0", 0);
   setenv("TP_SOCKET_IFNAME", "eth0", 0);
+  return gs_launch_run(&l, why, cap);
+}
+
+int gs_exec_main(const gs_opts *o) {
+  int world = o->worlds[0], hosts = o->hosts > 0 ? o->hosts : world;
+  gs_hostlink_stat links[GS_HOSTS_MAX];
+  int n = 0;
   char why[1024];
-  int rc = gs_launch_run(&l, why, sizeof why);
+  int rc = gs_exec_on_hosts(o, o->exec, world, hosts, links, &n, why, sizeof why);
   if (rc) fprintf(stderr, "bench: -- %s on %d emulated hosts: %s\n", o->exec[0], hosts, why);
   if (n > 0) {
     printf("# what each emulated host's link carried while the command ran (%.0f Mbit/s "

@@ -408,6 +408,12 @@ int gs_launch_watch(pid_t *pids, int n, int first_rank, int rc, double timeout_s
 const char *gs_exec_flag_refused(const char *name);
 int gs_exec_resolve(const gs_opts *o, gs_err *e);
 int gs_exec_main(const gs_opts *o);
+/* argv (NULL-terminated) once per rank of world on hosts emulated hosts
+ * with o's links, as a command after -- runs (the torchrun variables,
+ * GLOO_SOCKET_IFNAME=eth0); what each host's link carried in links
+ * (GS_HOSTS_MAX of them), *nlinks hosts. gs_launch_run's result. */
+int gs_exec_on_hosts(const gs_opts *o, char **argv, int world, int hosts,
+                     struct gs_hostlink_stat *links, int *nlinks, char *why, size_t cap);
 
 /* ---- bench's own multi-node launcher (nodes.c) ---- */
 /* --nnodes N --node-rank R --nproc-per-node K: start this node's K ranks

@@ -7,7 +7,11 @@
  * GS_PEERS_DIR point elsewhere; an installed bench whose source tree is
  * gone runs the copy under share/gradsync/peers); it prints one JSON
  * object, which becomes
- * a row of report.json's "peers" and of the comparison tables. */
+ * a row of report.json's "peers" and of the comparison tables. With
+ * emulated links (--link) its ranks run on the emulated hosts, placed as
+ * the ring's are, as a command after -- runs (exec.c), so Gloo crosses the
+ * same links as bench's ranks; rank 0 leaves its object in a file, and
+ * the row says what each host's link carried. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench/hosts/hosts.h"
 #include "bench/job/job.h"
 #include "bench/report/report.h"
 
@@ -81,9 +86,6 @@ int gs_peer_check(const gs_opts *o, gs_err *e) {
   if (o->collective)
     return GS_FAIL(e, GS_EINVAL, "--peer compares training runs; the collective benchmark has "
                    "none: drop --peer or --collective");
-  if (o->link_bps)
-    return GS_FAIL(e, GS_EINVAL, "--peer torch runs over this machine's loopback, not over "
-                   "emulated links (--link): its row would not share the network; drop one");
   if (strcmp(o->train.data, "synthetic"))
     return GS_FAIL(e, GS_EINVAL, "--peer torch trains on synthetic data only (--data %s)",
                    o->train.data);
@@ -108,6 +110,32 @@ int gs_peer_check(const gs_opts *o, gs_err *e) {
   return GS_OK;
 }
 
+/* The peer's ranks on the emulated hosts (argv ends with "--result",
+ * result: rank 0's file there); *out its object, links[] what each host's
+ * link carried. The exit status as capture's. */
+static int on_hosts(const gs_opts *o, int world, char **argv, const char *result, char **out,
+                    json_t *links) {
+  gs_hostlink_stat st[GS_HOSTS_MAX];
+  int n = 0;
+  char why[1024];
+  *out = NULL;
+  int rc = gs_exec_on_hosts(o, argv, world, gs_cluster_hosts(o, GS_MODE_ALLREDUCE, world), st, &n,
+                            why, sizeof why);
+  if (rc) fprintf(stderr, "bench: %s world %d on emulated hosts: %s\n", GS_PEER_LABEL, world, why);
+  for (int h = 0; h < n; h++)
+    json_array_append_new(links, json_pack("{s:i, s:I, s:I, s:f}", "host", h, "up_bytes",
+                                           (json_int_t)st[h].up_bytes, "down_bytes",
+                                           (json_int_t)st[h].down_bytes, "window_s", st[h].t));
+  FILE *f = rc == 0 ? fopen(result, "re") : NULL;
+  if (f) {
+    char *buf = calloc(1, 1 << 20); /* its object is a few KiB: steps' times */
+    if (buf && fread(buf, 1, (1 << 20) - 1, f) > 0) *out = buf;
+    else free(buf);
+    fclose(f);
+  }
+  return rc;
+}
+
 int gs_peer_run(const gs_opts *o, int world, json_t **row, gs_err *e) {
   *row = NULL;
   const char *dir = getenv("GS_PEERS_DIR");
@@ -121,6 +149,17 @@ int gs_peer_run(const gs_opts *o, int world, json_t **row, gs_err *e) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = o->threads > 0 ? o->threads : (int)((cores < 1 ? 1 : cores) / world);
   const gs_train_opts *t = &o->train;
+  /* on emulated hosts rank 0 writes its object into a directory of ours
+   * (its stdout is bench's); on loopback it prints it ("" here) */
+  char tmp[] = "/tmp/gs-peer-XXXXXX", result[64] = "";
+  bool dir_made = false;
+  if (o->link_bps) {
+    if (!mkdtemp(tmp))
+      return GS_FAIL(e, GS_EIO, "%s world %d: a directory for its result: %s", GS_PEER_LABEL,
+                     world, strerror(errno));
+    dir_made = true;
+    snprintf(result, sizeof result, "%s/result.json", tmp);
+  }
   snprintf(sw, sizeof sw, "%d", world);
   snprintf(sb, sizeof sb, "%d", t->batch);
   snprintf(ss, sizeof ss, "%lld", (long long)t->steps);
@@ -134,17 +173,26 @@ int gs_peer_run(const gs_opts *o, int world, json_t **row, gs_err *e) {
   char *argv[] = {(char *)python(), script, "--model", (char *)t->model, "--world", sw,
                   "--batch", sb, "--steps", ss, "--warmup", swu, "--threads", sth, "--lr", slr,
                   "--momentum", smo, "--weight-decay", swd, "--bucket-mb", sbk, "--timeout",
-                  sto, t->freeze ? "--freeze" : NULL, (char *)t->freeze, NULL};
+                  sto, "--result", result, t->freeze ? "--freeze" : NULL, (char *)t->freeze,
+                  NULL};
   char *out = NULL;
-  int rc = capture(argv, &out);
+  json_t *links = json_array();
+  int rc = dir_made ? on_hosts(o, world, argv, result, &out, links) : capture(argv, &out);
+  if (dir_made) {
+    unlink(result);
+    rmdir(tmp);
+  }
   json_error_t je;
   json_t *j = rc == 0 && out ? json_loads(out, 0, &je) : NULL;
   free(out);
-  if (rc != 0)
+  if (rc != 0) {
+    json_decref(links);
     return GS_FAIL(e, rc < 0 ? GS_EIO : GS_EINVAL, "%s world %d: %s %s exited with status %d",
                    GS_PEER_LABEL, world, argv[0], script, rc);
+  }
   if (!json_is_object(j) || !json_is_number(json_object_get(j, "throughput_samples_per_s"))) {
     json_decref(j);
+    json_decref(links);
     return GS_FAIL(e, GS_EPROTO, "%s world %d: %s printed no result object", GS_PEER_LABEL,
                    world, script);
   }
@@ -152,6 +200,9 @@ int gs_peer_run(const gs_opts *o, int world, json_t **row, gs_err *e) {
   json_object_set_new(j, "bucket_mb", json_real(t->bucket_mb));
   json_object_set_new(j, "data", json_string(t->data));
   json_object_set_new(j, "measured", json_string("in the same bench invocation as ps and ring"));
+  json_object_set_new(j, "network", json_string(dir_made ? "emulated links" : "loopback"));
+  if (dir_made) json_object_set_new(j, "links", links); /* one per host it ran on */
+  else json_decref(links);
   *row = j;
   return GS_OK;
 }

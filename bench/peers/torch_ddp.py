@@ -18,6 +18,13 @@ other ranks (see torch_single.py). Ranks are pinned one per core when
 there are at least as many cores as ranks and --pin is given.
 
     /usr/bin/python3 bench/peers/torch_ddp.py --world 2 --batch 64 --steps 100
+
+Under a launcher (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in the
+environment: torchrun, or `bench --hosts K --link RATE -- ...`, which is
+how `bench --peer torch` runs it on emulated hosts so that Gloo crosses
+the same links as bench's ranks) it is one rank of the job, --world is
+WORLD_SIZE, and rank 0 writes the JSON object to --result FILE (else
+stdout).
 """
 import argparse
 import json
@@ -43,7 +50,12 @@ def parse():
                     "fc1, conv2, ...)")
     ap.add_argument("--pin", action="store_true")
     ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--result", default="", help="rank 0 writes its JSON object here")
     a = ap.parse_args()
+    a.launched = all(v in os.environ for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR",
+                                               "MASTER_PORT"))
+    if a.launched:
+        a.world = int(os.environ["WORLD_SIZE"])
     if a.world < 1 or a.batch < 1 or a.steps <= a.warmup or a.warmup < 0:
         ap.error("need --world >= 1, --batch >= 1 and --steps > --warmup >= 0")
     if a.model != "lenet":
@@ -83,7 +95,7 @@ def build(torch, nn, a):
     return nn.Sequential(*layers), (a.sizes[0],), a.sizes[-1]
 
 
-def rank_main(rank, a, port, q):
+def rank_main(rank, a, init, q):
     import datetime
     import torch
     import torch.distributed as dist
@@ -93,7 +105,7 @@ def rank_main(rank, a, port, q):
     if a.pin and (os.cpu_count() or 1) >= a.world:
         os.sched_setaffinity(0, {rank})
     torch.set_num_threads(a.threads)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    dist.init_process_group("gloo", init_method=init, rank=rank,
                             world_size=a.world, timeout=datetime.timedelta(seconds=a.timeout))
     torch.manual_seed(0)
     model, shape, classes = build(torch, nn, a)
@@ -125,9 +137,35 @@ def rank_main(rank, a, port, q):
     t = torch.tensor(times, dtype=torch.float64)
     if a.world > 1:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    if rank == 0:
-        q.put(t.tolist())
     dist.destroy_process_group()
+    if rank == 0 and q is not None:
+        q.put(t.tolist())
+    return t.tolist()
+
+
+def result(a, steps, torch):
+    measured = steps[a.warmup:]
+    total = sum(measured)
+    med = sorted(measured)[len(measured) // 2]
+    return {
+        "peer": "torch-ddp-gloo", "torch": torch.__version__, "model": a.model,
+        "world": a.world, "batch": a.batch, "global_batch": a.batch * a.world,
+        "steps": a.steps, "warmup_steps": a.warmup, "threads_per_rank": a.threads,
+        "bucket_mb": a.bucket_mb, "pinned": bool(a.pin and (os.cpu_count() or 1) >= a.world),
+        "throughput_samples_per_s": a.batch * a.world * len(measured) / total,
+        "step_time_s_median": med, "step_time_s_mean": total / len(measured),
+        "step_time_s": steps}
+
+
+def emit(a, obj):
+    text = json.dumps(obj)
+    if not a.result:
+        print(text)
+        return
+    tmp = a.result + ".tmp"  # whole or not at all: the reader sees no half object
+    with open(tmp, "w") as f:
+        f.write(text + "\n")
+    os.replace(tmp, a.result)
 
 
 def main():
@@ -137,6 +175,14 @@ def main():
         os.environ[var] = val
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     import torch
+
+    if a.launched:
+        rank = int(os.environ["RANK"])
+        init = f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+        steps = rank_main(rank, a, init, None)
+        if rank == 0:
+            emit(a, result(a, steps, torch))
+        return 0
     import torch.multiprocessing as mp
 
     with socket.socket() as s:  # a free port for Gloo's store, chosen by the kernel
@@ -144,7 +190,8 @@ def main():
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=rank_main, args=(r, a, port, q)) for r in range(a.world)]
+    init = f"tcp://127.0.0.1:{port}"
+    procs = [ctx.Process(target=rank_main, args=(r, a, init, q)) for r in range(a.world)]
     for p in procs:
         p.start()
     try:
@@ -160,17 +207,7 @@ def main():
     if any(p.exitcode != 0 for p in procs):
         print(f"torch_ddp.py: rank exit codes {[p.exitcode for p in procs]}", file=sys.stderr)
         return 1
-    measured = steps[a.warmup:]
-    total = sum(measured)
-    med = sorted(measured)[len(measured) // 2]
-    print(json.dumps({
-        "peer": "torch-ddp-gloo", "torch": torch.__version__, "model": a.model,
-        "world": a.world, "batch": a.batch, "global_batch": a.batch * a.world,
-        "steps": a.steps, "warmup_steps": a.warmup, "threads_per_rank": a.threads,
-        "bucket_mb": a.bucket_mb, "pinned": bool(a.pin and (os.cpu_count() or 1) >= a.world),
-        "throughput_samples_per_s": a.batch * a.world * len(measured) / total,
-        "step_time_s_median": med, "step_time_s_mean": total / len(measured),
-        "step_time_s": steps}))
+    emit(a, result(a, steps, torch))
     return 0
 
 

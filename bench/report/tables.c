@@ -194,7 +194,8 @@ static void print_peer(FILE *f, json_t *p, const gs_summary *runs, size_t n, boo
   double tp = json_number_value(json_object_get(p, "throughput_samples_per_s"));
   if (row) {
     fprintf(f, "  %-16.16s %-24.24s %6d %5d %5d %23.1f %9.2f %9s %8s %14s\n",
-            mode ? mode : "peer", model ? model : "", batch, world, 0, tp,
+            mode ? mode : "peer", model ? model : "", batch, world,
+            (int)json_array_size(json_object_get(p, "links")), tp, /* its emulated hosts */
             1e3 * json_number_value(json_object_get(p, "step_time_s_median")), "-", "-", "n/a");
     return;
   }
