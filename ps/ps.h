@@ -160,12 +160,52 @@ typedef struct gs_ps_opts {
                                (hostagg.c sets it for its leaders' flat ps); 0: world */
   gs_applied_hook applied;  /* stale models: each update of the server this rank runs
                                (in-process, dedicated or a shard); zero: none */
+  /* --ps-spare-hosts K: BytePS' summation servers (split.c, sched.c): K servers
+   * in processes of their own (server_eps[0..K-1], on spare hosts) and one in
+   * the first rank of each of the workers' hosts, sharing every partition of
+   * the parameters as gs_ps_spare_shares says; they only sum, and every rank
+   * runs the optimizer on the sums, as the all-reduce's ranks do. */
+  bool summation;
+  int spare;                /* K >= 0 spare hosts' servers */
+  int hosts;                /* the workers' hosts n, ranks host-major (0: world /
+                               local_world) */
+  double spare_share;       /* one spare server's share of the parameters (0: BytePS'
+                               formula; at most 1/K) */
+  size_t partition_bytes;   /* a partition's most bytes (0: GS_PS_PARTITION_BYTES) */
+  size_t credit_bytes;      /* most bytes pushed whose sums are not back (0: no limit) */
 } gs_ps_opts;
 /* c's ps options, or the defaults when it has none. */
 static inline gs_ps_opts gs_ps_opts_of(const gs_sync_config *c) {
   gs_ps_opts o = {0};
   if (c && c->opts) o = *(const gs_ps_opts *)c->opts;
   return o;
+}
+
+/* BytePS' partitions: 4 MB (ByteScheduler's and BytePS' default size). */
+#define GS_PS_PARTITION_BYTES ((size_t)4 << 20)
+
+/* BytePS' split (Jiang et al., OSDI 2020) for n workers' hosts and k spare
+ * hosts of equal links: a spare server sums 2(n-1)/(n^2+kn-2k) of the
+ * parameters, the server on each workers' host (n-k)/(n^2+kn-2k), so that
+ * every link carries 2n(n-1)/(n^2+kn-2k) of them each way, the least any
+ * placement can (k = 0 is the ring's 2(n-1)/n; k = n is 1). With share > 0
+ * (at most 1/k) each spare server sums that share instead and the workers'
+ * hosts split the rest evenly. Into *spare and *colo; GS_EINVAL (naming
+ * --ps-spare-share) when the numbers do not make a split. */
+static inline int gs_ps_spare_shares(int n, int k, double share, double *spare, double *colo) {
+  double d = (double)n * n + (double)k * n - 2.0 * k;
+  *spare = *colo = 0;
+  if (n < 1 || k < 0 || (k > 0 && share > 1.0 / k + 1e-12) || share < 0 || d <= 0) return -1;
+  if (share > 0) {
+    *spare = k > 0 ? share : 0;
+    *colo = (1.0 - k * *spare) / n;
+    if (*colo < 1e-12) *colo = 0;
+    return 0;
+  }
+  if (k > n) return -1;
+  *spare = k > 0 ? 2.0 * (n - 1) / d : 0;
+  *colo = (double)(n - k) / d;
+  return 0;
 }
 
 /* The consistency model as users write it: "bsp", "ssp:K" (K in 0..1000)

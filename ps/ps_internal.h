@@ -171,7 +171,64 @@ typedef struct ps_keys {
   int *nsub;               /* [K] */
   int *first;              /* [nb + 1]: bucket b is pieces first[b] .. first[b + 1] - 1 */
   int *pk, *pj;            /* a piece: its server, its index among that server's pieces */
+  /* summation servers (split.c): server k's pieces lie anywhere in the flat
+   * buffers, so its job is a compact view of them; NULL: the ranges above */
+  float **vbuf;            /* [2K]: server k's parameters (vbuf[k]; its sums once
+                              training) and gradients (vbuf[K + k]) */
+  size_t *vn;              /* [K]: elements of server k's view */
+  int *rank_of;            /* [K]: the rank whose thread runs server k, -1: a process of
+                              its own (opts.server_eps[k]); NULL: flat.c's placement */
+  gs_kernels *vk;          /* what vbuf was allocated with */
 } ps_keys;
+
+/* split.c: BytePS' partitions, in priority order (the lowest offset, the
+ * earliest layer, first), each split over every server in its share. */
+typedef struct ps_part {
+  size_t offset, count;    /* in the flat buffers */
+  int bucket;              /* the bucket it is part of */
+  int first, npieces;      /* its pieces: ps_split.piece[first .. first + npieces) */
+} ps_part;
+typedef struct ps_piece {
+  int server, index;       /* bucket `index` of server `server`'s view */
+  size_t offset, count;    /* in the flat buffers */
+  size_t at;               /* in the server's view */
+} ps_piece;
+typedef struct ps_split {
+  ps_part *part;
+  int nparts;
+  ps_piece *piece;
+  int npieces;
+} ps_split;
+/* The servers (spare processes first, then one per workers' host with a
+ * share), the partitions and the views, for c and its opts. */
+int gs_ps_split_plan(ps_keys *ks, ps_split *sp, const gs_sync_config *c, gs_err *e);
+void gs_ps_split_free(ps_split *sp);
+/* params (the flat buffer) into the parameter views, or (out) back */
+void gs_ps_split_copy(const ps_keys *ks, const ps_split *sp, float *params, bool out);
+
+/* sched.c: a summation session's steps (the worker side of BytePS): which
+ * partition goes next (priority, credit), the gradients into the views,
+ * the timeline's partitions, the optimizer on the sums. */
+typedef struct ps_sum ps_sum;
+/* the kernel's send buffer of a summation worker's connection with a
+ * credit (join.c): about a partition of 1 MB at most on its way */
+#define GS_PS_CREDIT_SNDBUF (128 << 10)
+int gs_ps_sum_open(const gs_sync_config *c, const ps_keys *ks, const ps_split *sp,
+                   ps_worker **w, ps_sum **out, gs_err *e);
+void gs_ps_sum_free(ps_sum *s);
+void gs_ps_sum_begin(ps_sum *s, int64_t step);
+/* bucket b's partitions may go (all: every bucket's) */
+int gs_ps_sum_ready(ps_sum *s, int bucket, gs_err *e);
+int gs_ps_sum_ready_all(ps_sum *s, gs_err *e);
+/* what came back in, what may go next out */
+int gs_ps_sum_pump(ps_sum *s, gs_err *e);
+/* partitions ready that the credit holds back (ZeroMQ letting go of a push
+ * wakes no poll: the caller looks again soon) */
+bool gs_ps_sum_held(const ps_sum *s);
+/* every partition's sums are in: the step's update of this rank's params */
+int gs_ps_sum_update(ps_sum *s, gs_sync_stats *st, gs_err *e);
+/* bytes it holds (the optimizer's state) */
+uint64_t gs_ps_sum_bytes(const ps_sum *s);
 /* placement.c: what the ps runs as opts place its servers (gs_backend.caps),
  * and what opts ask (gs_backend.asks: the consistency model). */
 void gs_ps_caps(const void *opts, gs_caps *c);
