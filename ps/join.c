@@ -226,6 +226,7 @@ int gs_ps_open_one(ps_worker_state *st, const gs_sync_config *c, ps_worker **out
   if ((rc = gs_ps_topk_open(s, e)) < 0 || (rc = gs_ps_psgd_open(s, e)) < 0) goto fail;
 
   gs_sock_opts so = GS_SOCK_BULK(ZMQ_DEALER);
+  if (s->o.summation) so.sockbuf = GS_PS_SUM_SOCKBUF; /* ps_internal.h says why */
   so.max_msg = gs_sock_frame_max(c->n * sizeof(float));
   /* a fixed routing id: after a dropped connection comes back the server
    * still knows whose it is (it lets the new connection take it over) */
@@ -238,11 +239,6 @@ int gs_ps_open_one(ps_worker_state *st, const gs_sync_config *c, ps_worker **out
     rc = GS_EIO;
     goto fail;
   }
-  /* summation servers with a credit (sched.c): what ZeroMQ has handed the
-   * kernel is soon on the wire, so that the credit holds the rest back */
-  int sndbuf = GS_PS_CREDIT_SNDBUF;
-  if (s->o.summation && s->o.credit_bytes && !st->server)
-    zmq_setsockopt(s->sock, ZMQ_SNDBUF, &sndbuf, sizeof sndbuf);
   s->resent_step = -1;
   if ((rc = gs_dial_open(st->zctx, s->sock, &c->cred, ep, &s->dial, e)) < 0) {
     gs_err_prefix(e, "ps rank %d: connecting to %s: ", c->rank, s->who);

@@ -167,8 +167,8 @@ typedef struct gs_ps_opts {
    * runs the optimizer on the sums, as the all-reduce's ranks do. */
   bool summation;
   int spare;                /* K >= 0 spare hosts' servers */
-  int hosts;                /* the workers' hosts n, ranks host-major (0: world /
-                               local_world) */
+  int hosts;                /* the workers' hosts n, ranks host-major (0: every rank
+                               a host of its own) */
   double spare_share;       /* one spare server's share of the parameters (0: BytePS'
                                formula; at most 1/K) */
   size_t partition_bytes;   /* a partition's most bytes (0: GS_PS_PARTITION_BYTES) */
@@ -226,6 +226,10 @@ extern const gs_backend gs_ps_backend;
  * applied (NULL: none): a stale model's updates (sync.h). */
 int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
                       const gs_applied_hook *applied, int fd, gs_err *e);
+/* The same for a spare host's BytePS summation server (--ps-spare-hosts):
+ * its connections' kernel buffers those of the workers' (sched.c). */
+int gs_ps_serve_summation(const char *host, const gs_cred *cred, int timeout_ms,
+                          size_t max_elems, int fd, gs_err *e);
 
 /* Sharded ps (opts.servers K > 1, flat.c): the rank whose process runs
  * server k of K in a world (spread evenly: ranks 0..K-1 at K = world, the

@@ -210,9 +210,20 @@ void gs_ps_split_copy(const ps_keys *ks, const ps_split *sp, float *params, bool
  * partition goes next (priority, credit), the gradients into the views,
  * the timeline's partitions, the optimizer on the sums. */
 typedef struct ps_sum ps_sum;
-/* the kernel's send buffer of a summation worker's connection with a
- * credit (join.c): about a partition of 1 MB at most on its way */
-#define GS_PS_CREDIT_SNDBUF (128 << 10)
+/* The kernel's buffers (SO_SNDBUF, SO_RCVBUF) of every summation
+ * connection, workers' and servers' alike: 16 KiB, so that one flow's TCP
+ * window stays a few packets. A link that the pushes of n workers (or the
+ * answers of k + n servers) converge on queues the sum of their windows;
+ * with the kernel's 4 MiB buffers that overflows a switch's queue (the
+ * emulated links': 10 ms of the rate beside tbf's 96 KiB bucket, 221 KB at
+ * 100 Mbit/s), drops the tails of partitions, and every such drop waits
+ * for TCP's 200 ms retransmission timeout (incast). Measured on 4 + 4
+ * emulated hosts at 100 Mbit/s: 32 KiB still lost a quarter of the links'
+ * time to it, 16 KiB none (docs/byteps.md). It caps a connection at 16 KiB
+ * per round trip: 130 Mbit/s at 1 ms, which a job of many connections per
+ * link shares anyway. It also makes sched.c's credit meaningful: what
+ * ZeroMQ let go is on the wire. */
+#define GS_PS_SUM_SOCKBUF (16 << 10)
 int gs_ps_sum_open(const gs_sync_config *c, const ps_keys *ks, const ps_split *sp,
                    ps_worker **w, ps_sum **out, gs_err *e);
 void gs_ps_sum_free(ps_sum *s);

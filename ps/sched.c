@@ -6,7 +6,7 @@
  * a partition may leave once backward has written its bucket; of those
  * ready, the earliest layer's (the lowest offset) leaves first, and it
  * leaves only while the partitions ZeroMQ still holds (pushed, not yet
- * written into the kernel's socket buffers, which join.c keeps small then)
+ * written into the kernel's socket buffers, GS_PS_SUM_SOCKBUF small)
  * hold fewer than opts.credit_bytes, so that a later, earlier-layer
  * partition can overtake those still waiting: what is on the wire is what
  * the next forward needs first. The credit comes back as the bytes leave
@@ -31,7 +31,7 @@
  * the flat ps' order, so the parameters are the flat ps' bits.
  *
  * The timeline's backend strip shows the partitions: each answered
- * partition a span "partition P" (bucket P) on track 1, from its push (or
+ * partition a span "partition P" (of its bucket) on track 1, from its push (or
  * the end of the span before it) to its sums' arrival, so the spans tile
  * the time some partition was in flight without overlapping, and the
  * report's hidden communication (summary.c) is that time under compute. */
@@ -189,7 +189,7 @@ static void collect(ps_sum *s) {
     if (s->c.span && now > t0) {
       char name[24];
       snprintf(name, sizeof name, "partition %d", p);
-      s->c.span(s->c.span_ctx, name, p, t0, now, 1);
+      s->c.span(s->c.span_ctx, name, x->bucket, t0, now, 1);
     }
     if (now > s->last_end) s->last_end = now;
   }

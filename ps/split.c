@@ -112,7 +112,8 @@ int gs_ps_split_plan(ps_keys *ks, ps_split *sp, const gs_sync_config *c, gs_err 
   const gs_ps_opts o = gs_ps_opts_of(c);
   memset(ks, 0, sizeof *ks);
   memset(sp, 0, sizeof *sp);
-  int n = o.hosts > 0 ? o.hosts : c->local_world > 0 ? c->world / c->local_world : c->world;
+  /* the workers' hosts: as said, else every rank a machine of its own */
+  int n = o.hosts > 0 ? o.hosts : c->world;
   double ys, yc;
   if (n < 1 || c->world % n || gs_ps_spare_shares(n, o.spare, o.spare_share, &ys, &yc) < 0)
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: summation servers on %d spare hosts beside %d "

@@ -25,7 +25,10 @@ static void print_model_time(FILE *f, const gs_summary *s);
 
 /* "ps x 4 servers of their own" */
 static void mode_label(const gs_summary *s, char *buf, size_t cap) {
-  if (s->ps_servers > 1 || s->ps_server_hosts)
+  if (s->ps_spare_hosts >= 0)
+    snprintf(buf, cap, "%s, %d spare host%s", gs_mode_name(s->mode), s->ps_spare_hosts,
+             s->ps_spare_hosts == 1 ? "" : "s");
+  else if (s->ps_servers > 1 || s->ps_server_hosts)
     snprintf(buf, cap, "%s x %d server%s%s", gs_mode_name(s->mode), s->ps_servers,
              s->ps_servers > 1 ? "s" : "", s->ps_server_hosts ? " of their own" : "");
   else
@@ -250,7 +253,7 @@ void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json
     for (size_t j = 0; j < n; j++) {
       const gs_summary *q = &runs[j];
       if (q->mode != GS_MODE_PS || !same_config(q, r) || q->ps_servers > 1 ||
-          q->ps_server_hosts)
+          q->ps_server_hosts || q->ps_spare_hosts >= 0)
         continue;
       double tp = q->throughput_samples_per_s;
       if (tp > 0)

@@ -284,8 +284,8 @@ typedef struct spare_srv {
 static void *spare_main(void *arg) {
   spare_srv *v = arg;
   gs_cred none = {0};
-  v->rc = gs_ps_serve_alone("127.0.0.1", &none, v->timeout_ms, (size_t)1 << 30, NULL, v->fd,
-                            &v->e);
+  v->rc = gs_ps_serve_summation("127.0.0.1", &none, v->timeout_ms, (size_t)1 << 30, v->fd,
+                                &v->e);
   return NULL;
 }
 
