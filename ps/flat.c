@@ -54,6 +54,7 @@ typedef struct ps_sync {
   ps_keys keys;
   ps_split split;
   ps_sum *sum;               /* summation servers: the steps' other half (sched.c) */
+  double dead_s;             /* a summation server's connection down this long: dead */
   ps_worker **w;             /* [K]: the worker of each server */
   int rank;
   bool overlap, failed;
@@ -281,8 +282,13 @@ static int wait_all(ps_sync *s, gs_err *e) {
     /* every one, readable or not: a worker whose connection dropped and
      * came back pushes again from there (client.c) */
     for (int i = 0; i < n; i++) GS_TRY(gs_ps_drain(s->w[idx[i]], e));
-    /* summation: what came back frees the credit for the next partitions */
-    if (s->sum) GS_TRY(gs_ps_sum_pump(s->sum, e));
+    /* summation: what came back frees the credit for the next partitions;
+     * a server that died is named at once, not at the deadline (its pushes
+     * would otherwise make the live servers blame the ranks that wait on it) */
+    if (s->sum) {
+      for (int i = 0; i < n; i++) GS_TRY(gs_ps_check_up(s->w[idx[i]], s->dead_s, e));
+      GS_TRY(gs_ps_sum_pump(s->sum, e));
+    }
   }
 }
 
@@ -428,6 +434,10 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
   }
   s->rank = c->rank;
   s->overlap = c->overlap;
+  /* a quarter of the timeout, at most 5 s: a live server's connection is
+   * back within a redial (proto/dial.c) */
+  double t = (c->timeout_ms > 0 ? c->timeout_ms : 60000) / 4000.0;
+  s->dead_s = t < 5 ? t : 5;
   gs_sync_order_init(&s->order, "ps", c->rank, c->nbuckets);
   prepared_free(p, false);
   *out = &s->base;

@@ -117,6 +117,9 @@ int gs_ps_begin(ps_worker *s, int64_t step, gs_err *e);
 int gs_ps_ready(ps_worker *s, int bucket, gs_err *e);
 int gs_ps_push_rest(ps_worker *s, gs_err *e);
 int gs_ps_drain(ps_worker *s, gs_err *e);
+/* A server whose connection dropped and has not come back in grace_s:
+ * dead (a summation server's process: sched.c), named. */
+int gs_ps_check_up(ps_worker *s, double grace_s, gs_err *e);
 int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e);
 /* Goodbye to the server (or an abort), then free s and its state. */
 int gs_ps_close(ps_worker *s, bool ok, gs_err *e);

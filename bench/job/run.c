@@ -50,6 +50,7 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       /* world 1 runs the local step, without a server */
       .ps_servers = mode == GS_MODE_PS && world > 1 && o->ps_servers > 1 ? o->ps_servers : 1,
       .ps_server_hosts = mode == GS_MODE_PS && world > 1 && o->ps_server_hosts,
+      .ps_summation = mode == GS_MODE_PS && world > 1 && o->ps_spare >= 0,
       .ps_spare = mode == GS_MODE_PS && world > 1 ? o->ps_spare : -1,
       .ps_partition_mb = mode == GS_MODE_PS && world > 1 && o->ps_spare >= 0
                              ? (o->ps_partition_mb > 0 ? o->ps_partition_mb : 4) : 0,

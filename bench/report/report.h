@@ -71,8 +71,8 @@ typedef struct gs_run_info {
   int ps_servers;           /* ps: servers sharing the parameters (1: one; else ps/shard.c's
                                placement, server k a thread of rank k * world / K) */
   bool ps_server_hosts;     /* ps: the servers run in processes (on hosts) of their own */
-  int ps_spare;             /* ps: BytePS' summation servers with this many spare hosts
-                               (--ps-spare-hosts); -1: not those */
+  bool ps_summation;        /* ps: BytePS' summation servers (--ps-spare-hosts) */
+  int ps_spare;             /* with them: on this many spare hosts */
   double ps_partition_mb;   /* with them: a partition's most MiB (0: not those) */
   double ps_spare_share;    /* with them: --ps-spare-share (0: BytePS' formula) */
   const char *device;       /* the kernels' name: "cpu", "cuda" */

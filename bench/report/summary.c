@@ -34,7 +34,7 @@ void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {
   if (info->ps_servers > 1 || info->ps_server_hosts)
     snprintf(servers, sizeof servers, "-s%d%s", info->ps_servers,
              info->ps_server_hosts ? "own" : "");
-  if (info->ps_spare >= 0) snprintf(servers, sizeof servers, "-spare%d", info->ps_spare);
+  if (info->ps_summation) snprintf(servers, sizeof servers, "-spare%d", info->ps_spare);
   char sync[48] = "", rep[24] = "";
   if (gs_ps_sync_stale(&info->ps_sync)) {
     sync[0] = '-';
@@ -96,7 +96,7 @@ static void cost_model(const gs_run_info *info, gs_cost_model *cm) {
     cm->master_bytes_sent = N * Sd;
     cm->worker_bytes_recv = Sd;
     cm->worker_bytes_sent = Sp;
-  } else if (info->mode == GS_MODE_PS && info->ps_spare >= 0) {
+  } else if (info->mode == GS_MODE_PS && info->ps_summation) {
     /* BytePS: a rank's pieces for every other server and its host's server's
      * answers (one rank per host); the busiest server a spare host's */
     double y = 0, x = 0;
@@ -138,7 +138,7 @@ static const char *formula(const gs_run_info *info) {
                              "pushes) and sends (N-1)*S, each worker pushes S' and pulls S";
   if (info->mode == GS_MODE_PS && info->dedicated)
     return "ps, dedicated server: server receives and sends N*S, each worker S (per step)";
-  if (info->mode == GS_MODE_PS && info->ps_spare >= 0)
+  if (info->mode == GS_MODE_PS && info->ps_summation)
     return "BytePS' summation servers, k spare hosts: a workers' host sends and receives "
            "2n(n-1)/(n^2+kn-2k)*S, a spare host as much (n hosts of one rank)";
   if (info->mode == GS_MODE_PS && info->ps_server_hosts)
@@ -356,7 +356,7 @@ static void sum_steps(const gs_rank_result *ranks, gs_summary *s, run_sums *x) {
  * the server in it, or a rank that runs one of K servers; no rank when the
  * servers have processes of their own. */
 static bool rank_is_master(const gs_run_info *info, int r) {
-  return info->mode == GS_MODE_PS && (info->ps_server_hosts || info->ps_spare >= 0) ? false
+  return info->mode == GS_MODE_PS && (info->ps_server_hosts || info->ps_summation) ? false
          : info->mode == GS_MODE_PS && info->ps_servers > 1
              ? gs_ps_runs_server(r, info->world, info->ps_servers)
              : r == 0 && !(info->mode == GS_MODE_PS && info->dedicated);
@@ -435,7 +435,7 @@ static void run_figures(const gs_run_info *info, const gs_rank_result *ranks, gs
   size_t steps = sm->steps, m = sm->m;
   /* one master: ps with one server (in rank 0 or a process of its own) */
   bool one_master = info->mode == GS_MODE_PS && N > 1 && info->ps_servers <= 1 &&
-                    !info->ps_server_hosts && info->ps_spare < 0;
+                    !info->ps_server_hosts && !info->ps_summation;
   s->mode = info->mode;
   s->batch = info->batch;
   s->global_batch = info->batch * N;
@@ -446,7 +446,7 @@ static void run_figures(const gs_run_info *info, const gs_rank_result *ranks, gs
   s->ps_dedicated = info->dedicated;
   s->ps_servers = info->ps_servers > 1 ? info->ps_servers : 1;
   s->ps_server_hosts = info->ps_server_hosts;
-  s->ps_spare_hosts = info->mode == GS_MODE_PS ? info->ps_spare : -1;
+  s->ps_spare_hosts = info->mode == GS_MODE_PS && info->ps_summation ? info->ps_spare : -1;
   s->ps_partition_mb = s->ps_spare_hosts >= 0 ? info->ps_partition_mb : 0;
   s->threads_per_rank = info->threads;
   s->steps = (int64_t)steps;

@@ -50,7 +50,7 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
     return -1;
   int N = info->world, K = info->mode == GS_MODE_PS ? info->ps_servers : 1;
   bool own = info->mode == GS_MODE_PS && info->ps_server_hosts;
-  bool byteps = info->mode == GS_MODE_PS && info->ps_spare >= 0;
+  bool byteps = info->mode == GS_MODE_PS && info->ps_summation;
   if (K > 1 && (K != info->hosts || loop) && !own && !byteps) return -1;
   if (info->link_host && info->link_host->n > 0) return -1; /* one rate for every link */
   const gs_rank_summary *r0 = &s->per_rank[0];
@@ -105,7 +105,7 @@ static void predict(const gs_run_info *info, gs_summary *s) {
   gs_cost_model *cm = &s->cost_model;
   int N = info->world,
       first = info->mode == GS_MODE_PS && info->ps_servers <= 1 && !info->ps_server_hosts &&
-              info->ps_spare < 0;
+              !info->ps_summation;
   double wait = 0;
   for (int r = first; r < N; r++)
     wait += (s->per_rank[r].comm_wait_s + s->per_rank[r].reduce_s) / (N - first);
