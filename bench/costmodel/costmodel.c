@@ -328,14 +328,14 @@ static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
       double sl = j->servers > 0 ? N * y * s / b : 0, tp = fmax(wl, sl);
       double Kt = j->servers + (x > 0 ? j->hosts : 0), msg = fmax(N, Kt) * al;
       double big = fmax(x, y) * s, red = (N - 1) * big / Rs;
-      double tail = j->servers > 0 && sl >= wl ? sl : 0;
+      double tail = j->servers > 0 && sl >= wl * (1 - 1e-9) ? sl : 0;
       st[0] = (stage){0, tp + msg + 2 * local, ax};
       st[1] = (stage){1, red + big / C, 0};
       st[2] = (stage){2, 0, tail + ax + s / C};
       sh->lat += 2 * (msg + ax);
       sh->bw += tp + tail;
       sh->reduce += red;
-      sh->cand[wl >= sl ? GS_CM_B_WORKER_LINK : GS_CM_B_SERVER_LINK] += tp + msg;
+      sh->cand[wl >= sl * (1 + 1e-9) ? GS_CM_B_WORKER_LINK : GS_CM_B_SERVER_LINK] += tp + msg;
       sh->cand[GS_CM_B_SERVER_REDUCE] += st[1].occ;
       break;
     }
