@@ -171,7 +171,7 @@ typedef struct gs_ps_opts {
                                a host of its own) */
   double spare_share;       /* one spare server's share of the parameters (0: BytePS'
                                formula; at most 1/K) */
-  size_t partition_bytes;   /* a partition's most bytes (0: GS_PS_PARTITION_BYTES) */
+  size_t partition_bytes;   /* a partition's most bytes (0: gs_ps_partition_bytes' rule) */
   size_t credit_bytes;      /* most bytes pushed whose sums are not back (0: no limit) */
 } gs_ps_opts;
 /* c's ps options, or the defaults when it has none. */
@@ -181,8 +181,20 @@ static inline gs_ps_opts gs_ps_opts_of(const gs_sync_config *c) {
   return o;
 }
 
-/* BytePS' partitions: 4 MB (ByteScheduler's and BytePS' default size). */
+/* BytePS' partitions: at most 4 MiB (BytePS' default size) and, by default,
+ * at most a 32nd of the gradients, so that a step pipelines at least 32 of
+ * them (a partition's answers travel while the next ones are pushed; with
+ * 4 MiB partitions of a model of a few MB there would be two or three, and
+ * the pushes and answers would take turns); never under 64 KiB. given > 0
+ * (--ps-partition-mb): that, as given. */
 #define GS_PS_PARTITION_BYTES ((size_t)4 << 20)
+static inline size_t gs_ps_partition_bytes(size_t given, double gradient_bytes) {
+  if (given) return given;
+  double p = gradient_bytes / 32;
+  if (p > (double)GS_PS_PARTITION_BYTES) p = (double)GS_PS_PARTITION_BYTES;
+  if (p < 65536) p = 65536;
+  return (size_t)p;
+}
 
 /* BytePS' split (Jiang et al., OSDI 2020) for n workers' hosts and k spare
  * hosts of equal links: a spare server sums 2(n-1)/(n^2+kn-2k) of the

@@ -3,7 +3,8 @@
  * server.
  *
  * Partitions: each bucket is cut into the fewest pieces of at most
- * opts.partition_bytes (4 MB, BytePS' default) of near-equal size; they are
+ * opts.partition_bytes (ps.h gs_ps_partition_bytes: BytePS' 4 MiB, or a
+ * 32nd of a smaller model) of near-equal size; they are
  * numbered in priority order, the lowest offset (the earliest layer) first,
  * as ByteScheduler orders them: the next forward needs the first layers
  * first. Servers: opts.spare processes of their own (0 .. spare-1, their
@@ -138,7 +139,7 @@ int gs_ps_split_plan(ps_keys *ks, ps_split *sp, const gs_sync_config *c, gs_err 
     share[k] = spare ? ys : yc;
     ks->rank_of[k] = spare ? -1 : (int)((int64_t)(k - o.spare) * c->world / n);
   }
-  GS_TRY(cut(sp, c, o.partition_bytes ? o.partition_bytes : GS_PS_PARTITION_BYTES, e));
+  GS_TRY(cut(sp, c, gs_ps_partition_bytes(o.partition_bytes, (double)c->n * sizeof(float)), e));
   GS_TRY(pieces(ks, sp, share, c, e));
   return views(ks, c, e);
 }

@@ -431,8 +431,8 @@ static const flag FLAGS[] = {
        "rank runs the optimizer; a list (0,1,2,4) runs each (docs/byteps.md)", p_int_list,
        ps_spares, nps_spares, 0, 64),
   NUM("ps-partition-mb", 0, "MB", NULL, "--ps-spare-hosts: each bucket pushed in partitions of "
-      "at most MB MiB (BytePS' 4), earliest layer first [4]", p_real, ps_partition_mb, 1e-3,
-      4096),
+      "at most MB MiB, earliest layer first [BytePS' 4, or a 32nd of a smaller model's "
+      "gradients]", p_real, ps_partition_mb, 1e-3, 4096),
   NUM("ps-spare-share", 0, "X", NULL, "--ps-spare-hosts K: each spare host's server sums this "
       "share of the parameters (at most 1/K), the workers' hosts the rest evenly [BytePS' "
       "2(n-1)/(n^2+Kn-2K)]", p_real, ps_spare_share, 1e-6, 1),

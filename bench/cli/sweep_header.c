@@ -145,9 +145,11 @@ void gs_sweep_header(FILE *f, const gs_opts *o) {
     char credit[64] = "";
     if (o->ps_credit_mb > 0)
       snprintf(credit, sizeof credit, " (a credit of %g MiB)", o->ps_credit_mb);
-    fprintf(f, " spare host(s) beside the workers' hosts, in partitions of at most %g MiB, "
-            "earliest layer first%s; the servers sum, every rank runs the optimizer\n",
-            o->ps_partition_mb > 0 ? o->ps_partition_mb : 4, credit);
+    char part[64] = "4 MiB or a 32nd of the gradients";
+    if (o->ps_partition_mb > 0) snprintf(part, sizeof part, "%g MiB", o->ps_partition_mb);
+    fprintf(f, " spare host(s) beside the workers' hosts, in partitions of at most %s, "
+            "earliest layer first%s; the servers sum, every rank runs the optimizer\n", part,
+            credit);
   }
   if (o->overlap < 0 && ring && ps && o->nps_spares > 0)
     fprintf(f, "overlap: ring (DDP) and BytePS' ps send each bucket (ps: each partition) once "

@@ -447,7 +447,7 @@ static double schedule(const shape *sh, int nb, const double *release) {
  * bucket; into xp (bytes) and *ready (owned by the caller). */
 static int partitions(const gs_cm_job *j, gs_cm_plan *xp, double **ready, gs_err *e) {
   const gs_cm_plan *p = j->plan;
-  double P = j->partition_bytes ? (double)j->partition_bytes : 4.0 * (1 << 20);
+  double P = (double)gs_ps_partition_bytes(j->partition_bytes, p->total);
   *xp = *p;
   xp->ntensors = 0;
   xp->first_tensor = NULL;

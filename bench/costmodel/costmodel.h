@@ -128,7 +128,8 @@ typedef struct gs_cm_job {
                             ignored by other modes (sps-colo has one server per host) */
   double spare_share;    /* byteps: one spare host's share of the parameters (0: BytePS'
                             2(n-1)/(n^2+kn-2k), n the hosts, k the spare hosts) */
-  size_t partition_bytes; /* byteps: a bucket goes in partitions of at most this (0: 4 MiB) */
+  size_t partition_bytes; /* byteps: a bucket goes in partitions of at most this (0: the
+                             ps' rule, ps.h gs_ps_partition_bytes: 4 MiB, a 32nd of S) */
   const gs_cm_plan *plan;
   const double *ready;   /* NULL, or per bucket the fraction of backward done when it is
                             ready (non-decreasing in [0, 1]); NULL: in proportion to bytes */

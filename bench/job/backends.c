@@ -45,8 +45,7 @@ static void fill_ps(const gs_opts *o, gs_run_backend *b) {
     b->ps.summation = true;
     b->ps.spare = spare;
     b->ps.spare_share = o->ps_spare_share;
-    b->ps.partition_bytes = (size_t)((o->ps_partition_mb > 0 ? o->ps_partition_mb : 4) *
-                                     (1 << 20));
+    b->ps.partition_bytes = (size_t)(o->ps_partition_mb * (1 << 20)); /* 0: the ps' rule */
     b->ps.credit_bytes = (size_t)(o->ps_credit_mb * (1 << 20));
   }
   b->opts = &b->ps;

@@ -53,7 +53,7 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       .ps_summation = mode == GS_MODE_PS && world > 1 && o->ps_spare >= 0,
       .ps_spare = mode == GS_MODE_PS && world > 1 ? o->ps_spare : -1,
       .ps_partition_mb = mode == GS_MODE_PS && world > 1 && o->ps_spare >= 0
-                             ? (o->ps_partition_mb > 0 ? o->ps_partition_mb : 4) : 0,
+                             ? o->ps_partition_mb : 0,  /* 0: the ps' rule (summary.c) */
       .ps_spare_share = o->ps_spare_share,
       .accuracy = NAN, .eval_loss = NAN, .heldout_accuracy = NAN, .heldout_loss = NAN,
       .hosts = gs_cluster_hosts(o, mode, world), .link_bps = (double)o->link_bps,

@@ -73,7 +73,7 @@ typedef struct gs_run_info {
   bool ps_server_hosts;     /* ps: the servers run in processes (on hosts) of their own */
   bool ps_summation;        /* ps: BytePS' summation servers (--ps-spare-hosts) */
   int ps_spare;             /* with them: on this many spare hosts */
-  double ps_partition_mb;   /* with them: a partition's most MiB (0: not those) */
+  double ps_partition_mb;   /* with them: --ps-partition-mb (0: the ps' rule, ps.h) */
   double ps_spare_share;    /* with them: --ps-spare-share (0: BytePS' formula) */
   const char *device;       /* the kernels' name: "cpu", "cuda" */
   const char *launcher;     /* who started the ranks: "gradsync", "torchrun", ... */

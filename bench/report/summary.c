@@ -447,12 +447,16 @@ static void run_figures(const gs_run_info *info, const gs_rank_result *ranks, gs
   s->ps_servers = info->ps_servers > 1 ? info->ps_servers : 1;
   s->ps_server_hosts = info->ps_server_hosts;
   s->ps_spare_hosts = info->mode == GS_MODE_PS && info->ps_summation ? info->ps_spare : -1;
-  s->ps_partition_mb = s->ps_spare_hosts >= 0 ? info->ps_partition_mb : 0;
+
   s->threads_per_rank = info->threads;
   s->steps = (int64_t)steps;
   s->nparams = (int64_t)info->nparams;
   s->nbuckets = info->nbuckets;
   s->gradient_bytes = s->cost_model.S_bytes;
+  /* the partitions' size the ps cut: --ps-partition-mb, or its rule */
+  s->ps_partition_mb = s->ps_spare_hosts < 0 ? 0
+                       : info->ps_partition_mb > 0 ? info->ps_partition_mb
+                       : (double)gs_ps_partition_bytes(0, s->gradient_bytes) / (1 << 20);
   s->wall_time_s = info->wall_end - info->wall_start;
   s->throughput_samples_per_s = sm->total_time > 0 ? sm->total_samples / sm->total_time : 0.0;
   s->step_time_s_median = quantile(sm->sorted, m, 0.5);
