@@ -172,7 +172,8 @@ typedef struct gs_ps_opts {
   double spare_share;       /* one spare server's share of the parameters (0: BytePS'
                                formula; at most 1/K) */
   size_t partition_bytes;   /* a partition's most bytes (0: gs_ps_partition_bytes' rule) */
-  size_t credit_bytes;      /* most bytes pushed whose sums are not back (0: no limit) */
+  size_t credit_bytes;      /* most bytes pushed that ZeroMQ still holds, ByteScheduler's
+                               credit (sched.c; 0: two partitions) */
 } gs_ps_opts;
 /* c's ps options, or the defaults when it has none. */
 static inline gs_ps_opts gs_ps_opts_of(const gs_sync_config *c) {

@@ -197,6 +197,7 @@ typedef struct ps_piece {
   size_t at;               /* in the server's view */
 } ps_piece;
 typedef struct ps_split {
+  size_t part_bytes;       /* the most bytes of a partition */
   ps_part *part;
   int nparts;
   ps_piece *piece;

@@ -14,11 +14,17 @@
  * push on receipt for the same reason): ranks whose backward makes
  * partitions ready in different orders cannot wait on each other. A push
  * to the server beside this rank crosses no wire and takes no credit.
- * Without a credit (0, the default) a partition leaves as soon as it is
- * ready, and the queue orders only what became ready at once. The queue
- * moves whenever the rank is in the backend: at every bucket_ready and
- * while end_step waits (flat.c calls gs_ps_sum_pump as messages arrive,
- * and every 200 ms at least).
+ * The default credit is two partitions: measured on 4 workers' hosts and
+ * 2 spare hosts at 100 Mbit/s, without one the pushes to the workers'
+ * hosts' servers (the smaller pieces) ran ahead of those to the spare
+ * hosts, whose links then had the partitions' tails to themselves while
+ * the workers' links idled (the links busy 80% of the step, 1.2 t_opt);
+ * with it the pieces of a partition leave together and every link stays
+ * busy (docs/byteps.md). The queue moves whenever the rank is in the
+ * backend: at every bucket_ready and while end_step waits (flat.c calls
+ * gs_ps_sum_pump as messages arrive, and every millisecond while the
+ * credit holds partitions back: ZeroMQ letting go of a push wakes no
+ * poll).
  *
  * A partition leaves as its pieces: each copied from the gradients into
  * its server's view, then pushed (client.c, zero-copy from the view). Its
@@ -46,7 +52,7 @@ struct ps_sum {
   const ps_keys *ks;
   const ps_split *sp;
   ps_worker **w;
-  size_t credit;           /* bytes; 0: no limit */
+  size_t credit;           /* bytes */
   gs_update u;
   bool have_u;
   gs_update_range *ranges; /* one per piece: where its sums are */
@@ -72,7 +78,7 @@ int gs_ps_sum_open(const gs_sync_config *c, const ps_keys *ks, const ps_split *s
   s->ks = ks;
   s->sp = sp;
   s->w = w;
-  s->credit = o.credit_bytes;
+  s->credit = o.credit_bytes ? o.credit_bytes : 2 * sp->part_bytes;
   int np = sp->nparts;
   s->ranges = calloc((size_t)sp->npieces, sizeof *s->ranges);
   s->ready = calloc((size_t)np, 1);
@@ -203,14 +209,13 @@ int gs_ps_sum_pump(ps_sum *s, gs_err *e) {
     int p = s->next;
     while (p < sp->nparts && (s->pushed[p] || !s->ready[p])) p++;
     if (p >= sp->nparts) return GS_OK;
-    if (s->credit && s->inflight > 0 && s->inflight + part_bytes(&sp->part[p]) > s->credit)
+    if (s->inflight > 0 && s->inflight + part_bytes(&sp->part[p]) > s->credit)
       return GS_OK;
     GS_TRY(push_part(s, p, e));
   }
 }
 
 bool gs_ps_sum_held(const ps_sum *s) {
-  if (!s->credit) return false;
   for (int p = s->next; p < s->sp->nparts; p++)
     if (s->ready[p] && !s->pushed[p]) return true;
   return false;

@@ -38,6 +38,7 @@ static int cut(ps_split *sp, const gs_sync_config *c, size_t most, gs_err *e) {
   size_t elems = most / sizeof(float) ? most / sizeof(float) : 1;
   int n = 0;
   for (int b = 0; b < c->nbuckets; b++) n += (int)((c->buckets[b].count + elems - 1) / elems);
+  sp->part_bytes = elems * sizeof(float);
   if (!(sp->part = calloc((size_t)n, sizeof *sp->part)))
     return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
   sp->nparts = 0;

@@ -438,7 +438,8 @@ static const flag FLAGS[] = {
       "2(n-1)/(n^2+Kn-2K)]", p_real, ps_spare_share, 1e-6, 1),
   NUM("ps-credit-mb", 0, "MB", NULL, "--ps-spare-hosts: at most MB MiB of pushes below the "
       "scheduler (ByteScheduler's credit), so that earlier layers' partitions overtake later "
-      "ones [0: no limit]", p_real, ps_credit_mb, 1e-3, 4096),
+      "ones and the pieces of a partition leave together [two partitions]", p_real,
+      ps_credit_mb, 1e-3, 4096),
   WORD("ps-sync", "MODEL", "bsp", NULL, "ps: bsp (every update waits for every rank), ssp:K (a "
        "worker may run on parameters at most K updates old) or async (each gradient applied "
        "on arrival)", p_ps_sync, ps_sync),

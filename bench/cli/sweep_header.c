@@ -142,7 +142,7 @@ void gs_sweep_header(FILE *f, const gs_opts *o) {
     fprintf(f, "ps: BytePS' summation servers on %d", o->ps_spares[0]);
     for (int i = 1; i < o->nps_spares; i++)
       fprintf(f, "%s%d", i == o->nps_spares - 1 ? " and " : ", ", o->ps_spares[i]);
-    char credit[64] = "";
+    char credit[64] = " (a credit of two partitions)";
     if (o->ps_credit_mb > 0)
       snprintf(credit, sizeof credit, " (a credit of %g MiB)", o->ps_credit_mb);
     char part[64] = "4 MiB or a 32nd of the gradients";

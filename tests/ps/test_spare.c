@@ -120,7 +120,7 @@ static job_opts byteps(int k, bool overlap, size_t credit, uint64_t jitter) {
 static void bits(int k, bool overlap, size_t credit) {
   job_opts o = byteps(k, overlap, credit, (uint64_t)(k * 10 + overlap));
   char what[96];
-  snprintf(what, sizeof what, "summation, %d spare, %s, credit %zu", k,
+  snprintf(what, sizeof what, "summation, %d spare, %s, credit %zu (0: two partitions)", k,
            overlap ? "overlap" : "no overlap", credit);
   job_result *r = result_new(&o);
   REQUIRE(run_threads(&o, r) == 0, "%s: %s | %s", what, r->err[0], r->err[3]);
