@@ -27,14 +27,15 @@ pkgs=(build-essential meson ninja-build pkg-config libopenblas-dev libzmq3-dev
       libprotobuf-c-dev protobuf-c-compiler libjansson-dev libsodium-dev python3 python3-numpy
       libxml2-utils)
 # the test suite's peers and references: PyTorch (its SGD and training as
-# the reference, Gloo, torchrun); scikit-learn for its bundled 8x8 digits
+# the reference, Gloo, torchrun; torchvision for tools/profile_model.py
+# and its tests); scikit-learn for its bundled 8x8 digits
 # (tools/digits_idx.py, real data for the convergence tests); clang and its libFuzzer runtime for the
 # fuzz suite; the launchers bench is tested under (Open MPI, MPICH, Slurm
 # with munge); iproute2 and nftables for the fault tests (in private
 # namespaces); Chromium to open report.html as a user would; util-linux's
 # setpriv to run a rank as another user (the strangers tests); procps's ps
 # to find a launcher's ranks; git for the revision mark's test (a clone)
-[ "${1:-}" = "--deps" ] && pkgs+=(python3-torch python3-sklearn clang libclang-rt-14-dev openmpi-bin mpich
+[ "${1:-}" = "--deps" ] && pkgs+=(python3-torch python3-torchvision python3-sklearn clang libclang-rt-14-dev openmpi-bin mpich
                                  slurm-wlm munge iproute2 nftables chromium util-linux procps git)
 missing=()
 for p in "${pkgs[@]}"; do

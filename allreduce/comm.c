@@ -58,7 +58,7 @@ void gs_comm_span(const gs_comm *r, const char *name, double t0, double t1) {
   if (r->o.span) r->o.span(r->o.span_ctx, name, r->cur_bucket, t0, t1, 1);
 }
 
-int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_row *table, int n, gs_comm **out,
+int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_row *rows, int n, gs_comm **out,
                           char endpoint[GS_ENDPOINT_MAX], gs_err *e) {
   *out = NULL;
   if (endpoint) endpoint[0] = '\0';
@@ -76,7 +76,7 @@ int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_row *table, int n
   gs_comm *r = calloc(1, sizeof *r);
   if (!r) return GS_FAIL(e, GS_ENOMEM, "rank %d: out of memory creating the ring", o->rank);
   r->o = *o;
-  r->rows = table;
+  r->rows = rows;
   r->nrows = n;
   snprintf(r->host, sizeof r->host, "%s", o->host && *o->host ? o->host : "127.0.0.1");
   r->o.host = r->host;
@@ -118,7 +118,7 @@ int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_row *table, int n
                     .no_resend = o->no_resend};
   rc = gs_pair_open(&lc, &r->pair, endpoint, e);
   for (int a = 0; rc == GS_OK && a < n; a++) {
-    const gs_algo_row *row = &table[a];
+    const gs_algo_row *row = &rows[a];
     if (row->ops && (row->under & GS_ALGO_BIT(o->algo)))
       rc = row->ops->prepare(r, row, &r->state[a], e);
   }
@@ -185,7 +185,7 @@ int gs_comm_run(gs_comm *r, gs_algo a, gs_redop op, const void *src, void *dst, 
   void *s = gs_comm_state(r, a);
   if (!s)
     return GS_FAIL(e, GS_EINVAL, "rank %d: the ring was not prepared for %s", r->o.rank,
-                   gs_algo_name(a));
+                   r->rows[a].name);
   return gs_comm_leave(r, r->rows[a].ops->allreduce(r, s, src, dst, count, st, e), e);
 }
 

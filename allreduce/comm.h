@@ -118,9 +118,9 @@ struct gs_comm {
   size_t cur_total;
 };
 
-/* comm.c: the communicator over the n rows of table (algos.c's
+/* comm.c: the communicator over n rows (algos.c's
  * gs_comm_prepare passes its own). */
-int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_row *table, int n, gs_comm **out,
+int gs_comm_prepare_table(const gs_comm_opts *o, const gs_algo_row *rows, int n, gs_comm **out,
                           char endpoint[GS_ENDPOINT_MAX], gs_err *e);
 /* The state of algorithm a, NULL when it is not prepared. */
 static inline void *gs_comm_state(const gs_comm *r, gs_algo a) {

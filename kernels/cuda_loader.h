@@ -14,7 +14,8 @@
  *
  * The module exports exactly three symbols (kernels/cuda/module.map):
  *   gs_cudamod_entry          a gs_cudamod_api: the kernels' entry points
- *   gs_cudamod_nccl_backend() the "nccl" gs_backend (NCCL builds only)
+ *   gs_cudamod_nccl_backend() the "nccl" gs_backend (NCCL builds only;
+ *                             allreduce/nccl/nccl.h)
  *   gs_cudamod_nccl_collective() gs_nccl_collective (allreduce.h), the
  *                             collective benchmark's NCCL calls (NCCL builds only)
  * plus gs_interrupted, which the programs export too (kernels_dep links

@@ -1,4 +1,4 @@
-/* gather.c: a batch gathered from a dataset in host memory (kernels.h,
+/* gather_batch.c: a batch gathered from a dataset in host memory (kernels.h,
  * gs_gather_host): the CPU table's gather_batch, and the data part's host
  * copy for evaluation and its readers' tests. */
 #include "kernels/elem.h"

@@ -1,7 +1,7 @@
-/* socket.c: every ZeroMQ context and socket of gradsync is made and ended
- * here (proto.h, gs_sock_*), so that what a socket is set up with is read in
- * one struct, gs_sock_opts, instead of a run of zmq_setsockopt calls in
- * each part that opens one.
+/* socket.c: every ZeroMQ socket of gradsync is made and ended here
+ * (proto.h, gs_sock_*; its context: context.c), so that what a socket is
+ * set up with is read in one struct, gs_sock_opts, instead of a run of
+ * zmq_setsockopt calls in each part that opens one.
  *
  * ZeroMQ takes most options only before a socket binds or connects (they
  * apply to the connections made after), so a socket is opened with all of
@@ -16,24 +16,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-
-void *gs_sock_context(int io_threads, gs_err *e) {
-  void *ctx = zmq_ctx_new();
-  if (!ctx) {
-    int err = errno;
-    GS_FAIL(e, GS_EIO, "zmq_ctx_new: %s", zmq_strerror(err));
-    errno = err;
-    return NULL;
-  }
-  if (io_threads > 0) zmq_ctx_set(ctx, ZMQ_IO_THREADS, io_threads);
-  return ctx;
-}
-
-void gs_sock_context_end(void *ctx, gs_zap *zap) {
-  /* waits for every socket's linger, and ends the ZAP handler's loop */
-  if (ctx) zmq_ctx_term(ctx);
-  gs_zap_join(zap);
-}
 
 /* One option: 0 on success, else the option's name for the error. */
 static const char *set_int(void *s, int opt, int v, const char *name) {

@@ -44,7 +44,9 @@ int gs_apply_log_init(gs_apply_log *l, const gs_train_opts *t, int threads, cons
   l->train.data = l->data;
   l->load = t->load_params ? strdup(t->load_params) : NULL;
   l->train.load_params = l->load;
-  if (t->load_params && !l->load) {
+  l->freeze = t->freeze && *t->freeze ? strdup(t->freeze) : NULL;
+  l->train.freeze = l->freeze;
+  if ((t->load_params && !l->load) || (t->freeze && *t->freeze && !l->freeze)) {
     gs_apply_log_free(l);
     return GS_FAIL(e, GS_ENOMEM, "out of memory for the apply-order log");
   }
@@ -60,6 +62,7 @@ void gs_apply_log_free(gs_apply_log *l) {
   free(l->data);
   free(l->sync);
   free(l->load);
+  free(l->freeze);
   free(l->up);
   free(l->grads);
   memset(l, 0, sizeof *l);
@@ -151,6 +154,7 @@ char *gs_apply_log_text(const gs_apply_log *l, size_t *len, gs_err *e) {
       (double)t->lr, (double)t->momentum, (double)t->weight_decay, t->seed, t->shuffle,
       t->drop_last, t->compute_ms);
   if (l->load) put(&b, "load_params %s\n", l->load);
+  if (l->freeze) put(&b, "freeze %s\n", l->freeze);
   for (size_t u = 0; u < l->nup; u++) {
     const gs_apply_update *x = &l->up[u];
     put(&b, "update %" PRIu64 " hash %016" PRIx64 " grads", x->version, x->hash);
@@ -201,6 +205,7 @@ static int header(gs_apply_log *l, const char *key, const char *v) {
   if (!strcmp(key, "model")) return (l->model = strdup(v)) ? 0 : -2;
   if (!strcmp(key, "data")) return (l->data = strdup(v)) ? 0 : -2;
   if (!strcmp(key, "load_params")) return (l->load = strdup(v)) ? 0 : -2;
+  if (!strcmp(key, "freeze")) return (l->freeze = strdup(v)) ? 0 : -2;
   if (!strcmp(key, "world")) {
     if (get_i64(v, 2, MAX_WORLD, &i)) return -2;
     l->world = (int)i;
@@ -344,7 +349,8 @@ int gs_apply_log_parse(const char *text, size_t len, const char *name, gs_apply_
     }
     *sp = 0;
     bool again = (!strcmp(line, "sync") && l->sync) || (!strcmp(line, "model") && l->model) ||
-                 (!strcmp(line, "data") && l->data) || (!strcmp(line, "load_params") && l->load);
+                 (!strcmp(line, "data") && l->data) || (!strcmp(line, "load_params") && l->load) ||
+                 (!strcmp(line, "freeze") && l->freeze);
     int h = again ? -2 : header(l, line, sp + 1);
     if (h == -1) rc = BAD("%s line %zu: unknown key '%.40s'", name, lno, line);
     if (h == -2) rc = BAD("%s line %zu: bad value for %.40s: '%.60s'", name, lno, line, sp + 1);
@@ -359,6 +365,7 @@ int gs_apply_log_parse(const char *text, size_t len, const char *name, gs_apply_
     l->train.model = l->model;
     l->train.data = l->data;
     l->train.load_params = l->load;
+    l->train.freeze = l->freeze;
     l->train.world = l->world;
   }
   if (rc < 0) gs_apply_log_free(l);

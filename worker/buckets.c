@@ -6,7 +6,13 @@
  * bucket's limit is first_cap (DDP: 1 MiB), the others' cap (25 MiB). The
  * last parameters are the first whose gradients backward produces, so
  * bucket 0 is ready first. Because parameters live back to back in one flat
- * buffer, each bucket is one contiguous range of it. */
+ * buffer, each bucket is one contiguous range of it.
+ *
+ * Two caps of 0 name the variants a course compares DDP with: a cap of 0
+ * gives every parameter a bucket of its own, the first too (one all-reduce
+ * per parameter); a first cap of 0 gives the first bucket no limit of its
+ * own, so it closes as the others (uniform buckets, a single one when the
+ * cap is at least the model). */
 #include <stdlib.h>
 
 #include "worker/sync.h"
@@ -17,6 +23,7 @@ int gs_plan_buckets(const size_t *param_sizes, int nparams, size_t elem_bytes,
   *nbuckets = 0;
   if (nparams <= 0) return GS_FAIL(e, GS_EINVAL, "bucket plan: the model has no parameters");
   if (elem_bytes == 0) return GS_FAIL(e, GS_EINVAL, "bucket plan: element size 0");
+  if (cap == 0 || first_cap == 0) first_cap = cap;
   size_t total = 0;
   for (int i = 0; i < nparams; i++) total += param_sizes[i];
   gs_bucket *b = calloc((size_t)nparams, sizeof *b);  /* at most one bucket per parameter */

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "worker/sync.h"
+#include "worker/caps.h"
 
 void gs_want_set(gs_want *w, gs_axis a, int v, const char *flag, ...) {
   w->value[a] = v;

@@ -1,6 +1,6 @@
 /* model.c: the model a --model spec names (model.h): seq.c's layered
- * nets (mlp, lenet) or profile.c's gradient-shape profiles, both built on
- * tensors.c's tensor list, so neither needs the other. */
+ * nets (mlp, lenet) or profile.c's profiles (built-in or profile:FILE),
+ * both built on tensors.c's tensor list, so neither needs the other. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +21,6 @@ int gs_model_create(const char *spec, gs_kernels *k, int max_batch, gs_dtype com
     return gs_model_create_profile(spec, k, max_batch, compute, compute_ms, seed, out, e);
   return GS_FAIL(e, GS_EINVAL,
                  "--model %s: unknown model; use mlp:IN-H1-...-OUT (e.g. mlp:784-2048-2048-10), "
-                 "lenet, resnet50, vgg16 or bert-base",
+                 "lenet, resnet50, vgg16, bert-base, vgg11 or profile:FILE (tools/profile_model.py)",
                  spec);
 }

@@ -12,9 +12,10 @@
  *   lenet               the seeds' CIFAR-10 net: conv1 3->6 5x5, ReLU, max-pool
  *                       2, conv2 6->16 5x5, ReLU, max-pool 2, flatten (NCHW),
  *                       fc1 400->120, ReLU, fc2 120->84, ReLU, fc3 84->10
- *   resnet50, vgg16, bert-base
- *                       gradient-shape profiles (profile.c): the real tensors,
- *                       emulated compute, pseudo-gradients, dummy loss 0.
+ *   resnet50, vgg16, bert-base, vgg11, profile:FILE
+ *                       profiles (profile.c, a network as tools/profile_model.py
+ *                       measured it): the real tensors, emulated compute,
+ *                       pseudo-gradients, dummy loss 0.
  * The loss is softmax cross-entropy, mean over the batch.
  *
  * Backward writes the gradients from the last tensor to the first and calls
@@ -51,6 +52,10 @@ typedef struct gs_tensor {
   /* profiles: multiply-adds per sample of the layer work that produces
    * this gradient (0 elsewhere: real models are timed, not counted) */
   double macs;
+  /* profiles: the measured time charged to this tensor at the profile's
+   * batch: its layer's forward (on one tensor of the layer), and the
+   * backward spent before its gradient is ready since the one before */
+  double fwd_s, bwd_s;
 } gs_tensor;
 
 /* Backward's per-tensor notice that a gradient is final; non-zero stops
@@ -85,12 +90,14 @@ struct gs_model {
   float *input;           /* device, max_batch x in_size */
   int32_t *labels;        /* device, max_batch */
   int64_t step;           /* set by the trainer (profiles' pseudo-gradients) */
+  int prof_batch;         /* profiles: the batch they were measured at, and */
+  double prof_fwd_s, prof_bwd_s; /* ... forward and backward per sample there */
   int rank;
   char desc[160];
 };
 
-/* A model from its spec, for batches of up to max_batch. compute_ms and
- * seed only matter to profiles. */
+/* A model from its spec, for batches of up to max_batch. compute_ms,
+ * compute_scale (gs_model_create_scaled) and seed only matter to profiles. */
 int gs_model_create(const char *spec, gs_kernels *k, int max_batch, gs_dtype compute,
                     double compute_ms, uint64_t seed, gs_model **out, gs_err *e);
 void gs_model_destroy(gs_model *m);
@@ -122,10 +129,15 @@ int gs_model_create_mlp(const char *spec, gs_kernels *k, int max_batch, gs_dtype
 int gs_model_create_lenet(gs_kernels *k, int max_batch, gs_dtype compute, gs_model **out,
                           gs_err *e);
 
-/* profile.c */
+/* profile.c: name is a built-in profile or profile:FILE */
 bool gs_profile_known(const char *name);
 int gs_model_create_profile(const char *name, gs_kernels *k, int max_batch, gs_dtype compute,
                             double compute_ms, uint64_t seed, gs_model **out, gs_err *e);
+/* compute_scale > 0: every measured time x compute_scale at max_batch (from
+ * the profile's batch) instead of compute_ms per step; 0: as above */
+int gs_model_create_scaled(const char *name, gs_kernels *k, int max_batch, gs_dtype compute,
+                           double compute_ms, double compute_scale, uint64_t seed, gs_model **out,
+                           gs_err *e);
 
 /* tensors.c, shared by seq.c and profile.c: append a tensor (offset assigned in
  * order). Returns its index or a negative code. */

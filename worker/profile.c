@@ -1,201 +1,125 @@
-/* profile.c: gradient-shape profiles of well-known networks, for measuring
- * communication at real model sizes without running the real networks.
+/* profile.c: training a network from its profile (profile_read.h), for
+ * measuring communication at real model sizes without running the real
+ * network.
  *
- * Each profile is the real list of parameter tensors, in PyTorch's
- * parameters() order with state_dict names:
- *   resnet50   torchvision.models.resnet50()           25,557,032 parameters
- *   vgg16      torchvision.models.vgg16()             138,357,544
- *   bert-base  transformers BertModel (uncased, with   109,482,240
- *              the pooler), hidden 768, 12 layers
- * built by the loops below rather than typed out (the counts are checked
- * by tests/worker/test_profiles.c).
+ * A profile is what tools/profile_model.py measured of a PyTorch network:
+ * its parameters, the order in which backward made their gradients ready,
+ * and each layer's forward and backward time. --model profile:FILE reads
+ * one; resnet50, vgg16, bert-base and vgg11 are the same files, shipped
+ * inside the program (worker/profiles/, made by the profiler: torchvision's
+ * resnet50 and vgg16, Hugging Face's BertModel with bert-base-uncased's
+ * config, and tools/models/cifar_vgg11.py, VGG-11 with batch norm for
+ * CIFAR-10, UW-Madison CS744's model).
  *
- * Compute is emulated with real work: a step costs about compute_ms of
- * 128x128x128 GEMMs through the kernels table (gemm_lp in mixed precision),
- * one third in forward and two thirds in backward, split over the tensors
- * in proportion to the multiply-adds of the layer each belongs to (per
- * sample: 224x224 images, 128-token sequences), not to their sizes: in a
- * real backward VGG-16's fully connected layers, 90% of its parameters and
- * under 1% of its work, are done almost at once. The time of one GEMM is measured once when
- * the profile is created (the fastest of a few trials, so a busy machine at
- * start does not inflate the plan). Backward walks the tensors from the last
- * to the first: each tensor's share of GEMMs, then its pseudo-gradient, then
- * the hook, so buckets become ready progressively as in a real backward.
+ * The tensors are laid out in the order backward makes them, reversed:
+ * tensor 0 is the parameter whose gradient is ready last, so backward walks
+ * from the last tensor to the first, as model.h promises, and DDP's rule
+ * over the tensors in that order (buckets.c) gives the buckets DDP builds
+ * after its first iteration, when it regroups the parameters in the order
+ * their gradients became ready. Names and shapes are the parameters' own
+ * (checkpoints are by name).
+ *
+ * Compute is emulated with real work: 128x128x128 GEMMs through the kernels
+ * table (gemm_lp in mixed precision), run until the pass's schedule says
+ * the layer is done. Each layer's forward and backward time goes to one
+ * tensor of it: its backward time to the first of its tensors backward
+ * reaches, as the work done before that gradient is ready. The schedule is
+ * kept from the start of each pass (a layer that ran long is made up by the
+ * next ones), so a pass lasts what the profile says to within one GEMM
+ * whatever else the machine runs, as a device of its own would; the hooks'
+ * own time is part of it. How long a step is:
+ *   compute_scale > 0  every measured time x compute_scale x the batch over
+ *                      the profile's batch (another device, another batch);
+ *   else               compute_ms per step in all, split over the layers in
+ *                      proportion to their measured times.
+ * Backward walks the tensors from the last to the first: each tensor's
+ * share of GEMMs, then its pseudo-gradient, then the hook, so buckets
+ * become ready when they would in the profiled network.
  *
  * Pseudo-gradients are deterministic: a fixed pattern of 65,536 values
  * uniform in (-1e-3, 1e-3) from the seed, times the loss scale, copied in at
  * a phase that depends on the tensor, the step and the rank (so ranks push
  * different gradients and every step differs). The loss is a dummy 0 and
  * accuracy 0: profiles measure time and bytes, not learning. Parameters
- * still go through the optimizer. */
+ * still go through the optimizer, initialized close to PyTorch's defaults
+ * (matrices and kernels uniform(+-1/sqrt(fan_in)), 1-D weights 1, other
+ * 1-D parameters 0). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "worker/model.h"
+#include "worker/profile_read.h"
 #include "kernels/rng.h"
 
 #define UNIT 128
 #define PATTERN 65536
+#define PREFIX "profile:"
 
 typedef struct prof_model {
   gs_model base;
-  int *fwd_units, *bwd_units;   /* GEMMs per tensor */
+  double *fwd_t, *bwd_t;        /* seconds of emulated compute per tensor */
+  double fwd_tail, bwd_tail;    /* after the last layer's forward, after the last gradient */
   float *a, *b, *c;             /* UNIT x UNIT operands, fp32 */
   void *alp, *blp;              /* ... in the compute dtype */
   float *pattern;               /* device, PATTERN values times pattern_scale */
   float *pattern_host;          /* unscaled */
   float pattern_scale;
-  double unit_s;
 } prof_model;
 
-/* ---- tables ---- */
-
-/* macs: the multiply-adds per sample of the work that produces the
- * tensor's gradient (its layer's), which the emulated compute follows */
-static int add(gs_model *m, gs_err *e, double macs, bool uniform, float v, int ndim, int64_t d0,
-               int64_t d1, int64_t d2, int64_t d3, const char *fmt, ...)
-    __attribute__((format(printf, 11, 12)));
-static int add(gs_model *m, gs_err *e, double macs, bool uniform, float v, int ndim, int64_t d0,
-               int64_t d1, int64_t d2, int64_t d3, const char *fmt, ...) {
-  char name[64];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(name, sizeof name, fmt, ap);
-  va_end(ap);
-  int64_t shape[4] = {d0, d1, d2, d3};
-  int rc = gs_model_add_tensor(m, name, ndim, shape, uniform, v, e);
-  if (rc >= 0) m->tensors[rc].macs = macs;
-  return rc < 0 ? rc : 0;
-}
-
-/* nn.Conv2d / nn.Linear weight: uniform(+-1/sqrt(fan_in)); hw: output
- * pixels, tok: positions the layer runs at */
-#define CONV(oc, ic, kh, kw, hw, ...)                                                          \
-  add(m, e, (double)(oc) * (ic) * (kh) * (kw) * (hw), true,                                    \
-      1.0f / sqrtf((float)((ic) * (kh) * (kw))), 4, oc, ic, kh, kw, __VA_ARGS__)
-#define LINEAR_W(out, in, tok, ...)                                                            \
-  add(m, e, (double)(out) * (in) * (tok), true, 1.0f / sqrtf((float)(in)), 2, out, in, 0, 0,   \
-      __VA_ARGS__)
-#define LINEAR_B(out, in, tok, ...)                                                            \
-  add(m, e, (double)(out) * (tok), true, 1.0f / sqrtf((float)(in)), 1, out, 0, 0, 0, __VA_ARGS__)
-#define ONES(n, hw, ...) add(m, e, (double)(n) * (hw), false, 1.0f, 1, n, 0, 0, 0, __VA_ARGS__)
-#define ZEROS(n, hw, ...) add(m, e, (double)(n) * (hw), false, 0.0f, 1, n, 0, 0, 0, __VA_ARGS__)
-/* embeddings: BERT's N(0, 0.02) replaced by a uniform of the same
- * deviation; backward adds tok rows into the table */
-#define EMBED(rows, dim, tok, ...)                                                             \
-  add(m, e, (double)(dim) * (tok), true, 0.02f * sqrtf(3.0f), 2, rows, dim, 0, 0, __VA_ARGS__)
-
-static int build_resnet50(gs_model *m, gs_err *e) {
-  static const int blocks[4] = {3, 4, 6, 3};
-  const int stem = 112 * 112; /* conv1 (stride 2) output; the max-pool halves it again */
-  int rc = CONV(64, 3, 7, 7, stem, "conv1.weight");
-  rc = rc ? rc : ONES(64, stem, "bn1.weight");
-  rc = rc ? rc : ZEROS(64, stem, "bn1.bias");
-  int inplanes = 64;
-  for (int s = 0; s < 4 && !rc; s++) {
-    int planes = 64 << s;
-    int out = (56 >> s) * (56 >> s);
-    for (int b = 0; b < blocks[s] && !rc; b++) {
-      int l = s + 1;
-      /* the first block of stages 2-4 strides in conv2 (torchvision's v1.5) */
-      int in = b == 0 && s > 0 ? 4 * out : out;
-      rc = CONV(planes, inplanes, 1, 1, in, "layer%d.%d.conv1.weight", l, b);
-      rc = rc ? rc : ONES(planes, in, "layer%d.%d.bn1.weight", l, b);
-      rc = rc ? rc : ZEROS(planes, in, "layer%d.%d.bn1.bias", l, b);
-      rc = rc ? rc : CONV(planes, planes, 3, 3, out, "layer%d.%d.conv2.weight", l, b);
-      rc = rc ? rc : ONES(planes, out, "layer%d.%d.bn2.weight", l, b);
-      rc = rc ? rc : ZEROS(planes, out, "layer%d.%d.bn2.bias", l, b);
-      rc = rc ? rc : CONV(planes * 4, planes, 1, 1, out, "layer%d.%d.conv3.weight", l, b);
-      rc = rc ? rc : ONES(planes * 4, out, "layer%d.%d.bn3.weight", l, b);
-      rc = rc ? rc : ZEROS(planes * 4, out, "layer%d.%d.bn3.bias", l, b);
-      if (b == 0) {
-        rc = rc ? rc : CONV(planes * 4, inplanes, 1, 1, out, "layer%d.0.downsample.0.weight", l);
-        rc = rc ? rc : ONES(planes * 4, out, "layer%d.0.downsample.1.weight", l);
-        rc = rc ? rc : ZEROS(planes * 4, out, "layer%d.0.downsample.1.bias", l);
-      }
-      inplanes = planes * 4;
-    }
-  }
-  rc = rc ? rc : LINEAR_W(1000, 2048, 1, "fc.weight");
-  rc = rc ? rc : LINEAR_B(1000, 2048, 1, "fc.bias");
-  return rc;
-}
-
-static int build_vgg16(gs_model *m, gs_err *e) {
-  /* torchvision cfg "D"; 0 is a max-pool (one module index, no tensors) */
-  static const int cfg[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0,
-                            512, 512, 512, 0, 512, 512, 512, 0};
-  int rc = 0, idx = 0, in = 3, side = 224;
-  for (size_t i = 0; i < sizeof cfg / sizeof cfg[0] && !rc; i++) {
-    if (cfg[i] == 0) {
-      idx += 1;
-      side /= 2;
-      continue;
-    }
-    rc = CONV(cfg[i], in, 3, 3, side * side, "features.%d.weight", idx);
-    rc = rc ? rc : LINEAR_B(cfg[i], in * 9, side * side, "features.%d.bias", idx);
-    in = cfg[i];
-    idx += 2;  /* conv, ReLU */
-  }
-  /* classifier: Linear, ReLU, Dropout, Linear, ReLU, Dropout, Linear */
-  rc = rc ? rc : LINEAR_W(4096, 512 * 7 * 7, 1, "classifier.0.weight");
-  rc = rc ? rc : LINEAR_B(4096, 512 * 7 * 7, 1, "classifier.0.bias");
-  rc = rc ? rc : LINEAR_W(4096, 4096, 1, "classifier.3.weight");
-  rc = rc ? rc : LINEAR_B(4096, 4096, 1, "classifier.3.bias");
-  rc = rc ? rc : LINEAR_W(1000, 4096, 1, "classifier.6.weight");
-  rc = rc ? rc : LINEAR_B(1000, 4096, 1, "classifier.6.bias");
-  return rc;
-}
-
-static int build_bert_base(gs_model *m, gs_err *e) {
-  const int H = 768, I = 3072, T = 128; /* T: tokens in a sample */
-  int rc = EMBED(30522, H, T, "embeddings.word_embeddings.weight");
-  rc = rc ? rc : EMBED(512, H, T, "embeddings.position_embeddings.weight");
-  rc = rc ? rc : EMBED(2, H, T, "embeddings.token_type_embeddings.weight");
-  rc = rc ? rc : ONES(H, T, "embeddings.LayerNorm.weight");
-  rc = rc ? rc : ZEROS(H, T, "embeddings.LayerNorm.bias");
-  static const char *qkv[3] = {"query", "key", "value"};
-  for (int l = 0; l < 12 && !rc; l++) {
-    for (int j = 0; j < 3 && !rc; j++) {
-      /* attention's two T x T x H products have no tensor; backward meets
-         them just before value's gradient, so value carries them */
-      double core = j == 2 ? 2.0 * T * T * H : 0;
-      rc = add(m, e, (double)H * H * T + core, true, 1.0f / sqrtf((float)H), 2, H, H, 0, 0,
-               "encoder.layer.%d.attention.self.%s.weight", l, qkv[j]);
-      rc = rc ? rc : LINEAR_B(H, H, T, "encoder.layer.%d.attention.self.%s.bias", l, qkv[j]);
-    }
-    rc = rc ? rc : LINEAR_W(H, H, T, "encoder.layer.%d.attention.output.dense.weight", l);
-    rc = rc ? rc : LINEAR_B(H, H, T, "encoder.layer.%d.attention.output.dense.bias", l);
-    rc = rc ? rc : ONES(H, T, "encoder.layer.%d.attention.output.LayerNorm.weight", l);
-    rc = rc ? rc : ZEROS(H, T, "encoder.layer.%d.attention.output.LayerNorm.bias", l);
-    rc = rc ? rc : LINEAR_W(I, H, T, "encoder.layer.%d.intermediate.dense.weight", l);
-    rc = rc ? rc : LINEAR_B(I, H, T, "encoder.layer.%d.intermediate.dense.bias", l);
-    rc = rc ? rc : LINEAR_W(H, I, T, "encoder.layer.%d.output.dense.weight", l);
-    rc = rc ? rc : LINEAR_B(H, I, T, "encoder.layer.%d.output.dense.bias", l);
-    rc = rc ? rc : ONES(H, T, "encoder.layer.%d.output.LayerNorm.weight", l);
-    rc = rc ? rc : ZEROS(H, T, "encoder.layer.%d.output.LayerNorm.bias", l);
-  }
-  /* the pooler reads the first token only */
-  rc = rc ? rc : LINEAR_W(H, H, 1, "pooler.dense.weight");
-  rc = rc ? rc : LINEAR_B(H, H, 1, "pooler.dense.bias");
-  return rc;
-}
-
-static const struct {
-  const char *name;
-  int (*build)(gs_model *m, gs_err *e);
-} profiles[] = {
-    {"resnet50", build_resnet50},
-    {"vgg16", build_vgg16},
-    {"bert-base", build_bert_base},
-};
-
 bool gs_profile_known(const char *name) {
-  for (size_t i = 0; i < sizeof profiles / sizeof profiles[0]; i++)
-    if (!strcmp(name, profiles[i].name)) return true;
-  return false;
+  size_t len;
+  return !strncmp(name, PREFIX, strlen(PREFIX)) || gs_profile_builtin(name, &len) != NULL;
+}
+
+static int load(const char *name, gs_profile *p, gs_err *e) {
+  if (!strncmp(name, PREFIX, strlen(PREFIX))) {
+    int rc = gs_profile_load(name + strlen(PREFIX), p, e);
+    if (rc) gs_err_prefix(e, "--model %s", PREFIX);
+    return rc;
+  }
+  size_t len = 0;
+  const char *text = gs_profile_builtin(name, &len);
+  if (!text) return GS_FAIL(e, GS_EINVAL, "--model %s: no such profile", name);
+  return gs_profile_parse(text, len, name, p, e);
+}
+
+/* ---- the tensors ---- */
+
+/* The parameters in reverse readiness order, each layer's times on one
+ * tensor of it (forward on its first in the layout, backward on the first
+ * backward reaches). */
+static int build(gs_model *gm, const gs_profile *p, gs_err *e) {
+  int n = p->nparams;
+  bool *fwd_done = calloc((size_t)p->nlayers, sizeof *fwd_done);
+  bool *bwd_done = calloc((size_t)p->nlayers, sizeof *bwd_done);
+  int rc = fwd_done && bwd_done ? GS_OK : GS_FAIL(e, GS_ENOMEM, "out of memory");
+  for (int i = 0; i < n && rc == GS_OK; i++) {
+    const gs_prof_param *q = &p->params[p->ready[n - 1 - i]];
+    size_t len = strlen(q->name);
+    bool weight = len >= 7 && !strcmp(q->name + len - 7, ".weight");
+    bool uniform = q->ndim >= 2;
+    float v = uniform ? 1.0f / sqrtf((float)(q->count / (size_t)q->shape[0]))
+                      : weight ? 1.0f : 0.0f;
+    int t = gs_model_add_tensor(gm, q->name, q->ndim, q->shape, uniform, v, e);
+    rc = t < 0 ? t : GS_OK;
+    if (rc == GS_OK && !fwd_done[q->layer]) {
+      fwd_done[q->layer] = true;
+      gm->tensors[t].fwd_s = p->layers[q->layer].fwd_s;
+    }
+  }
+  for (int i = n - 1; i >= 0 && rc == GS_OK; i--) {
+    const gs_prof_param *q = &p->params[p->ready[n - 1 - i]];
+    const gs_prof_layer *l = &p->layers[q->layer];
+    if (bwd_done[q->layer]) continue;
+    bwd_done[q->layer] = true;
+    gm->tensors[i].bwd_s = l->bwd_s;
+    gm->tensors[i].macs = l->macs > 0 ? l->macs : 0;
+  }
+  free(fwd_done);
+  free(bwd_done);
+  return rc;
 }
 
 /* ---- emulated compute ---- */
@@ -209,41 +133,40 @@ static void unit_gemm(prof_model *m) {
                UNIT, 0.0f, m->c, UNIT);
 }
 
-static int calibrate(prof_model *m, gs_err *e) {
-  gs_kernels *k = m->base.k;
-  for (int i = 0; i < 3; i++) unit_gemm(m);
-  GS_TRY(k->sync(k, e));
-  double best = 1e30;
-  for (int trial = 0; trial < 5; trial++) {
-    double t0 = gs_now();
-    for (int i = 0; i < 8; i++) unit_gemm(m);
-    GS_TRY(k->sync(k, e));
-    double dt = (gs_now() - t0) / 8;
-    if (dt < best) best = dt;
+/* The step's seconds over the tensors in proportion to the measured times
+ * (the tails apart). */
+static void split_time(prof_model *m, const gs_profile *p, double step_s) {
+  gs_model *gm = &m->base;
+  double total = p->fwd_tail_s + p->bwd_tail_s;
+  for (int i = 0; i < gm->ntensors; i++) total += gm->tensors[i].fwd_s + gm->tensors[i].bwd_s;
+  double f = step_s / total;
+  for (int i = 0; i < gm->ntensors; i++) {
+    m->fwd_t[i] = gm->tensors[i].fwd_s * f;
+    m->bwd_t[i] = gm->tensors[i].bwd_s * f;
   }
-  m->unit_s = best > 0 ? best : 1e-9;
-  return GS_OK;
+  m->fwd_tail = p->fwd_tail_s * f;
+  m->bwd_tail = p->bwd_tail_s * f;
 }
 
-/* Split `units` GEMMs over the tensors in proportion to their layers'
- * multiply-adds (cumulative rounding, so the parts add up exactly). */
-static void split_units(const gs_model *m, double units, int *out) {
-  double total = 0, cum = 0;
-  long prev = 0;
-  for (int i = 0; i < m->ntensors; i++) total += m->tensors[i].macs;
-  for (int i = 0; i < m->ntensors; i++) {
-    cum += m->tensors[i].macs;
-    long upto = lround(units * cum / total);
-    out[i] = (int)(upto - prev);
-    prev = upto;
+/* GEMMs until `upto` seconds of the pass that began at t0 have gone */
+static int work_until(prof_model *m, double t0, double upto, gs_err *e) {
+  gs_kernels *k = m->base.k;
+  while (gs_now() - t0 < upto) {
+    unit_gemm(m);
+    GS_TRY(k->sync(k, e));
   }
+  return GS_OK;
 }
 
 static int prof_forward(gs_model *gm, const float *params, int batch, float *loss, int *correct,
                         gs_err *e) {
   prof_model *m = (prof_model *)gm;
-  for (int i = 0; i < gm->ntensors; i++)
-    for (int u = 0; u < m->fwd_units[i]; u++) unit_gemm(m);
+  double t0 = gs_now(), upto = 0;
+  for (int i = 0; i < gm->ntensors; i++) {
+    upto += m->fwd_t[i];
+    GS_TRY(work_until(m, t0, upto, e));
+  }
+  GS_TRY(work_until(m, t0, upto + m->fwd_tail, e));
   if (loss) *loss = 0.0f;
   if (correct) *correct = 0;
   return gm->k->sync(gm->k, e);
@@ -266,9 +189,11 @@ static int prof_backward(gs_model *gm, const float *params, float *grads, int ba
   prof_model *m = (prof_model *)gm;
   gs_kernels *k = gm->k;
   if (scale != m->pattern_scale) GS_TRY(set_pattern_scale(m, scale, e));
+  double t0 = gs_now(), upto = 0;
   for (int i = gm->ntensors - 1; i >= 0; i--) {
     const gs_tensor *t = &gm->tensors[i];
-    for (int u = 0; u < m->bwd_units[i]; u++) unit_gemm(m);
+    upto += m->bwd_t[i];
+    GS_TRY(work_until(m, t0, upto, e));
     size_t phase = (size_t)((t->offset * 2654435761ull + (uint64_t)gm->step * 7919ull +
                              (uint64_t)gm->rank * 104729ull) % PATTERN);
     for (size_t done = 0; done < t->count;) {
@@ -281,7 +206,8 @@ static int prof_backward(gs_model *gm, const float *params, float *grads, int ba
     GS_TRY(k->sync(k, e));
     if (hook) GS_TRY(hook(ctx, i, e));
   }
-  return GS_OK;
+  GS_TRY(work_until(m, t0, upto + m->bwd_tail, e));
+  return k->sync(k, e);
 }
 
 static void prof_destroy(gs_model *gm) {
@@ -294,76 +220,111 @@ static void prof_destroy(gs_model *gm) {
   k->release(k, m->blp);
   k->release(k, m->pattern);
   free(m->pattern_host);
-  free(m->fwd_units);
-  free(m->bwd_units);
+  free(m->fwd_t);
+  free(m->bwd_t);
   free(gm->tensors);
   free(m);
 }
 
 static const gs_model_ops prof_ops = {prof_forward, prof_backward, prof_destroy};
 
-int gs_model_create_profile(const char *name, gs_kernels *k, int max_batch, gs_dtype compute,
-                            double compute_ms, uint64_t seed, gs_model **out, gs_err *e) {
+/* the GEMM operands, the gradient pattern and the times per tensor */
+static int make_buffers(prof_model *m, const char *name, uint64_t seed, gs_err *e) {
+  gs_model *gm = &m->base;
+  gs_kernels *k = gm->k;
+  size_t esz = gs_dtype_size(gm->compute);
+  m->fwd_t = calloc((size_t)gm->ntensors, sizeof(double));
+  m->bwd_t = calloc((size_t)gm->ntensors, sizeof(double));
+  m->pattern_host = malloc(PATTERN * sizeof(float));
+  m->a = k->alloc(k, UNIT * UNIT * sizeof(float));
+  m->b = k->alloc(k, UNIT * UNIT * sizeof(float));
+  m->c = k->alloc(k, UNIT * UNIT * sizeof(float));
+  m->alp = k->alloc(k, UNIT * UNIT * esz);
+  m->blp = k->alloc(k, UNIT * UNIT * esz);
+  m->pattern = k->alloc(k, PATTERN * sizeof(float));
+  GS_TRY(k->sync(k, e));
+  if (!m->fwd_t || !m->bwd_t || !m->pattern_host || !m->a || !m->b || !m->c || !m->alp ||
+      !m->blp || !m->pattern)
+    return GS_FAIL(e, GS_ENOMEM, "out of memory for the %s profile", name);
+  gs_rng r;
+  gs_rng_seed(&r, seed, GS_STREAM_PROFILE);
+  float *tmp = malloc(UNIT * UNIT * sizeof(float));
+  if (!tmp) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  for (int i = 0; i < UNIT * UNIT; i++) tmp[i] = gs_rng_uniform(&r) - 0.5f;
+  k->to_device(k, m->a, tmp, UNIT * UNIT * sizeof(float));
+  k->to_device(k, m->b, tmp, UNIT * UNIT * sizeof(float));
+  k->convert(k, gm->compute, m->alp, GS_F32, m->a, UNIT * UNIT);
+  k->convert(k, gm->compute, m->blp, GS_F32, m->b, UNIT * UNIT);
+  free(tmp);
+  for (int i = 0; i < PATTERN; i++) m->pattern_host[i] = 1e-3f * (2.0f * gs_rng_uniform(&r) - 1.0f);
+  m->pattern_scale = 0.0f;  /* set on first use */
+  return k->sync(k, e);
+}
+
+/* the step's emulated compute in seconds, and the model's description */
+static int plan_compute(prof_model *m, const gs_profile *p, const char *name, double compute_ms,
+                        double compute_scale, double *step_s, gs_err *e) {
+  gs_model *gm = &m->base;
+  double measured = gm->prof_fwd_s + gm->prof_bwd_s; /* per sample */
+  if (compute_scale > 0) {
+    *step_s = measured * gm->max_batch * compute_scale;
+    if (!(*step_s <= 1e3))
+      return GS_FAIL(e, GS_EINVAL, "--compute-scale %g: %.3g s of emulated compute per step of "
+                     "%d samples (the profile measured %.3g s at batch %d); at most 1000 s",
+                     compute_scale, *step_s, gm->max_batch, measured * p->batch, p->batch);
+    snprintf(gm->desc, sizeof gm->desc, "%s (profile, %.1f ms of emulated compute: measured x %g "
+             "at batch %d)", name, *step_s * 1e3, compute_scale, gm->max_batch);
+  } else {
+    *step_s = compute_ms * 1e-3;
+    snprintf(gm->desc, sizeof gm->desc, "%s (profile, %.1f ms of emulated compute)", name,
+             compute_ms);
+  }
+  return GS_OK;
+}
+
+int gs_model_create_scaled(const char *name, gs_kernels *k, int max_batch, gs_dtype compute,
+                           double compute_ms, double compute_scale, uint64_t seed, gs_model **out,
+                           gs_err *e) {
   *out = NULL;
   if (!(compute_ms >= 0) || compute_ms > 1e6)
     return GS_FAIL(e, GS_EINVAL, "--compute-ms %g: must be between 0 and 1e6", compute_ms);
+  if (!(compute_scale >= 0) || compute_scale > 1e6)
+    return GS_FAIL(e, GS_EINVAL, "--compute-scale %g: must be between 0 and 1e6", compute_scale);
+  gs_profile p;
+  GS_TRY(load(name, &p, e));
   prof_model *m = calloc(1, sizeof *m);
-  if (!m) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  if (!m) {
+    gs_profile_free(&p);
+    return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  }
   gs_model *gm = &m->base;
   gm->ops = &prof_ops;
   gm->k = k;
   gm->compute = compute;
   gm->max_batch = max_batch;
   gm->classes = 1;
-  snprintf(gm->desc, sizeof gm->desc, "%s (profile, %.1f ms of emulated compute)", name,
-           compute_ms);
-  int rc = GS_EINVAL;
-  for (size_t i = 0; i < sizeof profiles / sizeof profiles[0]; i++)
-    if (!strcmp(name, profiles[i].name)) rc = profiles[i].build(gm, e);
-  size_t esz = gs_dtype_size(compute);
-  if (rc == 0) {
-    m->fwd_units = calloc((size_t)gm->ntensors, sizeof(int));
-    m->bwd_units = calloc((size_t)gm->ntensors, sizeof(int));
-    m->pattern_host = malloc(PATTERN * sizeof(float));
-    m->a = k->alloc(k, UNIT * UNIT * sizeof(float));
-    m->b = k->alloc(k, UNIT * UNIT * sizeof(float));
-    m->c = k->alloc(k, UNIT * UNIT * sizeof(float));
-    m->alp = k->alloc(k, UNIT * UNIT * esz);
-    m->blp = k->alloc(k, UNIT * UNIT * esz);
-    m->pattern = k->alloc(k, PATTERN * sizeof(float));
-    rc = k->sync(k, e);
-    if (rc == 0 && (!m->fwd_units || !m->bwd_units || !m->pattern_host || !m->a || !m->b ||
-                    !m->c || !m->alp || !m->blp || !m->pattern))
-      rc = GS_FAIL(e, GS_ENOMEM, "out of memory for the %s profile", name);
+  gm->prof_batch = p.batch;
+  gm->prof_fwd_s = p.fwd_tail_s / p.batch;
+  gm->prof_bwd_s = p.bwd_tail_s / p.batch;
+  for (int i = 0; i < p.nlayers; i++) {
+    gm->prof_fwd_s += p.layers[i].fwd_s / p.batch;
+    gm->prof_bwd_s += p.layers[i].bwd_s / p.batch;
   }
-  if (rc == 0) {
-    gs_rng r;
-    gs_rng_seed(&r, seed, GS_STREAM_PROFILE);
-    float *tmp = malloc(UNIT * UNIT * sizeof(float));
-    if (!tmp) rc = GS_FAIL(e, GS_ENOMEM, "out of memory");
-    for (int i = 0; tmp && i < UNIT * UNIT; i++) tmp[i] = gs_rng_uniform(&r) - 0.5f;
-    if (tmp) {
-      k->to_device(k, m->a, tmp, UNIT * UNIT * sizeof(float));
-      k->to_device(k, m->b, tmp, UNIT * UNIT * sizeof(float));
-      k->convert(k, compute, m->alp, GS_F32, m->a, UNIT * UNIT);
-      k->convert(k, compute, m->blp, GS_F32, m->b, UNIT * UNIT);
-    }
-    free(tmp);
-    for (int i = 0; i < PATTERN; i++)
-      m->pattern_host[i] = 1e-3f * (2.0f * gs_rng_uniform(&r) - 1.0f);
-    m->pattern_scale = 0.0f;  /* set on first use */
-    if (rc == 0) rc = k->sync(k, e);
-  }
-  if (rc == 0 && compute_ms > 0) rc = calibrate(m, e);
-  if (rc == 0 && compute_ms > 0) {
-    double units = compute_ms * 1e-3 / m->unit_s;
-    split_units(gm, units / 3.0, m->fwd_units);
-    split_units(gm, units * 2.0 / 3.0, m->bwd_units);
-  }
+  double step_s = 0;
+  int rc = build(gm, &p, e);
+  if (rc == 0) rc = plan_compute(m, &p, name, compute_ms, compute_scale, &step_s, e);
+  if (rc == 0) rc = make_buffers(m, name, seed, e);
+  if (rc == 0 && step_s > 0) split_time(m, &p, step_s);
+  gs_profile_free(&p);
   if (rc) {
     prof_destroy(gm);
     return rc;
   }
   *out = gm;
   return GS_OK;
+}
+
+int gs_model_create_profile(const char *name, gs_kernels *k, int max_batch, gs_dtype compute,
+                            double compute_ms, uint64_t seed, gs_model **out, gs_err *e) {
+  return gs_model_create_scaled(name, k, max_batch, compute, compute_ms, 0, seed, out, e);
 }

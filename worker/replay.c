@@ -54,9 +54,12 @@ static int trainer_of(replay *r, int rank, gs_err *e) {
   o.rank = rank;
   o.world = r->l->world;
   GS_TRY(gs_trainer_create(&o, r->k, &r->t[rank], e));
-  if (gs_trainer_nparams(r->t[rank]) != r->n)
+  gs_sync_config c; /* the parameters that train: the server's */
+  memset(&c, 0, sizeof c);
+  gs_trainer_sync_config(r->t[rank], &c);
+  if (c.n != r->n)
     return GS_FAIL(e, GS_EINVAL, "replay: model %s has %zu parameters, the log's run %zu",
-                   o.model, gs_trainer_nparams(r->t[rank]), r->n);
+                   o.model, c.n, r->n);
   return GS_OK;
 }
 
@@ -80,6 +83,7 @@ static int one_run(const gs_apply_log *l, int K, gs_err *e) {
     if (x->world != l[0].world || x->threads != l[0].threads ||
         !same_text(x->sync, l[0].sync) || !same_text(x->model, l[0].model) ||
         !same_text(x->data, l[0].data) || !same_text(x->load, l[0].load) ||
+        !same_text(x->freeze, l[0].freeze) ||
         b->batch != a->batch || b->steps != a->steps || b->seed != a->seed ||
         b->lr != a->lr || b->momentum != a->momentum || b->weight_decay != a->weight_decay ||
         b->shuffle != a->shuffle || b->drop_last != a->drop_last ||

@@ -54,6 +54,7 @@
 
 #include "compress/compress.h"
 #include "kernels/kernels.h"
+#include "worker/caps.h"
 
 #define GS_ENDPOINT_MAX 256
 #define GS_BOOTSTRAP_MAX 512
@@ -114,73 +115,6 @@ typedef struct gs_sync_stats {
   double server_reduce_s, server_update_s;
   uint64_t server_bytes_sent, server_bytes_recv;
 } gs_sync_stats;
-
-/* ---- what a backend supports (caps.c) ----
- * Each backend declares, for the options it was given, which value of
- * each axis below it runs (gs_backend.caps): its capabilities. A run asks
- * one value of each axis (gs_want), each with the flag that asked it;
- * gs_caps_check is the ONE place that refuses a combination, with words
- * that name the flags. The command line calls it for every run of a sweep
- * before any rank starts (bench/job/backends.c holds the table of rows);
- * every backend's prepare() and open() call it again through
- * gs_sync_check_config, so a backend driven by a program of its own
- * refuses the same combination with the same words. Besides what a
- * backend runs, some values need others wherever they run (a compression
- * needs fp32 compute on the CPU under bsp; a stale consistency model
- * pushes after backward; periodic averaging averages fp32 parameters as
- * they are): caps.c's table of needs, written once. */
-typedef enum gs_axis {
-  GS_AXIS_COMPRESS = 0,     /* gs_compress_kind */
-  GS_AXIS_SYNC,             /* gs_sync_kind: the consistency model */
-  GS_AXIS_DEVICE,           /* gs_device */
-  GS_AXIS_PRECISION,        /* the compute precision (gs_dtype F32, F16, BF16) */
-  GS_AXIS_WIRE,             /* the gradients' dtype on the wire (gs_dtype) */
-  GS_AXIS_SCALING,          /* loss scaling: 0 off, 1 on */
-  GS_AXIS_OVERLAP,          /* buckets handed over as backward fills them: 0, 1 */
-  GS_AXIS_COLLECTIVE,       /* the collective benchmark (sum_only): 0, 1 */
-  GS_AXIS_TRANSPORT,        /* gs_transport */
-  GS_AXIS_COUNT
-} gs_axis;
-
-/* The consistency models, as one axis: the ps' (bsp, ssp, async, backup
- * workers: ps.h) and the all-reduce's periodic averaging (allreduce.h). */
-typedef enum gs_sync_kind {
-  GS_SYNC_BSP = 0, GS_SYNC_SSP, GS_SYNC_ASYNC, GS_SYNC_BACKUP, GS_SYNC_PERIODIC
-} gs_sync_kind;
-/* How ranks of one machine reach each other: TCP (the default, and the
- * only one across machines), Unix sockets, or shared memory. */
-typedef enum gs_transport { GS_TRANSPORT_TCP = 0, GS_TRANSPORT_IPC, GS_TRANSPORT_SHM } gs_transport;
-
-#define GS_CAP(v) (1u << (unsigned)(v))
-
-/* A backend's capabilities: per axis, the set of values it runs (bits
- * GS_CAP(value)), and its name as the flags chose it, for the words. */
-typedef struct gs_caps {
-  char what[160];           /* "the flat ps (--mode ps)", "a sharded ps (--ps-servers 2)" */
-  unsigned runs[GS_AXIS_COUNT];
-} gs_caps;
-
-/* What a run asks: one value per axis, each with the flag that asked it
- * ("--compress topk:0.1", "--ps-sync ssp:2"; "" when nobody asked, the
- * default). known[axis] false: the asker cannot tell (a backend does not
- * see the compute precision), and the axis is not checked. */
-typedef struct gs_want {
-  int value[GS_AXIS_COUNT];
-  bool known[GS_AXIS_COUNT];
-  char flag[GS_AXIS_COUNT][48];
-} gs_want;
-/* Set axis a of w to v, asked by flag (printf; NULL: the default). */
-void gs_want_set(gs_want *w, gs_axis a, int v, const char *flag, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* Every value of every axis: where a backend's declaration starts, so that
- * it says only what it does not run. */
-void gs_caps_everything(gs_caps *c);
-
-/* Whether a backend of capabilities c runs w, and whether every value of
- * w has what it needs: GS_OK, or GS_EINVAL with a sentence naming the
- * flags (prefix, when not NULL or "", starts it: "rank 2: "). */
-int gs_caps_check(const gs_caps *c, const gs_want *w, const char *prefix, gs_err *e);
 
 typedef struct gs_sync_config {
   int rank, world;
@@ -307,8 +241,52 @@ void gs_want_of_config(const gs_sync_config *c, gs_want *w);
  * DDP's way: walk from the last parameter backwards, close a bucket when it
  * reaches cap bytes (first_cap for the first bucket); never split one
  * parameter. elem_bytes is the gradient dtype's size. Buckets come out in
- * readiness order (bucket 0 holds the last parameters). *out is malloc'ed. */
+ * readiness order (bucket 0 holds the last parameters). cap 0: a bucket per
+ * parameter, the first too; first_cap 0: the first closes past cap as the
+ * others do. *out is malloc'ed. */
 int gs_plan_buckets(const size_t *param_sizes, int nparams, size_t elem_bytes,
                     size_t first_cap, size_t cap, gs_bucket **out, int *nbuckets, gs_err *e);
+
+/* The ps backend's BytePS split (ps/split.c), here below both the ps and
+ * the cost model (bench/costmodel), which predicts the same bytes: one
+ * formula for both. */
+/* BytePS' partitions: at most 4 MiB (BytePS' default size) and, by default,
+ * at most a 32nd of the gradients, so that a step pipelines at least 32 of
+ * them (a partition's answers travel while the next ones are pushed; with
+ * 4 MiB partitions of a model of a few MB there would be two or three, and
+ * the pushes and answers would take turns); never under 64 KiB. given > 0
+ * (--ps-partition-mb): that, as given. */
+#define GS_PS_PARTITION_BYTES ((size_t)4 << 20)
+static inline size_t gs_ps_partition_bytes(size_t given, double gradient_bytes) {
+  if (given) return given;
+  double p = gradient_bytes / 32;
+  if (p > (double)GS_PS_PARTITION_BYTES) p = (double)GS_PS_PARTITION_BYTES;
+  if (p < 65536) p = 65536;
+  return (size_t)p;
+}
+
+/* BytePS' split (Jiang et al., OSDI 2020) for n workers' hosts and k spare
+ * hosts of equal links: a spare server sums 2(n-1)/(n^2+kn-2k) of the
+ * parameters, the server on each workers' host (n-k)/(n^2+kn-2k), so that
+ * every link carries 2n(n-1)/(n^2+kn-2k) of them each way, the least any
+ * placement can (k = 0 is the ring's 2(n-1)/n; k = n is 1). With share > 0
+ * (at most 1/k) each spare server sums that share instead and the workers'
+ * hosts split the rest evenly. Into *spare and *colo; GS_EINVAL (naming
+ * --ps-spare-share) when the numbers do not make a split. */
+static inline int gs_ps_spare_shares(int n, int k, double share, double *spare, double *colo) {
+  double d = (double)n * n + (double)k * n - 2.0 * k;
+  *spare = *colo = 0;
+  if (n < 1 || k < 0 || (k > 0 && share > 1.0 / k + 1e-12) || share < 0 || d <= 0) return -1;
+  if (share > 0) {
+    *spare = k > 0 ? share : 0;
+    *colo = (1.0 - k * *spare) / n;
+    if (*colo < 1e-12) *colo = 0;
+    return 0;
+  }
+  if (k > n) return -1;
+  *spare = k > 0 ? 2.0 * (n - 1) / d : 0;
+  *colo = (double)(n - k) / d;
+  return 0;
+}
 
 #endif

@@ -208,26 +208,38 @@ static int init_params(gs_trainer *t, const gs_train_opts *o, gs_err *e) {
   return rc;
 }
 
-/* What compression sees of each tensor: PyTorch's view(shape[0], -1). */
+/* Where tensor i starts in the buffers the backend is given: the model's,
+ * or the compact copy of the parameters that train (--freeze). */
+static size_t sync_offset(const gs_trainer *t, int i) {
+  return t->toff ? t->toff[i] : t->m->tensors[i].offset;
+}
+static bool trains(const gs_trainer *t, int i) { return !t->frozen || !t->frozen[i]; }
+
+/* What compression sees of each tensor that trains: PyTorch's
+ * view(shape[0], -1); t->nctensors of them. */
 static int compress_views(gs_trainer *t, gs_err *e) {
   t->ctensors = malloc((size_t)t->m->ntensors * sizeof *t->ctensors);
   if (!t->ctensors) return GS_FAIL(e, GS_ENOMEM, "out of memory");
+  t->nctensors = 0;
   for (int i = 0; i < t->m->ntensors; i++) {
     const gs_tensor *x = &t->m->tensors[i];
+    if (!trains(t, i)) continue;
     size_t rows = x->ndim > 0 && x->shape[0] > 0 ? (size_t)x->shape[0] : x->count;
     if (rows == 0 || x->count % rows) rows = x->count;
-    t->ctensors[i] = (gs_compress_tensor){.offset = x->offset, .rows = rows,
-                                          .cols = rows ? x->count / rows : 0};
+    t->ctensors[t->nctensors++] = (gs_compress_tensor){
+        .offset = sync_offset(t, i), .rows = rows, .cols = rows ? x->count / rows : 0};
   }
   return GS_OK;
 }
 
 /* Each tensor's bucket: the one its first element is in; an empty tensor at
- * a bucket's end, the bucket that ends there; else the last. */
+ * a bucket's end, the bucket that ends there; else the last; none (-1) for
+ * a frozen one. */
 static void bucket_of_tensors(gs_trainer *t) {
   for (int i = 0; i < t->m->ntensors; i++) {
-    size_t off = t->m->tensors[i].offset;
+    size_t off = sync_offset(t, i);
     t->tensor_bucket[i] = -1;
+    if (!trains(t, i)) continue;
     for (int b = 0; b < t->nbuckets; b++)
       if (off >= t->buckets[b].offset && off < t->buckets[b].offset + t->buckets[b].count)
         t->tensor_bucket[i] = b;
@@ -239,16 +251,18 @@ static void bucket_of_tensors(gs_trainer *t) {
   }
 }
 
-/* Buckets over the gradient buffer, in the wire dtype's bytes (DDP's rule:
- * the first closes past first_bucket_mb, the others past bucket_mb), and
- * the tensors' countdown to each. */
+/* Buckets over the gradient buffer of the parameters that train, in the
+ * wire dtype's bytes (DDP's rule: the first closes past first_bucket_mb,
+ * the others past bucket_mb), and the tensors' countdown to each. */
 static int plan_buckets(gs_trainer *t, const gs_train_opts *o, gs_err *e) {
   size_t *sizes = malloc((size_t)t->m->ntensors * sizeof *sizes);
   t->tensor_bucket = malloc((size_t)t->m->ntensors * sizeof *t->tensor_bucket);
   int rc = !sizes || !t->tensor_bucket ? GS_FAIL(e, GS_ENOMEM, "out of memory") : GS_OK;
+  int n = 0;
   if (rc == 0) {
-    for (int i = 0; i < t->m->ntensors; i++) sizes[i] = t->m->tensors[i].count;
-    rc = gs_plan_buckets(sizes, t->m->ntensors, gs_dtype_size(o->precision),
+    for (int i = 0; i < t->m->ntensors; i++)
+      if (trains(t, i)) sizes[n++] = t->m->tensors[i].count;
+    rc = gs_plan_buckets(sizes, n, gs_dtype_size(o->precision),
                          (size_t)(o->first_bucket_mb * MiB), (size_t)(o->bucket_mb * MiB),
                          &t->buckets, &t->nbuckets, e);
   }
@@ -279,6 +293,9 @@ static void describe(gs_trainer *t) {
   int n = snprintf(t->desc, sizeof t->desc, "%s: %zu parameters in %d tensors, %d bucket%s",
                    t->m->desc, t->m->nparams, t->m->ntensors, t->nbuckets,
                    t->nbuckets == 1 ? "" : "s");
+  if (t->frozen && n > 0 && (size_t)n < sizeof t->desc)
+    n += snprintf(t->desc + n, sizeof t->desc - (size_t)n, " over %zu parameters that train "
+                  "(--freeze %s)", t->ntrain, t->o.freeze);
   if (t->d && n > 0 && (size_t)n < sizeof t->desc)
     snprintf(t->desc + n, sizeof t->desc - (size_t)n, "; %s", t->d->desc);
 }
@@ -293,18 +310,26 @@ int gs_trainer_create(const gs_train_opts *o, gs_kernels *k, gs_trainer **out, g
   t->k = k;
   t->model_spec = strdup(o->model ? o->model : "");
   t->data_spec = strdup(o->data ? o->data : "synthetic");
+  t->freeze_spec = o->freeze && *o->freeze ? strdup(o->freeze) : NULL;
   t->o.model = t->model_spec;
   t->o.data = t->data_spec;
+  t->o.freeze = t->freeze_spec;
   t->o.load_params = NULL;  /* only used here, not kept */
   t->wall_offset = gs_wall() - gs_now();
-  int rc = (!t->model_spec || !t->data_spec) ? GS_FAIL(e, GS_ENOMEM, "out of memory") : GS_OK;
+  int rc = (!t->model_spec || !t->data_spec || (o->freeze && *o->freeze && !t->freeze_spec))
+               ? GS_FAIL(e, GS_ENOMEM, "out of memory") : GS_OK;
   if (rc == 0)
-    rc = gs_model_create(t->model_spec, k, o->batch, o->precision, o->compute_ms, o->seed, &t->m, e);
+    rc = gs_profile_known(t->model_spec)
+             ? gs_model_create_scaled(t->model_spec, k, o->batch, o->precision, o->compute_ms,
+                                      o->compute_scale, o->seed, &t->m, e)
+             : gs_model_create(t->model_spec, k, o->batch, o->precision, o->compute_ms, o->seed,
+                               &t->m, e);
   if (rc == 0) {
     t->m->rank = o->rank;
     rc = open_data(t, o, e);
   }
   if (rc == 0) rc = init_params(t, o, e);
+  if (rc == 0) rc = gs_freeze_setup(t, t->freeze_spec, e);
   if (rc == 0) rc = compress_views(t, e);
   if (rc == 0) rc = plan_buckets(t, o, e);
   if (rc) {
@@ -323,6 +348,7 @@ void gs_trainer_destroy(gs_trainer *t) {
     t->k->release(t->k, t->params);
     t->k->release(t->k, t->grads);
   }
+  gs_freeze_free(t);
   gs_model_destroy(t->m);
   gs_data_free(t->d);
   gs_sampler_free(&t->sampler);
@@ -341,15 +367,16 @@ void gs_trainer_destroy(gs_trainer *t) {
   free(t->spans);
   free(t->model_spec);
   free(t->data_spec);
+  free(t->freeze_spec);
   pthread_mutex_destroy(&t->span_lock);
   free(t);
 }
 
 void gs_trainer_sync_config(gs_trainer *t, gs_sync_config *c) {
   c->k = t->k;
-  c->params = t->params;
-  c->grads = t->grads;
-  c->n = t->m->nparams;
+  c->params = t->tparams ? t->tparams : t->params;
+  c->grads = t->tgrads ? t->tgrads : t->grads;
+  c->n = t->tparams ? t->ntrain : t->m->nparams;
   c->buckets = t->buckets;
   c->nbuckets = t->nbuckets;
   c->sgd = (gs_sgd){t->o.lr, t->o.momentum, t->o.weight_decay};
@@ -357,7 +384,7 @@ void gs_trainer_sync_config(gs_trainer *t, gs_sync_config *c) {
   c->compress = t->o.compress;
   c->compress.seed = t->o.seed;
   c->tensors = t->ctensors;
-  c->ntensors = t->m->ntensors;
+  c->ntensors = t->nctensors;
   c->scaler = t->scaler;
   c->span = trainer_span;
   c->span_ctx = t;
@@ -369,6 +396,8 @@ void gs_trainer_sync_config(gs_trainer *t, gs_sync_config *c) {
 static int grad_ready(void *ctx, int tensor, gs_err *e) {
   gs_trainer *t = ctx;
   int b = t->tensor_bucket[tensor];
+  if (b < 0) return GS_OK; /* frozen: its gradient goes nowhere */
+  if (t->tgrads) gs_freeze_grad(t, tensor);
   if (t->bucket_left[b] == 0)
     return GS_FAIL(e, GS_EINVAL, "backward reported tensor %s twice", t->m->tensors[tensor].name);
   t->bucket_left[b]--;
@@ -449,6 +478,7 @@ static int one_step(gs_trainer *t, gs_sync *s, gs_step_row *row, gs_err *e) {
     gs_err_prefix(e, "begin_step: ");
     return rc;
   }
+  gs_freeze_params_out(t); /* a stale ps may have brought parameters */
   float loss = 0.0f;
   int correct = 0;
   double t2 = gs_now();
@@ -467,7 +497,8 @@ static int one_step(gs_trainer *t, gs_sync *s, gs_step_row *row, gs_err *e) {
     t3 = t3b;
   }
   for (int b = 0; b < t->nbuckets; b++) t->bucket_left[b] = 0;
-  for (int i = 0; i < t->m->ntensors; i++) t->bucket_left[t->tensor_bucket[i]]++;
+  for (int i = 0; i < t->m->ntensors; i++)
+    if (t->tensor_bucket[i] >= 0) t->bucket_left[t->tensor_bucket[i]]++;
   t->next_ready = 0;
   GS_TRY(t->m->ops->backward(t->m, t->params, t->grads, n, t->scale, grad_ready, t, e));
   if (t->next_ready != t->nbuckets)
@@ -482,6 +513,7 @@ static int one_step(gs_trainer *t, gs_sync *s, gs_step_row *row, gs_err *e) {
     gs_err_prefix(e, "end_step: ");
     return rc;
   }
+  gs_freeze_params_out(t);
   GS_TRY(k->sync(k, e));
   double t5 = gs_now();
   row->t_end = t5 + t->wall_offset;
@@ -538,9 +570,12 @@ int gs_trainer_run(gs_trainer *t, gs_sync *s, gs_step_cb cb, void *ctx, gs_err *
   return rc;
 }
 
-/* backward's notice without a backend: nothing to hand over */
+/* backward's notice without a backend: nothing to hand over (a gradient
+ * that trains still goes to the compact copy, where the caller reads it) */
 static int no_handover(void *ctx, int tensor, gs_err *e) {
-  (void)ctx, (void)tensor, (void)e;
+  gs_trainer *t = ctx;
+  (void)e;
+  if (t->tgrads && !t->frozen[tensor]) gs_freeze_grad(t, tensor);
   return GS_OK;
 }
 
@@ -560,6 +595,7 @@ int gs_trainer_gradient(gs_trainer *t, int64_t step, gs_err *e) {
     t->pos = (step % per) * t->o.batch;
   }
   t->step = step;
+  gs_freeze_params_out(t); /* the caller set the parameters the backend's way */
   int n = 0;
   GS_TRY(next_batch(t, &n, e));
   t->m->step = step;
@@ -595,11 +631,13 @@ int gs_trainer_save(gs_trainer *t, const char *dir, gs_err *e) {
 /* ---- facts ---- */
 
 int gs_trainer_copy_params(const gs_trainer *t, float *host, gs_err *e) {
+  gs_freeze_params_out(t);
   t->k->to_host(t->k, host, t->params, t->m->nparams * sizeof(float));
   return t->k->sync(t->k, e);
 }
 
 size_t gs_trainer_nparams(const gs_trainer *t) { return t->m->nparams; }
+const float *gs_trainer_params(const gs_trainer *t) { return t->params; }
 int gs_trainer_ntensors(const gs_trainer *t) { return t->m->ntensors; }
 const char *gs_trainer_tensor_name(const gs_trainer *t, int i) {
   return i >= 0 && i < t->m->ntensors ? t->m->tensors[i].name : NULL;
@@ -610,6 +648,17 @@ size_t gs_trainer_tensor_offset(const gs_trainer *t, int i) {
 double gs_trainer_tensor_macs(const gs_trainer *t, int i) {
   return i >= 0 && i < t->m->ntensors ? t->m->tensors[i].macs : 0;
 }
+double gs_trainer_tensor_backward_s(const gs_trainer *t, int i) {
+  return i >= 0 && i < t->m->ntensors ? t->m->tensors[i].bwd_s : 0;
+}
+bool gs_trainer_profile_compute(const gs_trainer *t, double *fwd_s, double *bwd_s) {
+  *fwd_s = t->m->prof_fwd_s;
+  *bwd_s = t->m->prof_bwd_s;
+  return t->m->prof_batch > 0;
+}
 int gs_trainer_nbuckets(const gs_trainer *t) { return t->nbuckets; }
+int gs_trainer_tensor_bucket(const gs_trainer *t, int i) {
+  return i >= 0 && i < t->m->ntensors ? t->tensor_bucket[i] : -1;
+}
 const char *gs_trainer_describe(const gs_trainer *t) { return t->desc; }
 int64_t gs_trainer_shard_size(const gs_trainer *t) { return t->d ? t->sampler.num_samples : 0; }

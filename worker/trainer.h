@@ -14,15 +14,16 @@
 
 struct gs_trainer {
   gs_train_opts o;
-  char *model_spec, *data_spec;
+  char *model_spec, *data_spec, *freeze_spec;
   gs_kernels *k;
   gs_model *m;
   gs_dataset *d;          /* NULL for profiles */
   gs_sampler sampler;
   float *params, *grads;  /* device */
-  gs_bucket *buckets;
+  gs_bucket *buckets;      /* over the parameters that train (tparams when some are frozen) */
   int nbuckets;
-  gs_compress_tensor *ctensors;  /* the tensors as matrices, for compression */
+  gs_compress_tensor *ctensors;  /* the tensors that train as matrices, for compression */
+  int nctensors;
   int *tensor_bucket;     /* bucket of each tensor */
   size_t *bucket_left;    /* tensors still to come this step, per bucket */
   int next_ready;         /* first bucket not yet handed over */
@@ -48,6 +49,25 @@ struct gs_trainer {
   gs_span *spans;
   size_t nspans, capspans;
   char desc[600];
+  /* --freeze (freeze.c): NULL / 0 without it. frozen[i]: tensor i does not
+   * train; toff[i]: where a tensor that trains starts in the compact copy
+   * tparams / tgrads (ntrain floats each), which the backend is given */
+  bool *frozen;
+  size_t *toff;
+  size_t ntrain;
+  float *tparams, *tgrads;
 };
+
+/* freeze.c: mark the tensors of spec's layers ("fc1,conv2"; NULL or "":
+ * none) and make the compact copy of the others (after the parameters are
+ * initialized); GS_EINVAL naming a layer the model lacks, or a spec that
+ * freezes everything. */
+int gs_freeze_setup(gs_trainer *t, const char *spec, gs_err *e);
+/* tensor i's gradient (final) into the compact gradients */
+void gs_freeze_grad(gs_trainer *t, int i);
+/* the compact parameters back into the model's buffer (queued on the
+ * kernels' stream); nothing without --freeze */
+void gs_freeze_params_out(const gs_trainer *t);
+void gs_freeze_free(gs_trainer *t);
 
 #endif

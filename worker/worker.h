@@ -56,7 +56,8 @@ double gs_straggle_multiplier(const gs_straggle *s, uint64_t seed, int rank, int
 void gs_busy_work(double seconds);
 
 typedef struct gs_train_opts {
-  const char *model;       /* "mlp:784-2048-2048-10", "lenet", "resnet50", "vgg16", "bert-base" */
+  const char *model;       /* "mlp:784-2048-2048-10", "lenet", "resnet50", "vgg16", "bert-base",
+                              "profile:FILE" */
   const char *data;        /* "synthetic", "idx:IMAGES,LABELS", "cifar10:FILE[,FILE...]" */
   int batch;               /* per rank */
   int64_t steps;           /* optimizer steps to run (epochs roll over as needed) */
@@ -70,6 +71,8 @@ typedef struct gs_train_opts {
                               dynamic (GradScaler), bf16 and fp32 1 fixed */
   bool dynamic_scale;
   double compute_ms;       /* profiles: emulated compute per step (real GEMM work) */
+  double compute_scale;    /* profiles: > 0, each layer's measured time x this at batch
+                              (from the profile's batch) instead of compute_ms; 0: off */
   int rank, world;
   double bucket_mb, first_bucket_mb;   /* DDP: 25, 1 */
   gs_compress compress;    /* DDP's communication hook (compress.h); its seed
@@ -77,7 +80,14 @@ typedef struct gs_train_opts {
   const char *load_params; /* directory of .npy files, or NULL */
   int64_t synthetic_samples; /* size of the synthetic dataset */
   gs_straggle straggle;    /* slowed ranks and compute noise (none: zero) */
+  const char *freeze;      /* layers that do not train, "fc1,conv2" (requires_grad=False:
+                              no gradient traffic, their initial bits kept); NULL: none */
 } gs_train_opts;
+
+/* Whether --freeze spec names layers of model (comma list; each a layer,
+ * "fc1", or a tensor, "fc1.weight") and leaves something to train: GS_OK,
+ * or GS_EINVAL naming what is wrong and the model's layers. NULL or "": OK. */
+int gs_freeze_check(const char *model, const char *spec, gs_err *e);
 
 /* The training defaults of bench's flag table (bench/cli/opts.c, shown by bench
  * --help); tests/bench/cli/test_opts.c checks that the two agree. */
@@ -125,7 +135,9 @@ int gs_trainer_create(const gs_train_opts *o, gs_kernels *k, gs_trainer **out, g
 void gs_trainer_destroy(gs_trainer *t);
 
 /* Fill what a backend needs: params, grads, n, buckets, sgd, wire dtype,
- * scaler, k, and the span hook. The caller adds rank/world/endpoints. */
+ * scaler, k, and the span hook. The caller adds rank/world/endpoints.
+ * With --freeze these are the parameters that train only (a compact copy,
+ * the frozen tensors left out; gs_trainer_tensor_bucket says which). */
 void gs_trainer_sync_config(gs_trainer *t, gs_sync_config *c);
 
 /* Called after every step (from the training thread); non-zero stops the
@@ -164,8 +176,20 @@ size_t gs_trainer_tensor_offset(const gs_trainer *t, int i);
  * tensor i's gradient (its emulated compute follows them); 0 for models
  * whose compute is real (timed, not counted). */
 double gs_trainer_tensor_macs(const gs_trainer *t, int i);
+/* A profile's measured backward time charged to tensor i (the time before
+ * its gradient is ready since the one before; seconds at the profile's
+ * batch), 0 for models whose compute is real. */
+double gs_trainer_tensor_backward_s(const gs_trainer *t, int i);
+/* A profile's measured forward and backward per sample (false, zeros, for
+ * models whose compute is real). */
+bool gs_trainer_profile_compute(const gs_trainer *t, double *fwd_s, double *bwd_s);
 int gs_trainer_nbuckets(const gs_trainer *t);
+/* The bucket tensor i's gradient travels in; -1 for a frozen tensor. */
+int gs_trainer_tensor_bucket(const gs_trainer *t, int i);
 
+/* Every parameter (nparams floats, frozen ones too) where the kernels run,
+ * as the model reads them: after a step, that step's update. */
+const float *gs_trainer_params(const gs_trainer *t);
 /* The current parameters (nparams floats) into host memory. */
 int gs_trainer_copy_params(const gs_trainer *t, float *host, gs_err *e);
 /* One line for logs: model, parameters, tensors, buckets, data. */
@@ -229,6 +253,7 @@ typedef struct gs_apply_update {
 typedef struct gs_apply_log {
   gs_train_opts train;       /* model and data point into the strings below */
   char *model, *data, *sync, *load; /* owned; load: --load-params or NULL */
+  char *freeze;              /* owned; --freeze or NULL */
   int world, threads;
   int shard, shards;         /* the sharded ps: server `shard`'s log of `shards` (each
                                 logs its range, versions and parameters); 0 of 1: the

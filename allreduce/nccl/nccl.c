@@ -50,6 +50,7 @@
 #include <nccl.h>
 
 #include "allreduce/allreduce.h"
+#include "allreduce/nccl/nccl.h"
 #include "allreduce/nccl/nccl_internal.h"
 #include "kernels/cuda/cuda_impl.h"
 
@@ -454,8 +455,7 @@ const gs_backend gs_nccl_backend = {
     .discard = nccl_discard,
 };
 
-/* The module's entry for allreduce/nccl/nccl_proxy.c: in a CUDA build this file
+/* The module's entry for nccl_proxy.c (nccl.h): in a CUDA build this file
  * lives in libgs_cuda.so (kernels/cuda_loader.h), where gs_nccl_backend
  * above is local; the programs' gs_nccl_backend is the proxy. */
-__attribute__((visibility("default"))) const gs_backend *gs_cudamod_nccl_backend(void);
 const gs_backend *gs_cudamod_nccl_backend(void) { return &gs_nccl_backend; }

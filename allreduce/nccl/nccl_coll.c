@@ -33,6 +33,7 @@
 #include <stdio.h>
 
 #include "allreduce/allreduce.h"
+#include "allreduce/nccl/nccl.h"
 #include "allreduce/nccl/nccl_internal.h"
 
 /* One NCCL call on the session's comm stream: sb and db are the whole
@@ -174,7 +175,6 @@ int gs_nccl_collective(gs_sync *base, gs_coll c, gs_redop op, int root, const vo
   return GS_OK;
 }
 
-/* The module's entry for allreduce/nccl/nccl_proxy.c (as gs_cudamod_nccl_backend
- * in nccl.c): in the module gs_nccl_collective above is local. */
-__attribute__((visibility("default"))) gs_nccl_collective_fn *gs_cudamod_nccl_collective(void);
+/* The module's entry for nccl_proxy.c (nccl.h): in the module
+ * gs_nccl_collective above is local. */
 gs_nccl_collective_fn *gs_cudamod_nccl_collective(void) { return gs_nccl_collective; }

@@ -1,6 +1,6 @@
 /* nccl_internal.h: allreduce/nccl/, the NCCL backend. Its contract is
- * allreduce.h's gs_nccl_backend, gs_nccl_collective and
- * gs_nccl_check_gpus; this header is the session (nccl.c) as the files
+ * nccl.h (and allreduce.h's gs_nccl_backend, gs_nccl_collective and
+ * gs_nccl_check_gpus); this header is the session (nccl.c) as the files
  * beside it see it: nccl_wait.c holds its error and wait machinery (never
  * a hang, the communicator aborted on any error, messages naming the rank
  * and the phase), nccl_coll.c runs the collective benchmark's other

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "allreduce/allreduce.h"
+#include "allreduce/nccl/nccl.h"
 #include "kernels/cuda_loader.h"
 
 static const gs_backend *real(int rank, gs_err *e) {
@@ -17,7 +18,7 @@ static const gs_backend *real(int rank, gs_err *e) {
   char what[64];
   snprintf(what, sizeof what, "rank %d: ring with --device cuda", rank);
   const gs_backend *(*entry)(void) = (const gs_backend *(*)(void))gs_cuda_module_sym(
-      "gs_cudamod_nccl_backend", what, e);
+      GS_CUDAMOD_NCCL_BACKEND, what, e);
   if (!entry) return NULL;
   b = entry();
   __atomic_store_n(&be, b, __ATOMIC_RELEASE);
@@ -68,7 +69,7 @@ int gs_nccl_collective(gs_sync *s, gs_coll c, gs_redop op, int root, const void 
   gs_nccl_collective_fn *f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
   if (!f) {
     gs_nccl_collective_fn *(*entry)(void) = (gs_nccl_collective_fn * (*)(void))
-        gs_cuda_module_sym("gs_cudamod_nccl_collective", "the NCCL collective benchmark", e);
+        gs_cuda_module_sym(GS_CUDAMOD_NCCL_COLLECTIVE, "the NCCL collective benchmark", e);
     if (!entry) return GS_EDEVICE;
     f = entry();
     __atomic_store_n(&fn, f, __ATOMIC_RELEASE);

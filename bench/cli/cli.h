@@ -4,7 +4,7 @@
  * this process's role (roles.c), and runs the two roles that are the
  * command line's own: the launcher's sweep over modes, worlds, models,
  * batches and bucket sizes (sweep.c, sweep_header.c), and the cost model's
- * commands --calibrate and --project (costmodel.c), which hand the cost
+ * commands --calibrate and --project (costmodel_cmd.c), which hand the cost
  * model plain configurations. Usage errors name the flag; the roles return
  * exit codes (2: bad input, 1: a failure). */
 #ifndef GS_BENCH_CLI_H
@@ -60,17 +60,17 @@ void gs_compress_forecast_beside(FILE *f, const gs_compress_forecast *fc,
                                  size_t n);
 void gs_compress_forecast_free(gs_compress_forecast *fc);
 
-/* --calibrate / --project (costmodel.c): which flags they take (NULL: name
+/* --calibrate / --project (costmodel_cmd.c): which flags they take (NULL: name
  * is fine; else the sentence of the error), their own checks, and their
  * mains (exit status: 0, 1 on failure, 2 on bad input). */
 const char *gs_costmodel_flag_refused(const gs_opts *o, const char *name);
 int gs_costmodel_resolve(gs_opts *o, gs_err *e);
 int gs_calibrate_main(const gs_opts *o);
 int gs_project_main(const gs_opts *o);
-/* --compare (compare.c): several results directories' runs side by side */
+/* --compare (compare_cmd.c): several results directories' runs side by side */
 int gs_compare_main(const gs_opts *o);
 
-/* --replay FILE (replay.c): its checks, and its main (exit status 0 when
+/* --replay FILE (replay_cmd.c): its checks, and its main (exit status 0 when
  * every update's parameters are the logged bits, 1 when not, 2 on bad
  * input). */
 int gs_replay_resolve(const gs_opts *o, gs_err *e);

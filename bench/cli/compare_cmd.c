@@ -1,4 +1,4 @@
-/* compare.c: the --compare role: several results directories' runs side
+/* compare_cmd.c: the --compare role: several results directories' runs side
  * by side (bench/report/compare.c does the work); the command line's part
  * is the list, --out and --target-loss. */
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* costmodel.c: bench --calibrate and bench --project, the cost model's two
+/* costmodel_cmd.c: bench --calibrate and bench --project, the cost model's two
  * commands (cli.h): which flags they take, their checks, and their mains.
  * Neither starts a rank: --calibrate measures this machine (the cost
  * model's measure.c, given a plain configuration made from the flags) and
@@ -30,12 +30,12 @@ static bool among(const char *name, const char *const *list) {
 static const char *const COMMON[] = {"calibrate", "project", "model", "batch", "precision",
                                      "link", "latency", "out", "quiet", "help", NULL};
 /* what only measuring compute uses */
-static const char *const MEASURE[] = {"compute-ms", "threads", "data", NULL};
+static const char *const MEASURE[] = {"compute-ms", "compute-scale", "threads", "data", NULL};
 static const char *const PROJECT[] = {"world", "bucket-mb", "first-bucket-mb", "overlap",
                                       "no-overlap", "hosts-per", "calibration",
                                       "ps-local-reduce", "no-ps-local-reduce",
-                                      "step-compute-ms", "ready-by", "ps-spare-hosts",
-                                      "ps-spare-share", "ps-partition-mb", NULL};
+                                      "step-compute-ms", "compute-scale", "ready-by",
+                                      "ps-spare-hosts", "ps-spare-share", "ps-partition-mb", NULL};
 
 const char *gs_costmodel_flag_refused(const gs_opts *o, const char *name) {
   if (among(name, COMMON)) return NULL;
@@ -51,13 +51,13 @@ const char *gs_costmodel_flag_refused(const gs_opts *o, const char *name) {
                             : NULL;
     return "does nothing with --project (it takes --world, --model, --batch, --bucket-mb, "
            "--first-bucket-mb, --precision, --overlap, --no-overlap, --link, --latency, "
-           "--hosts-per, --calibration, --step-compute-ms, --ready-by, --ps-spare-hosts, "
-           "--ps-spare-share, --ps-partition-mb, --out, --quiet; without --calibration also "
-           "--threads, --compute-ms, --data)";
+           "--hosts-per, --calibration, --step-compute-ms, --compute-scale, --ready-by, "
+           "--ps-spare-hosts, --ps-spare-share, --ps-partition-mb, --out, --quiet; without "
+           "--calibration also --threads, --compute-ms, --data)";
   }
   if (among(name, MEASURE)) return NULL;
   return "does nothing with --calibrate (it takes --model, --batch, --precision, --threads, "
-         "--compute-ms, --data, --hosts 2, --link, --latency, --out, --quiet)";
+         "--compute-ms, --compute-scale, --data, --hosts 2, --link, --latency, --out, --quiet)";
 }
 
 int gs_costmodel_resolve(gs_opts *o, gs_err *e) {
@@ -83,6 +83,9 @@ int gs_costmodel_resolve(gs_opts *o, gs_err *e) {
   if (strcmp(o->ready_by, "layers") && strcmp(o->ready_by, "bytes"))
     return GS_FAIL(e, GS_EINVAL, "--ready-by %s: give layers (each tensor when backward has it) "
                    "or bytes (in proportion to them)", o->ready_by);
+  if (o->train.compute_scale > 0 && o->step_compute_ms > 0)
+    return GS_FAIL(e, GS_EINVAL, "--compute-scale and --step-compute-ms both state the compute: "
+                   "give one");
   if (!o->world_given)
     return GS_FAIL(e, GS_EINVAL, "--project needs --world, the worlds to predict (e.g. --world "
                    "8,64,512,4096)");
@@ -183,9 +186,11 @@ static int calibration(const gs_opts *o, const char *dir, gs_cm_calib *c) {
 }
 
 /* Per bucket, when backward has it ready (NULL, with *bucket_ready NULL:
- * in proportion to bytes, --ready-by bytes). Per tensor, the first of: the
- * calibration's timing of this model; a profile's work per layer; a timing
- * of the model on this machine now. 0, or the exit status. */
+ * in proportion to bytes, --ready-by bytes). Per tensor, the first of: a
+ * profile's measured backward per layer (a calibration's timing of its
+ * emulation would only copy it, with noise); the calibration's timing of
+ * this model; a profile's work per layer; a timing of the model on this
+ * machine now. 0, or the exit status. */
 static int readiness(const gs_opts *o, const gs_cm_plan *plan, const gs_cm_calib *c,
                      double **bucket_ready, char *why, size_t cap) {
   gs_err e = {0};
@@ -202,7 +207,10 @@ static int readiness(const gs_opts *o, const gs_cm_plan *plan, const gs_cm_calib
     return 1;
   }
   int rc = GS_OK;
-  if (c->nready > 0 && !strcmp(c->model, o->models[0])) {
+  if (plan->tensor_bwd_s) {
+    snprintf(why, cap, "per layer, as the profile of %s measured its backward", o->models[0]);
+    rc = gs_cm_ready_from_macs(plan->tensor_bwd_s, plan->ntensors, tensor, &e);
+  } else if (c->nready > 0 && !strcmp(c->model, o->models[0])) {
     snprintf(why, cap, "per tensor, as the calibration timed %s's backward", c->model);
     memcpy(tensor, c->ready, (size_t)c->nready * sizeof *tensor);
     rc = c->nready == plan->ntensors ? GS_OK
@@ -261,10 +269,20 @@ int gs_project_main(const gs_opts *o) {
   gs_cm_calib c;
   int rc = calibration(o, dir, &c);
   const char *src = o->calibration ? o->calibration : "a fresh calibration of this machine";
-  if (!rc && o->step_compute_ms > 0) {
-    /* another machine's compute: a third forward, two thirds backward */
-    c.fwd_s = o->step_compute_ms * 1e-3 / 3 / o->batches[0];
-    c.bwd_s = 2 * c.fwd_s;
+  double pf = plan.prof_fwd_s, pb = plan.prof_bwd_s; /* a profile's, per sample */
+  if (!rc && o->train.compute_scale > 0 && !(pf + pb > 0)) {
+    fprintf(stderr, "bench: --compute-scale scales a profile's measured compute, and --model %s "
+            "is not a profile (give --step-compute-ms MS)\n", model);
+    rc = 2;
+  } else if (!rc && o->train.compute_scale > 0) {
+    c.fwd_s = pf * o->train.compute_scale;
+    c.bwd_s = pb * o->train.compute_scale;
+  } else if (!rc && o->step_compute_ms > 0) {
+    /* another machine's compute, split as the profile measured it; else a
+       third forward, two thirds backward */
+    double fwd_share = pf + pb > 0 ? pf / (pf + pb) : 1.0 / 3;
+    c.fwd_s = o->step_compute_ms * 1e-3 * fwd_share / o->batches[0];
+    c.bwd_s = o->step_compute_ms * 1e-3 * (1 - fwd_share) / o->batches[0];
   } else if (!rc && (strcmp(c.model, model) || strcmp(c.precision, gs_dtype_name(wire)))) {
     fprintf(stderr, "bench: --calibration %s measured the compute of %s in %s, and this "
             "projection is of --model %s in --precision %s: give those, run bench "
@@ -310,7 +328,8 @@ int gs_project_main(const gs_opts *o) {
   free(ready);
   if (rc) return rc;
   printf("calibration: %s (%s)%s\n", src, c.transport,
-         o->step_compute_ms > 0 ? ", compute from --step-compute-ms" : "");
+         o->train.compute_scale > 0 ? ", compute from the profile x --compute-scale"
+         : o->step_compute_ms > 0 ? ", compute from --step-compute-ms" : "");
   gs_cm_print_table(stdout, &p);
   gs_cm_print_spare(stdout, &p);
   json_t *j = gs_cm_projection_json(&p);
@@ -320,6 +339,8 @@ int gs_project_main(const gs_opts *o) {
   json_object_set_new(j, "calibration_record", gs_cm_calib_json(&c));
   if (o->step_compute_ms > 0)
     json_object_set_new(j, "step_compute_ms", json_real(o->step_compute_ms));
+  if (o->train.compute_scale > 0)
+    json_object_set_new(j, "compute_scale", json_real(o->train.compute_scale));
   if (o->command_line) json_object_set_new(j, "command", json_string(o->command_line));
   if (gs_mkdirs(dir, &e) < 0 || gs_json_write_atomic(path, j, &e) < 0 ||
       gs_charts_projection(dir, &p, p.nrows / o->nworlds, &e) < 0 ||

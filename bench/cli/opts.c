@@ -349,14 +349,20 @@ static const flag FLAGS[] = {
   LIST("world", "LIST", "1,2,4", "ranks per run, e.g. 1,2,4,8 (a sweep; up to 1024, or "
        "1048576 with --project)", p_worlds, worlds, nworlds, 1, 1 << 20),
   LIST("model", "LIST", "mlp:784-1024-1024-10",
-       "mlp:IN-H1-..-OUT, lenet, or a profile: resnet50, vgg16, bert-base", p_str_list, models,
+       "mlp:IN-H1-..-OUT, lenet, or a profile: resnet50, vgg16, bert-base, vgg11, profile:FILE "
+       "(a network tools/profile_model.py measured)", p_str_list, models,
        nmodels, 0, 0),
   LIST("batch", "LIST", "128", "per-rank batch (weak scaling; see --strong)", p_int_list,
        batches, nbatches, 1, 1 << 20),
-  LIST("bucket-mb", "LIST", "25", "gradient bucket size in MiB (DDP's 25)", p_double_list,
-       bucket_mbs, nbucket_mbs, 1e-6, 4096),
-  NUM("first-bucket-mb", 0, "MB", "1", "size of the first bucket (DDP's 1)", p_real,
-      train.first_bucket_mb, 1e-6, 4096),
+  LIST("bucket-mb", "LIST", "25", "gradient bucket size in MiB (DDP's 25); 0: a bucket per "
+       "parameter, the first too (one all-reduce each)", p_double_list, bucket_mbs, nbucket_mbs,
+       0, 4096),
+  NUM("first-bucket-mb", 0, "MB", "1", "size of the first bucket (DDP's 1); 0: none of its "
+      "own, it closes as the others (4096 with this: one bucket for the model)", p_real,
+      train.first_bucket_mb, 0, 4096),
+  WORD("freeze", "LAYERS", NULL, "none", "layers that do not train (requires_grad=False), "
+       "e.g. fc1 or fc1,fc2: their gradients never travel and they keep their initial values",
+       p_str, train.freeze),
   SWITCH("strong", 0, "off",
          "strong scaling: keep the global batch at batch x first world, split over the ranks",
          strong, 1),
@@ -401,8 +407,12 @@ static const flag FLAGS[] = {
   NUM("jitter", 0, "CV", "0", "seeded compute noise on every rank: each step's compute x (1 + "
       "CV x |z|), z standard normal from (seed, rank, step)", p_real, train.straggle.jitter_cv,
       0, 10),
-  NUM("compute-ms", 0, "MS", "20", "profiles: emulated compute per step", p_real,
-      train.compute_ms, 0, 1e6),
+  NUM("compute-ms", 0, "MS", "20", "profiles: emulated compute per step, split over the layers "
+      "as the profile measured them", p_real, train.compute_ms, 0, 1e6),
+  {"compute-scale", 0, "X", NULL, "off: --compute-ms", "profiles: each layer's measured time x "
+   "X, at --batch (from the profile's batch): 1 emulates the device profiled; with --project, "
+   "the profile's compute x X", p_real, M(train.compute_scale), W(train.compute_scale), 0,
+   1e-6, 1e6},
   {"overlap", 0, NULL, NULL, "ring: on, ps: off", "send each bucket as soon as backward fills it",
    p_set_int, M(overlap), W(overlap), 0, 1, 1},
   {"no-overlap", 0, NULL, NULL, NULL, "send after backward", p_set_int, M(overlap), W(overlap),
@@ -567,10 +577,12 @@ static const flag FLAGS[] = {
        "calibration to predict from (bench --calibrate's file, or edited)", p_str, calibration),
   NUM("hosts-per", 0, "N", "1", "project: ranks per host", p_whole, hosts_per, 1, 1 << 20),
   NUM("step-compute-ms", 0, "MS", NULL, "project: forward and backward of one step at --batch "
-      "on the hardware projected, instead of the calibration's (e.g. a GPU's; any --model)",
+      "on the hardware projected, instead of the calibration's (e.g. a GPU's; any --model; a "
+      "profile splits it as it measured forward and backward)",
       p_real, step_compute_ms, 1e-6, 1e7),
   WORD("ready-by", "HOW", "layers", NULL, "project: when backward has a bucket's gradients "
-       "ready: layers (per tensor, as the calibration timed it, or a profile's work per layer) "
+       "ready: layers (per tensor, as the calibration timed it, or as a profile measured its "
+       "layers) "
        "or bytes (in proportion to them)", p_str, ready_by),
   {"help", 'h', NULL, NULL, NULL, "this text", p_help, 0, 0, 0, 0, 0},
 };

@@ -1,4 +1,4 @@
-/* replay.c: `bench --mode local --replay FILE`: a stale ps run's
+/* replay_cmd.c: `bench --mode local --replay FILE`: a stale ps run's
  * apply-order log (worker.h gs_apply_log, written beside the run's
  * run.json) replayed in this one process. The training configuration is
  * the log's own, and the CPU kernels use the BLAS threads a rank of the run

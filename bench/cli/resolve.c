@@ -174,6 +174,10 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
   GS_TRY(resolve_ps_servers(o, e));
   GS_TRY(resolve_ps_spare(o, e));
   GS_TRY(resolve_ps_sync(o, e));
+  /* --freeze names layers of every model of the sweep (a rank would refuse it only once
+   * started) */
+  for (int i = 0; i < o->nmodels && o->train.freeze && !getenv("GS_LAUNCHED"); i++)
+    GS_TRY(gs_freeze_check(o->models[i], o->train.freeze, e));
   /* every run of the sweep against what its backend runs: the one check of
    * a combination (backends.c, worker/caps.c) */
   GS_TRY(gs_backends_check(o, e));

@@ -16,11 +16,10 @@
 
 /* "fc3.bias .. fc2.weight (4 tensors)" for the tensors of bucket b, in the
  * order backward writes them */
-static void bucket_tensors(const gs_trainer *t, const gs_bucket *b, char *buf, size_t cap) {
+static void bucket_tensors(const gs_trainer *t, int b, char *buf, size_t cap) {
   int hi = -1, lo = -1, nt = gs_trainer_ntensors(t);
   for (int i = 0; i < nt; i++) {
-    size_t off = gs_trainer_tensor_offset(t, i);
-    if (off >= b->offset && off < b->offset + b->count) {
+    if (gs_trainer_tensor_bucket(t, i) == b) {
       if (lo < 0) lo = i;
       hi = i;
     }
@@ -44,6 +43,7 @@ static void plan_line(FILE *f, const gs_opts *o, const char *model, double bucke
   to.batch = 1;
   to.synthetic_samples = 16; /* the tensors matter here, not the data */
   to.compute_ms = 0;
+  to.compute_scale = 0; /* nor the measured time */
   to.load_params = NULL;
   to.bucket_mb = bucket_mb;
   to.rank = 0;
@@ -54,14 +54,22 @@ static void plan_line(FILE *f, const gs_opts *o, const char *model, double bucke
     memset(&c, 0, sizeof c);
     gs_trainer_sync_config(t, &c);
     double MiB = 1024.0 * 1024.0, esz = (double)gs_dtype_size(c.wire);
+    char rule[96];
+    if (bucket_mb == 0) snprintf(rule, sizeof rule, "one per tensor");
+    else if (o->train.first_bucket_mb == 0) snprintf(rule, sizeof rule, "each closes past %g MiB",
+                                                     bucket_mb);
+    else snprintf(rule, sizeof rule, "the first closes past %g MiB, the others past %g MiB",
+                  o->train.first_bucket_mb, bucket_mb);
     fprintf(f, "model %s: %.3g M parameters, %.3g MiB of gradients (%s); buckets by DDP's rule "
-            "(whole tensors from the last layer; the first closes past %g MiB, the others past "
-            "%g MiB):\n", model, (double)gs_trainer_nparams(t) / 1e6,
-            (double)gs_trainer_nparams(t) * esz / MiB, gs_dtype_name(c.wire),
-            o->train.first_bucket_mb, bucket_mb);
+            "(whole tensors from the last layer; %s):\n", model,
+            (double)gs_trainer_nparams(t) / 1e6, (double)c.n * esz / MiB,
+            gs_dtype_name(c.wire), rule);
+    if (o->train.freeze)
+      fprintf(f, "  frozen (--freeze %s): %.3g M parameters that never travel; %.3g M train\n",
+              o->train.freeze, (double)(gs_trainer_nparams(t) - c.n) / 1e6, (double)c.n / 1e6);
     for (int b = 0; b < c.nbuckets; b++) {
       char names[256];
-      bucket_tensors(t, &c.buckets[b], names, sizeof names);
+      bucket_tensors(t, b, names, sizeof names);
       fprintf(f, "  bucket %d: %.3g MiB, %s\n", b, (double)c.buckets[b].count * esz / MiB, names);
     }
     gs_trainer_destroy(t);

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "bench/costmodel/costmodel.h"
-#include "ps/ps.h"
+#include "worker/sync.h"
 
 static const char *const mode_names[GS_CM_NMODES] = {"ps", "ring", "rd", "sps-colo",
                                                      "sps-hosts", "byteps"};
@@ -254,6 +254,36 @@ static void server_chain(const gs_cm_machine *m, shape *sh, stage *st, int pull_
   sh->cand[sh->server_bottleneck] += st[1].occ;
 }
 
+/* build()'s byteps bucket of s bytes (local: its hosts' shared-memory sum),
+ * N ranks of n per host between hosts, ax the latency a link adds. */
+static void byteps_bucket(const gs_cm_machine *m, const gs_cm_job *j, shape *sh, stage *st,
+                          double s, double local, double N, double n, double ax) {
+  double b = m->link_Bps, al = m->alpha_s, L = m->local_Bps;
+  double R = m->reduce_Bps, C = m->copy_Bps;
+  /* a partition: its pushes and the answers share every link in both
+   * directions, pipelined with the partitions before and after it, so
+   * the links' resource is the busiest direction's bytes of both
+   * phases; the busiest server sums N pieces of its share (a CPU's
+   * rate); a spare host's answers of the last partition follow its
+   * sum alone (the tail) */
+  double y, x;
+  byteps_shares(j, &y, &x);
+  double Rs = m->server_reduce_Bps > 0 ? m->server_reduce_Bps : R;
+  double wl = (n * (1 - x) + (N - n) * x) * s / (j->hosts > 1 ? b : L);
+  double sl = j->servers > 0 ? N * y * s / b : 0, tp = fmax(wl, sl);
+  double Kt = j->servers + (x > 0 ? j->hosts : 0), msg = fmax(N, Kt) * al;
+  double big = fmax(x, y) * s, red = (N - 1) * big / Rs;
+  double tail = j->servers > 0 && sl >= wl * (1 - 1e-9) ? sl : 0;
+  st[0] = (stage){0, tp + msg + 2 * local, ax};
+  st[1] = (stage){1, red + big / C, 0};
+  st[2] = (stage){2, 0, tail + ax + s / C};
+  sh->lat += 2 * (msg + ax);
+  sh->bw += tp + tail;
+  sh->reduce += red;
+  sh->cand[wl >= sl * (1 + 1e-9) ? GS_CM_B_WORKER_LINK : GS_CM_B_SERVER_LINK] += tp + msg;
+  sh->cand[GS_CM_B_SERVER_REDUCE] += st[1].occ;
+}
+
 static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
   const gs_cm_plan *p = j->plan;
   double N = j->world, K = j->hosts, n = N / K;
@@ -314,31 +344,9 @@ static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
                    wl > sl ? GS_CM_B_WORKER_LINK : GS_CM_B_SERVER_LINK, 1);
       break;
     }
-    case GS_CM_BYTEPS: {
-      /* a partition: its pushes and the answers share every link in both
-       * directions, pipelined with the partitions before and after it, so
-       * the links' resource is the busiest direction's bytes of both
-       * phases; the busiest server sums N pieces of its share (a CPU's
-       * rate); a spare host's answers of the last partition follow its
-       * sum alone (the tail) */
-      double y, x;
-      byteps_shares(j, &y, &x);
-      double Rs = m->server_reduce_Bps > 0 ? m->server_reduce_Bps : R;
-      double wl = (n * (1 - x) + (N - n) * x) * s / (j->hosts > 1 ? b : L);
-      double sl = j->servers > 0 ? N * y * s / b : 0, tp = fmax(wl, sl);
-      double Kt = j->servers + (x > 0 ? j->hosts : 0), msg = fmax(N, Kt) * al;
-      double big = fmax(x, y) * s, red = (N - 1) * big / Rs;
-      double tail = j->servers > 0 && sl >= wl * (1 - 1e-9) ? sl : 0;
-      st[0] = (stage){0, tp + msg + 2 * local, ax};
-      st[1] = (stage){1, red + big / C, 0};
-      st[2] = (stage){2, 0, tail + ax + s / C};
-      sh->lat += 2 * (msg + ax);
-      sh->bw += tp + tail;
-      sh->reduce += red;
-      sh->cand[wl >= sl * (1 + 1e-9) ? GS_CM_B_WORKER_LINK : GS_CM_B_SERVER_LINK] += tp + msg;
-      sh->cand[GS_CM_B_SERVER_REDUCE] += st[1].occ;
+    case GS_CM_BYTEPS:
+      byteps_bucket(m, j, sh, st, s, local, N, n, ax);
       break;
-    }
     case GS_CM_RING: {
       /* 2(N-1) steps of s/N bytes; each step waits for its slowest edge */
       double beta = fmax(j->hosts > 1 ? 1 / b : 0, n > 1 ? 1 / L : 0);

@@ -89,6 +89,9 @@ typedef struct gs_cm_plan {
                             lowest: backward walks from the last tensor) (owned) */
   double *tensor_macs;   /* per tensor, a profile's layer work per sample (owned;
                             NULL for models that are timed, not counted) */
+  double *tensor_bwd_s;  /* per tensor, the backward a profile measured before its
+                            gradient was ready (owned; NULL: not a profile) */
+  double prof_fwd_s, prof_bwd_s; /* a profile's measured compute per sample (0: none) */
 } gs_cm_plan;
 /* DDP's plan (gs_plan_buckets) over parameter sizes in model order
  * (elements). Caps in MiB, as --first-bucket-mb / --bucket-mb. */
@@ -112,8 +115,9 @@ int gs_cm_ready_check(const double *tensor_ready, int ntensors, const char *what
 /* The default: each bucket ready at the share of the plan's bytes up to
  * and including it (nbuckets entries). */
 void gs_cm_ready_by_bytes(const gs_cm_plan *p, double *bucket_ready);
-/* From layer work (gs_cm_plan.tensor_macs): backward spends on each tensor
- * its share of the work, last tensor first. */
+/* From layer work (gs_cm_plan.tensor_macs), or from a profile's measured
+ * backward (gs_cm_plan.tensor_bwd_s, seconds in place of multiply-adds):
+ * backward spends on each tensor its share of the work, last tensor first. */
 int gs_cm_ready_from_macs(const double *macs, int ntensors, double *tensor_ready, gs_err *e);
 /* The plan's per-bucket readiness (gs_cm_job.ready, nbuckets entries).
  * GS_EINVAL when the plan does not know its tensors or ntensors differs
@@ -455,7 +459,7 @@ int gs_cm_compress_predict(const gs_cm_machine *m, const gs_cm_job *j,
 int gs_cm_compress_measure(const gs_train_opts *train, int threads, int reps,
                            gs_cm_compressed *out, gs_err *e);
 
-/* ---- stragglers (straggle.c) ----
+/* ---- stragglers (stragglers.c) ----
  * The step time and samples/s of one consistency model when rank r
  * computes c0_s x factor[r] x (1 + jitter_cv |z|) per step: sync (ring, ps
  * bsp; period H > 1: ring averaging every H steps) waits for the slowest

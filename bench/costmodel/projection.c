@@ -67,22 +67,31 @@ int gs_cm_plan_from_sizes(const size_t *param_sizes, int nparams, size_t elem_by
   return rc;
 }
 
-/* the trainer's tensors: where each starts, and a profile's layer work */
-static int tensors_of(const gs_trainer *t, size_t **offsets, double **macs, gs_err *e) {
+/* per tensor of the trainer: its value from get, or NULL when all are 0 */
+static int per_tensor(const gs_trainer *t, double (*get)(const gs_trainer *, int), double **out,
+                      gs_err *e) {
+  int n = gs_trainer_ntensors(t);
+  *out = malloc((size_t)n * sizeof **out);
+  if (!*out) return GS_FAIL(e, GS_ENOMEM, "bucket plan: out of memory");
+  double total = 0;
+  for (int i = 0; i < n; i++) total += (*out)[i] = get(t, i);
+  if (!(total > 0)) {
+    free(*out);
+    *out = NULL;
+  }
+  return GS_OK;
+}
+
+/* the trainer's tensors: where each starts, a profile's layer work and its
+ * measured backward */
+static int tensors_of(const gs_trainer *t, size_t **offsets, gs_cm_plan *p, gs_err *e) {
   int n = gs_trainer_ntensors(t);
   *offsets = malloc((size_t)n * sizeof **offsets);
-  *macs = malloc((size_t)n * sizeof **macs);
-  if (!*offsets || !*macs) return GS_FAIL(e, GS_ENOMEM, "bucket plan: out of memory");
-  double total = 0;
-  for (int i = 0; i < n; i++) {
-    (*offsets)[i] = gs_trainer_tensor_offset(t, i);
-    (*macs)[i] = gs_trainer_tensor_macs(t, i);
-    total += (*macs)[i];
-  }
-  if (!(total > 0)) {
-    free(*macs);
-    *macs = NULL;
-  }
+  if (!*offsets) return GS_FAIL(e, GS_ENOMEM, "bucket plan: out of memory");
+  for (int i = 0; i < n; i++) (*offsets)[i] = gs_trainer_tensor_offset(t, i);
+  GS_TRY(per_tensor(t, gs_trainer_tensor_macs, &p->tensor_macs, e));
+  GS_TRY(per_tensor(t, gs_trainer_tensor_backward_s, &p->tensor_bwd_s, e));
+  gs_trainer_profile_compute(t, &p->prof_fwd_s, &p->prof_bwd_s);
   return GS_OK;
 }
 
@@ -108,17 +117,11 @@ int gs_cm_plan_model(const char *model, gs_dtype wire, double first_mb, double c
     memset(&c, 0, sizeof c);
     gs_trainer_sync_config(t, &c);
     size_t *offsets = NULL;
-    double *macs = NULL;
-    rc = tensors_of(t, &offsets, &macs, e);
+    rc = tensors_of(t, &offsets, out, e);
     if (rc == GS_OK)
       rc = plan_from_buckets(c.buckets, c.nbuckets, gs_trainer_nparams(t), gs_dtype_size(wire),
                              offsets, gs_trainer_ntensors(t), out, e);
-    if (rc == GS_OK) {
-      out->tensor_macs = macs;
-      macs = NULL;
-    }
     free(offsets);
-    free(macs);
     gs_trainer_destroy(t);
   } else {
     gs_err_prefix(e, "bucket plan of %s: ", model);
@@ -132,6 +135,7 @@ void gs_cm_plan_free(gs_cm_plan *p) {
   free(p->bytes);
   free(p->first_tensor);
   free(p->tensor_macs);
+  free(p->tensor_bwd_s);
   memset(p, 0, sizeof *p);
 }
 

@@ -1,4 +1,4 @@
-/* straggle.c: the step time of each consistency model when ranks compute
+/* stragglers.c: the step time of each consistency model when ranks compute
  * at different speeds (costmodel.h gs_cm_straggle; docs/model.md).
  *
  * Rank r's compute in a step is c0 x f_r x (1 + cv |z|), z standard

@@ -1,4 +1,4 @@
-/* cpu.c: each emulated host's share of the machine's processors: a cgroup
+/* cpu_quota.c: each emulated host's share of the machine's processors: a cgroup
  * per host whose CFS quota caps everything spawned on it at a number of
  * cores, as Mininet's CPULimitedHost does (hosts.h, gs_hosts_cfg.host_cpus).
  *

@@ -4,7 +4,7 @@
  * namespaces, veth pairs and a bridge; hosts.c), the nodes (gs_hosts_spawn
  * a process on host h, gs_hosts_info its address) and the links (tc
  * shaping, the veth counters and their busy time: links.c), and where asked
- * each host's share of the processors (a cgroup per host: cpu.c). It knows
+ * each host's share of the processors (a cgroup per host: cpu_quota.c). It knows
  * base/base.h and nothing else of gradsync.
  *
  * Layout of a cluster of K hosts:
@@ -61,7 +61,7 @@ typedef struct gs_hosts_cfg {
                                each end of both links); needs netem */
   const struct gs_host_rates *host_rates; /* links of their own rate; NULL: none */
   double host_cpus;         /* cores each host may use, at least 0.1 (a CFS quota in
-                               a cgroup per host, cpu.c); 0: the machine's, shared */
+                               a cgroup per host, cpu_quota.c); 0: the machine's, shared */
 } gs_hosts_cfg;
 
 /* host_rates.c: links of their own rate, "H=RATE[,H=RATE...]" as users
@@ -93,7 +93,7 @@ double gs_hosts_counted_Bps(uint64_t rate_bps);
  * (powers of 1000, as tc reads them), e.g. "100mbit", "1gbit", "2.5gbit". */
 int gs_hosts_parse_rate(const char *s, uint64_t *bps, gs_err *e);
 
-/* Whether `cores` is a cap a host can have (cpu.c): at least 0.1 (a CFS
+/* Whether `cores` is a cap a host can have (cpu_quota.c): at least 0.1 (a CFS
  * quota's floor), at most this machine's cores; GS_OK or why not. */
 int gs_hosts_cpus_check(double cores, gs_err *e);
 

@@ -17,7 +17,7 @@ typedef struct gs_node {
   uint64_t ino;
   char addr[16];         /* hosts only */
   uint64_t rate, burst, limit; /* hosts only: its link's tbf */
-  int cgfd;              /* hosts with a CPU cap: its cgroup's cgroup.procs (cpu.c) */
+  int cgfd;              /* hosts with a CPU cap: its cgroup's cgroup.procs (cpu_quota.c) */
   /* counters (hosts only), guarded by gs_hosts.mu */
   int devfd;             /* /proc/<pid>/net/dev */
   gs_hostlink_acc acc;
@@ -28,7 +28,7 @@ struct gs_hosts {
   uint64_t rate, burst, limit;
   double delay;
   double host_cpus;      /* cores each host may use; 0: uncapped */
-  char cgroup[320];      /* the cluster's cgroup (cpu.c); "" for none */
+  char cgroup[320];      /* the cluster's cgroup (cpu_quota.c); "" for none */
   gs_node sw;            /* its holder is the PID namespace's init */
   gs_node *host;
   char ip[256], tc[256];
@@ -49,7 +49,7 @@ void gs_hosts_links_init(gs_hosts *c);
 int gs_hosts_links_open(gs_hosts *c, gs_err *e);
 void gs_hosts_links_close(gs_hosts *c);
 void gs_hosts_links_free(gs_hosts *c);
-/* cpu.c: a cgroup per host capped at `cores` (opens each host's cgfd);
+/* cpu_quota.c: a cgroup per host capped at `cores` (opens each host's cgfd);
  * close removes them once the cluster's processes are gone. join, in a
  * spawned child before exec: enter host h's group (0, or -1 with errno). */
 int gs_hosts_cpu_open(gs_hosts *c, double cores, gs_err *e);

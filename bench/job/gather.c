@@ -24,16 +24,6 @@
 #include "bench/job/job.h"
 #include "proto/proto.h"
 
-void gs_rank_result_free(gs_rank_result *r) {
-  free(r->rows);
-  free(r->spans);
-  free(r->server_links);
-  r->server_links = NULL;
-  r->nserver_links = 0;
-  r->rows = NULL;
-  r->spans = NULL;
-}
-
 /* n elements of size bytes, or SIZE_MAX when that overflows */
 static size_t array_bytes(size_t n, size_t size) {
   size_t b;

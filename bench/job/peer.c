@@ -134,7 +134,7 @@ int gs_peer_run(const gs_opts *o, int world, json_t **row, gs_err *e) {
   char *argv[] = {(char *)python(), script, "--model", (char *)t->model, "--world", sw,
                   "--batch", sb, "--steps", ss, "--warmup", swu, "--threads", sth, "--lr", slr,
                   "--momentum", smo, "--weight-decay", swd, "--bucket-mb", sbk, "--timeout",
-                  sto, NULL};
+                  sto, t->freeze ? "--freeze" : NULL, (char *)t->freeze, NULL};
   char *out = NULL;
   int rc = capture(argv, &out);
   json_error_t je;

@@ -58,6 +58,7 @@ typedef struct step_ctx {
   gs_hostlink_stat *srv0, *srv1;
   int nsrv;
   gs_heldout heldout;      /* rank 0, --eval-data: the parameters along the run */
+  const float *params;     /* ... copied from here: all of them, frozen ones too */
   gs_err err;              /* why on_step stopped the run */
 } step_ctx;
 
@@ -137,7 +138,7 @@ static int on_step(void *vctx, const gs_step_row *row) {
       c->csv = -1;
     }
   }
-  int rc = gs_heldout_take(&c->heldout, c->k, c->cfg->params, row->step, c->steps, &c->err);
+  int rc = gs_heldout_take(&c->heldout, c->k, c->params, row->step, c->steps, &c->err);
   if (rc < 0) return rc;
   /* the counters' window starts where the summary's steps do (at 0 it
    * was read before the first step) */
@@ -370,7 +371,9 @@ static int train(rank_life *r) {
   GS_TRY(watch_links(r));
   r->sc.tty = isatty(1) && !getenv("GS_TEST");
   r->sc.steps = o->train.steps;
-  if (r->rank == 0) GS_TRY(gs_heldout_start(&r->sc.heldout, o, r->sc.steps, r->cfg.n, &r->e));
+  r->sc.params = gs_trainer_params(r->t);
+  if (r->rank == 0)
+    GS_TRY(gs_heldout_start(&r->sc.heldout, o, r->sc.steps, gs_trainer_nparams(r->t), &r->e));
 
   r->phase = "training";
   int rc = gs_trainer_run(r->t, r->sync, on_step, &r->sc, &r->e);

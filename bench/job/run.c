@@ -19,15 +19,16 @@ size_t gs_run_settings(const gs_opts *o, gs_mode mode, int world, char *buf, siz
                    "mode=%s\nworld=%d\nmodel=%s\ndata=%s\nbatch=%d\nsteps=%lld\nlr=%.9g\n"
                    "momentum=%.9g\nweight_decay=%.9g\nseed=%llu\nshuffle=%d\ndrop_last=%d\n"
                    "precision=%s\nloss_scale=%.9g\ndynamic_scale=%d\ncompute_ms=%.9g\n"
-                   "bucket_mb=%.9g\nfirst_bucket_mb=%.9g\noverlap=%d\nps_dedicated=%d\n"
-                   "ps_servers=%d\nps_server_hosts=%d\ndevice=%s\nsamples=%lld\n"
+                   "compute_scale=%.9g\nbucket_mb=%.9g\nfirst_bucket_mb=%.9g\noverlap=%d\n"
+                   "ps_dedicated=%d\nps_servers=%d\nps_server_hosts=%d\ndevice=%s\nsamples=%lld\n"
                    "load_params=%s\nverify=%d\nslow=%s\njitter=%.9g\nps_sync=%s\n"
-                   "ring_period=%d\ncompress=%s\npowersgd_start=%lld\nps_spare=%d\n"
+                   "ring_period=%d\ncompress=%s\npowersgd_start=%lld\nfreeze=%s\nps_spare=%d\n"
                    "ps_partition_mb=%.9g\nps_spare_share=%.9g\nps_credit_mb=%.9g\n",
                    gs_mode_name(mode), world, t->model, t->data, t->batch, (long long)t->steps,
                    t->lr, t->momentum, t->weight_decay, (unsigned long long)t->seed, t->shuffle,
                    t->drop_last, gs_dtype_name(t->precision), t->loss_scale, t->dynamic_scale,
-                   t->compute_ms, t->bucket_mb, t->first_bucket_mb, o->overlap, o->dedicated,
+                   t->compute_ms, t->compute_scale, t->bucket_mb, t->first_bucket_mb, o->overlap,
+                   o->dedicated,
                    mode == GS_MODE_PS ? o->ps_servers : 1,
                    mode == GS_MODE_PS && o->ps_server_hosts, o->device,
                    (long long)t->synthetic_samples,
@@ -35,6 +36,7 @@ size_t gs_run_settings(const gs_opts *o, gs_mode mode, int world, char *buf, siz
                    mode == GS_MODE_PS ? ps_sync : "bsp",
                    mode == GS_MODE_ALLREDUCE ? o->ring_period : 1,
                    gs_compress_spec(&t->compress, (char[32]){0}, 32), (long long)t->compress.start,
+                   t->freeze ? t->freeze : "",
                    mode == GS_MODE_PS ? o->ps_spare : -1, o->ps_partition_mb, o->ps_spare_share,
                    o->ps_credit_mb);
   return n < 0 ? 0 : (size_t)n;

@@ -39,6 +39,8 @@ def parse():
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--bucket-mb", type=float, default=25.0)
+    ap.add_argument("--freeze", default="", help="layers with requires_grad=False (bench's names: "
+                    "fc1, conv2, ...)")
     ap.add_argument("--pin", action="store_true")
     ap.add_argument("--timeout", type=float, default=120.0)
     a = ap.parse_args()
@@ -95,6 +97,14 @@ def rank_main(rank, a, port, q):
                             world_size=a.world, timeout=datetime.timedelta(seconds=a.timeout))
     torch.manual_seed(0)
     model, shape, classes = build(torch, nn, a)
+    # bench's layer names: an mlp's Linear layers are fc1, fc2, ... (Sequential indexes them)
+    named = ({f"fc{i + 1}": m for i, m in enumerate(x for x in model if isinstance(x, nn.Linear))}
+             if a.model != "lenet" else dict(model.named_children()))
+    for layer in filter(None, a.freeze.split(",")):
+        mod, _, tensor = layer.partition(".")
+        for n, p in named[mod].named_parameters():
+            if not tensor or n == tensor:
+                p.requires_grad_(False)
     ddp = DDP(model, bucket_cap_mb=a.bucket_mb) if a.world > 1 else model
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum,
                           weight_decay=a.weight_decay)

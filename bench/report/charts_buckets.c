@@ -89,7 +89,7 @@ static int sweep_chart(const char *dir, const gs_summary *runs, size_t n, gs_err
   bool several = false;
   for (size_t i = 0; i < n; i++) {
     const gs_summary *r = &runs[i];
-    if (r->world < 2) continue;
+    if (r->world < 2 || !(r->bucket_mb > 0)) continue; /* a bucket per tensor: no size */
     if (lo && r->bucket_mb != lo) several = true;
     if (!lo || r->bucket_mb < lo) lo = r->bucket_mb;
     if (r->bucket_mb > hi) hi = r->bucket_mb;
@@ -113,7 +113,7 @@ static int sweep_chart(const char *dir, const gs_summary *runs, size_t n, gs_err
   if (!done) return GS_FAIL(e, GS_ENOMEM, "out of memory");
   for (size_t i = 0; i < n; i++) {
     const gs_summary *a = &runs[i];
-    if (done[i] || a->world < 2) continue;
+    if (done[i] || a->world < 2 || !(a->bucket_mb > 0)) continue;
     const char *col = gs_svg_mode_color(gs_mode_name(a->mode));
     gs_svg meas = {0}, model = {0};
     double last = 0;

@@ -118,6 +118,8 @@ static json_t *configuration(const gs_opts *o) {
                         "ps_servers", o->ps_servers, "ps_server_hosts", o->ps_server_hosts,
                         "timeout_s", o->timeout_s, "device", o->device);
   json_object_set_new(c, "repeat", json_integer(o->repeats));
+  /* profiles: the measured time x this instead of compute_ms (0: off) */
+  json_object_set_new(c, "compute_scale", json_real(o->train.compute_scale));
   char slow[GS_SLOW_MAX * 8 + 32];
   gs_straggle_text(&o->train.straggle, slow, sizeof slow);
   json_object_set_new(c, "slow", json_string(slow));
@@ -126,6 +128,7 @@ static json_t *configuration(const gs_opts *o) {
   gs_ps_sync_text(&o->ps_sync, sync, sizeof sync);
   json_object_set_new(c, "ps_sync", json_string(sync));
   json_object_set_new(c, "ring_period", json_integer(o->ring_period));
+  json_object_set_new(c, "freeze", json_string(t->freeze ? t->freeze : ""));
   json_t *spares = json_array();
   for (int i = 0; i < o->nps_spares; i++) json_array_append_new(spares, json_integer(o->ps_spares[i]));
   json_object_set_new(c, "ps_spare_hosts", spares);

@@ -53,13 +53,17 @@ static const char *ms(double s, char *buf, size_t cap) {
   return buf;
 }
 
+/* --bucket-mb 0 is no size: a bucket per tensor */
+#define PER_TENSOR(mb) ((mb) == 0 ? " (a bucket per tensor)" : "")
+
 /* one run against the other: within CLOSE they are not told apart */
 #define CLOSE 0.05
 
 static void why(txt *t, const gs_summary *best, const gs_summary *o) {
   double d = (o->step_time_s_median / best->step_time_s_median - 1) * 100;
   char a[32], b[32];
-  say(t, " %g MiB: %s ms (%+.0f%%)", o->bucket_mb, ms(o->step_time_s_median, a, sizeof a), d);
+  say(t, " %g MiB%s: %s ms (%+.0f%%)", o->bucket_mb, PER_TENSOR(o->bucket_mb),
+      ms(o->step_time_s_median, a, sizeof a), d);
   int reps = o->nrepeats < best->nrepeats ? o->nrepeats : best->nrepeats;
   if (d < CLOSE * 100 && reps <= 1) {
     say(t, ", within %.0f%% of the best: too close to call from one run each (--repeat K "
@@ -102,9 +106,10 @@ void gs_bucket_verdict(const gs_summary *runs, size_t n, char *text, size_t cap)
     else snprintf(where, sizeof where, "loopback");
     char m1[32], m2[32];
     double wait = best->per_rank[0].comm_wait_s;
-    say(&t, "%s%s world %d, %s, %s: best bucket size measured %g MiB (%d bucket%s, median step "
-        "%s ms, exposed communication %s ms).", t.n ? " " : "", gs_mode_name(a->mode),
-        a->world, a->model, where, best->bucket_mb, best->nbuckets, best->nbuckets > 1 ? "s" : "",
+    say(&t, "%s%s world %d, %s, %s: best bucket size measured %g MiB%s (%d bucket%s, median "
+        "step %s ms, exposed communication %s ms).", t.n ? " " : "", gs_mode_name(a->mode),
+        a->world, a->model, where, best->bucket_mb, PER_TENSOR(best->bucket_mb), best->nbuckets,
+        best->nbuckets > 1 ? "s" : "",
         ms(best->step_time_s_median, m1, sizeof m1), ms(wait, m2, sizeof m2));
     if (wait > 0.8 * best->step_time_s_median)
       say(&t, " Communication is most of the step (%.0f%%): the bytes take that long in any "

@@ -1,8 +1,22 @@
-/* cuda_impl.h: what the other parts of gradsync may know about the CUDA
- * kernels table beyond kernels.h: its stream, a second table on its own
- * stream, and how much GPU memory it holds. Internal: include it only from
- * code built where the toolkit is (#ifdef GS_HAVE_CUDA), e.g. allreduce/
- * nccl.c and ps' GPU paths. C and C++.
+/* cuda_impl.h: the contract of kernels/cuda, the CUDA table of kernels.h
+ * (cuda.cu: setup, memory, streams, errors and the cuBLAS GEMMs; ops.cu:
+ * the .cu kernels around ops.h's per-thread bodies and kernels/elem.h;
+ * table.h: the state those two share; module.c: the entry of the module
+ * libgs_cuda.so), and what the other parts of gradsync may know about a
+ * CUDA table beyond kernels.h: its stream, a second table on its own
+ * stream, and how much GPU memory it holds. C and C++.
+ *
+ * Who uses it: kernels/cuda_loader.c (these functions, as forwards into the
+ * module), allreduce/nccl (nccl.c, nccl_wait.c: a comm stream of its own)
+ * and tests/gpu; only from code built where the toolkit is (#ifdef
+ * GS_HAVE_CUDA). What kernels/cuda may include: kernels/ and base/ (it is
+ * built as the part kernels, kernels/cuda/meson.build) and the toolkit's
+ * headers (the CUDA runtime, cuBLAS); nothing above kernels.
+ *
+ * Rules: its code is built into libgs_cuda.so only, never into a program;
+ * the element-wise ops give the CPU table's bits (--fmad=false, no
+ * floating-point atomics: ops.cu), errors are sticky as kernels.h asks,
+ * and nothing calls exit().
  *
  * Streams. A CUDA table queues every op on ONE non-blocking stream (its
  * "compute" stream); ops on one table run in the order they were called.

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""docs_figures.py: every figure in README.md and docs/*.md comes from a
-results file that its paragraph cites, and that file holds it.
+"""docs_figures.py: every figure in README.md and docs/ (its .md files in
+every folder, docs/labs/ too) comes from a results file that its
+paragraph cites, and that file holds it.
 
 What a figure is (in prose and in tables; code blocks, inline `code`,
 HTML comments and link targets are not read):
@@ -46,7 +47,7 @@ percentage may also be found as its fraction ("16%" as 0.16).
 The checker first checks itself on a page of its own (self_test): right as
 written, failing when a figure is changed or a link dropped.
 
-    docs_figures.py [FILE.md ...]   (default: README.md and docs/*.md)
+    docs_figures.py [FILE.md ...]   (default: README.md and every .md under docs/)
 
 Exit 1 listing every figure that fails, with its file, line and why."""
 import decimal
@@ -346,8 +347,8 @@ def self_test():
 def main(paths):
     problems = self_test()
     if not paths:
-        paths = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs",
-                                                                                  "*.md")))
+        paths = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(
+            os.path.join(ROOT, "docs", "**", "*.md"), recursive=True))
     problems = []
     for md in paths:
         check_file(os.path.abspath(md), problems)

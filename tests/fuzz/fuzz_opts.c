@@ -28,9 +28,9 @@ static void check_ranges(const gs_opts *o) {
   for (int i = 0; i < o->nmodels; i++) FUZZ_CHECK(o->models[i] && *o->models[i], "model %d", i);
   FUZZ_CHECK(o->nbucket_mbs >= 1 && o->nbucket_mbs <= GS_LIST_MAX, "%d buckets", o->nbucket_mbs);
   for (int i = 0; i < o->nbucket_mbs; i++)
-    FUZZ_CHECK(o->bucket_mbs[i] > 0 && o->bucket_mbs[i] <= 4096, "bucket %g MiB",
+    FUZZ_CHECK(o->bucket_mbs[i] >= 0 && o->bucket_mbs[i] <= 4096, "bucket %g MiB",
                o->bucket_mbs[i]);
-  FUZZ_CHECK(o->train.first_bucket_mb > 0 && o->train.first_bucket_mb <= 4096,
+  FUZZ_CHECK(o->train.first_bucket_mb >= 0 && o->train.first_bucket_mb <= 4096,
              "first bucket %g MiB", o->train.first_bucket_mb);
   FUZZ_CHECK(o->timeout_s >= 0.05 && o->timeout_s <= 86400, "timeout %g s", o->timeout_s);
   FUZZ_CHECK(o->train.steps >= 0 && o->warmup >= 0, "steps %lld, warmup %d",

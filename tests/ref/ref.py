@@ -14,7 +14,10 @@ then saves the parameters as .npy files with the same names.
 
     ref.py init  --model M --seed S --out DIR
     ref.py train --model M --data SPEC --batch B --steps S --lr X --momentum X
-                 --weight-decay X --load-params DIR --save-params DIR
+                 --weight-decay X --load-params DIR --save-params DIR [--freeze L,...]
+
+--freeze: those layers' parameters do not train (requires_grad=False: the
+optimizer skips them, the gradients of the others are unchanged).
 """
 import argparse
 import os
@@ -172,6 +175,7 @@ def train(a):
     x, y = load_data(a.data)
     n = len(y)
     bufs = {}
+    frozen = set(a.freeze.split(",")) if a.freeze else set()
     pos = 0
     for step in range(a.steps):
         if pos >= n:
@@ -180,6 +184,8 @@ def train(a):
         pos += len(yb)
         loss, g = loss_and_grads(a.model, P, xb, yb)
         for name, _ in shapes:
+            if name.rsplit(".", 1)[0] in frozen:
+                continue
             d = g[name] + a.weight_decay * P[name] if a.weight_decay else g[name]
             if a.momentum:
                 bufs[name] = d if name not in bufs else a.momentum * bufs[name] + d
@@ -223,6 +229,7 @@ def main():
     t.add_argument("--load-params", required=True)
     t.add_argument("--save-params", required=True)
     t.add_argument("--verbose", action="store_true")
+    t.add_argument("--freeze", default="")
     a = ap.parse_args()
     return init(a) if a.cmd == "init" else train(a)
 

@@ -9,6 +9,7 @@ does. Exits 77 (skip) where PyTorch is not installed.
 
     torch_ref.py train --model M --data SPEC --batch B --steps S --lr X
                        --momentum X --weight-decay X --load-params DIR --save-params DIR
+                       [--freeze L,...]   (those layers' requires_grad=False)
 """
 import argparse
 import os
@@ -48,12 +49,13 @@ def forward(model, P, x):
 def train(a):
     torch.set_num_threads(1)
     shapes = ref.param_shapes(a.model)
+    frozen = set(a.freeze.split(",")) if a.freeze else set()
     P = {}
     for name, shape in shapes:
         arr = np.load(os.path.join(a.load_params, name + ".npy"))
         if arr.shape != shape or arr.dtype != np.float32:
             raise SystemExit(f"torch_ref.py: {name}.npy has {arr.shape} {arr.dtype}")
-        P[name] = torch.tensor(arr, requires_grad=True)
+        P[name] = torch.tensor(arr, requires_grad=name.rsplit(".", 1)[0] not in frozen)
     x, y = ref.load_data(a.data)
     x = torch.tensor(x.astype(np.float32))  # exactly byte/255 in float32, as ToTensor
     y = torch.tensor(y)
@@ -89,6 +91,7 @@ def main():
     t.add_argument("--weight-decay", type=float, default=0.0)
     t.add_argument("--load-params", required=True)
     t.add_argument("--save-params", required=True)
+    t.add_argument("--freeze", default="")
     return train(ap.parse_args())
 
 

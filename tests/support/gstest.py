@@ -14,6 +14,7 @@ import atexit
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -375,3 +376,63 @@ def wait_clean(before, cluster_inos, pids, what, check=check):
         time.sleep(0.05)
     check(not left, "after %s nothing of the run remains%s" %
           (what, (": " + "; ".join(left)) if left else ""))
+
+
+# ---- the labs (tools/lab.py, docs/labs/): each lab's test runs it short
+
+LAB_TOOL = os.path.join(SRC, "tools", "lab.py")
+
+
+def lab(name, size="smoke", extra=(), timeout=180):
+    """tools/lab.py NAME --size SIZE on BENCH in a fresh directory: (the
+    finished process, the directory, table.csv's header and rows; [] and
+    [] where it wrote none)"""
+    d = tmpdir()
+    r = subprocess.run([sys.executable, LAB_TOOL, name, "--size", size, "--bench", BENCH,
+                        "--out", d] + list(extra), capture_output=True, text=True,
+                       timeout=timeout)
+    head, rows = [], []
+    if os.path.exists(os.path.join(d, "table.csv")):
+        with open(os.path.join(d, "table.csv")) as f:
+            table = list(csv.reader(f))
+        head, rows = (table[0], table[1:]) if table else ([], [])
+    return r, d, head, rows
+
+
+def lab_shape(name, r, d, head, rows, columns, nrows, positive, maybe=()):
+    """the lab ended well and wrote its table (exactly these columns, nrows
+    rows; in every row the columns named in positive, and those in maybe
+    where not empty, positive numbers), a progress line per bench run, its
+    chart, table.md and report.html"""
+    if not require(r.returncode == 0, f"lab {name}: exit {r.returncode}: "
+                   f"{(r.stdout + r.stderr).strip()[-600:]}"):
+        return
+    check(head == columns, f"lab {name}: columns {head}, expected {columns}")
+    check(len(rows) == nrows, f"lab {name}: {len(rows)} rows, expected {nrows}: {rows}")
+    for row in rows:
+        for c in list(positive) + list(maybe):
+            if c not in head:
+                continue
+            v = row[head.index(c)]
+            if c in maybe and v == "":
+                continue
+            try:
+                ok = float(v) > 0
+            except ValueError:
+                ok = False
+            check(ok, f"lab {name}: {c} is '{v}' in {row}, not a positive number")
+    runs = [x for x in r.stdout.splitlines() if re.match(rf"lab {name} \[ *\d+ s\] run \d+: ", x)]
+    check(len(runs) >= 2 and any("done in" in x for x in runs),
+          f"lab {name}: no progress line per bench run: {r.stdout[:400]}")
+    for f in ("table.md", "chart.svg", "report.html"):
+        p = os.path.join(d, f)
+        check(os.path.exists(p) and os.path.getsize(p) > 200, f"lab {name}: no {f}")
+    if os.path.exists(os.path.join(d, "chart.svg")):
+        svg = open(os.path.join(d, "chart.svg")).read()
+        check(svg.startswith("<svg") and svg.rstrip().endswith("</svg>") and
+              ("<polyline" in svg or "<rect x" in svg or "<circle" in svg),
+              f"lab {name}: chart.svg draws nothing")
+    if os.path.exists(os.path.join(d, "report.html")):
+        page = open(os.path.join(d, "report.html")).read()
+        check("<table>" in page and "<svg" in page, f"lab {name}: report.html lacks the table "
+              "or the chart")

@@ -5,7 +5,10 @@ python3-torch is installed) on the same initial parameters and the same
 small random IDX (MLP) and CIFAR-10 (LeNet) files, trained without shuffling
 with SGD, momentum and weight decay for dozens of steps (epochs roll over,
 with a partial last batch). Every tensor must agree to 1e-4 relative (L2),
-and training must have moved every tensor by at least 50 times that.
+and training must have moved every tensor by at least 50 times that. The
+MLP again with its middle layer frozen (--freeze fc2; PyTorch's
+requires_grad=False): fc2 keeps its initial bits, the others agree and
+move as above.
 Without PyTorch the comparison with it cannot run: the test then ends
 skipped (77), saying so, once the NumPy comparison has passed.
 
@@ -53,12 +56,14 @@ def write_idx(path, arr, magic_dims):
         f.write(arr.astype(np.uint8).tobytes())
 
 
-def compare(tag, model, data, batch, steps, lr, momentum, wd, tmp):
+def compare(tag, model, data, batch, steps, lr, momentum, wd, tmp, freeze=None):
     init = os.path.join(tmp, tag + "-init")
     ours = os.path.join(tmp, tag + "-bench")
     run([py, ref, "init", "--model", model, "--seed", "3", "--out", init])
     common = ["--model", model, "--data", data, "--steps", str(steps), "--lr", str(lr),
               "--momentum", str(momentum), "--weight-decay", str(wd), "--load-params", init]
+    if freeze:
+        common += ["--freeze", freeze]
     if batch % args.world:
         raise SystemExit(f"batch {batch} does not split over world {args.world}")
     mode = ["--mode", args.mode, "--world", str(args.world)] if args.mode != "local" else []
@@ -76,12 +81,13 @@ def compare(tag, model, data, batch, steps, lr, momentum, wd, tmp):
         if r.returncode != 0:
             raise SystemExit(f"{script} failed with {r.returncode}: {r.stdout}{r.stderr}")
         print(r.stdout.strip())
-        agree(f"{tag} vs {name}", ours, theirs, init)
+        agree(f"{tag} vs {name}", ours, theirs, init, freeze)
 
 
-def agree(tag, ours, theirs, init):
+def agree(tag, ours, theirs, init, freeze=None):
     """every tensor bench saved in ours is theirs within 1e-4 relative, and
-    training moved it (from init) by at least 5e-3"""
+    training moved it (from init) by at least 5e-3; a frozen layer's tensors
+    (freeze) are their initial bits instead"""
     names = sorted(f for f in os.listdir(theirs) if f.endswith(".npy"))
     if not check(sorted(os.listdir(ours)) == names,
                  f"{tag}: bench saved {sorted(os.listdir(ours))}, expected {names}"):
@@ -93,6 +99,11 @@ def agree(tag, ours, theirs, init):
         rel = np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b)
         moved = np.linalg.norm(b.astype(np.float64) - p0) / np.linalg.norm(p0)
         worst = max(worst, rel)
+        if freeze and f.rsplit(".", 2)[0] in freeze.split(","):
+            ok = np.array_equal(a.view(np.uint32), p0.view(np.uint32))
+            print(f"  {tag} {f:18s} frozen: {'its initial bits' if ok else 'MOVED  <-- FAIL'}")
+            check(ok, f"{tag} {f}: frozen, yet not its initial bits")
+            continue
         ok = rel <= 1e-4 and moved >= 5e-3
         print(f"  {tag} {f:18s} relative difference {rel:.2e}, moved {moved:.2e} by training"
               f"{'' if ok else '  <-- FAIL'}")
@@ -108,6 +119,8 @@ with tempfile.TemporaryDirectory(prefix="gs_ref_") as tmp:
     write_idx(img, rng.integers(0, 256, (300, 28, 28)), 3)
     write_idx(lab, rng.integers(0, 10, 300), 1)
     compare("mlp", "mlp:784-64-32-10", f"idx:{img},{lab}", 32, 40, 0.05, 0.9, 5e-4, tmp)
+    compare("mlp-freeze", "mlp:784-64-32-10", f"idx:{img},{lab}", 32, 40, 0.05, 0.9, 5e-4, tmp,
+            freeze="fc2")
     # CIFAR-10 binary, two files of 90 and 60 records (9 batches of 16 and one of 6 per epoch)
     files = []
     for i, n in enumerate((90, 60)):

@@ -5,7 +5,8 @@
  * contiguous buckets that tile the buffer from the end, parameters never
  * split, readiness order. Cases: sizes that do not divide the model, a
  * model smaller than one bucket, one huge parameter, fp16 buckets holding
- * twice the elements, the real MLP and LeNet. */
+ * twice the elements, the real MLP and LeNet; and gradsync's two caps of 0
+ * (a bucket per parameter; a first bucket that closes as the others). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,6 +117,27 @@ int main(void) {
   one_case("huge joins", late, 3, 4, MiB, 2 * MiB, 2);
   /* cap 0: every parameter its own bucket */
   one_case("per tensor", ten, 10, 4, 0, 0, 10);
+  /* the two caps of 0 (docs/buckets.md): cap 0 is a bucket per parameter even with a
+   * first cap; first cap 0 is the plan whose first cap is the cap (uniform buckets) */
+  CHECK_OK(gs_plan_buckets(ten, 10, 4, 1000, 0, &b, &nb, &e), &e);
+  CHECK(nb == 10, "cap 0 with a first cap: %d buckets, expected 10", nb);
+  for (int i = 0; b && i < nb && nb == 10; i++)
+    CHECK(b[i].count == ten[9 - i], "cap 0: bucket %d holds %zu elements, not parameter %d",
+          i, b[i].count, 9 - i);
+  free(b);
+  static const size_t caps[3] = {2000, 5000, 1 << 20};
+  static const int want[3] = {5, 3, 1};
+  for (int c = 0; c < 3; c++) {
+    gs_bucket *u = NULL;
+    int nu = 0;
+    CHECK_OK(gs_plan_buckets(ten, 10, 4, 0, caps[c], &b, &nb, &e), &e);
+    CHECK_OK(gs_plan_buckets(ten, 10, 4, caps[c], caps[c], &u, &nu, &e), &e);
+    CHECK(nb == nu && nb == want[c] && b && u && !memcmp(b, u, (size_t)nb * sizeof *b),
+          "first cap 0, cap %zu: %d buckets, the uniform plan %d (expected %d)", caps[c], nb,
+          nu, want[c]);
+    free(b);
+    free(u);
+  }
   /* a single parameter */
   size_t one[1] = {12345};
   one_case("single", one, 1, 4, MiB, 25 * MiB, 1);

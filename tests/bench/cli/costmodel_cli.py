@@ -147,7 +147,8 @@ check(r.returncode == 0 and "link 10 Gbit/s" in r.stdout and "latency 100 us" in
       f"the calibration's link: {r.stdout} {r.stderr}")
 
 # ---- when gradients are ready ----
-# the hand calibration has no readiness: resnet50's layers' work gives it;
+# the hand calibration has no readiness: resnet50's profile gives it, as it
+# measured each layer's backward;
 # --ready-by bytes the old way; layers hide more of the ring behind backward
 def project(args):
     out = run(["--project", "--calibration", hf, "--world", "64", "--hosts-per", "8",
@@ -161,7 +162,8 @@ def project(args):
 
 
 r, layers = project(["--model", "resnet50", "--out", os.path.join(d, "rl")])
-check(r.returncode == 0 and "gradients ready: per layer, from resnet50's multiply-adds" in r.stdout,
+check(r.returncode == 0 and "gradients ready: per layer, as the profile of resnet50 measured its "
+      "backward" in r.stdout,
       f"resnet50's readiness from its layers: {r.stdout} {r.stderr}")
 r, by_bytes = project(["--model", "resnet50", "--ready-by", "bytes", "--out",
                        os.path.join(d, "rb")])
@@ -172,7 +174,7 @@ check("ring" in layers and "ring" in by_bytes and layers["ring"] < by_bytes["rin
 rj = os.path.join(d, "rl", "projection.json")
 jr = json.load(open(rj)) if os.path.exists(rj) else {}
 br = jr.get("bucket_ready", [])
-check(len(br) == jr.get("nbuckets") and br and br[-1] == 1.0 and "multiply-adds" in jr.get(
+check(len(br) == jr.get("nbuckets") and br and br[-1] == 1.0 and "measured its backward" in jr.get(
     "ready_by", ""), f"projection.json's bucket_ready and ready_by: {br} {jr.get('ready_by')}")
 # another model than the calibration's: refused, unless --step-compute-ms
 # states its compute; lenet is timed here, per tensor

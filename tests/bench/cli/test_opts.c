@@ -101,7 +101,9 @@ static void ranges(void) {
   refused("--synthetic-samples", "--synthetic-samples", "0");
   refused("--lr", "--lr", "nan");
   refused("--compute-ms", "--compute-ms", "1e300");
-  refused("--bucket-mb", "--bucket-mb", "25,0");
+  refused("--bucket-mb", "--bucket-mb", "25,-1");
+  refused("--bucket-mb", "--bucket-mb", "25,4097");
+  refused("--first-bucket-mb", "--first-bucket-mb", "-0.5");
   refused("-b", "-b", "65G");
   refused("-e", "-e", "1T");
   refused("-n", "-n", "1000001");

@@ -63,7 +63,7 @@ static void refused(const char *args, const char *w1, const char *w2) {
   int rc = parse(&o, &e, args);
   CHECK(rc == GS_EINVAL && strstr(e.msg, w1) && (!w2 || strstr(e.msg, w2)),
         "bench %s: %d '%s' (want '%s'%s%s)", args, rc, e.msg, w1, w2 ? ", " : "", w2 ? w2 : "");
-  if (rc == GS_OK) gs_opts_free(&o);
+  gs_opts_free(&o); /* what the parse made, refused or not (bench's main frees it too) */
 }
 
 static void accepted(const char *args) {
@@ -71,7 +71,7 @@ static void accepted(const char *args) {
   gs_err e = {0};
   int rc = parse(&o, &e, args);
   CHECK(rc == GS_OK, "bench %s: %s", args, e.msg);
-  if (rc == GS_OK) gs_opts_free(&o);
+  gs_opts_free(&o);
 }
 
 static void command_line(void) {

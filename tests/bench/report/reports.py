@@ -129,7 +129,8 @@ for f in ("mode", "world", "model", "batch", "bucket-mb", "strong", "steps", "pr
           "quiet", "json", "peer"):
     check(f"--{f}" in h.stdout, f"--help lacks --{f}")
 for args, name in ((["--mode", "dp"], "--mode"), (["--world", "0"], "--world"),
-                   (["--world", "2,x"], "--world"), (["--bucket-mb", "0"], "--bucket-mb"),
+                   (["--world", "2,x"], "--world"), (["--bucket-mb", "-1"], "--bucket-mb"),
+                   (["--bucket-mb", "4097"], "--bucket-mb"),
                    (["--timeout", "-1"], "--timeout"), (["--collective", "bcast"], "--collective"),
                    (["--peer", "tf"], "--peer"),
                    (["-b", "1Q"], "-b"), (["-f", "1"], "-f"), (["-n", "0"], "-n"),
