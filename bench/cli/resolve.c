@@ -67,14 +67,23 @@ static int resolve_ps_spare(gs_opts *o, gs_err *e) {
       return GS_FAIL(e, GS_EINVAL, "--ps-spare-share %g with --ps-spare-hosts %d: %d servers "
                      "would sum %g of the parameters; at most 1/%d each", o->ps_spare_share, k,
                      k, k * o->ps_spare_share, k);
-    for (int j = 0; j < o->nworlds && !(o->ps_spare_share > 0); j++) {
+    for (int j = 0; j < o->nworlds; j++) {
       int n = o->hosts > 0 ? o->hosts : o->worlds[j];
-      if (o->worlds[j] > 1 && k > n)
+      double ys, yc;
+      if (o->worlds[j] < 2) continue;  /* world 1 is one process: no ps runs */
+      if (!(o->ps_spare_share > 0) && k > n)
         return GS_FAIL(e, GS_EINVAL, "--ps-spare-hosts %d at world %d: BytePS' split is "
                        "defined for at most as many spare hosts as workers' hosts (%d; more "
                        "cannot shorten the step: each workers' link carries the model once "
                        "each way at k = n); give --ps-spare-share to place more", k,
                        o->worlds[j], n);
+      /* the split the ranks will compute (ps/split.c), refused here rather
+       * than by rank 0 alone while the others wait for it */
+      if (gs_ps_spare_shares(n, k, o->ps_spare_share, &ys, &yc) < 0)
+        return GS_FAIL(e, GS_EINVAL, "--ps-spare-hosts %d at world %d on %d workers' host(s): "
+                       "BytePS' split has no servers' share there (with one workers' host "
+                       "there is nothing to sum across hosts); give --hosts 2 or more, or "
+                       "drop --ps-spare-hosts", k, o->worlds[j], n);
     }
   }
   if (o->nps_spares == 1) o->ps_spare = o->ps_spares[0];

@@ -521,10 +521,12 @@ static int failed(rank_life *r, int rc) {
     gs_job_report_error(&r->job, r->phase, "interrupted");
     return GS_EINTR;
   }
-  fprintf(stderr, "bench: rank %d: %s: %s", r->rank, r->phase,
-          r->e.msg[0] ? r->e.msg : gs_strerror(rc));
-  if (r->e.file && getenv("GS_DEBUG")) fprintf(stderr, " [%s:%d]", r->e.file, r->e.line);
-  fputc('\n', stderr);
+  /* one fprintf, one write: the ranks share stderr, and a line written in
+   * pieces takes in another rank's line between them */
+  char where[256] = "";
+  if (r->e.file && getenv("GS_DEBUG")) snprintf(where, sizeof where, " [%s:%d]", r->e.file, r->e.line);
+  fprintf(stderr, "bench: rank %d: %s: %s%s\n", r->rank, r->phase,
+          r->e.msg[0] ? r->e.msg : gs_strerror(rc), where);
   gs_job_report_error(&r->job, r->phase, r->e.msg);
   return rc;
 }

@@ -126,6 +126,9 @@ def case_flags():
             (ps4 + ["--ps-spare-hosts", "2", "--transport", "ipc"],
              ["--transport ipc", "--ps-spare-hosts 2"]),
             (ps4 + ["--ps-spare-hosts", "5"], ["--ps-spare-hosts 5"]),
+            # one workers' host: the split is undefined; refused before any rank starts
+            (ps4 + ["--hosts", "1", "--link", "1gbit", "--ps-spare-hosts", "1"],
+             ["--ps-spare-hosts 1", "--hosts 2"]),
             (ps4 + ["--ps-spare-hosts", "2", "--ps-spare-share", "0.6"],
              ["--ps-spare-share 0.6", "--ps-spare-hosts 2"]),
             (ps4 + ["--ps-spare-hosts", "2", "--ps-servers", "2"],
