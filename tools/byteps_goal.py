@@ -22,26 +22,23 @@ the link's rate: 2n(n-1)S / ((n^2+kn-2k) b)) and against the ring's.
                          [--results FILE] [--allow-dirty] [-- BENCH FLAGS...]
 
 --from DIR reads a finished run instead of running one. The results file
-names the commit; a tree with changes is refused (--allow-dirty: marked so).
+names the commit; a tree with changes, or a bench built from another commit, is
+refused (tools/results_header.py; --allow-dirty: marked so).
 Figures are printed as measured; nothing here decides what they mean."""
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results_header  # noqa: E402  (the results files' first lines)
 FLAGS = ["--mode", "ring,ps", "--ps-spare-hosts", "0,1,2,4", "--world", "4", "--link", "100mbit",
          "--model", "mlp:784-1024-1024-10", "--batch", "16", "--steps", "10", "--warmup", "3"]
 COUNTED = (1500.0 - 52) / (1500.0 + 14)  # what a link's counters show of its rate (hosts.c)
-
-
-def git(*args):
-    return subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True,
-                          text=True).stdout.strip()
 
 
 def comm_window(run):
@@ -75,16 +72,14 @@ def main():
     ap.add_argument("--allow-dirty", action="store_true")
     ap.add_argument("flags", nargs="*")
     a = ap.parse_args()
-    rev = git("rev-parse", "--short=12", "HEAD")
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    if dirty and not a.allow_dirty:
-        sys.exit("byteps_goal.py: the tree has changes (commit them first, or --allow-dirty): " +
-                 dirty.replace("\n", "; "))
     flags = FLAGS + a.flags
     out = a.src or a.out or time.strftime("results/%Y%m%d-%H%M%S-byteps")
+    cmd = [a.bench] + flags + ["--repeat", str(a.repeat), "--out", out]
+    # refuses a dirty tree or a bench of another commit (--allow-dirty: marked)
+    head = results_header.lines(" ".join(["tools/byteps_goal.py"] + sys.argv[1:]), a.bench,
+                                a.allow_dirty)
     load0 = os.getloadavg()
     t0 = time.time()
-    cmd = [a.bench] + flags + ["--repeat", str(a.repeat), "--out", out]
     if not a.src:
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if r.returncode:
@@ -95,15 +90,13 @@ def main():
     runs = rep["runs"]
     lines = []
     p = lines.append
+    lines += head
     p("# issue 44's goal, measured by tools/byteps_goal.py: the ring against BytePS' summation")
     p("# servers at k spare hosts, n = 4 workers' hosts, emulated at 100 Mbit/s (tbf), medians of")
-    p("# interleaved repetitions (bench --repeat). gradsync git " + rev +
-      (" (with uncommitted changes: --allow-dirty)" if dirty else " (a clean tree)") +
-      f", report.json's version {rep.get('environment', {}).get('git_revision', '?')}.")
-    p(f"# {platform.node()}: {os.cpu_count()} cores, {platform.machine()}, "
-      f"{time.strftime('%Y-%m-%d %H:%M')}; load average {load0[0]:.1f} before, "
-      f"{load1[0]:.1f} after ({took:.0f} s); other users' jobs share the cores.")
-    p("# The command (from the repository's root, as root):")
+    p("# interleaved repetitions (bench --repeat); report.json's version "
+      f"{rep.get('environment', {}).get('git_revision', '?')}; load average {load0[0]:.1f} "
+      f"before, {load1[0]:.1f} after ({took:.0f} s).")
+    p("# bench's command (from the repository's root, as root):")
     p("")
     p("    " + " ".join([os.path.relpath(a.bench, ROOT)] + flags +
                         ["--repeat", str(a.repeat), "--out", out]))

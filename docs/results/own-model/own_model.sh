@@ -9,35 +9,22 @@
 # from its root.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-if [ -n "$(git status --porcelain)" ] && [ "${1:-}" != "--allow-dirty" ]; then
-  echo "own_model.sh: the work tree has changes: commit them first (or --allow-dirty)" >&2
-  exit 1
-fi
 R=$(pwd)
 B=${GS_BENCH:-$R/build/bench/bench}
-# the figures are this commit's only if bench was built from it, clean
-built=$("$B" --version | head -1)
-case $built in
-  *"(git $(git rev-parse --short=12 HEAD))"*) ;;
-  *) [ "${1:-}" = "--allow-dirty" ] ||
-       { echo "own_model.sh: $B is '$built', not a clean build of $(git rev-parse --short=12 HEAD): rebuild it (ninja -C build)" >&2; exit 1; } ;;
-esac
+# the header, and the refusal of a dirty tree or of a bench built from
+# another commit: tools/results_header.py, the rule of every results file
+HEADER=$(python3 tools/results_header.py --bench "$B" ${1:+"$1"} \
+  --command "bash docs/results/own-model/own_model.sh $*") || exit 1
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 OUT=docs/results/own-model/$(date -u +%F)-resnet18.txt
-COMMIT=$(git rev-parse HEAD)
-if [ -n "$(git status --porcelain)" ]; then COMMIT="$COMMIT (with uncommitted changes)"; fi
 run() {
   echo
   echo "\$ $*"
   "$@" 2>&1
 }
 {
-  echo "# command: bash docs/results/own-model/own_model.sh $*"
-  echo "# commit: $COMMIT"
-  echo "# machine: $(hostname), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(uname -sr)"
-  echo "# date: $(date -u '+%F %T UTC')"
-  echo "# bench: $($B --version | head -1)"
+  echo "$HEADER"
   cd "$D"
   # 1. the profile: parameters, readiness order, each layer's time
   run /usr/bin/python3 "$R/tools/profile_model.py" torchvision:resnet18 --batch 16 --threads 2 \
@@ -51,5 +38,6 @@ run() {
   # 4. a cluster of 8-GPU hosts at 100 Gbit/s, compute 20 times this CPU's
   run $B --project --model profile:resnet18.json --compute-scale 0.05 --world 8,64,512 \
       --hosts-per 8 --link 100gbit --latency 5us --batch 16 --quiet --out projection
-} | sed "s|$R/||g; s|$D/||g" > "$OUT"
+} | sed "s|$R/||g; s|$D/||g" > "$OUT.tmp"
+mv "$OUT.tmp" "$OUT"  # whole or not at all
 echo "own_model.sh: wrote $OUT"
