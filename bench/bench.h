@@ -94,6 +94,13 @@ typedef struct gs_opts {
   int ps_hostagg;       /* --ps-local-reduce 1, --no-ps-local-reduce 0; -1: on where
                                 emulated hosts hold several ranks each (ps/hostagg.c) */
   gs_ps_sync ps_sync;        /* --ps-sync, --ps-backup (ps only) */
+  int ps_spares[GS_LIST_MAX]; /* --ps-spare-hosts: BytePS' summation servers on that many
+                                spare hosts beside the workers' (a sweep axis of ps runs) */
+  int nps_spares;            /* 0: not asked for */
+  int ps_spare;              /* the run's (sweep.c sets it per ps run); -1: none */
+  double ps_spare_share;     /* --ps-spare-share: a spare server's share (0: BytePS') */
+  double ps_partition_mb;    /* --ps-partition-mb: a partition's most MiB (0: 4) */
+  double ps_credit_mb;       /* --ps-credit-mb: MiB of pushes below the scheduler (0: all) */
   int ring_period;           /* --ring-period H (ring only; 1: every step) */
   double target_loss;        /* --target-loss X (0: from the synchronous run) */
   double timeout_s;

@@ -26,6 +26,7 @@ struct gs_dial {
   bool refused;              /* the last handshake failed: dial again */
   bool admitted;             /* a connection is up (its handshake succeeded) */
   double last_dial;
+  double dropped_at;         /* when the last admitted connection went (with dropped) */
 };
 
 static int dial(gs_dial *d, gs_err *e) {
@@ -102,6 +103,7 @@ bool gs_dial_back(gs_dial *d) {
     } else if (id == ZMQ_EVENT_DISCONNECTED && d->admitted) {
       d->admitted = false;
       d->dropped = true;
+      d->dropped_at = gs_now();
       if (d->one_time) d->refused = true; /* its credential is spent */
     } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
                id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
@@ -110,6 +112,10 @@ bool gs_dial_back(gs_dial *d) {
   }
   if (d->refused && gs_now() - d->last_dial >= REDIAL_MIN_S && !inbound_waiting(d)) redial(d);
   return back;
+}
+
+double gs_dial_down_s(const gs_dial *d) {
+  return d && d->mon && d->dropped ? gs_now() - d->dropped_at : 0;
 }
 
 void gs_dial_close(gs_dial *d) {

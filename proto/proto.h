@@ -387,6 +387,10 @@ int gs_dial_open(void *ctx, void *sock, const gs_cred *c, const char *endpoint, 
                  gs_err *e);
 bool gs_dial_back(gs_dial *d);
 bool gs_dial_watched(const gs_dial *d);
+/* How long the connection has been down since it dropped, as of the last
+ * gs_dial_back (0 while it is up, or before the first came): a peer whose
+ * process died takes none back, however long it is dialled. */
+double gs_dial_down_s(const gs_dial *d);
 void gs_dial_close(gs_dial *d);
 
 #endif

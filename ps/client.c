@@ -312,6 +312,15 @@ static int drain(ps_worker *s, gs_err *e) {
   }
 }
 
+int gs_ps_check_up(ps_worker *s, double grace_s, gs_err *e) {
+  double down = gs_dial_down_s(s->dial);
+  if (s->failed || down <= grace_s) return s->failed ? failed(s, e) : GS_OK;
+  s->failed = true;
+  return GS_FAIL(e, GS_EPEER, "ps rank %d: %s (%s, %s) closed its connection in step %lld and "
+                 "has not taken one back in %.1f s: it died", s->c.rank, s->who, s->server_ep,
+                 s->where, (long long)s->step, down);
+}
+
 int gs_ps_drain(ps_worker *s, gs_err *e) {
   if (s->failed) return failed(s, e);
   int rc = drain(s, e);

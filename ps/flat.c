@@ -20,6 +20,11 @@
  *   own         opts.server_eps: K processes a launcher started
  *               (gs_ps_serve_alone; on emulated hosts, each on a host of
  *               its own), K = 1 included; every rank is a plain worker.
+ *   summation   opts.summation (BytePS): split.c's servers, the spare
+ *               hosts' processes (server_eps) and a thread of the first
+ *               rank of each workers' host, over compact views of their
+ *               pieces; they only sum, sched.c pushes the partitions in
+ *               priority order and applies the optimizer on every rank.
  * A worker beside its server reaches it over inproc://.
  *
  * A step: begin on every server's worker; bucket_ready(b) marks b's
@@ -40,12 +45,16 @@ typedef struct ps_state {
   bool own;                /* servers of their own (opts.server_eps) */
   int mine;                /* the server this rank hosts (K > 1), or -1 */
   ps_keys keys;
+  ps_split split;          /* summation servers: the partitions (split.c) */
   ps_worker_state **st;           /* [K], until open() */
 } ps_state;
 
 typedef struct ps_sync {
   gs_sync base;
   ps_keys keys;
+  ps_split split;
+  ps_sum *sum;               /* summation servers: the steps' other half (sched.c) */
+  double dead_s;             /* a summation server's connection down this long: dead */
   ps_worker **w;             /* [K]: the worker of each server */
   int rank;
   bool overlap, failed;
@@ -54,10 +63,14 @@ typedef struct ps_sync {
 } ps_sync;
 
 /* K = 1 on rank 0, its address in the blob (the others: endpoints) */
-static bool one_master(const ps_state *p) { return p->keys.K == 1 && !p->own; }
+static bool one_master(const ps_state *p) {
+  return p->keys.K == 1 && !p->own && !p->keys.rank_of;
+}
 
+/* the rank whose thread runs server k, or -1: a process of its own */
 static int server_rank(const ps_state *p, int k) {
-  return gs_ps_server_rank(k, p->world, p->keys.K);
+  if (p->keys.rank_of) return p->keys.rank_of[k];
+  return p->own ? -1 : gs_ps_server_rank(k, p->world, p->keys.K);
 }
 
 static void prepared_free(ps_state *p, bool end_states) {
@@ -65,6 +78,7 @@ static void prepared_free(ps_state *p, bool end_states) {
   for (int k = 0; end_states && p->st && k < p->keys.K; k++)
     gs_ps_end(p->st[k], false, true, 1000, NULL);
   gs_ps_keys_free(&p->keys);
+  gs_ps_split_free(&p->split);
   free(p->st);
   free(p);
 }
@@ -72,7 +86,7 @@ static void prepared_free(ps_state *p, bool end_states) {
 /* A sharded placement's numbers (what it runs is placement.c's). */
 static int check_sharded(const gs_sync_config *c, const gs_ps_opts *o, int K, bool own,
                          gs_err *e) {
-  if (!own && K > c->world)
+  if (!own && !o->summation && K > c->world)
     return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d ps servers in a world of %d: each server runs "
                    "in a rank's process, at most one per rank", c->rank, K, c->world);
   if (o->dedicated)
@@ -106,14 +120,20 @@ static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
   const gs_ps_opts o = gs_ps_opts_of(c);
   int K = o.servers > 1 ? o.servers : 1;
   bool own = o.server_eps != NULL;
-  if (K > 1 || own) GS_TRY(check_sharded(c, &o, K, own, e));
+  if (o.summation && o.spare > 0 && !own)
+    return GS_FAIL(e, GS_EINVAL, "ps rank %d: %d spare hosts' summation servers, but no "
+                   "addresses for them (opts.server_eps)", c->rank, o.spare);
+  if ((K > 1 || own) && !o.summation) GS_TRY(check_sharded(c, &o, K, own, e));
   ps_state *p = calloc(1, sizeof *p);
   if (!p) return GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
   p->rank = c->rank;
   p->world = c->world;
   p->own = own;
   p->mine = -1;
-  int rc = gs_ps_keys_plan(&p->keys, K, c, e);
+  int rc = o.summation ? gs_ps_split_plan(&p->keys, &p->split, c, e)
+                       : gs_ps_keys_plan(&p->keys, K, c, e);
+  K = p->keys.K;
+  if (rc == GS_OK && o.summation) rc = check_sharded(c, &o, K, true, e);
   if (rc == GS_OK && !(p->st = calloc((size_t)K, sizeof *p->st)))
     rc = GS_FAIL(e, GS_ENOMEM, "ps rank %d: out of memory", c->rank);
   for (int k = 0; rc == GS_OK && k < K; k++) {
@@ -122,13 +142,14 @@ static int ps_prepare(const gs_sync_config *c, void **state, char endpoint[GS_EN
       rc = gs_ps_prepare_one(&x, c->rank == 0 && !o.dedicated, &p->st[k], e);
       continue;
     }
-    int sr = own ? -1 : server_rank(p, k);
+    int sr = server_rank(p, k);
     rc = gs_ps_prepare_one(&x, sr == c->rank, &p->st[k], e);
     if (rc < 0) break;
     ps_worker_state *st = p->st[k];
     st->shard = true;
-    snprintf(st->who, sizeof st->who, "ps server %d of %d", k, K);
-    if (own) snprintf(st->where, sizeof st->where, "a process of its own");
+    snprintf(st->who, sizeof st->who, "%s server %d of %d", o.summation ? "summation" : "ps",
+             k, K);
+    if (sr < 0) snprintf(st->where, sizeof st->where, "a process of its own");
     else snprintf(st->where, sizeof st->where, "a thread of rank %d", sr);
     if (sr == c->rank) {
       p->mine = k;
@@ -200,6 +221,7 @@ static int ps_begin_step(gs_sync *base, int64_t step, gs_err *e) {
   int rc = gs_sync_order_begin(&s->order, step, e);
   s->blocked_s = 0;
   for (int k = 0; rc == GS_OK && k < s->keys.K; k++) rc = gs_ps_begin(s->w[k], step, e);
+  if (rc == GS_OK && s->sum) gs_ps_sum_begin(s->sum, step);
   return rc < 0 ? fail(s, rc, e) : GS_OK;
 }
 
@@ -210,6 +232,12 @@ static int ps_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
   int rc = gs_sync_order_ready(&s->order, bucket, e);
   if (rc < 0) return fail(s, rc, e);
   double t0 = gs_now();
+  if (s->sum) { /* its partitions, in priority order as the credit allows */
+    rc = s->overlap ? gs_ps_sum_ready(s->sum, bucket, e) : GS_OK;
+    if (rc < 0) return fail(s, rc, e);
+    if (s->overlap) s->blocked_s += gs_now() - t0;
+    return GS_OK;
+  }
   for (int p = ks->first[bucket]; p < ks->first[bucket + 1]; p++) {
     rc = gs_ps_ready(s->w[ks->pk[p]], ks->pj[p], e);
     if (rc < 0) {
@@ -233,7 +261,9 @@ static int wait_all(ps_sync *s, gs_err *e) {
       return GS_FAIL(e, GS_EINTR, "ps rank %d, step %lld: interrupted while waiting for "
                      "parameters", s->rank, (long long)s->order.step);
     int n = 0;
-    double left = 0.2; /* a slice: notice SIGINT */
+    /* a slice: notice SIGINT; and a millisecond while the credit holds
+     * partitions back (sched.c) */
+    double left = s->sum && gs_ps_sum_held(s->sum) ? 0.001 : 0.2;
     for (int k = 0; k < K; k++) {
       ps_worker *w = s->w[k];
       /* ssp, async, backup: the worker waits for its versions in finish */
@@ -252,6 +282,13 @@ static int wait_all(ps_sync *s, gs_err *e) {
     /* every one, readable or not: a worker whose connection dropped and
      * came back pushes again from there (client.c) */
     for (int i = 0; i < n; i++) GS_TRY(gs_ps_drain(s->w[idx[i]], e));
+    /* summation: what came back frees the credit for the next partitions;
+     * a server that died is named at once, not at the deadline (its pushes
+     * would otherwise make the live servers blame the ranks that wait on it) */
+    if (s->sum) {
+      for (int i = 0; i < n; i++) GS_TRY(gs_ps_check_up(s->w[idx[i]], s->dead_s, e));
+      GS_TRY(gs_ps_sum_pump(s->sum, e));
+    }
   }
 }
 
@@ -262,6 +299,10 @@ static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
   int rc = gs_sync_order_end(&s->order, e);
   if (rc < 0) return fail(s, rc, e);
   double t0 = gs_now();
+  if (s->sum) { /* the scheduler pushes every partition, as the credit allows */
+    rc = gs_ps_sum_ready_all(s->sum, e);
+    if (rc == GS_OK) rc = wait_all(s, e);
+  }
   for (int k = 0; rc == GS_OK && k < K; k++) rc = gs_ps_push_rest(s->w[k], e);
   if (rc == GS_OK) rc = wait_all(s, e);
   gs_sync_stats sum = {0};
@@ -289,6 +330,8 @@ static int ps_end_step(gs_sync *base, gs_sync_stats *st, gs_err *e) {
     if (k == 0 || one.staleness < 0 || (sum.staleness >= 0 && one.staleness > sum.staleness))
       sum.staleness = one.staleness;
   }
+  /* summation: every rank's optimizer on the sums */
+  if (rc == GS_OK && s->sum) rc = gs_ps_sum_update(s->sum, &sum, e);
   if (rc < 0) return fail(s, rc, e);
   sum.wait_s = s->blocked_s + (gs_now() - t0) - sum.reduce_s - sum.update_s;
   if (sum.wait_s < 0) sum.wait_s = 0;
@@ -313,7 +356,9 @@ static int ps_close(gs_sync *base, bool ok, gs_err *e) {
     int r = gs_ps_close(s->w[k], orderly, &ce);
     if (r < 0 && rc == GS_OK) rc = GS_FAIL(e, r, "%s", ce.msg);
   }
+  gs_ps_sum_free(s->sum);
   gs_ps_keys_free(&s->keys);
+  gs_ps_split_free(&s->split);
   free(s->w);
   free(s);
   return rc;
@@ -341,13 +386,16 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
     rc = gs_ps_serve(st, e);
   }
   const char *const *eps = gs_ps_opts_of(c).server_eps;
+  /* summation: rank 0's parameters go to every server in its view */
+  if (rc == GS_OK && p->keys.vbuf) gs_ps_split_copy(&p->keys, &p->split, c->params, false);
   if (rc == GS_OK && !one_master(p) && !eps && !c->endpoints)
     rc = GS_FAIL(e, GS_EINVAL, "ps rank %d: open() without the ranks' endpoints (the servers' "
                  "addresses)", c->rank);
   for (int k = 0; rc == GS_OK && k < K; k++) {
     gs_sync_config x = gs_ps_keys_view(&p->keys, c, k);
     if (!one_master(p)) {
-      const char *ep = eps ? eps[k] : c->endpoints[server_rank(p, k)];
+      int sr = server_rank(p, k);
+      const char *ep = sr < 0 ? eps[k] : c->endpoints[sr];
       x.bootstrap = ep;
       x.bootstrap_len = strlen(ep) + 1;
     }
@@ -367,9 +415,29 @@ static int ps_open(void *state, const gs_sync_config *c, gs_sync **out, gs_err *
   s->base.name = "ps";
   s->keys = p->keys;
   memset(&p->keys, 0, sizeof p->keys);
+  s->split = p->split;
+  memset(&p->split, 0, sizeof p->split);
   s->w = w;
+  if (s->keys.vbuf) {
+    /* every server's Welcome brought rank 0's parameters into the views */
+    gs_ps_split_copy(&s->keys, &s->split, c->params, true);
+    gs_err ke = {0};
+    rc = c->k->sync(c->k, &ke) < 0 ? GS_FAIL(e, ke.code, "ps rank %d: copying the initial "
+                                              "parameters in: %s", c->rank, ke.msg)
+                                    : gs_ps_sum_open(c, &s->keys, &s->split, w, &s->sum, e);
+    if (rc < 0) {
+      gs_err ce = {0};
+      ps_close(&s->base, false, &ce);
+      prepared_free(p, false);
+      return rc;
+    }
+  }
   s->rank = c->rank;
   s->overlap = c->overlap;
+  /* a quarter of the timeout, at most 5 s: a live server's connection is
+   * back within a redial (proto/dial.c) */
+  double t = (c->timeout_ms > 0 ? c->timeout_ms : 60000) / 4000.0;
+  s->dead_s = t < 5 ? t : 5;
   gs_sync_order_init(&s->order, "ps", c->rank, c->nbuckets);
   prepared_free(p, false);
   *out = &s->base;
@@ -397,4 +465,8 @@ void gs_ps_flat_memory(const gs_sync *base, uint64_t *device_bytes, uint64_t *ho
     *device_bytes += d;
     *host_bytes += h;
   }
+  /* summation: the views and every rank's optimizer */
+  for (int k = 0; s->keys.vbuf && k < s->keys.K; k++)
+    *device_bytes += 2 * s->keys.vn[k] * sizeof(float);
+  *device_bytes += gs_ps_sum_bytes(s->sum);
 }

@@ -226,6 +226,7 @@ int gs_ps_open_one(ps_worker_state *st, const gs_sync_config *c, ps_worker **out
   if ((rc = gs_ps_topk_open(s, e)) < 0 || (rc = gs_ps_psgd_open(s, e)) < 0) goto fail;
 
   gs_sock_opts so = GS_SOCK_BULK(ZMQ_DEALER);
+  if (s->o.summation) so.sockbuf = GS_PS_SUM_SOCKBUF; /* ps_internal.h says why */
   so.max_msg = gs_sock_frame_max(c->n * sizeof(float));
   /* a fixed routing id: after a dropped connection comes back the server
    * still knows whose it is (it lets the new connection take it over) */

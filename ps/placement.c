@@ -31,6 +31,19 @@ void gs_ps_caps(const void *opts, gs_caps *c) {
     c->runs[GS_AXIS_COLLECTIVE] = GS_CAP(0);
     if (own) c->runs[GS_AXIS_TRANSPORT] = GS_CAP(GS_TRANSPORT_TCP); /* they listen on TCP */
   }
+  if (o.summation) {
+    /* BytePS' summation servers: fp32 sums of every rank's gradient at
+     * every step (no stale model: a rank's optimizer needs every rank's
+     * sum; no compression, no loss scaling: the servers only add), pushed
+     * from host memory to servers that listen on TCP */
+    c->runs[GS_AXIS_SYNC] = GS_CAP(GS_SYNC_BSP);
+    c->runs[GS_AXIS_COMPRESS] = GS_CAP(GS_COMPRESS_NONE);
+    c->runs[GS_AXIS_PRECISION] = c->runs[GS_AXIS_WIRE] = GS_CAP(GS_F32);
+    c->runs[GS_AXIS_SCALING] = GS_CAP(0);
+    c->runs[GS_AXIS_COLLECTIVE] = GS_CAP(0);
+    c->runs[GS_AXIS_DEVICE] = GS_CAP(GS_DEV_CPU);
+    c->runs[GS_AXIS_TRANSPORT] = GS_CAP(GS_TRANSPORT_TCP);
+  }
   if (agg) {
     /* hosts sum in host memory, and every rank would push its own
      * compressed gradient */
@@ -41,7 +54,10 @@ void gs_ps_caps(const void *opts, gs_caps *c) {
     c->runs[GS_AXIS_COLLECTIVE] = GS_CAP(0);
     n = snprintf(what, sizeof c->what, "the host-aggregated ps (--ps-local-reduce");
   }
-  if (own)
+  if (o.summation)
+    n += snprintf(what + n, sizeof c->what - (size_t)n, "%sBytePS' summation servers "
+                  "(--ps-spare-hosts %d", agg ? " with " : "", o.spare);
+  else if (own)
     n += snprintf(what + n, sizeof c->what - (size_t)n, "%sthe ps with %d server(s) on hosts "
                   "of their own (--ps-servers %d --ps-server-hosts", agg ? "; " : "", K, K);
   else if (K > 1)

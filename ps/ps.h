@@ -160,6 +160,20 @@ typedef struct gs_ps_opts {
                                (hostagg.c sets it for its leaders' flat ps); 0: world */
   gs_applied_hook applied;  /* stale models: each update of the server this rank runs
                                (in-process, dedicated or a shard); zero: none */
+  /* --ps-spare-hosts K: BytePS' summation servers (split.c, sched.c): K servers
+   * in processes of their own (server_eps[0..K-1], on spare hosts) and one in
+   * the first rank of each of the workers' hosts, sharing every partition of
+   * the parameters as gs_ps_spare_shares says; they only sum, and every rank
+   * runs the optimizer on the sums, as the all-reduce's ranks do. */
+  bool summation;
+  int spare;                /* K >= 0 spare hosts' servers */
+  int hosts;                /* the workers' hosts n, ranks host-major (0: every rank
+                               a host of its own) */
+  double spare_share;       /* one spare server's share of the parameters (0: BytePS'
+                               formula; at most 1/K) */
+  size_t partition_bytes;   /* a partition's most bytes (0: gs_ps_partition_bytes' rule) */
+  size_t credit_bytes;      /* most bytes pushed that ZeroMQ still holds, ByteScheduler's
+                               credit (sched.c; 0: two partitions) */
 } gs_ps_opts;
 /* c's ps options, or the defaults when it has none. */
 static inline gs_ps_opts gs_ps_opts_of(const gs_sync_config *c) {
@@ -167,6 +181,9 @@ static inline gs_ps_opts gs_ps_opts_of(const gs_sync_config *c) {
   if (c && c->opts) o = *(const gs_ps_opts *)c->opts;
   return o;
 }
+
+/* BytePS' partitions and split (gs_ps_partition_bytes, gs_ps_spare_shares):
+ * worker/sync.h, where the cost model sees them too. */
 
 /* The consistency model as users write it: "bsp", "ssp:K" (K in 0..1000)
  * or "async" into y's model and staleness (backup untouched); GS_EINVAL
@@ -186,6 +203,10 @@ extern const gs_backend gs_ps_backend;
  * applied (NULL: none): a stale model's updates (sync.h). */
 int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
                       const gs_applied_hook *applied, int fd, gs_err *e);
+/* The same for a spare host's BytePS summation server (--ps-spare-hosts):
+ * its connections' kernel buffers those of the workers' (sched.c). */
+int gs_ps_serve_summation(const char *host, const gs_cred *cred, int timeout_ms,
+                          size_t max_elems, int fd, gs_err *e);
 
 /* Sharded ps (opts.servers K > 1, flat.c): the rank whose process runs
  * server k of K in a world (spread evenly: ranks 0..K-1 at K = world, the

@@ -117,6 +117,9 @@ int gs_ps_begin(ps_worker *s, int64_t step, gs_err *e);
 int gs_ps_ready(ps_worker *s, int bucket, gs_err *e);
 int gs_ps_push_rest(ps_worker *s, gs_err *e);
 int gs_ps_drain(ps_worker *s, gs_err *e);
+/* A server whose connection dropped and has not come back in grace_s:
+ * dead (a summation server's process: sched.c), named. */
+int gs_ps_check_up(ps_worker *s, double grace_s, gs_err *e);
 int gs_ps_finish(ps_worker *s, double t0, gs_sync_stats *st, gs_err *e);
 /* Goodbye to the server (or an abort), then free s and its state. */
 int gs_ps_close(ps_worker *s, bool ok, gs_err *e);
@@ -171,7 +174,76 @@ typedef struct ps_keys {
   int *nsub;               /* [K] */
   int *first;              /* [nb + 1]: bucket b is pieces first[b] .. first[b + 1] - 1 */
   int *pk, *pj;            /* a piece: its server, its index among that server's pieces */
+  /* summation servers (split.c): server k's pieces lie anywhere in the flat
+   * buffers, so its job is a compact view of them; NULL: the ranges above */
+  float **vbuf;            /* [2K]: server k's parameters (vbuf[k]; its sums once
+                              training) and gradients (vbuf[K + k]) */
+  size_t *vn;              /* [K]: elements of server k's view */
+  int *rank_of;            /* [K]: the rank whose thread runs server k, -1: a process of
+                              its own (opts.server_eps[k]); NULL: flat.c's placement */
+  gs_kernels *vk;          /* what vbuf was allocated with */
 } ps_keys;
+
+/* split.c: BytePS' partitions, in priority order (the lowest offset, the
+ * earliest layer, first), each split over every server in its share. */
+typedef struct ps_part {
+  size_t offset, count;    /* in the flat buffers */
+  int bucket;              /* the bucket it is part of */
+  int first, npieces;      /* its pieces: ps_split.piece[first .. first + npieces) */
+} ps_part;
+typedef struct ps_piece {
+  int server, index;       /* bucket `index` of server `server`'s view */
+  size_t offset, count;    /* in the flat buffers */
+  size_t at;               /* in the server's view */
+} ps_piece;
+typedef struct ps_split {
+  size_t part_bytes;       /* the most bytes of a partition */
+  ps_part *part;
+  int nparts;
+  ps_piece *piece;
+  int npieces;
+} ps_split;
+/* The servers (spare processes first, then one per workers' host with a
+ * share), the partitions and the views, for c and its opts. */
+int gs_ps_split_plan(ps_keys *ks, ps_split *sp, const gs_sync_config *c, gs_err *e);
+void gs_ps_split_free(ps_split *sp);
+/* params (the flat buffer) into the parameter views, or (out) back */
+void gs_ps_split_copy(const ps_keys *ks, const ps_split *sp, float *params, bool out);
+
+/* sched.c: a summation session's steps (the worker side of BytePS): which
+ * partition goes next (priority, credit), the gradients into the views,
+ * the timeline's partitions, the optimizer on the sums. */
+typedef struct ps_sum ps_sum;
+/* The kernel's buffers (SO_SNDBUF, SO_RCVBUF) of every summation
+ * connection, workers' and servers' alike: 16 KiB, so that one flow's TCP
+ * window stays a few packets. A link that the pushes of n workers (or the
+ * answers of k + n servers) converge on queues the sum of their windows;
+ * with the kernel's 4 MiB buffers that overflows a switch's queue (the
+ * emulated links': 10 ms of the rate beside tbf's 96 KiB bucket, 221 KB at
+ * 100 Mbit/s), drops the tails of partitions, and every such drop waits
+ * for TCP's 200 ms retransmission timeout (incast). Measured on 4 + 4
+ * emulated hosts at 100 Mbit/s: 32 KiB still lost a quarter of the links'
+ * time to it, 16 KiB none (docs/byteps.md). It caps a connection at 16 KiB
+ * per round trip: 130 Mbit/s at 1 ms, which a job of many connections per
+ * link shares anyway. It also makes sched.c's credit meaningful: what
+ * ZeroMQ let go is on the wire. */
+#define GS_PS_SUM_SOCKBUF (16 << 10)
+int gs_ps_sum_open(const gs_sync_config *c, const ps_keys *ks, const ps_split *sp,
+                   ps_worker **w, ps_sum **out, gs_err *e);
+void gs_ps_sum_free(ps_sum *s);
+void gs_ps_sum_begin(ps_sum *s, int64_t step);
+/* bucket b's partitions may go (all: every bucket's) */
+int gs_ps_sum_ready(ps_sum *s, int bucket, gs_err *e);
+int gs_ps_sum_ready_all(ps_sum *s, gs_err *e);
+/* what came back in, what may go next out */
+int gs_ps_sum_pump(ps_sum *s, gs_err *e);
+/* partitions ready that the credit holds back (ZeroMQ letting go of a push
+ * wakes no poll: the caller looks again soon) */
+bool gs_ps_sum_held(const ps_sum *s);
+/* every partition's sums are in: the step's update of this rank's params */
+int gs_ps_sum_update(ps_sum *s, gs_sync_stats *st, gs_err *e);
+/* bytes it holds (the optimizer's state) */
+uint64_t gs_ps_sum_bytes(const ps_sum *s);
 /* placement.c: what the ps runs as opts place its servers (gs_backend.caps),
  * and what opts ask (gs_backend.asks: the consistency model). */
 void gs_ps_caps(const void *opts, gs_caps *c);

@@ -259,6 +259,7 @@ int gs_ps_server_create(const gs_ps_server_opts *o, gs_ps_server **out,
   s->cpu = o->k->device == GS_DEV_CPU;
   s->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 60000;
   gs_sock_opts so = GS_SOCK_BULK(ZMQ_ROUTER);
+  if (o->sockbuf > 0) so.sockbuf = o->sockbuf;
   so.router_mandatory = true;
   /* a rank whose connection dropped comes back with its routing id, and
    * what was queued for the dead connection is let go at once (lingering

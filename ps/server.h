@@ -32,6 +32,7 @@ typedef struct gs_ps_server_opts {
   gs_span_fn span;      /* track 1; NULL in a dedicated process */
   void *span_ctx;
   gs_applied_hook applied; /* stale models: each update, and the end (sync.h) */
+  int sockbuf;          /* the kernel's buffers of its connections (0: GS_SOCK_BULK's) */
 } gs_ps_server_opts;
 
 typedef struct gs_ps_server gs_ps_server;

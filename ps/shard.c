@@ -70,6 +70,11 @@ int gs_ps_keys_plan(ps_keys *sh, int K, const gs_sync_config *c, gs_err *e) {
 }
 
 void gs_ps_keys_free(ps_keys *sh) {
+  for (int i = 0; sh->vbuf && i < 2 * sh->K; i++)
+    if (sh->vbuf[i]) sh->vk->release(sh->vk, sh->vbuf[i]);
+  free(sh->vbuf);
+  free(sh->vn);
+  free(sh->rank_of);
   for (int k = 0; sh->sub && k < sh->K; k++) free(sh->sub[k]);
   free(sh->sub);
   free(sh->nsub);
@@ -83,9 +88,18 @@ void gs_ps_keys_free(ps_keys *sh) {
 /* Server k's view of the job: its range of the buffers, its pieces. */
 gs_sync_config gs_ps_keys_view(const ps_keys *sh, const gs_sync_config *c, int k) {
   gs_sync_config x = *c;
-  x.params = c->params + sh->lo[k];
-  x.grads = c->grads + sh->lo[k];
-  x.n = sh->lo[k + 1] - sh->lo[k];
+  if (sh->vbuf) { /* summation servers (split.c): a compact view that sums only */
+    x.params = sh->vbuf[k];
+    x.grads = sh->vbuf[sh->K + k];
+    x.n = sh->vn[k];
+    x.sum_only = true;
+    x.overlap = true;  /* sched.c pushes a piece when it says ready */
+    x.span = NULL;     /* the timeline shows partitions (sched.c), not pieces */
+  } else {
+    x.params = c->params + sh->lo[k];
+    x.grads = c->grads + sh->lo[k];
+    x.n = sh->lo[k + 1] - sh->lo[k];
+  }
   x.buckets = sh->sub[k];
   x.nbuckets = sh->nsub[k];
   return x;

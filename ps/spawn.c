@@ -29,7 +29,7 @@
 
 #include "proto/proto.h"
 #include "ps/ps.h"
-#include "ps/server.h"
+#include "ps/ps_internal.h"
 
 static void put_line(int fd, char tag, const char *text) {
   char buf[1200];
@@ -98,8 +98,21 @@ static void __attribute__((noreturn)) child_main(const gs_sync_config *c, int wf
   _exit(rc < 0 ? 1 : 0);
 }
 
+static int serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
+                       const gs_applied_hook *applied, int sockbuf, int fd, gs_err *e);
+
 int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
                       const gs_applied_hook *applied, int fd, gs_err *e) {
+  return serve_alone(host, cred, timeout_ms, max_elems, applied, 0, fd, e);
+}
+
+int gs_ps_serve_summation(const char *host, const gs_cred *cred, int timeout_ms,
+                          size_t max_elems, int fd, gs_err *e) {
+  return serve_alone(host, cred, timeout_ms, max_elems, NULL, GS_PS_SUM_SOCKBUF, fd, e);
+}
+
+static int serve_alone(const char *host, const gs_cred *cred, int timeout_ms, size_t max_elems,
+                       const gs_applied_hook *applied, int sockbuf, int fd, gs_err *e) {
   gs_kernels *k = gs_kernels_cpu(0, e);
   if (!k) return e ? e->code : GS_EDEVICE;
   void *ctx = gs_sock_context(gs_ps_io_threads(4), e);
@@ -111,6 +124,7 @@ int gs_ps_serve_alone(const char *host, const gs_cred *cred, int timeout_ms, siz
   gs_ps_server_opts o = {
     .zctx = ctx, .host = host, .learn_job = true, .cred = *cred, .timeout_ms = timeout_ms,
     .max_elems = max_elems, .k = k, .applied = applied ? *applied : (gs_applied_hook){0},
+    .sockbuf = sockbuf,
   };
   gs_ps_server *srv = NULL;
   gs_zap *zap = NULL;

@@ -60,6 +60,7 @@ int gs_ps_host_server(ps_worker_state *st, const gs_sync_config *c, gs_err *e) {
     .span = c->span, .span_ctx = c->span_ctx,
     /* the apply order of this server (a shard's: of its range) */
     .applied = gs_ps_opts_of(c).applied,
+    .sockbuf = gs_ps_opts_of(c).summation ? GS_PS_SUM_SOCKBUF : 0,
   };
   int rc = gs_zap_start(st->zctx, &c->cred, 0, "ps server", &st->zap, e);
   if (rc < 0) {

@@ -247,4 +247,46 @@ void gs_want_of_config(const gs_sync_config *c, gs_want *w);
 int gs_plan_buckets(const size_t *param_sizes, int nparams, size_t elem_bytes,
                     size_t first_cap, size_t cap, gs_bucket **out, int *nbuckets, gs_err *e);
 
+/* The ps backend's BytePS split (ps/split.c), here below both the ps and
+ * the cost model (bench/costmodel), which predicts the same bytes: one
+ * formula for both. */
+/* BytePS' partitions: at most 4 MiB (BytePS' default size) and, by default,
+ * at most a 32nd of the gradients, so that a step pipelines at least 32 of
+ * them (a partition's answers travel while the next ones are pushed; with
+ * 4 MiB partitions of a model of a few MB there would be two or three, and
+ * the pushes and answers would take turns); never under 64 KiB. given > 0
+ * (--ps-partition-mb): that, as given. */
+#define GS_PS_PARTITION_BYTES ((size_t)4 << 20)
+static inline size_t gs_ps_partition_bytes(size_t given, double gradient_bytes) {
+  if (given) return given;
+  double p = gradient_bytes / 32;
+  if (p > (double)GS_PS_PARTITION_BYTES) p = (double)GS_PS_PARTITION_BYTES;
+  if (p < 65536) p = 65536;
+  return (size_t)p;
+}
+
+/* BytePS' split (Jiang et al., OSDI 2020) for n workers' hosts and k spare
+ * hosts of equal links: a spare server sums 2(n-1)/(n^2+kn-2k) of the
+ * parameters, the server on each workers' host (n-k)/(n^2+kn-2k), so that
+ * every link carries 2n(n-1)/(n^2+kn-2k) of them each way, the least any
+ * placement can (k = 0 is the ring's 2(n-1)/n; k = n is 1). With share > 0
+ * (at most 1/k) each spare server sums that share instead and the workers'
+ * hosts split the rest evenly. Into *spare and *colo; GS_EINVAL (naming
+ * --ps-spare-share) when the numbers do not make a split. */
+static inline int gs_ps_spare_shares(int n, int k, double share, double *spare, double *colo) {
+  double d = (double)n * n + (double)k * n - 2.0 * k;
+  *spare = *colo = 0;
+  if (n < 1 || k < 0 || (k > 0 && share > 1.0 / k + 1e-12) || share < 0 || d <= 0) return -1;
+  if (share > 0) {
+    *spare = k > 0 ? share : 0;
+    *colo = (1.0 - k * *spare) / n;
+    if (*colo < 1e-12) *colo = 0;
+    return 0;
+  }
+  if (k > n) return -1;
+  *spare = k > 0 ? 2.0 * (n - 1) / d : 0;
+  *colo = (double)(n - k) / d;
+  return 0;
+}
+
 #endif

@@ -34,7 +34,8 @@ static const char *const MEASURE[] = {"compute-ms", "compute-scale", "threads", 
 static const char *const PROJECT[] = {"world", "bucket-mb", "first-bucket-mb", "overlap",
                                       "no-overlap", "hosts-per", "calibration",
                                       "ps-local-reduce", "no-ps-local-reduce",
-                                      "step-compute-ms", "compute-scale", "ready-by", NULL};
+                                      "step-compute-ms", "compute-scale", "ready-by",
+                                      "ps-spare-hosts", "ps-spare-share", "ps-partition-mb", NULL};
 
 const char *gs_costmodel_flag_refused(const gs_opts *o, const char *name) {
   if (among(name, COMMON)) return NULL;
@@ -50,8 +51,8 @@ const char *gs_costmodel_flag_refused(const gs_opts *o, const char *name) {
                             : NULL;
     return "does nothing with --project (it takes --world, --model, --batch, --bucket-mb, "
            "--first-bucket-mb, --precision, --overlap, --no-overlap, --link, --latency, "
-           "--hosts-per, --calibration, --step-compute-ms, --compute-scale, --ready-by, --out, "
-           "--quiet; without "
+           "--hosts-per, --calibration, --step-compute-ms, --compute-scale, --ready-by, "
+           "--ps-spare-hosts, --ps-spare-share, --ps-partition-mb, --out, --quiet; without "
            "--calibration also --threads, --compute-ms, --data)";
   }
   if (among(name, MEASURE)) return NULL;
@@ -245,6 +246,14 @@ static int readiness(const gs_opts *o, const gs_cm_plan *plan, const gs_cm_calib
   return e.code == GS_EINVAL ? 2 : 1;
 }
 
+/* --ps-spare-hosts with --project: BytePS up to the list's most spare
+ * hosts (-1: not asked) */
+static int spare_max(const gs_opts *o) {
+  int k = -1;
+  for (int i = 0; i < o->nps_spares; i++) k = o->ps_spares[i] > k ? o->ps_spares[i] : k;
+  return k;
+}
+
 int gs_project_main(const gs_opts *o) {
   gs_err e = {0};
   char dir[512];
@@ -306,7 +315,10 @@ int gs_project_main(const gs_opts *o) {
                         .ready = ready, .ready_by = ready_by,
                         /* as training does on hosts of several ranks; off: the flat
                            modes (--no-ps-local-reduce) */
-                        .host_reduce = o->hosts_per > 1 && o->ps_hostagg != 0};
+                        .host_reduce = o->hosts_per > 1 && o->ps_hostagg != 0,
+                        /* --ps-spare-hosts: BytePS at k = 0 .. the list's largest */
+                        .spare_max = spare_max(o), .spare_share = o->ps_spare_share,
+                        .partition_bytes = (size_t)(o->ps_partition_mb * (1 << 20))};
     if (gs_cm_project(&m, &in, &p, &e) < 0) {
       fprintf(stderr, "bench: %s\n", e.msg);
       rc = 2;
@@ -319,6 +331,7 @@ int gs_project_main(const gs_opts *o) {
          o->train.compute_scale > 0 ? ", compute from the profile x --compute-scale"
          : o->step_compute_ms > 0 ? ", compute from --step-compute-ms" : "");
   gs_cm_print_table(stdout, &p);
+  gs_cm_print_spare(stdout, &p);
   json_t *j = gs_cm_projection_json(&p);
   char path[600];
   snprintf(path, sizeof path, "%s/projection.json", dir);
@@ -330,11 +343,13 @@ int gs_project_main(const gs_opts *o) {
     json_object_set_new(j, "compute_scale", json_real(o->train.compute_scale));
   if (o->command_line) json_object_set_new(j, "command", json_string(o->command_line));
   if (gs_mkdirs(dir, &e) < 0 || gs_json_write_atomic(path, j, &e) < 0 ||
-      gs_charts_projection(dir, &p, p.nrows / o->nworlds, &e) < 0) {
+      gs_charts_projection(dir, &p, p.nrows / o->nworlds, &e) < 0 ||
+      (p.nspare_worlds > 0 && gs_charts_spare_projection(dir, &p, &e) < 0)) {
     fprintf(stderr, "bench: --out %s: %s\n", dir, e.msg);
     rc = 1;
   } else {
-    printf("wrote %s/projection.json and %s/projection.svg%s\n", dir, dir,
+    printf("wrote %s/projection.json and %s/projection.svg%s%s\n", dir, dir,
+           p.nspare_worlds > 0 ? " and spare.svg" : "",
            o->calibration ? "" : ", beside calibration.json (this machine's)");
   }
   json_decref(j);

@@ -436,6 +436,20 @@ static const flag FLAGS[] = {
   SWITCH("ps-server-hosts", 0, "off", "ps: the --ps-servers run as processes of their own, on "
          "emulated hosts (--link) each on a host of its own beyond the ranks' (BytePS' spare "
          "machines)", ps_server_hosts, 1),
+  LIST("ps-spare-hosts", "LIST", NULL, "ps: BytePS' summation servers: K spare hosts' servers "
+       "beside the workers' hosts, which serve the rest, in BytePS' split; they only sum, every "
+       "rank runs the optimizer; a list (0,1,2,4) runs each (docs/byteps.md)", p_int_list,
+       ps_spares, nps_spares, 0, 64),
+  NUM("ps-partition-mb", 0, "MB", NULL, "--ps-spare-hosts: each bucket pushed in partitions of "
+      "at most MB MiB, earliest layer first [BytePS' 4, or a 32nd of a smaller model's "
+      "gradients]", p_real, ps_partition_mb, 1e-3, 4096),
+  NUM("ps-spare-share", 0, "X", NULL, "--ps-spare-hosts K: each spare host's server sums this "
+      "share of the parameters (at most 1/K), the workers' hosts the rest evenly [BytePS' "
+      "2(n-1)/(n^2+Kn-2K)]", p_real, ps_spare_share, 1e-6, 1),
+  NUM("ps-credit-mb", 0, "MB", NULL, "--ps-spare-hosts: at most MB MiB of pushes below the "
+      "scheduler (ByteScheduler's credit), so that earlier layers' partitions overtake later "
+      "ones and the pieces of a partition leave together [two partitions]", p_real,
+      ps_credit_mb, 1e-3, 4096),
   WORD("ps-sync", "MODEL", "bsp", NULL, "ps: bsp (every update waits for every rank), ssp:K (a "
        "worker may run on parameters at most K updates old) or async (each gradient applied "
        "on arrival)", p_ps_sync, ps_sync),
@@ -647,6 +661,7 @@ static int defaults(gs_opts *o, gs_err *e) {
   o->overlap = -1; /* the mode's own: ring on, ps off */
   o->resend = -1;  /* training on, the collective benchmark off */
   o->ps_hostagg = -1; /* on emulated hosts of several ranks each */
+  o->ps_spare = -1;   /* a ps run of --ps-spare-hosts says how many */
   o->world_given = o->mode_given = o->repeat_given = false;
   return GS_OK;
 }

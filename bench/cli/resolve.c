@@ -41,6 +41,55 @@ static int resolve_ps_servers(const gs_opts *o, gs_err *e) {
   return GS_OK;
 }
 
+/* --ps-spare-hosts K: BytePS' summation servers' numbers and placement
+ * (what they run is the ps' declaration, ps/placement.c); the flags that
+ * only they take. A rank of the sweep runs one K (sweep.c adds it). */
+static int resolve_ps_spare(gs_opts *o, gs_err *e) {
+  const char *alone = o->ps_partition_mb > 0 ? "--ps-partition-mb"
+                      : o->ps_spare_share > 0 ? "--ps-spare-share"
+                      : o->ps_credit_mb > 0 ? "--ps-credit-mb" : NULL;
+  if (o->nps_spares == 0) {
+    if (alone)
+      return GS_FAIL(e, GS_EINVAL, "%s shapes BytePS' summation servers and does nothing "
+                     "without them: add --ps-spare-hosts K (with --mode ps)", alone);
+    return GS_OK;
+  }
+  if (o->ps_servers > 1 || o->ps_server_hosts || o->dedicated)
+    return GS_FAIL(e, GS_EINVAL, "--ps-spare-hosts places BytePS' summation servers itself (on "
+                   "spare hosts and the workers' hosts); --ps-servers, --ps-server-hosts and "
+                   "--ps-dedicated place the ps' servers otherwise: give one of them");
+  if (o->nnodes > 0)
+    return GS_FAIL(e, GS_EINVAL, "--ps-spare-hosts: bench's launcher on one machine starts the "
+                   "spare hosts' servers; --nnodes cannot");
+  for (int i = 0; i < o->nps_spares; i++) {
+    int k = o->ps_spares[i];
+    if (o->ps_spare_share > 0 && k * o->ps_spare_share > 1 + 1e-12)
+      return GS_FAIL(e, GS_EINVAL, "--ps-spare-share %g with --ps-spare-hosts %d: %d servers "
+                     "would sum %g of the parameters; at most 1/%d each", o->ps_spare_share, k,
+                     k, k * o->ps_spare_share, k);
+    for (int j = 0; j < o->nworlds; j++) {
+      int n = o->hosts > 0 ? o->hosts : o->worlds[j];
+      double ys, yc;
+      if (o->worlds[j] < 2) continue;  /* world 1 is one process: no ps runs */
+      if (!(o->ps_spare_share > 0) && k > n)
+        return GS_FAIL(e, GS_EINVAL, "--ps-spare-hosts %d at world %d: BytePS' split is "
+                       "defined for at most as many spare hosts as workers' hosts (%d; more "
+                       "cannot shorten the step: each workers' link carries the model once "
+                       "each way at k = n); give --ps-spare-share to place more", k,
+                       o->worlds[j], n);
+      /* the split the ranks will compute (ps/split.c), refused here rather
+       * than by rank 0 alone while the others wait for it */
+      if (gs_ps_spare_shares(n, k, o->ps_spare_share, &ys, &yc) < 0)
+        return GS_FAIL(e, GS_EINVAL, "--ps-spare-hosts %d at world %d on %d workers' host(s): "
+                       "BytePS' split has no servers' share there (with one workers' host "
+                       "there is nothing to sum across hosts); give --hosts 2 or more, or "
+                       "drop --ps-spare-hosts", k, o->worlds[j], n);
+    }
+  }
+  if (o->nps_spares == 1) o->ps_spare = o->ps_spares[0];
+  return GS_OK;
+}
+
 /* --ps-sync ssp:K | async, --ps-backup B: the stale server's numbers
  * (what it runs with is the table's, backends.c). */
 static int resolve_ps_sync(const gs_opts *o, gs_err *e) {
@@ -132,6 +181,7 @@ int gs_opts_resolve(gs_opts *o, gs_err *e) {
                      "ranks, 0..%d)", o->train.straggle.slow[i], mx, mx - 1);
   }
   GS_TRY(resolve_ps_servers(o, e));
+  GS_TRY(resolve_ps_spare(o, e));
   GS_TRY(resolve_ps_sync(o, e));
   /* --freeze names layers of every model of the sweep (a rank would refuse it only once
    * started) */

@@ -94,6 +94,7 @@ typedef struct sweep_run {
   int im, ib, ik;
   gs_mode mode;
   int world, batch;
+  int spare;                /* ps with --ps-spare-hosts: this run's K; else -1 */
 } sweep_run;
 
 /* The ranks name their run after its repetition (GS_REPEAT of GS_REPEATS). */
@@ -145,10 +146,13 @@ static void announce(const gs_opts *o, const sweep_run *x, int done, int total, 
             gs_coll_name((gs_coll)o->coll), gs_mode_name(x->mode), x->world,
             x->mode != GS_MODE_ALLREDUCE ? ""
             : o->resend ? " (resend log on)" : " (no resend log: --resend adds it)");
-  else if (!o->quiet)
-    fprintf(stderr, "bench: run %d of %d: %s world %d, batch %d per rank, buckets %g "
-            "MiB, repetition %d of %d\n", done, total, gs_mode_name(x->mode), x->world,
-            x->batch, o->bucket_mbs[x->ik], rep, reps);
+  if (o->quiet || o->collective) return;
+  char spare[48] = "";
+  if (x->spare >= 0) snprintf(spare, sizeof spare, " (summation servers, %d spare hosts)",
+                              x->spare);
+  fprintf(stderr, "bench: run %d of %d: %s%s world %d, batch %d per rank, buckets %g "
+          "MiB, repetition %d of %d\n", done, total, gs_mode_name(x->mode), spare, x->world,
+          x->batch, o->bucket_mbs[x->ik], rep, reps);
 }
 
 /* The local mode of a sweep of that mode alone: its one rank in this
@@ -180,7 +184,7 @@ static int run_here(const gs_opts *o, const sweep_run *x) {
  * every rank succeeded, else why says what failed. */
 static int run_launched(const gs_opts *o, int argc, char **argv, const sweep_run *x, char *why,
                         size_t cap) {
-  char sworld[16], sbatch[16], sbucket[32], sroot[16];
+  char sworld[16], sbatch[16], sbucket[32], sroot[16], sspare[16];
   snprintf(sroot, sizeof sroot, "%d", o->root);
   snprintf(sworld, sizeof sworld, "%d", x->world);
   snprintf(sbatch, sizeof sbatch, "%d", x->batch);
@@ -191,13 +195,19 @@ static int run_launched(const gs_opts *o, int argc, char **argv, const sweep_run
                  .link_bps = o->link_bps, .link_host = &o->link_host,
                  .latency_s = o->latency_s, .host_cpus = o->host_cpus,
                  /* world 1 runs the local step: no server */
-                 .ps_servers_own = x->mode == GS_MODE_PS && o->ps_server_hosts &&
-                                           x->world > 1 ? o->ps_servers : 0};
+                 .ps_servers_own = x->mode != GS_MODE_PS || x->world < 2 ? 0
+                                   : x->spare >= 0 ? x->spare
+                                   : o->ps_server_hosts ? o->ps_servers : 0};
   const char *extra[] = {"--mode", gs_mode_name(x->mode), "--world", sworld,
                          "--model", o->models[x->im], "--batch", sbatch,
                          "--bucket-mb", sbucket};
   memcpy(l.extra, extra, sizeof extra);
   l.nextra = (int)(sizeof extra / sizeof extra[0]);
+  if (x->spare >= 0) { /* this run's spare hosts, of the sweep's list */
+    snprintf(sspare, sizeof sspare, "%d", x->spare);
+    l.extra[l.nextra++] = "--ps-spare-hosts";
+    l.extra[l.nextra++] = sspare;
+  }
   if (l.hosts > 0) { /* the rate the default chose, which argv may not say */
     l.extra[l.nextra++] = "--link";
     l.extra[l.nextra++] = o->link_arg;
@@ -247,6 +257,7 @@ static int read_run(const gs_opts *o, const sweep_run *x, int done, sweep *sw) {
  * its summary read back; 0, or the exit status. */
 static int run_one(gs_opts *o, int argc, char **argv, int rep, int reps, const sweep_run *x,
                    sweep *sw) {
+  o->ps_spare = x->spare;
   o->train.model = o->models[x->im];
   o->train.batch = x->batch;
   o->train.bucket_mb = o->bucket_mbs[x->ik];
@@ -277,9 +288,15 @@ static int sweep_once(gs_opts *o, int argc, char **argv, int rep, int reps, swee
             if (o->collective) o->coll = o->colls[ic];
             if (collective_skipped(o, id, iw)) continue;
             if (gs_interrupted) { status = gs_interrupt_status(); break; }
-            sweep_run x = {.im = im, .ib = ib, .ik = ik};
-            if (plan_run(o, sw->one_w1, id, iw, &x))
-              status = run_one(o, argc, argv, rep, reps, &x, sw);
+            /* ps with --ps-spare-hosts: each K of the list in turn */
+            bool spares = o->modes[id] == GS_MODE_PS && o->nps_spares > 0 &&
+                          o->worlds[iw] > 1;
+            for (int is = 0; is < (spares ? o->nps_spares : 1) && !status; is++) {
+              sweep_run x = {.im = im, .ib = ib, .ik = ik, .spare = spares ? o->ps_spares[is]
+                                                                           : -1};
+              if (plan_run(o, sw->one_w1, id, iw, &x) && (x.mode == GS_MODE_PS || is == 0))
+                status = run_one(o, argc, argv, rep, reps, &x, sw);
+            }
           }
         if (o->peer && !status && rep == reps) {
           o->train.model = o->models[im];
@@ -377,9 +394,12 @@ static void print_banner(const gs_opts *o, const char *isa) {
 static int count_runs(const gs_opts *o, bool one_w1, int reps) {
   int total = 0;
   for (int id = 0; id < o->nmodes; id++)
-    for (int iw = 0; iw < o->nworlds; iw++)
-      total += !(one_w1 && o->worlds[iw] == 1 && id > 0) &&
-               !(o->modes[id] == GS_MODE_SINGLE && o->worlds[iw] != 1);
+    for (int iw = 0; iw < o->nworlds; iw++) {
+      bool spares = o->modes[id] == GS_MODE_PS && o->nps_spares > 0 && o->worlds[iw] > 1;
+      total += (!(one_w1 && o->worlds[iw] == 1 && id > 0) &&
+                !(o->modes[id] == GS_MODE_SINGLE && o->worlds[iw] != 1)) *
+               (spares ? o->nps_spares : 1);
+    }
   return total * reps * o->nmodels * o->nbatches * o->nbucket_mbs;
 }
 

@@ -146,9 +146,27 @@ void gs_sweep_header(FILE *f, const gs_opts *o) {
     fprintf(f, "compress: %s: fp32 compute, gradients rounded to %s on the wire\n",
             gs_compress_spec(&o->train.compress, (char[32]){0}, 32),
             gs_compress_spec(&o->train.compress, (char[32]){0}, 32));
-  if (o->overlap < 0 && ring && ps)
+  if (ps && o->nps_spares > 0) {
+    fprintf(f, "ps: BytePS' summation servers on %d", o->ps_spares[0]);
+    for (int i = 1; i < o->nps_spares; i++)
+      fprintf(f, "%s%d", i == o->nps_spares - 1 ? " and " : ", ", o->ps_spares[i]);
+    char credit[64] = " (a credit of two partitions)";
+    if (o->ps_credit_mb > 0)
+      snprintf(credit, sizeof credit, " (a credit of %g MiB)", o->ps_credit_mb);
+    char part[64] = "4 MiB or a 32nd of the gradients";
+    if (o->ps_partition_mb > 0) snprintf(part, sizeof part, "%g MiB", o->ps_partition_mb);
+    fprintf(f, " spare host(s) beside the workers' hosts, in partitions of at most %s, "
+            "earliest layer first%s; the servers sum, every rank runs the optimizer\n", part,
+            credit);
+  }
+  if (o->overlap < 0 && ring && ps && o->nps_spares > 0)
+    fprintf(f, "overlap: ring (DDP) and BytePS' ps send each bucket (ps: each partition) once "
+            "backward has written it\n");
+  else if (o->overlap < 0 && ring && ps)
     fprintf(f, "overlap: ring sends each bucket once backward has written it (DDP), ps after "
             "backward (DataParallel)\n");
+  else if (o->overlap < 0 && ps && o->nps_spares > 0)
+    fprintf(f, "overlap: ps: on (BytePS: each partition leaves once backward has written it)\n");
   else if (ring || ps)
     fprintf(f, "overlap: %s\n", o->overlap == 1 ? "on: each bucket leaves once backward has "
             "written it" : o->overlap == 0 ? "off: buckets leave after backward"

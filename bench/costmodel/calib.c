@@ -46,6 +46,8 @@ static int check_as(const gs_cm_calib *c, const char *w, gs_err *e) {
   GS_TRY(bad_num(w, "reduce_Bps", c->reduce_Bps, RATE, e));
   GS_TRY(bad_num(w, "copy_Bps", c->copy_Bps, RATE, e));
   GS_TRY(bad_num(w, "optimizer_params_per_s", c->optim_pps, RATE, e));
+  if (c->server_reduce_Bps != 0)
+    GS_TRY(bad_num(w, "server_reduce_Bps", c->server_reduce_Bps, RATE, e));
   GS_TRY(bad_num(w, "compute.forward_s_per_sample", c->fwd_s, TIME, e));
   GS_TRY(bad_num(w, "compute.backward_s_per_sample", c->bwd_s, TIME, e));
   if (c->nready) {
@@ -145,7 +147,8 @@ static int get_ready(json_t *comp, const char *what, gs_cm_calib *c, gs_err *e) 
 
 int gs_cm_calib_from_json(json_t *j, const char *what, gs_cm_calib *c, gs_err *e) {
   static const char *const top[] = {"format", "version", "transport", "reduce_Bps", "copy_Bps",
-                                    "optimizer_params_per_s", "compute", "link", "comment", NULL};
+                                    "optimizer_params_per_s", "server_reduce_Bps", "compute",
+                                    "link", "comment", NULL};
   static const char *const tr[] = {"name", "alpha_s", "bandwidth_Bps", NULL};
   static const char *const cp[] = {"model", "precision", "forward_s_per_sample",
                                    "backward_s_per_sample", "ready_fraction", NULL};
@@ -169,6 +172,9 @@ int gs_cm_calib_from_json(json_t *j, const char *what, gs_cm_calib *c, gs_err *e
   GS_TRY(get_num(j, what, "", "reduce_Bps", RATE, &c->reduce_Bps, e));
   GS_TRY(get_num(j, what, "", "copy_Bps", RATE, &c->copy_Bps, e));
   GS_TRY(get_num(j, what, "", "optimizer_params_per_s", RATE, &c->optim_pps, e));
+  /* optional (calibrations before BytePS' servers have none: the workers' rate) */
+  if (json_object_get(j, "server_reduce_Bps"))
+    GS_TRY(get_num(j, what, "", "server_reduce_Bps", RATE, &c->server_reduce_Bps, e));
   GS_TRY(get_obj(j, what, "compute", true, &comp, e));
   GS_TRY(only_keys(comp, what, "compute", cp, e));
   GS_TRY(get_str(comp, what, "compute", "model", true, c->model, sizeof c->model, e));
@@ -215,6 +221,8 @@ json_t *gs_cm_calib_json(const gs_cm_calib *c) {
   if (j && c->has_link)
     json_object_set_new(j, "link", json_pack("{s:f, s:f}", "rate_Bps", c->link_Bps, "latency_s",
                                              c->link_latency_s));
+  if (j && c->server_reduce_Bps > 0)
+    json_object_set_new(j, "server_reduce_Bps", json_real(c->server_reduce_Bps));
   if (j && c->comment[0]) json_object_set_new(j, "comment", json_string(c->comment));
   return j;
 }
@@ -234,6 +242,7 @@ void gs_cm_calib_machine(const gs_cm_calib *c, gs_cm_machine *m) {
   m->reduce_Bps = c->reduce_Bps;
   m->copy_Bps = c->copy_Bps;
   m->optim_pps = c->optim_pps;
+  m->server_reduce_Bps = c->server_reduce_Bps;
   if (c->has_link) {
     m->link_Bps = c->link_Bps;
     m->link_latency_s = c->link_latency_s;

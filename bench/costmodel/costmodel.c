@@ -17,9 +17,10 @@
 #include <string.h>
 
 #include "bench/costmodel/costmodel.h"
+#include "worker/sync.h"
 
 static const char *const mode_names[GS_CM_NMODES] = {"ps", "ring", "rd", "sps-colo",
-                                                     "sps-hosts"};
+                                                     "sps-hosts", "byteps"};
 
 const char *gs_cm_mode_name(gs_cm_mode m) {
   return (unsigned)m < GS_CM_NMODES ? mode_names[m] : "unknown";
@@ -32,7 +33,8 @@ int gs_cm_mode_parse(const char *s, gs_cm_mode *out, gs_err *e) {
       return GS_OK;
     }
   return GS_FAIL(e, GS_EINVAL,
-                 "cost model: unknown mode '%s' (known: ps, ring, rd, sps-colo, sps-hosts)",
+                 "cost model: unknown mode '%s' (known: ps, ring, rd, sps-colo, sps-hosts, "
+                 "byteps)",
                  s ? s : "(null)");
 }
 
@@ -68,6 +70,8 @@ int gs_cm_machine_check(const gs_cm_machine *m, gs_err *e) {
   GS_TRY(check_rate("reduction rate (bytes/s)", m->reduce_Bps, e));
   GS_TRY(check_rate("copy rate (bytes/s)", m->copy_Bps, e));
   GS_TRY(check_rate("optimizer rate (parameters/s)", m->optim_pps, e));
+  if (m->server_reduce_Bps != 0)
+    GS_TRY(check_rate("summation servers' reduction rate (bytes/s)", m->server_reduce_Bps, e));
   return GS_OK;
 }
 
@@ -85,7 +89,7 @@ static int ilog2(int v) {
 static int check_job(const gs_cm_job *j, gs_err *e) {
   if ((unsigned)j->mode >= GS_CM_NMODES)
     return GS_FAIL(e, GS_EINVAL, "cost model: unknown mode %d (known: ps, ring, rd, sps-colo, "
-                   "sps-hosts)", (int)j->mode);
+                   "sps-hosts, byteps)", (int)j->mode);
   if (j->world < 1)
     return GS_FAIL(e, GS_EINVAL, "cost model: world %d: must be at least 1", j->world);
   if (j->hosts < 1 || j->hosts > j->world)
@@ -99,6 +103,13 @@ static int check_job(const gs_cm_job *j, gs_err *e) {
   if (j->mode == GS_CM_SPS_HOSTS && j->servers < 1)
     return GS_FAIL(e, GS_EINVAL, "cost model: sps-hosts with %d server hosts: need at least 1",
                    j->servers);
+  double y, x;
+  if (j->mode == GS_CM_BYTEPS &&
+      gs_ps_spare_shares(j->hosts, j->servers, j->spare_share, &y, &x) < 0)
+    return GS_FAIL(e, GS_EINVAL, "cost model: byteps with %d spare hosts beside %d hosts (a "
+                   "spare share of %g): BytePS' split takes 0 to as many spare hosts as "
+                   "workers' hosts, a share of at most 1/k", j->servers, j->hosts,
+                   j->spare_share);
   if (j->mode == GS_CM_RD && (!pow2(j->world) || !pow2(j->world / j->hosts)))
     return GS_FAIL(e, GS_EINVAL,
                    "cost model: recursive doubling is modelled for powers of two only (world "
@@ -126,7 +137,13 @@ static int check_job(const gs_cm_job *j, gs_err *e) {
 /* ---- bytes per link ---- */
 
 int gs_cm_nhosts(const gs_cm_job *j) {
-  return j->hosts + (j->mode == GS_CM_SPS_HOSTS ? j->servers : 0);
+  return j->hosts + (j->mode == GS_CM_SPS_HOSTS || j->mode == GS_CM_BYTEPS ? j->servers : 0);
+}
+
+/* byteps: a spare server's and a workers' host server's shares */
+static void byteps_shares(const gs_cm_job *j, double *spare, double *colo) {
+  if (gs_ps_spare_shares(j->hosts, j->servers, j->spare_share, spare, colo) < 0)
+    *spare = *colo = 0;
 }
 
 /* Hosts that reduce first look like hosts of one rank to the links. */
@@ -156,10 +173,20 @@ static void link_bytes(const gs_cm_job *j, int host, double *in, double *out) {
   case GS_CM_SPS_HOSTS:
     v = host < j->hosts ? n * S : N * S / j->servers;
     break;
+  case GS_CM_BYTEPS: {
+    /* a workers' host: its ranks' pieces for every other server and its own
+     * server's answers to the other hosts' ranks, each way; a spare host:
+     * every rank's piece of its share */
+    double y, x;
+    byteps_shares(j, &y, &x);
+    v = host < j->hosts ? n * (1 - x) * S + (N - n) * x * S : N * y * S;
+    break;
+  }
   default:
     break;
   }
-  if (j->mode != GS_CM_SPS_HOSTS && j->hosts == 1) v = 0;  /* all on loopback */
+  if (j->mode != GS_CM_SPS_HOSTS && j->mode != GS_CM_BYTEPS && j->hosts == 1)
+    v = 0;  /* all on loopback */
   *in = *out = v;
   if (j->mode == GS_CM_PS && j->push_bytes && v > 0) {  /* top-k, PowerSGD: the pushes shrink */
     double Sp = 0, Sb = 0;
@@ -227,6 +254,36 @@ static void server_chain(const gs_cm_machine *m, shape *sh, stage *st, int pull_
   sh->cand[sh->server_bottleneck] += st[1].occ;
 }
 
+/* build()'s byteps bucket of s bytes (local: its hosts' shared-memory sum),
+ * N ranks of n per host between hosts, ax the latency a link adds. */
+static void byteps_bucket(const gs_cm_machine *m, const gs_cm_job *j, shape *sh, stage *st,
+                          double s, double local, double N, double n, double ax) {
+  double b = m->link_Bps, al = m->alpha_s, L = m->local_Bps;
+  double R = m->reduce_Bps, C = m->copy_Bps;
+  /* a partition: its pushes and the answers share every link in both
+   * directions, pipelined with the partitions before and after it, so
+   * the links' resource is the busiest direction's bytes of both
+   * phases; the busiest server sums N pieces of its share (a CPU's
+   * rate); a spare host's answers of the last partition follow its
+   * sum alone (the tail) */
+  double y, x;
+  byteps_shares(j, &y, &x);
+  double Rs = m->server_reduce_Bps > 0 ? m->server_reduce_Bps : R;
+  double wl = (n * (1 - x) + (N - n) * x) * s / (j->hosts > 1 ? b : L);
+  double sl = j->servers > 0 ? N * y * s / b : 0, tp = fmax(wl, sl);
+  double Kt = j->servers + (x > 0 ? j->hosts : 0), msg = fmax(N, Kt) * al;
+  double big = fmax(x, y) * s, red = (N - 1) * big / Rs;
+  double tail = j->servers > 0 && sl >= wl * (1 - 1e-9) ? sl : 0;
+  st[0] = (stage){0, tp + msg + 2 * local, ax};
+  st[1] = (stage){1, red + big / C, 0};
+  st[2] = (stage){2, 0, tail + ax + s / C};
+  sh->lat += 2 * (msg + ax);
+  sh->bw += tp + tail;
+  sh->reduce += red;
+  sh->cand[wl >= sl * (1 + 1e-9) ? GS_CM_B_WORKER_LINK : GS_CM_B_SERVER_LINK] += tp + msg;
+  sh->cand[GS_CM_B_SERVER_REDUCE] += st[1].occ;
+}
+
 static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
   const gs_cm_plan *p = j->plan;
   double N = j->world, K = j->hosts, n = N / K;
@@ -287,6 +344,9 @@ static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
                    wl > sl ? GS_CM_B_WORKER_LINK : GS_CM_B_SERVER_LINK, 1);
       break;
     }
+    case GS_CM_BYTEPS:
+      byteps_bucket(m, j, sh, st, s, local, N, n, ax);
+      break;
     case GS_CM_RING: {
       /* 2(N-1) steps of s/N bytes; each step waits for its slowest edge */
       double beta = fmax(j->hosts > 1 ? 1 / b : 0, n > 1 ? 1 / L : 0);
@@ -330,7 +390,8 @@ static void build(const gs_cm_machine *m, const gs_cm_job *j, shape *sh) {
       break;
     }
   }
-  if (stages_of(j->mode) == 1) {  /* ring, rd: every rank's optimizer afterwards */
+  if (stages_of(j->mode) == 1 || j->mode == GS_CM_BYTEPS) {
+    /* ring, rd, byteps: every rank's optimizer afterwards */
     sh->opt = (double)p->nparams / m->optim_pps;
     sh->post_s = sh->opt;
     sh->cand[GS_CM_B_OPTIMIZER] = sh->opt;
@@ -389,10 +450,61 @@ static double schedule(const shape *sh, int nb, const double *release) {
   return done;
 }
 
+/* byteps: every bucket cut into its partitions (ps/split.c's cut: the
+ * fewest of at most partition_bytes, near-equal), each ready with its
+ * bucket; into xp (bytes) and *ready (owned by the caller). */
+static int partitions(const gs_cm_job *j, gs_cm_plan *xp, double **ready, gs_err *e) {
+  const gs_cm_plan *p = j->plan;
+  double P = (double)gs_ps_partition_bytes(j->partition_bytes, p->total);
+  *xp = *p;
+  xp->ntensors = 0;
+  xp->first_tensor = NULL;
+  xp->tensor_macs = NULL;
+  double *rel = calloc((size_t)p->nbuckets, sizeof *rel);
+  int n = 0;
+  for (int i = 0; i < p->nbuckets; i++) n += (int)ceil((double)p->bytes[i] / P);
+  xp->bytes = calloc((size_t)n, sizeof *xp->bytes);
+  *ready = calloc((size_t)n, sizeof **ready);
+  if (!rel || !xp->bytes || !*ready) {
+    free(rel);
+    free(xp->bytes);
+    free(*ready);
+    return GS_FAIL(e, GS_ENOMEM, "cost model: out of memory for %d partitions", n);
+  }
+  gs_cm_ready_by_bytes(p, rel);
+  xp->nbuckets = 0;
+  for (int i = 0; i < p->nbuckets; i++) {
+    int m = (int)ceil((double)p->bytes[i] / P);
+    for (int k = 0; k < m; k++) {
+      (*ready)[xp->nbuckets] = j->ready ? j->ready[i] : rel[i];
+      xp->bytes[xp->nbuckets++] = p->bytes[i] * (size_t)(k + 1) / (size_t)m -
+                                  p->bytes[i] * (size_t)k / (size_t)m;
+    }
+  }
+  free(rel);
+  return GS_OK;
+}
+
+static int predict(const gs_cm_machine *m, const gs_cm_job *j, gs_cm_result *r, gs_err *e);
+
 int gs_cm_predict(const gs_cm_machine *m, const gs_cm_job *j, gs_cm_result *r, gs_err *e) {
   memset(r, 0, sizeof *r);
   GS_TRY(gs_cm_machine_check(m, e));
   GS_TRY(check_job(j, e));
+  if (j->mode != GS_CM_BYTEPS || j->world == 1) return predict(m, j, r, e);
+  gs_cm_job x = *j;
+  gs_cm_plan xp;
+  double *ready = NULL;
+  GS_TRY(partitions(j, &xp, &ready, e));
+  x.plan = &xp;
+  x.ready = ready;
+  int rc = predict(m, &x, r, e);
+  free(xp.bytes);
+  free(ready);
+  return rc;
+}
+
+static int predict(const gs_cm_machine *m, const gs_cm_job *j, gs_cm_result *r, gs_err *e) {
   const gs_cm_plan *p = j->plan;
   int nb = p->nbuckets;
   double F = j->batch * j->fwd_s, G = j->batch * j->bwd_s;
@@ -401,7 +513,10 @@ int gs_cm_predict(const gs_cm_machine *m, const gs_cm_job *j, gs_cm_result *r, g
   r->world = j->world;
   r->hosts = j->hosts;
   r->ranks_per_host = j->world / j->hosts;
+  double sy = 0, sx = 0;
+  if (j->mode == GS_CM_BYTEPS) byteps_shares(j, &sy, &sx);
   r->servers = j->mode == GS_CM_SPS_HOSTS ? j->servers : j->mode == GS_CM_SPS_COLO ? j->hosts
+             : j->mode == GS_CM_BYTEPS ? j->servers + (sx > 0 ? j->hosts : 0)
              : j->mode == GS_CM_PS ? 1 : 0;
   r->overlap = j->overlap;
   r->grad_bytes = p->total;
@@ -415,7 +530,8 @@ int gs_cm_predict(const gs_cm_machine *m, const gs_cm_job *j, gs_cm_result *r, g
     r->bottleneck = GS_CM_B_COMPUTE;
     return GS_OK;
   }
-  link_bytes(j, j->mode == GS_CM_SPS_HOSTS ? j->hosts : 0, &r->hot_in, &r->hot_out);
+  bool spare_hosts = j->mode == GS_CM_SPS_HOSTS || (j->mode == GS_CM_BYTEPS && j->servers > 0);
+  link_bytes(j, spare_hosts ? j->hosts : 0, &r->hot_in, &r->hot_out);
   int worker_host = j->mode == GS_CM_PS && j->hosts > 1 ? 1 : 0;
   link_bytes(j, worker_host, &r->worker_in, &r->worker_out);
 
@@ -453,8 +569,9 @@ int gs_cm_predict(const gs_cm_machine *m, const gs_cm_job *j, gs_cm_result *r, g
   r->latency_s = sh.lat;
   r->bandwidth_s = sh.bw;
   double hot = fmax(fmax(r->hot_in, r->hot_out), fmax(r->worker_in, r->worker_out));
-  bool links = j->hosts > 1 || j->mode == GS_CM_SPS_HOSTS;
+  bool links = j->hosts > 1 || spare_hosts;
   r->link_busy = links ? fmin(hot / m->link_Bps / r->step_s, 1.0) : 0;
+  r->link_s = links ? hot / m->link_Bps : 0;
   sh.cand[GS_CM_B_COMPUTE] = F + G;
   r->bottleneck = GS_CM_B_COMPUTE;
   for (int c = 1; c < GS_CM_B_COUNT; c++)
@@ -491,6 +608,7 @@ json_t *gs_cm_result_json(const gs_cm_result *r) {
   json_object_set_new(j, "samples_per_s_predicted", num(r->samples_per_s));
   json_object_set_new(j, "scaling_efficiency_predicted", num(r->efficiency));
   json_object_set_new(j, "busiest_link_one_way_busy", num(r->link_busy));
+  json_object_set_new(j, "link_s", num(r->link_s));
   json_object_set_new(j, "bottleneck", json_string(gs_cm_bottleneck_name(r->bottleneck)));
   return j;
 }

@@ -45,9 +45,12 @@ typedef enum gs_cm_mode {
   GS_CM_RD = 2,      /* recursive doubling all-reduce (small messages) */
   GS_CM_SPS_COLO = 3,  /* sharded ps by key range, one server on every host */
   GS_CM_SPS_HOSTS = 4, /* sharded ps by key range, servers on hosts of their own */
-  GS_CM_NMODES = 5
+  GS_CM_BYTEPS = 5,    /* BytePS' summation servers: servers spare hosts and one per
+                          workers' host in BytePS' split, partitions pipelined, every
+                          rank's optimizer (ps/split.c, ps/sched.c) */
+  GS_CM_NMODES = 6
 } gs_cm_mode;
-/* "ps", "ring", "rd", "sps-colo", "sps-hosts" */
+/* "ps", "ring", "rd", "sps-colo", "sps-hosts", "byteps" */
 const char *gs_cm_mode_name(gs_cm_mode m);
 int gs_cm_mode_parse(const char *s, gs_cm_mode *out, gs_err *e);
 
@@ -62,11 +65,14 @@ typedef struct gs_cm_machine {
   double reduce_Bps;     /* summing: bytes of one operand added into another per second */
   double copy_Bps;       /* memory copy, bytes/s */
   double optim_pps;      /* optimizer (average + SGD): parameters updated per second */
+  double server_reduce_Bps; /* a CPU summation server's summing rate (byteps; 0: reduce_Bps,
+                               the workers' own) */
 } gs_cm_machine;
-/* Rates > 0 and finite, latency and alpha >= 0 and finite. */
+/* Rates > 0 and finite, latency and alpha >= 0 and finite (server_reduce_Bps
+ * >= 0: 0 is reduce_Bps). */
 int gs_cm_machine_check(const gs_cm_machine *m, gs_err *e);
 /* {"link_Bps", "link_latency_s", "alpha_s", "local_Bps", "reduce_Bps",
- *  "copy_Bps", "optimizer_params_per_s"} */
+ *  "copy_Bps", "optimizer_params_per_s", "server_reduce_Bps"} */
 json_t *gs_cm_machine_json(const gs_cm_machine *m);
 
 /* The gradient traffic of one step: bucket sizes in bytes on the wire, in
@@ -122,8 +128,12 @@ int gs_cm_plan_ready(const gs_cm_plan *p, const double *tensor_ready, int ntenso
 typedef struct gs_cm_job {
   gs_cm_mode mode;
   int world, hosts;      /* N, K: N/K ranks on every host, rank r on host r / (N/K) */
-  int servers;           /* sps-hosts: server hosts (>= 1); ignored by other modes
-                            (sps-colo has one server per host) */
+  int servers;           /* sps-hosts: server hosts (>= 1); byteps: spare hosts (>= 0);
+                            ignored by other modes (sps-colo has one server per host) */
+  double spare_share;    /* byteps: one spare host's share of the parameters (0: BytePS'
+                            2(n-1)/(n^2+kn-2k), n the hosts, k the spare hosts) */
+  size_t partition_bytes; /* byteps: a bucket goes in partitions of at most this (0: the
+                             ps' rule, ps.h gs_ps_partition_bytes: 4 MiB, a 32nd of S) */
   const gs_cm_plan *plan;
   const double *ready;   /* NULL, or per bucket the fraction of backward done when it is
                             ready (non-decreasing in [0, 1]); NULL: in proportion to bytes */
@@ -199,6 +209,9 @@ typedef struct gs_cm_result {
   double latency_s, bandwidth_s;/* the alpha and a parts and the byte parts of every
                                    bucket's communication stages, summed */
   double link_busy;             /* fraction of the step the busiest link direction is busy */
+  double link_s;                /* the busiest link direction's bytes over the link rate: the
+                                   least communication its links allow (byteps: BytePS'
+                                   t_opt = 2n(n-1)S / ((n^2+kn-2k) b); ring: 2(N-1)/N S / b) */
   gs_cm_bottleneck bottleneck;  /* the resource with the most busy time in the step */
 } gs_cm_result;
 
@@ -256,6 +269,8 @@ int gs_cm_fit_reduce(const gs_cm_point *pts, int n, gs_cm_fit *f, double *resid,
 typedef struct gs_cm_calib {
   char transport[64];    /* what alpha and local_Bps were measured over */
   double alpha_s, local_Bps, reduce_Bps, copy_Bps, optim_pps;
+  double server_reduce_Bps; /* one CPU core summing 4 MiB partitions, as a summation
+                            server does ("server_reduce_Bps", optional: 0 when absent) */
   bool has_link;         /* a network part (what-if, or fitted on emulated hosts) */
   double link_Bps, link_latency_s;
   char model[64];        /* the model compute was measured for */
@@ -297,6 +312,10 @@ typedef struct gs_cm_proj_in {
   const double *ready;   /* NULL, or per bucket as gs_cm_job.ready */
   const char *ready_by;  /* where ready came from, for the table and JSON (NULL: bytes) */
   bool host_reduce;      /* every mode as gs_cm_job.host_reduce (ranks_per_host > 1) */
+  int spare_max;         /* BytePS over k = 0 .. spare_max spare hosts at every world (as
+                            many as its hosts when larger); < 0: none */
+  double spare_share;    /* as gs_cm_job's */
+  size_t partition_bytes;
 } gs_cm_proj_in;
 
 typedef struct gs_cm_projection {
@@ -313,13 +332,28 @@ typedef struct gs_cm_projection {
                             (owned; bytes' fractions when the input gave none) */
   gs_cm_result *rows;    /* world-major: for each world, one row per mode */
   int nrows;
+  /* BytePS over the spare hosts (spare_max >= 0): for each world of more
+   * than one host, the ring's row, then byteps at k = 0 .. spare hosts;
+   * the best k of a world is the fewest spare hosts whose step is within
+   * GS_CM_SPARE_EVEN of the shortest (more machines for less than that are
+   * not worth it), its speed-up the ring's step over its */
+  gs_cm_result *spare_rows;
+  int nspare_rows;
+  int *spare_best;       /* per world (nworlds entries, -1: none), k */
+  double *spare_speedup; /* per world: ring step / byteps step at the best k (NaN: none) */
+  int *spare_worlds;
+  int nspare_worlds;
 } gs_cm_projection;
+#define GS_CM_SPARE_EVEN 0.01
 
 int gs_cm_project(const gs_cm_machine *m, const gs_cm_proj_in *in, gs_cm_projection *out,
                   gs_err *e);
 void gs_cm_projection_free(gs_cm_projection *p);
 /* A terminal table with its assumptions in a header. */
 void gs_cm_print_table(FILE *f, const gs_cm_projection *p);
+/* BytePS over k (spare_rows): a table per world and the answer, the best
+ * k and its speed-up over the ring (nothing when there are no rows). */
+void gs_cm_print_spare(FILE *f, const gs_cm_projection *p);
 /* {"model", "machine": {...}, "plan": {...}, "rows": [gs_cm_result_json...]} */
 json_t *gs_cm_projection_json(const gs_cm_projection *p);
 

@@ -341,6 +341,31 @@ static int kernel_rate(gs_kernels *k, bool copy, float *dst, const float *src, d
   return GS_OK;
 }
 
+/* A summation server's rate (BytePS' servers are CPUs): one core adding
+ * partitions of 4 MiB (BytePS' size) into a sum as they arrive, four of
+ * them, 16 MiB that no cache holds, as pushes from the network are. */
+static int server_rate(double *rate, gs_err *e) {
+  const size_t N = 1 << 20, NSRC = 4;
+  gs_kernels *k = gs_kernels_cpu(1, e);
+  if (!k) return e && e->code ? e->code : GS_EDEVICE;
+  float *acc = k->alloc(k, N * sizeof(float)), *src = k->alloc(k, NSRC * N * sizeof(float));
+  int rc = acc && src ? GS_OK : GS_FAIL(e, GS_ENOMEM, "calibration: out of memory (20 MiB)");
+  for (size_t i = 0; rc == GS_OK && i < NSRC * N; i++) src[i] = (float)(i % 5) * 1e-3f;
+  double best = INFINITY;
+  for (int r = -1; r < REPS && rc == GS_OK; r++) {
+    double t0 = gs_now();
+    for (size_t s = 0; s < NSRC; s++) k->add(k, N, acc, src + s * N);
+    rc = k->sync(k, e);
+    double t = gs_now() - t0;
+    if (r >= 0 && t < best) best = t;
+  }
+  if (rc == GS_OK) *rate = (double)(NSRC * N * sizeof(float)) / best;
+  if (acc) k->release(k, acc);
+  if (src) k->release(k, src);
+  k->destroy(k);
+  return rc;
+}
+
 static int kernels(gs_kernels *k, gs_cm_calib *c, gs_calib_notes *n, gs_err *e) {
   const size_t N = 1 << 22; /* 16 MiB of fp32 */
   float *a = k->alloc(k, N * sizeof(float)), *b = k->alloc(k, N * sizeof(float));
@@ -350,6 +375,7 @@ static int kernels(gs_kernels *k, gs_cm_calib *c, gs_calib_notes *n, gs_err *e) 
     rc = kernel_rate(k, false, a, b, &c->reduce_Bps, &n->reduce_rms, e);
   }
   if (rc == GS_OK) rc = kernel_rate(k, true, a, b, &c->copy_Bps, &n->copy_rms, e);
+  if (rc == GS_OK) rc = server_rate(&c->server_reduce_Bps, e);
   gs_update u;
   bool init = false;
   if (rc == GS_OK) {
@@ -547,6 +573,9 @@ void gs_calibrate_print(FILE *f, const gs_cm_calib *c, const gs_calib_notes *n) 
       rms[2]);
   ROW("optimizer_params_per_s", c->optim_pps, "params/s", c->optim_pps / 1e9, "G/s",
       "average + SGD with momentum over %zu parameters", n->optim_params);
+  if (c->server_reduce_Bps > 0)
+    ROW("server_reduce_Bps", c->server_reduce_Bps, "B/s", c->server_reduce_Bps / 1e9, "GB/s",
+        "a summation server: one CPU core adding 4 MiB partitions as they arrive (BytePS)");
   ROW("compute.forward_s_per_sample", c->fwd_s, "s", c->fwd_s * 1e3, "ms",
       "%s, %s: median of %d steps after a warm-up", c->model, c->precision, n->compute_steps);
   ROW("compute.backward_s_per_sample", c->bwd_s, "s", c->bwd_s * 1e3, "ms", "the same steps%s",

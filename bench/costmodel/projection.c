@@ -143,7 +143,59 @@ void gs_cm_plan_free(gs_cm_plan *p) {
 
 static const gs_cm_mode default_modes[] = {GS_CM_PS, GS_CM_RING, GS_CM_SPS_COLO, GS_CM_SPS_HOSTS};
 
-static bool overlap_default(gs_cm_mode m) { return m == GS_CM_RING || m == GS_CM_RD; }
+static bool overlap_default(gs_cm_mode m) {
+  return m == GS_CM_RING || m == GS_CM_RD || m == GS_CM_BYTEPS;
+}
+
+/* BytePS over its spare hosts, at every world of more than one host: the
+ * ring's row (as DDP: overlap), then byteps at k = 0 .. min(spare_max,
+ * hosts), each host summing its ranks first as BytePS does; the best k and
+ * its speed-up over the ring. */
+static int spare_sweep(const gs_cm_machine *m, const gs_cm_proj_in *in, gs_cm_projection *out,
+                       gs_err *e) {
+  int n = in->ranks_per_host, rows = 0;
+  for (int w = 0; w < in->nworlds; w++) {
+    int hosts = in->worlds[w] <= n ? 1 : in->worlds[w] / n;
+    if (hosts > 1) rows += 2 + (in->spare_max < hosts ? in->spare_max : hosts);
+  }
+  out->spare_rows = calloc((size_t)(rows ? rows : 1), sizeof *out->spare_rows);
+  out->spare_best = calloc((size_t)in->nworlds, sizeof *out->spare_best);
+  out->spare_speedup = calloc((size_t)in->nworlds, sizeof *out->spare_speedup);
+  out->spare_worlds = calloc((size_t)in->nworlds, sizeof *out->spare_worlds);
+  if (!out->spare_rows || !out->spare_best || !out->spare_speedup || !out->spare_worlds)
+    return GS_FAIL(e, GS_ENOMEM, "projection: out of memory");
+  for (int w = 0; w < in->nworlds; w++) {
+    int world = in->worlds[w], hosts = world <= n ? 1 : world / n;
+    if (hosts < 2) continue;
+    int kmax = in->spare_max < hosts ? in->spare_max : hosts, first = out->nspare_rows;
+    for (int k = -1; k <= kmax; k++) {
+      gs_cm_job j = {
+          .mode = k < 0 ? GS_CM_RING : GS_CM_BYTEPS, .world = world, .hosts = hosts,
+          .servers = k < 0 ? 0 : k, .plan = in->plan, .ready = in->ready, .batch = in->batch,
+          .fwd_s = in->fwd_s, .bwd_s = in->bwd_s, .overlap = true,
+          .host_reduce = k < 0 ? in->host_reduce : n > 1,
+          .spare_share = in->spare_share, .partition_bytes = in->partition_bytes,
+      };
+      int rc = gs_cm_predict(m, &j, &out->spare_rows[out->nspare_rows], e);
+      if (rc) {
+        gs_err_prefix(e, "projection, world %d, %s: ", world, k < 0 ? "ring" : "byteps");
+        return rc;
+      }
+      out->nspare_rows++;
+    }
+    /* the fewest spare hosts within GS_CM_SPARE_EVEN of the shortest step */
+    const gs_cm_result *ring = &out->spare_rows[first], *b = ring + 1;
+    double best = INFINITY;
+    for (int k = 0; k <= kmax; k++) best = fmin(best, b[k].step_s);
+    int at = 0;
+    while (at < kmax && b[at].step_s > best * (1 + GS_CM_SPARE_EVEN)) at++;
+    int i = out->nspare_worlds++;
+    out->spare_worlds[i] = world;
+    out->spare_best[i] = at;
+    out->spare_speedup[i] = ring->step_s / b[at].step_s;
+  }
+  return GS_OK;
+}
 
 int gs_cm_project(const gs_cm_machine *m, const gs_cm_proj_in *in, gs_cm_projection *out,
                   gs_err *e) {
@@ -224,7 +276,9 @@ int gs_cm_project(const gs_cm_machine *m, const gs_cm_proj_in *in, gs_cm_project
       out->nrows++;
     }
   }
-  return GS_OK;
+  int rc = in->spare_max >= 0 ? spare_sweep(m, in, out, e) : GS_OK;
+  if (rc < 0) gs_cm_projection_free(out);
+  return rc;
 }
 
 void gs_cm_projection_free(gs_cm_projection *p) {
@@ -233,6 +287,14 @@ void gs_cm_projection_free(gs_cm_projection *p) {
   free(p->rows);
   p->rows = NULL;
   p->nrows = 0;
+  free(p->spare_rows);
+  free(p->spare_best);
+  free(p->spare_speedup);
+  free(p->spare_worlds);
+  p->spare_rows = NULL;
+  p->spare_best = p->spare_worlds = NULL;
+  p->spare_speedup = NULL;
+  p->nspare_rows = p->nspare_worlds = 0;
 }
 
 /* ---- renderings ---- */
@@ -277,11 +339,50 @@ void gs_cm_print_table(FILE *f, const gs_cm_projection *p) {
           "carries data\n");
 }
 
+void gs_cm_print_spare(FILE *f, const gs_cm_projection *p) {
+  if (p->nspare_worlds < 1) return;
+  const gs_cm_machine *m = &p->machine;
+  fprintf(f, "\nBytePS' summation servers: k spare CPU hosts beside the hosts (each host sums "
+          "its ranks first; servers sum at %.3g GB/s; partitions pipelined, overlap on)\n",
+          (m->server_reduce_Bps > 0 ? m->server_reduce_Bps : m->reduce_Bps) / 1e9);
+  fprintf(f, "%7s %6s %-10s %8s %10s %10s %10s %11s %8s %8s  %s\n", "world", "hosts", "mode",
+          "servers", "step ms", "comm ms", "t_opt ms", "link MB/dir", "vs ring", "theory",
+          "bottleneck");
+  int row = 0;
+  for (int w = 0; w < p->nspare_worlds; w++) {
+    const gs_cm_result *ring = &p->spare_rows[row];
+    double h = ring->hosts;
+    int end = row;
+    while (end < p->nspare_rows && p->spare_rows[end].world == ring->world) end++;
+    for (int i = row; i < end; i++) {
+      const gs_cm_result *r = &p->spare_rows[i];
+      double link = fmax(fmax(r->hot_in, r->hot_out), fmax(r->worker_in, r->worker_out));
+      int k = i - row - 1;
+      char mode[24], theory[16] = "";
+      if (k < 0) snprintf(mode, sizeof mode, "ring");
+      else snprintf(mode, sizeof mode, "byteps k=%d", k);
+      if (k >= 0) snprintf(theory, sizeof theory, "%.3fx", (h * h + k * h - 2.0 * k) / (h * h));
+      fprintf(f, "%7d %6d %-10s %8d %10.1f %10.1f %10.1f %11.1f %7.3fx %8s  %s\n", r->world,
+              r->hosts, mode, r->servers, r->step_s * 1e3, r->comm_s * 1e3, r->link_s * 1e3,
+              link / 1e6, ring->step_s / r->step_s, theory, gs_cm_bottleneck_name(r->bottleneck));
+    }
+    fprintf(f, "  world %d: %d spare CPU host%s: step %.1f ms, %.2fx the ring's (%.1f ms)\n",
+            p->spare_worlds[w], p->spare_best[w], p->spare_best[w] == 1 ? "" : "s",
+            ring[1 + p->spare_best[w]].step_s * 1e3, p->spare_speedup[w], ring->step_s * 1e3);
+    row = end;
+  }
+  fprintf(f, "  t_opt = the busiest link direction's bytes over the rate (BytePS: 2n(n-1)S / "
+          "((n^2+kn-2k) b)); theory = the ring's link time over t_opt, (n^2+kn-2k)/n^2; the "
+          "answer is the fewest spare hosts within %.0f%% of the shortest step\n",
+          GS_CM_SPARE_EVEN * 100);
+}
+
 json_t *gs_cm_machine_json(const gs_cm_machine *m) {
-  return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "link_Bps", m->link_Bps,
+  return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "link_Bps", m->link_Bps,
                    "link_latency_s", m->link_latency_s, "alpha_s", m->alpha_s, "local_Bps",
                    m->local_Bps, "reduce_Bps", m->reduce_Bps, "copy_Bps", m->copy_Bps,
-                   "optimizer_params_per_s", m->optim_pps);
+                   "optimizer_params_per_s", m->optim_pps, "server_reduce_Bps",
+                   m->server_reduce_Bps > 0 ? m->server_reduce_Bps : m->reduce_Bps);
 }
 
 json_t *gs_cm_projection_json(const gs_cm_projection *p) {
@@ -304,5 +405,21 @@ json_t *gs_cm_projection_json(const gs_cm_projection *p) {
   json_object_set_new(j, "ready_by", json_string(p->ready_by));
   json_object_set_new(j, "bucket_ready", ready);
   json_object_set_new(j, "rows", rows);
+  if (p->nspare_worlds > 0) { /* BytePS over k: per world, the ring, the rows, the answer */
+    json_t *sp = json_array();
+    int row = 0;
+    for (int w = 0; w < p->nspare_worlds; w++) {
+      json_t *ks = json_array(), *ring = gs_cm_result_json(&p->spare_rows[row]);
+      int world = p->spare_rows[row].world;
+      for (row++; row < p->nspare_rows && p->spare_rows[row].mode == GS_CM_BYTEPS &&
+                  p->spare_rows[row].world == world; row++)
+        json_array_append_new(ks, gs_cm_result_json(&p->spare_rows[row]));
+      json_array_append_new(sp, json_pack("{s:i, s:o, s:o, s:i, s:f}", "world", world, "ring",
+                                          ring, "byteps", ks, "best_spare_hosts",
+                                          p->spare_best[w], "speedup_over_ring",
+                                          p->spare_speedup[w]));
+    }
+    json_object_set_new(j, "spare_hosts", sp);
+  }
   return j;
 }

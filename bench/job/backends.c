@@ -38,6 +38,16 @@ typedef struct row {
 static void fill_ps(const gs_opts *o, gs_run_backend *b) {
   b->ps = (gs_ps_opts){.dedicated = o->dedicated, .servers = o->ps_servers,
                        .server_hosts = o->ps_server_hosts, .sync = o->ps_sync};
+  /* BytePS' summation servers: the run's spare hosts (before the sweep
+   * picks one, the list's first: what they run does not depend on it) */
+  int spare = o->ps_spare >= 0 ? o->ps_spare : o->nps_spares > 0 ? o->ps_spares[0] : -1;
+  if (spare >= 0) {
+    b->ps.summation = true;
+    b->ps.spare = spare;
+    b->ps.spare_share = o->ps_spare_share;
+    b->ps.partition_bytes = (size_t)(o->ps_partition_mb * (1 << 20)); /* 0: the ps' rule */
+    b->ps.credit_bytes = (size_t)(o->ps_credit_mb * (1 << 20));
+  }
   b->opts = &b->ps;
 }
 
@@ -61,6 +71,11 @@ static void servers_words(const gs_opts *o, char *buf, size_t cap) {
   snprintf(buf, cap, "--ps-servers %d%s shards the parameter server: it needs --mode ps",
            o->ps_servers, o->ps_server_hosts ? " --ps-server-hosts" : "");
 }
+static bool spare_given(const gs_opts *o) { return o->nps_spares > 0; }
+static void spare_words(const gs_opts *o, char *buf, size_t cap) {
+  snprintf(buf, cap, "--ps-spare-hosts %d%s runs BytePS' summation servers, a parameter "
+           "server: it needs --mode ps", o->ps_spares[0], o->nps_spares > 1 ? ",..." : "");
+}
 static bool sync_given(const gs_opts *o) { return gs_ps_sync_stale(&o->ps_sync); }
 static void sync_words(const gs_opts *o, char *buf, size_t cap) {
   char what[48];
@@ -83,6 +98,7 @@ static void resend_words(const gs_opts *o, char *buf, size_t cap) {
 static const own_flag OWN[] = {
   {GS_MODE_PS, servers_given, servers_words},
   {GS_MODE_PS, sync_given, sync_words},
+  {GS_MODE_PS, spare_given, spare_words},
   {GS_MODE_ALLREDUCE, period_given, period_words},
   {GS_MODE_ALLREDUCE, resend_given, resend_words},
 };
@@ -98,6 +114,11 @@ int gs_backends_own_flags(const gs_opts *o, gs_err *e) {
     return GS_FAIL(e, GS_EINVAL, "%s", why);
   }
   return GS_OK;
+}
+
+bool gs_backends_overlap(const gs_opts *o, gs_mode mode) {
+  if (o->overlap >= 0) return o->overlap == 1;
+  return mode == GS_MODE_ALLREDUCE || (mode == GS_MODE_PS && o->nps_spares > 0);
 }
 
 /* ---- picking and checking ---- */
@@ -152,7 +173,7 @@ void gs_backends_want(const gs_opts *o, const gs_run_backend *b, gs_want *w) {
   else
     gs_want_set(w, GS_AXIS_SCALING, scaled, scaled ? "--precision %s (its dynamic loss scaling)"
                 : NULL, gs_dtype_name(p));
-  bool overlap = o->overlap < 0 ? b->mode == GS_MODE_ALLREDUCE : o->overlap == 1;
+  bool overlap = gs_backends_overlap(o, b->mode);
   gs_want_set(w, GS_AXIS_OVERLAP, overlap, o->overlap == 1 ? "--overlap" : NULL);
   gs_want_set(w, GS_AXIS_COLLECTIVE, o->collective != NULL,
               o->collective ? "--collective %s" : NULL, o->collective);

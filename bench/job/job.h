@@ -162,6 +162,11 @@ int gs_backends_check(const gs_opts *o, gs_err *e);
 /* Flags that only one mode's backend takes, given while no mode of the
  * sweep takes them. */
 int gs_backends_own_flags(const gs_opts *o, gs_err *e);
+/* Whether a run of mode hands buckets over as backward fills them: --overlap
+ * or --no-overlap, else the mode's own (the ring's on, as DDP; the ps' off,
+ * as DataParallel, but on for BytePS' summation servers, which push as
+ * backward produces). */
+bool gs_backends_overlap(const gs_opts *o, gs_mode mode);
 
 /* ---- one job start (job.c) ---- */
 /* Which rank this process is, from the launch environment (rank_env.c). */
@@ -347,6 +352,10 @@ int gs_bench_ps_hostagg(const gs_opts *o, const gs_rank_env *env, const gs_job *
 /* ---- ps servers of their own (ps_serve.c) ---- */
 /* The server role: serve GS_PS_SERVE's server of the run; an exit code. */
 int gs_ps_serve_main(const gs_opts *o);
+/* The ps servers in processes of their own a run of o has: BytePS' spare
+ * hosts' (the run's --ps-spare-hosts), else --ps-servers with
+ * --ps-server-hosts. */
+int gs_ps_own_servers(const gs_opts *o);
 /* A rank's view: the o->ps_servers servers' addresses, from GS_PS_SERVERS
  * (o->ps_servers strings, freed with gs_ps_serve_endpoints_free). */
 int gs_ps_serve_endpoints(const gs_opts *o, char ***out, gs_err *e);

@@ -2,7 +2,9 @@
  * spare machines). bench's launcher starts K of them beside the ranks
  * (launch.c), each this executable with GS_PS_SERVE=k: the server role
  * here serves server k of the run (ps/ps.h gs_ps_serve_alone) on
- * GS_HOST_ADDR, its address written on GS_PS_SERVE_FD. A rank finds the K
+ * GS_HOST_ADDR, its address written on GS_PS_SERVE_FD. BytePS' summation
+ * servers on spare hosts (--ps-spare-hosts K) are served alike, K of them
+ * (gs_ps_own_servers). A rank finds the K
  * addresses in GS_PS_SERVERS ("tcp://a:p,tcp://b:p"), so such a job needs
  * bench's own launcher. The server of a stale run records the order in
  * which it applied gradients and writes it into the run's directory
@@ -24,8 +26,12 @@ static int env_int(const char *name, int lo, int hi, int *out) {
   return 0;
 }
 
+int gs_ps_own_servers(const gs_opts *o) {
+  return o->ps_spare >= 0 ? o->ps_spare : o->ps_servers;
+}
+
 int gs_ps_serve_main(const gs_opts *o) {
-  int K = o->ps_servers, k, fd;
+  int K = gs_ps_own_servers(o), k, fd;
   if (env_int("GS_PS_SERVE", 0, K - 1, &k) < 0 || env_int("GS_PS_SERVE_FD", 0, 1 << 20, &fd) < 0) {
     fprintf(stderr, "bench: GS_PS_SERVE='%s' and GS_PS_SERVE_FD='%s' do not name one of %d ps "
             "servers and its pipe (bench's launcher sets them)\n",
@@ -63,9 +69,12 @@ int gs_ps_serve_main(const gs_opts *o) {
     logging = rc == GS_OK;
   }
   if (rc == GS_OK) {
-    size_t most = plan.nparams / (size_t)K + 1;
-    rc = gs_ps_serve_alone(addr && *addr ? addr : "127.0.0.1", &cred,
-                           (int)(o->timeout_s * 1000.0), most, logging ? &hook : NULL, fd, &e);
+    /* a summation server's share is a split's, rounded per partition */
+    size_t most = o->ps_spare >= 0 ? plan.nparams : plan.nparams / (size_t)K + 1;
+    const char *at = addr && *addr ? addr : "127.0.0.1";
+    int ms = (int)(o->timeout_s * 1000.0);
+    rc = o->ps_spare >= 0 ? gs_ps_serve_summation(at, &cred, ms, most, fd, &e)
+                          : gs_ps_serve_alone(at, &cred, ms, most, logging ? &hook : NULL, fd, &e);
   }
   gs_cm_plan_free(&plan);
   if (logging) gs_apply_order_free(&ao);
@@ -77,10 +86,11 @@ int gs_ps_serve_endpoints(const gs_opts *o, char ***out, gs_err *e) {
   *out = NULL;
   const char *v = getenv("GS_PS_SERVERS");
   if (!v)
-    return GS_FAIL(e, GS_EINVAL, "--ps-server-hosts: no ps servers' addresses (GS_PS_SERVERS): "
+    return GS_FAIL(e, GS_EINVAL, "%s: no ps servers' addresses (GS_PS_SERVERS): "
                    "the servers of their own are started by bench's launcher, so run bench "
-                   "without another launcher");
-  int K = o->ps_servers;
+                   "without another launcher", o->ps_spare >= 0 ? "--ps-spare-hosts"
+                   : "--ps-server-hosts");
+  int K = gs_ps_own_servers(o);
   char **eps = calloc((size_t)K + 1, sizeof *eps);
   char *all = strdup(v);
   if (!eps || !all) {
@@ -100,8 +110,9 @@ int gs_ps_serve_endpoints(const gs_opts *o, char ***out, gs_err *e) {
   if (n != K) {
     free(eps);
     free(all);
-    return GS_FAIL(e, GS_EINVAL, "--ps-servers %d, but GS_PS_SERVERS='%.200s' names %s%d "
-                   "servers", K, v, n > K ? "more than " : "", n > K ? K : n);
+    return GS_FAIL(e, GS_EINVAL, "%s %d, but GS_PS_SERVERS='%.200s' names %s%d servers",
+                   o->ps_spare >= 0 ? "--ps-spare-hosts" : "--ps-servers", K, v,
+                   n > K ? "more than " : "", n > K ? K : n);
   }
   eps[K] = all; /* owns the strings: gs_ps_serve_endpoints_free */
   *out = eps;
@@ -110,6 +121,6 @@ int gs_ps_serve_endpoints(const gs_opts *o, char ***out, gs_err *e) {
 
 void gs_ps_serve_endpoints_free(const gs_opts *o, char **eps) {
   if (!eps) return;
-  free(eps[o->ps_servers]);
+  free(eps[gs_ps_own_servers(o)]);
   free(eps);
 }

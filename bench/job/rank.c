@@ -67,7 +67,7 @@ typedef struct step_ctx {
  * shows, the cluster's processes sharing one PID namespace). */
 static int watch_servers(step_ctx *c, gs_err *e) {
   const char *v = getenv("GS_PS_SERVER_PIDS");
-  int K = c->o->ps_servers;
+  int K = gs_ps_own_servers(c->o);
   if (!v || !*v) return GS_OK;
   c->srv = calloc((size_t)K, sizeof *c->srv);
   c->srv0 = calloc((size_t)K, sizeof *c->srv0);
@@ -262,7 +262,7 @@ static int start(rank_life *r) {
   r->to.world = r->world;
   GS_TRY(gs_trainer_create(&r->to, r->k, &r->t, &r->e));
   gs_trainer_sync_config(r->t, &r->cfg);
-  r->cfg.overlap = r->o->overlap < 0 ? r->mode == GS_MODE_ALLREDUCE : r->o->overlap == 1;
+  r->cfg.overlap = gs_backends_overlap(r->o, r->mode);
   r->sc.cfg = &r->cfg;
   return GS_OK;
 }
@@ -287,10 +287,13 @@ static int pick_backend(rank_life *r) {
   }
   if (b->backend == &gs_ps_backend) {
     GS_TRY(gs_bench_ps_hostagg(o, r->env, &r->job, r->k, &r->cfg, b, shm, &r->e));
-    if (o->ps_server_hosts) {
+    if (o->ps_server_hosts || (b->ps.summation && b->ps.spare > 0)) {
       GS_TRY(gs_ps_serve_endpoints(o, &r->server_eps, &r->e));
       b->ps.server_eps = (const char *const *)r->server_eps;
     }
+    /* BytePS' split is over the workers' hosts: emulated ones, else every
+     * rank a machine of its own */
+    if (b->ps.summation) b->ps.hosts = r->env->hosts > 0 ? r->env->hosts : 0;
   }
   r->cfg.opts = b->opts;
   return GS_OK;
@@ -518,10 +521,12 @@ static int failed(rank_life *r, int rc) {
     gs_job_report_error(&r->job, r->phase, "interrupted");
     return GS_EINTR;
   }
-  fprintf(stderr, "bench: rank %d: %s: %s", r->rank, r->phase,
-          r->e.msg[0] ? r->e.msg : gs_strerror(rc));
-  if (r->e.file && getenv("GS_DEBUG")) fprintf(stderr, " [%s:%d]", r->e.file, r->e.line);
-  fputc('\n', stderr);
+  /* one fprintf, one write: the ranks share stderr, and a line written in
+   * pieces takes in another rank's line between them */
+  char where[256] = "";
+  if (r->e.file && getenv("GS_DEBUG")) snprintf(where, sizeof where, " [%s:%d]", r->e.file, r->e.line);
+  fprintf(stderr, "bench: rank %d: %s: %s%s\n", r->rank, r->phase,
+          r->e.msg[0] ? r->e.msg : gs_strerror(rc), where);
   gs_job_report_error(&r->job, r->phase, r->e.msg);
   return rc;
 }

@@ -22,7 +22,8 @@ size_t gs_run_settings(const gs_opts *o, gs_mode mode, int world, char *buf, siz
                    "compute_scale=%.9g\nbucket_mb=%.9g\nfirst_bucket_mb=%.9g\noverlap=%d\n"
                    "ps_dedicated=%d\nps_servers=%d\nps_server_hosts=%d\ndevice=%s\nsamples=%lld\n"
                    "load_params=%s\nverify=%d\nslow=%s\njitter=%.9g\nps_sync=%s\n"
-                   "ring_period=%d\ncompress=%s\npowersgd_start=%lld\nfreeze=%s\n",
+                   "ring_period=%d\ncompress=%s\npowersgd_start=%lld\nfreeze=%s\nps_spare=%d\n"
+                   "ps_partition_mb=%.9g\nps_spare_share=%.9g\nps_credit_mb=%.9g\n",
                    gs_mode_name(mode), world, t->model, t->data, t->batch, (long long)t->steps,
                    t->lr, t->momentum, t->weight_decay, (unsigned long long)t->seed, t->shuffle,
                    t->drop_last, gs_dtype_name(t->precision), t->loss_scale, t->dynamic_scale,
@@ -35,7 +36,9 @@ size_t gs_run_settings(const gs_opts *o, gs_mode mode, int world, char *buf, siz
                    mode == GS_MODE_PS ? ps_sync : "bsp",
                    mode == GS_MODE_ALLREDUCE ? o->ring_period : 1,
                    gs_compress_spec(&t->compress, (char[32]){0}, 32), (long long)t->compress.start,
-                   t->freeze ? t->freeze : "");
+                   t->freeze ? t->freeze : "",
+                   mode == GS_MODE_PS ? o->ps_spare : -1, o->ps_partition_mb, o->ps_spare_share,
+                   o->ps_credit_mb);
   return n < 0 ? 0 : (size_t)n;
 }
 
@@ -49,6 +52,11 @@ gs_run_info gs_run_info_of(const gs_opts *o, gs_mode mode, int world) {
       /* world 1 runs the local step, without a server */
       .ps_servers = mode == GS_MODE_PS && world > 1 && o->ps_servers > 1 ? o->ps_servers : 1,
       .ps_server_hosts = mode == GS_MODE_PS && world > 1 && o->ps_server_hosts,
+      .ps_summation = mode == GS_MODE_PS && world > 1 && o->ps_spare >= 0,
+      .ps_spare = mode == GS_MODE_PS && world > 1 ? o->ps_spare : -1,
+      .ps_partition_mb = mode == GS_MODE_PS && world > 1 && o->ps_spare >= 0
+                             ? o->ps_partition_mb : 0,  /* 0: the ps' rule (summary.c) */
+      .ps_spare_share = o->ps_spare_share,
       .accuracy = NAN, .eval_loss = NAN, .heldout_accuracy = NAN, .heldout_loss = NAN,
       .hosts = gs_cluster_hosts(o, mode, world), .link_bps = (double)o->link_bps,
       .link_host = &o->link_host,

@@ -304,6 +304,7 @@ int gs_charts_write(const char *dir, const gs_summary *runs, size_t n, json_t *p
   GS_TRY(gs_charts_hosts(dir, runs, n, e));
   GS_TRY(gs_charts_buckets(dir, runs, n, e));
   GS_TRY(gs_charts_stale(dir, runs, n, e));
+  GS_TRY(gs_charts_spare(dir, runs, n, e));
   GS_TRY(bars(dir, runs, n, false, e));
   return bars(dir, runs, n, true, e);
 }

@@ -256,6 +256,7 @@ static double vs_ps(json_t *runs, json_t *r) {
     if (gs_mode_parse(m) == GS_MODE_PS && mine && gs_mode_parse(mine) != GS_MODE_PS &&
         num(q, "world") == num(r, "world") &&
         num(q, "ps_servers") == 1 && json_is_false(json_object_get(q, "ps_server_hosts")) &&
+        num(q, "ps_spare_hosts") < 0 &&
         num(q, "batch") == num(r, "batch") && num(r, "world") > 1)
       return num(r, "throughput_samples_per_s") / num(q, "throughput_samples_per_s");
   }

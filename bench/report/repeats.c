@@ -17,6 +17,7 @@ static bool same_config(const gs_summary *a, const gs_summary *b) {
   return a->mode == b->mode && a->world == b->world && !strcmp(a->model, b->model) &&
          a->batch == b->batch && a->bucket_mb == b->bucket_mb && a->precision == b->precision &&
          a->ps_servers == b->ps_servers && a->ps_server_hosts == b->ps_server_hosts &&
+         a->ps_spare_hosts == b->ps_spare_hosts && a->ps_partition_mb == b->ps_partition_mb &&
          a->ps_dedicated == b->ps_dedicated && a->overlap == b->overlap && a->hosts == b->hosts;
 }
 

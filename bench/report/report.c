@@ -129,6 +129,12 @@ static json_t *configuration(const gs_opts *o) {
   json_object_set_new(c, "ps_sync", json_string(sync));
   json_object_set_new(c, "ring_period", json_integer(o->ring_period));
   json_object_set_new(c, "freeze", json_string(t->freeze ? t->freeze : ""));
+  json_t *spares = json_array();
+  for (int i = 0; i < o->nps_spares; i++) json_array_append_new(spares, json_integer(o->ps_spares[i]));
+  json_object_set_new(c, "ps_spare_hosts", spares);
+  json_object_set_new(c, "ps_partition_mb", json_real(o->ps_partition_mb));
+  json_object_set_new(c, "ps_spare_share", json_real(o->ps_spare_share));
+  json_object_set_new(c, "ps_credit_mb", json_real(o->ps_credit_mb));
   char hr[GS_HOST_RATES_MAX * 32];
   gs_host_rates_text(&o->link_host, hr, sizeof hr);
   json_object_set_new(c, "link_host", json_string(hr));

@@ -71,6 +71,10 @@ typedef struct gs_run_info {
   int ps_servers;           /* ps: servers sharing the parameters (1: one; else ps/shard.c's
                                placement, server k a thread of rank k * world / K) */
   bool ps_server_hosts;     /* ps: the servers run in processes (on hosts) of their own */
+  bool ps_summation;        /* ps: BytePS' summation servers (--ps-spare-hosts) */
+  int ps_spare;             /* with them: on this many spare hosts */
+  double ps_partition_mb;   /* with them: --ps-partition-mb (0: the ps' rule, ps.h) */
+  double ps_spare_share;    /* with them: --ps-spare-share (0: BytePS' formula) */
   const char *device;       /* the kernels' name: "cpu", "cuda" */
   const char *launcher;     /* who started the ranks: "gradsync", "torchrun", ... */
   const char *algo;         /* ring: the all-reduce that trained ("ring", "hier"); NULL: "" */
@@ -206,6 +210,9 @@ typedef struct gs_summary {
   bool overlap, ps_dedicated;
   int ps_servers;
   bool ps_server_hosts;
+  int ps_spare_hosts;          /* BytePS' summation servers on this many spare hosts
+                                  (--ps-spare-hosts); -1: not those */
+  double ps_partition_mb;      /* their partitions' most MiB (0: not those) */
   char *launcher;
   char *algo;
   char *run_id;
@@ -394,6 +401,17 @@ int gs_charts_busbw(const char *dir, json_t *tables, gs_err *e);
 /* projection.svg (charts_projection.c): bench --project's samples per
  * second and scaling efficiency of nmodes modes against world size. */
 int gs_charts_projection(const char *dir, const gs_cm_projection *p, int nmodes, gs_err *e);
+
+/* charts_spare.c: spare.svg, BytePS' summation servers over their spare
+ * hosts k: a sweep's measured step and communication beside t_opt and the
+ * ring's (nothing without such runs), or a projection's predicted ones. A
+ * run's communication: from its first bucket's first communication to its
+ * last's end (NaN without bucket timing); its link time: the busiest link
+ * direction's model bytes over that link's rate (NaN without links). */
+int gs_charts_spare(const char *dir, const gs_summary *runs, size_t n, gs_err *e);
+int gs_charts_spare_projection(const char *dir, const gs_cm_projection *p, gs_err *e);
+double gs_summary_comm_window(const gs_summary *s);
+double gs_summary_link_time(const gs_summary *s);
 
 /* ---- the files of one run (results.c): ----
  *   steps.csv             one row per rank per step, appended as the run goes

@@ -34,6 +34,7 @@ void gs_run_id(const gs_run_info *info, char *buf, size_t cap) {
   if (info->ps_servers > 1 || info->ps_server_hosts)
     snprintf(servers, sizeof servers, "-s%d%s", info->ps_servers,
              info->ps_server_hosts ? "own" : "");
+  if (info->ps_summation) snprintf(servers, sizeof servers, "-spare%d", info->ps_spare);
   char sync[48] = "", rep[24] = "";
   if (gs_ps_sync_stale(&info->ps_sync)) {
     sync[0] = '-';
@@ -95,6 +96,15 @@ static void cost_model(const gs_run_info *info, gs_cost_model *cm) {
     cm->master_bytes_sent = N * Sd;
     cm->worker_bytes_recv = Sd;
     cm->worker_bytes_sent = Sp;
+  } else if (info->mode == GS_MODE_PS && info->ps_summation) {
+    /* BytePS: a rank's pieces for every other server and its host's server's
+     * answers (one rank per host); the busiest server a spare host's */
+    double y = 0, x = 0;
+    int n = info->hosts > 0 ? info->hosts : N;
+    if (gs_ps_spare_shares(n, info->ps_spare, info->ps_spare_share, &y, &x) < 0) y = x = 0;
+    cm->worker_bytes_recv = cm->worker_bytes_sent = ((1 - x) + (N - 1) * x) * S;
+    cm->master_bytes_recv = cm->master_bytes_sent = info->ps_spare > 0 ? N * y * S
+                                                    : cm->worker_bytes_sent;
   } else if (info->mode == GS_MODE_PS && info->ps_server_hosts) {
     cm->master_bytes_recv = cm->master_bytes_sent = N * S / info->ps_servers;
     cm->worker_bytes_recv = cm->worker_bytes_sent = S;
@@ -128,6 +138,9 @@ static const char *formula(const gs_run_info *info) {
                              "pushes) and sends (N-1)*S, each worker pushes S' and pulls S";
   if (info->mode == GS_MODE_PS && info->dedicated)
     return "ps, dedicated server: server receives and sends N*S, each worker S (per step)";
+  if (info->mode == GS_MODE_PS && info->ps_summation)
+    return "BytePS' summation servers, k spare hosts: a workers' host sends and receives "
+           "2n(n-1)/(n^2+kn-2k)*S, a spare host as much (n hosts of one rank)";
   if (info->mode == GS_MODE_PS && info->ps_server_hosts)
     return "sharded ps, K servers of their own: a server receives and sends N*S/K, each rank S";
   if (info->mode == GS_MODE_PS && info->ps_servers > 1)
@@ -343,7 +356,7 @@ static void sum_steps(const gs_rank_result *ranks, gs_summary *s, run_sums *x) {
  * the server in it, or a rank that runs one of K servers; no rank when the
  * servers have processes of their own. */
 static bool rank_is_master(const gs_run_info *info, int r) {
-  return info->mode == GS_MODE_PS && info->ps_server_hosts ? false
+  return info->mode == GS_MODE_PS && (info->ps_server_hosts || info->ps_summation) ? false
          : info->mode == GS_MODE_PS && info->ps_servers > 1
              ? gs_ps_runs_server(r, info->world, info->ps_servers)
              : r == 0 && !(info->mode == GS_MODE_PS && info->dedicated);
@@ -422,7 +435,7 @@ static void run_figures(const gs_run_info *info, const gs_rank_result *ranks, gs
   size_t steps = sm->steps, m = sm->m;
   /* one master: ps with one server (in rank 0 or a process of its own) */
   bool one_master = info->mode == GS_MODE_PS && N > 1 && info->ps_servers <= 1 &&
-                    !info->ps_server_hosts;
+                    !info->ps_server_hosts && !info->ps_summation;
   s->mode = info->mode;
   s->batch = info->batch;
   s->global_batch = info->batch * N;
@@ -433,11 +446,17 @@ static void run_figures(const gs_run_info *info, const gs_rank_result *ranks, gs
   s->ps_dedicated = info->dedicated;
   s->ps_servers = info->ps_servers > 1 ? info->ps_servers : 1;
   s->ps_server_hosts = info->ps_server_hosts;
+  s->ps_spare_hosts = info->mode == GS_MODE_PS && info->ps_summation ? info->ps_spare : -1;
+
   s->threads_per_rank = info->threads;
   s->steps = (int64_t)steps;
   s->nparams = (int64_t)info->nparams;
   s->nbuckets = info->nbuckets;
   s->gradient_bytes = s->cost_model.S_bytes;
+  /* the partitions' size the ps cut: --ps-partition-mb, or its rule */
+  s->ps_partition_mb = s->ps_spare_hosts < 0 ? 0
+                       : info->ps_partition_mb > 0 ? info->ps_partition_mb
+                       : (double)gs_ps_partition_bytes(0, s->gradient_bytes) / (1 << 20);
   s->wall_time_s = info->wall_end - info->wall_start;
   s->throughput_samples_per_s = sm->total_time > 0 ? sm->total_samples / sm->total_time : 0.0;
   s->step_time_s_median = quantile(sm->sorted, m, 0.5);

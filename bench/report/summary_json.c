@@ -38,7 +38,7 @@ static const field RUN_HEAD[] = {
   RUN(K_STR, id), RUN(K_MODE, mode), RUN(K_INT, world), RUN(K_STR, model), RUN(K_STR, data),
   RUN(K_INT, batch), RUN(K_INT, global_batch), RUN(K_REAL, bucket_mb),
   RUN(K_REAL, first_bucket_mb), RUN(K_DTYPE, precision), RUN(K_STR, device),
-  RUN(K_BOOL, overlap), RUN(K_BOOL, ps_dedicated), RUN(K_INT, ps_servers), RUN(K_BOOL, ps_server_hosts), RUN(K_STR, launcher), RUN(K_STR, algo), RUN(K_STR, run_id),
+  RUN(K_BOOL, overlap), RUN(K_BOOL, ps_dedicated), RUN(K_INT, ps_servers), RUN(K_BOOL, ps_server_hosts), RUN(K_INT, ps_spare_hosts), RUN(K_REAL, ps_partition_mb), RUN(K_STR, launcher), RUN(K_STR, algo), RUN(K_STR, run_id),
   RUN(K_STR, slow), RUN(K_REAL, jitter_cv),
   RUN(K_INT, threads_per_rank), RUN(K_I64, steps), RUN(K_I64, nparams), RUN(K_INT, nbuckets),
   RUN(K_REAL, gradient_bytes), RUN(K_REAL, wall_time_s), RUN(K_REAL, throughput_samples_per_s),
@@ -356,8 +356,9 @@ static int read_run(json_t *j, gs_summary *s, gs_err *e) {
   }
   json_t *links = member(j, "links", where, e);
   if (!links) return e->code;
-  /* the ranks' hosts, then those of ps servers of their own */
-  int most = s->hosts > 0 ? s->hosts + (s->ps_server_hosts ? s->ps_servers : 0) : 0;
+  /* the ranks' hosts, then those of ps servers of their own (or of spare hosts) */
+  int most = s->hosts > 0 ? s->hosts + (s->ps_server_hosts ? s->ps_servers : 0) +
+                                (s->ps_spare_hosts > 0 ? s->ps_spare_hosts : 0) : 0;
   if (!json_is_array(links) || json_array_size(links) > (size_t)most)
     return GS_FAIL(e, GS_EPROTO, "run %s: links is not an array of at most %d hosts", where,
                    most);

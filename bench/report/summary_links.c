@@ -50,18 +50,28 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
     return -1;
   int N = info->world, K = info->mode == GS_MODE_PS ? info->ps_servers : 1;
   bool own = info->mode == GS_MODE_PS && info->ps_server_hosts;
-  if (K > 1 && (K != info->hosts || loop) && !own) return -1;
+  bool byteps = info->mode == GS_MODE_PS && info->ps_summation;
+  if (K > 1 && (K != info->hosts || loop) && !own && !byteps) return -1;
   if (info->link_host && info->link_host->n > 0) return -1; /* one rate for every link */
   const gs_rank_summary *r0 = &s->per_rank[0];
   double S = s->gradient_bytes;
   /* reduction: ps sums N operands at the master (of S / K at each of K
-   * servers, rank 0 hosting the first), a ring rank (N-1)/N S */
-  double reduced = info->mode == GS_MODE_PS ? (N - 1) * S / K : (N - 1.0) / N * S;
+   * servers, rank 0 hosting the first), a ring rank (N-1)/N S; BytePS: a
+   * rank's server (N-1) of its share x S (none at x = 0: the servers are
+   * processes of their own, the rank's reduction its optimizer's check) */
+  double y = 0, x = 0;
+  int nh = loop ? N : info->hosts;
+  if (byteps && gs_ps_spare_shares(nh, info->ps_spare, info->ps_spare_share, &y, &x) < 0)
+    return -1;
+  double reduced = byteps ? (N - 1) * x * S
+                   : info->mode == GS_MODE_PS ? (N - 1) * S / K : (N - 1.0) / N * S;
+  if (byteps) K = 1; /* every rank's optimizer, on every parameter */
   *m = (gs_cm_machine){
       .link_Bps = loop ? info->loop_Bps : gs_hosts_counted_Bps((uint64_t)info->link_bps),
       .link_latency_s = loop ? 0 : info->latency_s, .alpha_s = loop ? info->loop_alpha_s : ALPHA_S,
       .local_Bps = loop ? info->loop_Bps : LOCAL_BPS,
-      .reduce_Bps = r0->reduce_s > 0 ? reduced / r0->reduce_s : 1e12, .copy_Bps = COPY_BPS,
+      .reduce_Bps = r0->reduce_s > 0 && reduced > 0 ? reduced / r0->reduce_s : 1e12,
+      .copy_Bps = COPY_BPS,
       .optim_pps = r0->update_s > 0 ? (double)info->nparams / K / r0->update_s : 1e12};
   plan->bytes = (size_t *)info->bucket_bytes;
   plan->nbuckets = info->nbuckets;
@@ -75,9 +85,14 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
     bwd += s->per_rank[r].backward_s / N;
   }
   gs_cm_mode mode = info->mode != GS_MODE_PS ? GS_CM_RING
+                    : byteps ? GS_CM_BYTEPS
                     : own ? GS_CM_SPS_HOSTS : K > 1 ? GS_CM_SPS_COLO : GS_CM_PS;
-  *j = (gs_cm_job){.mode = mode, .world = N, .servers = K,
-                   .hosts = loop ? 1 : info->hosts, .plan = plan, .batch = info->batch,
+  /* BytePS on loopback: every rank a host of its own, as the ps splits it */
+  *j = (gs_cm_job){.mode = mode, .world = N, .servers = byteps ? info->ps_spare : K,
+                   .hosts = byteps ? nh : loop ? 1 : info->hosts, .plan = plan,
+                   .batch = info->batch,
+                   .spare_share = info->ps_spare_share,
+                   .partition_bytes = (size_t)(info->ps_partition_mb * (1 << 20)),
                    .fwd_s = fwd / info->batch, .bwd_s = bwd / info->batch,
                    .overlap = info->overlap, .barrier = info->precision != GS_F32,
                    /* what trained: hosts reduced first (ps/hostagg.c, allreduce/hier.c) */
@@ -89,7 +104,8 @@ static int model_of(const gs_run_info *info, const gs_summary *s, gs_cm_machine 
 static void predict(const gs_run_info *info, gs_summary *s) {
   gs_cost_model *cm = &s->cost_model;
   int N = info->world,
-      first = info->mode == GS_MODE_PS && info->ps_servers <= 1 && !info->ps_server_hosts;
+      first = info->mode == GS_MODE_PS && info->ps_servers <= 1 && !info->ps_server_hosts &&
+              !info->ps_summation;
   double wait = 0;
   for (int r = first; r < N; r++)
     wait += (s->per_rank[r].comm_wait_s + s->per_rank[r].reduce_s) / (N - first);

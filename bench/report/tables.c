@@ -21,11 +21,32 @@ static void human_bytes(double b, char *buf, size_t cap) {
 }
 
 static void print_links(FILE *f, const gs_summary *s);
+
+/* BytePS' summation servers: the partitions, their communication per step
+ * and how much of it ran under forward and backward (bucket_timing: the
+ * partitions' spans, ps/sched.c), beside t_opt on links */
+static void print_partitions(FILE *f, const gs_summary *s) {
+  double comm = 0, hidden = 0, window = gs_summary_comm_window(s), topt = gs_summary_link_time(s);
+  for (int i = 0; i < s->nbucket_timing; i++) {
+    comm += s->bucket_timing[i].comm_s;
+    hidden += s->bucket_timing[i].hidden_s;
+  }
+  fprintf(f, "  BytePS' summation servers on %d spare host%s, partitions of at most %.3g MiB: "
+          "%.1f ms of communication per step, %.1f%% of it under forward and backward",
+          s->ps_spare_hosts, s->ps_spare_hosts == 1 ? "" : "s", s->ps_partition_mb,
+          1e3 * (isfinite(window) ? window : comm), comm > 0 ? 100 * hidden / comm : 0);
+  if (isfinite(topt) && isfinite(window))
+    fprintf(f, "; t_opt %.1f ms (%.2fx)", 1e3 * topt, window / topt);
+  fprintf(f, "\n");
+}
 static void print_model_time(FILE *f, const gs_summary *s);
 
 /* "ps x 4 servers of their own" */
 static void mode_label(const gs_summary *s, char *buf, size_t cap) {
-  if (s->ps_servers > 1 || s->ps_server_hosts)
+  if (s->ps_spare_hosts >= 0)
+    snprintf(buf, cap, "%s, %d spare host%s", gs_mode_name(s->mode), s->ps_spare_hosts,
+             s->ps_spare_hosts == 1 ? "" : "s");
+  else if (s->ps_servers > 1 || s->ps_server_hosts)
     snprintf(buf, cap, "%s x %d server%s%s", gs_mode_name(s->mode), s->ps_servers,
              s->ps_servers > 1 ? "s" : "", s->ps_server_hosts ? " of their own" : "");
   else
@@ -84,6 +105,7 @@ void gs_summary_print(FILE *f, const gs_summary *s) {
   fprintf(f, "  (ms per step, the mean of the measured steps; wait: exposed communication, the "
           "time the step waited for it; hidden: communication that ran while the rank "
           "computed; slow: --slow's compute factor)\n");
+  if (s->ps_spare_hosts >= 0) print_partitions(f, s);
   if (!isnan(s->staleness_mean))
     fprintf(f, "  ps %s: applied gradients %.3g updates stale on average, %d at most; %d "
             "dropped\n", s->ps_sync, s->staleness_mean, s->staleness_max, s->dropped_gradients);
@@ -251,7 +273,7 @@ void gs_summary_print_comparison(FILE *f, const gs_summary *runs, size_t n, json
     for (size_t j = 0; j < n; j++) {
       const gs_summary *q = &runs[j];
       if (q->mode != GS_MODE_PS || !same_config(q, r) || q->ps_servers > 1 ||
-          q->ps_server_hosts)
+          q->ps_server_hosts || q->ps_spare_hosts >= 0)
         continue;
       double tp = q->throughput_samples_per_s;
       if (tp > 0)

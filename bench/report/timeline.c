@@ -154,8 +154,11 @@ int gs_charts_timeline(const char *dir, const char *id, json_t *tl, double span_
     }
     json_array_foreach(json_object_get(x, "comm"), i, row) {
       double a = num_at(row, 0), z = num_at(row, 1);
+      /* BytePS' partitions (ps/sched.c) tile the strip: every other one lighter */
+      const char *nm = json_string_value(json_array_get(row, 3));
+      bool light = nm && !strncmp(nm, "partition ", 10) && atoi(nm + 10) % 2;
       put(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"5\" fill=\"%s\"><title>rank "
-          "%d backend: ", XT(a), y + lane + 1, XT(z) - XT(a), COMM_COLOR, r);
+          "%d backend: ", XT(a), y + lane + 1, XT(z) - XT(a), light ? "#c5b0d5" : COMM_COLOR, r);
       put_text(&b, json_string_value(json_array_get(row, 3)));
       put(&b, ", %.3f ms</title></rect>\n", num_at(row, 2) * 1e3);
     }

@@ -237,8 +237,13 @@ def rounds_to(x, d, target):
     """x rounded to d decimals (half up or half even: files print both) is target"""
     q = decimal.Decimal(1).scaleb(-d)
     x = decimal.Decimal(repr(x))
-    t = decimal.Decimal(repr(target)).quantize(q, decimal.ROUND_HALF_EVEN)
-    return t in (x.quantize(q, decimal.ROUND_HALF_UP), x.quantize(q, decimal.ROUND_HALF_EVEN))
+    try:
+        t = decimal.Decimal(repr(target)).quantize(q, decimal.ROUND_HALF_EVEN)
+        return t in (x.quantize(q, decimal.ROUND_HALF_UP), x.quantize(q, decimal.ROUND_HALF_EVEN))
+    except decimal.InvalidOperation:
+        # too many digits to round at d decimals: a file's "163e335" (a git
+        # commit read as 1.63e337) rounds to no figure
+        return False
 
 
 def significant(text):

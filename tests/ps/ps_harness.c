@@ -179,7 +179,11 @@ static void rank_init(rank_ctx *rc, const job_opts *o, job_result *res, int rank
   c->scaler = o->scaler;
   c->overlap = o->overlap;
   rc->ps = (gs_ps_opts){.dedicated = o->dedicated, .servers = o->ps_servers,
-                        .host_ranks = o->host_ranks, .sync = o->ps_sync};
+                        .host_ranks = o->host_ranks, .sync = o->ps_sync,
+                        .summation = o->summation, .spare = o->spare,
+                        .hosts = o->hosts ? o->hosts : o->world,
+                        .spare_share = o->spare_share, .partition_bytes = o->partition_bytes,
+                        .credit_bytes = o->credit_bytes};
   c->opts = &rc->ps;
   c->sum_only = o->sum_only;
   c->span = o->span;
@@ -268,10 +272,51 @@ static void *rank_thread(void *arg) {
   return NULL;
 }
 
+/* A spare host's summation server, as bench's server role runs one. */
+typedef struct spare_srv {
+  pthread_t th;
+  int fd;
+  int rc;
+  gs_err e;
+  int timeout_ms;
+} spare_srv;
+
+static void *spare_main(void *arg) {
+  spare_srv *v = arg;
+  gs_cred none = {0};
+  v->rc = gs_ps_serve_summation("127.0.0.1", &none, v->timeout_ms, (size_t)1 << 30, v->fd,
+                                &v->e);
+  return NULL;
+}
+
+/* start o->spare of them; eps gets their addresses */
+static void spare_start(const job_opts *o, spare_srv *v, char (*ep)[GS_ENDPOINT_MAX],
+                        const char **eps) {
+  for (int k = 0; k < o->spare; k++) {
+    int p[2];
+    REQUIRE(pipe(p) == 0, "pipe");
+    v[k] = (spare_srv){.fd = p[1], .timeout_ms = o->timeout_ms};
+    REQUIRE(pthread_create(&v[k].th, NULL, spare_main, &v[k]) == 0, "pthread_create");
+    char line[GS_ENDPOINT_MAX + 32];
+    REQUIRE(gs_read_line(p[0], gs_now() + 10, line, sizeof line) == 1 && line[0] == 'E',
+            "spare server %d: no address", k);
+    close(p[0]);
+    char *sp = strchr(line + 2, ' ');
+    if (sp) *sp = 0;
+    snprintf(ep[k], GS_ENDPOINT_MAX, "%.*s", GS_ENDPOINT_MAX - 1, line + 2);
+    eps[k] = ep[k];
+  }
+}
+
 int run_threads(const job_opts *o, job_result *res) {
   REQUIRE(o->world <= MAXW, "world %d", o->world);
   rank_ctx rc[MAXW];
   gs_err e = {0};
+  spare_srv spare[MAXW];
+  static char sep[MAXW][GS_ENDPOINT_MAX];
+  static const char *seps[MAXW];
+  REQUIRE(o->spare <= MAXW, "%d spare servers", o->spare);
+  spare_start(o, spare, sep, seps);
   /* every rank's endpoint, as the rendezvous hands them out (the sharded
    * ps' servers' addresses) */
   static char ep[MAXW][GS_ENDPOINT_MAX];
@@ -280,6 +325,7 @@ int run_threads(const job_opts *o, job_result *res) {
    * forked it, and this one outlives every rank */
   for (int r = 0; r < o->world; r++) {
     rank_init(&rc[r], o, res, r);
+    if (o->spare > 0) rc[r].ps.server_eps = seps;
     REQUIRE(gs_ps_backend.prepare(&rc[r].cfg, &rc[r].state, ep[r], &e) == 0, "prepare: %s",
             e.msg);
     eps[r] = ep[r];
@@ -302,6 +348,12 @@ int run_threads(const job_opts *o, job_result *res) {
     pthread_join(th[r], NULL);
     rank_free(&rc[r]);
     bad += res->rc[r] != 0;
+  }
+  for (int k = 0; k < o->spare; k++) {
+    pthread_join(spare[k].th, NULL);
+    if (spare[k].rc < 0 && !bad)
+      fprintf(stderr, "harness: spare server %d: %s\n", k, spare[k].e.msg);
+    bad += spare[k].rc < 0 && !bad;
   }
   return bad ? -1 : 0;
 }

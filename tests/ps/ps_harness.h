@@ -47,6 +47,13 @@ typedef struct job_opts {
   int ps_servers;          /* > 1: the sharded ps (threads only: the servers' addresses
                               are the ranks' endpoints) */
   gs_ps_sync ps_sync;      /* the consistency model (zero: bsp; reference() is bsp's) */
+  /* BytePS' summation servers (threads only): spare servers served by
+   * gs_ps_serve_alone in threads of the test, one per workers' host in the
+   * ranks (hosts: 0, every rank a host) */
+  bool summation;
+  int spare, hosts;
+  double spare_share;
+  size_t partition_bytes, credit_bytes;
   int timeout_ms;
   uint64_t job, seed;
   uint64_t jitter_seed;  /* varies arrival order between runs */

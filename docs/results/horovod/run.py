@@ -30,13 +30,14 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import results_header  # noqa: E402  (the results files' first lines)
 
 # ---- the peer's numbers (quoted, with their sources) ----
 # Horovod's docs/benchmarks.md (github.com/horovod/horovod): "4 Pascal GPUs each
@@ -97,29 +98,12 @@ def sh(args, **kw):
 
 
 def header(args, out):
-    commit = sh(["git", "rev-parse", "HEAD"]).stdout.strip()
-    dirty = sh(["git", "status", "--porcelain"]).stdout.strip()
-    if dirty and not args.allow_dirty:
-        sys.exit("run.py: the work tree has changes (git status): commit them first, so the "
-                 "results name the commit that made them (or --allow-dirty)")
-    version = sh([args.bench, "--version"]).stdout.strip().splitlines()
-    cpu = ""
-    try:
-        cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-               if l.startswith("model name")][0]
-    except (OSError, IndexError):
-        pass
+    """the file's first lines (tools/results_header.py: refuses a dirty tree
+    or a bench not built from this commit)"""
     now = datetime.datetime.now(datetime.timezone.utc)
-    lines = [
-        "# command: python3 docs/results/horovod/run.py " + " ".join(sys.argv[1:]),
-        "# commit: %s%s" % (commit, " (with uncommitted changes)" if dirty else ""),
-        "# machine: %s, %s, %d cores, %s" % (platform.node(), cpu, os.cpu_count(),
-                                             platform.platform()),
-        "# date: %s" % now.strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "# bench: %s" % (version[0] if version else "?"),
-        "",
-    ]
-    out.write("\n".join(lines) + "\n")
+    out.write("\n".join(results_header.lines(
+        "python3 docs/results/horovod/run.py " + " ".join(sys.argv[1:]),
+        args.bench, args.allow_dirty)) + "\n\n")
     return now
 
 

@@ -11,9 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 R=$(pwd)
 B=${GS_BENCH:-$R/build/bench/bench}
-. docs/results/provenance.sh
-gs_require_clean "$B" "${1:-}"
-HDR=$(gs_results_header "$B" bash docs/results/own-model/own_model.sh "$@")  # before the results file exists (it would be a change)
+# the header, and the refusal of a dirty tree or of a bench built from
+# another commit: tools/results_header.py, the rule of every results file
+HEADER=$(python3 tools/results_header.py --bench "$B" ${1:+"$1"} \
+  --command "bash docs/results/own-model/own_model.sh $*") || exit 1
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 OUT=docs/results/own-model/$(date -u +%F)-resnet18.txt
@@ -23,7 +24,7 @@ run() {
   "$@" 2>&1
 }
 {
-  echo "$HDR"
+  echo "$HEADER"
   cd "$D"
   # 1. the profile: parameters, readiness order, each layer's time
   run /usr/bin/python3 "$R/tools/profile_model.py" torchvision:resnet18 --batch 16 --threads 2 \
@@ -37,5 +38,6 @@ run() {
   # 4. a cluster of 8-GPU hosts at 100 Gbit/s, compute 20 times this CPU's
   run $B --project --model profile:resnet18.json --compute-scale 0.05 --world 8,64,512 \
       --hosts-per 8 --link 100gbit --latency 5us --batch 16 --quiet --out projection
-} | sed "s|$R/||g; s|$D/||g" > "$OUT"
+} | sed "s|$R/||g; s|$D/||g" > "$OUT.tmp"
+mv "$OUT.tmp" "$OUT"  # whole or not at all
 echo "own_model.sh: wrote $OUT"

@@ -34,9 +34,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 B=${GS_BENCH:-build/bench/bench}
-. docs/results/provenance.sh
-gs_require_clean "$B" "$allow"
-HDR=$(gs_results_header "$B" docs/results/small-messages/small_messages.sh "${args[@]}")  # before the results file exists (it would be a change)
+# the header, and the refusal of a dirty tree or of a bench built from
+# another commit: tools/results_header.py, the rule of every results file
+HDR=$(python3 tools/results_header.py --bench "$B" ${allow:+"$allow"} \
+  --command "docs/results/small-messages/small_messages.sh ${args[*]}") || exit 1
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 OUT=docs/results/small-messages/$(date -u +%F)-small-messages.txt

@@ -1,5 +1,6 @@
 /* test_bytes.c: bytes per host link and direction (gs_cm_link_bytes) for
- * ps, ring, recursive doubling and both sharded-ps placements, flat and
+ * ps, ring, recursive doubling, both sharded-ps placements and BytePS'
+ * summation servers at every k from 0 to the hosts, flat and
  * with hosts that reduce first (host_reduce: one push per host from its
  * first rank, the hierarchical ring's one ring per local rank), against
  *  - an independent count: every message each mode sends, rank by rank,
@@ -22,6 +23,22 @@ static void flow(tally *t, int from, int to, double bytes) {
   if (from == to) return;  /* same host: loopback, no link */
   t->out[from] += bytes;
   t->in[to] += bytes;
+}
+
+/* byteps: one rank on host h pushes BytePS' share of its S bytes to each
+ * spare host's server (hosts K..) and to the server of each workers' host,
+ * and takes the sums back, worked out here from the paper's fractions. */
+static void byteps_flows(const gs_cm_job *j, tally *t, int h, double S) {
+  double n = j->hosts, k = j->servers, d = n * n + k * n - 2 * k;
+  double y = k > 0 ? 2 * (n - 1) / d : 0, x = (n - k) / d;
+  for (int s = 0; s < j->servers; s++) {
+    flow(t, h, j->hosts + s, y * S);
+    flow(t, j->hosts + s, h, y * S);
+  }
+  for (int g = 0; g < j->hosts; g++) {
+    flow(t, h, g, x * S);
+    flow(t, g, h, x * S);
+  }
 }
 
 /* Every message of one step, as the algorithms send them. */
@@ -54,6 +71,9 @@ static void count(const gs_cm_job *j, tally *t) {
           flow(t, h, K + s, S / j->servers);
           flow(t, K + s, h, S / j->servers);
         }
+        break;
+      case GS_CM_BYTEPS:  /* the host's sum, as one rank of a host would */
+        byteps_flows(j, t, h, S);
         break;
       default:
         break;
@@ -92,6 +112,9 @@ static void count(const gs_cm_job *j, tally *t) {
         flow(t, K + s, HOST(r), S / j->servers);
       }
     break;
+  case GS_CM_BYTEPS:
+    for (int r = 0; r < N; r++) byteps_flows(j, t, HOST(r), S);
+    break;
   default:
     break;
   }
@@ -106,8 +129,11 @@ static void against_count(void) {
   int checked = 0;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     for (int mode = 0; mode < 2 * GS_CM_NMODES; mode++) {
-      for (int servers = 1; servers <= (mode % GS_CM_NMODES == GS_CM_SPS_HOSTS ? 3 : 1);
-           servers++) {
+      /* byteps: 0 to as many spare hosts as hosts (at one host, none: the
+       * split's n^2 + kn - 2k is 0 at n = k = 1) */
+      int m = mode % GS_CM_NMODES, K = cases[c][1];
+      int most = m == GS_CM_SPS_HOSTS ? 3 : m == GS_CM_BYTEPS ? (K > 1 ? K : 0) : 1;
+      for (int servers = m == GS_CM_BYTEPS ? 0 : 1; servers <= most; servers++) {
         gs_cm_job j = {.mode = (gs_cm_mode)(mode % GS_CM_NMODES), .world = cases[c][0],
                        .hosts = cases[c][1], .servers = servers, .plan = &p, .batch = 1,
                        .host_reduce = mode >= GS_CM_NMODES};

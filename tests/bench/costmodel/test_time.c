@@ -102,10 +102,13 @@ static void overlap_bounds(void) {
     gs_cm_job j = {.mode = (gs_cm_mode)(trial % GS_CM_NMODES), .world = L[0], .hosts = L[1],
                    .servers = 1 + (int)(uniform() * 8), .plan = &p, .batch = 1 + (int)(uniform() * 64),
                    .fwd_s = logu(1e-6, 1e-1), .bwd_s = logu(1e-6, 1e-1), .barrier = uniform() < 0.3};
+    if (j.mode == GS_CM_BYTEPS)  /* BytePS' split: k <= n, none at n = 1 */
+      j.servers = j.hosts > 1 ? j.servers % (j.hosts + 1) : 0;
     gs_cm_result off = run(&m, j);
     j.overlap = true;
     gs_cm_result on = run(&m, j);
-    bool local_opt = j.mode == GS_CM_RING || j.mode == GS_CM_RD;
+    /* every rank's optimizer after its step's communication */
+    bool local_opt = j.mode == GS_CM_RING || j.mode == GS_CM_RD || j.mode == GS_CM_BYTEPS;
     double post = local_opt ? off.optimizer_s : 0;
     double tol = 1e-9 * off.step_s;
     CHECK(mt_near(off.step_s, off.compute_s + off.comm_s + post, 1e-9),
