@@ -136,7 +136,7 @@ chmod +x "$DEST/run"
 {
   # the bundled bench's own mark (tools/git_revision.py at its build, +dirty:
   # uncommitted changes), as its --version says
-  rev=$(sed -n 's/^#define GS_GIT_REVISION "\(.*\)"$/\1/p' "$BUILD/bench/version.h" 2>/dev/null)
+  rev=$(sed -n 's/^const char gs_git_revision\[\] = "\(.*\)";$/\1/p' "$BUILD/bench/version.c" 2>/dev/null)
   echo "gradsync git ${rev:-unknown}, built $(date -u +%FT%TZ) on $(uname -srm)"
   echo "nvcc: $(nvcc --version | tail -n 2 | head -n 1); archs: $ARCHS"
 } >"$DEST/BUILD-INFO"
