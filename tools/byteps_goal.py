@@ -142,9 +142,7 @@ def main():
     text = "\n".join(lines) + "\n"
     dest = a.results or os.path.join(ROOT, "docs", "results",
                                      time.strftime("%Y-%m-%d-byteps-100mbit.txt"))
-    with open(dest + ".tmp", "w") as f:  # whole or not at all
-        f.write(text)
-    os.replace(dest + ".tmp", dest)
+    results_header.write(dest, text)
     sys.stdout.write(text)
     print(f"wrote {dest}")
     if ring_comm is None:

@@ -48,9 +48,7 @@ def main():
     text = "\n".join(lines) + "\n"
     dest = a.results or os.path.join(ROOT, "docs", "results",
                                      time.strftime("%Y-%m-%d-byteps-project.txt"))
-    with open(dest + ".tmp", "w") as f:  # whole or not at all
-        f.write(text)
-    os.replace(dest + ".tmp", dest)
+    results_header.write(dest, text)
     print(f"byteps_project.py: wrote {dest}")
 
 

@@ -10,6 +10,7 @@ The lines: "# command: ...", "# commit: SHA", "# machine: ...",
 "# date: ...", "# bench: <bench --version's first line>".
 
 As a module (Python scripts):   results_header.lines(command, bench, allow_dirty)
+                                results_header.write(path, text): whole or not at all
 As a program (shell scripts):   tools/results_header.py --bench B --command "..." [--allow-dirty]
                                 prints the lines, or a message and exit 1."""
 import argparse
@@ -61,6 +62,14 @@ def lines(command, bench, allow_dirty=False):
         "# bench: %s%s" % (version, "" if built_here else
                            " (not a clean build of this commit: --allow-dirty)"),
     ]
+
+
+def write(path, text):
+    """the results file whole or not at all: a temporary name, then a rename
+    (a run stopped half way leaves the file it had)"""
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
 
 
 def main():

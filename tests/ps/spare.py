@@ -31,8 +31,8 @@ import signal
 import subprocess
 import time
 
-from gstest import (BENCH, SMALL, check, finish, load_params, max_rel, report, run, same_bits,
-                    steps_csv, tmpdir, wait_rows)
+from gstest import (BENCH, SMALL, check, finish, load_params, max_rel, report, run, run_procs,
+                    same_bits, steps_csv, tmpdir, wait_rows)
 
 B, STEPS, WORLD = 8, 6, 4
 BASE = SMALL + ["--no-shuffle", "--steps", str(STEPS), "--lr", "0.05", "--momentum", "0.9",
@@ -139,23 +139,6 @@ def case_flags():
         check(r.returncode == 2 and all(n in r.stderr for n in names),
               f"{' '.join(flags)}: exit {r.returncode}, expected 2 with a message naming "
               f"{names}: {r.stderr.strip()[:400]}")
-
-
-def run_procs(d):
-    """pids of the run's processes (their command line holds d) and which is
-    a spare host's server (GS_PS_SERVE=k in its environment)"""
-    out = {}
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if os.fsencode(d) not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = dict(x.split(b"=", 1) for x in f.read().split(b"\0") if b"=" in x)
-            out[int(pid)] = env.get(b"GS_PS_SERVE", b"").decode()
-        except (OSError, ValueError):
-            pass
-    return out
 
 
 def case_kill():

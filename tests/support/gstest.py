@@ -287,6 +287,24 @@ def need_root():
         sys.exit(77)
 
 
+def run_procs(d):
+    """pids of a run's processes (their command line holds d) and which is
+    a spare host's summation server (GS_PS_SERVE=k in its environment;
+    "" for the others)"""
+    out = {}
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if os.fsencode(d) not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(x.split(b"=", 1) for x in f.read().split(b"\0") if b"=" in x)
+            out[int(pid)] = env.get(b"GS_PS_SERVE", b"").decode()
+        except (OSError, ValueError):
+            pass
+    return out
+
+
 def netns_of(pid):
     try:
         return os.stat("/proc/%s/ns/net" % pid).st_ino

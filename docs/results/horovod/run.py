@@ -254,8 +254,7 @@ def main():
     out.write(VERDICT.format(lo=min(gaps), hi=max(gaps), r128=need[128] / 1e3,
                              r512=need[512] / 1e3))
     path = os.path.join(HERE, now.strftime("%Y-%m-%d") + "-horovod.txt")
-    with open(path, "w") as f:
-        f.write("".join(buf))
+    results_header.write(path, "".join(buf))
     print("run.py: wrote " + os.path.relpath(path, ROOT), file=sys.stderr)
 
 

@@ -21,8 +21,8 @@ import subprocess
 import sys
 import time
 
-from gstest import (BENCH, SMALL, check, finish, need_root, report, run, snapshot, tmpdir,
-                    wait_clean, wait_rows)
+from gstest import (BENCH, SMALL, check, finish, need_root, report, run, run_procs, snapshot,
+                    tmpdir, wait_clean, wait_rows)
 
 CASE = sys.argv[2]
 FLAGS = [x for x in SMALL if x not in ("--link", "none")] + [
@@ -67,21 +67,6 @@ def case_links():
         carried = [l["rx_bytes"] for l in links] + [l["tx_bytes"] for l in links]
         check(max(carried) < 1.1 * min(carried), f"{what}: the links carry unevenly: {carried}")
     check(os.path.exists(os.path.join(d, "spare.svg")), "no spare.svg")
-
-
-def run_procs(d):
-    out = {}
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if os.fsencode(d) not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = dict(x.split(b"=", 1) for x in f.read().split(b"\0") if b"=" in x)
-            out[int(pid)] = env.get(b"GS_PS_SERVE", b"").decode()
-        except (OSError, ValueError):
-            pass
-    return out
 
 
 def case_kill():
