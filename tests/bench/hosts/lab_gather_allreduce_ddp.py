@@ -11,10 +11,11 @@ its chart, table.md and report.html exist. Without root the lab stops with
 exit status 2 saying why (checked where this runs as root by dropping to
 nobody)."""
 import os
+import shutil
 import subprocess
 import sys
 
-from gstest import BENCH, LAB_TOOL, check, finish, lab, lab_shape, need_root
+from gstest import BENCH, LAB_TOOL, check, finish, lab, lab_shape, need_root, tmpdir
 
 need_root()
 COLS = ["variant", "step (ms, median)"]
@@ -36,9 +37,17 @@ if len(rows) == 4 and head == COLS:
         v = [float(v) for v in x[2:10]]
         check(all(abs(b / (1.5 * S) - 1) < 0.1 for b in v),
               f"{x[0]}: every host carries 1.5 S each way (S {S:.1f} MiB): {v}")
-# not root: exit 2 naming root, before any run
+# not root: exit 2 naming root, before any run. nobody runs a copy of the lab
+# scripts in a folder it may enter: the tree itself may lie where only root
+# can (a clone in `mktemp -d`), which is not what this case tests
+theirs = tmpdir()
+os.chmod(theirs, 0o755)
+for name in ("lab.py", "lab_defs.py", "lab_report.py"):
+    shutil.copy(os.path.join(os.path.dirname(LAB_TOOL), name), theirs)
+    os.chmod(os.path.join(theirs, name), 0o644)
 nobody = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                         sys.executable, LAB_TOOL, "gather-allreduce-ddp", "--bench", BENCH,
+                         sys.executable, os.path.join(theirs, "lab.py"), "gather-allreduce-ddp",
+                         "--bench", BENCH,
                          "--out", "/tmp/gs-lab-nobody-never"], capture_output=True, text=True,
                         timeout=60)
 check(nobody.returncode == 2 and "need root" in nobody.stderr and
