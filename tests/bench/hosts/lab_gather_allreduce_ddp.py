@@ -38,16 +38,19 @@ if len(rows) == 4 and head == COLS:
         check(all(abs(b / (1.5 * S) - 1) < 0.1 for b in v),
               f"{x[0]}: every host carries 1.5 S each way (S {S:.1f} MiB): {v}")
 # not root: exit 2 naming root, before any run. nobody runs a copy of the lab
-# scripts in a folder it may enter: the tree itself may lie where only root
+# scripts and of bench in a folder it may enter: the tree may lie where only root
 # can (a clone in `mktemp -d`), which is not what this case tests
 theirs = tmpdir()
 os.chmod(theirs, 0o755)
 for name in ("lab.py", "lab_defs.py", "lab_report.py"):
     shutil.copy(os.path.join(os.path.dirname(LAB_TOOL), name), theirs)
     os.chmod(os.path.join(theirs, name), 0o644)
+exe = os.path.join(theirs, "bench")
+shutil.copy(BENCH, exe)
+os.chmod(exe, 0o755)
 nobody = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                          sys.executable, os.path.join(theirs, "lab.py"), "gather-allreduce-ddp",
-                         "--bench", BENCH,
+                         "--bench", exe,
                          "--out", "/tmp/gs-lab-nobody-never"], capture_output=True, text=True,
                         timeout=60)
 check(nobody.returncode == 2 and "need root" in nobody.stderr and
