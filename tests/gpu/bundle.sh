@@ -89,7 +89,7 @@ cat >"$DEST/env.sh" <<'ENV'
 _gs_here=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)
 _gs_find() { # a library's folder: $GS_CUDA_LIBS, Python's nvidia-*, CUDA, ldconfig
   local name=$1 d py
-  for d in ${GS_CUDA_LIBS//:/ }; do [ -e "$d/$name" ] && { echo "$d"; return; }; done
+  for d in ${GS_CUDA_LIBS:+${GS_CUDA_LIBS//:/ }}; do [ -e "$d/$name" ] && { echo "$d"; return; }; done
   for py in python3 /usr/bin/python3; do
     command -v "$py" >/dev/null 2>&1 || continue
     d=$("$py" -c 'import nvidia, sys; print(" ".join(nvidia.__path__))' 2>/dev/null) || continue

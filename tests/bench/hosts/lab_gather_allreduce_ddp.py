@@ -6,7 +6,8 @@ run; root, else skipped): it ends well, prints a progress line per bench
 run, and its table has the four variants with a positive step, every
 host's bytes each way and host 0's link busy share; the bytes are the
 patterns' (gather/scatter: host 0 carries about 3x a worker's; the
-all-reduces and DDP: every host about 1.5x the model's 35.2 MiB each way);
+all-reduces and DDP: every host about 1.5x the model's 35.2 MiB each way:
+received within 10%, sent up to 25% over, retransmissions counted);
 its chart, table.md and report.html exist. Without root the lab stops with
 exit status 2 saying why (checked where this runs as root by dropping to
 nobody)."""
@@ -29,13 +30,19 @@ if len(rows) == 4 and head == COLS:
     check([x[0] for x in rows] == ["gather/scatter to rank 0 (ps)", "all_reduce per parameter",
                                    "one all_reduce of every gradient",
                                    "DDP (25 MiB buckets, overlap)"], f"variants {rows}")
+    # (sent, received) per host; what a receiver counted is what crossed, within
+    # 10%; a sender's counter also counts its retransmissions and the headers
+    # of packets a loaded machine sends smaller (host 0 of gather/scatter sent
+    # 1.12x its payload in one CI run), so sent may be up to 25% over
+    def carries(v, want):
+        return all(0.9 <= v[2 * h] / want[h] <= 1.25 and abs(v[2 * h + 1] / want[h] - 1) < 0.1
+                   for h in range(4))
     g = [float(v) for v in rows[0][2:10]]
-    check(all(abs(g[i] / (3 * S) - 1) < 0.1 for i in (0, 1)) and
-          all(abs(g[i] / S - 1) < 0.1 for i in range(2, 8)),
+    check(carries(g, [3 * S, S, S, S]),
           f"gather/scatter: host 0 carries 3 S, the workers S each way (S {S:.1f} MiB): {g}")
     for x in rows[1:]:
         v = [float(v) for v in x[2:10]]
-        check(all(abs(b / (1.5 * S) - 1) < 0.1 for b in v),
+        check(carries(v, [1.5 * S] * 4),
               f"{x[0]}: every host carries 1.5 S each way (S {S:.1f} MiB): {v}")
 # not root: exit 2 naming root, before any run. nobody runs a copy of the lab
 # scripts and of bench in a folder it may enter: the tree may lie where only root
