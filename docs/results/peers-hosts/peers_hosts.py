@@ -66,6 +66,7 @@ def main():
     hosts = [int(h) for h in a.hosts.split(",")]
     cmd = "docs/results/peers-hosts/peers_hosts.py" + "".join(" " + x for x in sys.argv[1:])
     head = results_header.lines(cmd, a.bench, a.allow_dirty)
+    load_before = os.getloadavg()
     tmp = tempfile.mkdtemp(prefix="gs-peers-hosts-")
     os.chmod(tmp, 0o755)
     mpi_exe = os.path.join(tmp, "mpi_allreduce")
@@ -89,6 +90,7 @@ def main():
                     runs.setdefault((tool, h, s), []).append(us)
                     every.append(f"{tool} {h} {s} {us:.2f}")
     text = head + [
+        "# load average before, after: %.2f %.2f %.2f, %.2f %.2f %.2f" % (load_before + os.getloadavg()),
         "# emulated hosts: bench --hosts H --link 1gbit (tbf, 0.125 GB/s each way), one rank per host",
         f"# {a.reps} interleaved repetitions per H of (ring, Gloo, Open MPI), as users run each:",
     ] + ["#   " + " ".join(os.path.relpath(x, ROOT) if x.startswith(ROOT) else x for x in argv)
