@@ -22,7 +22,6 @@ cores.
 
 --quick: mlp:784-256-10 in place of resnet50, 2 steps (seconds), to try the
 script; its file goes to the temporary folder unless --results says."""
-import argparse
 import os
 import time
 
@@ -46,14 +45,8 @@ def flags(quick):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bench", default=lib.BENCH)
-    ap.add_argument("--out", help="bench's reports [results/<time>-" + NAME + "]")
-    ap.add_argument("--results", help="the results file [docs/results/compression/<date>-" +
-                    NAME + ".txt]")
-    ap.add_argument("--quick", action="store_true", help="a small model, 2 steps: to try the script")
-    ap.add_argument("--allow-dirty", action="store_true")
-    a = ap.parse_args()
+    a = lib.parse(__doc__, SCRIPT, NAME, "a small model, 2 steps: to try the script",
+                  rounds=False)
     lib.need_root(SCRIPT, ["100m"])
     head = lib.header(SCRIPT, a.bench, a.allow_dirty)
     out = lib.out_dir(a.out, NAME)

@@ -7,6 +7,7 @@ docs/compression.md writes them (ms, bytes, a median beside its runs).
 Not a program: compress_table.py, compress_profiles.py and
 knobs_time_to_target.py import it (compress_forecast_hosts.py too, for the
 header and the run)."""
+import argparse
 import json
 import os
 import re
@@ -41,6 +42,23 @@ BESIDE = re.compile(r"^  (?:ring|ps) world \d+, .*, buckets \S+ MiB: model [\d.]
                     r"measured [\d.]+ ms \([\d.]+x the model\)$")
 RUNLINE = re.compile(r"^run \d+ of \d+: .* samples/s, step median .* ms")
 
+
+
+def parse(doc, script, name, quick_help, rounds=True, out_help="bench's reports"):
+    """the scripts' one command line: [--rounds N] --bench --out --results --quick --allow-dirty"""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    if rounds:
+        ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--bench", default=BENCH)
+    ap.add_argument("--out", help=out_help + " [results/<time>-" + name + "]")
+    ap.add_argument("--results", help="the results file [docs/results/compression/<date>-" +
+                    name + ".txt]")
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--allow-dirty", action="store_true")
+    a = ap.parse_args()
+    if rounds and a.rounds < 1:
+        fail(script, f"--rounds {a.rounds}: at least 1")
+    return a
 
 def fail(script, msg):
     sys.exit(f"{script}: {msg}")

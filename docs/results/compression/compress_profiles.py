@@ -26,7 +26,6 @@ refused). About 10 minutes on 2 cores at 3 rounds.
 --quick: one round of resnet50 alone, 2 steps (1 warm-up), both links and
 every knob, to try the script; its file goes to the temporary folder unless
 --results says."""
-import argparse
 import os
 import statistics
 import time
@@ -54,17 +53,7 @@ def mb(b):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--bench", default=lib.BENCH)
-    ap.add_argument("--out", help="bench's reports [results/<time>-" + NAME + "]")
-    ap.add_argument("--results", help="the results file [docs/results/compression/<date>-" +
-                    NAME + ".txt]")
-    ap.add_argument("--quick", action="store_true", help="resnet50 alone, 2 steps, one round")
-    ap.add_argument("--allow-dirty", action="store_true")
-    a = ap.parse_args()
-    if a.rounds < 1:
-        lib.fail(SCRIPT, f"--rounds {a.rounds}: at least 1")
+    a = lib.parse(__doc__, SCRIPT, NAME, "resnet50 alone, 2 steps, one round")
     models, steps, warmup, rounds = MODELS, 4, 1, a.rounds
     if a.quick:
         models, steps, warmup, rounds = ["resnet50"], 2, 1, 1

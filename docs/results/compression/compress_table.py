@@ -26,7 +26,6 @@ commit, bench built from it, else refused). About 6 minutes on 2 cores at
 --quick: one round of mlp:784-64-10 and lenet, 3 steps (1 warm-up), 1024
 synthetic samples, every link and knob (seconds), to try the script; its file goes to the temporary
 folder unless --results says."""
-import argparse
 import os
 import statistics
 import time
@@ -48,17 +47,7 @@ def argv(bench, link, model, knob, steps, warmup, extra=()):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--bench", default=lib.BENCH)
-    ap.add_argument("--out", help="bench's reports [results/<time>-" + NAME + "]")
-    ap.add_argument("--results", help="the results file [docs/results/compression/<date>-" +
-                    NAME + ".txt]")
-    ap.add_argument("--quick", action="store_true", help="small model, 3 steps, one round")
-    ap.add_argument("--allow-dirty", action="store_true")
-    a = ap.parse_args()
-    if a.rounds < 1:
-        lib.fail(SCRIPT, f"--rounds {a.rounds}: at least 1")
+    a = lib.parse(__doc__, SCRIPT, NAME, "small model, 3 steps, one round")
     models, steps, warmup, rounds, extra = MODELS, 10, 3, a.rounds, []
     if a.quick:  # a small dataset too: 60000 synthetic images take lenet seconds to make
         models, steps, warmup, rounds = ["mlp:784-64-10", "lenet"], 3, 1, 1

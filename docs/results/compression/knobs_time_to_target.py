@@ -36,7 +36,6 @@ Needs scikit-learn for /usr/bin/python3 (python3-sklearn). --quick: one
 round of mlp:64-64-10 and lenet, 8 steps (2 warm-up), on loopback and 100
 Mbit/s, every mode and knob, to try the script; its file goes to the
 temporary folder unless --results says."""
-import argparse
 import os
 import statistics
 import subprocess
@@ -102,17 +101,8 @@ def to_target(rs):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--bench", default=lib.BENCH)
-    ap.add_argument("--out", help="bench's reports and the data [results/<time>-" + NAME + "]")
-    ap.add_argument("--results", help="the results file [docs/results/compression/<date>-" +
-                    NAME + ".txt]")
-    ap.add_argument("--quick", action="store_true", help="small models, 8 steps, one round")
-    ap.add_argument("--allow-dirty", action="store_true")
-    a = ap.parse_args()
-    if a.rounds < 1:
-        lib.fail(SCRIPT, f"--rounds {a.rounds}: at least 1")
+    a = lib.parse(__doc__, SCRIPT, NAME, "small models, 8 steps, one round",
+                  out_help="bench's reports and the data")
     links, steps, warmup, rounds = ["lo", "1g", "100m"], 150, 3, a.rounds
     if a.quick:
         links, steps, warmup, rounds = ["lo", "100m"], 8, 2, 1
