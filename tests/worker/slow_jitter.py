@@ -1,4 +1,4 @@
-"""stragglers.py: --slow and --jitter end to end.
+"""slow_jitter.py: --slow and --jitter end to end.
 
   - bad values are refused with exit 2 and a message naming the flag;
   - ring at world 2 with rank 1 slowed 4x: the header says so, report.json
