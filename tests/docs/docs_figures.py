@@ -42,7 +42,12 @@ in the file that rounds to it at the figure's precision ("43.2" is in a
 file that says 43.21, "375 ms" in one that says 375.32); or the same
 quantity in another unit of its kind that rounds to it ("7.46 MB" in a
 file that says 7455416 B, "12.9 s" in one that says 12932.00 ms). A
-percentage may also be found as its fraction ("16%" as 0.16).
+percentage may also be found as its fraction ("16%" as 0.16). And in a
+table row of two figures or more, each figure must be held by a line of a
+cited file that has another of the row's figures within ROW_WINDOW lines
+of it: a row is read from one place in one file, so that a figure changed
+by hand to a number the file happens to hold elsewhere (another run's,
+another file's) still fails.
 
 The checker first checks itself on a page of its own (self_test): right as
 written, failing when a figure is changed or a link dropped.
@@ -220,17 +225,56 @@ def cited(lines, md, results):
 
 
 _file_numbers = {}
+# a table row's figures lie within this many lines of each other in its
+# file: the widest rows of the docs span one run's summary (its step line
+# and its rank rows) or one verdict, not a whole file
+ROW_WINDOW = 40
 
 
-def numbers_in(path):
+def lines_in(path):
+    """the numbers of each line of a results file; None: no such file"""
     if path not in _file_numbers:
         try:
             text = open(path, encoding="utf-8", errors="replace").read()
         except OSError:
             text = None
         _file_numbers[path] = None if text is None else \
-            [number(n) for n in FILE_NUM.findall(text)]
+            [[number(n) for n in FILE_NUM.findall(line)] for line in text.split("\n")]
     return _file_numbers[path]
+
+
+def numbers_in(path):
+    lines = lines_in(path)
+    return None if lines is None else [n for line in lines for n in line]
+
+
+def holding(fig, lines):
+    """the indices of the lines that hold fig: held() on the numbers that
+    come within half a unit of its last digit (a cheap test first, as a
+    row's figures are looked for in every line of large files)"""
+    targets = [(abs(fig.value), fig.decimals)] + \
+        ([(abs(fig.value) / 100, fig.decimals + 2)] if fig.percent else [])
+    out = []
+    for i, nums in enumerate(lines):
+        for v, dv in nums:
+            if any(abs(abs(v) / f - t) <= 0.50001 * 10.0 ** -d for f in fig.factors
+                   for t, d in targets) and held(fig, [(v, dv)]):
+                out.append(i)
+                break
+    return out
+
+
+def apart(row, files):
+    """the figures of a table row (each held somewhere) that no line of
+    FILES holds within ROW_WINDOW lines of another of the row's (see the
+    docstring)"""
+    left = list(row)
+    for path in files:
+        where = [holding(f, lines_in(path) or []) for f in row]
+        left = [f for k, f in enumerate(row) if f in left and not any(
+            abs(i - j) <= ROW_WINDOW for m in range(len(row)) if m != k
+            for i in where[k] for j in where[m])]
+    return left
 
 
 def rounds_to(x, d, target):
@@ -301,23 +345,29 @@ def check_file(md, problems, results=RESULTS, root=ROOT):
                                 "file (docs/results/...)")
             continue
         nums = [n for p in files for n in (numbers_in(p) or [])]
+        names = ", ".join(os.path.relpath(p, root) for p in files)
+        found = [f for f in figs if held(f, nums)]
         for f in figs:
-            if not held(f, nums):
-                problems.append(f"{rel}:{f.line}: {f.text!r} is not in "
-                                f"{', '.join(os.path.relpath(p, root) for p in files)}")
+            if f not in found:
+                problems.append(f"{rel}:{f.line}: {f.text!r} is not in {names}")
+        for line in sorted({f.line for f in found}) if is_table else []:
+            row = [f for f in found if f.line == line]
+            for f in apart(row, files) if len(row) > 1 else []:
+                problems.append(f"{rel}:{f.line}: {f.text!r}: no line of {names} holds it "
+                                f"within {ROW_WINDOW} lines of another figure of its row")
 
 
 SELF_DOC = """# A page
 
 Measured: 243 ms a step, 1.05x the other ([the run](results/run.txt)).
 
-| size | step |
-|---|---|
-| 1 | 7.46 MB |
+| size | step | ratio |
+|---|---|---|
+| 1 | 7.46 MB | 1.05 |
 
 A bucket of 25 MiB on 1 Gbit/s links, 1 MiB first.
 """
-SELF_RESULTS = "step median 243.31 ms, ratio 1.05; sent 7455416 B\n"
+SELF_RESULTS = "step median 243.31 ms, ratio 1.05; sent 7455416 B\n" + "\n" * 50 + "other 9.99\n"
 
 
 def self_test():
@@ -335,8 +385,10 @@ def self_test():
                 ("a figure changed", SELF_DOC.replace("243 ms", "244 ms"), 1),
                 ("a table's figure changed", SELF_DOC.replace("7.46 MB", "7.47 MB"), 1),
                 ("a ratio changed", SELF_DOC.replace("1.05x", "1.50x"), 1),
-                ("the link dropped", SELF_DOC.replace("([the run](results/run.txt))", ""), 3),
-                ("a cited file missing", SELF_DOC.replace("run.txt", "gone.txt"), 4)):
+                ("a row's figure from far away in its file",
+                 SELF_DOC.replace("| 1.05 |", "| 9.99 |"), 2),
+                ("the link dropped", SELF_DOC.replace("([the run](results/run.txt))", ""), 4),
+                ("a cited file missing", SELF_DOC.replace("run.txt", "gone.txt"), 5)):
             with open(page, "w") as f:
                 f.write(text)
             problems = []
@@ -354,7 +406,6 @@ def main(paths):
     if not paths:
         paths = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(
             os.path.join(ROOT, "docs", "**", "*.md"), recursive=True))
-    problems = []
     for md in paths:
         check_file(os.path.abspath(md), problems)
     for p in problems:
