@@ -183,6 +183,23 @@ def run(script, name, argv, out, timeout):
     return got
 
 
+def rounds(script, n, cells, out, timeout):
+    """every cell once a round, in CELLS' order, N rounds one after the
+    other (interleaved, so that a slow minute falls on every cell); a cell
+    is (its key, its name, bench's argv, its folder's name). Returns
+    ({key: [Run, one a round]}, every run's kept lines, the load average
+    before, the seconds taken)"""
+    load0, t0 = os.getloadavg(), time.time()
+    runs, every = {}, []
+    for i in range(1, n + 1):
+        for key, name, argv, folder in cells:
+            r = run(script, f"round {i}, {name}", argv, os.path.join(out, slug(f"r{i}-{folder}")),
+                    timeout)
+            runs.setdefault(key, []).append(r)
+            every += r.lines()
+    return runs, every, load0, time.time() - t0
+
+
 def slug(s):
     """a run's folder name: no colons"""
     return s.replace(":", "_")

@@ -28,7 +28,6 @@ every knob, to try the script; its file goes to the temporary folder unless
 --results says."""
 import os
 import statistics
-import time
 
 import compress_lib as lib
 
@@ -60,23 +59,15 @@ def main():
     lib.need_root(SCRIPT, LINKS)
     head = lib.header(SCRIPT, a.bench, a.allow_dirty)
     out = lib.out_dir(a.out, NAME)
-    load0, t0 = os.getloadavg(), time.time()
-    runs, every = {}, []
-    for i in range(1, rounds + 1):
-        for model in models:
-            for link in LINKS:
-                for knob in KNOBS:
-                    name = f"round {i}, {model}, {lib.LINKS[link][0]}, --compress {knob}"
-                    d = os.path.join(out, lib.slug(f"r{i}-{model}-{link}-{knob}"))
-                    r = lib.run(SCRIPT, name, argv(a.bench, link, model, knob, steps, warmup), d,
-                                900)
-                    runs.setdefault((model, link, knob), []).append(r)
-                    every += r.lines()
+    cells = [((model, link, knob), f"{model}, {lib.LINKS[link][0]}, --compress {knob}",
+              argv(a.bench, link, model, knob, steps, warmup), f"{model}-{link}-{knob}")
+             for model in models for link in LINKS for knob in KNOBS]
+    runs, every, load0, secs = lib.rounds(SCRIPT, rounds, cells, out, 900)
     lines = head + [
         f"# ring at world 2, batch 128 per rank (the default), 50 ms of emulated compute per step, "
         f"{steps} steps ({warmup} warm-up), {rounds} interleaved round(s) of every cell, "
         f"OPENBLAS_NUM_THREADS=1; load average {load0[0]:.1f} before, {os.getloadavg()[0]:.1f} "
-        f"after ({time.time() - t0:.0f} s). Each run, from the repository's root (as root):",
+        f"after ({secs:.0f} s). Each run, from the repository's root (as root):",
         "#   " + " ".join(argv(lib.rel(a.bench), "LINK", "MODEL", "KNOB", steps, warmup)) +
         " --out DIR",
         "# LINK: " + "; ".join(f"{v[0]}: {' '.join(v[1])}" for v in

@@ -28,7 +28,6 @@ synthetic samples, every link and knob (seconds), to try the script; its file go
 folder unless --results says."""
 import os
 import statistics
-import time
 
 import compress_lib as lib
 
@@ -55,22 +54,14 @@ def main():
     lib.need_root(SCRIPT, LINKS)
     head = lib.header(SCRIPT, a.bench, a.allow_dirty)
     out = lib.out_dir(a.out, NAME)
-    load0, t0 = os.getloadavg(), time.time()
-    runs, every = {}, []
-    for i in range(1, rounds + 1):
-        for link in LINKS:
-            for model in models:
-                for knob in KNOBS:
-                    name = f"round {i}, {model}, {lib.LINKS[link][0]}, --compress {knob}"
-                    d = os.path.join(out, lib.slug(f"r{i}-{link}-{model}-{knob}"))
-                    r = lib.run(SCRIPT, name, argv(a.bench, link, model, knob, steps, warmup, extra),
-                                d, 600)
-                    runs.setdefault((model, link, knob), []).append(r)
-                    every += r.lines()
+    cells = [((model, link, knob), f"{model}, {lib.LINKS[link][0]}, --compress {knob}",
+              argv(a.bench, link, model, knob, steps, warmup, extra), f"{link}-{model}-{knob}")
+             for link in LINKS for model in models for knob in KNOBS]
+    runs, every, load0, secs = lib.rounds(SCRIPT, rounds, cells, out, 600)
     lines = head + [
         f"# ring at world 2, batch 64 per rank, {steps} steps ({warmup} warm-up), {rounds} interleaved "
         f"round(s) of every cell, OPENBLAS_NUM_THREADS=1; load average {load0[0]:.1f} before, "
-        f"{os.getloadavg()[0]:.1f} after ({time.time() - t0:.0f} s). Each run, from the repository's "
+        f"{os.getloadavg()[0]:.1f} after ({secs:.0f} s). Each run, from the repository's "
         "root (as root):",
         "#   " + " ".join(argv(lib.rel(a.bench), "LINK", "MODEL", "KNOB", steps,
                                warmup, extra)) + " --out DIR",

@@ -39,7 +39,6 @@ temporary folder unless --results says."""
 import os
 import statistics
 import subprocess
-import time
 
 import compress_lib as lib
 
@@ -111,23 +110,17 @@ def main():
     out = lib.out_dir(a.out, NAME)
     dirs = data(out)
     mods = models(dirs, a.quick)
-    load0, t0 = os.getloadavg(), time.time()
-    runs, every = {}, []
-    for i in range(1, rounds + 1):
-        for label, model, d in mods:
-            for link in links:
-                for mode, knob in KNOBS:
-                    name = f"round {i}, {model}, {lib.LINKS[link][0]}, {mode}, --compress {knob}"
-                    o = os.path.join(out, lib.slug(f"r{i}-{label}-{link}-{mode}-{knob}"))
-                    r = lib.run(SCRIPT, name, argv(a.bench, mode, link, model, d, knob, steps,
-                                                   warmup), o, 900)
-                    runs.setdefault((label, link, mode, knob), []).append(r)
-                    every += r.lines()
+    cells = [((label, link, mode, knob),
+              f"{model}, {lib.LINKS[link][0]}, {mode}, --compress {knob}",
+              argv(a.bench, mode, link, model, d, knob, steps, warmup),
+              f"{label}-{link}-{mode}-{knob}")
+             for label, model, d in mods for link in links for mode, knob in KNOBS]
+    runs, every, load0, secs = lib.rounds(SCRIPT, rounds, cells, out, 900)
     lines = head + [
         f"# ring and ps at world 2, batch 32 per rank, lr 0.05, seed 1, {steps} steps ({warmup} "
         f"warm-up), target loss {TARGET}; {rounds} round(s), each every run once in turn; "
         f"OPENBLAS_NUM_THREADS=1; load average {load0[0]:.1f} before, {os.getloadavg()[0]:.1f} "
-        f"after ({time.time() - t0:.0f} s). The data, then each run, from the repository's root "
+        f"after ({secs:.0f} s). The data, then each run, from the repository's root "
         "(as root):",
         "#   /usr/bin/python3 tools/digits_idx.py D --seed 0",
         "#   /usr/bin/python3 tools/digits_idx.py D32 --seed 0 --size 32",
