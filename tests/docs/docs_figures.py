@@ -49,10 +49,18 @@ of it: a row is read from one place in one file, so that a figure changed
 by hand to a number the file happens to hold elsewhere (another run's,
 another file's) still fails.
 
+Pinned: and each figure must be on the line of its file that KEY pins it
+to (class Key): held anywhere in a dense file, a figure changed by hand to
+a nearby number would often still pass. A figure new, changed or moved
+along its line, or a pinned line rewritten, fails until --write-key pins
+it again, printing the line it picked for the writer to check.
+
 The checker first checks itself on a page of its own (self_test): right as
-written, failing when a figure is changed or a link dropped.
+written, failing when a figure is changed (to a number its file also
+holds, too) or a link dropped.
 
     docs_figures.py [FILE.md ...]   (default: README.md and every .md under docs/)
+    docs_figures.py --write-key     (every page: keep the pins that hold, pin the rest)
 
 Exit 1 listing every figure that fails, with its file, line and why."""
 import decimal
@@ -63,6 +71,9 @@ import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 RESULTS = os.path.join(ROOT, "docs", "results")
+KEY = os.path.join(ROOT, "tests", "docs", "figures.key")
+# words before a figure that name its place in the key (see context_of)
+CONTEXT_WORDS = 4
 
 # settings and definitions, as written in the docs: not measured by any run
 CONSTANTS = [
@@ -108,10 +119,25 @@ def conversions(unit):
 
 
 class Figure:
-    def __init__(self, text, value, decimals, scale, percent, line, unit=None):
+    def __init__(self, text, value, decimals, scale, percent, line, unit=None, span=(0, 0)):
         self.text, self.value, self.decimals = text, value, decimals
         self.scale, self.percent, self.line = scale, percent, line
         self.factors = [scale * f for f in conversions(unit)]
+        self.span, self.context = span, ""
+
+
+def place(figs, line):
+    """each figure's place on its line, as the key names it: the last
+    CONTEXT_WORDS words before it, the line's other figures written "#"
+    ("| 10 Gbit/s | # | # |" before a row's third figure), so that two
+    figures swapped, or one moved along its line, no longer match their
+    pins, while a figure beside it changed leaves its pin be"""
+    for f in figs:
+        before = line[:f.span[0]]
+        for g in sorted((g for g in figs if g.span[1] <= f.span[0]), key=lambda g: -g.span[0]):
+            before = before[:g.span[0]] + " # " + before[g.span[1]:]
+        f.context = " ".join(before.split()[-CONTEXT_WORDS:])
+    return figs
 
 
 def number(s):
@@ -159,7 +185,8 @@ def figures_of(line, lineno):
         if unit and setting(text, unit):
             return
         v, d = number(text)
-        out.append(Figure(m.group(0).strip(), v, d, scale, percent, lineno, unit))
+        out.append(Figure(m.group(0).strip(), v, d, scale, percent, lineno, unit,
+                          (m.start(), m.end())))
     for m in SCI.finditer(line):
         add(m, m.group(1))
     for m in WITH_UNIT.finditer(line):
@@ -183,8 +210,9 @@ def figures_of(line, lineno):
                 start = line.index(m.group(0), at + cell.index(part))
                 if not any(a <= start < b for a, b in taken):
                     v, d = number(m.group(0))
-                    out.append(Figure(m.group(0), v, d, 1.0, False, lineno))
-    return out
+                    out.append(Figure(m.group(0), v, d, 1.0, False, lineno, None,
+                                      (start, start + len(m.group(0)))))
+    return place(out, line)
 
 
 def blocks(text):
@@ -277,6 +305,133 @@ def apart(row, files):
     return left
 
 
+def excerpt_full(path, i):
+    """line i (0-based) of a results file, its spaces collapsed"""
+    if path not in _file_text:
+        _file_text[path] = open(path, encoding="utf-8", errors="replace").read().split("\n")
+    text = _file_text[path]
+    return " ".join(text[i].split()) if i < len(text) else ""
+
+
+def excerpt(path, i):
+    """the start of line i of a results file, as the key quotes it"""
+    return excerpt_full(path, i)[:EXCERPT]
+
+
+_file_text = {}
+EXCERPT = 60
+
+
+class Key:
+    """tests/docs/figures.key: the line of a results file that each figure
+    of the docs comes from. A figure is held by its pinned line, not by any
+    number of its file: in a dense file some number rounds to almost any
+    figure, so without a pin a figure changed by hand would still pass.
+
+    One line per figure, tab-separated: the page, the figure as written,
+    its context (context_of), FILE:LINE (under docs/results/, 1-based) and
+    the start of that line as the key was written (EXCERPT characters; a
+    file rewritten under its pins fails until they are checked again). A
+    figure written twice in one place has a line per time, in the page's
+    order. `--write-key` keeps every pin that still holds and pins the rest
+    (pick); a pin it picks wrongly is corrected by editing its line number."""
+
+    def __init__(self, path, root):
+        self.path, self.root = path, root
+        self.pins = {}       # (page, figure, context) -> [[file, line, excerpt]]
+        self.used = {}       # the same -> how many of them the pages took
+        self.rows = []       # what --write-key writes, in the pages' order
+        self.picked = []     # the pins written anew, to show
+        self.bad = []        # lines of the key that do not parse
+        self.failed = set()  # (page, context) of the figures that failed: their old
+        #                      pins are not reported again as stale
+        try:
+            text = open(path, encoding="utf-8").read()
+        except OSError:
+            text = ""
+        for n, row in enumerate(text.split("\n"), 1):
+            if not row.strip() or row.startswith("#"):
+                continue
+            parts = row.split("\t")
+            where = parts[3].rsplit(":", 1) if len(parts) == 5 else []
+            if len(where) != 2 or not where[1].isdigit():
+                self.bad.append(f"{os.path.relpath(path, root)}:{n}: want 5 tab-separated fields "
+                                "(page, figure, context, FILE:LINE, excerpt); run "
+                                "docs_figures.py --write-key")
+                continue
+            self.pins.setdefault(tuple(parts[:3]), []).append([where[0], int(where[1]), parts[4]])
+
+    def take(self, page, fig):
+        """the next pin of this figure in this place, or None"""
+        k = (page, fig.text, fig.context)
+        i = self.used.get(k, 0)
+        self.used[k] = i + 1
+        pins = self.pins.get(k, [])
+        return pins[i] if i < len(pins) else None
+
+    def keep(self, page, fig, path, i):
+        rel = os.path.relpath(path, self.root)
+        self.rows.append("\t".join((page, fig.text, fig.context, f"{rel}:{i + 1}",
+                                    excerpt(path, i))))
+
+    def stale(self, pages):
+        """the pins of these pages that no figure took"""
+        return [f"{os.path.relpath(self.path, self.root)}: {k[0]}: {k[1]!r} after {k[2]!r}: "
+                "no such figure on the page any more; run docs_figures.py --write-key"
+                for k, pins in self.pins.items()
+                if k[0] in pages and (k[0], k[2]) not in self.failed
+                for _ in range(len(pins) - self.used.get(k, 0))]
+
+    def write(self):
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("# docs_figures.py --write-key: the line of docs/results/ that each "
+                    "figure of the docs comes from\n"
+                    "# page\tfigure\tcontext\tFILE:LINE\tthe line's start\n")
+            f.write("\n".join(self.rows) + "\n")
+        os.replace(tmp, self.path)
+
+
+WORD = re.compile(r"[A-Za-z][\w:./+-]*[\w]")
+
+
+def pick(fig, others, files, words):
+    """(file, line index) for a figure without a pin: of the lines of its
+    cited files that hold it, the one that holds the most of the other
+    figures of its row or line of text, then shares the most of that
+    line's WORDS (a run's name, a mode, a link), then lies closest to a
+    line holding one of those figures; else the first"""
+    best = None
+    words = {w.lower() for w in words}
+    for path in files:
+        lines = lines_in(path) or []
+        near = [holding(o, lines) for o in others]
+        for i in holding(fig, lines):
+            text = excerpt_full(path, i)
+            shared = len(words & {w.lower() for w in WORD.findall(text)})
+            d = min((abs(i - j) for n in near for j in n), default=10 ** 9)
+            score = (-sum(i in n for n in near), -shared, d)
+            if best is None or score < best[0]:
+                best = (score, path, i)
+    return best and best[1:]
+
+
+def pinned(fig, pin, files, root):
+    """why a pin does not hold its figure, or None"""
+    path = os.path.normpath(os.path.join(root, pin[0]))
+    lines = lines_in(path)
+    if path not in files:
+        return f"is pinned to {pin[0]}, which its paragraph does not cite"
+    if lines is None or not 1 <= pin[1] <= len(lines):
+        return f"is pinned to {pin[0]}:{pin[1]}, which does not exist"
+    if excerpt(path, pin[1] - 1) != pin[2]:
+        return f"is pinned to {pin[0]}:{pin[1]}, which the key quotes as {pin[2]!r} but now " \
+               f"reads {excerpt(path, pin[1] - 1)!r}"
+    if not holding(fig, [lines[pin[1] - 1]]):
+        return f"is not on the line it is pinned to, {pin[0]}:{pin[1]} ({pin[2]!r})"
+    return None
+
+
 def rounds_to(x, d, target):
     """x rounded to d decimals (half up or half even: files print both) is target"""
     q = decimal.Decimal(1).scaleb(-d)
@@ -313,7 +468,7 @@ def held(fig, nums):
     return False
 
 
-def check_file(md, problems, results=RESULTS, root=ROOT):
+def check_file(md, problems, key, results=RESULTS, root=ROOT, write=False):
     raw = open(md, encoding="utf-8").read()
     text = blank_out(raw)
     raw_lines = raw.split("\n")
@@ -341,6 +496,7 @@ def check_file(md, problems, results=RESULTS, root=ROOT):
             continue
         if not files:
             for f in figs:
+                key.failed.add((rel, f.context))
                 problems.append(f"{rel}:{f.line}: {f.text!r}: its paragraph cites no results "
                                 "file (docs/results/...)")
             continue
@@ -349,12 +505,44 @@ def check_file(md, problems, results=RESULTS, root=ROOT):
         found = [f for f in figs if held(f, nums)]
         for f in figs:
             if f not in found:
+                key.failed.add((rel, f.context))
                 problems.append(f"{rel}:{f.line}: {f.text!r} is not in {names}")
         for line in sorted({f.line for f in found}) if is_table else []:
             row = [f for f in found if f.line == line]
             for f in apart(row, files) if len(row) > 1 else []:
                 problems.append(f"{rel}:{f.line}: {f.text!r}: no line of {names} holds it "
                                 f"within {ROW_WINDOW} lines of another figure of its row")
+        for f in figs:
+            pin = key.take(rel, f)
+            if f in found:
+                check_pin(f, pin, [o for o in found if o.line == f.line and o is not f],
+                          WORD.findall(lines[f.line - start]), files, rel, key, problems,
+                          root, write)
+
+
+def check_pin(f, pin, others, words, files, rel, key, problems, root, write):
+    """the figure against its pin in the key; --write-key pins it anew
+    where the pin is missing or no longer holds"""
+    why = pinned(f, pin, files, root) if pin else \
+        "has no pin in tests/docs/figures.key (a figure new or changed)"
+    if why is None:
+        key.keep(rel, f, os.path.normpath(os.path.join(root, pin[0])), pin[1] - 1)
+        return
+    found = pick(f, others, files, words)
+    if not found:
+        problems.append(f"{rel}:{f.line}: {f.text!r}: its cited files hold it, but no line "
+                        "of them does (a checker's bug: held() and holding() disagree)")
+        return
+    path, i = found
+    where = f"{os.path.relpath(path, root)}:{i + 1} ({excerpt(path, i)!r})"
+    if write:
+        key.keep(rel, f, path, i)
+        key.picked.append(f"{rel}:{f.line}: {f.text!r} pinned to {where}")
+    else:
+        key.failed.add((rel, f.context))
+        problems.append(f"{rel}:{f.line}: {f.text!r} {why}; if the figure is right, "
+                        f"docs_figures.py --write-key pins it to {where}: check that it "
+                        "comes from there")
 
 
 SELF_DOC = """# A page
@@ -367,12 +555,14 @@ Measured: 243 ms a step, 1.05x the other ([the run](results/run.txt)).
 
 A bucket of 25 MiB on 1 Gbit/s links, 1 MiB first.
 """
-SELF_RESULTS = "step median 243.31 ms, ratio 1.05; sent 7455416 B\n" + "\n" * 50 + "other 9.99\n"
+SELF_RESULTS = "step median 243.31 ms, ratio 1.05; sent 7455416 B\n" + "\n" * 50 + \
+    "other 9.99, 244.2 ms\n"
 
 
 def self_test():
     """the checker on a page of its own: right as written, and failing when
-    a figure is changed, a link is dropped or a cited file is missing"""
+    a figure is changed (to a number its file holds elsewhere too), a link
+    is dropped or a cited file is missing"""
     import tempfile
     bad = []
     with tempfile.TemporaryDirectory() as t:
@@ -380,34 +570,62 @@ def self_test():
         with open(os.path.join(t, "docs", "results", "run.txt"), "w") as f:
             f.write(SELF_RESULTS)
         page = os.path.join(t, "docs", "page.md")
+        keyfile = os.path.join(t, "figures.key")
+        with open(page, "w") as f:
+            f.write(SELF_DOC)
+        key = Key(keyfile, t)
+        check_file(page, [], key, os.path.join(t, "docs", "results"), t, write=True)
+        key.write()
         for what, text, want in (
                 ("as written", SELF_DOC, 0),
-                ("a figure changed", SELF_DOC.replace("243 ms", "244 ms"), 1),
+                ("a figure changed", SELF_DOC.replace("243 ms", "245 ms"), 1),
+                ("a figure changed to one its file holds elsewhere",
+                 SELF_DOC.replace("243 ms", "244 ms"), 1),
                 ("a table's figure changed", SELF_DOC.replace("7.46 MB", "7.47 MB"), 1),
                 ("a ratio changed", SELF_DOC.replace("1.05x", "1.50x"), 1),
                 ("a row's figure from far away in its file",
-                 SELF_DOC.replace("| 1.05 |", "| 9.99 |"), 2),
+                 SELF_DOC.replace("| 1.05 |", "| 9.99 |"), 3),
                 ("the link dropped", SELF_DOC.replace("([the run](results/run.txt))", ""), 4),
                 ("a cited file missing", SELF_DOC.replace("run.txt", "gone.txt"), 5)):
             with open(page, "w") as f:
                 f.write(text)
             problems = []
             _file_numbers.clear()
-            check_file(page, problems, os.path.join(t, "docs", "results"), t)
+            _file_text.clear()
+            key = Key(keyfile, t)
+            check_file(page, problems, key, os.path.join(t, "docs", "results"), t)
+            problems += key.stale({"docs/page.md"})
             if len(problems) != want:
                 bad.append(f"self-test, {what}: {len(problems)} problem(s), want {want}: "
                            f"{problems}")
     _file_numbers.clear()
+    _file_text.clear()
     return bad
 
 
-def main(paths):
+def main(args):
+    write = "--write-key" in args
+    paths = [a for a in args if a != "--write-key"]
+    if write and paths:
+        print("docs_figures: --write-key pins the figures of every page; give no pages with it")
+        return 2
     problems = self_test()
     if not paths:
         paths = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(
             os.path.join(ROOT, "docs", "**", "*.md"), recursive=True))
+    key = Key(KEY, ROOT)
+    problems += key.bad
     for md in paths:
-        check_file(os.path.abspath(md), problems)
+        check_file(os.path.abspath(md), problems, key, write=write)
+    if write:
+        key.write()
+        for p in key.picked:
+            print("pinned:", p)
+        print(f"docs_figures: {len(key.rows)} pins written to {os.path.relpath(KEY, ROOT)}, "
+              f"{len(key.picked)} of them new: check that each new one names the line its "
+              "figure comes from")
+    else:
+        problems += key.stale({os.path.relpath(os.path.abspath(md), ROOT) for md in paths})
     for p in problems:
         print("FAIL:", p)
     print(f"docs_figures: {len(paths)} files, {len(problems)} figure(s) failing")
