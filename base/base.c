@@ -103,6 +103,12 @@ uint64_t gs_hash_bytes(uint64_t h, const void *p, size_t n) {
 }
 
 void *gs_alloc(size_t bytes, gs_err *e) {
+  /* rounding up to 64 would wrap a size within 63 of SIZE_MAX to 0, and
+   * hand back 64 bytes for it */
+  if (bytes > SIZE_MAX - 63) {
+    GS_FAIL(e, GS_ENOMEM, "out of memory allocating %zu bytes", bytes);
+    return NULL;
+  }
   size_t n = (bytes + 63) & ~(size_t)63;
   if (n == 0) n = 64;
   void *p = aligned_alloc(64, n);
@@ -128,7 +134,10 @@ int gs_read_line(int fd, double deadline, char *buf, size_t cap) {
     char ch;
     ssize_t n = read(fd, &ch, 1);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return 0;
+    if (n <= 0) {
+      if (cap) buf[len] = '\0';  /* a last line without its '\n' is still text */
+      return 0;
+    }
     if (ch == '\n') {
       if (cap) buf[len] = '\0';
       return 1;

@@ -64,8 +64,9 @@ double gs_wall(void);
 uint64_t gs_hash_bytes(uint64_t h, const void *p, size_t n);
 
 /* One line ('\n' dropped, cut at cap - 1) from a pipe or socket fd before
- * the gs_now() deadline: 1 a line, 0 end of file, -1 the deadline passed
- * or gs_interrupted was set. */
+ * the gs_now() deadline: 1 a line, 0 end of file (buf holds what came
+ * after the last '\n', "" if nothing), -1 the deadline passed or
+ * gs_interrupted was set. */
 int gs_read_line(int fd, double deadline, char *buf, size_t cap);
 
 /* The environment's byte count name: "256K", "4M", "1G" or plain bytes;

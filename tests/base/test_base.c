@@ -150,6 +150,14 @@ static void read_line(void) {
   rc = gs_read_line(fd[0], gs_now() + 5, buf, sizeof buf);
   CHECK(rc == 0, "end of file: %d", rc);
   close(fd[0]);
+  /* a last line without its '\n', then end of file: 0, and the text kept */
+  REQUIRE(pipe(fd) == 0, "pipe: %s", strerror(errno));
+  REQUIRE(write(fd[1], "last", 4) == 4);
+  close(fd[1]);
+  memset(buf, 'x', sizeof buf);
+  rc = gs_read_line(fd[0], gs_now() + 5, buf, sizeof buf);
+  CHECK(rc == 0 && !strcmp(buf, "last"), "a last line at end of file: %d '%.8s'", rc, buf);
+  close(fd[0]);
 }
 
 static void alloc(void) {
@@ -170,6 +178,11 @@ static void alloc(void) {
   void *p = gs_alloc(SIZE_MAX / 2, &e);
   CHECK(!p && e.code == GS_ENOMEM && strstr(e.msg, "out of memory"),
         "gs_alloc(SIZE_MAX / 2): %p, %d '%s'", p, e.code, e.msg);
+  gs_free(p);
+  /* a size that rounding up to 64 bytes would wrap to 0 */
+  e = (gs_err){0};
+  p = gs_alloc(SIZE_MAX - 31, &e);
+  CHECK(!p && e.code == GS_ENOMEM, "gs_alloc(SIZE_MAX - 31): %p, %d '%s'", p, e.code, e.msg);
   gs_free(p);
 }
 
