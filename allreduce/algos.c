@@ -74,6 +74,17 @@ int gs_algo_parse(const char *s) {
   return -1;
 }
 
+void gs_algo_names(char *buf, size_t cap) {
+  size_t len = 0;
+  if (cap) buf[0] = '\0';
+  for (int a = 0; a < NROWS && len < cap; a++) {
+    int n = snprintf(buf + len, cap - len, "%s%s", a == 0 ? "" : a == NROWS - 1 ? " or " : ", ",
+                     table[a].name);
+    if (n < 0) break;
+    len += (size_t)n;
+  }
+}
+
 gs_algo gs_comm_algo(const gs_comm *r, size_t count) {
   if (!r || r->o.world <= 1) return RING;
   const gs_algo q = r->o.algo;

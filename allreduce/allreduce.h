@@ -120,6 +120,9 @@ enum { GS_ALGO_RING = 0, GS_ALGO_AUTO = 3, GS_ALGO_SHM = 4, GS_ALGO_HIER = 5 };
 const char *gs_algo_name(gs_algo a);
 /* The word's algorithm, or -1. */
 int gs_algo_parse(const char *s);
+/* Every row's word, as a usage message lists them ("ring, rd, ... or
+ * auto"), cut at cap. */
+void gs_algo_names(char *buf, size_t cap);
 /* What the ring's all-reduce of count elements runs: under the ring's
  * algorithm, a row that runs once it is ready (shm on one host, hier on
  * several), else what the requested row runs at that size (auto and shm:

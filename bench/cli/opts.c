@@ -275,7 +275,9 @@ static int p_one(gs_opts *o, const flag *f, const char *a, gs_err *e) {
 
 static int p_algo(gs_opts *o, const flag *f, const char *a, gs_err *e) {
   int v = gs_algo_parse(a);
-  if (v < 0) return bad(e, f, a, "ring, rd, direct, shm or auto");
+  char names[128];
+  gs_algo_names(names, sizeof names);
+  if (v < 0) return bad(e, f, a, "%s", names);
   o->algo = v;
   return GS_OK;
 }

@@ -95,12 +95,20 @@ static void resend_words(const gs_opts *o, char *buf, size_t cap) {
            o->resend ? "resend" : "no-resend");
 }
 
+static bool algo_given(const gs_opts *o) { return o->algo != GS_ALGO_AUTO; }
+static void algo_words(const gs_opts *o, char *buf, size_t cap) {
+  snprintf(buf, cap, "--algo %s picks the ring's all-reduce, and the parameter server has "
+           "none: it needs --mode ring (--mode ps,ring runs both)",
+           gs_algo_name((gs_algo)o->algo));
+}
+
 static const own_flag OWN[] = {
   {GS_MODE_PS, servers_given, servers_words},
   {GS_MODE_PS, sync_given, sync_words},
   {GS_MODE_PS, spare_given, spare_words},
   {GS_MODE_ALLREDUCE, period_given, period_words},
   {GS_MODE_ALLREDUCE, resend_given, resend_words},
+  {GS_MODE_ALLREDUCE, algo_given, algo_words},
 };
 
 int gs_backends_own_flags(const gs_opts *o, gs_err *e) {

@@ -80,8 +80,16 @@ r = run(["--mode", "ring", "--world", "2", "--collective", "allreduce", "--algo"
          "half"], timeout=60)
 check(r.returncode == 2 and "--algo shm" in r.stderr and "-d half" in r.stderr,
       f"--algo shm -d half: exit {r.returncode}: {r.stderr}")
-check("tree" in run(["--collective", "allreduce", "--mode", "ring", "--algo", "tree"],
-                    timeout=60).stderr, "the wrong value is not quoted")
+r = run(["--collective", "allreduce", "--mode", "ring", "--algo", "tree"], timeout=60)
+check("tree" in r.stderr, "the wrong value is not quoted")
+check(all(a in r.stderr for a in ("ring", "rd", "direct", "shm", "hier", "auto")),
+      f"the usage message does not list every algorithm: {r.stderr}")
+# --algo picks the ring's all-reduce: refused where no ring runs, named
+for args in (["--mode", "ps", "--world", "2", "--algo", "hier", "--steps", "2"],
+             ["--mode", "ps", "--world", "2", "--collective", "allreduce", "--algo", "ring"]):
+    r = run(args, timeout=60)
+    check(r.returncode == 2 and "--algo" in r.stderr and "--mode ring" in r.stderr,
+          f"{' '.join(args)}: exit {r.returncode}, expected 2 naming --algo: {r.stderr}")
 
 # the resend log: off in the collective benchmark unless asked, and said so;
 # the flag belongs to the ring
