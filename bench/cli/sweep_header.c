@@ -90,10 +90,20 @@ void gs_sweep_header(FILE *f, const gs_opts *o) {
     snprintf(worlds + strlen(worlds), sizeof worlds - strlen(worlds), "%s%d", i ? ", " : "",
              o->worlds[i]);
   }
-  fprintf(f, "runs: %s at world %s%s; batch %s%d per rank; %lld steps each, the first %d left "
-          "out (warm-up)", modes, worlds,
+  /* what the summaries leave out, not what was asked: a warm-up as long as
+   * the run would leave nothing, so the summaries keep every step */
+  int64_t first = gs_first_measured(o->warmup, o->train.steps);
+  char warm[96];
+  if (first > 0)
+    snprintf(warm, sizeof warm, "the first %lld left out (warm-up)", (long long)first);
+  else if (o->warmup > 0)
+    snprintf(warm, sizeof warm, "all of them measured (--warmup %d is not below --steps)",
+             o->warmup);
+  else
+    snprintf(warm, sizeof warm, "all of them measured");
+  fprintf(f, "runs: %s at world %s%s; batch %s%d per rank; %lld steps each, %s", modes, worlds,
           many && w1 ? " (world 1 once: one process, the baseline of every mode)" : "",
-          o->nbatches > 1 ? "from " : "", o->batches[0], (long long)o->train.steps, o->warmup);
+          o->nbatches > 1 ? "from " : "", o->batches[0], (long long)o->train.steps, warm);
   if (o->repeats > 1)
     fprintf(f, "; every configuration %d times, interleaved (medians, with the min-max)",
             o->repeats);
