@@ -112,13 +112,20 @@ static const own_flag OWN[] = {
 };
 
 int gs_backends_own_flags(const gs_opts *o, gs_err *e) {
+  /* training at world 1 alone is one process (gs_backends_pick): no mode's
+   * backend runs, so none of their flags would do anything */
+  bool alone = !o->collective && o->nworlds > 0;
+  for (int i = 0; i < o->nworlds; i++) alone &= o->worlds[i] == 1;
   for (size_t i = 0; i < sizeof OWN / sizeof *OWN; i++) {
     if (!OWN[i].given(o)) continue;
     bool taken = false;
     for (int m = 0; m < o->nmodes; m++) taken |= o->modes[m] == OWN[i].mode;
-    if (taken) continue;
+    if (taken && !alone) continue;
     char why[512];
     OWN[i].words(o, why, sizeof why);
+    if (taken)
+      return GS_FAIL(e, GS_EINVAL, "%s; but at --world 1 alone training runs in one process, "
+                     "with no parameter server and no ring: give a --world of 2 or more", why);
     return GS_FAIL(e, GS_EINVAL, "%s", why);
   }
   return GS_OK;

@@ -117,6 +117,12 @@ static void command_line(void) {
   refused("--mode ring --ps-servers 2", "--ps-servers 2", "needs --mode ps");
   refused("--mode ps --ring-period 3", "--ring-period 3", "needs --mode ring");
   refused("--mode ps --no-resend", "--no-resend", "--mode ring");
+  refused("--mode ps --world 2 --algo hier", "--algo hier", "needs --mode ring");
+  /* ... and none at world 1 alone, where training is one process */
+  refused("--mode ps --world 1 --ps-spare-hosts 2", "--ps-spare-hosts 2", "--world of 2");
+  refused("--mode ring --world 1 --ring-period 3", "--ring-period 3", "--world of 2");
+  accepted("--mode ps --world 1,2 --ps-servers 2");
+  accepted("--mode ring --world 1,4 --ring-period 3");
   /* every row's defaults, and combinations that run */
   accepted("--mode ps,ring,local --world 1");
   accepted("--mode ps,ring --world 1,2,4");
