@@ -81,10 +81,11 @@ typedef struct allreduce_sync {
 /* The same, when the bucket runs over shared memory (a plain all-reduce on
  * one host): that all-reduce is this thread's own copies and sums, with no
  * socket and no I/O thread, so handing it over adds only the two wake-ups,
- * which at 128 KiB to 1 MiB cost about as much as the all-reduce
- * (issue 48). Up to a few MiB they still show; above, they are lost in it.
+ * which at 128 KiB to 512 KiB cost about as much as the all-reduce
+ * (issue 48). Above 1 MiB they are a few percent of it, and a sweep at 2
+ * MiB was no faster inline (noisy, unexplained), so the limit stays there.
  * GS_RING_INLINE, when set, is the limit for both. */
-#define DEFAULT_SHM_INLINE_MAX ((size_t)4 << 20)
+#define DEFAULT_SHM_INLINE_MAX ((size_t)1 << 20)
 
 static uint64_t plan_hash(const gs_bucket *b, int nb) {
   uint64_t h = GS_HASH_INIT;
