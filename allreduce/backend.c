@@ -43,6 +43,7 @@ typedef struct allreduce_sync {
   gs_sync_config c;        /* copy; pointers below are ours (opts: NULL) */
   int period;              /* gs_allreduce_opts.period */
   size_t inline_max;       /* a last bucket up to this many bytes: run_tail */
+  size_t shm_inline_max;   /* the same, for one that runs shm */
   gs_bucket *buckets;
   gs_comm *comm;
   gs_kernels *rk;
@@ -77,6 +78,14 @@ typedef struct allreduce_sync {
  * all-reduce, and the operations and their order are the same, so the bits
  * are too. */
 #define DEFAULT_INLINE_MAX ((size_t)64 << 10)
+/* The same, when the bucket runs over shared memory (a plain all-reduce on
+ * one host): that all-reduce is this thread's own copies and sums, with no
+ * socket and no I/O thread, so handing it over adds only the two wake-ups,
+ * which at 128 KiB to 512 KiB cost about as much as the all-reduce
+ * (issue 48). Above 1 MiB they are a few percent of it, and a sweep at 2
+ * MiB was no faster inline (noisy, unexplained), so the limit stays there.
+ * GS_RING_INLINE, when set, is the limit for both. */
+#define DEFAULT_SHM_INLINE_MAX ((size_t)1 << 20)
 
 static uint64_t plan_hash(const gs_bucket *b, int nb) {
   uint64_t h = GS_HASH_INIT;
@@ -238,8 +247,12 @@ static int allreduce_begin_step(gs_sync *base, int64_t step, gs_err *e) {
 /* Whether bucket is the step's last and small enough for the training
  * thread to all-reduce it itself (DEFAULT_INLINE_MAX). */
 static bool tail_inline(const allreduce_sync *s, int bucket) {
-  return bucket == s->c.nbuckets - 1 &&
-         (size_t)s->buckets[bucket].count * gs_dtype_size(s->c.wire) <= s->inline_max;
+  if (bucket != s->c.nbuckets - 1) return false;
+  const size_t count = s->buckets[bucket].count, bytes = count * gs_dtype_size(s->c.wire);
+  if (bytes <= s->inline_max) return true;
+  /* a plain all-reduce (run_bucket's last line) over shared memory */
+  return bytes <= s->shm_inline_max && !s->psgd && !s->topk &&
+         gs_comm_algo(s->comm, count) == GS_ALGO_SHM;
 }
 
 static int allreduce_bucket_ready(gs_sync *base, int bucket, gs_err *e) {
@@ -516,6 +529,7 @@ static int allreduce_open(void *state, const gs_sync_config *c, gs_sync **out, g
     s->c.bootstrap = NULL;
     s->period = opts_of(c).period;
     s->inline_max = gs_env_bytes("GS_RING_INLINE", DEFAULT_INLINE_MAX);
+    s->shm_inline_max = gs_env_bytes("GS_RING_INLINE", DEFAULT_SHM_INLINE_MAX);
     s->c.opts = NULL; /* the caller's; what the session needs of it is above */
     s->comm = p->comm;
     s->rk = p->rk;

@@ -105,9 +105,10 @@ typedef struct gs_shm_run {
   uint64_t sent, recv;
 } gs_shm_run;
 /* dst = op over every member's src, n elements (src == dst allowed), in
- * rounds of a slot: copy in, wait, each member sums its part (or, up to
- * whole bytes or with two members, every member all of it: one wait
- * less), [part], wait, copy out. Every member calls it with the same n and
+ * rounds of a slot: copy in (without part: all but its own part), wait,
+ * each member sums its part (or, up to whole bytes, every member all of
+ * it: one wait less), [part], wait, copy out (without part: the others'
+ * parts). Every member calls it with the same n and
  * op. A member that fails should gs_shm_tell its reason. */
 int gs_shm_allreduce(gs_shm *s, gs_shm_run *run, const void *src, void *dst, size_t n,
                      gs_err *e);
