@@ -397,10 +397,11 @@ WORD = re.compile(r"[A-Za-z][\w:./+-]*[\w]")
 
 def pick(fig, others, files, words):
     """(file, line index) for a figure without a pin: of the lines of its
-    cited files that hold it, the one that holds the most of the other
-    figures of its row or line of text, then shares the most of that
-    line's WORDS (a run's name, a mode, a link), then lies closest to a
-    line holding one of those figures; else the first"""
+    cited files that hold it, one that writes it as the page does ("0.81x",
+    not 0.810), then the one that holds the most of the other figures of
+    its row or line of text, then shares the most of that line's WORDS (a
+    run's name, a mode, a link), then lies closest to a line holding one
+    of those figures; else the first"""
     best = None
     words = {w.lower() for w in words}
     for path in files:
@@ -410,7 +411,9 @@ def pick(fig, others, files, words):
             text = excerpt_full(path, i)
             shared = len(words & {w.lower() for w in WORD.findall(text)})
             d = min((abs(i - j) for n in near for j in n), default=10 ** 9)
-            score = (-sum(i in n for n in near), -shared, d)
+            exact = re.search(r"(?<![\d.])" + re.escape(fig.text.replace(" ", "")) + r"(?![\d])",
+                              text.replace(" ", "")) is not None
+            score = (-exact, -sum(i in n for n in near), -shared, d)
             if best is None or score < best[0]:
                 best = (score, path, i)
     return best and best[1:]
